@@ -1,0 +1,49 @@
+import type { MiddlewareHandler } from "hono";
+import { Keys } from "../../shared/keys.js";
+import { connectRedis, Store } from "../../shared/store/index.js";
+import type { Env } from "../env.js";
+import { Problem } from "./problem.js";
+
+/** Variables routes read from the Hono context. */
+export interface AppVariables {
+  store: Store;
+}
+
+export interface AppEnv {
+  Bindings: Env;
+  Variables: AppVariables;
+}
+
+let cached: { signature: string; store: Store } | undefined;
+
+/**
+ * The Store for these bindings. An isolate serves many requests with the same bindings, so the
+ * client (and its loaded-script cache) is kept between them.
+ */
+export function storeFor(env: Env): Store {
+  if (!env.UPSTASH_REDIS_REST_URL || !env.UPSTASH_REDIS_REST_TOKEN) {
+    throw new Problem(
+      503,
+      "storage-not-configured",
+      "Storage is not configured",
+      "set the UPSTASH_REDIS_REST_URL and UPSTASH_REDIS_REST_TOKEN secrets",
+    );
+  }
+  const signature = [env.UPSTASH_REDIS_REST_URL, env.UPSTASH_REDIS_REST_TOKEN, env.KEY_PREFIX ?? "", env.REDIS_TIMEOUT_MS ?? ""].join("\n");
+  if (cached?.signature !== signature) {
+    const timeoutMs = Number(env.REDIS_TIMEOUT_MS) > 0 ? Number(env.REDIS_TIMEOUT_MS) : undefined;
+    const redis = connectRedis({
+      url: env.UPSTASH_REDIS_REST_URL,
+      token: env.UPSTASH_REDIS_REST_TOKEN,
+      ...(timeoutMs ? { timeoutMs } : {}),
+    });
+    cached = { signature, store: new Store(redis, new Keys(env.KEY_PREFIX ?? "")) };
+  }
+  return cached.store;
+}
+
+/** Puts the Store on the context for every route. */
+export const withStore: MiddlewareHandler<AppEnv> = async (c, next) => {
+  c.set("store", storeFor(c.env));
+  await next();
+};

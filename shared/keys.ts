@@ -1,0 +1,103 @@
+import { queueSuffix, type ScriptType } from "./model/enums.js";
+
+/**
+ * Every Redis key and queue name, built in one place.
+ *
+ * Layout (DESIGN.md): actors and id counters for global objects are global; everything of
+ * context `C` lives under `ctx:{C}:`. The braces are a Redis Cluster hash tag, so one context's
+ * keys share a slot and a Lua script may touch any of them, including keys it derives at run
+ * time from a prefix (a freshly allocated id), without crossing slots. Inside the namespace the
+ * seeds' canonical names apply: `context:<C>`, `flow:<id>`, `job:<caller>:<id>`,
+ * `message:<caller>:<id>`, `runner:<id>`, `msg_out`, `msg_in`, `queue:<script_type>`.
+ *
+ * An optional deployment-wide `prefix` goes in front of every key, so several deployments (or
+ * test files) can share one database without seeing each other. It must not contain braces,
+ * or it would move the hash tag.
+ */
+export class Keys {
+  constructor(readonly prefix = "") {
+    if (/[{}]/.test(prefix)) throw new Error(`a key prefix must not contain braces: ${prefix}`);
+  }
+
+  // Global keys.
+
+  /** `actor:<id>`: an actor's hash (the seeds' `Actor.redis_key()`). */
+  actor(id: number): string {
+    return `${this.prefix}actor:${id}`;
+  }
+
+  /** Hash of id counters for global objects (fields `actor`, `context`). */
+  globalIds(): string {
+    return `${this.prefix}ids`;
+  }
+
+  /** Sorted set of every actor id (score = id). */
+  actorIndex(): string {
+    return `${this.prefix}index:actor`;
+  }
+
+  /** Sorted set of every context id (score = id), for operators and the supervisor. */
+  contextIndex(): string {
+    return `${this.prefix}index:context`;
+  }
+
+  // Keys inside a context.
+
+  /** `ctx:{C}:`: the namespace every key of context `C` starts with. */
+  namespace(contextId: number): string {
+    return `${this.prefix}ctx:{${contextId}}:`;
+  }
+
+  /** `context:<C>`: the context's own hash (the seeds' `Context.redis_key()`). */
+  context(contextId: number): string {
+    return `${this.namespace(contextId)}context:${contextId}`;
+  }
+
+  /** `flow:<id>` (the seeds' `Flow.redis_key()`). */
+  flow(contextId: number, id: number): string {
+    return `${this.namespace(contextId)}flow:${id}`;
+  }
+
+  /** `job:<caller>:<id>` (the seeds' `RunnerJob.redis_key()`). */
+  job(contextId: number, callerId: number, id: number): string {
+    return `${this.namespace(contextId)}job:${callerId}:${id}`;
+  }
+
+  /** `message:<caller>:<id>` (the seeds' `Message.redis_key()`). */
+  message(contextId: number, callerId: number, id: number): string {
+    return `${this.namespace(contextId)}message:${callerId}:${id}`;
+  }
+
+  /** `runner:<id>` (the seeds' `Runner.redis_key()`). */
+  runner(contextId: number, id: number): string {
+    return `${this.namespace(contextId)}runner:${id}`;
+  }
+
+  /** `msg_out`: outbound messages waiting for the supervisor's relay. */
+  msgOut(contextId: number): string {
+    return `${this.namespace(contextId)}msg_out`;
+  }
+
+  /** `msg_in`: inbound messages waiting for their reader. */
+  msgIn(contextId: number): string {
+    return `${this.namespace(contextId)}msg_in`;
+  }
+
+  /** `queue:<script_type>`: jobs for `local` runners (the seeds' `queue_suffix()`). */
+  queue(contextId: number, scriptType: ScriptType): string {
+    return `${this.namespace(contextId)}queue:${queueSuffix(scriptType)}`;
+  }
+
+  /** Hash of id counters inside the context (fields `flow`, `runner`, `job:<caller>`, ...). */
+  ids(contextId: number): string {
+    return `${this.namespace(contextId)}ids`;
+  }
+
+  /** Sorted set indexing one kind of object in the context (member `<id>` or `<caller>:<id>`). */
+  index(contextId: number, kind: IndexedKind): string {
+    return `${this.namespace(contextId)}index:${kind}`;
+  }
+}
+
+/** The kinds of context objects that have an index for listing. */
+export type IndexedKind = "flow" | "job" | "message" | "runner";

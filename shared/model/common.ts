@@ -1,0 +1,61 @@
+import { z } from "zod";
+
+/** Object identifiers are u32, as in the seeds; 0 is never a valid id. */
+export const MAX_ID = 4_294_967_295;
+export const Id = z.int().min(1).max(MAX_ID);
+export type Id = z.infer<typeof Id>;
+
+/** Unix epoch seconds (the seeds' `u32` timestamps). */
+export const Timestamp = z.int().min(0).max(MAX_ID);
+export type Timestamp = z.infer<typeof Timestamp>;
+
+/** Seconds, as every timeout in the seeds. */
+export const Seconds = z.int().min(0).max(MAX_ID);
+
+/** Environment variable names a shell accepts. */
+export const ENV_NAME = /^[A-Za-z_][A-Za-z0-9_]*$/;
+export const EnvVars = z.record(
+  z.string().regex(ENV_NAME, "an environment variable name: letters, digits and _, not starting with a digit"),
+  z.string(),
+);
+export type EnvVars = z.infer<typeof EnvVars>;
+
+/** A job's result: string keys to string values (the seeds' `map[string]string`). */
+export const ResultMap = z.record(z.string().min(1), z.string());
+export type ResultMap = z.infer<typeof ResultMap>;
+
+const base64url = /^[A-Za-z0-9_-]+$/;
+
+/**
+ * An Ed25519 public key: the 32 raw bytes, base64url without padding (43 characters), the form a
+ * JWK's `x` uses. Standard base64 (with `+`, `/`, `=`) is not accepted, so one key has one text.
+ */
+export const PublicKey = z
+  .string()
+  .length(43, "an Ed25519 public key: 32 bytes, base64url without padding (43 characters)")
+  .regex(base64url, "an Ed25519 public key: base64url characters only");
+
+/** An http(s) URL; whether plain http is acceptable is a deployment setting checked by the API. */
+export const WebUrl = z.url({ protocol: /^https?$/ }).max(2048);
+
+/**
+ * Where an actor can be reached. The seeds' addresses are Mycelium topics; this coordinator
+ * delivers over HTTPS, so an address is one of the two kinds.
+ */
+export const Address = z.discriminatedUnion("type", [
+  z.object({ type: z.literal("https"), url: WebUrl }).strict(),
+  z
+    .object({ type: z.literal("mycelium"), address: z.string().min(1).max(512), topic: z.string().max(256).optional() })
+    .strict(),
+]);
+export type Address = z.infer<typeof Address>;
+
+/** One log line of a job, attached to its message. `timestamp` is epoch seconds, fractional allowed. */
+export const Log = z
+  .object({
+    timestamp: z.number().min(0),
+    stream: z.enum(["stdout", "stderr", "system"]),
+    message: z.string(),
+  })
+  .strict();
+export type Log = z.infer<typeof Log>;

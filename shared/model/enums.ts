@@ -1,0 +1,39 @@
+import { z } from "zod";
+
+/**
+ * The seeds' enums (models.md), with one documented extension: `sh` in ScriptType and RunnerType,
+ * so the reference runner can run shell scripts next to python.
+ */
+
+/** Language or runtime of a job's script; also names its local queue (`queue:<suffix>`). */
+export const ScriptType = z.enum(["osis", "sal", "v", "python", "sh"]);
+export type ScriptType = z.infer<typeof ScriptType>;
+
+/** The seeds' `queue_suffix()`: the list a `local` runner takes jobs of this type from. */
+export function queueSuffix(scriptType: ScriptType): string {
+  return scriptType;
+}
+
+/** The runtime a runner implements. */
+export const RunnerType = z.enum(["v", "python", "osis", "rust", "sh"]);
+export type RunnerType = z.infer<typeof RunnerType>;
+
+/** Job lifecycle: dispatched → waiting_for_prerequisites → started → finished | error. */
+export const JobStatus = z.enum(["dispatched", "waiting_for_prerequisites", "started", "error", "finished"]);
+export type JobStatus = z.infer<typeof JobStatus>;
+
+/** Flow lifecycle: dispatched → started → finished | error. */
+export const FlowStatus = z.enum(["dispatched", "started", "error", "finished"]);
+export type FlowStatus = z.infer<typeof FlowStatus>;
+
+/** How a message is interpreted. */
+export const MessageType = z.enum(["job", "chat", "mail"]);
+export type MessageType = z.infer<typeof MessageType>;
+
+/** Rendering hint for a message body. */
+export const MessageFormatType = z.enum(["html", "text", "md"]);
+export type MessageFormatType = z.infer<typeof MessageFormatType>;
+
+/** Message lifecycle: dispatched → acknowledged → processed | error. */
+export const MessageStatus = z.enum(["dispatched", "acknowledged", "error", "processed"]);
+export type MessageStatus = z.infer<typeof MessageStatus>;

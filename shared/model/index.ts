@@ -1,0 +1,9 @@
+export * from "./enums.js";
+export * from "./common.js";
+export { Actor } from "./actor.js";
+export { Context } from "./context.js";
+export { Flow } from "./flow.js";
+export { JOB_DEFAULTS, JobInput, RunnerJob } from "./job.js";
+export type { JobSpec } from "./job.js";
+export { Message } from "./message.js";
+export { Runner, defaultRunnerTopic } from "./runner.js";

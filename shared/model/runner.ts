@@ -1,0 +1,30 @@
+import { z } from "zod";
+import { Id, PublicKey, Timestamp, WebUrl } from "./common.js";
+import { RunnerType, ScriptType } from "./enums.js";
+
+/**
+ * A worker that executes jobs. Beyond the seeds' fields: the `context_id` it serves, `runner_type`, the `script_types` it
+ * accepts and a `concurrency` limit, which the dispatcher uses to pick a runner. `address` is the
+ * https URL jobs are pushed to; a runner without one only pulls (`local`).
+ */
+export const Runner = z
+  .object({
+    id: Id,
+    context_id: Id,
+    pubkey: PublicKey,
+    address: z.union([WebUrl, z.literal("")]),
+    topic: z.string().min(1).max(256),
+    local: z.boolean(),
+    runner_type: RunnerType,
+    script_types: z.array(ScriptType).min(1),
+    concurrency: z.int().min(1).max(10_000),
+    created_at: Timestamp,
+    updated_at: Timestamp,
+  })
+  .strict();
+export type Runner = z.infer<typeof Runner>;
+
+/** The seeds' default topic for a runner: `runner<id>`. */
+export function defaultRunnerTopic(id: number): string {
+  return `runner${id}`;
+}

@@ -1,0 +1,117 @@
+import type { Keys } from "../keys.js";
+import { Actor, Context, Flow, Message, Runner, RunnerJob, defaultRunnerTopic } from "../model/index.js";
+import type { RecordCodec } from "./codec.js";
+import type { RecordLayout, RecordRef } from "./repository.js";
+
+/** Storage kinds of every model's fields (DESIGN.md: scalars as text, the rest as JSON). */
+export const codecs = {
+  actor: {
+    name: "actor",
+    schema: Actor,
+    fields: { id: "int", pubkey: "str", address: "json", created_at: "int", updated_at: "int" },
+  },
+  context: {
+    name: "context",
+    schema: Context,
+    fields: { id: "int", admins: "json", readers: "json", executors: "json", created_at: "int", updated_at: "int" },
+  },
+  flow: {
+    name: "flow",
+    schema: Flow,
+    fields: {
+      id: "int", caller_id: "int", context_id: "int", jobs: "json", env_vars: "json", result: "json",
+      created_at: "int", updated_at: "int", status: "str",
+    },
+  },
+  job: {
+    name: "job",
+    schema: RunnerJob,
+    fields: {
+      id: "int", caller_id: "int", context_id: "int", flow_id: "int", script: "str", script_type: "str",
+      timeout: "int", retries: "int", env_vars: "json", result: "json", prerequisites: "json",
+      dependends: "json", runner_id: "int", created_at: "int", updated_at: "int", status: "str",
+    },
+  },
+  message: {
+    name: "message",
+    schema: Message,
+    fields: {
+      id: "int", caller_id: "int", context_id: "int", message: "str", message_type: "str",
+      message_format_type: "str", timeout: "int", timeout_ack: "int", timeout_result: "int", job: "json",
+      logs: "json", created_at: "int", updated_at: "int", status: "str",
+    },
+  },
+  runner: {
+    name: "runner",
+    schema: Runner,
+    fields: {
+      id: "int", context_id: "int", pubkey: "str", address: "str", topic: "str", local: "bool", runner_type: "str",
+      script_types: "json", concurrency: "int", created_at: "int", updated_at: "int",
+    },
+  },
+} as const satisfies {
+  actor: RecordCodec<Actor>;
+  context: RecordCodec<Context>;
+  flow: RecordCodec<Flow>;
+  job: RecordCodec<RunnerJob>;
+  message: RecordCodec<Message>;
+  runner: RecordCodec<Runner>;
+};
+
+function ctx(ref: Omit<RecordRef, "id">): number {
+  if (ref.context_id === undefined) throw new Error("a context-scoped record needs context_id");
+  return ref.context_id;
+}
+
+function caller(ref: Omit<RecordRef, "id">): number {
+  if (ref.caller_id === undefined) throw new Error("a caller-scoped record needs caller_id");
+  return ref.caller_id;
+}
+
+/** Where each model lives: the seeds' canonical keys inside the context namespace. */
+export function layouts(keys: Keys) {
+  const actor: RecordLayout<Actor> = {
+    codec: codecs.actor,
+    key: (r) => keys.actor(r.id),
+    counter: () => ({ key: keys.globalIds(), field: "actor" }),
+    index: (r) => ({ key: keys.actorIndex(), member: String(r.id) }),
+    indexInSlot: false,
+  };
+  const context: RecordLayout<Context> = {
+    codec: codecs.context,
+    key: (r) => keys.context(r.id),
+    counter: () => ({ key: keys.globalIds(), field: "context" }),
+    index: (r) => ({ key: keys.contextIndex(), member: String(r.id) }),
+    indexInSlot: false,
+  };
+  const flow: RecordLayout<Flow> = {
+    codec: codecs.flow,
+    key: (r) => keys.flow(ctx(r), r.id),
+    counter: (r) => ({ key: keys.ids(ctx(r)), field: "flow" }),
+    index: (r) => ({ key: keys.index(ctx(r), "flow"), member: String(r.id) }),
+    indexInSlot: true,
+  };
+  const job: RecordLayout<RunnerJob> = {
+    codec: codecs.job,
+    key: (r) => keys.job(ctx(r), caller(r), r.id),
+    counter: (r) => ({ key: keys.ids(ctx(r)), field: `job:${caller(r)}` }),
+    index: (r) => ({ key: keys.index(ctx(r), "job"), member: `${caller(r)}:${r.id}` }),
+    indexInSlot: true,
+  };
+  const message: RecordLayout<Message> = {
+    codec: codecs.message,
+    key: (r) => keys.message(ctx(r), caller(r), r.id),
+    counter: (r) => ({ key: keys.ids(ctx(r)), field: `message:${caller(r)}` }),
+    index: (r) => ({ key: keys.index(ctx(r), "message"), member: `${caller(r)}:${r.id}` }),
+    indexInSlot: true,
+  };
+  const runner: RecordLayout<Runner> = {
+    codec: codecs.runner,
+    key: (r) => keys.runner(ctx(r), r.id),
+    counter: (r) => ({ key: keys.ids(ctx(r)), field: "runner" }),
+    index: (r) => ({ key: keys.index(ctx(r), "runner"), member: String(r.id) }),
+    indexInSlot: true,
+    withId: (input, id) => ({ ...input, topic: input.topic || defaultRunnerTopic(id) }),
+  };
+  return { actor, context, flow, job, message, runner };
+}

@@ -1,0 +1,62 @@
+import { errors, Redis } from "@upstash/redis/cloudflare";
+import { RedisCommandError, StorageUnavailableError } from "./errors.js";
+
+export type { Redis };
+
+/** How to reach the Upstash-protocol endpoint. */
+export interface RedisConfig {
+  url: string;
+  token: string;
+  /** Per-request deadline, so a storage outage answers quickly instead of hanging. */
+  timeoutMs?: number;
+  /** Retries of a request that failed in the network (the client's own backoff). */
+  retries?: number;
+}
+
+/**
+ * A client for Upstash (or the local REST endpoint). Automatic deserialization is off: every
+ * value comes back as the string Redis holds and is parsed by its schema, never guessed at.
+ */
+export function connectRedis(config: RedisConfig): Redis {
+  const timeoutMs = config.timeoutMs ?? 5_000;
+  return new Redis({
+    url: config.url,
+    token: config.token,
+    automaticDeserialization: false,
+    enableTelemetry: false,
+    readYourWrites: false,
+    retry: { retries: config.retries ?? 2, backoff: (attempt) => 50 * 2 ** attempt },
+    signal: () => AbortSignal.timeout(timeoutMs),
+  });
+}
+
+/**
+ * Runs one storage call and names its failure: unreachable storage (network errors, timeouts,
+ * a REST endpoint whose Redis is down, a gateway's non-JSON error page) becomes
+ * StorageUnavailableError; a command Redis refused becomes RedisCommandError.
+ */
+export async function callRedis<T>(call: () => Promise<T>): Promise<T> {
+  try {
+    return await call();
+  } catch (error) {
+    throw describeRedisFailure(error);
+  }
+}
+
+export function describeRedisFailure(error: unknown): Error {
+  if (error instanceof StorageUnavailableError || error instanceof RedisCommandError) return error;
+  const message = error instanceof Error ? error.message : String(error);
+  if (error instanceof errors.UpstashJSONParseError || !(error instanceof errors.UpstashError)) {
+    return new StorageUnavailableError(`storage is unreachable: ${message}`, { cause: error });
+  }
+  if (/^ERR Redis is unavailable|^Unauthorized|LOADING|MASTERDOWN|TRYAGAIN/.test(message)) {
+    return new StorageUnavailableError(`storage is unavailable: ${stripCommand(message)}`, { cause: error });
+  }
+  return new RedisCommandError(`Redis refused a command: ${stripCommand(message)}`, { cause: error });
+}
+
+/** The client appends the whole command (with its values) to errors; keep that out of logs. */
+function stripCommand(message: string): string {
+  const at = message.indexOf(", command was:");
+  return at < 0 ? message : message.slice(0, at);
+}

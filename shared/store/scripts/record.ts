@@ -1,0 +1,54 @@
+import { LuaScript } from "../script.js";
+
+/**
+ * Scripts for plain records (one hash plus its index entry). State transitions of flows and jobs
+ * have their own scripts; these only create, patch and delete.
+ *
+ * Every key a script touches is in KEYS and in one slot (the context's hash tag), so they run
+ * on a Redis Cluster too.
+ */
+
+/**
+ * createRecord: store a new hash unless its key is taken, and index it, all or nothing.
+ *   KEYS[1]  the record's hash
+ *   KEYS[2]  the index sorted set (optional; same slot as KEYS[1])
+ *   ARGV[1]  index member      ARGV[2]  index score
+ *   ARGV[3..] field, value pairs
+ * Returns 1 when created, 0 when the key was taken (nothing written) → ConflictError.
+ */
+export const createRecord = new LuaScript(
+  "createRecord",
+  `if redis.call("EXISTS", KEYS[1]) == 1 then return 0 end
+redis.call("HSET", KEYS[1], unpack(ARGV, 3))
+if KEYS[2] then redis.call("ZADD", KEYS[2], ARGV[2], ARGV[1]) end
+return 1`,
+);
+
+/**
+ * updateRecord: patch fields of an existing hash; never creates one.
+ *   KEYS[1]  the record's hash
+ *   ARGV[1]  n, the number of fields to delete; ARGV[2..n+1] their names
+ *   ARGV[n+2..] field, value pairs to set
+ * Returns 1 when updated, 0 when the record does not exist (nothing written) → NotFoundError.
+ */
+export const updateRecord = new LuaScript(
+  "updateRecord",
+  `if redis.call("EXISTS", KEYS[1]) == 0 then return 0 end
+local n = tonumber(ARGV[1])
+if n > 0 then redis.call("HDEL", KEYS[1], unpack(ARGV, 2, n + 1)) end
+if #ARGV > n + 1 then redis.call("HSET", KEYS[1], unpack(ARGV, n + 2)) end
+return 1`,
+);
+
+/**
+ * deleteRecord: remove a hash and its index entry together.
+ *   KEYS[1]  the record's hash     KEYS[2]  the index sorted set (optional)
+ *   ARGV[1]  index member
+ * Returns 1 when deleted, 0 when there was nothing to delete → NotFoundError.
+ */
+export const deleteRecord = new LuaScript(
+  "deleteRecord",
+  `local n = redis.call("DEL", KEYS[1])
+if KEYS[2] then redis.call("ZREM", KEYS[2], ARGV[1]) end
+return n`,
+);

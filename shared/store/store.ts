@@ -1,0 +1,44 @@
+import { Keys } from "../keys.js";
+import type { Actor, Context, Flow, Message, Runner, RunnerJob } from "../model/index.js";
+import { layouts } from "./layouts.js";
+import { callRedis, type Redis } from "./redis.js";
+import { Repository } from "./repository.js";
+
+/** Unix epoch seconds, the seeds' timestamp unit. */
+export function epochSeconds(): number {
+  return Math.floor(Date.now() / 1000);
+}
+
+/**
+ * The storage layer: one repository per model over one Upstash-protocol client, every key built
+ * by `keys` (whose prefix keeps deployments and test files apart).
+ */
+export class Store {
+  readonly actors: Repository<Actor>;
+  readonly contexts: Repository<Context>;
+  readonly flows: Repository<Flow>;
+  readonly jobs: Repository<RunnerJob>;
+  readonly messages: Repository<Message>;
+  readonly runners: Repository<Runner>;
+
+  constructor(
+    readonly redis: Redis,
+    readonly keys: Keys = new Keys(),
+    readonly now: () => number = epochSeconds,
+  ) {
+    const l = layouts(keys);
+    this.actors = new Repository(redis, l.actor, now);
+    this.contexts = new Repository(redis, l.context, now);
+    this.flows = new Repository(redis, l.flow, now);
+    this.jobs = new Repository(redis, l.job, now);
+    this.messages = new Repository(redis, l.message, now);
+    this.runners = new Repository(redis, l.runner, now);
+  }
+
+  /** One round trip to Redis; resolves with how long it took. */
+  async ping(): Promise<{ latencyMs: number }> {
+    const started = Date.now();
+    await callRedis(() => this.redis.exec(["PING"]));
+    return { latencyMs: Date.now() - started };
+  }
+}
