@@ -1,3 +1,5 @@
+import type * as WorkerModule from "./index.js";
+
 /**
  * The Worker's bindings (wrangler.toml `[vars]`, secrets, Durable Objects). Every one is listed
  * with its meaning in the README's configuration table.
@@ -12,3 +14,18 @@ export interface Env {
   /** Deadline for one storage request, in milliseconds (default 5000). */
   REDIS_TIMEOUT_MS?: string;
 }
+
+/* eslint-disable @typescript-eslint/no-namespace, @typescript-eslint/no-empty-object-type --
+   the runtime's types are a namespace of interfaces meant to be merged into, not module syntax. */
+declare global {
+  namespace Cloudflare {
+    // Types `env` from "cloudflare:workers" and the test integration with our bindings.
+    interface Env extends WorkerEnv {}
+    interface GlobalProps {
+      mainModule: typeof WorkerModule;
+    }
+  }
+}
+/* eslint-enable @typescript-eslint/no-namespace, @typescript-eslint/no-empty-object-type */
+
+type WorkerEnv = Env;

@@ -46,6 +46,7 @@ export function invalidInput(error: ZodError, where = "body"): Problem {
 /** Hono's `onError`: one place where errors become responses. */
 export function onError(error: Error, c: Context): Response {
   const problem = toProblem(error);
-  if (problem.status >= 500) console.error(`${c.req.method} ${c.req.path}:`, error);
+  if (problem.status === 500) console.error(`${c.req.method} ${c.req.path}:`, error);
+  else if (problem.status > 500) console.warn(`${c.req.method} ${c.req.path}: ${problem.status} ${problem.message}`);
   return problem.toResponse(c.req.path);
 }

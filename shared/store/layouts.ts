@@ -74,42 +74,48 @@ export function layouts(keys: Keys) {
     codec: codecs.actor,
     key: (r) => keys.actor(r.id),
     counter: () => ({ key: keys.globalIds(), field: "actor" }),
-    index: (r) => ({ key: keys.actorIndex(), member: String(r.id) }),
+    indexKey: () => keys.actorIndex(),
+    indexMember: (r) => String(r.id),
     indexInSlot: false,
   };
   const context: RecordLayout<Context> = {
     codec: codecs.context,
     key: (r) => keys.context(r.id),
     counter: () => ({ key: keys.globalIds(), field: "context" }),
-    index: (r) => ({ key: keys.contextIndex(), member: String(r.id) }),
+    indexKey: () => keys.contextIndex(),
+    indexMember: (r) => String(r.id),
     indexInSlot: false,
   };
   const flow: RecordLayout<Flow> = {
     codec: codecs.flow,
     key: (r) => keys.flow(ctx(r), r.id),
     counter: (r) => ({ key: keys.ids(ctx(r)), field: "flow" }),
-    index: (r) => ({ key: keys.index(ctx(r), "flow"), member: String(r.id) }),
+    indexKey: (r) => keys.index(ctx(r), "flow"),
+    indexMember: (r) => String(r.id),
     indexInSlot: true,
   };
   const job: RecordLayout<RunnerJob> = {
     codec: codecs.job,
     key: (r) => keys.job(ctx(r), caller(r), r.id),
     counter: (r) => ({ key: keys.ids(ctx(r)), field: `job:${caller(r)}` }),
-    index: (r) => ({ key: keys.index(ctx(r), "job"), member: `${caller(r)}:${r.id}` }),
+    indexKey: (r) => keys.index(ctx(r), "job"),
+    indexMember: (r) => `${caller(r)}:${r.id}`,
     indexInSlot: true,
   };
   const message: RecordLayout<Message> = {
     codec: codecs.message,
     key: (r) => keys.message(ctx(r), caller(r), r.id),
     counter: (r) => ({ key: keys.ids(ctx(r)), field: `message:${caller(r)}` }),
-    index: (r) => ({ key: keys.index(ctx(r), "message"), member: `${caller(r)}:${r.id}` }),
+    indexKey: (r) => keys.index(ctx(r), "message"),
+    indexMember: (r) => `${caller(r)}:${r.id}`,
     indexInSlot: true,
   };
   const runner: RecordLayout<Runner> = {
     codec: codecs.runner,
     key: (r) => keys.runner(ctx(r), r.id),
     counter: (r) => ({ key: keys.ids(ctx(r)), field: "runner" }),
-    index: (r) => ({ key: keys.index(ctx(r), "runner"), member: String(r.id) }),
+    indexKey: (r) => keys.index(ctx(r), "runner"),
+    indexMember: (r) => String(r.id),
     indexInSlot: true,
     withId: (input, id) => ({ ...input, topic: input.topic || defaultRunnerTopic(id) }),
   };

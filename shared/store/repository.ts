@@ -34,8 +34,10 @@ export interface RecordLayout<T extends RecordRef> {
   key(ref: RecordRef): string;
   /** The hash of id counters, and the field in it, that numbers new records in this scope. */
   counter(ref: Omit<RecordRef, "id">): { key: string; field: string };
-  /** The index sorted set of this scope and the record's member in it. */
-  index(ref: RecordRef): { key: string; member: string };
+  /** The index sorted set of a scope. */
+  indexKey(scope: Omit<RecordRef, "id">): string;
+  /** A record's member in its index: `<id>`, or `<caller>:<id>` for caller-numbered records. */
+  indexMember(ref: RecordRef): string;
   /**
    * True when the index shares a slot with the record, so one script writes both. A global index
    * of records in context namespaces is written in a second, idempotent step instead.
@@ -120,7 +122,7 @@ export class Repository<T extends RecordRef & { created_at: number; updated_at: 
 
   /** Deletes a record and its index entry; NotFoundError when there was none. */
   async delete(ref: RecordRef): Promise<void> {
-    const index = this.layout.index(ref);
+    const index = { key: this.layout.indexKey(ref), member: this.layout.indexMember(ref) };
     const keys = this.layout.indexInSlot ? [this.layout.key(ref), index.key] : [this.layout.key(ref)];
     const deleted = await deleteRecord.run(this.redis, keys, [index.member]);
     if (!this.layout.indexInSlot) await callRedis(() => this.redis.exec(["ZREM", index.key, index.member]));
@@ -132,7 +134,7 @@ export class Repository<T extends RecordRef & { created_at: number; updated_at: 
    * record has gone (a delete that stopped half-way) are skipped.
    */
   async list(scope: Omit<RecordRef, "id">, offset = 0, limit = 50): Promise<Page<T>> {
-    const { key: indexKey } = this.layout.index({ ...scope, id: 0 });
+    const indexKey = this.layout.indexKey(scope);
     const [members, total] = await callRedis(async () => {
       const p = this.redis.pipeline();
       p.zrange(indexKey, offset, offset + limit - 1);
@@ -165,7 +167,7 @@ export class Repository<T extends RecordRef & { created_at: number; updated_at: 
   /** Writes a complete new record; false when its key is already taken. */
   private async insert(record: T): Promise<boolean> {
     const key = this.layout.key(record);
-    const index = this.layout.index(record);
+    const index = { key: this.layout.indexKey(record), member: this.layout.indexMember(record) };
     const pairs = Object.entries(encodeRecord(this.layout.codec, record)).flat();
     const keys = this.layout.indexInSlot ? [key, index.key] : [key];
     const created = await createRecord.run(this.redis, keys, [index.member, record.id, ...pairs]);

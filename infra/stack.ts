@@ -1,0 +1,78 @@
+import { randomBytes } from "node:crypto";
+import { mkdirSync, writeFileSync } from "node:fs";
+import path from "node:path";
+import { DEFAULT_REST_OPTIONS, startRestServer, type RestServer } from "./redis-rest/index.js";
+import { startRedisServer, type RedisServerProcess } from "./redis-server.js";
+import { startWranglerDev, type WranglerDev } from "./wrangler.js";
+
+export interface LocalStackOptions {
+  /** The project folder; its `.dev/` holds Redis's data folder and the Worker's env file. */
+  root: string;
+  /** Use this Redis instead of starting redis-server. */
+  redisUrl?: string;
+  redisPort: number;
+  restPort: number;
+  workerPort: number;
+  /** Extra Worker vars (`--var`). */
+  vars?: Record<string, string>;
+  /** Receives one line per component once it is up, and wrangler's output when `verbose`. */
+  log: (line: string) => void;
+  verbose?: boolean;
+}
+
+/** The three local components: redis-server (unless one was given), REST endpoint, Worker. */
+export interface LocalStack {
+  redisUrl: string;
+  restUrl: string;
+  restToken: string;
+  workerUrl: string;
+  stop(): Promise<void>;
+}
+
+/**
+ * Brings up the local stack in order: redis-server, the Upstash-compatible REST endpoint in
+ * front of it, and `wrangler dev --test-scheduled` wired to the endpoint. If a later component
+ * fails, the earlier ones are stopped again.
+ */
+export async function startLocalStack(options: LocalStackOptions): Promise<LocalStack> {
+  const devDir = path.join(options.root, ".dev");
+  mkdirSync(devDir, { recursive: true });
+  const started: { stop(): Promise<void> }[] = [];
+  const stopAll = async () => {
+    for (const component of started.reverse()) await component.stop().catch(() => {});
+  };
+  try {
+    let redis: RedisServerProcess | undefined;
+    let redisUrl = options.redisUrl;
+    if (!redisUrl) {
+      redis = await startRedisServer({ port: options.redisPort, dir: path.join(devDir, "redis") });
+      started.push(redis);
+      redisUrl = redis.url;
+      options.log(`redis-server  ${redisUrl}  (data folder .dev/redis, nothing kept on disk)`);
+    } else {
+      options.log(`redis         ${redisUrl}  (REDIS_URL, not started here)`);
+    }
+
+    const restToken = randomBytes(24).toString("base64url");
+    const rest: RestServer = await startRestServer({ ...DEFAULT_REST_OPTIONS, redisUrl, port: options.restPort, token: restToken });
+    started.push({ stop: () => rest.close() });
+    options.log(`redis-rest    ${rest.url}  (Upstash REST protocol, token in .dev/worker.env)`);
+
+    const envFile = path.join(devDir, "worker.env");
+    writeFileSync(envFile, `UPSTASH_REDIS_REST_URL=${rest.url}\nUPSTASH_REDIS_REST_TOKEN=${restToken}\n`, { mode: 0o600 });
+    const worker: WranglerDev = await startWranglerDev({
+      port: options.workerPort,
+      envFile,
+      cwd: options.root,
+      ...(options.vars ? { vars: options.vars } : {}),
+      ...(options.verbose ? { onLine: (line: string) => options.log(`  wrangler | ${line}`) } : {}),
+    });
+    started.push(worker);
+    options.log(`worker        ${worker.url}  (wrangler dev --test-scheduled; try ${worker.url}/health)`);
+
+    return { redisUrl, restUrl: rest.url, restToken, workerUrl: worker.url, stop: stopAll };
+  } catch (error) {
+    await stopAll();
+    throw error;
+  }
+}

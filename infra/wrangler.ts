@@ -1,0 +1,102 @@
+import { spawn, type ChildProcess } from "node:child_process";
+import { createRequire } from "node:module";
+import path from "node:path";
+
+/** A `wrangler dev` child process. */
+export interface WranglerDev {
+  url: string;
+  child: ChildProcess;
+  stop(): Promise<void>;
+}
+
+export interface WranglerDevOptions {
+  port: number;
+  /** A dotenv file with the Worker's secrets (storage URL and token). */
+  envFile: string;
+  /** Extra `--var NAME:value` bindings. */
+  vars?: Record<string, string>;
+  cwd: string;
+  /** Called with each line wrangler prints. */
+  onLine?: (line: string) => void;
+  readyTimeoutMs?: number;
+}
+
+/** Wrangler refuses Node older than this; npm scripts run the project's own Node 22. */
+const MIN_NODE_MAJOR = 22;
+
+/**
+ * Starts `wrangler dev --test-scheduled` on 127.0.0.1 and resolves once the Worker answers.
+ * Runs wrangler with this process's Node, and keeps it off Cloudflare's network (no `Request.cf`
+ * download, no telemetry), so it works offline.
+ */
+export async function startWranglerDev(options: WranglerDevOptions): Promise<WranglerDev> {
+  const major = Number(process.versions.node.split(".")[0]);
+  if (major < MIN_NODE_MAJOR) {
+    throw new Error(
+      `wrangler needs Node ${MIN_NODE_MAJOR}+ and this is Node ${process.versions.node}; ` +
+        "run through npm (`npm run dev`), which uses the project's own Node from node_modules",
+    );
+  }
+  const wranglerBin = path.join(path.dirname(createRequire(import.meta.url).resolve("wrangler/package.json")), "bin", "wrangler.js");
+  const args = [
+    wranglerBin, "dev",
+    "--ip", "127.0.0.1",
+    "--port", String(options.port),
+    "--env-file", options.envFile,
+    "--test-scheduled",
+    "--show-interactive-dev-session=false",
+    "--inspector-port", "0",
+    ...Object.entries(options.vars ?? {}).flatMap(([name, value]) => ["--var", `${name}:${value}`]),
+  ];
+  const child = spawn(process.execPath, args, {
+    cwd: options.cwd,
+    env: { ...process.env, CLOUDFLARE_CF_FETCH_ENABLED: "false", WRANGLER_SEND_METRICS: "false", NO_COLOR: "1" },
+    stdio: ["ignore", "pipe", "pipe"],
+    detached: true,
+  });
+  let tail = "";
+  const onData = (chunk: Buffer) => {
+    const text = chunk.toString();
+    tail = (tail + text).slice(-4000);
+    for (const line of text.split("\n")) if (line.trim()) options.onLine?.(line);
+  };
+  child.stdout?.on("data", onData);
+  child.stderr?.on("data", onData);
+  const exited = new Promise<void>((resolve) => child.once("exit", () => resolve()));
+
+  const url = `http://127.0.0.1:${options.port}`;
+  const stop = async () => {
+    if (child.exitCode === null && child.signalCode === null) {
+      // wrangler runs workerd as its own child: signal the whole group.
+      try {
+        process.kill(-(child.pid as number), "SIGTERM");
+      } catch {
+        child.kill("SIGTERM");
+      }
+      const timer = setTimeout(() => {
+        try {
+          process.kill(-(child.pid as number), "SIGKILL");
+        } catch {
+          // already gone
+        }
+      }, 5_000);
+      await exited;
+      clearTimeout(timer);
+    }
+  };
+
+  const deadline = Date.now() + (options.readyTimeoutMs ?? 60_000);
+  for (;;) {
+    if (child.exitCode !== null) throw new Error(`wrangler dev exited (code ${child.exitCode}):\n${tail}`);
+    if (Date.now() > deadline) {
+      await stop();
+      throw new Error(`wrangler dev did not answer on ${url} in time:\n${tail}`);
+    }
+    try {
+      await fetch(`${url}/health`, { signal: AbortSignal.timeout(2_000) });
+      return { url, child, stop };
+    } catch {
+      await new Promise((r) => setTimeout(r, 200));
+    }
+  }
+}

@@ -1,0 +1,28 @@
+import { mkdtempSync, rmSync } from "node:fs";
+import { tmpdir } from "node:os";
+import path from "node:path";
+import { startRestServer, DEFAULT_REST_OPTIONS } from "../../infra/redis-rest/index.js";
+import { startRedisServer } from "../../infra/redis-server.js";
+import { readTestStackConfig } from "./stack-config.js";
+
+/**
+ * Starts the real stack every test file talks to: a redis-server of our own (own port, own
+ * folder, nothing on disk) and the Upstash-compatible REST endpoint in front of it. Stops both
+ * when the run ends.
+ */
+export default async function setup(): Promise<() => Promise<void>> {
+  const config = readTestStackConfig();
+  const dir = mkdtempSync(path.join(tmpdir(), "flow-coordinator-test-"));
+  const redis = await startRedisServer({ port: config.redisPort, dir });
+  const rest = await startRestServer({
+    ...DEFAULT_REST_OPTIONS,
+    redisUrl: redis.url,
+    port: config.restPort,
+    token: config.restToken,
+  });
+  return async () => {
+    await rest.close();
+    await redis.stop();
+    rmSync(dir, { recursive: true, force: true });
+  };
+}
