@@ -34,6 +34,7 @@ export default defineConfig({
               bindings: {
                 UPSTASH_REDIS_REST_URL: stack.restUrl,
                 UPSTASH_REDIS_REST_TOKEN: stack.restToken,
+                COORDINATOR_SIGNING_KEY: stack.coordinatorKey,
               },
             },
           }),

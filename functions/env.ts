@@ -13,6 +13,22 @@ export interface Env {
   KEY_PREFIX?: string;
   /** Deadline for one storage request, in milliseconds (default 5000). */
   REDIS_TIMEOUT_MS?: string;
+  /** The coordinator's Ed25519 private key as a JWK (JSON). Secret. */
+  COORDINATOR_SIGNING_KEY?: string;
+  /** The key that will replace it, published ahead of a rotation. Secret, optional. */
+  COORDINATOR_SIGNING_KEY_NEXT?: string;
+  /** How far a signature's `created` may be from now, in seconds (default 300). */
+  SIGNATURE_SKEW_SECONDS?: string;
+  /** Who may register actors: `open` (default), `allowlist` or `operator`. */
+  ACTOR_REGISTRATION?: string;
+  /** Public keys allowed to register themselves when ACTOR_REGISTRATION=allowlist (comma-separated). */
+  ACTOR_ALLOWLIST?: string;
+  /** Operator public keys whose countersignature registers actors when ACTOR_REGISTRATION=operator. */
+  OPERATOR_PUBKEYS?: string;
+  /** `true` accepts plain http:// addresses for runners and actors. Local development only. */
+  ALLOW_INSECURE_HTTP?: string;
+  /** How long an isolate may reuse a looked-up public key, in seconds (default 30; 0 = never). */
+  KEY_CACHE_SECONDS?: string;
 }
 
 /* eslint-disable @typescript-eslint/no-namespace, @typescript-eslint/no-empty-object-type --

@@ -1,9 +1,22 @@
 import { randomBytes } from "node:crypto";
-import { mkdirSync, writeFileSync } from "node:fs";
+import { existsSync, mkdirSync, readFileSync, writeFileSync } from "node:fs";
 import path from "node:path";
 import { DEFAULT_REST_OPTIONS, startRestServer, type RestServer } from "./redis-rest/index.js";
 import { startRedisServer, type RedisServerProcess } from "./redis-server.js";
 import { startWranglerDev, type WranglerDev } from "./wrangler.js";
+import { generateKeyPair, parsePrivateJwk } from "../shared/auth/index.js";
+
+/**
+ * The coordinator's signing key for local development: generated once into
+ * `.dev/coordinator-key.json` and reused, so runners trusting it keep working across restarts.
+ */
+async function devCoordinatorKey(devDir: string): Promise<string> {
+  const file = path.join(devDir, "coordinator-key.json");
+  if (existsSync(file)) return JSON.stringify(parsePrivateJwk(readFileSync(file, "utf8"), file));
+  const jwk = JSON.stringify(await generateKeyPair());
+  writeFileSync(file, `${jwk}\n`, { mode: 0o600 });
+  return jwk;
+}
 
 export interface LocalStackOptions {
   /** The project folder; its `.dev/` holds Redis's data folder and the Worker's env file. */
@@ -59,12 +72,18 @@ export async function startLocalStack(options: LocalStackOptions): Promise<Local
     options.log(`redis-rest    ${rest.url}  (Upstash REST protocol, token in .dev/worker.env)`);
 
     const envFile = path.join(devDir, "worker.env");
-    writeFileSync(envFile, `UPSTASH_REDIS_REST_URL=${rest.url}\nUPSTASH_REDIS_REST_TOKEN=${restToken}\n`, { mode: 0o600 });
+    const signingKey = await devCoordinatorKey(devDir);
+    writeFileSync(
+      envFile,
+      `UPSTASH_REDIS_REST_URL=${rest.url}\nUPSTASH_REDIS_REST_TOKEN=${restToken}\nCOORDINATOR_SIGNING_KEY='${signingKey}'\n`,
+      { mode: 0o600 },
+    );
     const worker: WranglerDev = await startWranglerDev({
       port: options.workerPort,
       envFile,
       cwd: options.root,
-      ...(options.vars ? { vars: options.vars } : {}),
+      // Local runners and actors listen on plain http://127.0.0.1.
+      vars: { ALLOW_INSECURE_HTTP: "true", ...options.vars },
       ...(options.verbose ? { onLine: (line: string) => options.log(`  wrangler | ${line}`) } : {}),
     });
     started.push(worker);

@@ -26,6 +26,19 @@ export class Keys {
     return `${this.prefix}actor:${id}`;
   }
 
+  /** `actor_key:<pubkey>`: the id of the actor registered with that public key (one key, one actor). */
+  actorByKey(pubkey: string): string {
+    return `${this.prefix}actor_key:${pubkey}`;
+  }
+
+  /**
+   * A used signature nonce, kept until its signature could no longer be fresh. A runner's nonces
+   * live in its context's slot, so a transition script can consume one in the same round trip.
+   */
+  nonce(keyid: string, nonce: string, contextId?: number): string {
+    return contextId === undefined ? `${this.prefix}nonce:${keyid}:${nonce}` : `${this.namespace(contextId)}nonce:${keyid}:${nonce}`;
+  }
+
   /** Hash of id counters for global objects (fields `actor`, `context`). */
   globalIds(): string {
     return `${this.prefix}ids`;

@@ -1,8 +1,14 @@
 import { OpenAPIHono } from "@hono/zod-openapi";
 import { HTTPException } from "hono/http-exception";
 import { invalidInput, onError } from "./errors.js";
+import { authenticate } from "./auth.js";
 import { registerHealth } from "./health.js";
 import { Problem } from "./problem.js";
+import { registerRpc } from "./rpc.js";
+import { registerActorRoutes } from "./routes/actors.js";
+import { registerContextRoutes } from "./routes/contexts.js";
+import { registerRunnerRoutes } from "./routes/runners.js";
+import { registerWellKnownRoutes } from "./routes/well-known.js";
 import { withStore, type AppEnv } from "./store.js";
 
 /**
@@ -23,6 +29,28 @@ export function createApp(): OpenAPIHono<AppEnv> {
   });
   app.notFound((c) => new Problem(404, "no-route", "Not found", `no route for ${c.req.method} ${c.req.path}`).toResponse(c.req.path));
   app.use("*", withStore);
+  // Everything under /v1 is signed; /health, /openapi.json and /.well-known are public.
+  app.use("/v1/*", authenticate);
   registerHealth(app);
+  registerWellKnownRoutes(app);
+  registerActorRoutes(app);
+  registerContextRoutes(app);
+  registerRunnerRoutes(app);
+  registerRpc(app);
+  app.openAPIRegistry.registerComponent("securitySchemes", "httpSignature", {
+    type: "apiKey",
+    in: "header",
+    name: "Signature",
+    description:
+      'RFC 9421 HTTP Message Signature, Ed25519: label sig1 covering ("@method" "@target-uri" "content-digest"), with created, keyid (actor:<id>, runner:<context>:<id>, or key:<pubkey> to register), nonce and alg="ed25519"; Content-Digest (RFC 9530, sha-256) on every body.',
+  });
+  app.doc31("/openapi.json", {
+    openapi: "3.1.0",
+    info: {
+      title: "Flow coordinator",
+      version: "0.1.0",
+      description: "Flows (DAGs of jobs) dispatched to external runners. Errors are RFC 9457 problem documents.",
+    },
+  });
   return app;
 }

@@ -17,6 +17,7 @@ export class Problem extends Error {
     readonly title: string,
     readonly detail?: string,
     readonly extensions: ProblemExtensions = {},
+    readonly headers: Record<string, string> = {},
   ) {
     super(detail ?? title);
   }
@@ -37,7 +38,7 @@ export class Problem extends Error {
 
   toResponse(instance?: string): Response {
     const body = { ...this.toJSON(), ...(instance ? { instance } : {}) };
-    const headers: Record<string, string> = { "content-type": "application/problem+json" };
+    const headers: Record<string, string> = { ...this.headers, "content-type": "application/problem+json" };
     if (this.status === 503) headers["retry-after"] = "5";
     return new Response(JSON.stringify(body), { status: this.status, headers });
   }

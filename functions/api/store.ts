@@ -1,12 +1,15 @@
 import type { MiddlewareHandler } from "hono";
 import { Keys } from "../../shared/keys.js";
 import { connectRedis, Store } from "../../shared/store/index.js";
+import { readConfig, type Config } from "../config.js";
 import type { Env } from "../env.js";
+import type { AuthVariables } from "./auth.js";
 import { Problem } from "./problem.js";
 
 /** Variables routes read from the Hono context. */
-export interface AppVariables {
+export interface AppVariables extends Partial<AuthVariables> {
   store: Store;
+  config: Config;
 }
 
 export interface AppEnv {
@@ -42,8 +45,9 @@ export function storeFor(env: Env): Store {
   return cached.store;
 }
 
-/** Puts the Store on the context for every route. */
+/** Puts the Store and the settings on the context for every route. */
 export const withStore: MiddlewareHandler<AppEnv> = async (c, next) => {
+  c.set("config", readConfig(c.env));
   c.set("store", storeFor(c.env));
   await next();
 };

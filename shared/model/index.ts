@@ -7,3 +7,12 @@ export { JOB_DEFAULTS, JobInput, RunnerJob } from "./job.js";
 export type { JobSpec } from "./job.js";
 export { Message } from "./message.js";
 export { Runner, defaultRunnerTopic } from "./runner.js";
+export {
+  ActorRegistration,
+  ActorUpdate,
+  ContextCreation,
+  KeyRotation,
+  PermissionsUpdate,
+  RunnerRegistration,
+  RunnerUpdate,
+} from "./requests.js";

@@ -1,5 +1,7 @@
 import { Keys } from "../keys.js";
 import type { Actor, Context, Flow, Message, Runner, RunnerJob } from "../model/index.js";
+import { ActorKeys } from "./actor-keys.js";
+import { ContextAdmin } from "./contexts.js";
 import { layouts } from "./layouts.js";
 import { callRedis, type Redis } from "./redis.js";
 import { Repository } from "./repository.js";
@@ -20,6 +22,10 @@ export class Store {
   readonly jobs: Repository<RunnerJob>;
   readonly messages: Repository<Message>;
   readonly runners: Repository<Runner>;
+  /** The one-key-one-actor index. */
+  readonly actorKeys: ActorKeys;
+  /** Permission changes and deletion of whole contexts. */
+  readonly contextAdmin: ContextAdmin;
 
   constructor(
     readonly redis: Redis,
@@ -33,6 +39,8 @@ export class Store {
     this.jobs = new Repository(redis, l.job, now);
     this.messages = new Repository(redis, l.message, now);
     this.runners = new Repository(redis, l.runner, now);
+    this.actorKeys = new ActorKeys(redis, keys);
+    this.contextAdmin = new ContextAdmin(redis, keys, now);
   }
 
   /** One round trip to Redis; resolves with how long it took. */

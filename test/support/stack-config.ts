@@ -1,5 +1,6 @@
 import { randomBytes } from "node:crypto";
 import { freePort } from "../../infra/redis-server.js";
+import { generateKeyPair } from "../../shared/auth/index.js";
 
 /** Ports and token of the stack the test run starts (redis-server + REST endpoint). */
 export interface TestStackConfig {
@@ -8,6 +9,8 @@ export interface TestStackConfig {
   restToken: string;
   restUrl: string;
   redisUrl: string;
+  /** The coordinator's signing key (a private JWK as JSON) for this run. */
+  coordinatorKey: string;
 }
 
 /**
@@ -24,14 +27,15 @@ export async function testStackConfig(): Promise<TestStackConfig> {
     process.env.TEST_REST_URL = `http://127.0.0.1:${restPort}`;
     process.env.TEST_REST_PORT = String(restPort);
     process.env.TEST_REST_TOKEN = randomBytes(18).toString("base64url");
+    process.env.TEST_COORDINATOR_KEY = JSON.stringify(await generateKeyPair());
   }
   return readTestStackConfig();
 }
 
 /** The stack's settings as recorded in the environment. */
 export function readTestStackConfig(): TestStackConfig {
-  const { TEST_REDIS_PORT, TEST_REST_PORT, TEST_REST_TOKEN, TEST_REST_URL, TEST_REDIS_URL } = process.env;
-  if (!TEST_REDIS_PORT || !TEST_REST_PORT || !TEST_REST_TOKEN || !TEST_REST_URL || !TEST_REDIS_URL) {
+  const { TEST_REDIS_PORT, TEST_REST_PORT, TEST_REST_TOKEN, TEST_REST_URL, TEST_REDIS_URL, TEST_COORDINATOR_KEY } = process.env;
+  if (!TEST_REDIS_PORT || !TEST_REST_PORT || !TEST_REST_TOKEN || !TEST_REST_URL || !TEST_REDIS_URL || !TEST_COORDINATOR_KEY) {
     throw new Error("the test stack is not configured: run the tests through `npm test` (vitest.config.ts)");
   }
   return {
@@ -40,5 +44,6 @@ export function readTestStackConfig(): TestStackConfig {
     restToken: TEST_REST_TOKEN,
     restUrl: TEST_REST_URL,
     redisUrl: TEST_REDIS_URL,
+    coordinatorKey: TEST_COORDINATOR_KEY,
   };
 }

@@ -1,0 +1,91 @@
+import { createRoute, z, type OpenAPIHono } from "@hono/zod-openapi";
+import { PERMISSION_LISTS } from "../../../shared/auth/index.js";
+import { createContext, deleteContext, grant, loadContext, revoke, setPermissions } from "../../service/contexts.js";
+import { serviceCall } from "../call.js";
+import { body, conflict, json, PathId, schemas, signed, signedErrors } from "../schemas.js";
+import type { AppEnv } from "../store.js";
+
+const contextParams = z.object({ contextId: PathId });
+const memberParams = z.object({ contextId: PathId, list: z.enum(PERMISSION_LISTS), actorId: PathId });
+
+const create = createRoute({
+  method: "post",
+  path: "/v1/contexts",
+  tags: ["contexts"],
+  summary: "Create a context",
+  description: "The creator becomes an admin. `id` is allocated unless given (409 when taken).",
+  security: signed,
+  request: body(schemas.ContextCreation),
+  responses: { 201: json(schemas.Context, "Created"), ...signedErrors, ...conflict },
+});
+
+const load = createRoute({
+  method: "get",
+  path: "/v1/contexts/{contextId}",
+  tags: ["contexts"],
+  summary: "Load a context (admins, readers, executors)",
+  security: signed,
+  request: { params: contextParams },
+  responses: { 200: json(schemas.Context, "The context"), ...signedErrors },
+});
+
+const replace = createRoute({
+  method: "put",
+  path: "/v1/contexts/{contextId}/permissions",
+  tags: ["contexts"],
+  summary: "Replace the permission lists (admins)",
+  security: signed,
+  request: { params: contextParams, ...body(schemas.PermissionsUpdate) },
+  responses: { 200: json(schemas.Context, "Updated"), ...signedErrors },
+});
+
+const grantRoute = createRoute({
+  method: "put",
+  path: "/v1/contexts/{contextId}/permissions/{list}/{actorId}",
+  tags: ["contexts"],
+  summary: "Grant: add an actor to admins, readers or executors (admins)",
+  security: signed,
+  request: { params: memberParams },
+  responses: { 200: json(schemas.Context, "Granted (or already so)"), ...signedErrors },
+});
+
+const revokeRoute = createRoute({
+  method: "delete",
+  path: "/v1/contexts/{contextId}/permissions/{list}/{actorId}",
+  tags: ["contexts"],
+  summary: "Revoke: remove an actor from a list (admins; never the last admin)",
+  security: signed,
+  request: { params: memberParams },
+  responses: { 200: json(schemas.Context, "Revoked (or already so)"), ...signedErrors, ...conflict },
+});
+
+const remove = createRoute({
+  method: "delete",
+  path: "/v1/contexts/{contextId}",
+  tags: ["contexts"],
+  summary: "Delete a context with everything in it (admins)",
+  security: signed,
+  request: { params: contextParams },
+  responses: { 204: { description: "Deleted" }, ...signedErrors },
+});
+
+/** Context routes: create, load, permissions, delete. */
+export function registerContextRoutes(app: OpenAPIHono<AppEnv>): void {
+  app.openapi(create, async (c) => c.json(await createContext(serviceCall(c), c.req.valid("json")), 201));
+  app.openapi(load, async (c) => c.json(await loadContext(serviceCall(c), c.req.valid("param").contextId), 200));
+  app.openapi(replace, async (c) =>
+    c.json(await setPermissions(serviceCall(c), c.req.valid("param").contextId, c.req.valid("json")), 200),
+  );
+  app.openapi(grantRoute, async (c) => {
+    const { contextId, list, actorId } = c.req.valid("param");
+    return c.json(await grant(serviceCall(c), contextId, list, actorId), 200);
+  });
+  app.openapi(revokeRoute, async (c) => {
+    const { contextId, list, actorId } = c.req.valid("param");
+    return c.json(await revoke(serviceCall(c), contextId, list, actorId), 200);
+  });
+  app.openapi(remove, async (c) => {
+    await deleteContext(serviceCall(c), c.req.valid("param").contextId);
+    return c.body(null, 204);
+  });
+}

@@ -1,0 +1,95 @@
+import { zodToOpenAPIRegistry } from "@asteasolutions/zod-to-openapi";
+import { z } from "@hono/zod-openapi";
+import {
+  Actor,
+  ActorRegistration,
+  ActorUpdate,
+  Context,
+  ContextCreation,
+  KeyRotation,
+  MAX_ID,
+  PermissionsUpdate,
+  Runner,
+  RunnerRegistration,
+  RunnerUpdate,
+} from "../../shared/model/index.js";
+
+/**
+ * Names a shared schema for the OpenAPI document (a `$ref` component). The shared schemas are
+ * plain zod, built before @hono/zod-openapi may have extended zod, so their `.openapi()` method
+ * cannot be relied on; the generator's registry takes the name directly instead.
+ */
+function named<T extends z.ZodType>(schema: T, refId: string): T {
+  zodToOpenAPIRegistry.add(schema, { _internal: { refId } });
+  return schema;
+}
+
+/** The shared zod schemas, named; validation is the schemas' own. */
+export const schemas = {
+  Actor: named(Actor, "Actor"),
+  Context: named(Context, "Context"),
+  Runner: named(Runner, "Runner"),
+  ActorRegistration: named(ActorRegistration, "ActorRegistration"),
+  ActorUpdate: named(ActorUpdate, "ActorUpdate"),
+  KeyRotation: named(KeyRotation, "KeyRotation"),
+  ContextCreation: named(ContextCreation, "ContextCreation"),
+  PermissionsUpdate: named(PermissionsUpdate, "PermissionsUpdate"),
+  RunnerRegistration: named(RunnerRegistration, "RunnerRegistration"),
+  RunnerUpdate: named(RunnerUpdate, "RunnerUpdate"),
+};
+
+/** An id in a path: a u32 above zero. */
+export const PathId = z.coerce.number().int().min(1).max(MAX_ID);
+
+/** `?offset=&limit=` of a listing. */
+export const PageQuery = z.object({
+  offset: z.coerce.number().int().min(0).default(0),
+  limit: z.coerce.number().int().min(1).max(500).default(50),
+});
+
+/** A page of a listing. */
+export function pageOf<T extends z.ZodType>(item: T, name: string) {
+  return z.object({ items: z.array(item), total: z.int(), next: z.int().optional() }).openapi(name);
+}
+
+export const ProblemBody = z
+  .object({
+    type: z.string(),
+    title: z.string(),
+    status: z.int(),
+    detail: z.string().optional(),
+    instance: z.string().optional(),
+    field: z.string().optional(),
+    errors: z.array(z.object({ field: z.string(), message: z.string() })).optional(),
+    needed: z.array(z.string()).optional(),
+  })
+  .openapi("Problem");
+
+const problem = (description: string) => ({
+  description,
+  content: { "application/problem+json": { schema: ProblemBody } },
+});
+
+/** The error answers every signed route can give. */
+export const signedErrors = {
+  400: problem("Invalid input: `field` names the first field at fault, `errors` all of them"),
+  401: problem("The signature is missing, malformed, invalid, expired, from the future, replayed, or its key unknown"),
+  403: problem("The caller may not do this: `needed` names the permission lists that would allow it"),
+  404: problem("No such object"),
+  503: problem("Storage is unavailable; retry later"),
+} as const;
+
+export const conflict = { 409: problem("The id is taken, or the change would leave a context without an admin") } as const;
+
+/** A JSON body of a response. */
+export function json<T extends z.ZodType>(schema: T, description: string) {
+  return { description, content: { "application/json": { schema } } };
+}
+
+/** A JSON body of a request. */
+export function body<T extends z.ZodType>(schema: T) {
+  return { body: { content: { "application/json": { schema } }, required: true } };
+}
+
+/** Security requirement naming the HTTP Message Signature scheme. */
+export const signed = [{ httpSignature: [] }];

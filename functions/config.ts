@@ -1,0 +1,63 @@
+import { z } from "zod";
+import { PublicKey } from "../shared/model/index.js";
+import { Problem } from "./api/problem.js";
+import type { Env } from "./env.js";
+
+const keyList = z
+  .string()
+  .default("")
+  .transform((text) => text.split(",").map((k) => k.trim()).filter(Boolean))
+  .pipe(z.array(PublicKey));
+
+const seconds = (fallback: number) => z.coerce.number().int().min(0).default(fallback);
+
+const ConfigSchema = z.object({
+  SIGNATURE_SKEW_SECONDS: seconds(300),
+  ACTOR_REGISTRATION: z.enum(["open", "allowlist", "operator"]).default("open"),
+  ACTOR_ALLOWLIST: keyList,
+  OPERATOR_PUBKEYS: keyList,
+  ALLOW_INSECURE_HTTP: z.enum(["true", "false", ""]).default("false"),
+  KEY_CACHE_SECONDS: seconds(30),
+});
+
+/** The Worker's settings, parsed from its vars once per set of bindings. */
+export interface Config {
+  skewSeconds: number;
+  registration: "open" | "allowlist" | "operator";
+  allowlist: ReadonlySet<string>;
+  operatorKeys: ReadonlySet<string>;
+  allowInsecureHttp: boolean;
+  keyCacheSeconds: number;
+}
+
+const cache = new WeakMap<Env, Config>();
+
+/** Reads the vars; a bad value is a 500 naming the variable, never a silently different default. */
+export function readConfig(env: Env): Config {
+  const cached = cache.get(env);
+  if (cached) return cached;
+  const blankToUndefined = (v: string | undefined) => (v === "" ? undefined : v);
+  const parsed = ConfigSchema.safeParse({
+    SIGNATURE_SKEW_SECONDS: blankToUndefined(env.SIGNATURE_SKEW_SECONDS),
+    ACTOR_REGISTRATION: blankToUndefined(env.ACTOR_REGISTRATION),
+    ACTOR_ALLOWLIST: env.ACTOR_ALLOWLIST,
+    OPERATOR_PUBKEYS: env.OPERATOR_PUBKEYS,
+    ALLOW_INSECURE_HTTP: env.ALLOW_INSECURE_HTTP,
+    KEY_CACHE_SECONDS: blankToUndefined(env.KEY_CACHE_SECONDS),
+  });
+  if (!parsed.success) {
+    const issue = parsed.error.issues[0];
+    throw new Problem(500, "misconfigured", "The coordinator is misconfigured", `${String(issue?.path[0])}: ${issue?.message}`);
+  }
+  const v = parsed.data;
+  const config: Config = {
+    skewSeconds: v.SIGNATURE_SKEW_SECONDS,
+    registration: v.ACTOR_REGISTRATION,
+    allowlist: new Set(v.ACTOR_ALLOWLIST),
+    operatorKeys: new Set(v.OPERATOR_PUBKEYS),
+    allowInsecureHttp: v.ALLOW_INSECURE_HTTP === "true",
+    keyCacheSeconds: v.KEY_CACHE_SECONDS,
+  };
+  cache.set(env, config);
+  return config;
+}

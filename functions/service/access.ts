@@ -1,0 +1,50 @@
+import { AuthError, decide, type Access } from "../../shared/auth/index.js";
+import type { Context } from "../../shared/model/index.js";
+import { unauthorized } from "../api/auth.js";
+import { Problem } from "../api/problem.js";
+import type { ServiceCall } from "./call.js";
+
+/** The calling actor's id; a runner or a bare key may not do what only actors do. */
+export function requireActor(call: ServiceCall): number {
+  const p = call.principal;
+  if (p.kind === "actor") return p.id;
+  if (p.kind === "key") {
+    throw unauthorized(new AuthError("unknown-key", "a bare key (keyid key:...) can only register its actor; sign as actor:<id>"));
+  }
+  throw new Problem(403, "forbidden", "Forbidden", "runners cannot do this; sign as an actor", { needed: ["actor"] });
+}
+
+/**
+ * Loads a context and checks that the caller may do `access` in it: 404 when there is no such
+ * context, 403 naming the lists that would allow it. Runners get `read` on their own context
+ * only where a route allows it explicitly (`runnerMayRead`).
+ */
+export async function contextFor(call: ServiceCall, contextId: number, access: Access, runnerMayRead = false): Promise<Context> {
+  const p = call.principal;
+  if (p.kind === "runner" && runnerMayRead && access === "read" && p.contextId === contextId) {
+    return call.store.contexts.load({ id: contextId });
+  }
+  const actorId = requireActor(call);
+  const context = await call.store.contexts.load({ id: contextId });
+  const decision = decide(context, actorId, access);
+  if (!decision.allowed) {
+    throw new Problem(
+      403,
+      "forbidden",
+      "Forbidden",
+      `actor ${actorId} needs to be in ${decision.needed.join(" or ")} of context ${contextId}`,
+      { needed: decision.needed },
+    );
+  }
+  return context;
+}
+
+/** Refuses plain-http addresses unless the deployment allows them (local development). */
+export function checkAddress(call: ServiceCall, field: string, url: string): void {
+  if (url.startsWith("http://") && !call.config.allowInsecureHttp) {
+    throw new Problem(400, "invalid-input", "Invalid input", `${field}: must be an https URL`, {
+      field,
+      errors: [{ field, message: "must be an https URL (http is allowed only with ALLOW_INSECURE_HTTP=true)" }],
+    });
+  }
+}

@@ -1,0 +1,69 @@
+import type { z } from "zod";
+import type { PermissionList } from "../../shared/auth/index.js";
+import type { Context, ContextCreation, PermissionsUpdate } from "../../shared/model/index.js";
+import { callRedis } from "../../shared/store/index.js";
+import { Problem } from "../api/problem.js";
+import { contextFor, requireActor } from "./access.js";
+import type { ServiceCall } from "./call.js";
+
+/** 400 naming the first actor id in the lists that is not a registered actor. */
+async function checkActorsExist(call: ServiceCall, lists: Partial<Record<PermissionList, number[]>>): Promise<void> {
+  const entries = Object.entries(lists).flatMap(([list, ids]) => (ids ?? []).map((id, i) => ({ field: `body.${list}.${i}`, id })));
+  if (entries.length === 0) return;
+  const found = await callRedis(async () => {
+    const p = call.store.redis.pipeline();
+    for (const { id } of entries) p.exists(call.store.keys.actor(id));
+    return (await p.exec()) as number[];
+  });
+  const missing = entries.find((_, i) => Number(found[i]) === 0);
+  if (missing) {
+    throw new Problem(400, "invalid-input", "Invalid input", `${missing.field}: actor ${missing.id} does not exist`, {
+      field: missing.field,
+      errors: [{ field: missing.field, message: `actor ${missing.id} does not exist` }],
+    });
+  }
+}
+
+const unique = (ids: number[]) => [...new Set(ids)];
+
+/** Creates a context; the creator becomes an admin. */
+export async function createContext(call: ServiceCall, input: z.output<typeof ContextCreation>): Promise<Context> {
+  const creator = requireActor(call);
+  const lists = { admins: unique([creator, ...input.admins]), readers: unique(input.readers), executors: unique(input.executors) };
+  await checkActorsExist(call, { admins: lists.admins.filter((id) => id !== creator), readers: lists.readers, executors: lists.executors });
+  return call.store.contexts.create({ ...(input.id !== undefined ? { id: input.id } : {}), ...lists });
+}
+
+/** Loads a context: anyone in one of its lists. */
+export function loadContext(call: ServiceCall, id: number): Promise<Context> {
+  return contextFor(call, id, "read");
+}
+
+/** Replaces all three permission lists (admins only; at least one admin stays). */
+export async function setPermissions(call: ServiceCall, id: number, input: z.output<typeof PermissionsUpdate>): Promise<Context> {
+  await contextFor(call, id, "admin");
+  const lists = { admins: unique(input.admins), readers: unique(input.readers), executors: unique(input.executors) };
+  await checkActorsExist(call, lists);
+  return call.store.contexts.update({ id }, lists);
+}
+
+/** Adds an actor to one list (admins only); granting twice is harmless. */
+export async function grant(call: ServiceCall, id: number, list: PermissionList, actorId: number): Promise<Context> {
+  await contextFor(call, id, "admin");
+  await call.store.actors.load({ id: actorId });
+  await call.store.contextAdmin.grant(id, list, actorId);
+  return call.store.contexts.load({ id });
+}
+
+/** Removes an actor from one list (admins only); the last admin cannot be removed. */
+export async function revoke(call: ServiceCall, id: number, list: PermissionList, actorId: number): Promise<Context> {
+  await contextFor(call, id, "admin");
+  await call.store.contextAdmin.revoke(id, list, actorId);
+  return call.store.contexts.load({ id });
+}
+
+/** Deletes a context and everything in it (admins only). */
+export async function deleteContext(call: ServiceCall, id: number): Promise<void> {
+  await contextFor(call, id, "admin");
+  await call.store.contextAdmin.delete(id);
+}

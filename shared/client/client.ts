@@ -1,0 +1,207 @@
+import type { z } from "zod";
+import { actorKeyId, bareKeyId, importPrivateKey, signRequest, type PrivateJwk, type RequestSigner } from "../auth/index.js";
+import {
+  Actor,
+  Context,
+  Runner,
+  type ActorRegistration,
+  type ActorUpdate,
+  type ContextCreation,
+  type PermissionsUpdate,
+  type RunnerRegistration,
+  type RunnerUpdate,
+} from "../model/index.js";
+import type { PermissionList } from "../auth/index.js";
+import { ApiError, type ProblemDocument } from "./errors.js";
+
+export type Fetcher = (request: Request) => Promise<Response>;
+
+export interface ClientOptions {
+  /** The coordinator's base URL, e.g. `https://coordinator.example` (no trailing path). */
+  baseUrl: string;
+  /** Signs every request; without one only public routes work. */
+  signer?: RequestSigner;
+  /** Sends a request; `fetch` by default (tests pass the Worker's own handler). */
+  fetch?: Fetcher;
+}
+
+export interface Page<T> {
+  items: T[];
+  total: number;
+  next?: number;
+}
+
+/** An extra signature to add under a label (an operator's, a new key's). */
+export interface Countersigner {
+  label: string;
+  signer: RequestSigner;
+}
+
+/** A signer from a private JWK under a keyid. */
+export async function signerFromJwk(jwk: PrivateJwk, keyid: string): Promise<RequestSigner> {
+  return { keyid, key: await importPrivateKey(jwk) };
+}
+
+/**
+ * The typed API client: signs every request (RFC 9421, Ed25519), parses every answer with the
+ * model's schema, and turns problem documents into ApiError.
+ */
+export class CoordinatorClient {
+  private readonly baseUrl: string;
+  private readonly send: Fetcher;
+
+  constructor(private readonly options: ClientOptions) {
+    this.baseUrl = options.baseUrl.replace(/\/+$/, "");
+    this.send = options.fetch ?? ((request) => fetch(request));
+  }
+
+  /** The same client signing as someone else. */
+  as(signer: RequestSigner): CoordinatorClient {
+    return new CoordinatorClient({ ...this.options, signer });
+  }
+
+  /** Sends a signed request and returns the parsed JSON answer (undefined for 204). */
+  async request(method: string, path: string, body?: unknown, countersigners: Countersigner[] = []): Promise<unknown> {
+    let request = new Request(`${this.baseUrl}${path}`, {
+      method,
+      headers: body === undefined ? {} : { "content-type": "application/json" },
+      ...(body === undefined ? {} : { body: JSON.stringify(body) }),
+    });
+    if (this.options.signer) request = await signRequest(request, this.options.signer);
+    for (const { label, signer } of countersigners) request = await signRequest(request, signer, { label });
+    const response = await this.send(request);
+    return readAnswer(response);
+  }
+
+  // Operations without a signature.
+
+  async health(): Promise<unknown> {
+    return readAnswer(await this.send(new Request(`${this.baseUrl}/health`)));
+  }
+
+  async coordinatorKeys(): Promise<{ keys: { kid: string; x: string; status: string }[] }> {
+    const res = await this.send(new Request(`${this.baseUrl}/.well-known/http-message-signatures-directory`));
+    return (await readAnswer(res)) as { keys: { kid: string; x: string; status: string }[] };
+  }
+
+  // Actors.
+
+  /**
+   * Registers the actor owning `jwk`: signs with the bare key (proof of possession), plus an
+   * operator's countersignature when the deployment asks for one.
+   */
+  async registerActor(jwk: PrivateJwk, input: Omit<ActorRegistration, "pubkey"> = {}, operator?: RequestSigner): Promise<Actor> {
+    const self = this.as(await signerFromJwk(jwk, bareKeyId(jwk.x)));
+    const extra = operator ? [{ label: "operator", signer: operator }] : [];
+    return Actor.parse(await self.request("POST", "/v1/actors", { ...input, pubkey: jwk.x }, extra));
+  }
+
+  async loadActor(id: number): Promise<Actor> {
+    return Actor.parse(await this.request("GET", `/v1/actors/${id}`));
+  }
+
+  async updateActor(id: number, input: ActorUpdate): Promise<Actor> {
+    return Actor.parse(await this.request("PATCH", `/v1/actors/${id}`, input));
+  }
+
+  /** Replaces actor `id`'s key with `next`; returns the actor and a client signing with the new key. */
+  async rotateKey(id: number, next: PrivateJwk): Promise<{ actor: Actor; client: CoordinatorClient }> {
+    const countersigner = await signerFromJwk(next, bareKeyId(next.x));
+    const actor = Actor.parse(await this.request("PUT", `/v1/actors/${id}/key`, { pubkey: next.x }, [{ label: "new-key", signer: countersigner }]));
+    return { actor, client: this.as(await signerFromJwk(next, actorKeyId(id))) };
+  }
+
+  // Contexts.
+
+  async createContext(input: ContextCreation = {}): Promise<Context> {
+    return Context.parse(await this.request("POST", "/v1/contexts", input));
+  }
+
+  async loadContext(id: number): Promise<Context> {
+    return Context.parse(await this.request("GET", `/v1/contexts/${id}`));
+  }
+
+  async setPermissions(id: number, input: PermissionsUpdate): Promise<Context> {
+    return Context.parse(await this.request("PUT", `/v1/contexts/${id}/permissions`, input));
+  }
+
+  async grant(id: number, list: PermissionList, actorId: number): Promise<Context> {
+    return Context.parse(await this.request("PUT", `/v1/contexts/${id}/permissions/${list}/${actorId}`));
+  }
+
+  async revoke(id: number, list: PermissionList, actorId: number): Promise<Context> {
+    return Context.parse(await this.request("DELETE", `/v1/contexts/${id}/permissions/${list}/${actorId}`));
+  }
+
+  async deleteContext(id: number): Promise<void> {
+    await this.request("DELETE", `/v1/contexts/${id}`);
+  }
+
+  // Runners.
+
+  async createRunner(contextId: number, input: RunnerRegistration): Promise<Runner> {
+    return Runner.parse(await this.request("POST", `/v1/contexts/${contextId}/runners`, input));
+  }
+
+  async listRunners(contextId: number, page: { offset?: number; limit?: number } = {}): Promise<Page<Runner>> {
+    const query = new URLSearchParams(Object.entries(page).map(([k, v]) => [k, String(v)])).toString();
+    const answer = (await this.request("GET", `/v1/contexts/${contextId}/runners${query ? `?${query}` : ""}`)) as Page<unknown>;
+    return { ...answer, items: answer.items.map((r) => Runner.parse(r)) };
+  }
+
+  async loadRunner(contextId: number, id: number): Promise<Runner> {
+    return Runner.parse(await this.request("GET", `/v1/contexts/${contextId}/runners/${id}`));
+  }
+
+  async updateRunner(contextId: number, id: number, input: RunnerUpdate): Promise<Runner> {
+    return Runner.parse(await this.request("PATCH", `/v1/contexts/${contextId}/runners/${id}`, input));
+  }
+
+  async deleteRunner(contextId: number, id: number): Promise<void> {
+    await this.request("DELETE", `/v1/contexts/${contextId}/runners/${id}`);
+  }
+
+  // JSON-RPC.
+
+  /** Calls a JSON-RPC 2.0 method on `/rpc`; a JSON-RPC error becomes an ApiError. */
+  async rpc<T = unknown>(method: string, params: unknown, schema?: z.ZodType<T>): Promise<T> {
+    const answer = (await this.request("POST", "/rpc", { jsonrpc: "2.0", id: 1, method, params })) as RpcAnswer;
+    if ("error" in answer) throw rpcError(answer.error);
+    return schema ? schema.parse(answer.result) : (answer.result as T);
+  }
+}
+
+type RpcAnswer = { jsonrpc: "2.0"; id: unknown; result: unknown } | { jsonrpc: "2.0"; id: unknown; error: RpcErrorObject };
+
+/** A JSON-RPC error object; `data` carries the problem document. */
+export interface RpcErrorObject {
+  code: number;
+  message: string;
+  data?: ProblemDocument;
+}
+
+function rpcError(error: RpcErrorObject): ApiError {
+  const problem = error.data ?? { type: "about:blank", title: error.message, status: 500 };
+  return Object.assign(new ApiError(problem.status, problem), { rpcCode: error.code });
+}
+
+async function readAnswer(response: Response): Promise<unknown> {
+  if (response.status === 204) return undefined;
+  const text = await response.text();
+  let parsed: unknown;
+  try {
+    parsed = text ? JSON.parse(text) : undefined;
+  } catch {
+    parsed = undefined;
+  }
+  if (!response.ok) {
+    const problem =
+      parsed && typeof parsed === "object" && "type" in parsed
+        ? (parsed as ProblemDocument)
+        : parsed && typeof parsed === "object" && "error" in parsed
+          ? ((parsed as { error: RpcErrorObject }).error.data ?? { type: "about:blank", title: response.statusText, status: response.status })
+          : { type: "about:blank", title: response.statusText || "Error", status: response.status, detail: text.slice(0, 200) };
+    throw new ApiError(response.status, problem);
+  }
+  return parsed;
+}

@@ -1,0 +1,73 @@
+import { z } from "zod";
+import { Address, Id, PublicKey, WebUrl } from "./common.js";
+import { RunnerType, ScriptType } from "./enums.js";
+
+/**
+ * Request bodies of the API, shared by the Worker (which validates them), the typed client and
+ * the CLI. Ids in paths name what is acted on; bodies never carry a context or owner id.
+ */
+
+/** `POST /v1/actors`: the key must sign the request itself (`keyid="key:<pubkey>"`). */
+export const ActorRegistration = z
+  .object({
+    id: Id.optional(),
+    pubkey: PublicKey,
+    address: z.array(Address).max(16).default([]),
+  })
+  .strict();
+
+/** `PATCH /v1/actors/{id}`: an actor changes its own addresses. */
+export const ActorUpdate = z.object({ address: z.array(Address).max(16) }).strict();
+
+/** `PUT /v1/actors/{id}/key`: signed by the current key, countersigned (`new-key`) by the new one. */
+export const KeyRotation = z.object({ pubkey: PublicKey }).strict();
+
+const ActorIds = z.array(Id).max(10_000);
+
+/** `POST /v1/contexts`: the creator always becomes an admin. */
+export const ContextCreation = z
+  .object({
+    id: Id.optional(),
+    admins: ActorIds.default([]),
+    readers: ActorIds.default([]),
+    executors: ActorIds.default([]),
+  })
+  .strict();
+
+/** `PUT /v1/contexts/{id}/permissions`: replaces all three lists; at least one admin must remain. */
+export const PermissionsUpdate = z
+  .object({ admins: ActorIds.min(1, "a context needs at least one admin"), readers: ActorIds, executors: ActorIds })
+  .strict();
+
+/** `POST /v1/contexts/{id}/runners`. */
+export const RunnerRegistration = z
+  .object({
+    id: Id.optional(),
+    pubkey: PublicKey,
+    address: z.union([WebUrl, z.literal("")]).default(""),
+    topic: z.string().min(1).max(256).optional(),
+    local: z.boolean().optional(),
+    runner_type: RunnerType,
+    script_types: z.array(ScriptType).min(1).optional(),
+    concurrency: z.int().min(1).max(10_000).default(1),
+  })
+  .strict();
+
+/** `PATCH /v1/contexts/{id}/runners/{id}`. */
+export const RunnerUpdate = z
+  .object({
+    pubkey: PublicKey.optional(),
+    address: z.union([WebUrl, z.literal("")]).optional(),
+    topic: z.string().min(1).max(256).optional(),
+    local: z.boolean().optional(),
+    script_types: z.array(ScriptType).min(1).optional(),
+    concurrency: z.int().min(1).max(10_000).optional(),
+  })
+  .strict();
+
+export type ActorRegistration = z.input<typeof ActorRegistration>;
+export type ActorUpdate = z.input<typeof ActorUpdate>;
+export type ContextCreation = z.input<typeof ContextCreation>;
+export type PermissionsUpdate = z.input<typeof PermissionsUpdate>;
+export type RunnerRegistration = z.input<typeof RunnerRegistration>;
+export type RunnerUpdate = z.input<typeof RunnerUpdate>;

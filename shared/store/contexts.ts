@@ -1,0 +1,44 @@
+import type { Keys } from "../keys.js";
+import type { PermissionList } from "../auth/permissions.js";
+import { ConflictError, NotFoundError } from "./errors.js";
+import { callRedis, type Redis } from "./redis.js";
+import { changePermission, deleteNamespace } from "./scripts/context.js";
+
+/** Context operations beyond plain records: in-place permission changes and deletion. */
+export class ContextAdmin {
+  constructor(
+    private readonly redis: Redis,
+    private readonly keys: Keys,
+    private readonly now: () => number,
+  ) {}
+
+  /** Adds an actor to a list; false when it was already there. */
+  grant(contextId: number, list: PermissionList, actorId: number): Promise<boolean> {
+    return this.change(contextId, list, actorId, "grant");
+  }
+
+  /** Removes an actor from a list; false when it was not there. The last admin cannot go. */
+  revoke(contextId: number, list: PermissionList, actorId: number): Promise<boolean> {
+    return this.change(contextId, list, actorId, "revoke");
+  }
+
+  /**
+   * Deletes the context and every key in its namespace, a bounded batch per round trip; the
+   * context hash goes first, so nothing can act in it once deletion has begun. Safe to repeat.
+   */
+  async delete(contextId: number): Promise<void> {
+    const pattern = `${this.keys.namespace(contextId).replace(/[*?[\]\\]/g, "\\$&")}*`;
+    let cursor = "0";
+    do {
+      cursor = String(await deleteNamespace.run(this.redis, [this.keys.context(contextId)], [cursor, pattern, 1000]));
+    } while (cursor !== "0");
+    await callRedis(() => this.redis.exec(["ZREM", this.keys.contextIndex(), String(contextId)]));
+  }
+
+  private async change(contextId: number, list: PermissionList, actorId: number, op: "grant" | "revoke"): Promise<boolean> {
+    const result = await changePermission.run(this.redis, [this.keys.context(contextId)], [list, actorId, op, this.now()]);
+    if (result === -1) throw new NotFoundError("context", String(contextId));
+    if (result === -2) throw new ConflictError("context", String(contextId), `actor ${actorId} is the last admin of context ${contextId}; grant another admin first`);
+    return result === 1;
+  }
+}

@@ -1,0 +1,31 @@
+import { describe, expect, it } from "vitest";
+import { testWorker } from "./harness.js";
+
+const w = testWorker("openapi");
+
+describe("GET /openapi.json", () => {
+  it("is generated from the routes' schemas", async () => {
+    const res = await w.fetch(new Request("http://coordinator.test/openapi.json"));
+    expect(res.status).toBe(200);
+    const doc = (await res.json()) as { openapi: string; paths: Record<string, Record<string, unknown>>; components: { schemas: Record<string, unknown>; securitySchemes: Record<string, unknown> } };
+    expect(doc.openapi).toBe("3.1.0");
+    expect(Object.keys(doc.paths)).toEqual(
+      expect.arrayContaining([
+        "/health", "/.well-known/http-message-signatures-directory", "/v1/actors", "/v1/actors/{actorId}",
+        "/v1/actors/{actorId}/key", "/v1/contexts", "/v1/contexts/{contextId}", "/v1/contexts/{contextId}/permissions",
+        "/v1/contexts/{contextId}/permissions/{list}/{actorId}", "/v1/contexts/{contextId}/runners",
+        "/v1/contexts/{contextId}/runners/{runnerId}", "/rpc",
+      ]),
+    );
+    expect(Object.keys(doc.components.schemas)).toEqual(expect.arrayContaining(["Actor", "Context", "Runner", "ActorRegistration", "RunnerRegistration", "Problem"]));
+    expect(doc.components.securitySchemes).toHaveProperty("httpSignature");
+    expect(doc.paths["/v1/contexts"]).toHaveProperty("post");
+  });
+
+  it("publishes the coordinator's key at the well-known URL with its thumbprint as kid", async () => {
+    const keys = await w.anonymous.coordinatorKeys();
+    expect(keys.keys).toHaveLength(1);
+    expect(keys.keys[0]).toMatchObject({ kty: "OKP", crv: "Ed25519", use: "sig", status: "current" });
+    expect(keys.keys[0]?.kid).toMatch(/^[A-Za-z0-9_-]{43}$/);
+  });
+});
