@@ -20,7 +20,7 @@ export function testWorker(label: string, overrides: Partial<Env> = {}) {
   const workerEnv: Env = { ...env, KEY_PREFIX: prefix, ...overrides };
   const fetch = async (request: Request): Promise<Response> => {
     const ctx = createExecutionContext();
-    const response = await worker.fetch(request, workerEnv, ctx);
+    const response = await worker.fetch(request as Request<unknown, IncomingRequestCfProperties>, workerEnv, ctx);
     await waitOnExecutionContext(ctx);
     return response;
   };
