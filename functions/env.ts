@@ -1,10 +1,13 @@
 import type * as WorkerModule from "./index.js";
+import type { FlowCoordinator } from "./flow/coordinator.js";
 
 /**
  * The Worker's bindings (wrangler.toml `[vars]`, secrets, Durable Objects). Every one is listed
  * with its meaning in the README's configuration table.
  */
 export interface Env {
+  /** The FlowCoordinator Durable Objects: one per flow, named `<prefix><context>:flow:<id>`. */
+  FLOW_COORDINATOR: DurableObjectNamespace<FlowCoordinator>;
   /** Upstash (or local REST endpoint) URL. Secret. */
   UPSTASH_REDIS_REST_URL: string;
   /** Bearer token for that endpoint. Secret. */
@@ -27,6 +30,8 @@ export interface Env {
   OPERATOR_PUBKEYS?: string;
   /** `true` accepts plain http:// addresses for runners and actors. Local development only. */
   ALLOW_INSECURE_HTTP?: string;
+  /** The coordinator's public origin for runner callbacks (default: the origin requests arrive at). */
+  PUBLIC_URL?: string;
   /** How long an isolate may reuse a looked-up public key, in seconds (default 30; 0 = never). */
   KEY_CACHE_SECONDS?: string;
 }

@@ -1,4 +1,4 @@
-import { queueSuffix, type ScriptType } from "./model/enums.js";
+import { queueSuffix, type FlowStatus, type ScriptType } from "./model/enums.js";
 
 /**
  * Every Redis key and queue name, built in one place.
@@ -47,6 +47,14 @@ export class Keys {
   /** Sorted set of every actor id (score = id). */
   actorIndex(): string {
     return `${this.prefix}index:actor`;
+  }
+
+  /**
+   * Sorted set of contexts with something for the supervisor to check (score: when). An idle
+   * sweep reads only this: one command whatever the number of contexts.
+   */
+  sweepDue(): string {
+    return `${this.prefix}sweep:due`;
   }
 
   /** Sorted set of every context id (score = id), for operators and the supervisor. */
@@ -101,6 +109,25 @@ export class Keys {
     return `${this.namespace(contextId)}queue:${queueSuffix(scriptType)}`;
   }
 
+  /**
+   * Sorted set of messages the relay took from `msg_out` and is delivering (score: the time by
+   * which the delivery must be settled). Taking from `msg_out` and adding here is one step, so a
+   * relay that dies mid-delivery loses nothing.
+   */
+  inflight(contextId: number): string {
+    return `${this.namespace(contextId)}inflight`;
+  }
+
+  /** Sorted set of the context's active flows (member `flow:<id>` or `job:<caller>:<id>`) by next check time. */
+  deadlines(contextId: number): string {
+    return `${this.namespace(contextId)}deadlines`;
+  }
+
+  /** `Idempotency-Key` of a submission → the flow it created (expires after a day). */
+  idempotency(contextId: number, callerId: number, key: string): string {
+    return `${this.namespace(contextId)}idem:${callerId}:${key}`;
+  }
+
   /** Hash of id counters inside the context (fields `flow`, `runner`, `job:<caller>`, ...). */
   ids(contextId: number): string {
     return `${this.namespace(contextId)}ids`;
@@ -109,6 +136,11 @@ export class Keys {
   /** Sorted set indexing one kind of object in the context (member `<id>` or `<caller>:<id>`). */
   index(contextId: number, kind: IndexedKind): string {
     return `${this.namespace(contextId)}index:${kind}`;
+  }
+
+  /** Sorted set of the context's flows in one status (score = id), for listing by status. */
+  flowsByStatus(contextId: number, status: FlowStatus): string {
+    return `${this.namespace(contextId)}index:flow:${status}`;
   }
 }
 

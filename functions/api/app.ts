@@ -7,6 +7,9 @@ import { Problem } from "./problem.js";
 import { registerRpc } from "./rpc.js";
 import { registerActorRoutes } from "./routes/actors.js";
 import { registerContextRoutes } from "./routes/contexts.js";
+import { registerFlowRoutes } from "./routes/flows.js";
+import { registerJobRoutes } from "./routes/jobs.js";
+import { registerRunnerEventRoutes } from "./routes/runner-events.js";
 import { registerRunnerRoutes } from "./routes/runners.js";
 import { registerWellKnownRoutes } from "./routes/well-known.js";
 import { withStore, type AppEnv } from "./store.js";
@@ -36,6 +39,10 @@ export function createApp(): OpenAPIHono<AppEnv> {
   registerActorRoutes(app);
   registerContextRoutes(app);
   registerRunnerRoutes(app);
+  registerFlowRoutes(app);
+  // Job routes before the webhooks: `/jobs/{caller}/{id}/start` must not be read as a webhook.
+  registerJobRoutes(app);
+  registerRunnerEventRoutes(app);
   registerRpc(app);
   app.openAPIRegistry.registerComponent("securitySchemes", "httpSignature", {
     type: "apiKey",

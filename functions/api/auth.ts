@@ -15,7 +15,15 @@ export interface AuthVariables {
   principal: Principal;
   /** The raw body the signature covered. */
   body: Uint8Array<ArrayBuffer>;
+  /** On runner webhooks: the nonce, left for the job's Durable Object to check. */
+  deferredNonce?: { keyid: string; value: string; ttlMs: number };
 }
+
+/**
+ * Runner webhooks whose nonce the job's Durable Object checks in its own storage (the signed
+ * URL can only reach that object), sparing a storage command per report.
+ */
+const DEFERRED_NONCE = /^\/v1\/contexts\/\d+\/(flows\/\d+\/jobs\/\d+|jobs\/\d+\/\d+)\/(ack|started|heartbeat|result|logs)$/;
 
 /** Tells a client what to sign, on every 401 (RFC 9421 §5.1). */
 const ACCEPT_SIGNATURE = 'sig1=("@method" "@target-uri" "content-digest");created;keyid;nonce;alg="ed25519"';
@@ -57,9 +65,17 @@ export const authenticate: MiddlewareHandler<AppEnv> = async (c, next) => {
     throw error instanceof AuthError ? unauthorized(error) : error;
   }
   const principal = parseKeyId(verified.keyid) as Principal;
-  const nonceKey = store.keys.nonce(verified.keyid, verified.nonce, principal.kind === "runner" ? principal.contextId : undefined);
   // A nonce must be remembered as long as a signature carrying it could still be fresh.
-  const ttl = String(2 * config.skewSeconds + 60);
+  const ttlSeconds = 2 * config.skewSeconds + 60;
+  if (principal.kind === "runner" && DEFERRED_NONCE.test(c.req.path)) {
+    c.set("deferredNonce", { keyid: verified.keyid, value: verified.nonce, ttlMs: ttlSeconds * 1000 });
+    c.set("principal", principal);
+    c.set("body", body);
+    await next();
+    return;
+  }
+  const nonceKey = store.keys.nonce(verified.keyid, verified.nonce, principal.kind === "runner" ? principal.contextId : undefined);
+  const ttl = String(ttlSeconds);
   const fresh = await callRedis(() => store.redis.exec<string | null>(["SET", nonceKey, "1", "NX", "EX", ttl]));
   if (fresh === null) {
     throw unauthorized(new AuthError("nonce-replayed", "this nonce was already used: sign every request with a new nonce"));

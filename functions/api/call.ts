@@ -1,5 +1,6 @@
 import type { Context } from "hono";
 import type { ServiceCall } from "../service/call.js";
+import type { FlowCall } from "../service/flows.js";
 import type { AppEnv } from "./store.js";
 
 /** The service call for a signed route (behind `authenticate`). */
@@ -7,4 +8,9 @@ export function serviceCall(c: Context<AppEnv>): ServiceCall {
   const { store, config, principal, body } = c.var;
   if (!principal || !body) throw new Error(`${c.req.path} is not behind the signature check`);
   return { store, config, principal, body, request: c.req.raw };
+}
+
+/** The service call for a route that reaches flows' Durable Objects. */
+export function flowCall(c: Context<AppEnv>): FlowCall {
+  return { ...serviceCall(c), env: c.env, origin: c.env.PUBLIC_URL?.replace(/\/+$/, "") || new URL(c.req.url).origin };
 }

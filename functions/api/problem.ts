@@ -43,3 +43,28 @@ export class Problem extends Error {
     return new Response(JSON.stringify(body), { status: this.status, headers });
   }
 }
+
+/** A problem as plain data, to cross a Durable Object RPC boundary (error classes do not). */
+export interface ProblemData {
+  status: ContentfulStatusCode;
+  slug: string;
+  title: string;
+  detail?: string;
+  extensions: ProblemExtensions;
+}
+
+/** The answer of an RPC that may fail with a problem. */
+export type Outcome<T> = { ok: T } | { problem: ProblemData };
+
+export function problemData(problem: Problem): ProblemData {
+  return { status: problem.status, slug: problem.slug, title: problem.title, ...(problem.detail !== undefined ? { detail: problem.detail } : {}), extensions: problem.extensions };
+}
+
+/** Unwraps an RPC answer: its value, or its problem thrown again as a Problem. */
+export function unwrap<T>(outcome: Outcome<T>): T {
+  if ("problem" in outcome) {
+    const p = outcome.problem;
+    throw new Problem(p.status, p.slug, p.title, p.detail, p.extensions);
+  }
+  return outcome.ok;
+}

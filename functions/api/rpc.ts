@@ -6,12 +6,14 @@ import {
   Id,
   RunnerRegistration,
 } from "../../shared/model/index.js";
+import { FlowSubmission } from "../../shared/flow/index.js";
 import { loadActor, registerActor } from "../service/actors.js";
-import type { ServiceCall } from "../service/call.js";
 import { createContext, loadContext } from "../service/contexts.js";
+import { flowDag, loadFlow, startFlow, submitFlow, type FlowCall } from "../service/flows.js";
+import { JobSubmission, loadJob, loadMessage, submitJob } from "../service/jobs.js";
 import { createRunner, loadRunner } from "../service/runners.js";
 import { authenticate } from "./auth.js";
-import { serviceCall } from "./call.js";
+import { flowCall } from "./call.js";
 import { invalidInput, toProblem } from "./errors.js";
 import type { Problem } from "./problem.js";
 import type { AppEnv } from "./store.js";
@@ -19,15 +21,16 @@ import type { AppEnv } from "./store.js";
 /** A JSON-RPC method: its params schema and the service function behind it. */
 interface Method<P extends z.ZodType = z.ZodType> {
   params: P;
-  run(call: ServiceCall, params: z.output<P>): Promise<unknown>;
+  run(call: FlowCall, params: z.output<P>): Promise<unknown>;
 }
 
-function method<P extends z.ZodType>(params: P, run: (call: ServiceCall, params: z.output<P>) => Promise<unknown>): Method {
+function method<P extends z.ZodType>(params: P, run: (call: FlowCall, params: z.output<P>) => Promise<unknown>): Method {
   return { params, run } as Method;
 }
 
 const ById = z.object({ id: Id }).strict();
 const InContext = z.object({ context_id: Id, id: Id }).strict();
+const ByCaller = z.object({ context_id: Id, caller_id: Id, id: Id }).strict();
 
 /** herocoordinator's method names over the same service functions as the REST routes. */
 const METHODS: Record<string, Method> = {
@@ -37,6 +40,15 @@ const METHODS: Record<string, Method> = {
   "context.load": method(ById, (call, p) => loadContext(call, p.id)),
   "runner.create": method(RunnerRegistration.safeExtend({ context_id: Id }), (call, { context_id, ...rest }) => createRunner(call, context_id, rest)),
   "runner.load": method(InContext, (call, p) => loadRunner(call, p.context_id, p.id)),
+  "flow.create": method(FlowSubmission.safeExtend({ context_id: Id, idempotency_key: z.string().min(1).max(128).optional() }), async (call, { context_id, idempotency_key, ...submission }) =>
+    (await submitFlow(call, context_id, submission, idempotency_key)).view,
+  ),
+  "flow.load": method(InContext, (call, p) => loadFlow(call, p.context_id, p.id)),
+  "flow.dag": method(InContext, (call, p) => flowDag(call, p.context_id, p.id)),
+  "flow.start": method(InContext, (call, p) => startFlow(call, p.context_id, p.id)),
+  "job.create": method(JobSubmission.safeExtend({ context_id: Id }), async (call, { context_id, ...input }) => (await submitJob(call, context_id, input)).job),
+  "job.load": method(ByCaller, (call, p) => loadJob(call, p.context_id, p.caller_id, p.id)),
+  "message.load": method(ByCaller, (call, p) => loadMessage(call, p.context_id, p.caller_id, p.id)),
 };
 
 /** JSON-RPC error codes: the spec's, plus -320xx mirroring the HTTP status of the problem. */
@@ -61,7 +73,7 @@ const Envelope = z.object({
 });
 
 /** Runs one call; undefined for a notification (no id), which gets no answer. */
-async function dispatch(call: ServiceCall, raw: unknown): Promise<RpcResponse | undefined> {
+async function dispatch(call: FlowCall, raw: unknown): Promise<RpcResponse | undefined> {
   const envelope = Envelope.safeParse(raw);
   if (!envelope.success) return errorResponse(null, -32600, "Invalid Request: expected {jsonrpc: \"2.0\", method, params, id}");
   const { id, method: name, params } = envelope.data;
@@ -94,7 +106,7 @@ export function registerRpc(app: OpenAPIHono<AppEnv>): void {
       const problem = toProblem(error);
       return c.json(fromProblem(null, problem), problem.status, problem.headers);
     }
-    const call = serviceCall(c);
+    const call = flowCall(c);
     let body: unknown;
     try {
       body = JSON.parse(new TextDecoder().decode(call.body));

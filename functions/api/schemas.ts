@@ -2,6 +2,9 @@ import { zodToOpenAPIRegistry } from "@asteasolutions/zod-to-openapi";
 import { z } from "@hono/zod-openapi";
 import {
   Actor,
+  Flow,
+  Message,
+  RunnerJob,
   ActorRegistration,
   ActorUpdate,
   Context,
@@ -19,7 +22,7 @@ import {
  * plain zod, built before @hono/zod-openapi may have extended zod, so their `.openapi()` method
  * cannot be relied on; the generator's registry takes the name directly instead.
  */
-function named<T extends z.ZodType>(schema: T, refId: string): T {
+export function named<T extends z.ZodType>(schema: T, refId: string): T {
   zodToOpenAPIRegistry.add(schema, { _internal: { refId } });
   return schema;
 }
@@ -29,6 +32,9 @@ export const schemas = {
   Actor: named(Actor, "Actor"),
   Context: named(Context, "Context"),
   Runner: named(Runner, "Runner"),
+  Flow: named(Flow, "Flow"),
+  RunnerJob: named(RunnerJob, "RunnerJob"),
+  Message: named(Message, "Message"),
   ActorRegistration: named(ActorRegistration, "ActorRegistration"),
   ActorUpdate: named(ActorUpdate, "ActorUpdate"),
   KeyRotation: named(KeyRotation, "KeyRotation"),

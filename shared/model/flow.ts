@@ -1,10 +1,22 @@
 import { z } from "zod";
-import { EnvVars, Id, ResultMap, Timestamp } from "./common.js";
+import { EnvVars, Id, ResultMap, Seconds, Timestamp } from "./common.js";
 import { FlowStatus } from "./enums.js";
+
+/** Why a flow ended in error: the job at fault (0 when the flow was cancelled) and the reason. */
+export const FlowErrorInfo = z
+  .object({ job: z.int().min(0), name: z.string().optional(), reason: z.string() })
+  .strict();
+
+/** Message timeouts of a flow's jobs, in seconds. */
+export const FlowTimeoutsRecord = z
+  .object({ timeout: Seconds, timeout_ack: Seconds, timeout_result: Seconds.optional() })
+  .strict();
 
 /**
  * A workflow: a DAG of jobs (edges live in each job's `dependends`). `result` aggregates the jobs'
- * result maps by job id, so two jobs may use the same result key without clobbering each other.
+ * result maps by job key (the job's name, or its id when unnamed), so two jobs may use the same
+ * result key without clobbering each other. Extensions beyond the seeds: `error`, `timeouts`,
+ * `trace_id`, `started_at`, `ended_at`.
  */
 export const Flow = z
   .object({
@@ -17,6 +29,11 @@ export const Flow = z
     created_at: Timestamp,
     updated_at: Timestamp,
     status: FlowStatus,
+    error: FlowErrorInfo.optional(),
+    timeouts: FlowTimeoutsRecord.optional(),
+    trace_id: z.string().max(64).optional(),
+    started_at: Timestamp.optional(),
+    ended_at: Timestamp.optional(),
   })
   .strict();
 export type Flow = z.infer<typeof Flow>;

@@ -2,7 +2,7 @@ export * from "./enums.js";
 export * from "./common.js";
 export { Actor } from "./actor.js";
 export { Context } from "./context.js";
-export { Flow } from "./flow.js";
+export { Flow, FlowErrorInfo, FlowTimeoutsRecord } from "./flow.js";
 export { JOB_DEFAULTS, JobInput, RunnerJob } from "./job.js";
 export type { JobSpec } from "./job.js";
 export { Message } from "./message.js";
@@ -16,3 +16,5 @@ export {
   RunnerRegistration,
   RunnerUpdate,
 } from "./requests.js";
+export { FlowDag, FlowView, JobView } from "./views.js";
+export { DeliveryPayload } from "./delivery.js";

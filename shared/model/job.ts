@@ -3,8 +3,10 @@ import { EnvVars, Id, ResultMap, Seconds, Timestamp } from "./common.js";
 import { JobStatus, ScriptType } from "./enums.js";
 
 /**
- * A RunnerJob: one executable unit. `flow_id` (0 for a job outside any flow) and the optional
- * pinned `runner_id` extend the seeds' fields.
+ * A RunnerJob: one executable unit. Extensions beyond the seeds: `flow_id` (0 for a job outside
+ * any flow), `name` (how the flow's other jobs and its results refer to it), the pinned
+ * `runner_id`, `message_base` (its attempts' message ids are message_base, message_base + 1, …),
+ * and once it ended: the last `attempt` and the `error`.
  */
 export const RunnerJob = z
   .object({
@@ -21,6 +23,10 @@ export const RunnerJob = z
     prerequisites: z.array(z.string().max(256)).max(256),
     dependends: z.array(Id),
     runner_id: Id.optional(),
+    name: z.string().max(64).optional(),
+    message_base: Id.optional(),
+    attempt: z.int().min(0).optional(),
+    error: z.string().optional(),
     created_at: Timestamp,
     updated_at: Timestamp,
     status: JobStatus,

@@ -5,3 +5,8 @@ export * from "./errors.js";
 export { Repository } from "./repository.js";
 export type { CreateInput, Page, Patch, RecordRef } from "./repository.js";
 export { codecs } from "./layouts.js";
+export { FlowStore } from "./flow-store.js";
+export type { Reservation, ReserveRequest, Settlement, StoredFlow } from "./flow-store.js";
+export { deadlineMember, planCommit } from "./flow-plan.js";
+export type { CommitPlan, CommitStep } from "./flow-plan.js";
+export { dispatchMessage, jobRecord, resultTimeout } from "./flow-records.js";

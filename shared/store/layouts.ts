@@ -20,7 +20,8 @@ export const codecs = {
     schema: Flow,
     fields: {
       id: "int", caller_id: "int", context_id: "int", jobs: "json", env_vars: "json", result: "json",
-      created_at: "int", updated_at: "int", status: "str",
+      created_at: "int", updated_at: "int", status: "str", error: "json", timeouts: "json", trace_id: "str",
+      started_at: "int", ended_at: "int",
     },
   },
   job: {
@@ -29,7 +30,8 @@ export const codecs = {
     fields: {
       id: "int", caller_id: "int", context_id: "int", flow_id: "int", script: "str", script_type: "str",
       timeout: "int", retries: "int", env_vars: "json", result: "json", prerequisites: "json",
-      dependends: "json", runner_id: "int", created_at: "int", updated_at: "int", status: "str",
+      dependends: "json", runner_id: "int", name: "str", message_base: "int", attempt: "int", error: "str",
+      created_at: "int", updated_at: "int", status: "str",
     },
   },
   message: {
@@ -38,7 +40,8 @@ export const codecs = {
     fields: {
       id: "int", caller_id: "int", context_id: "int", message: "str", message_type: "str",
       message_format_type: "str", timeout: "int", timeout_ack: "int", timeout_result: "int", job: "json",
-      logs: "json", created_at: "int", updated_at: "int", status: "str",
+      logs: "json", created_at: "int", updated_at: "int", status: "str", attempt: "int", runner_id: "int",
+      trace_id: "str", ended_at: "int",
     },
   },
   runner: {

@@ -2,6 +2,7 @@ import { Keys } from "../keys.js";
 import type { Actor, Context, Flow, Message, Runner, RunnerJob } from "../model/index.js";
 import { ActorKeys } from "./actor-keys.js";
 import { ContextAdmin } from "./contexts.js";
+import { FlowStore } from "./flow-store.js";
 import { layouts } from "./layouts.js";
 import { callRedis, type Redis } from "./redis.js";
 import { Repository } from "./repository.js";
@@ -26,6 +27,8 @@ export class Store {
   readonly actorKeys: ActorKeys;
   /** Permission changes and deletion of whole contexts. */
   readonly contextAdmin: ContextAdmin;
+  /** Flow lifecycle scripts, the relay's queues, and the reads that rebuild a flow. */
+  readonly flowStore: FlowStore;
 
   constructor(
     readonly redis: Redis,
@@ -41,6 +44,7 @@ export class Store {
     this.runners = new Repository(redis, l.runner, now);
     this.actorKeys = new ActorKeys(redis, keys);
     this.contextAdmin = new ContextAdmin(redis, keys, now);
+    this.flowStore = new FlowStore(redis, keys);
   }
 
   /** One round trip to Redis; resolves with how long it took. */

@@ -1,0 +1,93 @@
+import { createRoute, z, type OpenAPIHono } from "@hono/zod-openapi";
+import { FlowSubmission } from "../../../shared/flow/index.js";
+import { FlowDag, FlowStatus, FlowView } from "../../../shared/model/index.js";
+import { flowDag, listFlows, loadFlow, startFlow, submitFlow } from "../../service/flows.js";
+import { flowCall } from "../call.js";
+import { body, conflict, json, named, pageOf, PageQuery, PathId, schemas, signed, signedErrors } from "../schemas.js";
+import type { AppEnv } from "../store.js";
+
+const contextParams = z.object({ contextId: PathId });
+const flowParams = z.object({ contextId: PathId, flowId: PathId });
+const FlowViewBody = named(FlowView, "FlowView");
+const Dag = named(FlowDag, "FlowDag");
+const FlowPage = pageOf(schemas.Flow, "FlowPage");
+
+const submit = createRoute({
+  method: "post",
+  path: "/v1/contexts/{contextId}/flows",
+  tags: ["flows"],
+  summary: "Submit a flow (admins)",
+  description:
+    "A DAG of jobs, stored all or nothing; refused with 400 naming the job for a cycle, an unknown dependency, a duplicate id or name, a limit, or an unknown pinned runner. `start: true` starts it at once. A repeated `Idempotency-Key` answers 200 with the first flow.",
+  security: signed,
+  request: {
+    params: contextParams,
+    headers: z.object({ "idempotency-key": z.string().min(1).max(128).regex(/^[\x21-\x7e]+$/).optional() }),
+    ...body(named(FlowSubmission, "FlowSubmission")),
+  },
+  responses: { 201: json(FlowViewBody, "Created"), 200: json(FlowViewBody, "The flow this Idempotency-Key created before"), ...signedErrors, ...conflict },
+});
+
+const list = createRoute({
+  method: "get",
+  path: "/v1/contexts/{contextId}/flows",
+  tags: ["flows"],
+  summary: "List flows, optionally by status (readers)",
+  security: signed,
+  request: { params: contextParams, query: PageQuery.extend({ status: FlowStatus.optional() }) },
+  responses: { 200: json(FlowPage, "A page of flows"), ...signedErrors },
+});
+
+const load = createRoute({
+  method: "get",
+  path: "/v1/contexts/{contextId}/flows/{flowId}",
+  tags: ["flows"],
+  summary: "Load a flow with every job's live status (readers)",
+  security: signed,
+  request: { params: flowParams },
+  responses: { 200: json(FlowViewBody, "The flow"), ...signedErrors },
+});
+
+const dag = createRoute({
+  method: "get",
+  path: "/v1/contexts/{contextId}/flows/{flowId}/dag",
+  tags: ["flows"],
+  summary: "The flow's DAG: nodes with statuses, edges dependency → dependent (readers)",
+  security: signed,
+  request: { params: flowParams },
+  responses: { 200: json(Dag, "The DAG"), ...signedErrors },
+});
+
+const start = createRoute({
+  method: "post",
+  path: "/v1/contexts/{contextId}/flows/{flowId}/start",
+  tags: ["flows"],
+  summary: "Start a flow (admins); starting it again changes nothing",
+  security: signed,
+  request: { params: flowParams },
+  responses: { 200: json(FlowViewBody, "Started"), ...signedErrors },
+});
+
+/** Flow routes: submit, list, load, DAG, start. */
+export function registerFlowRoutes(app: OpenAPIHono<AppEnv>): void {
+  app.openapi(submit, async (c) => {
+    const { view, created } = await submitFlow(flowCall(c), c.req.valid("param").contextId, c.req.valid("json"), c.req.valid("header")["idempotency-key"]);
+    return created ? c.json(view, 201) : c.json(view, 200);
+  });
+  app.openapi(list, async (c) => {
+    const { offset, limit, status } = c.req.valid("query");
+    return c.json(await listFlows(flowCall(c), c.req.valid("param").contextId, status, offset, limit), 200);
+  });
+  app.openapi(load, async (c) => {
+    const { contextId, flowId } = c.req.valid("param");
+    return c.json(await loadFlow(flowCall(c), contextId, flowId), 200);
+  });
+  app.openapi(dag, async (c) => {
+    const { contextId, flowId } = c.req.valid("param");
+    return c.json(await flowDag(flowCall(c), contextId, flowId), 200);
+  });
+  app.openapi(start, async (c) => {
+    const { contextId, flowId } = c.req.valid("param");
+    return c.json(await startFlow(flowCall(c), contextId, flowId), 200);
+  });
+}

@@ -1,0 +1,364 @@
+import { DurableObject } from "cloudflare:workers";
+import {
+  apply,
+  journalOf,
+  nearestDeadline,
+  newFlowState,
+  rebuildState,
+  type DagJob,
+  type FlowEvent,
+  type FlowState,
+  type FlowTimeouts,
+  type Journal,
+  type JobState,
+  type Transition,
+} from "../../shared/flow/index.js";
+import type { Log, Message, Runner } from "../../shared/model/index.js";
+import { callRedis, ConflictError, deadlineMember, jobRecord, NotFoundError, planCommit, type CommitStep, type Store } from "../../shared/store/index.js";
+import { toProblem } from "../api/errors.js";
+import { problemData, type Outcome } from "../api/problem.js";
+import { storeFor } from "../api/store.js";
+import { coordinatorKeys } from "../coordinator-key.js";
+import type { Env } from "../env.js";
+import { NonceLedger } from "./nonces.js";
+import { MessageOwners } from "./owners.js";
+import { relay, releaseRunner } from "./relay.js";
+import type { FlowScope } from "./scope.js";
+import { flowView, type FlowView } from "./view.js";
+
+/** What `create` needs: the resolved DAG and the ids reserved for it. */
+export interface CreateFlowInput {
+  callerId: number;
+  jobs: DagJob[];
+  envVars: Record<string, string>;
+  timeouts: FlowTimeouts;
+  traceId: string;
+  messageBase: number;
+  /** Positions of jobs whose ids the caller chose (only those can collide). */
+  chosen: number[];
+  start: boolean;
+}
+
+/** How a runner's or the relay's event was taken. */
+export interface EventAnswer {
+  outcome: Transition["outcome"] | "replayed";
+  reason?: string;
+  status?: JobState["status"];
+}
+
+interface Pending {
+  event: FlowEvent;
+  logs?: { job: number; lines: Log[] };
+  resolve: (t: Transition) => void;
+  reject: (error: unknown) => void;
+}
+
+const RUNNER_CACHE_MS = 5_000;
+const RELAY_RETRY_MIN_MS = 1_000;
+const RELAY_RETRY_MAX_MS = 30_000;
+
+/**
+ * FlowCoordinator: one per flow (or per job run outside a flow). It owns the flow's state
+ * machine and serializes its transitions: events queue while a storage write is in flight and
+ * are then written together (group commit), so two transitions never overlap. Each batch is one
+ * `commitFlow` script (state + the messages it produces: the outbox); transient facts (delivery,
+ * started, heartbeats, deadlines) are journalled in this object's storage. After eviction it
+ * rebuilds from Redis plus that journal. Its alarm holds the flow's nearest deadline.
+ */
+export class FlowCoordinator extends DurableObject<Env> {
+  private scope: FlowScope | undefined;
+  /** undefined: not loaded yet; null: no such flow. */
+  private state: FlowState | null | undefined;
+  private queue: Pending[] = [];
+  private draining = false;
+  private runnerCache: { at: number; list: Runner[] } | undefined;
+  private relayRetryMs = 0;
+  private relayAt: number | undefined;
+  private readonly nonces = new NonceLedger(this.ctx.storage);
+
+  // RPC methods, called by the Worker's routes, the relay and the supervisor.
+
+  /** Creates the flow (idempotent: an existing flow is returned as it is) and maybe starts it. */
+  async create(scope: FlowScope, input: CreateFlowInput): Promise<Outcome<FlowView>> {
+    return this.guard(scope, async () => {
+      if (!this.state) {
+        const state = newFlowState({
+          id: scope.flowId,
+          contextId: scope.contextId,
+          callerId: input.callerId,
+          envVars: input.envVars,
+          timeouts: input.timeouts,
+          traceId: input.traceId,
+          jobs: input.jobs,
+          messageBase: input.messageBase,
+        });
+        const created = await this.persistNew(state, input.chosen);
+        this.state = created ? state : undefined;
+        if (!created) await this.load();
+      }
+      if (input.start && this.state?.status === "dispatched") await this.enqueue({ type: "start", at: Date.now() });
+      return flowView(this.current());
+    });
+  }
+
+  /** Starts the flow; starting a started flow changes nothing. */
+  async start(scope: FlowScope): Promise<Outcome<FlowView>> {
+    return this.guard(scope, async () => {
+      this.current();
+      await this.enqueue({ type: "start", at: Date.now() });
+      return flowView(this.current());
+    });
+  }
+
+  /** The flow with every job's live status, or null when there is no such flow. */
+  async view(scope: FlowScope): Promise<Outcome<FlowView | null>> {
+    return this.guard(scope, async () => (this.state ? flowView(this.state) : null));
+  }
+
+  /**
+   * Applies an event from a runner (with its signature's nonce, refused when replayed) or from
+   * the relay. Resolves once the transition is durable.
+   */
+  async handle(scope: FlowScope, event: FlowEvent, extra: { nonce?: { keyid: string; value: string; ttlMs: number }; logs?: Log[] } = {}): Promise<Outcome<EventAnswer>> {
+    return this.guard(scope, () => this.handleEvent(event, extra));
+  }
+
+  private async handleEvent(event: FlowEvent, extra: { nonce?: { keyid: string; value: string; ttlMs: number }; logs?: Log[] }): Promise<EventAnswer> {
+    const state = this.current();
+    if (extra.nonce && !(await this.nonces.use(extra.nonce.keyid, extra.nonce.value, extra.nonce.ttlMs))) {
+      return { outcome: "replayed", reason: "this nonce was already used: sign every request with a new nonce" };
+    }
+    const logs = extra.logs && "job" in event ? { job: event.job, lines: extra.logs } : undefined;
+    const t = await this.enqueue(event, logs);
+    const job = "job" in event ? (t.state.jobs[event.job] ?? state.jobs[event.job]) : undefined;
+    return { outcome: t.outcome, ...(t.reason ? { reason: t.reason } : {}), ...(job ? { status: job.status } : {}) };
+  }
+
+  /** The supervisor's poke: act on due deadlines, retry relaying, refresh the deadline entry. */
+  async tick(scope: FlowScope): Promise<Outcome<null>> {
+    return this.guard(scope, async () => {
+      await this.refresh();
+      return null;
+    });
+  }
+
+  private async refresh(): Promise<void> {
+    await this.actOnDeadlines();
+    const state = this.state;
+    if (!state) return;
+    const store = this.store();
+    const member = deadlineMember(state);
+    const due = nearestDeadline(state);
+    await callRedis(() =>
+      due && state.endedAt === undefined
+        ? store.redis.exec(["ZADD", store.keys.deadlines(state.contextId), String(due.at), member])
+        : store.redis.exec(["ZREM", store.keys.deadlines(state.contextId), member]),
+    );
+  }
+
+  override async alarm(): Promise<void> {
+    await this.load();
+    await this.actOnDeadlines();
+  }
+
+  // Internals.
+
+  /** Binds and loads, runs `work`, and turns any failure into a problem the caller can rethrow. */
+  private async guard<T>(scope: FlowScope, work: () => Promise<T>): Promise<Outcome<T>> {
+    try {
+      await this.bind(scope);
+      await this.load();
+      return { ok: await work() };
+    } catch (error) {
+      const problem = toProblem(error);
+      if (problem.status === 500) console.error("FlowCoordinator:", error);
+      return { problem: problemData(problem) };
+    }
+  }
+
+  private async bind(scope: FlowScope): Promise<void> {
+    if (this.scope) return;
+    const stored = await this.ctx.storage.get<FlowScope>("scope");
+    this.scope = stored ?? scope;
+    if (!stored) await this.ctx.storage.put("scope", scope);
+  }
+
+  private store(): Store {
+    const scope = this.scope as FlowScope;
+    return storeFor({ ...this.env, KEY_PREFIX: scope.prefix });
+  }
+
+  private current(): FlowState {
+    if (!this.state) throw new NotFoundError("flow", String(this.scope?.flowId));
+    return this.state;
+  }
+
+  /** Loads the state once per instance: from Redis, plus the journal of this object's storage. */
+  private async load(): Promise<void> {
+    if (this.state !== undefined) return;
+    await this.ctx.blockConcurrencyWhile(async () => {
+      if (this.state !== undefined) return;
+      const scope = this.scope as FlowScope;
+      const store = this.store();
+      const journal = (await this.ctx.storage.get<Journal>("journal")) ?? {};
+      if (scope.job) {
+        const { jobs, messages } = await store.flowStore.loadJobs(scope.contextId, scope.job.callerId, [scope.job.id]);
+        this.state = jobs.length === 0 ? null : rebuildState({ flow: null, contextId: scope.contextId, callerId: scope.job.callerId, jobs, messages, journal });
+        return;
+      }
+      const stored = await store.flowStore.load(scope.contextId, scope.flowId);
+      this.state = stored?.flow
+        ? rebuildState({ flow: stored.flow, contextId: scope.contextId, callerId: stored.flow.caller_id, jobs: stored.jobs, messages: stored.messages, journal })
+        : null;
+    });
+  }
+
+  private async persistNew(state: FlowState, chosen: number[]): Promise<boolean> {
+    const store = this.store();
+    if (!this.scope?.job) return store.flowStore.create(state, chosen, Date.now());
+    try {
+      const { created_at: _c, updated_at: _u, ...record } = jobRecord(state, state.jobs[state.order[0] as number] as JobState, Date.now());
+      await store.jobs.create(record);
+      return true;
+    } catch (error) {
+      if (error instanceof ConflictError && chosen.length === 0) return false;
+      throw error;
+    }
+  }
+
+  private enqueue(event: FlowEvent, logs?: Pending["logs"]): Promise<Transition> {
+    return new Promise((resolve, reject) => {
+      this.queue.push({ event, ...(logs ? { logs } : {}), resolve, reject });
+      void this.drain();
+    });
+  }
+
+  /**
+   * Applies queued events in order and writes the batch in one script. While the write is in
+   * flight, new events queue up for the next batch. A failed write leaves the state as it was
+   * and fails the batch's callers (they retry).
+   */
+  private async drain(): Promise<void> {
+    if (this.draining) return;
+    this.draining = true;
+    try {
+      while (this.queue.length > 0) {
+        const batch = this.queue.splice(0);
+        let state = this.current();
+        const steps: CommitStep[] = [];
+        const transitions = batch.map((item) => {
+          const t = apply(state, item.event);
+          if (t.outcome === "applied") {
+            state = t.state;
+            steps.push({ state, effects: t.effects, ...(item.logs ? { logs: item.logs } : {}) });
+          }
+          return t;
+        });
+        try {
+          await this.commit(steps, state);
+        } catch (error) {
+          for (const item of batch) item.reject(error);
+          continue;
+        }
+        batch.forEach((item, i) => item.resolve(transitions[i] as Transition));
+      }
+    } finally {
+      this.draining = false;
+    }
+  }
+
+  private async commit(steps: CommitStep[], next: FlowState): Promise<void> {
+    if (steps.length === 0) return;
+    const store = this.store();
+    const now = Date.now();
+    const plan = planCommit(store.keys, steps, now);
+    const skipped = await store.flowStore.commit(plan);
+    if (skipped.length > 0) {
+      // Redis already holds some of these transitions: this instance's memory was behind.
+      this.state = undefined;
+      await this.load();
+      return;
+    }
+    const before = this.state as FlowState;
+    this.state = next;
+    await this.ctx.storage.put("journal", journalOf(next));
+    for (const step of steps) {
+      for (const effect of step.effects) {
+        if (effect.type === "jobEnded") {
+          const delivery = (step.state.jobs[effect.job] as JobState).delivery;
+          if (delivery && before.jobs[effect.job]?.status !== "finished") releaseRunner(next.contextId, delivery.runnerId);
+        }
+        if (effect.type === "flowStarted") {
+          const due = nearestDeadline(next);
+          if (due) await callRedis(() => store.redis.exec(["ZADD", store.keys.sweepDue(), "LT", String(due.at), String(next.contextId)]));
+        }
+      }
+    }
+    await this.armAlarm();
+    if (plan.messages.length > 0) void this.relayOwn(plan.messages);
+  }
+
+  private async actOnDeadlines(): Promise<void> {
+    const state = this.state;
+    if (!state) return;
+    const now = Date.now();
+    for (const id of state.order) {
+      const due = (state.jobs[id] as JobState).deadline;
+      if (due && due.at <= now) await this.enqueue({ type: "deadline", job: id, attempt: due.attempt, kind: due.kind, at: now }).catch(() => undefined);
+    }
+    if (this.relayAt !== undefined && this.relayAt <= now) {
+      this.relayAt = undefined;
+      await this.relayOwn([]);
+    }
+    await this.armAlarm();
+  }
+
+  private async armAlarm(): Promise<void> {
+    const due = this.state ? nearestDeadline(this.state) : undefined;
+    const times = [due?.at, this.relayAt].filter((t): t is number => t !== undefined);
+    if (times.length === 0) await this.ctx.storage.deleteAlarm();
+    else await this.ctx.storage.setAlarm(Math.min(...times));
+  }
+
+  /** Relays this flow's new messages at once; what no runner took is retried with backoff. */
+  private async relayOwn(messages: Message[]): Promise<void> {
+    const store = this.store();
+    const state = this.current();
+    const own = new Map(messages.map((m) => [store.keys.message(m.context_id, m.caller_id, m.id), m]));
+    try {
+      const report = await relay(
+        {
+          store,
+          key: (await coordinatorKeys(this.env)).current,
+          runners: (contextId) => this.runners(store, contextId),
+          owner: (message) => this.owners().for(message),
+        },
+        state.contextId,
+        Math.max(own.size, 10),
+        own,
+      );
+      if (report.back === 0) {
+        this.relayRetryMs = 0;
+        return;
+      }
+    } catch (error) {
+      console.warn(`relay of flow ${state.id} failed: ${(error as Error).message}`);
+    }
+    this.relayRetryMs = Math.min(RELAY_RETRY_MAX_MS, Math.max(RELAY_RETRY_MIN_MS, this.relayRetryMs * 2));
+    this.relayAt = Date.now() + this.relayRetryMs;
+    await this.armAlarm();
+  }
+
+  private async runners(store: Store, contextId: number): Promise<Runner[]> {
+    const now = Date.now();
+    if (!this.runnerCache || now - this.runnerCache.at > RUNNER_CACHE_MS) {
+      this.runnerCache = { at: now, list: (await store.runners.list({ context_id: contextId }, 0, 500)).items };
+    }
+    return this.runnerCache.list;
+  }
+
+  private owners(): MessageOwners {
+    const scope = this.scope as FlowScope;
+    return new MessageOwners(this.env, scope, (event) => this.enqueue(event));
+  }
+}

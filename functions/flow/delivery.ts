@@ -1,0 +1,34 @@
+import { signRequest } from "../../shared/auth/index.js";
+import type { DeliveryPayload, Runner } from "../../shared/model/index.js";
+
+export type { DeliveryPayload };
+import type { CoordinatorKey } from "../coordinator-key.js";
+
+/** How a push went: taken (2xx), the runner is busy (429/503: try another), or it failed. */
+export type DeliveryOutcome = "delivered" | "busy" | "failed";
+
+const DELIVERY_TIMEOUT_MS = 10_000;
+
+/** The callbacks of a job's attempt under its webhook path. */
+export function callbacks(origin: string, path: string): DeliveryPayload["callbacks"] {
+  const base = `${origin}${path}`;
+  return { ack: `${base}/ack`, started: `${base}/started`, heartbeat: `${base}/heartbeat`, result: `${base}/result`, logs: `${base}/logs` };
+}
+
+/** POSTs a job message to a push runner, signed with the coordinator's key. A 2xx is the ack. */
+export async function deliver(runner: Runner, payload: DeliveryPayload, key: CoordinatorKey): Promise<DeliveryOutcome> {
+  const request = new Request(runner.address, {
+    method: "POST",
+    headers: { "content-type": "application/json", "x-coordinator-message": `${payload.message.caller_id}:${payload.message.id}` },
+    body: JSON.stringify(payload),
+  });
+  try {
+    const signed = await signRequest(request, { keyid: key.kid, key: key.key });
+    const response = await fetch(signed, { signal: AbortSignal.timeout(DELIVERY_TIMEOUT_MS) });
+    await response.body?.cancel();
+    if (response.ok) return "delivered";
+    return response.status === 429 || response.status === 503 ? "busy" : "failed";
+  } catch {
+    return "failed";
+  }
+}

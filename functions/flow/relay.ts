@@ -1,0 +1,130 @@
+import type { Message, Runner, ScriptType } from "../../shared/model/index.js";
+import type { Settlement, Store } from "../../shared/store/index.js";
+import type { CoordinatorKey } from "../coordinator-key.js";
+import { callbacks, deliver, type DeliveryPayload } from "./delivery.js";
+
+/** The Durable Object that owns a message's job, as the relay talks to it. */
+export interface MessageOwner {
+  /** Records that this attempt goes to `runner`; false when the job no longer wants it. */
+  assign(message: Message, runner: number): Promise<boolean>;
+  /** The runner took it (a 2xx). */
+  delivered(message: Message, runner: number): Promise<void>;
+  /** The runner could not take it: the assignment is undone. */
+  unassign(message: Message, runner: number): Promise<void>;
+  /** Where the job's webhooks live: origin plus path. */
+  callbackBase(message: Message): string;
+}
+
+export interface RelayDeps {
+  store: Store;
+  key: CoordinatorKey;
+  runners(contextId: number): Promise<Runner[]>;
+  owner(message: Message): MessageOwner;
+}
+
+export interface RelayReport {
+  delivered: number;
+  queued: number;
+  /** Put back on msg_out: no runner could take them now. */
+  back: number;
+}
+
+/** In-flight deliveries per runner in this isolate: a runner at its concurrency is skipped. */
+const load = new Map<string, number>();
+const loadKey = (runner: Runner) => `${runner.context_id}:${runner.id}`;
+
+/** Forgets one in-flight job of a runner (its result came back). */
+export function releaseRunner(contextId: number, runnerId: number): void {
+  const key = `${contextId}:${runnerId}`;
+  const n = (load.get(key) ?? 1) - 1;
+  if (n <= 0) load.delete(key);
+  else load.set(key, n);
+}
+
+let rotation = 0;
+
+/** Runners that may take a message: the pinned one, or those accepting its script type. */
+function candidates(runners: Runner[], message: Message): { push: Runner[]; pull: Runner[] } {
+  const job = message.job[0];
+  if (!job) return { push: [], pull: [] };
+  const fit = job.runner_id !== undefined ? runners.filter((r) => r.id === job.runner_id) : runners.filter((r) => r.script_types.includes(job.script_type));
+  const push = fit.filter((r) => r.address !== "" && (load.get(loadKey(r)) ?? 0) < r.concurrency);
+  // Spread work: least loaded first, ties in rotating order.
+  rotation++;
+  push.sort((a, b) => (load.get(loadKey(a)) ?? 0) - (load.get(loadKey(b)) ?? 0) || ((a.id + rotation) % 7) - ((b.id + rotation) % 7));
+  return { push, pull: fit.filter((r) => r.local) };
+}
+
+/**
+ * Moves messages from a context's msg_out to runners. Takes up to `max` messages into the
+ * in-flight set in one step (a crash leaves them there, never lost), delivers each: a push
+ * runner gets a signed POST (2xx = acknowledged; busy or failing runners are skipped for the
+ * next), or the message goes onto `queue:<script_type>` for pull runners; what no runner can take
+ * now goes back to the front of msg_out. `own` holds messages the caller already has in memory.
+ */
+export async function relay(deps: RelayDeps, contextId: number, max: number, own: Map<string, Message> = new Map()): Promise<RelayReport> {
+  const settleBy = Date.now() + 60_000;
+  const keys = await deps.store.flowStore.claim(contextId, max, settleBy);
+  if (keys.length === 0) return { delivered: 0, queued: 0, back: 0 };
+  const foreign = keys.filter((k) => !own.has(k));
+  const loaded = foreign.length > 0 ? await deps.store.flowStore.loadMessages(foreign) : [];
+  const messages = new Map(own);
+  foreign.forEach((k, i) => {
+    const m = loaded[i];
+    if (m) messages.set(k, m);
+  });
+  const runners = await deps.runners(contextId);
+  const settlement: Settlement = { delivered: [], back: [], queued: [] };
+  const queued = new Map<ScriptType, string[]>();
+
+  await Promise.all(
+    keys.map(async (key) => {
+      const message = messages.get(key);
+      if (!message || message.message_type !== "job" || !message.job[0]) {
+        settlement.delivered.push(key); // nothing to deliver: a vanished or foreign-kind message leaves the relay
+        return;
+      }
+      const job = message.job[0];
+      const owner = deps.owner(message);
+      const { push, pull } = candidates(runners, message);
+      for (const runner of push) {
+        if (!(await owner.assign(message, runner.id))) {
+          settlement.delivered.push(key); // the job moved on (ended, or another attempt): drop it
+          return;
+        }
+        const payload: DeliveryPayload = {
+          message,
+          context_id: contextId,
+          flow_id: job.flow_id,
+          job_id: job.id,
+          attempt: message.attempt ?? 1,
+          runner_id: runner.id,
+          callbacks: callbacks("", owner.callbackBase(message)),
+        };
+        load.set(loadKey(runner), (load.get(loadKey(runner)) ?? 0) + 1);
+        const outcome = await deliver(runner, payload, deps.key);
+        if (outcome === "delivered") {
+          settlement.delivered.push(key);
+          await owner.delivered(message, runner.id);
+          return;
+        }
+        releaseRunner(contextId, runner.id);
+        await owner.unassign(message, runner.id);
+      }
+      if (pull.length > 0) {
+        const list = queued.get(job.script_type) ?? [];
+        list.push(key);
+        queued.set(job.script_type, list);
+        return;
+      }
+      settlement.back.push(key);
+    }),
+  );
+  settlement.queued = [...queued].map(([scriptType, list]) => ({ scriptType, keys: list }));
+  await deps.store.flowStore.settle(contextId, settlement);
+  return {
+    delivered: settlement.delivered.length,
+    queued: settlement.queued.reduce((n, q) => n + q.keys.length, 0),
+    back: settlement.back.length,
+  };
+}

@@ -1,0 +1,106 @@
+import { z } from "zod";
+import { FlowJobInput, messagesNeeded, resolveDag, MESSAGE_TIMEOUTS, MessageTimeouts } from "../../shared/flow/index.js";
+import type { Message, RunnerJob } from "../../shared/model/index.js";
+import { Problem, unwrap } from "../api/problem.js";
+import type { FlowScope } from "../flow/scope.js";
+import type { FlowView, JobView } from "../flow/view.js";
+import { contextFor, requireActor } from "./access.js";
+import { coordinator, dagProblem, flowScope, traceId, type FlowCall } from "./flows.js";
+
+/** `POST /v1/contexts/{id}/jobs`: one job run outside any flow. */
+export const JobSubmission = z
+  .object({
+    job: FlowJobInput,
+    start: z.boolean().default(false),
+    timeouts: MessageTimeouts.default({}),
+  })
+  .strict();
+export type JobSubmission = z.output<typeof JobSubmission>;
+
+/** A job record with its live status, attempt and runner. */
+export type JobWithStatus = RunnerJob & { live?: JobView };
+
+function jobScope(call: FlowCall, contextId: number, callerId: number, id: number): FlowScope {
+  return { prefix: call.store.keys.prefix, contextId, flowId: 0, job: { callerId, id }, origin: call.origin };
+}
+
+/** Creates (and maybe starts) a job outside any flow (admins). It runs as a flow of one. */
+export async function submitJob(call: FlowCall, contextId: number, input: JobSubmission): Promise<{ job: JobWithStatus; view: FlowView }> {
+  const callerId = requireActor(call);
+  await contextFor(call, contextId, "admin");
+  if (input.job.dependends.length > 0) {
+    throw dagProblem([{ field: "job.dependends", message: "a job outside a flow cannot depend on other jobs; submit a flow" }]);
+  }
+  const reservation = await call.store.flowStore.reserve({
+    contextId,
+    callerId,
+    flowId: 0,
+    jobsToAllocate: input.job.id === undefined ? 1 : 0,
+    highestChosenJobId: input.job.id ?? 0,
+    messages: messagesNeeded([input.job]),
+  });
+  if ("existing" in reservation) throw new Error("a job submission has no Idempotency-Key");
+  const resolved = resolveDag([input.job], () => reservation.firstJobId);
+  if ("issues" in resolved) throw dagProblem(resolved.issues);
+  const job = resolved.jobs[0] as (typeof resolved.jobs)[number];
+  const scope = jobScope(call, contextId, callerId, job.id);
+  const view = unwrap(
+    await coordinator(call, scope).create(scope, {
+      callerId,
+      jobs: [job],
+      envVars: {},
+      timeouts: {
+        timeout: input.timeouts.timeout ?? MESSAGE_TIMEOUTS.timeout,
+        timeout_ack: input.timeouts.timeout_ack ?? MESSAGE_TIMEOUTS.timeout_ack,
+        ...(input.timeouts.timeout_result !== undefined ? { timeout_result: input.timeouts.timeout_result } : {}),
+      },
+      traceId: traceId(call.request),
+      messageBase: reservation.firstMessageId,
+      chosen: input.job.id !== undefined ? [0] : [],
+      start: input.start,
+    }),
+  );
+  return { job: await loadJob(call, contextId, callerId, job.id), view };
+}
+
+/** The live view of one job, from the Durable Object that runs it. */
+async function liveJob(call: FlowCall, record: RunnerJob): Promise<JobView | undefined> {
+  const scope = record.flow_id === 0 ? jobScope(call, record.context_id, record.caller_id, record.id) : flowScope(call, record.context_id, record.flow_id);
+  const view = unwrap(await coordinator(call, scope).view(scope));
+  return view?.jobs.find((j) => j.id === record.id);
+}
+
+/** Loads a job with its live status (readers). */
+export async function loadJob(call: FlowCall, contextId: number, callerId: number, id: number): Promise<JobWithStatus> {
+  await contextFor(call, contextId, "read");
+  const record = await call.store.jobs.load({ context_id: contextId, caller_id: callerId, id });
+  const live = await liveJob(call, record);
+  return live ? { ...record, status: live.status, ...(live.attempt > 0 ? { attempt: live.attempt } : {}), live } : record;
+}
+
+/** Starts a job outside any flow (admins); starting it twice changes nothing. */
+export async function startJob(call: FlowCall, contextId: number, callerId: number, id: number): Promise<JobWithStatus> {
+  await contextFor(call, contextId, "admin");
+  const record = await call.store.jobs.load({ context_id: contextId, caller_id: callerId, id });
+  if (record.flow_id !== 0) {
+    throw new Problem(409, "conflict", "Conflict", `job ${id} belongs to flow ${record.flow_id}: start the flow`);
+  }
+  const scope = jobScope(call, contextId, callerId, id);
+  unwrap(await coordinator(call, scope).start(scope));
+  return loadJob(call, contextId, callerId, id);
+}
+
+/**
+ * Loads a message (readers). A job message's stored status moves at dispatch and at the end;
+ * in between, whether the runner acknowledged it comes from the job's live state.
+ */
+export async function loadMessage(call: FlowCall, contextId: number, callerId: number, id: number): Promise<Message> {
+  await contextFor(call, contextId, "read");
+  const message = await call.store.messages.load({ context_id: contextId, caller_id: callerId, id });
+  const job = message.job[0];
+  if (message.message_type !== "job" || !job || message.status !== "dispatched") return message;
+  const live = await liveJob(call, job);
+  const current = live && live.attempt === message.attempt;
+  if (current && (live.delivery === "acknowledged" || live.status === "started")) return { ...message, status: "acknowledged", ...(live.runner_id !== undefined ? { runner_id: live.runner_id } : {}) };
+  return message;
+}

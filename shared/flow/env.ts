@@ -1,0 +1,35 @@
+import type { EnvVars, ResultMap } from "../model/index.js";
+import { jobKey, type FlowState, type JobState } from "./state.js";
+
+/** Makes a job key or result key usable in an environment variable name. */
+export function envSafe(text: string): string {
+  return text.toUpperCase().replace(/[^A-Z0-9_]/g, "_");
+}
+
+/**
+ * The environment a job runs with:
+ * 1. the flow's `env_vars`, overridden by the job's own `env_vars`;
+ * 2. then what the coordinator provides, which wins: `FLOW_ID`, `CONTEXT_ID`, `JOB_ID`,
+ *    `JOB_NAME` (when named), `JOB_ATTEMPT`;
+ * 3. the results of the job's dependencies: `FLOW_INPUTS` is a JSON object
+ *    `{ "<dependency name or id>": { "<key>": "<value>" } }`, and each value is also
+ *    `DEP_<DEPENDENCY>_<KEY>` (upper-cased, anything but letters, digits and _ turned into _).
+ */
+export function jobEnvironment(flow: FlowState, job: JobState): EnvVars {
+  const env: EnvVars = { ...flow.envVars, ...job.spec.env_vars };
+  env.FLOW_ID = String(flow.id);
+  env.CONTEXT_ID = String(flow.contextId);
+  env.JOB_ID = String(job.id);
+  if (job.name) env.JOB_NAME = job.name;
+  env.JOB_ATTEMPT = String(job.attempt);
+  const inputs: Record<string, ResultMap> = {};
+  for (const depId of job.dependends) {
+    const dep = flow.jobs[depId] as JobState;
+    const key = jobKey(dep);
+    const result = dep.result ?? {};
+    inputs[key] = result;
+    for (const [name, value] of Object.entries(result)) env[`DEP_${envSafe(key)}_${envSafe(name)}`] = value;
+  }
+  env.FLOW_INPUTS = JSON.stringify(inputs);
+  return env;
+}

@@ -1,0 +1,13 @@
+export { resolveDag } from "./dag.js";
+export type { DagIssue, DagJob } from "./dag.js";
+export { envSafe, jobEnvironment } from "./env.js";
+export { messagesNeeded, newFlowState } from "./build.js";
+export type { NewFlow } from "./build.js";
+export { apply, nearestDeadline } from "./machine.js";
+export type { FlowEffect, FlowEvent, Outcome, Transition } from "./machine.js";
+export { jobKey, messageId } from "./state.js";
+export type { Deadline, DeadlineKind, Delivery, FlowError, FlowState, FlowTimeouts, JobSpec, JobState } from "./state.js";
+export { FLOW_LIMITS, FlowJobInput, FlowSubmission, JobName, JobRef, MESSAGE_TIMEOUTS, MessageTimeouts } from "./submission.js";
+export type { FlowSubmissionInput } from "./submission.js";
+export { journalOf, rebuildState } from "./rebuild.js";
+export type { Journal, JobJournal, StoredRecords } from "./rebuild.js";

@@ -1,0 +1,133 @@
+import type { Flow, Message, RunnerJob } from "../model/index.js";
+import { MESSAGE_TIMEOUTS } from "./submission.js";
+import { jobKey, type Deadline, type Delivery, type FlowState, type FlowTimeouts, type JobState } from "./state.js";
+
+/**
+ * What Redis does not hold about a job in progress (it keeps only final statuses): where the
+ * current attempt's message is, when the job started, its last heartbeat and its deadline. The
+ * Durable Object journals these in its own storage.
+ */
+export interface JobJournal {
+  attempt: number;
+  delivery?: Delivery;
+  startedAt?: number;
+  heartbeatAt?: number;
+  deadline?: Deadline;
+}
+
+export type Journal = Record<number, JobJournal>;
+
+/** The transient facts of every job in progress. */
+export function journalOf(state: FlowState): Journal {
+  const journal: Journal = {};
+  for (const id of state.order) {
+    const job = state.jobs[id] as JobState;
+    if (job.attempt === 0 || job.status === "finished" || job.status === "error") continue;
+    journal[id] = {
+      attempt: job.attempt,
+      ...(job.delivery ? { delivery: job.delivery } : {}),
+      ...(job.startedAt !== undefined ? { startedAt: job.startedAt } : {}),
+      ...(job.heartbeatAt !== undefined ? { heartbeatAt: job.heartbeatAt } : {}),
+      ...(job.deadline ? { deadline: job.deadline } : {}),
+    };
+  }
+  return journal;
+}
+
+export interface StoredRecords {
+  /** The flow record; null for a job outside any flow. */
+  flow: Flow | null;
+  contextId: number;
+  callerId: number;
+  jobs: RunnerJob[];
+  /** Each job's messages, any order. */
+  messages: Map<number, Message[]>;
+  journal?: Journal;
+}
+
+/**
+ * Rebuilds the machine's state from storage after the Durable Object lost its memory: final
+ * statuses and results from the job records, the current attempt from the newest message of
+ * each job, and what only the journal knows (delivery, started, deadline) from the journal when
+ * it speaks of that same attempt. A job whose journal is gone is treated as dispatched and not
+ * yet delivered; its delivery deadline (counted from its message) still applies.
+ */
+export function rebuildState(records: StoredRecords): FlowState {
+  const { flow, journal = {} } = records;
+  const timeouts: FlowTimeouts = flow?.timeouts ?? { timeout: MESSAGE_TIMEOUTS.timeout, timeout_ack: MESSAGE_TIMEOUTS.timeout_ack };
+  const order = flow ? flow.jobs : records.jobs.map((j) => j.id);
+  const byId = new Map(records.jobs.map((j) => [j.id, j]));
+  const jobs: Record<number, JobState> = {};
+  const started = flow ? flow.status !== "dispatched" : true;
+
+  for (const id of order) {
+    const record = byId.get(id);
+    if (!record) throw new Error(`job ${id} of flow ${flow?.id ?? 0} is missing from storage`);
+    const messages = (records.messages.get(id) ?? []).slice().sort((a, b) => (a.attempt ?? 1) - (b.attempt ?? 1));
+    const latest = messages[messages.length - 1];
+    const attempt = latest?.attempt ?? 0;
+    const ended = record.status === "finished" || record.status === "error";
+    const notes = journal[id]?.attempt === attempt ? journal[id] : undefined;
+    const job: JobState = {
+      id,
+      ...(record.name ? { name: record.name } : {}),
+      dependends: record.dependends,
+      dependents: [],
+      spec: {
+        script: record.script,
+        script_type: record.script_type,
+        timeout: record.timeout,
+        retries: record.retries,
+        env_vars: record.env_vars,
+        prerequisites: record.prerequisites,
+        ...(record.runner_id !== undefined ? { runner_id: record.runner_id } : {}),
+      },
+      messageBase: record.message_base ?? 0,
+      status: record.status,
+      attempt: Math.max(attempt, record.attempt ?? 0),
+    };
+    if (ended) {
+      if (record.status === "finished") job.result = record.result;
+      if (record.error !== undefined) job.error = record.error;
+      if (latest?.runner_id !== undefined) job.delivery = { runnerId: latest.runner_id, state: "acknowledged", at: (latest.ended_at ?? 0) * 1000 };
+    } else if (attempt > 0 && latest) {
+      job.status = notes?.startedAt !== undefined ? "started" : "dispatched";
+      if (notes?.delivery) job.delivery = notes.delivery;
+      if (notes?.startedAt !== undefined) job.startedAt = notes.startedAt;
+      if (notes?.heartbeatAt !== undefined) job.heartbeatAt = notes.heartbeatAt;
+      job.deadline = notes?.deadline ?? { kind: "delivery", attempt, at: (latest.created_at + timeouts.timeout) * 1000 };
+    } else {
+      job.status = started && record.dependends.length > 0 ? "waiting_for_prerequisites" : "dispatched";
+    }
+    jobs[id] = job;
+  }
+  for (const id of order) for (const dep of (jobs[id] as JobState).dependends) jobs[dep]?.dependents.push(id);
+
+  const result: FlowState["result"] = {};
+  for (const id of order) {
+    const job = jobs[id] as JobState;
+    if (job.status === "finished") result[jobKey(job)] = job.result ?? {};
+  }
+  const first = records.jobs[0];
+  return {
+    id: flow?.id ?? 0,
+    contextId: records.contextId,
+    callerId: records.callerId,
+    status: flow?.status ?? standaloneStatus(first, records.messages.size > 0),
+    envVars: flow?.env_vars ?? {},
+    timeouts,
+    order,
+    jobs,
+    result,
+    ...(flow?.error ? { error: flow.error } : {}),
+    traceId: flow?.trace_id ?? "",
+    ...(flow?.started_at !== undefined ? { startedAt: flow.started_at * 1000 } : {}),
+    ...(flow?.ended_at !== undefined ? { endedAt: flow.ended_at * 1000 } : {}),
+  };
+}
+
+/** A job alone is its own flow: started once a message was sent for it, ended when it ended. */
+function standaloneStatus(job: RunnerJob | undefined, dispatched: boolean): FlowState["status"] {
+  if (job?.status === "finished" || job?.status === "error") return job.status;
+  return dispatched ? "started" : "dispatched";
+}

@@ -1,0 +1,98 @@
+import type { EnvVars, FlowStatus, JobStatus, ResultMap, ScriptType } from "../model/index.js";
+
+/** What a job runs: the parts of its RunnerJob record that never change. */
+export interface JobSpec {
+  script: string;
+  script_type: ScriptType;
+  timeout: number;
+  retries: number;
+  env_vars: EnvVars;
+  prerequisites: string[];
+  runner_id?: number;
+}
+
+/** Which timer a job is waiting on (DESIGN: each enforced by a deadline). */
+export type DeadlineKind = "delivery" | "ack" | "result";
+
+export interface Deadline {
+  kind: DeadlineKind;
+  attempt: number;
+  /** Epoch milliseconds. */
+  at: number;
+}
+
+/**
+ * Where the current attempt's message is: assigned to a runner (about to be delivered), delivered
+ * (the runner has it), acknowledged (the runner confirmed it).
+ */
+export interface Delivery {
+  runnerId: number;
+  state: "assigned" | "delivered" | "acknowledged";
+  at: number;
+}
+
+/** A job inside the machine. `attempt` is 0 until its first dispatch. */
+export interface JobState {
+  id: number;
+  name?: string | undefined;
+  dependends: number[];
+  /** Jobs that depend on this one (derived, kept for speed). */
+  dependents: number[];
+  spec: JobSpec;
+  /** Message id of attempt n is messageBase + n - 1: ids are reserved when the flow is created. */
+  messageBase: number;
+  status: JobStatus;
+  attempt: number;
+  delivery?: Delivery;
+  startedAt?: number;
+  heartbeatAt?: number;
+  deadline?: Deadline;
+  result?: ResultMap;
+  error?: string;
+}
+
+export interface FlowError {
+  job: number;
+  name?: string | undefined;
+  reason: string;
+}
+
+/** Message timeouts of the flow, in seconds. */
+export interface FlowTimeouts {
+  timeout: number;
+  timeout_ack: number;
+  /** Unset: each job's own timeout plus a grace minute. */
+  timeout_result?: number | undefined;
+}
+
+/**
+ * A flow inside the machine. A job outside any flow runs as a flow of one with `id` 0 (its
+ * `standaloneJob`), which has no flow record of its own.
+ */
+export interface FlowState {
+  id: number;
+  contextId: number;
+  callerId: number;
+  status: FlowStatus;
+  envVars: EnvVars;
+  timeouts: FlowTimeouts;
+  /** Job ids in submission order. */
+  order: number[];
+  jobs: Readonly<Record<number, JobState>>;
+  /** Results by job key (name, or id when unnamed), filled as jobs finish. */
+  result: Record<string, ResultMap>;
+  error?: FlowError;
+  traceId: string;
+  startedAt?: number;
+  endedAt?: number;
+}
+
+/** The key a job's results are known by: its name, else its id. */
+export function jobKey(job: Pick<JobState, "id" | "name">): string {
+  return job.name ?? String(job.id);
+}
+
+/** The message id of a job's attempt. */
+export function messageId(job: Pick<JobState, "messageBase">, attempt: number): number {
+  return job.messageBase + attempt - 1;
+}

@@ -1,0 +1,76 @@
+import { z } from "zod";
+import { EnvVars, Id, Seconds } from "../model/common.js";
+import { ScriptType } from "../model/enums.js";
+import { JOB_DEFAULTS } from "../model/job.js";
+
+/** Limits of one flow submission (a flow is written to storage in one atomic step). */
+export const FLOW_LIMITS = {
+  jobsPerFlow: 1000,
+  scriptBytes: 16 * 1024,
+  dependenciesPerJob: 1000,
+} as const;
+
+/** A job's name inside its flow: how other jobs refer to it, and how its results are named. */
+export const JobName = z
+  .string()
+  .regex(/^[A-Za-z_][A-Za-z0-9_.-]{0,63}$/, "a name: letters, digits, _ . -, starting with a letter or _, at most 64");
+
+/** A reference to another job of the same flow: its id, or its name. */
+export const JobRef = z.union([Id, JobName]);
+export type JobRef = z.infer<typeof JobRef>;
+
+/**
+ * One job of a flow submission. `id` is optional (allocated when absent); `name` lets other jobs
+ * depend on it without knowing its id. `dependends` (alias `depends`) lists ids or names.
+ */
+export const FlowJobInput = z
+  .object({
+    id: Id.optional(),
+    name: JobName.optional(),
+    script: z.string().refine((s) => new TextEncoder().encode(s).length <= FLOW_LIMITS.scriptBytes, {
+      message: `a script is at most ${FLOW_LIMITS.scriptBytes} bytes`,
+    }),
+    script_type: ScriptType,
+    timeout: Seconds.default(JOB_DEFAULTS.timeout),
+    retries: z.int().min(0).max(255).default(JOB_DEFAULTS.retries),
+    env_vars: EnvVars.default({}),
+    prerequisites: z.array(z.string().max(256)).max(256).default([]),
+    dependends: z.array(JobRef).max(FLOW_LIMITS.dependenciesPerJob).optional(),
+    depends: z.array(JobRef).max(FLOW_LIMITS.dependenciesPerJob).optional(),
+    runner_id: Id.optional(),
+  })
+  .strict()
+  .superRefine((job, ctx) => {
+    if (job.dependends !== undefined && job.depends !== undefined) {
+      ctx.addIssue({ code: "custom", path: ["depends"], message: "give dependends or its alias depends, not both" });
+    }
+  })
+  .transform(({ depends, dependends, ...job }) => ({ ...job, dependends: dependends ?? depends ?? [] }));
+export type FlowJobInput = z.output<typeof FlowJobInput>;
+
+/** Message timeouts of a flow's jobs, in seconds (defaults in MESSAGE_TIMEOUTS). */
+export const MessageTimeouts = z
+  .object({
+    /** Not delivered to a runner within this: the delivery failed. */
+    timeout: Seconds.min(1).optional(),
+    /** Delivered but not acknowledged within this. */
+    timeout_ack: Seconds.min(1).optional(),
+    /** Acknowledged but no result within this (default: the job's timeout plus a minute). */
+    timeout_result: Seconds.min(1).optional(),
+  })
+  .strict();
+
+export const MESSAGE_TIMEOUTS = { timeout: 300, timeout_ack: 60, resultGrace: 60 } as const;
+
+/** `POST /v1/contexts/{id}/flows`: a DAG of jobs, stored all or nothing. */
+export const FlowSubmission = z
+  .object({
+    id: Id.optional(),
+    env_vars: EnvVars.default({}),
+    jobs: z.array(FlowJobInput).min(1, "a flow has at least one job").max(FLOW_LIMITS.jobsPerFlow, `a flow has at most ${FLOW_LIMITS.jobsPerFlow} jobs`),
+    start: z.boolean().default(false),
+    timeouts: MessageTimeouts.default({}),
+  })
+  .strict();
+export type FlowSubmission = z.output<typeof FlowSubmission>;
+export type FlowSubmissionInput = z.input<typeof FlowSubmission>;

@@ -1,0 +1,24 @@
+import { z } from "zod";
+import { Id } from "./common.js";
+import { Message } from "./message.js";
+
+/**
+ * What a runner receives for one attempt of a job, pushed (a signed POST to its address) or
+ * leased (pull): the message (its job embedded, with the environment to run it in), who it is
+ * for, and the webhooks to report on (POST, signed by the runner, body `{ "attempt": n, ... }`).
+ */
+export const DeliveryPayload = z
+  .object({
+    message: Message,
+    context_id: Id,
+    /** 0 for a job outside any flow. */
+    flow_id: z.int().min(0),
+    job_id: Id,
+    attempt: z.int().min(1),
+    runner_id: Id,
+    callbacks: z
+      .object({ ack: z.url(), started: z.url(), heartbeat: z.url(), result: z.url(), logs: z.url() })
+      .strict(),
+  })
+  .strict();
+export type DeliveryPayload = z.infer<typeof DeliveryPayload>;

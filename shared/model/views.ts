@@ -1,0 +1,69 @@
+import { z } from "zod";
+import { EnvVars, Id, ResultMap, Timestamp } from "./common.js";
+import { FlowStatus, JobStatus, ScriptType } from "./enums.js";
+import { FlowErrorInfo } from "./flow.js";
+
+/**
+ * What the API shows of a running flow: the live state its Durable Object holds, which is more
+ * than Redis keeps between a job's dispatch and its end (waiting, delivered, started).
+ */
+
+/** A job's live state. `key` is how results name it (its name, else its id). */
+export const JobView = z
+  .object({
+    id: Id,
+    name: z.string().optional(),
+    key: z.string(),
+    script_type: ScriptType,
+    status: JobStatus,
+    attempt: z.int().min(0),
+    dependends: z.array(Id),
+    runner_id: Id.optional(),
+    delivery: z.enum(["assigned", "delivered", "acknowledged"]).optional(),
+    result: ResultMap.optional(),
+    error: z.string().optional(),
+  })
+  .strict();
+export type JobView = z.infer<typeof JobView>;
+
+/** `flow.load`: a flow with every job's live status and a progress count. */
+export const FlowView = z
+  .object({
+    id: z.int().min(0),
+    context_id: Id,
+    caller_id: Id,
+    status: FlowStatus,
+    env_vars: EnvVars,
+    result: z.record(z.string(), ResultMap),
+    error: FlowErrorInfo.optional(),
+    trace_id: z.string(),
+    started_at: Timestamp.optional(),
+    ended_at: Timestamp.optional(),
+    next_deadline: Timestamp.optional(),
+    progress: z.object({
+      total: z.int(),
+      dispatched: z.int(),
+      waiting_for_prerequisites: z.int(),
+      started: z.int(),
+      finished: z.int(),
+      error: z.int(),
+    }),
+    jobs: z.array(JobView),
+  })
+  .strict();
+export type FlowView = z.infer<typeof FlowView>;
+
+/** `flow.dag`: nodes with statuses, edges from a dependency to its dependent. */
+export const FlowDag = z
+  .object({
+    flow_id: z.int().min(0),
+    status: FlowStatus,
+    nodes: z.array(
+      z
+        .object({ id: Id, key: z.string(), name: z.string().optional(), script_type: ScriptType, status: JobStatus, attempt: z.int().min(0), runner_id: Id.optional() })
+        .strict(),
+    ),
+    edges: z.array(z.object({ from: Id, to: Id }).strict()),
+  })
+  .strict();
+export type FlowDag = z.infer<typeof FlowDag>;

@@ -1,0 +1,137 @@
+import { messageId, nearestDeadline, type FlowEffect, type FlowState, type JobState } from "../flow/index.js";
+import type { Keys } from "../keys.js";
+import type { Log, Message } from "../model/index.js";
+import { encodeField, encodeRecord } from "./codec.js";
+import { codecs } from "./layouts.js";
+import { dispatchMessage } from "./flow-records.js";
+
+/** One applied transition: the state after it, its effects, and logs that came with it. */
+export interface CommitStep {
+  state: FlowState;
+  effects: FlowEffect[];
+  /** Log lines a result brought along, for the job's current message. */
+  logs?: { job: number; lines: Log[] };
+}
+
+/** What `commitFlow` runs, and the messages it creates (for the relay to deliver). */
+export interface CommitPlan {
+  keys: string[];
+  args: string[];
+  messages: Message[];
+  /** Sections in step order; a skipped section means that step was already written. */
+  sections: number;
+}
+
+type Op = ["H" | "P" | "Z" | "R" | "L", string, string[]];
+
+const pairs = (fields: Record<string, unknown>, kinds: Record<string, "int" | "str" | "bool" | "json">) =>
+  Object.entries(fields).flatMap(([f, v]) => (v === undefined ? [] : [f, encodeField(kinds[f] ?? "str", v)]));
+
+/** Who a flow is in the context's deadline set: `flow:<id>`, or `job:<caller>:<id>` alone. */
+export function deadlineMember(state: FlowState): string {
+  return state.id === 0 ? `job:${state.callerId}:${state.order[0]}` : `flow:${state.id}`;
+}
+
+/**
+ * Turns applied transitions into one `commitFlow` call: per step a section, guarded by the
+ * final write of the message whose result the step recorded, so a step written once is never
+ * written twice. Only what changed is written: a finished job's status and result, its message's
+ * final status, the messages of newly dispatched jobs (pushed onto msg_out), the flow's status.
+ * Statuses in between (waiting, started) live in the Durable Object, not in Redis.
+ */
+export function planCommit(keys: Keys, steps: CommitStep[], now: number): CommitPlan {
+  const keyList: string[] = [];
+  const positions = new Map<string, number>();
+  const at = (key: string) => {
+    let p = positions.get(key);
+    if (p === undefined) {
+      keyList.push(key);
+      p = keyList.length;
+      positions.set(key, p);
+    }
+    return String(p);
+  };
+  const args: string[] = [];
+  const messages: Message[] = [];
+  const secs = String(Math.floor(now / 1000));
+  let sections = 0;
+
+  for (const step of steps) {
+    const { state } = step;
+    const ctx = state.contextId;
+    const flowKey = keys.flow(ctx, state.id);
+    const standalone = state.id === 0;
+    const ops: Op[] = [];
+    let guarded = false;
+    const dispatched: string[] = [];
+
+    for (const effect of step.effects) {
+      switch (effect.type) {
+        case "flowStarted": {
+          if (!standalone) {
+            ops.push(["H", flowKey, pairs({ status: "started", started_at: secs, updated_at: secs }, codecs.flow.fields)]);
+            ops.push(["R", keys.flowsByStatus(ctx, "dispatched"), [String(state.id)]]);
+            ops.push(["Z", keys.flowsByStatus(ctx, "started"), [String(state.id), String(state.id)]]);
+          }
+          const due = nearestDeadline(state);
+          if (due) ops.push(["Z", keys.deadlines(ctx), [String(due.at), deadlineMember(state)]]);
+          break;
+        }
+        case "dispatch": {
+          const job = state.jobs[effect.job] as JobState;
+          const message = dispatchMessage(state, job, effect.attempt, now);
+          const key = keys.message(ctx, state.callerId, message.id);
+          ops.push(["H", key, Object.entries(encodeRecord(codecs.message, message)).flat()]);
+          messages.push(message);
+          dispatched.push(key);
+          break;
+        }
+        case "jobEnded": {
+          const job = state.jobs[effect.job] as JobState;
+          if (job.attempt > 0) {
+            const messageKey = keys.message(ctx, state.callerId, messageId(job, job.attempt));
+            const final = {
+              status: job.status === "finished" ? "processed" : "error",
+              ended_at: secs,
+              updated_at: secs,
+              ...(job.delivery ? { runner_id: job.delivery.runnerId } : {}),
+            };
+            // The guard: ended_at is new on the first write of this outcome, and only then; it
+            // can only guard the step if it is the step's first write.
+            if (ops.length === 0) guarded = true;
+            ops.push(["H", messageKey, pairs(final, codecs.message.fields)]);
+            if (step.logs?.job === job.id && step.logs.lines.length > 0) ops.push(["L", messageKey, [JSON.stringify(step.logs.lines)]]);
+          }
+          ops.push([
+            "H",
+            keys.job(ctx, state.callerId, job.id),
+            pairs({ status: job.status, result: job.result ?? {}, error: job.error, attempt: job.attempt, updated_at: secs }, codecs.job.fields),
+          ]);
+          break;
+        }
+        case "flowEnded": {
+          if (!standalone) {
+            const final = { status: state.status, result: state.result, error: state.error, ended_at: secs, updated_at: secs };
+            ops.push(["H", flowKey, pairs(final, codecs.flow.fields)]);
+            ops.push(["R", keys.flowsByStatus(ctx, "started"), [String(state.id)]]);
+            ops.push(["Z", keys.flowsByStatus(ctx, state.status), [String(state.id), String(state.id)]]);
+          }
+          ops.push(["R", keys.deadlines(ctx), [deadlineMember(state)]]);
+          break;
+        }
+      }
+    }
+    if (dispatched.length > 0) ops.push(["P", keys.msgOut(ctx), dispatched]);
+    if (step.logs && !step.effects.some((e) => e.type === "jobEnded" && e.job === step.logs?.job)) {
+      const job = state.jobs[step.logs.job] as JobState;
+      if (job.attempt > 0 && step.logs.lines.length > 0) {
+        ops.push(["L", keys.message(ctx, state.callerId, messageId(job, job.attempt)), [JSON.stringify(step.logs.lines)]]);
+      }
+    }
+    if (ops.length === 0) continue;
+    sections++;
+    args.push("S", guarded ? "1" : "0", String(ops.length));
+    for (const [op, key, values] of ops) args.push(op, at(key), String(values.length), ...values);
+  }
+  return { keys: keyList, args, messages, sections };
+}

@@ -1,0 +1,89 @@
+import { jobEnvironment, jobKey, messageId, MESSAGE_TIMEOUTS, type FlowState, type JobState } from "../flow/index.js";
+import type { Flow, Message, RunnerJob } from "../model/index.js";
+
+/**
+ * The stored records of a flow, built from the machine's state: what `createFlow` writes and
+ * what a dispatch puts in a message. Times in records are epoch seconds (the seeds' unit); the
+ * machine's are milliseconds.
+ */
+
+const seconds = (ms: number) => Math.floor(ms / 1000);
+
+/** The flow record as created (status dispatched, no result yet). */
+export function flowRecord(state: FlowState, now: number): Flow {
+  return {
+    id: state.id,
+    caller_id: state.callerId,
+    context_id: state.contextId,
+    jobs: state.order,
+    env_vars: state.envVars,
+    result: state.result,
+    created_at: seconds(now),
+    updated_at: seconds(now),
+    status: state.status,
+    timeouts: state.timeouts,
+    trace_id: state.traceId,
+  };
+}
+
+/** A job's record as created. */
+export function jobRecord(state: FlowState, job: JobState, now: number): RunnerJob {
+  return {
+    id: job.id,
+    caller_id: state.callerId,
+    context_id: state.contextId,
+    flow_id: state.id,
+    script: job.spec.script,
+    script_type: job.spec.script_type,
+    timeout: job.spec.timeout,
+    retries: job.spec.retries,
+    env_vars: job.spec.env_vars,
+    result: job.result ?? {},
+    prerequisites: job.spec.prerequisites,
+    dependends: job.dependends,
+    ...(job.spec.runner_id !== undefined ? { runner_id: job.spec.runner_id } : {}),
+    ...(job.name !== undefined ? { name: job.name } : {}),
+    message_base: job.messageBase,
+    ...(job.attempt > 0 ? { attempt: job.attempt } : {}),
+    ...(job.error !== undefined ? { error: job.error } : {}),
+    created_at: seconds(now),
+    updated_at: seconds(now),
+    status: job.status,
+  };
+}
+
+/** The timeout_result a job's message carries: the flow's, or the job's timeout plus grace. */
+export function resultTimeout(state: FlowState, job: JobState): number {
+  return state.timeouts.timeout_result ?? job.spec.timeout + MESSAGE_TIMEOUTS.resultGrace;
+}
+
+/**
+ * The message that carries one attempt of a job to a runner. The embedded job carries the
+ * environment the job runs with (flow env, job env, coordinator variables, dependency results).
+ */
+export function dispatchMessage(state: FlowState, job: JobState, attempt: number, now: number): Message {
+  const embedded: RunnerJob = {
+    ...jobRecord(state, job, now),
+    env_vars: jobEnvironment(state, { ...job, attempt }),
+    status: "dispatched",
+    attempt,
+  };
+  return {
+    id: messageId(job, attempt),
+    caller_id: state.callerId,
+    context_id: state.contextId,
+    message: `job ${jobKey(job)} of flow ${state.id}, attempt ${attempt}`,
+    message_type: "job",
+    message_format_type: "text",
+    timeout: state.timeouts.timeout,
+    timeout_ack: state.timeouts.timeout_ack,
+    timeout_result: resultTimeout(state, job),
+    job: [embedded],
+    logs: [],
+    created_at: seconds(now),
+    updated_at: seconds(now),
+    status: "dispatched",
+    attempt,
+    trace_id: state.traceId,
+  };
+}

@@ -1,0 +1,195 @@
+import type { FlowState } from "../flow/index.js";
+import type { Keys } from "../keys.js";
+import type { Flow, FlowStatus, Message, RunnerJob, ScriptType } from "../model/index.js";
+import { decodeRecord, encodeRecord, pairsToObject } from "./codec.js";
+import { ConflictError } from "./errors.js";
+import { flowRecord, jobRecord } from "./flow-records.js";
+import type { CommitPlan } from "./flow-plan.js";
+import { codecs } from "./layouts.js";
+import { callRedis, type Redis } from "./redis.js";
+import type { Page } from "./repository.js";
+import { commitFlow, createFlow, leaseMessages, relayClaim, relaySettle, reserveFlow } from "./scripts/flow.js";
+
+/** Ids reserved for one submission. */
+export type Reservation = { existing: number } | { flowId: number; firstJobId: number; firstMessageId: number };
+
+export interface ReserveRequest {
+  contextId: number;
+  callerId: number;
+  flowId?: number;
+  /** Jobs without a caller-chosen id. */
+  jobsToAllocate: number;
+  /** The highest job id the caller chose (allocation starts above it), 0 if none. */
+  highestChosenJobId: number;
+  messages: number;
+  idempotencyKey?: string;
+}
+
+/** A flow as stored: its record, its jobs, and every message of its jobs' attempts. */
+export interface StoredFlow {
+  flow: Flow | null;
+  jobs: RunnerJob[];
+  /** Messages by job id, in attempt order. */
+  messages: Map<number, Message[]>;
+}
+
+/** Where the relay sends messages it took: delivered, back to msg_out, or a pull queue. */
+export interface Settlement {
+  delivered: string[];
+  back: string[];
+  queued: { scriptType: ScriptType; keys: string[] }[];
+}
+
+const IDEMPOTENCY_TTL_SECONDS = 24 * 3600;
+
+/** Storage of flows: the scripts of their lifecycle and the reads that rebuild them. */
+export class FlowStore {
+  constructor(
+    private readonly redis: Redis,
+    private readonly keys: Keys,
+  ) {}
+
+  /** Allocates a submission's ids, or finds the flow its Idempotency-Key already created. */
+  async reserve(r: ReserveRequest): Promise<Reservation> {
+    const keys = [this.keys.ids(r.contextId)];
+    if (r.idempotencyKey) keys.push(this.keys.idempotency(r.contextId, r.callerId, r.idempotencyKey));
+    const reply = (await reserveFlow.run(this.redis, keys, [
+      r.flowId ?? "", r.callerId, r.jobsToAllocate, r.highestChosenJobId, r.messages, IDEMPOTENCY_TTL_SECONDS,
+    ])) as number[];
+    if (reply[0] === 1) return { existing: Number(reply[1]) };
+    return { flowId: Number(reply[1]), firstJobId: Number(reply[2]), firstMessageId: Number(reply[3]) };
+  }
+
+  /**
+   * Stores a new flow and its jobs all or nothing. `chosen` are the positions (in `order`) of
+   * jobs whose ids the caller chose: only those can collide. Returns false if the flow exists.
+   */
+  async create(state: FlowState, chosen: number[], now: number): Promise<boolean> {
+    const ctx = state.contextId;
+    const flowFields = Object.entries(encodeRecord(codecs.flow, flowRecord(state, now))).flat();
+    const keys = [this.keys.flow(ctx, state.id), this.keys.index(ctx, "flow"), this.keys.flowsByStatus(ctx, state.status), this.keys.index(ctx, "job")];
+    const args: (string | number)[] = [state.id, flowFields.length / 2, ...flowFields];
+    for (const id of state.order) {
+      const job = state.jobs[id];
+      if (!job) continue;
+      const fields = Object.entries(encodeRecord(codecs.job, jobRecord(state, job, now))).flat();
+      keys.push(this.keys.job(ctx, state.callerId, id));
+      args.push(`${state.callerId}:${id}`, fields.length / 2, ...fields);
+    }
+    args.push(chosen.map((p) => p + 1).join(","));
+    const result = Number(await createFlow.run(this.redis, keys, args));
+    if (result === -1) return false;
+    if (result < -1) {
+      const jobId = state.order[-result - 2];
+      throw new ConflictError("job", String(jobId), `job id ${jobId} is taken by another job of actor ${state.callerId}`);
+    }
+    return true;
+  }
+
+  /** Runs a commit plan; returns the sections that were skipped as already written. */
+  async commit(plan: CommitPlan): Promise<number[]> {
+    if (plan.sections === 0) return [];
+    const skipped = await commitFlow.run(this.redis, plan.keys, plan.args);
+    return Array.isArray(skipped) ? skipped.map(Number) : [];
+  }
+
+  /** Reads a flow with all its jobs and their messages (two round trips), or null. */
+  async load(contextId: number, flowId: number): Promise<StoredFlow | null> {
+    const key = this.keys.flow(contextId, flowId);
+    const pairs = await callRedis(() => this.redis.exec<string[]>(["HGETALL", key]));
+    if (!pairs || pairs.length === 0) return null;
+    const flow = decodeRecord(codecs.flow, key, pairsToObject(pairs));
+    return { flow, ...(await this.loadJobs(contextId, flow.caller_id, flow.jobs)) };
+  }
+
+  /** Reads jobs and the messages of every attempt they may have had. */
+  async loadJobs(contextId: number, callerId: number, jobIds: number[]): Promise<Omit<StoredFlow, "flow">> {
+    const jobKeys = jobIds.map((id) => this.keys.job(contextId, callerId, id));
+    const jobHashes = await this.hashes(jobKeys);
+    const jobs = jobHashes.flatMap((h, i) => (h ? [decodeRecord(codecs.job, jobKeys[i] as string, h)] : []));
+    const wanted = jobs.flatMap((job) =>
+      job.message_base === undefined ? [] : Array.from({ length: job.retries + 1 }, (_, a) => ({ job: job.id, id: (job.message_base as number) + a })),
+    );
+    const messageKeys = wanted.map((w) => this.keys.message(contextId, callerId, w.id));
+    const messageHashes = await this.hashes(messageKeys);
+    const messages = new Map<number, Message[]>();
+    messageHashes.forEach((h, i) => {
+      if (!h) return;
+      const message = decodeRecord(codecs.message, messageKeys[i] as string, h);
+      const list = messages.get((wanted[i] as { job: number }).job) ?? [];
+      list.push(message);
+      messages.set((wanted[i] as { job: number }).job, list);
+    });
+    return { jobs, messages };
+  }
+
+  /** Loads messages by key (for the relay's messages of other flows). */
+  async loadMessages(keys: string[]): Promise<(Message | null)[]> {
+    const hashes = await this.hashes(keys);
+    return hashes.map((h, i) => (h ? decodeRecord(codecs.message, keys[i] as string, h) : null));
+  }
+
+  /** Takes up to `max` messages from msg_out into the in-flight set. */
+  async claim(contextId: number, max: number, settleBy: number): Promise<string[]> {
+    const taken = await relayClaim.run(this.redis, [this.keys.msgOut(contextId), this.keys.inflight(contextId)], [max, settleBy]);
+    return Array.isArray(taken) ? taken.map(String) : [];
+  }
+
+  /** Settles what the relay took: delivered, back to msg_out, or onto pull queues. */
+  async settle(contextId: number, s: Settlement): Promise<void> {
+    const keys = [this.keys.inflight(contextId), this.keys.msgOut(contextId)];
+    const args: string[] = [];
+    if (s.delivered.length > 0) args.push("D", String(s.delivered.length), ...s.delivered);
+    if (s.back.length > 0) args.push("B", String(s.back.length), ...s.back);
+    for (const q of s.queued) {
+      if (q.keys.length === 0) continue;
+      keys.push(this.keys.queue(contextId, q.scriptType));
+      args.push(String(keys.length), String(q.keys.length), ...q.keys);
+    }
+    if (args.length === 0) return;
+    // Delivered-only is the common case: one ZREM, no script.
+    if (keys.length === 2 && s.back.length === 0) {
+      await callRedis(() => this.redis.exec(["ZREM", keys[0] as string, ...s.delivered]));
+      return;
+    }
+    await relaySettle.run(this.redis, keys, args);
+  }
+
+  /** A pull runner takes up to `max` messages from its script types' queues. */
+  async lease(contextId: number, scriptTypes: ScriptType[], max: number): Promise<{ key: string; message: Message }[]> {
+    const reply = await leaseMessages.run(this.redis, scriptTypes.map((t) => this.keys.queue(contextId, t)), [max]);
+    const out: { key: string; message: Message }[] = [];
+    if (!Array.isArray(reply)) return out;
+    for (let i = 0; i + 1 < reply.length; i += 2) {
+      const key = String(reply[i]);
+      out.push({ key, message: decodeRecord(codecs.message, key, pairsToObject(reply[i + 1] as string[])) });
+    }
+    return out;
+  }
+
+  /** Lists flows, all or those in one status, by id. */
+  async list(contextId: number, status: FlowStatus | undefined, offset: number, limit: number): Promise<Page<Flow>> {
+    const index = status ? this.keys.flowsByStatus(contextId, status) : this.keys.index(contextId, "flow");
+    const [ids, total] = await callRedis(async () => {
+      const p = this.redis.pipeline();
+      p.zrange(index, offset, offset + limit - 1);
+      p.zcard(index);
+      return (await p.exec()) as [string[], number];
+    });
+    const keys = ids.map((id) => this.keys.flow(contextId, Number(id)));
+    const hashes = await this.hashes(keys);
+    const items = hashes.flatMap((h, i) => (h ? [decodeRecord(codecs.flow, keys[i] as string, h)] : []));
+    const next = offset + ids.length;
+    return { items, total: Number(total), ...(next < Number(total) ? { next } : {}) };
+  }
+
+  private async hashes(keys: string[]): Promise<(Record<string, string> | null)[]> {
+    if (keys.length === 0) return [];
+    const replies = await callRedis(async () => {
+      const p = this.redis.pipeline();
+      for (const key of keys) p.hgetall(key);
+      return (await p.exec()) as unknown as (string[] | null)[];
+    });
+    return replies.map((r) => (r && r.length > 0 ? pairsToObject(r) : null));
+  }
+}

@@ -1,0 +1,203 @@
+import { LuaScript } from "../script.js";
+
+/**
+ * Scripts of the flow lifecycle. Every key a script touches is in KEYS, all in the context's
+ * slot. Costs are in Redis commands (INFO commandstats counts the script call and each
+ * redis.call), since that is what a deployment pays for.
+ */
+
+/**
+ * reserveFlow: allocate a flow id, a block of job ids and a block of message ids for one
+ * submission, or find the flow an Idempotency-Key already created.
+ *   KEYS[1]  the context's id counters (hash)
+ *   KEYS[2]  the idempotency key (optional)
+ *   ARGV[1]  flow id chosen by the caller, or "" to allocate
+ *   ARGV[2]  caller id
+ *   ARGV[3]  how many job ids to allocate
+ *   ARGV[4]  the highest job id the caller chose (0 if none): allocation starts above it
+ *   ARGV[5]  how many message ids to reserve
+ *   ARGV[6]  idempotency TTL in seconds
+ * Returns {0, flowId, firstJobId, firstMessageId}, or {1, flowId} when the Idempotency-Key was
+ * seen before (nothing allocated).
+ */
+export const reserveFlow = new LuaScript(
+  "reserveFlow",
+  `if KEYS[2] then
+  local seen = redis.call("GET", KEYS[2])
+  if seen then return {1, tonumber(seen)} end
+end
+local flowId
+if ARGV[1] == "" then
+  flowId = redis.call("HINCRBY", KEYS[1], "flow", 1)
+else
+  flowId = tonumber(ARGV[1])
+  local cur = tonumber(redis.call("HGET", KEYS[1], "flow") or "0")
+  if flowId > cur then redis.call("HSET", KEYS[1], "flow", flowId) end
+end
+local jobField = "job:" .. ARGV[2]
+local count = tonumber(ARGV[3])
+local floor = tonumber(ARGV[4])
+local base = tonumber(redis.call("HGET", KEYS[1], jobField) or "0")
+if floor > base then base = floor end
+redis.call("HSET", KEYS[1], jobField, base + count)
+local lastMessage = redis.call("HINCRBY", KEYS[1], "message:" .. ARGV[2], tonumber(ARGV[5]))
+if KEYS[2] then redis.call("SET", KEYS[2], flowId, "EX", tonumber(ARGV[6])) end
+return {0, flowId, base + 1, lastMessage - tonumber(ARGV[5]) + 1}`,
+);
+
+/**
+ * createFlow: store a flow and all its jobs in one step.
+ *   KEYS[1]  the flow hash            KEYS[2]  the flow index          KEYS[3]  the status index
+ *   KEYS[4]  the job index            KEYS[5..]  the job hashes, in order
+ *   ARGV[1]  flow id   ARGV[2]  n, the number of flow fields, then n field/value pairs
+ *   then for each job: its index member, m, and m field/value pairs
+ *   ARGV[last]  comma-separated positions (1-based) of jobs whose id the caller chose
+ * Returns 0 created; -1 the flow exists (nothing written); -(1 + k) job k's id is taken.
+ */
+export const createFlow = new LuaScript(
+  "createFlow",
+  `if redis.call("EXISTS", KEYS[1]) == 1 then return -1 end
+for pos in string.gmatch(ARGV[#ARGV], "%d+") do
+  if redis.call("EXISTS", KEYS[4 + tonumber(pos)]) == 1 then return -1 - tonumber(pos) end
+end
+local n = tonumber(ARGV[2])
+redis.call("HSET", KEYS[1], unpack(ARGV, 3, 2 + 2 * n))
+redis.call("ZADD", KEYS[2], ARGV[1], ARGV[1])
+redis.call("ZADD", KEYS[3], ARGV[1], ARGV[1])
+local i = 3 + 2 * n
+local members = {}
+for k = 5, #KEYS do
+  local member = ARGV[i]
+  local m = tonumber(ARGV[i + 1])
+  redis.call("HSET", KEYS[k], unpack(ARGV, i + 2, i + 1 + 2 * m))
+  members[#members + 1] = string.match(member, ":(%d+)$")
+  members[#members + 1] = member
+  i = i + 2 + 2 * m
+end
+redis.call("ZADD", KEYS[4], unpack(members))
+return 0`,
+);
+
+/**
+ * commitFlow: write one batch of transitions. The batch is a list of sections; each section is a
+ * list of operations, and a guarded section is skipped after its first operation when that
+ * operation (an HSET that records a final state) added no new field: the transition was
+ * already written, and writing the rest again must not happen.
+ *   KEYS     every key the batch touches
+ *   ARGV     sections: "S", guarded ("1"/"0"), number of operations, then the operations:
+ *            op ("H" HSET, "P" RPUSH, "Z" ZADD, "R" ZREM, "L" append to a JSON logs field),
+ *            key position in KEYS, argument count, arguments
+ * Returns the positions (1-based) of the sections that were skipped; empty when all applied.
+ */
+export const commitFlow = new LuaScript(
+  "commitFlow",
+  `local COMMANDS = { H = "HSET", P = "RPUSH", Z = "ZADD", R = "ZREM" }
+local LOG_CAP = 262144
+local skipped = {}
+local i = 1
+local section = 0
+while i <= #ARGV do
+  local guarded = ARGV[i + 1] == "1"
+  local ops = tonumber(ARGV[i + 2])
+  i = i + 3
+  section = section + 1
+  local skip = false
+  for k = 1, ops do
+    local op, key, n = ARGV[i], KEYS[tonumber(ARGV[i + 1])], tonumber(ARGV[i + 2])
+    local first = i + 3
+    i = first + n
+    if not skip then
+      if op == "L" then
+        local current = redis.call("HGET", key, "logs")
+        local add = ARGV[first]
+        if not current or current == "[]" then current = add
+        elseif #current + #add <= LOG_CAP then current = string.sub(current, 1, -2) .. "," .. string.sub(add, 2) end
+        redis.call("HSET", key, "logs", current)
+      else
+        local result = redis.call(COMMANDS[op], key, unpack(ARGV, first, first + n - 1))
+        if k == 1 and guarded and result == 0 then
+          skip = true
+          skipped[#skipped + 1] = section
+        end
+      end
+    end
+  end
+end
+return skipped`,
+);
+
+/**
+ * relayClaim: take up to N messages from msg_out into the in-flight set in one step.
+ *   KEYS[1]  msg_out   KEYS[2]  inflight
+ *   ARGV[1]  N         ARGV[2]  score: when the delivery must be settled (epoch ms)
+ * Returns the message keys taken (possibly none).
+ */
+export const relayClaim = new LuaScript(
+  "relayClaim",
+  `local taken = redis.call("LPOP", KEYS[1], tonumber(ARGV[1]))
+if not taken then return {} end
+local scored = {}
+for _, key in ipairs(taken) do
+  scored[#scored + 1] = ARGV[2]
+  scored[#scored + 1] = key
+end
+redis.call("ZADD", KEYS[2], unpack(scored))
+return taken`,
+);
+
+/**
+ * relaySettle: end the relay's hold on messages: those delivered leave the in-flight set, those
+ * that could not be delivered go back to the front of msg_out, those for pull runners go to
+ * their queue.
+ *   KEYS[1]  inflight   KEYS[2]  msg_out   KEYS[3..]  queues (optional)
+ *   ARGV     groups: target ("D" delivered, "B" back to msg_out, or the KEYS position of a
+ *            queue), count, message keys
+ * Returns the number of messages still in flight that were settled.
+ */
+export const relaySettle = new LuaScript(
+  "relaySettle",
+  `local settled = 0
+local i = 1
+while i <= #ARGV do
+  local target, n = ARGV[i], tonumber(ARGV[i + 1])
+  local first = i + 2
+  i = first + n
+  settled = settled + redis.call("ZREM", KEYS[1], unpack(ARGV, first, first + n - 1))
+  if target == "B" then
+    local back = {}
+    for k = first + n - 1, first, -1 do back[#back + 1] = ARGV[k] end
+    redis.call("LPUSH", KEYS[2], unpack(back))
+  elseif target ~= "D" then
+    redis.call("RPUSH", KEYS[tonumber(target)], unpack(ARGV, first, first + n - 1))
+  end
+end
+return settled`,
+);
+
+/**
+ * leaseMessages: a pull runner takes up to N job messages from its script types' queues.
+ *   KEYS     the queues, in the runner's order of preference
+ *   ARGV[1]  N
+ * Returns {key, {field, value, ...}, key, {...}, ...} for the messages taken (a key whose hash
+ * is gone is dropped).
+ */
+export const leaseMessages = new LuaScript(
+  "leaseMessages",
+  `local out = {}
+local want = tonumber(ARGV[1])
+for _, queue in ipairs(KEYS) do
+  if want <= 0 then break end
+  local taken = redis.call("LPOP", queue, want)
+  if taken then
+    for _, key in ipairs(taken) do
+      local hash = redis.call("HGETALL", key)
+      if #hash > 0 then
+        out[#out + 1] = key
+        out[#out + 1] = hash
+      end
+      want = want - 1
+    end
+  end
+end
+return out`,
+);
