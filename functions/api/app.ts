@@ -21,7 +21,8 @@ import { withStore, type AppEnv } from "./store.js";
 export function createApp(): OpenAPIHono<AppEnv> {
   const app = new OpenAPIHono<AppEnv>({
     defaultHook: (result) => {
-      if (!result.success) throw invalidInput(result.error, result.target);
+      // Problems name fields as the client sees them: body.jobs.0.script, param.contextId, …
+      if (!result.success) throw invalidInput(result.error, result.target === "json" ? "body" : result.target);
     },
   });
   app.onError((error, c) => {
