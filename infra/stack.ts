@@ -1,5 +1,5 @@
 import { randomBytes } from "node:crypto";
-import { existsSync, mkdirSync, readFileSync, writeFileSync } from "node:fs";
+import { existsSync, mkdirSync, readFileSync, rmSync, writeFileSync } from "node:fs";
 import path from "node:path";
 import { DEFAULT_REST_OPTIONS, startRestServer, type RestServer } from "./redis-rest/index.js";
 import { startRedisServer, type RedisServerProcess } from "./redis-server.js";
@@ -78,10 +78,15 @@ export async function startLocalStack(options: LocalStackOptions): Promise<Local
       `UPSTASH_REDIS_REST_URL=${rest.url}\nUPSTASH_REDIS_REST_TOKEN=${restToken}\nCOORDINATOR_SIGNING_KEY='${signingKey}'\n`,
       { mode: 0o600 },
     );
+    // Durable Object storage lives beside Redis's data: with a Redis of our own (which keeps
+    // nothing), it starts empty too; with REDIS_URL's, it is kept between runs.
+    const persistTo = path.join(devDir, "wrangler-state");
+    if (redis) rmSync(persistTo, { recursive: true, force: true });
     const worker: WranglerDev = await startWranglerDev({
       port: options.workerPort,
       envFile,
       cwd: options.root,
+      persistTo,
       // Local runners and actors listen on plain http://127.0.0.1.
       vars: { ALLOW_INSECURE_HTTP: "true", ...options.vars },
       ...(options.verbose ? { onLine: (line: string) => options.log(`  wrangler | ${line}`) } : {}),

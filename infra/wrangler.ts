@@ -1,5 +1,7 @@
 import { spawn, type ChildProcess } from "node:child_process";
+import { mkdtempSync, rmSync } from "node:fs";
 import { createRequire } from "node:module";
+import { tmpdir } from "node:os";
 import path from "node:path";
 
 /** A `wrangler dev` child process. */
@@ -19,6 +21,11 @@ export interface WranglerDevOptions {
   /** Called with each line wrangler prints. */
   onLine?: (line: string) => void;
   readyTimeoutMs?: number;
+  /**
+   * Where workerd keeps Durable Object storage. By default a fresh temporary folder, removed on
+   * stop, so parallel instances never share state.
+   */
+  persistTo?: string;
 }
 
 /** Wrangler refuses Node older than this; npm scripts run the project's own Node 22. */
@@ -37,6 +44,7 @@ export async function startWranglerDev(options: WranglerDevOptions): Promise<Wra
         "run through npm (`npm run dev`), which uses the project's own Node from node_modules",
     );
   }
+  const persistTo = options.persistTo ?? mkdtempSync(path.join(tmpdir(), "wrangler-state-"));
   const wranglerBin = path.join(path.dirname(createRequire(import.meta.url).resolve("wrangler/package.json")), "bin", "wrangler.js");
   const args = [
     wranglerBin, "dev",
@@ -46,6 +54,7 @@ export async function startWranglerDev(options: WranglerDevOptions): Promise<Wra
     "--test-scheduled",
     "--show-interactive-dev-session=false",
     "--inspector-port", "0",
+    "--persist-to", persistTo,
     ...Object.entries(options.vars ?? {}).flatMap(([name, value]) => ["--var", `${name}:${value}`]),
   ];
   const child = spawn(process.execPath, args, {
@@ -83,6 +92,7 @@ export async function startWranglerDev(options: WranglerDevOptions): Promise<Wra
       await exited;
       clearTimeout(timer);
     }
+    if (!options.persistTo) rmSync(persistTo, { recursive: true, force: true });
   };
 
   const deadline = Date.now() + (options.readyTimeoutMs ?? 60_000);

@@ -44,6 +44,8 @@ export interface EventAnswer {
   outcome: Transition["outcome"] | "replayed";
   reason?: string;
   status?: JobState["status"];
+  /** The coordinator origin this flow's runners call back (from the request that created it). */
+  origin?: string;
 }
 
 interface Pending {
@@ -131,7 +133,7 @@ export class FlowCoordinator extends DurableObject<Env> {
     const logs = extra.logs && "job" in event ? { job: event.job, lines: extra.logs } : undefined;
     const t = await this.enqueue(event, logs);
     const job = "job" in event ? (t.state.jobs[event.job] ?? state.jobs[event.job]) : undefined;
-    return { outcome: t.outcome, ...(t.reason ? { reason: t.reason } : {}), ...(job ? { status: job.status } : {}) };
+    return { outcome: t.outcome, ...(t.reason ? { reason: t.reason } : {}), ...(job ? { status: job.status } : {}), origin: this.scope?.origin ?? "" };
   }
 
   /** The supervisor's poke: act on due deadlines, retry relaying, refresh the deadline entry. */

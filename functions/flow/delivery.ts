@@ -9,9 +9,8 @@ export type DeliveryOutcome = "delivered" | "busy" | "failed";
 
 const DELIVERY_TIMEOUT_MS = 10_000;
 
-/** The callbacks of a job's attempt under its webhook path. */
-export function callbacks(origin: string, path: string): DeliveryPayload["callbacks"] {
-  const base = `${origin}${path}`;
+/** The callbacks of a job's attempt under its webhook URL. */
+export function callbacks(base: string): DeliveryPayload["callbacks"] {
   return { ack: `${base}/ack`, started: `${base}/started`, heartbeat: `${base}/heartbeat`, result: `${base}/result`, logs: `${base}/logs` };
 }
 

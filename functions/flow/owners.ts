@@ -31,23 +31,26 @@ export class MessageOwners {
   for(message: Message): MessageOwner {
     const scope = scopeOfMessage(message, this.scope);
     const own = this.enqueueOwn && coordinatorName(scope) === coordinatorName(this.scope) ? this.enqueueOwn : undefined;
-    const send = async (event: FlowEvent): Promise<string> => {
-      if (own) return (await own(event)).outcome;
+    /** Sends an event to the owner; answers its outcome and the origin it was created at. */
+    const send = async (event: FlowEvent): Promise<{ outcome: string; origin: string }> => {
+      if (own) return { outcome: (await own(event)).outcome, origin: this.scope.origin };
       const stub = this.env.FLOW_COORDINATOR.get(this.env.FLOW_COORDINATOR.idFromName(coordinatorName(scope)));
       const answer = await stub.handle(scope, event);
-      return "ok" in answer ? answer.ok.outcome : "not-applicable";
+      return "ok" in answer ? { outcome: answer.ok.outcome, origin: answer.ok.origin || scope.origin } : { outcome: "not-applicable", origin: "" };
     };
     const job = message.job[0];
     const base = { job: job?.id ?? 0, attempt: message.attempt ?? 1 };
     return {
-      assign: async (_m, runner) => ["applied", "duplicate"].includes(await send({ type: "assigned", ...base, runner, at: Date.now() })),
+      assign: async (_m, runner) => {
+        const answer = await send({ type: "assigned", ...base, runner, at: Date.now() });
+        return ["applied", "duplicate"].includes(answer.outcome) ? `${answer.origin}${jobPath(scope, base.job)}` : null;
+      },
       delivered: async (_m, runner) => {
         await send({ type: "delivered", ...base, runner, acknowledged: true, at: Date.now() });
       },
       unassign: async (_m, runner) => {
         await send({ type: "unassigned", ...base, runner, at: Date.now() });
       },
-      callbackBase: () => `${scope.origin}${jobPath(scope, base.job)}`,
     };
   }
 }

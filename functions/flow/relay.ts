@@ -5,14 +5,16 @@ import { callbacks, deliver, type DeliveryPayload } from "./delivery.js";
 
 /** The Durable Object that owns a message's job, as the relay talks to it. */
 export interface MessageOwner {
-  /** Records that this attempt goes to `runner`; false when the job no longer wants it. */
-  assign(message: Message, runner: number): Promise<boolean>;
+  /**
+   * Records that this attempt goes to `runner`. Resolves with the URL under which the job's
+   * webhooks live (its owner knows the origin it was created at), or null when the job no
+   * longer wants this message.
+   */
+  assign(message: Message, runner: number): Promise<string | null>;
   /** The runner took it (a 2xx). */
   delivered(message: Message, runner: number): Promise<void>;
   /** The runner could not take it: the assignment is undone. */
   unassign(message: Message, runner: number): Promise<void>;
-  /** Where the job's webhooks live: origin plus path. */
-  callbackBase(message: Message): string;
 }
 
 export interface RelayDeps {
@@ -88,7 +90,8 @@ export async function relay(deps: RelayDeps, contextId: number, max: number, own
       const owner = deps.owner(message);
       const { push, pull } = candidates(runners, message);
       for (const runner of push) {
-        if (!(await owner.assign(message, runner.id))) {
+        const base = await owner.assign(message, runner.id);
+        if (base === null) {
           settlement.delivered.push(key); // the job moved on (ended, or another attempt): drop it
           return;
         }
@@ -99,7 +102,7 @@ export async function relay(deps: RelayDeps, contextId: number, max: number, own
           job_id: job.id,
           attempt: message.attempt ?? 1,
           runner_id: runner.id,
-          callbacks: callbacks("", owner.callbackBase(message)),
+          callbacks: callbacks(base),
         };
         load.set(loadKey(runner), (load.get(loadKey(runner)) ?? 0) + 1);
         const outcome = await deliver(runner, payload, deps.key);

@@ -50,8 +50,9 @@ function toEvent(name: RunnerEventName, body: RunnerEventBody, job: number, runn
     case "started":
       return { type: "started", ...base };
     case "heartbeat":
-    case "logs":
       return { type: "heartbeat", ...base };
+    case "logs":
+      return { type: "logs", ...base };
     case "result": {
       const r = body as z.output<typeof RunnerEventBodies.result>;
       return r.status === "finished"
@@ -128,6 +129,6 @@ async function claimFor(call: FlowCall, message: Message, runnerId: number): Pro
     job_id: job.id,
     attempt: base.attempt,
     runner_id: runnerId,
-    callbacks: callbacks(call.origin, jobPath(scope, job.id)),
+    callbacks: callbacks(`${assigned.origin || call.origin}${jobPath(scope, job.id)}`),
   };
 }

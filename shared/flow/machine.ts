@@ -18,6 +18,8 @@ export type FlowEvent =
   | { type: "acknowledged"; job: number; attempt: number; runner: number; at: number }
   | { type: "started"; job: number; attempt: number; runner: number; at: number }
   | { type: "heartbeat"; job: number; attempt: number; runner: number; at: number }
+  /** Log lines of the running attempt arrived (the shell appends them to its message). */
+  | { type: "logs"; job: number; attempt: number; runner: number; at: number }
   | { type: "finished"; job: number; attempt: number; runner: number; result: ResultMap; at: number }
   | { type: "failed"; job: number; attempt: number; runner: number; error: string; at: number }
   | { type: "deadline"; job: number; attempt: number; kind: DeadlineKind; at: number }
@@ -173,10 +175,14 @@ function onJobEvent(state: FlowState, event: JobEvent): Transition {
       if (job.status === "started") return unchanged(state, "duplicate", "already started");
       d.update(job.id, { status: "started", startedAt: event.at, delivery: { ...delivery, state: "acknowledged" }, deadline: resultDeadline(state, job, event.at) });
       return d.done();
+    case "logs":
+      // Nothing changes in the machine; the transition only carries the lines to storage.
+      return { state, effects: [], outcome: "applied" };
     case "heartbeat":
       // A replayed or overtaken heartbeat must not move the last one back.
+      // An overtaken heartbeat of the current attempt is still news of it: a duplicate, not stale.
       if (job.heartbeatAt !== undefined && event.at <= job.heartbeatAt) {
-        return unchanged(state, event.at === job.heartbeatAt ? "duplicate" : "stale", "a later heartbeat was already taken");
+        return unchanged(state, "duplicate", "a later heartbeat was already taken");
       }
       d.update(job.id, { heartbeatAt: event.at });
       return d.done();

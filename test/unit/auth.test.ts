@@ -1,6 +1,7 @@
 import { describe, expect, it } from "vitest";
+import type {
+  AuthError} from "../../shared/auth/index.js";
 import {
-  AuthError,
   checkContentDigest,
   contentDigest,
   decide,

@@ -27,7 +27,7 @@ function stubOf(contextId: number, flowId: number) {
 async function sweep(): Promise<void> {
   const ctx = { waitUntil: () => {}, passThroughOnException: () => {}, props: {} } as unknown as ExecutionContext;
   let done: Promise<unknown> = Promise.resolve();
-  await worker.scheduled(createScheduledController({ scheduledTime: Date.now(), cron: "* * * * *" }), w.env, {
+  worker.scheduled(createScheduledController({ scheduledTime: Date.now(), cron: "* * * * *" }), w.env, {
     ...ctx,
     waitUntil: (p: Promise<unknown>) => {
       done = p;

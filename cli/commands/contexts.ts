@@ -1,0 +1,120 @@
+import { PERMISSION_LISTS, type PermissionList } from "../../shared/auth/index.js";
+import type { Context } from "../../shared/model/index.js";
+import { parseId, type Command, type ParsedOptions } from "../command.js";
+import { UsageError } from "../errors.js";
+import { fields, ids, timestamp } from "../output.js";
+import { actorSession } from "../session.js";
+
+function contextLines(context: Context): string[] {
+  return fields([
+    ["context", String(context.id)],
+    ["admins", ids(context.admins)],
+    ["readers", ids(context.readers)],
+    ["executors", ids(context.executors)],
+    ["created", timestamp(context.created_at)],
+    ["updated", timestamp(context.updated_at)],
+  ]);
+}
+
+/** A permission list by name; the singular (`reader`) is accepted too, since it reads naturally. */
+function parseList(text: string, command: string): PermissionList {
+  const list = PERMISSION_LISTS.find((name) => name === text || name === `${text}s`);
+  if (!list) throw new UsageError(`<list> must be one of ${PERMISSION_LISTS.join(", ")}, not ${JSON.stringify(text)}`, command);
+  return list;
+}
+
+function idOptions(options: ParsedOptions, name: string, command: string): number[] {
+  return options.list(name).map((text) => parseId(text, `--${name}`, command));
+}
+
+const create: Command = {
+  name: "context create",
+  summary: "create a context; you become its admin",
+  usage: "context create [--id <n>] [--admin <actor>]... [--reader <actor>]... [--executor <actor>]...",
+  options: {
+    id: { type: "string", value: "<n>", help: "ask for this context id (default: the next free one)" },
+    admin: { type: "string", multiple: true, value: "<actor>", help: "another admin (repeatable)" },
+    reader: { type: "string", multiple: true, value: "<actor>", help: "a reader (repeatable)" },
+    executor: { type: "string", multiple: true, value: "<actor>", help: "an executor (repeatable)" },
+  },
+  examples: ["flowc context create", "flowc context create --reader 4 --executor 5"],
+  async run(invocation) {
+    const { options, out } = invocation;
+    const name = "context create";
+    const idText = options.string("id");
+    const input = {
+      ...(idText !== undefined ? { id: parseId(idText, "--id", name) } : {}),
+      admins: idOptions(options, "admin", name),
+      readers: idOptions(options, "reader", name),
+      executors: idOptions(options, "executor", name),
+    };
+    const session = await actorSession(invocation, name);
+    const context = await session.client.createContext(input);
+    out.result(context, [
+      `context ${context.id} created (admins ${ids(context.admins)}; readers ${ids(context.readers)}; executors ${ids(context.executors)})`,
+    ]);
+  },
+};
+
+const show: Command = {
+  name: "context show",
+  summary: "show a context's permission lists (readers and up)",
+  usage: "context show <context>",
+  args: ["context"],
+  examples: ["flowc context show 1"],
+  async run(invocation) {
+    const id = parseId(invocation.args[0] ?? "", "<context>", "context show");
+    const session = await actorSession(invocation, "context show");
+    const context = await session.client.loadContext(id);
+    invocation.out.result(context, contextLines(context));
+  },
+};
+
+function permissionCommand(verb: "grant" | "revoke"): Command {
+  const name = `context ${verb}`;
+  return {
+    name,
+    summary: verb === "grant" ? "add an actor to a permission list (admins)" : "remove an actor from a permission list (admins)",
+    usage: `context ${verb} <context> <admins|readers|executors> <actor>`,
+    args: ["context", "list", "actor"],
+    details:
+      verb === "grant"
+        ? "Readers may read, executors also run jobs, admins may do everything. Granting twice is harmless."
+        : "The last admin cannot be removed.",
+    examples: [`flowc context ${verb} 1 readers 4`],
+    async run(invocation) {
+      const [contextText = "", listText = "", actorText = ""] = invocation.args;
+      const contextId = parseId(contextText, "<context>", name);
+      const list = parseList(listText, name);
+      const actorId = parseId(actorText, "<actor>", name);
+      const session = await actorSession(invocation, name);
+      const context =
+        verb === "grant" ? await session.client.grant(contextId, list, actorId) : await session.client.revoke(contextId, list, actorId);
+      const what = verb === "grant" ? `actor ${actorId} added to ${list}` : `actor ${actorId} removed from ${list}`;
+      invocation.out.result(context, [`${what} of context ${contextId} (${list}: ${ids(context[list])})`]);
+    },
+  };
+}
+
+const remove: Command = {
+  name: "context delete",
+  summary: "delete a context and everything in it (admins)",
+  usage: "context delete <context> --yes",
+  args: ["context"],
+  options: {
+    yes: { type: "boolean", help: "confirm: the context, its runners, flows and jobs are gone for good" },
+  },
+  examples: ["flowc context delete 1 --yes"],
+  async run(invocation) {
+    const id = parseId(invocation.args[0] ?? "", "<context>", "context delete");
+    if (!invocation.options.flag("yes")) {
+      throw new UsageError(`not deleting context ${id} without --yes: it removes everything in the context`, "context delete");
+    }
+    const session = await actorSession(invocation, "context delete");
+    await session.client.deleteContext(id);
+    invocation.out.result({ context_id: id, deleted: true }, [`context ${id} deleted`]);
+  },
+};
+
+/** The `context` commands. */
+export const contextCommands: Command[] = [create, show, permissionCommand("grant"), permissionCommand("revoke"), remove];

@@ -1,0 +1,8 @@
+import type { Command } from "../command.js";
+import { actorCommands } from "./actors.js";
+import { contextCommands } from "./contexts.js";
+import { keyCommands } from "./keys.js";
+import { runnerCommands } from "./runners.js";
+
+/** Every command, in the order `flowc --help` lists them. */
+export const COMMANDS: Command[] = [...keyCommands, ...actorCommands, ...contextCommands, ...runnerCommands];

@@ -1,0 +1,180 @@
+import path from "node:path";
+import { PublicKey, RunnerType, ScriptType, WebUrl, type Runner, type RunnerRegistration } from "../../shared/model/index.js";
+import { parseCount, parseId, type Command, type ParsedOptions } from "../command.js";
+import { UsageError } from "../errors.js";
+import { readPublicKey } from "../keyfile.js";
+import { fields, shortKey, table, timestamp } from "../output.js";
+import { actorSession } from "../session.js";
+
+/** How jobs reach the runner: pushed to its address, pulled from its context's queues, or both. */
+function delivery(runner: Runner): string {
+  if (runner.local && runner.address) return `pull + push ${runner.address}`;
+  return runner.local ? "pull" : `push ${runner.address}`;
+}
+
+function runnerLines(runner: Runner): string[] {
+  return fields([
+    ["runner", String(runner.id)],
+    ["context", String(runner.context_id)],
+    ["type", runner.runner_type],
+    ["scripts", runner.script_types.join(", ")],
+    ["delivery", delivery(runner)],
+    ["concurrency", String(runner.concurrency)],
+    ["topic", runner.topic],
+    ["pubkey", runner.pubkey],
+    ["created", timestamp(runner.created_at)],
+    ["updated", timestamp(runner.updated_at)],
+  ]);
+}
+
+const REGISTER = "runner register";
+
+/** The runner's public key, from exactly one of --pubkey and --key-file. */
+function runnerPubkey(options: ParsedOptions, cwd: string): string {
+  const pubkey = options.string("pubkey");
+  const keyFile = options.string("key-file");
+  if ((pubkey === undefined) === (keyFile === undefined)) {
+    throw new UsageError("give the runner's key with exactly one of --pubkey <x> and --key-file <file>", REGISTER);
+  }
+  if (keyFile !== undefined) return readPublicKey(path.resolve(cwd, keyFile), "--key-file");
+  if (!PublicKey.safeParse(pubkey).success) {
+    throw new UsageError("--pubkey must be an Ed25519 public key: 43 base64url characters (a JWK's x)", REGISTER);
+  }
+  return pubkey as string;
+}
+
+function registration(options: ParsedOptions, cwd: string): RunnerRegistration {
+  const type = options.string("type");
+  if (type === undefined) throw new UsageError(`missing option --type (one of ${RunnerType.options.join(", ")})`, REGISTER);
+  const runnerType = RunnerType.safeParse(type);
+  if (!runnerType.success) throw new UsageError(`--type must be one of ${RunnerType.options.join(", ")}, not ${JSON.stringify(type)}`, REGISTER);
+  const input: RunnerRegistration = { pubkey: runnerPubkey(options, cwd), runner_type: runnerType.data };
+
+  const address = options.string("address");
+  if (address !== undefined) {
+    if (!WebUrl.safeParse(address).success) throw new UsageError(`--address must be an http(s) URL, not ${JSON.stringify(address)}`, REGISTER);
+    input.address = address;
+  }
+  if (options.flag("local")) input.local = true;
+  const scriptTypes = options.string("script-types");
+  if (scriptTypes !== undefined) {
+    input.script_types = scriptTypes.split(",").map((s) => s.trim()).filter(Boolean).map((s) => {
+      const parsed = ScriptType.safeParse(s);
+      if (!parsed.success) throw new UsageError(`--script-types: ${JSON.stringify(s)} is not one of ${ScriptType.options.join(", ")}`, REGISTER);
+      return parsed.data;
+    });
+    if (input.script_types.length === 0) throw new UsageError("--script-types needs at least one script type", REGISTER);
+  }
+  const concurrency = options.string("concurrency");
+  if (concurrency !== undefined) input.concurrency = parseCount(concurrency, "--concurrency", REGISTER, 1);
+  const id = options.string("id");
+  if (id !== undefined) input.id = parseId(id, "--id", REGISTER);
+  const topic = options.string("topic");
+  if (topic !== undefined) input.topic = topic;
+  return input;
+}
+
+const register: Command = {
+  name: REGISTER,
+  summary: "register a runner in a context (admins)",
+  usage: "runner register <context> (--pubkey <x> | --key-file <file>) --type <type> [options]",
+  args: ["context"],
+  options: {
+    pubkey: { type: "string", value: "<x>", help: "the runner's Ed25519 public key (a JWK's x)" },
+    "key-file": { type: "string", value: "<file>", help: "the runner's key file (private or public JWK): its public key is used" },
+    type: { type: "string", value: "<type>", help: `runner type: ${RunnerType.options.join(", ")}` },
+    address: { type: "string", value: "<url>", help: "https URL jobs are pushed to" },
+    local: { type: "boolean", help: "the runner pulls jobs from the context's queues (the default without --address)" },
+    "script-types": { type: "string", value: "<list>", help: `comma-separated: ${ScriptType.options.join(", ")} (default: the runner type)` },
+    concurrency: { type: "string", value: "<n>", help: "jobs it runs at once (default 1)" },
+    id: { type: "string", value: "<n>", help: "ask for this runner id" },
+    topic: { type: "string", value: "<topic>", help: "its topic (default runner<id>)" },
+  },
+  details: [
+    "Here --key-file names the runner's key, not yours: the actor signing the request comes from",
+    "FLOWC_KEY_FILE or the profile's key_file.",
+  ].join("\n"),
+  examples: [
+    "flowc keygen --out runner.json",
+    "flowc runner register 1 --key-file runner.json --type sh --local --script-types sh,python",
+    "flowc runner register 1 --pubkey <x> --type python --address https://runner.example/jobs --concurrency 4",
+  ],
+  async run(invocation) {
+    const contextId = parseId(invocation.args[0] ?? "", "<context>", REGISTER);
+    const input = registration(invocation.options, invocation.cwd);
+    const session = await actorSession(invocation, REGISTER);
+    const runner = await session.client.createRunner(contextId, input);
+    invocation.out.result(runner, [
+      `runner ${runner.id} registered in context ${contextId} (${runner.runner_type}; ${delivery(runner)}; pubkey ${shortKey(runner.pubkey)})`,
+    ]);
+  },
+};
+
+const list: Command = {
+  name: "runner list",
+  summary: "list a context's runners (readers and up)",
+  usage: "runner list <context> [--offset <n>] [--limit <n>]",
+  args: ["context"],
+  options: {
+    offset: { type: "string", value: "<n>", help: "skip this many runners (default 0)" },
+    limit: { type: "string", value: "<n>", help: "show at most this many, up to 500 (default 50)" },
+  },
+  examples: ["flowc runner list 1", "flowc runner list 1 --offset 50 --limit 50"],
+  async run(invocation) {
+    const name = "runner list";
+    const { options, out } = invocation;
+    const contextId = parseId(invocation.args[0] ?? "", "<context>", name);
+    const page: { offset?: number; limit?: number } = {};
+    const offset = options.string("offset");
+    const limit = options.string("limit");
+    if (offset !== undefined) page.offset = parseCount(offset, "--offset", name);
+    if (limit !== undefined) page.limit = parseCount(limit, "--limit", name, 1);
+    const session = await actorSession(invocation, name);
+    const answer = await session.client.listRunners(contextId, page);
+    if (answer.items.length === 0) {
+      out.result(answer, [answer.total > 0 ? `no runners at this offset (context ${contextId} has ${answer.total})` : `no runners in context ${contextId}`]);
+      return;
+    }
+    const rows = answer.items.map((r) => [String(r.id), r.runner_type, r.script_types.join(","), String(r.concurrency), delivery(r), shortKey(r.pubkey)]);
+    const more = answer.next !== undefined ? `; next page: --offset ${answer.next}` : "";
+    out.result(answer, [
+      ...table(["ID", "TYPE", "SCRIPTS", "CONCURRENCY", "DELIVERY", "PUBKEY"], rows),
+      `${answer.items.length} of ${answer.total} runner${answer.total === 1 ? "" : "s"} in context ${contextId}${more}`,
+    ]);
+  },
+};
+
+const show: Command = {
+  name: "runner show",
+  summary: "show one runner (readers and up)",
+  usage: "runner show <context> <runner>",
+  args: ["context", "runner"],
+  examples: ["flowc runner show 1 2"],
+  async run(invocation) {
+    const [contextText = "", idText = ""] = invocation.args;
+    const contextId = parseId(contextText, "<context>", "runner show");
+    const id = parseId(idText, "<runner>", "runner show");
+    const session = await actorSession(invocation, "runner show");
+    const runner = await session.client.loadRunner(contextId, id);
+    invocation.out.result(runner, runnerLines(runner));
+  },
+};
+
+const remove: Command = {
+  name: "runner remove",
+  summary: "remove a runner; its key stops working (admins)",
+  usage: "runner remove <context> <runner>",
+  args: ["context", "runner"],
+  examples: ["flowc runner remove 1 2"],
+  async run(invocation) {
+    const [contextText = "", idText = ""] = invocation.args;
+    const contextId = parseId(contextText, "<context>", "runner remove");
+    const id = parseId(idText, "<runner>", "runner remove");
+    const session = await actorSession(invocation, "runner remove");
+    await session.client.deleteRunner(contextId, id);
+    invocation.out.result({ context_id: contextId, runner_id: id, removed: true }, [`runner ${id} removed from context ${contextId}`]);
+  },
+};
+
+/** The `runner` commands. */
+export const runnerCommands: Command[] = [register, list, show, remove];

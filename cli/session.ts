@@ -1,0 +1,59 @@
+import { actorKeyId, type PrivateJwk } from "../shared/auth/index.js";
+import { CoordinatorClient, signerFromJwk, type Fetcher } from "../shared/client/index.js";
+import type { Invocation } from "./command.js";
+import { requireActorId, requireKeyFile, requireUrl, resolveConfig, type ResolvedConfig } from "./config.js";
+import { NetworkError } from "./errors.js";
+import { readPrivateKey } from "./keyfile.js";
+
+/** How long one request may take before the CLI gives up on the coordinator. */
+const REQUEST_TIMEOUT_MS = 30_000;
+
+/** A client ready to use, with the settings and key it was made from. */
+export interface Session {
+  config: ResolvedConfig;
+  url: string;
+  jwk: PrivateJwk;
+  client: CoordinatorClient;
+}
+
+/** An actor's session: requests are signed as `actor:<id>`. */
+export interface ActorSession extends Session {
+  actorId: number;
+}
+
+/**
+ * Sends requests with a deadline, and tells "could not reach the coordinator" apart from "the
+ * coordinator said no": the former becomes a NetworkError naming the URL.
+ */
+export function networkFetch(url: string): Fetcher {
+  return async (request) => {
+    try {
+      return await fetch(request, { signal: AbortSignal.timeout(REQUEST_TIMEOUT_MS) });
+    } catch (error) {
+      throw new NetworkError(url, error);
+    }
+  };
+}
+
+/**
+ * A session for one's own key without an actor id: only good for registering it, which signs
+ * with the bare key (`key:<pubkey>`) by itself.
+ */
+export function keySession(invocation: Invocation, commandName: string): Session {
+  const config = resolveConfig(invocation.globals, invocation.env, invocation.cwd, commandName);
+  const url = requireUrl(config);
+  const keyFile = requireKeyFile(config);
+  const jwk = readPrivateKey(keyFile.value, keyFile.source);
+  return { config, url, jwk, client: new CoordinatorClient({ baseUrl: url, fetch: networkFetch(url) }) };
+}
+
+/** A session signing as the configured actor; the settings are checked before any key is read. */
+export async function actorSession(invocation: Invocation, commandName: string): Promise<ActorSession> {
+  const config = resolveConfig(invocation.globals, invocation.env, invocation.cwd, commandName);
+  const url = requireUrl(config);
+  const keyFile = requireKeyFile(config);
+  const actorId = requireActorId(config);
+  const jwk = readPrivateKey(keyFile.value, keyFile.source);
+  const signer = await signerFromJwk(jwk, actorKeyId(actorId));
+  return { config, url, jwk, actorId, client: new CoordinatorClient({ baseUrl: url, signer, fetch: networkFetch(url) }) };
+}

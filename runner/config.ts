@@ -1,0 +1,146 @@
+import { readFile } from "node:fs/promises";
+import { parseArgs } from "node:util";
+import { parsePrivateJwk } from "../shared/auth/index.js";
+import type { RunnerOptions } from "./runner.js";
+
+/** What `--help` prints. */
+export const USAGE = `Usage: npm run -s runner -- --url <coordinator> --context <id> --runner <id> --key-file <file> [options]
+
+The reference runner of the flow coordinator: runs the python and sh jobs delivered to it.
+
+Required (or from the environment):
+  --url URL              the coordinator's base URL                          RUNNER_URL
+  --context ID           the context the runner is registered in             RUNNER_CONTEXT
+  --runner ID            the runner's id in that context                     RUNNER_ID
+  --key-file FILE        the runner's Ed25519 private JWK                    RUNNER_KEY_FILE
+
+Options:
+  --listen HOST:PORT     push mode: where to take deliveries                 RUNNER_LISTEN
+                         (default 127.0.0.1:8090; register the runner with this address)
+  --pull                 pull mode: lease jobs instead of listening          RUNNER_MODE=push|pull
+  --concurrency N        jobs at once (default 4)                            RUNNER_CONCURRENCY
+  --work-dir DIR         where each job gets a fresh working directory       RUNNER_WORK_DIR
+                         (default <tmp>/flow-runner; removed after each job)
+  --script-types LIST    script types to run, comma-separated (default python,sh)  RUNNER_SCRIPT_TYPES
+  --heartbeat SECONDS    heartbeat interval of a running job (default 10)    RUNNER_HEARTBEAT
+  --tls-cert FILE        push over HTTPS: PEM certificate (with --tls-key)   RUNNER_TLS_CERT
+  --tls-key FILE         push over HTTPS: PEM private key                    RUNNER_TLS_KEY
+  -h, --help             print this help
+
+Jobs:
+  A job runs in a fresh working directory with its env_vars (flow env, job env, FLOW_ID, JOB_ID,
+  JOB_ATTEMPT, FLOW_INPUTS and DEP_<JOB>_<KEY> from its dependencies), PATH and HOME, and
+  RESULT_FILE. python runs as \`python3 -u script.py\`, sh as \`sh script.sh\`.
+  Result: write lines key=value (or one JSON object) to $RESULT_FILE; they become the job's
+  result map. Exit code 0 reports finished with that result; a non-zero exit code, a signal or
+  the job's timeout (the whole process group is killed) reports error. stdout and stderr are
+  streamed to the coordinator as the job's logs.
+
+Signals: SIGTERM or SIGINT drains (no new work; running jobs finish and report; exit 0).
+A second one stops at once (running jobs are killed and reported as errors).
+`;
+
+/** A mistake in the command line or environment; main prints it with a hint to --help. */
+export class UsageError extends Error {
+  override name = "UsageError";
+}
+
+/** The parsed command line: help, or options to start a runner with. */
+export type Config = { help: true } | { help: false; options: RunnerOptions };
+
+/**
+ * Reads the runner's settings from argv, falling back to RUNNER_* environment variables, and
+ * loads the key (and TLS) files. Every problem is a UsageError naming the option.
+ */
+export async function readConfig(argv: string[], env: NodeJS.ProcessEnv): Promise<Config> {
+  let values;
+  try {
+    ({ values } = parseArgs({
+      args: argv,
+      strict: true,
+      allowPositionals: false,
+      options: {
+        url: { type: "string" },
+        context: { type: "string" },
+        runner: { type: "string" },
+        "key-file": { type: "string" },
+        listen: { type: "string" },
+        pull: { type: "boolean" },
+        concurrency: { type: "string" },
+        "work-dir": { type: "string" },
+        "script-types": { type: "string" },
+        heartbeat: { type: "string" },
+        "tls-cert": { type: "string" },
+        "tls-key": { type: "string" },
+        help: { type: "boolean", short: "h" },
+      },
+    }));
+  } catch (error) {
+    throw new UsageError((error as Error).message);
+  }
+  if (values.help) return { help: true };
+
+  const pick = (flag: string | undefined, name: string) => (flag ?? env[name])?.trim() || undefined;
+  const need = (value: string | undefined, option: string, name: string): string => {
+    if (value === undefined) throw new UsageError(`--${option} (or ${name}) is required`);
+    return value;
+  };
+  const url = need(pick(values.url, "RUNNER_URL"), "url", "RUNNER_URL");
+  if (!/^https?:\/\/[^/]/.test(url)) throw new UsageError(`--url must be an http(s) URL, not ${JSON.stringify(url)}`);
+  const contextId = positive(need(pick(values.context, "RUNNER_CONTEXT"), "context", "RUNNER_CONTEXT"), "--context");
+  const runnerId = positive(need(pick(values.runner, "RUNNER_ID"), "runner", "RUNNER_ID"), "--runner");
+  const keyFile = need(pick(values["key-file"], "RUNNER_KEY_FILE"), "key-file", "RUNNER_KEY_FILE");
+
+  const modeText = values.pull ? "pull" : (pick(undefined, "RUNNER_MODE") ?? "push");
+  if (modeText !== "push" && modeText !== "pull") throw new UsageError(`RUNNER_MODE must be push or pull, not ${JSON.stringify(modeText)}`);
+  const concurrency = positive(pick(values.concurrency, "RUNNER_CONCURRENCY") ?? "4", "--concurrency");
+  const heartbeatSeconds = positive(pick(values.heartbeat, "RUNNER_HEARTBEAT") ?? "10", "--heartbeat");
+  const scriptTypes = (pick(values["script-types"], "RUNNER_SCRIPT_TYPES") ?? "python,sh")
+    .split(",")
+    .map((t) => t.trim())
+    .filter(Boolean);
+  if (scriptTypes.length === 0) throw new UsageError("--script-types lists no script type");
+
+  const options: RunnerOptions = {
+    url: url.replace(/\/+$/, ""),
+    contextId,
+    runnerId,
+    key: parsePrivateJwk(await readText(keyFile, "--key-file"), keyFile),
+    mode: modeText,
+    concurrency,
+    heartbeatSeconds,
+    scriptTypes,
+  };
+  const workDir = pick(values["work-dir"], "RUNNER_WORK_DIR");
+  if (workDir) options.workDir = workDir;
+  if (modeText === "push") {
+    options.listen = parseListen(pick(values.listen, "RUNNER_LISTEN") ?? "127.0.0.1:8090");
+    const cert = pick(values["tls-cert"], "RUNNER_TLS_CERT");
+    const key = pick(values["tls-key"], "RUNNER_TLS_KEY");
+    if ((cert === undefined) !== (key === undefined)) throw new UsageError("--tls-cert and --tls-key go together");
+    if (cert && key) options.tls = { cert: Buffer.from(await readText(cert, "--tls-cert")), key: Buffer.from(await readText(key, "--tls-key")) };
+  }
+  return { help: false, options };
+}
+
+function positive(text: string, option: string): number {
+  const n = Number(text);
+  if (!/^\d+$/.test(text) || !Number.isSafeInteger(n) || n < 1) throw new UsageError(`${option} must be a positive integer, not ${JSON.stringify(text)}`);
+  return n;
+}
+
+/** `host:port`, `:port`, `[::1]:port` or a bare port. */
+export function parseListen(text: string): { host: string; port: number } {
+  const match = /^(?:\[([^\]]+)\]|([^:]*)):(\d+)$/.exec(text) ?? /^()()(\d+)$/.exec(text);
+  const port = Number(match?.[3]);
+  if (!match || port > 65535) throw new UsageError(`--listen must be HOST:PORT, not ${JSON.stringify(text)}`);
+  return { host: match[1] || match[2] || "127.0.0.1", port };
+}
+
+async function readText(file: string, option: string): Promise<string> {
+  try {
+    return await readFile(file, "utf8");
+  } catch (error) {
+    throw new UsageError(`${option}: cannot read ${file}: ${(error as NodeJS.ErrnoException).code ?? (error as Error).message}`);
+  }
+}

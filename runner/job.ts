@@ -1,0 +1,172 @@
+import { mkdir, mkdtemp, rm } from "node:fs/promises";
+import path from "node:path";
+import type { DeliveryPayload, Log, RunnerJob } from "../shared/model/index.js";
+import type { ExecutionOutcome, Executor } from "./executors/index.js";
+import { LogBatcher } from "./logs.js";
+import type { PostOutcome, Reporter } from "./reporter.js";
+
+/** Where the runner writes what it does: one line per job start and end, warnings. */
+export interface RunnerLog {
+  info(line: string): void;
+  warn(line: string): void;
+}
+
+/** What running one attempt needs from the runner. */
+export interface JobDeps {
+  reporter: Reporter;
+  /** The directory under which each attempt gets its own fresh one. */
+  workDir: string;
+  heartbeatSeconds: number;
+  log: RunnerLog;
+  /** Aborted when the runner stops without waiting: running jobs are killed and report an error. */
+  stopSignal: AbortSignal;
+  /** The executor for a script type this runner runs; undefined for any other. */
+  executorFor(scriptType: string): Executor | undefined;
+}
+
+/** How an attempt ended, from the runner's side. */
+export interface JobEnd {
+  /** `abandoned`: the coordinator took the attempt away (or refused the ack); nothing more was reported. */
+  status: "finished" | "error" | "abandoned";
+  detail?: string;
+}
+
+/** Reports on a result are retried for this long: losing one would leave the job to its timeout. */
+const RESULT_RETRY_MS = 10 * 60_000;
+const ACK_RETRY_MS = 30_000;
+/** The coordinator accepts error texts up to this length. */
+const MAX_ERROR_CHARS = 4096;
+
+type CallbackName = keyof DeliveryPayload["callbacks"];
+
+/**
+ * The reports of one attempt, sent one after another: the coordinator takes a report as a
+ * heartbeat only if it is later than the last one, and `started` must come before the result,
+ * so reports of one job never overtake each other. A 409 stale-attempt or a 403 means the
+ * attempt is not ours any more: `lost` aborts and nothing else is sent.
+ */
+class AttemptReports {
+  private tail: Promise<unknown> = Promise.resolve();
+  private pending = 0;
+  readonly lost = new AbortController();
+
+  constructor(
+    private readonly payload: DeliveryPayload,
+    private readonly deps: JobDeps,
+    private readonly label: string,
+  ) {}
+
+  /** Nothing queued or in flight. */
+  get idle(): boolean {
+    return this.pending === 0;
+  }
+
+  send(name: CallbackName, extra: Record<string, unknown> = {}, retryForMs?: number): Promise<PostOutcome | undefined> {
+    this.pending++;
+    const next = this.tail.then(async (): Promise<PostOutcome | undefined> => {
+      try {
+        if (this.lost.signal.aborted) return undefined;
+        const body = { attempt: this.payload.attempt, ...extra };
+        const outcome = await this.deps.reporter.post(this.payload.callbacks[name], body, retryForMs === undefined ? {} : { retryForMs });
+        if (!outcome.ok) {
+          this.deps.log.warn(`${this.label}: ${name} not taken: ${outcome.detail}`);
+          if (outcome.stop) this.lost.abort(`the coordinator refused ${name} (${outcome.detail})`);
+        }
+        return outcome;
+      } catch (error) {
+        this.deps.log.warn(`${this.label}: ${name} failed: ${(error as Error).message}`);
+        return undefined;
+      } finally {
+        this.pending--;
+      }
+    });
+    this.tail = next;
+    return next;
+  }
+}
+
+/** `job 12 (name, flow 3, attempt 1, sh)`: how log lines name an attempt. */
+export function describeAttempt(payload: DeliveryPayload, job: RunnerJob): string {
+  const name = job.name ? `${job.name}, ` : "";
+  return `job ${job.id} (${name}flow ${payload.flow_id}, attempt ${payload.attempt}, ${job.script_type})`;
+}
+
+/**
+ * Runs one delivered attempt to its end: acknowledges it first when it was leased (`ack`),
+ * runs the script with its executor in a fresh work dir, reports `started`, heartbeats and
+ * batched logs while it runs, then the result with the last logs. Never throws.
+ */
+export async function runDelivery(payload: DeliveryPayload, deps: JobDeps, options: { ack: boolean }): Promise<JobEnd> {
+  const job = payload.message.job[0] as RunnerJob;
+  const label = describeAttempt(payload, job);
+  const reports = new AttemptReports(payload, deps, label);
+  if (options.ack) {
+    const acked = await reports.send("ack", {}, ACK_RETRY_MS);
+    if (!acked?.ok) {
+      deps.log.info(`${label} not run: the ack was not taken`);
+      return { status: "abandoned", detail: "ack not taken" };
+    }
+  }
+
+  const began = Date.now();
+  deps.log.info(`${label} start`);
+  const executor = deps.executorFor(job.script_type);
+  let outcome: ExecutionOutcome;
+  let logs: Log[] = [];
+  if (!executor) {
+    outcome = { status: "error", error: `this runner has no executor for script type ${job.script_type}` };
+  } else {
+    await mkdir(deps.workDir, { recursive: true });
+    const dir = await mkdtemp(path.join(deps.workDir, `job-${job.id}-a${payload.attempt}-`));
+    const batcher = new LogBatcher((lines) => void reports.send("logs", { logs: lines }));
+    // Skip a beat while a report is pending: any report already tells the coordinator we are alive.
+    const heartbeat = setInterval(() => {
+      if (reports.idle) void reports.send("heartbeat");
+    }, deps.heartbeatSeconds * 1000);
+    try {
+      outcome = await executor.run({
+        job,
+        workDir: dir,
+        env: jobEnv(job, path.join(dir, "result")),
+        resultFile: path.join(dir, "result"),
+        timeoutSeconds: job.timeout,
+        onStart: () => void reports.send("started"),
+        onLine: (stream, line) => batcher.add(stream, line),
+        signal: AbortSignal.any([reports.lost.signal, deps.stopSignal]),
+      });
+    } catch (error) {
+      outcome = { status: "error", error: `the executor failed: ${(error as Error).message}` };
+    } finally {
+      clearInterval(heartbeat);
+      logs = batcher.rest();
+      await rm(dir, { recursive: true, force: true }).catch((error: Error) => deps.log.warn(`cannot remove ${dir}: ${error.message}`));
+    }
+  }
+
+  const seconds = ((Date.now() - began) / 1000).toFixed(1);
+  if (reports.lost.signal.aborted) {
+    deps.log.info(`${label} abandoned after ${seconds} s: ${String(reports.lost.signal.reason)}`);
+    return { status: "abandoned", detail: String(reports.lost.signal.reason) };
+  }
+  const body =
+    outcome.status === "finished"
+      ? { status: "finished", result: outcome.result, logs }
+      : { status: "error", error: outcome.error.slice(0, MAX_ERROR_CHARS), result: outcome.result ?? {}, logs };
+  const reported = await reports.send("result", body, RESULT_RETRY_MS);
+  const note = reported?.ok ? "" : " (the result was not taken)";
+  if (outcome.status === "finished") deps.log.info(`${label} end: finished in ${seconds} s${note}`);
+  else deps.log.info(`${label} end: error after ${seconds} s: ${outcome.error}${note}`);
+  return outcome.status === "finished" ? { status: "finished" } : { status: "error", detail: outcome.error };
+}
+
+/**
+ * A job's environment: the runner's PATH and HOME (so interpreters and tools are found), then
+ * the job's env_vars as the coordinator merged them (they win), then RESULT_FILE. Nothing else
+ * of the runner's own environment leaks into jobs.
+ */
+function jobEnv(job: RunnerJob, resultFile: string): Record<string, string> {
+  const env: Record<string, string> = {};
+  if (process.env.PATH !== undefined) env.PATH = process.env.PATH;
+  if (process.env.HOME !== undefined) env.HOME = process.env.HOME;
+  return { ...env, ...job.env_vars, RESULT_FILE: resultFile };
+}

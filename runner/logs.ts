@@ -1,0 +1,41 @@
+import type { Log } from "../shared/model/index.js";
+
+/** A batch goes out when it has this many lines… */
+export const LOG_BATCH_LINES = 50;
+/** …or this long after its first line, whichever comes first. */
+export const LOG_BATCH_MS = 500;
+
+/**
+ * Groups a job's output lines into batches, so a chatty job costs one request per 50 lines or
+ * per 500 ms instead of one per line. What is left when the job ends is taken with `rest()` and
+ * sent along with the result.
+ */
+export class LogBatcher {
+  private batch: Log[] = [];
+  private timer: NodeJS.Timeout | undefined;
+
+  constructor(
+    private readonly send: (logs: Log[]) => void,
+    private readonly maxLines = LOG_BATCH_LINES,
+    private readonly maxDelayMs = LOG_BATCH_MS,
+  ) {}
+
+  /** Adds one line, stamped now (epoch seconds, fractional). */
+  add(stream: Log["stream"], message: string): void {
+    this.batch.push({ timestamp: Date.now() / 1000, stream, message });
+    if (this.batch.length >= this.maxLines) this.flush();
+    else this.timer ??= setTimeout(() => this.flush(), this.maxDelayMs);
+  }
+
+  /** The lines not sent yet; the batcher stops its timer. */
+  rest(): Log[] {
+    clearTimeout(this.timer);
+    this.timer = undefined;
+    return this.batch.splice(0);
+  }
+
+  private flush(): void {
+    const lines = this.rest();
+    if (lines.length > 0) this.send(lines);
+  }
+}

@@ -1,0 +1,56 @@
+/**
+ * The runner's command line: `npm run -s runner -- --url … --context … --runner … --key-file …`
+ * (`--help` for everything). Starts the runner, drains on SIGTERM / SIGINT and exits 0 once
+ * the running jobs have finished and reported; a second signal stops at once.
+ */
+import { pathToFileURL } from "node:url";
+import { readConfig, UsageError, USAGE } from "./config.js";
+import { startRunner } from "./runner.js";
+
+/** The programmatic entry, for whoever imports the CLI module (runner/index.ts has the full API). */
+export { startRunner } from "./runner.js";
+
+/** Runs the CLI; resolves with the exit code once the runner has drained. */
+export async function main(argv: string[], env: NodeJS.ProcessEnv): Promise<number> {
+  let config;
+  try {
+    config = await readConfig(argv, env);
+  } catch (error) {
+    process.stderr.write(`runner: ${(error as Error).message}\n`);
+    if (error instanceof UsageError) process.stderr.write("run with --help for usage\n");
+    return error instanceof UsageError ? 2 : 1;
+  }
+  if (config.help) {
+    process.stdout.write(USAGE);
+    return 0;
+  }
+  let runner;
+  try {
+    runner = await startRunner(config.options);
+  } catch (error) {
+    process.stderr.write(`runner: ${(error as Error).message}\n`);
+    return 1;
+  }
+  const handle = runner;
+  return new Promise<number>((resolve) => {
+    let signals = 0;
+    const onSignal = (signal: NodeJS.Signals) => {
+      signals++;
+      if (signals === 1) {
+        process.stdout.write(`${new Date().toISOString()} ${signal}: draining (send it again to stop at once)\n`);
+        void handle.drain().then(() => resolve(0));
+      } else {
+        process.stdout.write(`${new Date().toISOString()} ${signal}: stopping, killing running jobs\n`);
+        void handle.stop().then(() => resolve(0));
+      }
+    };
+    process.on("SIGTERM", onSignal);
+    process.on("SIGINT", onSignal);
+  });
+}
+
+if (process.argv[1] && import.meta.url === pathToFileURL(process.argv[1]).href) {
+  process.exitCode = await main(process.argv.slice(2), process.env);
+  // Sockets kept alive by fetch must not hold the process open once the runner is done.
+  process.exit();
+}

@@ -1,0 +1,213 @@
+import { tmpdir } from "node:os";
+import path from "node:path";
+import { importPrivateKey, runnerKeyId, type PrivateJwk } from "../shared/auth/index.js";
+import { DeliveryPayload } from "../shared/model/index.js";
+import { CoordinatorKeyDirectory } from "./coordinator-keys.js";
+import { executorFor, registerExecutor, pythonExecutor, shExecutor } from "./executors/index.js";
+import { runDelivery, type JobDeps, type RunnerLog } from "./job.js";
+import { startPullLoop, type PullLoop } from "./pull-loop.js";
+import { startPushServer, type Acceptance, type PushServer } from "./push-server.js";
+import { Reporter } from "./reporter.js";
+
+/** How to start a runner. Only the coordinator, the identity and the key are required. */
+export interface RunnerOptions {
+  /** The coordinator's base URL. */
+  url: string;
+  contextId: number;
+  runnerId: number;
+  /** The runner's private key (the public part is what it was registered with). */
+  key: PrivateJwk;
+  /** `push` (default): serve deliveries over HTTP(S); `pull`: lease them. */
+  mode?: "push" | "pull";
+  /** Push: where to listen (default 127.0.0.1, port 0 = any free one). */
+  listen?: { host: string; port: number };
+  /** Push over HTTPS: the PEM certificate and key. */
+  tls?: { cert: Buffer; key: Buffer };
+  /** Jobs at once (default 4). */
+  concurrency?: number;
+  /** Parent of every job's fresh working directory (default `<tmp>/flow-runner`). */
+  workDir?: string;
+  /** Script types this runner runs (default python and sh); each needs a registered executor. */
+  scriptTypes?: string[];
+  /** Seconds between heartbeats of a running job (default 10). */
+  heartbeatSeconds?: number;
+  /** Accepted clock difference on delivery signatures, seconds (default 300, as the coordinator's). */
+  skewSeconds?: number;
+  /** Where job start/end lines and warnings go (default stdout / stderr). */
+  log?: RunnerLog;
+}
+
+/** A started runner. */
+export interface RunnerHandle {
+  /** Push mode: the URL it listens at. */
+  url?: string;
+  /** Jobs running now. */
+  running(): number;
+  /** Takes no new work, lets running jobs finish and report, then closes. Idempotent. */
+  drain(): Promise<void>;
+  /** Like drain, but kills running jobs first (they report an error). */
+  stop(): Promise<void>;
+}
+
+/** Done attempts remembered for deduplication. */
+const DONE_MEMORY = 10_000;
+
+/** The default log: one line per event, stamped, job lines on stdout and warnings on stderr. */
+export const consoleLog: RunnerLog = {
+  info: (line) => process.stdout.write(`${new Date().toISOString()} ${line}\n`),
+  warn: (line) => process.stderr.write(`${new Date().toISOString()} warning: ${line}\n`),
+};
+
+/**
+ * Starts the reference runner: push (an HTTP(S) server taking signed deliveries) or pull (a
+ * lease loop), running up to `concurrency` jobs at once with the executors of its script types.
+ */
+export async function startRunner(options: RunnerOptions): Promise<RunnerHandle> {
+  const log = options.log ?? consoleLog;
+  const concurrency = options.concurrency ?? 4;
+  const scriptTypes = options.scriptTypes ?? ["python", "sh"];
+  if (!Number.isInteger(concurrency) || concurrency < 1) throw new Error(`concurrency must be a positive integer, not ${concurrency}`);
+  // The built-ins are there unless something else was registered under their names first.
+  if (!executorFor("python")) registerExecutor("python", pythonExecutor());
+  if (!executorFor("sh")) registerExecutor("sh", shExecutor());
+  const missing = scriptTypes.filter((t) => !executorFor(t));
+  if (missing.length > 0) throw new Error(`no executor is registered for script type ${missing.join(", ")}`);
+
+  const reporter = new Reporter({
+    baseUrl: options.url,
+    signer: { keyid: runnerKeyId(options.contextId, options.runnerId), key: await importPrivateKey(options.key) },
+    warn: log.warn,
+  });
+  const stopping = new AbortController();
+  const deps: JobDeps = {
+    reporter,
+    workDir: options.workDir ?? path.join(tmpdir(), "flow-runner"),
+    heartbeatSeconds: options.heartbeatSeconds ?? 10,
+    log,
+    stopSignal: stopping.signal,
+    executorFor: (type) => (scriptTypes.includes(type) ? executorFor(type) : undefined),
+  };
+
+  /** Attempts running now and recently done, by message and attempt: the dedupe of at-least-once deliveries. */
+  const running = new Map<string, Promise<void>>();
+  const done = new Set<string>();
+  let waiters: (() => void)[] = [];
+  let draining = false;
+  const attemptKey = (p: DeliveryPayload) => `${p.context_id}:${p.message.caller_id}:${p.message.id}:${p.attempt}`;
+
+  const start = (payload: DeliveryPayload, ack: boolean) => {
+    const key = attemptKey(payload);
+    const run = runDelivery(payload, deps, { ack }).then(
+      () => undefined,
+      (error: Error) => log.warn(`job ${payload.job_id} (attempt ${payload.attempt}) crashed: ${error.message}`),
+    );
+    running.set(
+      key,
+      run.finally(() => {
+        running.delete(key);
+        done.add(key);
+        if (done.size > DONE_MEMORY) done.delete(done.values().next().value as string);
+        const woken = waiters;
+        waiters = [];
+        for (const wake of woken) wake();
+      }),
+    );
+  };
+
+  const parse = parser(reporter, log);
+  const accept = (payload: DeliveryPayload): Acceptance => {
+    if (payload.context_id !== options.contextId || payload.runner_id !== options.runnerId) {
+      return { refused: `this delivery is for runner ${payload.runner_id} of context ${payload.context_id}` };
+    }
+    const key = attemptKey(payload);
+    if (running.has(key) || done.has(key)) return "duplicate";
+    if (draining) return "draining";
+    if (running.size >= concurrency) return "busy";
+    const type = (payload.message.job[0] as { script_type: string }).script_type;
+    if (!deps.executorFor(type)) return { refused: `this runner does not run ${type} scripts (it runs ${scriptTypes.join(", ")})` };
+    start(payload, false);
+    return "accepted";
+  };
+
+  let server: PushServer | undefined;
+  let pull: PullLoop | undefined;
+  if ((options.mode ?? "push") === "push") {
+    const keys = new CoordinatorKeyDirectory(options.url, log.warn);
+    await keys.load();
+    server = await startPushServer({
+      host: options.listen?.host ?? "127.0.0.1",
+      port: options.listen?.port ?? 0,
+      ...(options.tls ? { tls: options.tls } : {}),
+      keys,
+      skewSeconds: options.skewSeconds ?? 300,
+      parse,
+      accept,
+      health: () => ({ status: draining ? "draining" : "ok", running: running.size, concurrency }),
+      log,
+    });
+    log.info(`runner ${options.runnerId} of context ${options.contextId} listening on ${server.url} (concurrency ${concurrency}, ${scriptTypes.join(", ")})`);
+  } else {
+    pull = startPullLoop({
+      reporter,
+      contextId: options.contextId,
+      runnerId: options.runnerId,
+      freeSlots: () => concurrency - running.size,
+      slotFreed: () => new Promise<void>((resolve) => waiters.push(resolve)),
+      parse,
+      take: (payload) => {
+        // Leased means assigned to us: even while draining it runs (or is reported on).
+        if (!running.has(attemptKey(payload)) && !done.has(attemptKey(payload))) start(payload, true);
+      },
+      log,
+    });
+    log.info(`runner ${options.runnerId} of context ${options.contextId} pulling from ${options.url} (concurrency ${concurrency}, ${scriptTypes.join(", ")})`);
+  }
+
+  let drained: Promise<void> | undefined;
+  const drain = () =>
+    (drained ??= (async () => {
+      draining = true;
+      log.info(`draining: ${running.size} job(s) running, taking no new work`);
+      await pull?.stop();
+      while (running.size > 0) await Promise.all(running.values());
+      await server?.close();
+      log.info("drained");
+    })());
+  return {
+    ...(server ? { url: server.url } : {}),
+    running: () => running.size,
+    drain,
+    stop: () => {
+      stopping.abort("the runner was stopped");
+      return drain();
+    },
+  };
+}
+
+/**
+ * Reads a delivery with the DeliveryPayload schema. Callback URLs without an origin (what the
+ * coordinator sends when it does not know its public URL, e.g. from its background sweep) fail
+ * that schema; they are resolved against `--url` first, with a warning, since the paths are
+ * good and the runner knows where the coordinator is.
+ */
+function parser(reporter: Reporter, log: RunnerLog): (raw: unknown) => DeliveryPayload | string {
+  let warned = false;
+  return (raw) => {
+    const callbacks = (raw as { callbacks?: unknown } | null)?.callbacks;
+    if (callbacks && typeof callbacks === "object") {
+      const fixed = Object.entries(callbacks).map(([name, url]) => [name, typeof url === "string" && url.startsWith("/") ? reporter.resolve(url) : url]);
+      if (fixed.some(([name, url]) => url !== (callbacks as Record<string, unknown>)[name as string])) {
+        if (!warned) log.warn("the coordinator sent callback paths without an origin; resolving them against --url");
+        warned = true;
+        raw = { ...(raw as object), callbacks: Object.fromEntries(fixed) };
+      }
+    }
+    const parsed = DeliveryPayload.safeParse(raw);
+    if (!parsed.success) {
+      const issue = parsed.error.issues[0];
+      return `not a delivery: ${issue?.path.join(".") || "body"}: ${issue?.message}`;
+    }
+    if (parsed.data.message.job.length === 0) return "not a delivery: the message carries no job";
+    return parsed.data;
+  };
+}

@@ -1,0 +1,334 @@
+import { spawn } from "node:child_process";
+import { existsSync, mkdirSync, mkdtempSync, readFileSync, rmSync, statSync, writeFileSync } from "node:fs";
+import { tmpdir } from "node:os";
+import path from "node:path";
+import { afterAll, beforeAll, describe, expect, it } from "vitest";
+import { freePort } from "../../infra/redis-server.js";
+import { startWranglerDev, type WranglerDev } from "../../infra/wrangler.js";
+import { connectRedis } from "../../shared/store/index.js";
+import { deletePrefix, freshPrefix } from "../support/prefix.js";
+import { readTestStackConfig } from "../support/stack-config.js";
+
+/**
+ * The CLI as a user runs it: a real `flowc` process per command, against a real `wrangler dev`
+ * Worker over the test stack's Redis. Every user gets a temporary HOME, so no test ever reads or
+ * writes the real ~/.config/flowc.
+ */
+
+const root = path.resolve(import.meta.dirname, "../..");
+const stack = readTestStackConfig();
+const prefix = freshPrefix("cli");
+const tmp = mkdtempSync(path.join(tmpdir(), "flowc-cli-test-"));
+let worker: WranglerDev | undefined;
+
+beforeAll(async () => {
+  const envFile = path.join(tmp, "worker.env");
+  writeFileSync(
+    envFile,
+    `UPSTASH_REDIS_REST_URL=${stack.restUrl}\nUPSTASH_REDIS_REST_TOKEN=${stack.restToken}\nCOORDINATOR_SIGNING_KEY='${stack.coordinatorKey}'\n`,
+    { mode: 0o600 },
+  );
+  worker = await startWranglerDev({
+    port: await freePort(),
+    envFile,
+    cwd: root,
+    vars: { KEY_PREFIX: prefix, ALLOW_INSECURE_HTTP: "true" },
+    readyTimeoutMs: 90_000,
+  });
+});
+
+afterAll(async () => {
+  await worker?.stop();
+  await deletePrefix(connectRedis({ url: stack.restUrl, token: stack.restToken }), prefix);
+  rmSync(tmp, { recursive: true, force: true });
+});
+
+interface Run {
+  code: number | null;
+  stdout: string;
+  stderr: string;
+  /** stderr's lines, without the trailing empty one. */
+  errors: string[];
+}
+
+/** The environment without the caller's own flowc settings, so only what a test sets applies. */
+function cleanEnv(): NodeJS.ProcessEnv {
+  return Object.fromEntries(Object.entries(process.env).filter(([name]) => !name.startsWith("FLOWC_")));
+}
+
+/** Runs `flowc <args>` as its own process and collects its output. */
+function flowc(args: string[], env: Record<string, string>): Promise<Run> {
+  return new Promise((resolve, reject) => {
+    const child = spawn(process.execPath, ["--import", "tsx", "cli/main.ts", ...args], {
+      cwd: root,
+      env: { ...cleanEnv(), NO_COLOR: "1", ...env },
+      stdio: ["ignore", "pipe", "pipe"],
+      // A hung CLI is a failure to report, not a test run to hang.
+      timeout: 60_000,
+    });
+    let stdout = "";
+    let stderr = "";
+    child.stdout.on("data", (chunk: Buffer) => (stdout += chunk.toString()));
+    child.stderr.on("data", (chunk: Buffer) => (stderr += chunk.toString()));
+    child.once("error", reject);
+    child.once("close", (code) => resolve({ code, stdout, stderr, errors: stderr.split("\n").filter(Boolean) }));
+  });
+}
+
+/** Someone using flowc: their own HOME, and optionally a profile named by FLOWC_PROFILE. */
+interface User {
+  home: string;
+  env: Record<string, string>;
+  profile: string;
+  run(...args: string[]): Promise<Run>;
+}
+
+function newUser(name: string, options: { profileVar?: boolean } = {}): User {
+  const home = path.join(tmp, name);
+  mkdirSync(home, { recursive: true });
+  const profile = options.profileVar ? path.join(home, "profiles", `${name}.json`) : path.join(home, ".config", "flowc", "profile.json");
+  const env: Record<string, string> = { HOME: home, ...(options.profileVar ? { FLOWC_PROFILE: profile } : {}) };
+  return { home, env, profile, run: (...args) => flowc(args, env) };
+}
+
+/** keygen → init → actor register, as the README has it; returns the new actor's id. */
+async function register(user: User): Promise<number> {
+  const key = path.join(user.home, "key.json");
+  const keygen = await user.run("keygen", "--out", key);
+  expect(keygen.code, keygen.stderr).toBe(0);
+  const init = await user.run("init", "--url", (worker as WranglerDev).url, "--key-file", key);
+  expect(init.code, init.stderr).toBe(0);
+  const registered = await user.run("actor", "register");
+  expect(registered.code, registered.stderr).toBe(0);
+  const id = Number(/^actor (\d+) registered/.exec(registered.stdout)?.[1]);
+  expect(id).toBeGreaterThan(0);
+  return id;
+}
+
+function expectOneErrorLine(run: Run, code: number, pattern: RegExp): void {
+  expect(run.code, run.stdout + run.stderr).toBe(code);
+  expect(run.errors).toHaveLength(1);
+  expect(run.errors[0]).toMatch(/^flowc: /);
+  expect(run.errors[0]).toMatch(pattern);
+  expect(run.stderr).not.toMatch(/\n\s+at /); // no stack trace
+}
+
+const COMMANDS = [
+  "keygen", "init",
+  "actor register", "actor show", "actor rotate-key",
+  "context create", "context show", "context grant", "context revoke", "context delete",
+  "runner register", "runner list", "runner show", "runner remove",
+];
+
+describe("flowc", () => {
+  it("goes from nothing to a context with a runner, as the README has it", async () => {
+    const alice = newUser("alice");
+    const key = path.join(alice.home, "keys", "alice.json");
+
+    const keygen = await alice.run("keygen", "--out", key);
+    expect(keygen.code, keygen.stderr).toBe(0);
+    const jwk = JSON.parse(readFileSync(key, "utf8")) as { x: string; d: string };
+    expect(keygen.stdout).toContain(jwk.x);
+    expect(statSync(key).mode & 0o777).toBe(0o600);
+    expectOneErrorLine(await alice.run("keygen", "--out", key), 1, /already exists; pass --force/);
+    expect(JSON.parse(readFileSync(key, "utf8"))).toEqual(jwk);
+
+    const init = await alice.run("init", "--url", (worker as WranglerDev).url, "--key-file", key);
+    expect(init.code, init.stderr).toBe(0);
+    expect(JSON.parse(readFileSync(alice.profile, "utf8"))).toEqual({ url: (worker as WranglerDev).url, key_file: key });
+
+    // Registration signs with the bare key over @target-uri: this passing means the Worker saw
+    // the URL the CLI signed (wrangler dev does not rewrite it).
+    const registered = await alice.run("actor", "register");
+    expect(registered.code, registered.stderr).toBe(0);
+    const [, actorId, shortPubkey = "-"] = /^actor (\d+) registered \(pubkey (\S+)…\)$/m.exec(registered.stdout) ?? [];
+    expect(jwk.x.startsWith(shortPubkey)).toBe(true);
+    expect(JSON.parse(readFileSync(alice.profile, "utf8"))).toMatchObject({ actor_id: Number(actorId) });
+
+    const shown = await alice.run("actor", "show");
+    expect(shown.code, shown.stderr).toBe(0);
+    expect(shown.stdout).toMatch(new RegExp(`^actor\\s+${actorId}$`, "m"));
+    expect(shown.stdout).toMatch(new RegExp(`^pubkey\\s+${jwk.x}$`, "m"));
+
+    const created = await alice.run("context", "create");
+    expect(created.code, created.stderr).toBe(0);
+    const contextId = /^context (\d+) created \(admins (\d+);/.exec(created.stdout)?.[1];
+    expect(created.stdout).toContain(`admins ${actorId};`);
+
+    const runnerKey = path.join(alice.home, "runner.json");
+    const runnerKeygen = await alice.run("keygen", "--out", runnerKey);
+    expect(runnerKeygen.code).toBe(0);
+    const runnerPub = (JSON.parse(readFileSync(runnerKey, "utf8")) as { x: string }).x;
+
+    const runner = await alice.run("runner", "register", String(contextId), "--key-file", runnerKey, "--type", "sh", "--local", "--script-types", "sh,python", "--concurrency", "2");
+    expect(runner.code, runner.stderr).toBe(0);
+    const runnerId = /^runner (\d+) registered in context (\d+) \(sh; pull; pubkey /.exec(runner.stdout)?.[1];
+    expect(Number(runnerId)).toBeGreaterThan(0);
+
+    const list = await alice.run("runner", "list", String(contextId));
+    expect(list.code, list.stderr).toBe(0);
+    const lines = list.stdout.trimEnd().split("\n");
+    expect(lines[0]).toMatch(/^ID\s+TYPE\s+SCRIPTS\s+CONCURRENCY\s+DELIVERY\s+PUBKEY$/);
+    expect(lines[1]).toMatch(new RegExp(`^${runnerId}\\s+sh\\s+sh,python\\s+2\\s+pull\\s+${runnerPub.slice(0, 8)}…$`));
+    expect(lines.at(-1)).toBe(`1 of 1 runner in context ${contextId}`);
+
+    const show = await alice.run("runner", "show", String(contextId), String(runnerId));
+    expect(show.code, show.stderr).toBe(0);
+    expect(show.stdout).toMatch(new RegExp(`^pubkey\\s+${runnerPub}$`, "m"));
+    expect(show.stdout).toMatch(/^delivery\s+pull$/m);
+    expect(show.stdout).toMatch(/^scripts\s+sh, python$/m);
+
+    const removed = await alice.run("runner", "remove", String(contextId), String(runnerId));
+    expect(removed.code, removed.stderr).toBe(0);
+    expect(removed.stdout.trim()).toBe(`runner ${runnerId} removed from context ${contextId}`);
+    expect((await alice.run("runner", "list", String(contextId))).stdout.trim()).toBe(`no runners in context ${contextId}`);
+    expectOneErrorLine(await alice.run("runner", "show", String(contextId), String(runnerId)), 1, /^flowc: 404 /);
+  });
+
+  it("grants and revokes: a second actor reads a context only while it is a reader", async () => {
+    const owner = newUser("owner");
+    const bob = newUser("bob", { profileVar: true });
+    await register(owner);
+    const bobId = await register(bob);
+    expect(JSON.parse(readFileSync(bob.profile, "utf8"))).toMatchObject({ actor_id: bobId });
+
+    const created = await owner.run("context", "create");
+    expect(created.code, created.stderr).toBe(0);
+    const contextId = /^context (\d+) created/.exec(created.stdout)?.[1] as string;
+    expect(contextId).toBeDefined();
+
+    const forbidden = /^flowc: 403 Forbidden: actor \d+ needs to be in admins or readers or executors of context \d+ \(needed: admins, readers, executors\)$/;
+    expectOneErrorLine(await bob.run("context", "show", contextId), 1, forbidden);
+
+    const granted = await owner.run("context", "grant", contextId, "readers", String(bobId));
+    expect(granted.code, granted.stderr).toBe(0);
+    expect(granted.stdout.trim()).toBe(`actor ${bobId} added to readers of context ${contextId} (readers: ${bobId})`);
+
+    const shown = await bob.run("context", "show", contextId);
+    expect(shown.code, shown.stderr).toBe(0);
+    expect(shown.stdout).toMatch(new RegExp(`^readers\\s+${bobId}$`, "m"));
+    // A reader reads, but may not administer.
+    expectOneErrorLine(await bob.run("context", "grant", contextId, "readers", String(bobId)), 1, /^flowc: 403 .*\(needed: admins\)$/);
+
+    const revoked = await owner.run("context", "revoke", contextId, "readers", String(bobId));
+    expect(revoked.code, revoked.stderr).toBe(0);
+    expect(revoked.stdout.trim()).toBe(`actor ${bobId} removed from readers of context ${contextId} (readers: -)`);
+    expectOneErrorLine(await bob.run("context", "show", contextId), 1, forbidden);
+  });
+
+  it("refuses to delete a context without --yes, and deletes it with", async () => {
+    const dave = newUser("dave");
+    await register(dave);
+    const created = await dave.run("context", "create");
+    expect(created.code, created.stderr).toBe(0);
+    const contextId = /^context (\d+) created/.exec(created.stdout)?.[1] as string;
+
+    const refused = await dave.run("context", "delete", contextId);
+    expectOneErrorLine(refused, 2, /without --yes/);
+    expect(refused.stdout).toBe("");
+    expect((await dave.run("context", "show", contextId)).code).toBe(0);
+
+    const deleted = await dave.run("context", "delete", contextId, "--yes");
+    expect(deleted.code, deleted.stderr).toBe(0);
+    expect(deleted.stdout.trim()).toBe(`context ${contextId} deleted`);
+    expectOneErrorLine(await dave.run("context", "show", contextId), 1, /^flowc: 404 Not found: /);
+  });
+
+  it("prints parseable JSON with --json, wherever the flag is", async () => {
+    const erin = newUser("erin");
+    const erinId = await register(erin);
+
+    const actor = await erin.run("--json", "actor", "show");
+    expect(actor.code, actor.stderr).toBe(0);
+    expect(JSON.parse(actor.stdout)).toMatchObject({ id: erinId, address: [] });
+
+    const context = await erin.run("context", "create", "--json");
+    expect(context.code, context.stderr).toBe(0);
+    const contextId = (JSON.parse(context.stdout) as { id: number; admins: number[] }).id;
+    expect(JSON.parse(context.stdout)).toMatchObject({ admins: [erinId], readers: [], executors: [] });
+
+    const keygen = await erin.run("keygen", "--out", path.join(erin.home, "r.json"), "--json");
+    expect(keygen.code, keygen.stderr).toBe(0);
+    const { pubkey } = JSON.parse(keygen.stdout) as { pubkey: string };
+    const runner = await erin.run("runner", "register", String(contextId), "--pubkey", pubkey, "--type", "python", "--address", "http://127.0.0.1:9/jobs", "--json");
+    expect(runner.code, runner.stderr).toBe(0);
+    expect(JSON.parse(runner.stdout)).toMatchObject({ context_id: contextId, pubkey, local: false, address: "http://127.0.0.1:9/jobs", script_types: ["python"] });
+
+    const list = await erin.run("runner", "list", String(contextId), "--json", "--limit", "10");
+    expect(list.code, list.stderr).toBe(0);
+    expect(JSON.parse(list.stdout)).toMatchObject({ total: 1, items: [{ pubkey, runner_type: "python" }] });
+  });
+
+  it("rotates an actor's key and points the profile at the new key file", async () => {
+    const frank = newUser("frank");
+    const frankId = await register(frank);
+    const oldKey = path.join(frank.home, "key.json");
+    const newKey = path.join(frank.home, "key-2.json");
+    expect((await frank.run("keygen", "--out", newKey)).code).toBe(0);
+    const newPub = (JSON.parse(readFileSync(newKey, "utf8")) as { x: string }).x;
+
+    const rotated = await frank.run("actor", "rotate-key", "--new-key", newKey);
+    expect(rotated.code, rotated.stderr).toBe(0);
+    expect(rotated.stdout.trim()).toBe(`actor ${frankId} now uses key ${newPub.slice(0, 8)}… (${newKey})`);
+    expect(JSON.parse(readFileSync(frank.profile, "utf8"))).toMatchObject({ key_file: newKey, actor_id: frankId });
+
+    const shown = await frank.run("actor", "show");
+    expect(shown.code, shown.stderr).toBe(0);
+    expect(shown.stdout).toMatch(new RegExp(`^pubkey\\s+${newPub}$`, "m"));
+    expectOneErrorLine(await frank.run("actor", "show", "--key-file", oldKey), 1, /^flowc: 401 Unauthorized \[signature-invalid\]: /);
+  });
+
+  it("answers --help on every command with usage, options and an example", async () => {
+    const user = newUser("helper");
+    const top = await user.run("--help");
+    expect(top.code).toBe(0);
+    expect(top.stdout).toMatch(/^Usage: flowc <command>/m);
+    for (const name of COMMANDS) expect(top.stdout).toMatch(new RegExp(`^  ${name}\\s{2,}\\S`, "m"));
+    for (const option of ["--url", "--key-file", "--actor", "--profile", "--json"]) expect(top.stdout).toContain(option);
+
+    const runs = await Promise.all([...COMMANDS, "actor", "context", "runner"].map(async (name) => [name, await user.run(...name.split(" "), "--help")] as const));
+    for (const [name, run] of runs) {
+      expect(run.code, `${name}: ${run.stderr}`).toBe(0);
+      expect(run.stderr).toBe("");
+      expect(run.stdout).toMatch(new RegExp(`^Usage: flowc ${name}`));
+      expect(run.stdout).toMatch(/\nExample:\n {2}flowc /);
+    }
+    expect(runs.find(([name]) => name === "runner register")?.[1].stdout).toMatch(/--script-types <list>/);
+    const helpWord = await user.run("help", "runner", "list");
+    expect(helpWord.code).toBe(0);
+    expect(helpWord.stdout).toBe(runs.find(([name]) => name === "runner list")?.[1].stdout);
+    // Help needs no configuration and no coordinator.
+    expect(existsSync(user.profile)).toBe(false);
+  });
+
+  it("exits 2 with a pointer to --help on usage errors", async () => {
+    const user = newUser("typo");
+    expectOneErrorLine(await user.run("frobnicate"), 2, /^flowc: unknown command "frobnicate" \(see flowc --help\)$/);
+    expectOneErrorLine(await user.run("actor", "frobnicate"), 2, /^flowc: unknown command "actor frobnicate" \(see flowc actor --help\)$/);
+    expectOneErrorLine(await user.run("actor", "show", "--frobnicate"), 2, /^flowc: unknown option --frobnicate \(see flowc actor show --help\)$/);
+    expectOneErrorLine(await user.run("context", "grant", "1", "readers"), 2, /missing argument <actor>/);
+    expectOneErrorLine(await user.run("context", "grant", "1", "owners", "2"), 2, /<list> must be one of admins, readers, executors/);
+    expectOneErrorLine(await user.run("keygen"), 2, /missing option --out/);
+    const bare = await user.run();
+    expect(bare.code).toBe(2);
+    expect(bare.errors[0]).toBe("flowc: missing command (see flowc --help)");
+  });
+
+  it("names what to set when configuration is missing, and the URL when it is unreachable", async () => {
+    const user = newUser("nobody");
+    expectOneErrorLine(await user.run("context", "show", "1"), 1, /^flowc: no coordinator URL: pass --url, set FLOWC_URL, or set "url" in the profile /);
+
+    const url = (worker as WranglerDev).url;
+    const missingKey = path.join(user.home, "missing.json");
+    expectOneErrorLine(await user.run("actor", "register", "--url", url, "--key-file", missingKey), 1, new RegExp(`^flowc: key file ${missingKey} does not exist`));
+    const viaEnv = await flowc(["actor", "show", "--url", url], { ...user.env, FLOWC_KEY_FILE: missingKey, FLOWC_ACTOR_ID: "1" });
+    expectOneErrorLine(viaEnv, 1, /does not exist \(from FLOWC_KEY_FILE\)/);
+
+    const key = path.join(user.home, "key.json");
+    await user.run("keygen", "--out", key);
+    expectOneErrorLine(await user.run("context", "show", "1", "--url", url, "--key-file", key), 1, /^flowc: no actor id: run flowc actor register, or pass --actor, set FLOWC_ACTOR_ID/);
+
+    const closed = `http://127.0.0.1:${await freePort()}`;
+    expectOneErrorLine(await user.run("actor", "show", "--url", closed, "--key-file", key, "--actor", "1"), 1, new RegExp(`^flowc: cannot reach the coordinator at ${closed}: ECONNREFUSED`));
+  });
+});

@@ -1,0 +1,291 @@
+// Helpers for the flow state machine tests: build a machine state from job inputs, and drive it
+// while checking what every transition must satisfy (refused events change nothing, the state
+// handed in is never mutated).
+import type { z } from "zod";
+import {
+  apply,
+  FlowJobInput,
+  newFlowState,
+  resolveDag,
+  type DagJob,
+  type FlowEffect,
+  type FlowEvent,
+  type FlowState,
+  type FlowTimeouts,
+  type JobState,
+  type Transition,
+} from "../../shared/flow/index.js";
+import type { ResultMap } from "../../shared/model/index.js";
+
+export type JobIn = z.input<typeof FlowJobInput>;
+
+/** A job input with the required fields filled in. */
+export function jobIn(fields: Partial<JobIn> = {}): JobIn {
+  return { script: "echo hi", script_type: "sh", ...fields };
+}
+
+/** Parses job inputs and resolves them (ids allocated from `firstId` on); throws on issues. */
+export function resolved(inputs: JobIn[], firstId = 100): DagJob[] {
+  let next = firstId;
+  const out = resolveDag(
+    inputs.map((input) => FlowJobInput.parse(input)),
+    () => next++,
+  );
+  if ("issues" in out) throw new Error(`unexpected issues: ${JSON.stringify(out.issues)}`);
+  return out.jobs;
+}
+
+export const TIMEOUTS: FlowTimeouts = { timeout: 300, timeout_ack: 60 };
+
+export interface FlowOptions {
+  envVars?: Record<string, string>;
+  timeouts?: FlowTimeouts;
+  firstId?: number;
+}
+
+/** A flow of the given jobs (id 7, context 3, caller 5), status dispatched. */
+export function flowOf(inputs: JobIn[], options: FlowOptions = {}): FlowState {
+  return newFlowState({
+    id: 7,
+    contextId: 3,
+    callerId: 5,
+    envVars: options.envVars ?? {},
+    timeouts: options.timeouts ?? TIMEOUTS,
+    traceId: "0af7651916cd43dd8448eb211c80319c",
+    jobs: resolved(inputs, options.firstId),
+    messageBase: 1000,
+  });
+}
+
+/**
+ * Freezes what a transition created (the flow, its maps and every job object that is new). In a
+ * large flow only the jobs in `touched` are looked at, and the jobs map is left unfrozen: V8
+ * copies a frozen map of 1,000 jobs some 40 times slower, which would make the simulations crawl.
+ */
+export function freezeNew(next: FlowState, prev?: FlowState, touched?: number[]): void {
+  if (Object.isFrozen(next)) return;
+  const large = next.order.length > 100;
+  Object.freeze(next);
+  if (!large) Object.freeze(next.jobs);
+  Object.freeze(next.result);
+  Object.freeze(next.order);
+  if (next.error) Object.freeze(next.error);
+  for (const id of large && touched ? touched : next.order) {
+    const job = next.jobs[id] as JobState;
+    if (prev && prev.jobs[id] === job) continue;
+    for (const part of [job.delivery, job.deadline, job.result, job.dependends, job.dependents]) if (part) Object.freeze(part);
+    Object.freeze(job);
+  }
+}
+
+/**
+ * Drives a flow: every transition is checked (an event not applied returns the very same state
+ * and no effects; states are frozen, so a machine that mutates its input throws), and dispatch
+ * effects are counted and checked against the dependencies at that moment.
+ */
+export class Driver {
+  state: FlowState;
+  readonly dispatches = new Map<number, number>();
+  readonly effects: FlowEffect[] = [];
+  readonly problems: string[] = [];
+
+  constructor(state: FlowState) {
+    freezeNew(state);
+    this.state = state;
+  }
+
+  send(event: FlowEvent): Transition {
+    const before = this.state;
+    const t = apply(before, event);
+    if (t.outcome !== "applied") {
+      if (t.state !== before) this.problems.push(`${t.outcome} ${JSON.stringify(event)} returned a new state`);
+      if (t.effects.length > 0) this.problems.push(`${t.outcome} ${JSON.stringify(event)} had effects`);
+      return t;
+    }
+    // Every job a transition changes is named by the event or an effect, except at start.
+    const touched = event.type === "start" ? undefined : [...("job" in event ? [event.job] : []), ...t.effects.flatMap((e) => ("job" in e ? [e.job] : []))];
+    freezeNew(t.state, before, touched);
+    for (const effect of t.effects) {
+      this.effects.push(effect);
+      if (effect.type !== "dispatch") continue;
+      this.dispatches.set(effect.job, (this.dispatches.get(effect.job) ?? 0) + 1);
+      const job = t.state.jobs[effect.job] as JobState;
+      const unfinished = job.dependends.filter((dep) => t.state.jobs[dep]?.status !== "finished");
+      if (unfinished.length > 0) this.problems.push(`job ${effect.job} dispatched before ${unfinished.join(",")} finished`);
+      if (job.attempt !== effect.attempt) this.problems.push(`dispatch of ${effect.job} names attempt ${effect.attempt}, job has ${job.attempt}`);
+    }
+    this.state = t.state;
+    return t;
+  }
+
+  job(id: number): JobState {
+    const job = this.state.jobs[id];
+    if (!job) throw new Error(`no job ${id}`);
+    return job;
+  }
+
+  /** Runs the current attempt of a job the push way, to `finished` (or `failed` with `error`). */
+  run(id: number, options: { runner?: number; at?: number; result?: ResultMap; error?: string } = {}): Transition {
+    const runner = options.runner ?? 1;
+    const at = options.at ?? 1_000;
+    const attempt = this.job(id).attempt;
+    const common = { job: id, attempt, runner };
+    this.send({ type: "assigned", ...common, at });
+    this.send({ type: "delivered", ...common, acknowledged: true, at: at + 1 });
+    this.send({ type: "started", ...common, at: at + 2 });
+    return options.error !== undefined
+      ? this.send({ type: "failed", ...common, error: options.error, at: at + 3 })
+      : this.send({ type: "finished", ...common, result: options.result ?? { out: String(id) }, at: at + 3 });
+  }
+
+  /** The statuses of the given jobs, in that order. */
+  statusOf(ids: number[]): string[] {
+    return ids.map((id) => this.job(id).status);
+  }
+}
+
+/** A small deterministic PRNG (mulberry32) for the simulations. */
+export function prng(seed: number): () => number {
+  let a = seed >>> 0;
+  return () => {
+    a = (a + 0x6d2b79f5) >>> 0;
+    let t = a;
+    t = Math.imul(t ^ (t >>> 15), t | 1);
+    t ^= t + Math.imul(t ^ (t >>> 7), t | 61);
+    return ((t ^ (t >>> 14)) >>> 0) / 4294967296;
+  };
+}
+
+/** A random DAG: job i depends on some earlier jobs (near ones more often, so chains get deep). */
+export interface DagShape {
+  n: number;
+  /** Raw picks per job, turned into earlier indexes by `dependencies`. */
+  picks: number[][];
+  seed: number;
+}
+
+export function dependencies(shape: DagShape, i: number): number[] {
+  if (i === 0) return [];
+  const raw = shape.picks[i] ?? [];
+  return [...new Set(raw.map((x) => (x % 2 === 0 ? i - 1 - ((x >> 1) % Math.min(i, 8)) : x % i)))];
+}
+
+/**
+ * Job inputs of a shape: every third job has only an id (i + 1, so the allocator, which starts
+ * at 100, has to skip given ids), the others a name and some an id too; references use the name
+ * when there is one.
+ */
+export function shapeJobs(shape: DagShape, fields: (i: number) => Partial<JobIn> = () => ({})): JobIn[] {
+  const ref = (i: number): string | number => (i % 3 === 0 ? i + 1 : `j${i}`);
+  return Array.from({ length: shape.n }, (_, i) =>
+    jobIn({
+      ...(i % 3 !== 1 ? { id: i + 1 } : {}),
+      ...(i % 3 !== 0 ? { name: `j${i}` } : {}),
+      dependends: dependencies(shape, i).map(ref),
+      ...fields(i),
+    }),
+  );
+}
+
+export interface SimOptions {
+  /** Whether an attempt of this job fails (asked once per attempt taken by a runner). */
+  fails?: (job: number, attempt: number, rnd: () => number) => boolean;
+}
+
+export interface SimReport {
+  driver: Driver;
+  /** Replays of events sent before that were applied. */
+  wronglyApplied: string[];
+  /** Jobs whose failure (runner or deadline) was applied, in order. */
+  failed: number[];
+  steps: number;
+}
+
+type Plan = ((s: FlowState) => FlowEvent)[];
+
+/**
+ * Runs a started flow to the end with runners that take dispatched jobs in random order and send
+ * their events out of order, replayed, from the wrong runner or for the wrong attempt.
+ */
+export function simulate(state: FlowState, seed: number, options: SimOptions = {}): SimReport {
+  const rnd = prng(seed);
+  const pick = <T>(list: T[]): T => list[Math.floor(rnd() * list.length)] as T;
+  const d = new Driver(state);
+  const report: SimReport = { driver: d, wronglyApplied: [], failed: [], steps: 0 };
+  const ready: { job: number; attempt: number }[] = [];
+  const inflight: Plan[] = [];
+  const sent: FlowEvent[] = [];
+  let seen = 0;
+  let now = 1_000_000;
+
+  const send = (event: FlowEvent, replay: boolean): void => {
+    report.steps++;
+    const t = d.send(event);
+    if (replay && t.outcome === "applied") report.wronglyApplied.push(JSON.stringify(event));
+    if (!replay) sent.push(event);
+    if (t.outcome === "applied" && (event.type === "failed" || event.type === "deadline") && d.job(event.job).status === "error") report.failed.push(event.job);
+    for (; seen < d.effects.length; seen++) {
+      const effect = d.effects[seen];
+      if (effect?.type === "dispatch") ready.push({ job: effect.job, attempt: effect.attempt });
+    }
+  };
+
+  const plan = (job: number, attempt: number): Plan => {
+    const runner = 1 + Math.floor(rnd() * 3);
+    const at = (): number => (now += 1 + Math.floor(rnd() * 50));
+    const ev = { job, attempt, runner };
+    const push = rnd() < 0.5;
+    const steps: Plan = [
+      () => ({ type: "delivered", ...ev, acknowledged: push, at: at() }),
+      ...(push ? [] : [(): FlowEvent => ({ type: "acknowledged", ...ev, at: at() })]),
+      () => ({ type: "started", ...ev, at: at() }),
+      ...Array.from({ length: Math.floor(rnd() * 3) }, () => (): FlowEvent => ({ type: "heartbeat", ...ev, at: at() })),
+    ];
+    const fails = options.fails?.(job, attempt, rnd) ?? false;
+    const timesOut = fails && rnd() < 0.3;
+    steps.push(
+      fails
+        ? timesOut
+          ? (s) => {
+              const due = s.jobs[job]?.deadline;
+              return { type: "deadline", job, attempt, kind: due?.kind ?? "result", at: due?.at ?? now };
+            }
+          : () => ({ type: "failed", ...ev, error: `attempt ${attempt} failed`, at: at() })
+        : () => ({ type: "finished", ...ev, result: { out: `${job}.${attempt}`, n: String(job) }, at: at() }),
+    );
+    // Mostly in order; sometimes fully shuffled (started after finished, delivered after started …).
+    if (rnd() < 0.3) for (let i = steps.length - 1; i > 0; i--) {
+      const j = Math.floor(rnd() * (i + 1));
+      [steps[i], steps[j]] = [steps[j] as Plan[number], steps[i] as Plan[number]];
+    }
+    // Events that must be refused: another runner, another attempt, a deadline not yet due.
+    if (rnd() < 0.2) steps.splice(Math.floor(rnd() * steps.length), 0, () => ({ type: "finished", job, attempt, runner: runner + 10, result: {}, at: at() }));
+    if (rnd() < 0.2) steps.splice(Math.floor(rnd() * steps.length), 0, () => ({ type: "started", job, attempt: attempt + 100, runner, at: at() }));
+    if (rnd() < 0.2) {
+      steps.splice(Math.floor(rnd() * steps.length), 0, (s) => {
+        const due = s.jobs[job]?.deadline;
+        return { type: "deadline", job, attempt, kind: due?.kind ?? "delivery", at: (due?.at ?? now) - 1 };
+      });
+    }
+    send({ type: "assigned", ...ev, at: at() }, false);
+    return steps;
+  };
+
+  send({ type: "start", at: now }, false);
+  while (ready.length > 0 || inflight.length > 0) {
+    const r = rnd();
+    if (r < 0.12 && sent.length > 0) {
+      send(pick(sent), true);
+    } else if (ready.length > 0 && (inflight.length === 0 || r < 0.45)) {
+      const [taken] = ready.splice(Math.floor(rnd() * ready.length), 1);
+      if (taken) inflight.push(plan(taken.job, taken.attempt));
+    } else {
+      const i = Math.floor(rnd() * inflight.length);
+      const steps = inflight[i] as Plan;
+      const step = steps.shift();
+      if (steps.length === 0) inflight.splice(i, 1);
+      if (step) send(step(d.state), false);
+    }
+  }
+  return report;
+}
