@@ -99,9 +99,12 @@ export class Keys {
     return `${this.namespace(contextId)}msg_out`;
   }
 
-  /** `msg_in`: inbound messages waiting for their reader. */
-  msgIn(contextId: number): string {
-    return `${this.namespace(contextId)}msg_in`;
+  /**
+   * `msg_in:<actor>`: the seeds' inbound queue, one per recipient, so an actor reads and pops
+   * only its own messages (results of its flows, chat and mail from other members).
+   */
+  msgIn(contextId: number, actorId: number): string {
+    return `${this.namespace(contextId)}msg_in:${actorId}`;
   }
 
   /** `queue:<script_type>`: jobs for `local` runners (the seeds' `queue_suffix()`). */

@@ -9,6 +9,7 @@ import { registerActorRoutes } from "./routes/actors.js";
 import { registerContextRoutes } from "./routes/contexts.js";
 import { registerFlowRoutes } from "./routes/flows.js";
 import { registerJobRoutes } from "./routes/jobs.js";
+import { registerMessageRoutes } from "./routes/messages.js";
 import { registerRunnerEventRoutes } from "./routes/runner-events.js";
 import { registerRunnerRoutes } from "./routes/runners.js";
 import { registerWellKnownRoutes } from "./routes/well-known.js";
@@ -44,6 +45,7 @@ export function createApp(): OpenAPIHono<AppEnv> {
   // Job routes before the webhooks: `/jobs/{caller}/{id}/start` must not be read as a webhook.
   registerJobRoutes(app);
   registerRunnerEventRoutes(app);
+  registerMessageRoutes(app);
   registerRpc(app);
   app.openAPIRegistry.registerComponent("securitySchemes", "httpSignature", {
     type: "apiKey",

@@ -12,5 +12,10 @@ export function serviceCall(c: Context<AppEnv>): ServiceCall {
 
 /** The service call for a route that reaches flows' Durable Objects. */
 export function flowCall(c: Context<AppEnv>): FlowCall {
-  return { ...serviceCall(c), env: c.env, origin: c.env.PUBLIC_URL?.replace(/\/+$/, "") || new URL(c.req.url).origin };
+  return {
+    ...serviceCall(c),
+    env: c.env,
+    origin: c.env.PUBLIC_URL?.replace(/\/+$/, "") || new URL(c.req.url).origin,
+    later: (work) => c.executionCtx.waitUntil(work),
+  };
 }

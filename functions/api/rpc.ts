@@ -4,6 +4,7 @@ import {
   ActorRegistration,
   ContextCreation,
   Id,
+  MessageSubmission,
   RunnerRegistration,
 } from "../../shared/model/index.js";
 import { FlowSubmission } from "../../shared/flow/index.js";
@@ -11,6 +12,7 @@ import { loadActor, registerActor } from "../service/actors.js";
 import { createContext, loadContext } from "../service/contexts.js";
 import { flowDag, loadFlow, startFlow, submitFlow, type FlowCall } from "../service/flows.js";
 import { JobSubmission, loadJob, loadMessage, submitJob } from "../service/jobs.js";
+import { sendMessage } from "../service/messages.js";
 import { createRunner, loadRunner } from "../service/runners.js";
 import { authenticate } from "./auth.js";
 import { flowCall } from "./call.js";
@@ -48,6 +50,7 @@ const METHODS: Record<string, Method> = {
   "flow.start": method(InContext, (call, p) => startFlow(call, p.context_id, p.id)),
   "job.create": method(JobSubmission.safeExtend({ context_id: Id }), async (call, { context_id, ...input }) => (await submitJob(call, context_id, input)).job),
   "job.load": method(ByCaller, (call, p) => loadJob(call, p.context_id, p.caller_id, p.id)),
+  "message.create": method(MessageSubmission.safeExtend({ context_id: Id }), (call, { context_id, ...input }) => sendMessage(call, context_id, input)),
   "message.load": method(ByCaller, (call, p) => loadMessage(call, p.context_id, p.caller_id, p.id)),
 };
 

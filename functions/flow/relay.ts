@@ -1,6 +1,7 @@
 import type { Message, Runner, ScriptType } from "../../shared/model/index.js";
 import type { Settlement, Store } from "../../shared/store/index.js";
 import type { CoordinatorKey } from "../coordinator-key.js";
+import { deliverToActor } from "./actor-delivery.js";
 import { callbacks, deliver, type DeliveryPayload } from "./delivery.js";
 
 /** The Durable Object that owns a message's job, as the relay talks to it. */
@@ -58,11 +59,12 @@ function candidates(runners: Runner[], message: Message): { push: Runner[]; pull
 }
 
 /**
- * Moves messages from a context's msg_out to runners. Takes up to `max` messages into the
- * in-flight set in one step (a crash leaves them there, never lost), delivers each: a push
- * runner gets a signed POST (2xx = acknowledged; busy or failing runners are skipped for the
- * next), or the message goes onto `queue:<script_type>` for pull runners; what no runner can take
- * now goes back to the front of msg_out. `own` holds messages the caller already has in memory.
+ * Moves messages from a context's msg_out to where they go. Takes up to `max` messages into the
+ * in-flight set in one step (a crash leaves them there, never lost), then delivers each: a job
+ * message to a push runner as a signed POST (2xx = acknowledged; busy or failing runners are
+ * skipped for the next) or onto `queue:<script_type>` for pull runners, and what no runner can
+ * take now goes back to the front of msg_out; a message between actors (chat, mail, a flow's
+ * result) into its recipient's inbox. `own` holds messages the caller already has in memory.
  */
 export async function relay(deps: RelayDeps, contextId: number, max: number, own: Map<string, Message> = new Map()): Promise<RelayReport> {
   const settleBy = Date.now() + 60_000;
@@ -82,8 +84,12 @@ export async function relay(deps: RelayDeps, contextId: number, max: number, own
   await Promise.all(
     keys.map(async (key) => {
       const message = messages.get(key);
-      if (!message || message.message_type !== "job" || !message.job[0]) {
-        settlement.delivered.push(key); // nothing to deliver: a vanished or foreign-kind message leaves the relay
+      if (message && message.message_type !== "job") {
+        await deliverToActor(deps.store, deps.key, message); // settles the in-flight entry itself
+        return;
+      }
+      if (!message || !message.job[0]) {
+        settlement.delivered.push(key); // nothing to deliver: a vanished message leaves the relay
         return;
       }
       const job = message.job[0];

@@ -20,6 +20,8 @@ export interface FlowCall extends ServiceCall {
   env: Env;
   /** The coordinator's public origin, for runner callbacks. */
   origin: string;
+  /** Keeps work going after the answer is sent (the request's waitUntil). */
+  later(work: Promise<unknown>): void;
 }
 
 /** The Durable Object stub of a scope. */

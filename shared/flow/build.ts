@@ -15,9 +15,9 @@ export interface NewFlow {
   messageBase: number;
 }
 
-/** How many message ids a flow needs: every attempt of every job (1 + retries). */
+/** How many message ids a flow needs: every attempt of every job (1 + retries), and its result message. */
 export function messagesNeeded(jobs: Pick<DagJob, "retries">[]): number {
-  return jobs.reduce((sum, job) => sum + job.retries + 1, 0);
+  return jobs.reduce((sum, job) => sum + job.retries + 1, 0) + 1;
 }
 
 /** The machine's state of a flow that was just created (status dispatched, nothing sent yet). */

@@ -5,7 +5,7 @@ export { messagesNeeded, newFlowState } from "./build.js";
 export type { NewFlow } from "./build.js";
 export { apply, nearestDeadline } from "./machine.js";
 export type { FlowEffect, FlowEvent, Outcome, Transition } from "./machine.js";
-export { jobKey, messageId } from "./state.js";
+export { jobKey, messageId, resultMessageId } from "./state.js";
 export type { Deadline, DeadlineKind, Delivery, FlowError, FlowState, FlowTimeouts, JobSpec, JobState } from "./state.js";
 export { FLOW_LIMITS, FlowJobInput, FlowSubmission, JobName, JobRef, MESSAGE_TIMEOUTS, MessageTimeouts } from "./submission.js";
 export type { FlowSubmissionInput } from "./submission.js";

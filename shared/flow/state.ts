@@ -96,3 +96,16 @@ export function jobKey(job: Pick<JobState, "id" | "name">): string {
 export function messageId(job: Pick<JobState, "messageBase">, attempt: number): number {
   return job.messageBase + attempt - 1;
 }
+
+/**
+ * The id of the message that reports the flow's end to its caller: the one after every attempt's
+ * reserved id (the last job's block ends just before it).
+ */
+export function resultMessageId(state: Pick<FlowState, "order" | "jobs">): number {
+  let next = 0;
+  for (const id of state.order) {
+    const job = state.jobs[id] as JobState;
+    next = Math.max(next, job.messageBase + job.spec.retries + 1);
+  }
+  return next;
+}

@@ -5,13 +5,14 @@ export { Context } from "./context.js";
 export { Flow, FlowErrorInfo, FlowTimeoutsRecord } from "./flow.js";
 export { JOB_DEFAULTS, JobInput, RunnerJob } from "./job.js";
 export type { JobSpec } from "./job.js";
-export { Message } from "./message.js";
+export { FlowResultInfo, Message } from "./message.js";
 export { Runner, defaultRunnerTopic } from "./runner.js";
 export {
   ActorRegistration,
   ActorUpdate,
   ContextCreation,
   KeyRotation,
+  MessageSubmission,
   PermissionsUpdate,
   RunnerRegistration,
   RunnerUpdate,

@@ -1,12 +1,25 @@
 import { z } from "zod";
-import { Id, Log, Seconds, Timestamp } from "./common.js";
-import { MessageFormatType, MessageStatus, MessageType } from "./enums.js";
+import { Id, Log, ResultMap, Seconds, Timestamp } from "./common.js";
+import { FlowStatus, MessageFormatType, MessageStatus, MessageType } from "./enums.js";
 import { RunnerJob } from "./job.js";
+
+/** What a flow's result message carries: the flow's end as data. */
+export const FlowResultInfo = z
+  .object({
+    flow_id: z.int().min(0),
+    /** For a job run outside any flow: its id. */
+    job_id: Id.optional(),
+    status: FlowStatus,
+    result: z.record(z.string(), ResultMap),
+    error: z.object({ job: z.int().min(0), name: z.string().optional(), reason: z.string() }).strict().optional(),
+  })
+  .strict();
 
 /**
  * The transport unit: a job request, a chat line or a mail, with its timeouts and logs.
  * Extensions beyond the seeds: `attempt` (of the embedded job), `runner_id` (who ran it),
- * `trace_id` (W3C traceparent trace id), `ended_at`.
+ * `trace_id` (W3C traceparent trace id), `ended_at`; for messages between actors the
+ * recipient `to` and a `subject`; for a flow's result message, `flow_result`.
  */
 export const Message = z
   .object({
@@ -28,6 +41,9 @@ export const Message = z
     runner_id: Id.optional(),
     trace_id: z.string().max(64).optional(),
     ended_at: Timestamp.optional(),
+    to: Id.optional(),
+    subject: z.string().max(256).optional(),
+    flow_result: FlowResultInfo.optional(),
   })
   .strict();
 export type Message = z.infer<typeof Message>;

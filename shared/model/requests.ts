@@ -1,6 +1,6 @@
 import { z } from "zod";
 import { Address, Id, PublicKey, WebUrl } from "./common.js";
-import { RunnerType, ScriptType } from "./enums.js";
+import { MessageFormatType, RunnerType, ScriptType } from "./enums.js";
 
 /**
  * Request bodies of the API, shared by the Worker (which validates them), the typed client and
@@ -71,3 +71,15 @@ export type ContextCreation = z.input<typeof ContextCreation>;
 export type PermissionsUpdate = z.input<typeof PermissionsUpdate>;
 export type RunnerRegistration = z.input<typeof RunnerRegistration>;
 export type RunnerUpdate = z.input<typeof RunnerUpdate>;
+
+/** `POST /v1/contexts/{id}/messages`: a chat line or a mail to another member of the context. */
+export const MessageSubmission = z
+  .object({
+    to: Id,
+    message_type: z.enum(["chat", "mail"]).default("chat"),
+    message_format_type: MessageFormatType.default("text"),
+    subject: z.string().max(256).optional(),
+    message: z.string().min(1).max(65_536),
+  })
+  .strict();
+export type MessageSubmission = z.input<typeof MessageSubmission>;

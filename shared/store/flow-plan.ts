@@ -3,7 +3,7 @@ import type { Keys } from "../keys.js";
 import type { Log, Message } from "../model/index.js";
 import { encodeField, encodeRecord } from "./codec.js";
 import { codecs } from "./layouts.js";
-import { dispatchMessage } from "./flow-records.js";
+import { dispatchMessage, resultMessage } from "./flow-records.js";
 
 /** One applied transition: the state after it, its effects, and logs that came with it. */
 export interface CommitStep {
@@ -117,6 +117,12 @@ export function planCommit(keys: Keys, steps: CommitStep[], now: number): Commit
             ops.push(["Z", keys.flowsByStatus(ctx, state.status), [String(state.id), String(state.id)]]);
           }
           ops.push(["R", keys.deadlines(ctx), [deadlineMember(state)]]);
+          // The caller hears how it ended: a result message, relayed to its inbox.
+          const report = resultMessage(state, now);
+          const key = keys.message(ctx, state.callerId, report.id);
+          ops.push(["H", key, Object.entries(encodeRecord(codecs.message, report)).flat()]);
+          messages.push(report);
+          dispatched.push(key);
           break;
         }
       }

@@ -1,4 +1,4 @@
-import { jobEnvironment, jobKey, messageId, MESSAGE_TIMEOUTS, type FlowState, type JobState } from "../flow/index.js";
+import { jobEnvironment, jobKey, messageId, resultMessageId, MESSAGE_TIMEOUTS, type FlowState, type JobState } from "../flow/index.js";
 import type { Flow, Message, RunnerJob } from "../model/index.js";
 
 /**
@@ -85,5 +85,43 @@ export function dispatchMessage(state: FlowState, job: JobState, attempt: number
     status: "dispatched",
     attempt,
     trace_id: state.traceId,
+  };
+}
+
+/**
+ * The message that tells a flow's caller how it ended, for its inbox (and its https address):
+ * a mail with a readable summary, and the flow's status, result and error as `flow_result`.
+ */
+export function resultMessage(state: FlowState, now: number): Message {
+  const standalone = state.id === 0;
+  const subject = standalone ? `job ${state.order[0]} ${state.status}` : `flow ${state.id} ${state.status}`;
+  const lines = [subject];
+  if (state.error) lines.push(`failed job: ${state.error.name ?? state.error.job}: ${state.error.reason}`);
+  for (const [key, result] of Object.entries(state.result)) lines.push(`${key}: ${JSON.stringify(result)}`);
+  return {
+    id: resultMessageId(state),
+    caller_id: state.callerId,
+    context_id: state.contextId,
+    message: lines.join("\n"),
+    message_type: "mail",
+    message_format_type: "text",
+    timeout: state.timeouts.timeout,
+    timeout_ack: state.timeouts.timeout_ack,
+    timeout_result: state.timeouts.timeout_ack,
+    job: [],
+    logs: [],
+    created_at: seconds(now),
+    updated_at: seconds(now),
+    status: "dispatched",
+    trace_id: state.traceId,
+    to: state.callerId,
+    subject,
+    flow_result: {
+      flow_id: state.id,
+      ...(standalone ? { job_id: state.order[0] as number } : {}),
+      status: state.status,
+      result: state.result,
+      ...(state.error ? { error: state.error } : {}),
+    },
   };
 }

@@ -10,3 +10,4 @@ export type { Reservation, ReserveRequest, Settlement, StoredFlow } from "./flow
 export { deadlineMember, planCommit } from "./flow-plan.js";
 export type { CommitPlan, CommitStep } from "./flow-plan.js";
 export { dispatchMessage, jobRecord, resultTimeout } from "./flow-records.js";
+export { MessageStore } from "./message-store.js";

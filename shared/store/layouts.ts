@@ -41,7 +41,7 @@ export const codecs = {
       id: "int", caller_id: "int", context_id: "int", message: "str", message_type: "str",
       message_format_type: "str", timeout: "int", timeout_ack: "int", timeout_result: "int", job: "json",
       logs: "json", created_at: "int", updated_at: "int", status: "str", attempt: "int", runner_id: "int",
-      trace_id: "str", ended_at: "int",
+      trace_id: "str", ended_at: "int", to: "int", subject: "str", flow_result: "json",
     },
   },
   runner: {

@@ -4,6 +4,7 @@ import { ActorKeys } from "./actor-keys.js";
 import { ContextAdmin } from "./contexts.js";
 import { FlowStore } from "./flow-store.js";
 import { layouts } from "./layouts.js";
+import { MessageStore } from "./message-store.js";
 import { callRedis, type Redis } from "./redis.js";
 import { Repository } from "./repository.js";
 
@@ -29,6 +30,8 @@ export class Store {
   readonly contextAdmin: ContextAdmin;
   /** Flow lifecycle scripts, the relay's queues, and the reads that rebuild a flow. */
   readonly flowStore: FlowStore;
+  /** Messages between actors and their inboxes. */
+  readonly messageStore: MessageStore;
 
   constructor(
     readonly redis: Redis,
@@ -45,6 +48,7 @@ export class Store {
     this.actorKeys = new ActorKeys(redis, keys);
     this.contextAdmin = new ContextAdmin(redis, keys, now);
     this.flowStore = new FlowStore(redis, keys);
+    this.messageStore = new MessageStore(redis, keys);
   }
 
   /** One round trip to Redis; resolves with how long it took. */

@@ -8,7 +8,9 @@
  *   node --import tsx test/support/test-runner.ts
  *
  * HOLD=n keeps results back until n deliveries arrived, then sends them all at once (to test
- * concurrent results); FAIL lists job names whose result is an error. Prints `listening <port>`.
+ * concurrent results); FAIL lists job names whose result is an error; CHAOS=1 sends every
+ * result twice and a late `started` after it (duplicated and reordered webhooks). Prints
+ * `listening <port>`.
  */
 import { readFileSync } from "node:fs";
 import http from "node:http";
@@ -29,6 +31,7 @@ const jwk = parsePrivateJwk(readFileSync(env("KEY_FILE"), "utf8"), "KEY_FILE");
 const signer = { keyid: runnerKeyId(contextId, runnerId), key: await importPrivateKey(jwk) };
 const hold = Number(process.env.HOLD ?? 0);
 const failing = new Set((process.env.FAIL ?? "").split(",").filter(Boolean));
+const chaos = process.env.CHAOS === "1";
 
 const directory = (await (await fetch(`${base}/.well-known/http-message-signatures-directory`)).json()) as { keys: { kid: string; x: string }[] };
 const keys = new Map(await Promise.all(directory.keys.map(async (k) => [k.kid, await importPublicKey(k.x)] as const)));
@@ -55,10 +58,15 @@ async function run(payload: DeliveryPayload): Promise<void> {
   const job = payload.message.job[0];
   const name = job?.name ?? String(payload.job_id);
   await report(payload.callbacks.started, { attempt: payload.attempt });
-  const finish = () =>
-    failing.has(name)
-      ? report(payload.callbacks.result, { attempt: payload.attempt, status: "error", error: `job ${name} failed on purpose` })
-      : report(payload.callbacks.result, { attempt: payload.attempt, status: "finished", result: { job: name, attempt: String(payload.attempt) } });
+  const body = failing.has(name)
+    ? { attempt: payload.attempt, status: "error", error: `job ${name} failed on purpose` }
+    : { attempt: payload.attempt, status: "finished", result: { job: name, attempt: String(payload.attempt) } };
+  const finish = async () => {
+    await report(payload.callbacks.result, body);
+    if (chaos) {
+      await Promise.all([report(payload.callbacks.result, body), report(payload.callbacks.started, { attempt: payload.attempt })]);
+    }
+  };
   if (hold > 0) {
     held.push(finish);
     if (held.length >= hold) await Promise.all(held.splice(0).map((f) => f()));

@@ -19,14 +19,14 @@ describe("Keys", () => {
     expect(keys.message(7, 12, 101)).toBe("ctx:{7}:message:12:101");
     expect(keys.runner(7, 20)).toBe("ctx:{7}:runner:20");
     expect(keys.msgOut(7)).toBe("ctx:{7}:msg_out");
-    expect(keys.msgIn(7)).toBe("ctx:{7}:msg_in");
+    expect(keys.msgIn(7, 12)).toBe("ctx:{7}:msg_in:12");
     expect(keys.queue(7, "python")).toBe("ctx:{7}:queue:python");
   });
 
   it("puts every key of a context in one cluster slot", () => {
     const all = [
       keys.context(7), keys.flow(7, 1), keys.job(7, 1, 2), keys.message(7, 1, 2), keys.runner(7, 3),
-      keys.msgOut(7), keys.msgIn(7), keys.queue(7, "sh"), keys.ids(7), keys.index(7, "flow"),
+      keys.msgOut(7), keys.msgIn(7, 12), keys.queue(7, "sh"), keys.ids(7), keys.index(7, "flow"),
     ];
     expect(new Set(all.map(hashTag))).toEqual(new Set(["7"]));
   });

@@ -1,0 +1,56 @@
+import { signRequest } from "../../shared/auth/index.js";
+import type { Message } from "../../shared/model/index.js";
+import type { Store } from "../../shared/store/index.js";
+import type { CoordinatorKey } from "../coordinator-key.js";
+
+const NOTIFY_TIMEOUT_MS = 5_000;
+const NOTIFY_ATTEMPTS = 3;
+
+function member(context: { admins: number[]; readers: number[]; executors: number[] }, actor: number): boolean {
+  return context.admins.includes(actor) || context.readers.includes(actor) || context.executors.includes(actor);
+}
+
+/**
+ * Hands a message between actors to its recipient, as the seeds' supervisor does before it
+ * releases a message: chat and mail only between members of the context (checked again now,
+ * since permissions may have changed since it was sent). The message goes into the recipient's
+ * inbox (`msg_in:<actor>`) exactly once, and is then POSTed, signed by the coordinator, to each
+ * of the recipient's https addresses (best effort: the inbox is where it is kept).
+ */
+export async function deliverToActor(store: Store, key: CoordinatorKey, message: Message): Promise<"delivered" | "refused" | "settled-before"> {
+  const recipient = message.to ?? message.caller_id;
+  if (!message.flow_result) {
+    const context = await store.contexts.find({ id: message.context_id });
+    const reason = !context
+      ? "the context no longer exists"
+      : !member(context, message.caller_id)
+        ? `sender ${message.caller_id} is no longer a member of context ${message.context_id}`
+        : !member(context, recipient)
+          ? `recipient ${recipient} is not a member of context ${message.context_id}`
+          : undefined;
+    if (reason) {
+      await store.messageStore.settle(message, { deliver: false, reason });
+      return "refused";
+    }
+  }
+  if (!(await store.messageStore.settle(message, { deliver: true }))) return "settled-before";
+  const actor = await store.actors.find({ id: recipient });
+  for (const address of actor?.address ?? []) {
+    if (address.type === "https") await notify(address.url, { ...message, status: "acknowledged" }, key);
+  }
+  return "delivered";
+}
+
+async function notify(url: string, message: Message, key: CoordinatorKey): Promise<void> {
+  for (let attempt = 0; attempt < NOTIFY_ATTEMPTS; attempt++) {
+    try {
+      const request = new Request(url, { method: "POST", headers: { "content-type": "application/json" }, body: JSON.stringify({ message }) });
+      const response = await fetch(await signRequest(request, { keyid: key.kid, key: key.key }), { signal: AbortSignal.timeout(NOTIFY_TIMEOUT_MS) });
+      await response.body?.cancel();
+      if (response.ok || (response.status >= 400 && response.status < 500 && response.status !== 429)) return;
+    } catch {
+      // network trouble: try again
+    }
+    await new Promise((r) => setTimeout(r, 200 * 2 ** attempt));
+  }
+}

@@ -1,0 +1,74 @@
+import type { z } from "zod";
+import type { Message, MessageSubmission } from "../../shared/model/index.js";
+import { MESSAGE_TIMEOUTS } from "../../shared/flow/index.js";
+import { Problem } from "../api/problem.js";
+import { coordinatorKeys } from "../coordinator-key.js";
+import { MessageOwners } from "../flow/owners.js";
+import { relay } from "../flow/relay.js";
+import { contextFor, requireActor } from "./access.js";
+import type { FlowCall } from "./flows.js";
+
+const MAX_INBOX_READ = 100;
+
+/**
+ * Sends a chat line or a mail to another member of the context (any member may): stored and put
+ * on msg_out in one step, then relayed at once into the recipient's inbox (the supervisor's sweep
+ * relays what this misses). Permissions are checked again when it is relayed.
+ */
+export async function sendMessage(call: FlowCall, contextId: number, input: z.output<typeof MessageSubmission>): Promise<Message> {
+  const sender = requireActor(call);
+  const context = await contextFor(call, contextId, "read");
+  const members = new Set([...context.admins, ...context.readers, ...context.executors]);
+  if (!members.has(input.to)) {
+    throw new Problem(400, "invalid-input", "Invalid input", `body.to: actor ${input.to} is not a member of context ${contextId}`, {
+      field: "body.to",
+      errors: [{ field: "body.to", message: `actor ${input.to} is not a member of context ${contextId}` }],
+    });
+  }
+  const now = Math.floor(Date.now() / 1000);
+  const message: Message = {
+    id: await call.store.messageStore.allocateId(contextId, sender),
+    caller_id: sender,
+    context_id: contextId,
+    message: input.message,
+    message_type: input.message_type,
+    message_format_type: input.message_format_type,
+    timeout: MESSAGE_TIMEOUTS.timeout,
+    timeout_ack: MESSAGE_TIMEOUTS.timeout_ack,
+    timeout_result: MESSAGE_TIMEOUTS.timeout_ack,
+    job: [],
+    logs: [],
+    created_at: now,
+    updated_at: now,
+    status: "dispatched",
+    to: input.to,
+    ...(input.subject !== undefined ? { subject: input.subject } : {}),
+  };
+  await call.store.messageStore.post(message);
+  const key = call.store.keys.message(contextId, sender, message.id);
+  call.later(
+    (async () => {
+      // msg_out is the context's: whatever else is waiting there (job messages included) goes too.
+      const owners = new MessageOwners(call.env, { prefix: call.store.keys.prefix, contextId, flowId: 0, origin: call.origin }, undefined);
+      await relay(
+        {
+          store: call.store,
+          key: (await coordinatorKeys(call.env)).current,
+          runners: async (ctx) => (await call.store.runners.list({ context_id: ctx }, 0, 500)).items,
+          owner: (m) => owners.for(m),
+        },
+        contextId,
+        10,
+        new Map([[key, message]]),
+      );
+    })().catch((error: unknown) => console.warn(`relaying message ${key} failed: ${(error as Error).message}`)),
+  );
+  return message;
+}
+
+/** The caller's oldest messages in a context; `pop` takes them off the inbox (marks them processed). */
+export async function inbox(call: FlowCall, contextId: number, max: number, pop: boolean): Promise<Message[]> {
+  const actor = requireActor(call);
+  await contextFor(call, contextId, "read");
+  return call.store.messageStore.inbox(contextId, actor, Math.min(max, MAX_INBOX_READ), pop);
+}
