@@ -76,8 +76,11 @@ export const authenticate: MiddlewareHandler<AppEnv> = async (c, next) => {
   }
   const nonceKey = store.keys.nonce(verified.keyid, verified.nonce, principal.kind === "runner" ? principal.contextId : undefined);
   const ttl = String(ttlSeconds);
-  const fresh = await callRedis(() => store.redis.exec<string | null>(["SET", nonceKey, "1", "NX", "EX", ttl]));
-  if (fresh === null) {
+  // The value is this request's own token: if the client library retries the SET after it took
+  // effect, GET shows our own token back and the nonce still counts as fresh.
+  const token = crypto.randomUUID();
+  const previous = await callRedis(() => store.redis.exec<string | null>(["SET", nonceKey, token, "NX", "GET", "EX", ttl]));
+  if (previous !== null && previous !== token) {
     throw unauthorized(new AuthError("nonce-replayed", "this nonce was already used: sign every request with a new nonce"));
   }
   c.set("principal", principal);

@@ -22,7 +22,8 @@ export interface CommitPlan {
   sections: number;
 }
 
-type Op = ["H" | "P" | "Z" | "R" | "L", string, string[]];
+/** An operation; `firstWrite` marks an HSET that adds a field only the first time it runs. */
+type Op = ["H" | "P" | "Z" | "R" | "L", string, string[], boolean?];
 
 const pairs = (fields: Record<string, unknown>, kinds: Record<string, "int" | "str" | "bool" | "json">) =>
   Object.entries(fields).flatMap(([f, v]) => (v === undefined ? [] : [f, encodeField(kinds[f] ?? "str", v)]));
@@ -33,9 +34,10 @@ export function deadlineMember(state: FlowState): string {
 }
 
 /**
- * Turns applied transitions into one `commitFlow` call: per step a section, guarded by the
- * final write of the message whose result the step recorded, so a step written once is never
- * written twice. Only what changed is written: a finished job's status and result, its message's
+ * Turns applied transitions into one `commitFlow` call: per step a section, guarded by a write
+ * that only adds a field the first time (a message's ended_at, a new message, the flow's
+ * started_at or ended_at), so a step written once is never written twice, whether the
+ * transition was replayed or the script call itself was retried. Only what changed is written: a finished job's status and result, its message's
  * final status, the messages of newly dispatched jobs (pushed onto msg_out), the flow's status.
  * Statuses in between (waiting, started) live in the Durable Object, not in Redis.
  */
@@ -62,14 +64,13 @@ export function planCommit(keys: Keys, steps: CommitStep[], now: number): Commit
     const flowKey = keys.flow(ctx, state.id);
     const standalone = state.id === 0;
     const ops: Op[] = [];
-    let guarded = false;
     const dispatched: string[] = [];
 
     for (const effect of step.effects) {
       switch (effect.type) {
         case "flowStarted": {
           if (!standalone) {
-            ops.push(["H", flowKey, pairs({ status: "started", started_at: secs, updated_at: secs }, codecs.flow.fields)]);
+            ops.push(["H", flowKey, pairs({ status: "started", started_at: secs, updated_at: secs }, codecs.flow.fields), true]);
             ops.push(["R", keys.flowsByStatus(ctx, "dispatched"), [String(state.id)]]);
             ops.push(["Z", keys.flowsByStatus(ctx, "started"), [String(state.id), String(state.id)]]);
           }
@@ -81,7 +82,7 @@ export function planCommit(keys: Keys, steps: CommitStep[], now: number): Commit
           const job = state.jobs[effect.job] as JobState;
           const message = dispatchMessage(state, job, effect.attempt, now);
           const key = keys.message(ctx, state.callerId, message.id);
-          ops.push(["H", key, Object.entries(encodeRecord(codecs.message, message)).flat()]);
+          ops.push(["H", key, Object.entries(encodeRecord(codecs.message, message)).flat(), true]);
           messages.push(message);
           dispatched.push(key);
           break;
@@ -96,10 +97,8 @@ export function planCommit(keys: Keys, steps: CommitStep[], now: number): Commit
               updated_at: secs,
               ...(job.delivery ? { runner_id: job.delivery.runnerId } : {}),
             };
-            // The guard: ended_at is new on the first write of this outcome, and only then; it
-            // can only guard the step if it is the step's first write.
-            if (ops.length === 0) guarded = true;
-            ops.push(["H", messageKey, pairs(final, codecs.message.fields)]);
+            // ended_at is new on the first write of this outcome, and only then.
+            ops.push(["H", messageKey, pairs(final, codecs.message.fields), true]);
             if (step.logs?.job === job.id && step.logs.lines.length > 0) ops.push(["L", messageKey, [JSON.stringify(step.logs.lines)]]);
           }
           ops.push([
@@ -112,7 +111,7 @@ export function planCommit(keys: Keys, steps: CommitStep[], now: number): Commit
         case "flowEnded": {
           if (!standalone) {
             const final = { status: state.status, result: state.result, error: state.error, ended_at: secs, updated_at: secs };
-            ops.push(["H", flowKey, pairs(final, codecs.flow.fields)]);
+            ops.push(["H", flowKey, pairs(final, codecs.flow.fields), true]);
             ops.push(["R", keys.flowsByStatus(ctx, "started"), [String(state.id)]]);
             ops.push(["Z", keys.flowsByStatus(ctx, state.status), [String(state.id), String(state.id)]]);
           }
@@ -120,7 +119,7 @@ export function planCommit(keys: Keys, steps: CommitStep[], now: number): Commit
           // The caller hears how it ended: a result message, relayed to its inbox.
           const report = resultMessage(state, now);
           const key = keys.message(ctx, state.callerId, report.id);
-          ops.push(["H", key, Object.entries(encodeRecord(codecs.message, report)).flat()]);
+          ops.push(["H", key, Object.entries(encodeRecord(codecs.message, report)).flat(), true]);
           messages.push(report);
           dispatched.push(key);
           break;
@@ -135,8 +134,12 @@ export function planCommit(keys: Keys, steps: CommitStep[], now: number): Commit
       }
     }
     if (ops.length === 0) continue;
+    // The step's guard: a write that only adds a field the first time goes first, so a step
+    // that was written before (a retried script call, a replayed transition) is skipped whole.
+    const guard = ops.findIndex((op) => op[3] === true);
+    if (guard > 0) ops.unshift(...ops.splice(guard, 1));
     sections++;
-    args.push("S", guarded ? "1" : "0", String(ops.length));
+    args.push("S", guard >= 0 ? "1" : "0", String(ops.length));
     for (const [op, key, values] of ops) args.push(op, at(key), String(values.length), ...values);
   }
   return { keys: keyList, args, messages, sections };

@@ -25,7 +25,7 @@ export class MessageStore {
     const posted = await postMessage.run(
       this.redis,
       [key, this.keys.index(message.context_id, "message"), this.keys.msgOut(message.context_id)],
-      [`${message.caller_id}:${message.id}`, message.id, ...fields],
+      [`${message.caller_id}:${message.id}`, message.id, crypto.randomUUID(), ...fields],
     );
     if (posted !== 1) throw new ConflictError("message", String(message.id), `message id ${message.id} is taken`);
   }

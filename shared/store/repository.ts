@@ -170,7 +170,7 @@ export class Repository<T extends RecordRef & { created_at: number; updated_at: 
     const index = { key: this.layout.indexKey(record), member: this.layout.indexMember(record) };
     const pairs = Object.entries(encodeRecord(this.layout.codec, record)).flat();
     const keys = this.layout.indexInSlot ? [key, index.key] : [key];
-    const created = await createRecord.run(this.redis, keys, [index.member, record.id, ...pairs]);
+    const created = await createRecord.run(this.redis, keys, [index.member, record.id, crypto.randomUUID(), ...pairs]);
     if (created !== 1) return false;
     // A global index is written after the record: at worst it briefly lags, never points ahead.
     if (!this.layout.indexInSlot) await callRedis(() => this.redis.exec(["ZADD", index.key, String(record.id), index.member]));

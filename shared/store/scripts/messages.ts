@@ -7,13 +7,18 @@ import { LuaScript } from "../script.js";
 /**
  * postMessage: store a new message and put it on msg_out, in one step.
  *   KEYS[1]  the message hash   KEYS[2]  the message index   KEYS[3]  msg_out
- *   ARGV[1]  index member       ARGV[2]  index score         ARGV[3..]  field/value pairs
- * Returns 1 posted; 0 the message id is taken (nothing written).
+ *   ARGV[1]  index member       ARGV[2]  index score         ARGV[3]  the call's token
+ *   ARGV[4..]  field/value pairs
+ * Returns 1 posted (now, or by this same call before: a retried call posts once); 0 the message
+ * id is taken (nothing written).
  */
 export const postMessage = new LuaScript(
   "postMessage",
-  `if redis.call("EXISTS", KEYS[1]) == 1 then return 0 end
-redis.call("HSET", KEYS[1], unpack(ARGV, 3))
+  `if redis.call("EXISTS", KEYS[1]) == 1 then
+  if redis.call("HGET", KEYS[1], "_op") == ARGV[3] then return 1 end
+  return 0
+end
+redis.call("HSET", KEYS[1], "_op", ARGV[3], unpack(ARGV, 4))
 redis.call("ZADD", KEYS[2], ARGV[2], ARGV[1])
 redis.call("RPUSH", KEYS[3], KEYS[1])
 return 1`,

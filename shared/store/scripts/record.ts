@@ -9,17 +9,23 @@ import { LuaScript } from "../script.js";
  */
 
 /**
- * createRecord: store a new hash unless its key is taken, and index it, all or nothing.
+ * createRecord: store a new hash unless its key is taken, and index it, all or nothing. The
+ * hash keeps the creating call's token in `_op`, so a call retried after it succeeded (the
+ * client's own retry of a request whose answer was lost) is told it created the record.
  *   KEYS[1]  the record's hash
  *   KEYS[2]  the index sorted set (optional; same slot as KEYS[1])
- *   ARGV[1]  index member      ARGV[2]  index score
- *   ARGV[3..] field, value pairs
- * Returns 1 when created, 0 when the key was taken (nothing written) → ConflictError.
+ *   ARGV[1]  index member      ARGV[2]  index score      ARGV[3]  the call's token
+ *   ARGV[4..] field, value pairs
+ * Returns 1 when created (now or by this same call before), 0 when the key was taken by someone
+ * else (nothing written) → ConflictError.
  */
 export const createRecord = new LuaScript(
   "createRecord",
-  `if redis.call("EXISTS", KEYS[1]) == 1 then return 0 end
-redis.call("HSET", KEYS[1], unpack(ARGV, 3))
+  `if redis.call("EXISTS", KEYS[1]) == 1 then
+  if redis.call("HGET", KEYS[1], "_op") == ARGV[3] then return 1 end
+  return 0
+end
+redis.call("HSET", KEYS[1], "_op", ARGV[3], unpack(ARGV, 4))
 if KEYS[2] then redis.call("ZADD", KEYS[2], ARGV[2], ARGV[1]) end
 return 1`,
 );
