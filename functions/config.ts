@@ -18,6 +18,8 @@ const ConfigSchema = z.object({
   OPERATOR_PUBKEYS: keyList,
   ALLOW_INSECURE_HTTP: z.enum(["true", "false", ""]).default("false"),
   KEY_CACHE_SECONDS: seconds(30),
+  RETRY_BASE_MS: z.coerce.number().int().min(0).default(1_000),
+  RETRY_CAP_MS: z.coerce.number().int().min(0).default(60_000),
 });
 
 /** The Worker's settings, parsed from its vars once per set of bindings. */
@@ -28,6 +30,9 @@ export interface Config {
   operatorKeys: ReadonlySet<string>;
   allowInsecureHttp: boolean;
   keyCacheSeconds: number;
+  /** Retry backoff of jobs: base and cap of the exponential, milliseconds (full jitter). */
+  retryBaseMs: number;
+  retryCapMs: number;
 }
 
 const cache = new WeakMap<Env, Config>();
@@ -44,6 +49,8 @@ export function readConfig(env: Env): Config {
     OPERATOR_PUBKEYS: env.OPERATOR_PUBKEYS,
     ALLOW_INSECURE_HTTP: env.ALLOW_INSECURE_HTTP,
     KEY_CACHE_SECONDS: blankToUndefined(env.KEY_CACHE_SECONDS),
+    RETRY_BASE_MS: blankToUndefined(env.RETRY_BASE_MS),
+    RETRY_CAP_MS: blankToUndefined(env.RETRY_CAP_MS),
   });
   if (!parsed.success) {
     const issue = parsed.error.issues[0];
@@ -57,6 +64,8 @@ export function readConfig(env: Env): Config {
     operatorKeys: new Set(v.OPERATOR_PUBKEYS),
     allowInsecureHttp: v.ALLOW_INSECURE_HTTP === "true",
     keyCacheSeconds: v.KEY_CACHE_SECONDS,
+    retryBaseMs: v.RETRY_BASE_MS,
+    retryCapMs: v.RETRY_CAP_MS,
   };
   cache.set(env, config);
   return config;

@@ -30,6 +30,10 @@ export interface Env {
   OPERATOR_PUBKEYS?: string;
   /** `true` accepts plain http:// addresses for runners and actors. Local development only. */
   ALLOW_INSECURE_HTTP?: string;
+  /** Retry backoff of jobs: base of the exponential in ms (default 1000). */
+  RETRY_BASE_MS?: string;
+  /** Retry backoff of jobs: its cap in ms (default 60000). */
+  RETRY_CAP_MS?: string;
   /** The coordinator's public origin for runner callbacks (default: the origin requests arrive at). */
   PUBLIC_URL?: string;
   /** How long an isolate may reuse a looked-up public key, in seconds (default 30; 0 = never). */

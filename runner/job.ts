@@ -96,7 +96,7 @@ export function describeAttempt(payload: DeliveryPayload, job: RunnerJob): strin
  * runs the script with its executor in a fresh work dir, reports `started`, heartbeats and
  * batched logs while it runs, then the result with the last logs. Never throws.
  */
-export async function runDelivery(payload: DeliveryPayload, deps: JobDeps, options: { ack: boolean }): Promise<JobEnd> {
+export async function runDelivery(payload: DeliveryPayload, deps: JobDeps, options: { ack: boolean; cancel?: AbortSignal }): Promise<JobEnd> {
   const job = payload.message.job[0] as RunnerJob;
   const label = describeAttempt(payload, job);
   const reports = new AttemptReports(payload, deps, label);
@@ -132,7 +132,7 @@ export async function runDelivery(payload: DeliveryPayload, deps: JobDeps, optio
         timeoutSeconds: job.timeout,
         onStart: () => void reports.send("started"),
         onLine: (stream, line) => batcher.add(stream, line),
-        signal: AbortSignal.any([reports.lost.signal, deps.stopSignal]),
+        signal: AbortSignal.any([reports.lost.signal, deps.stopSignal, ...(options.cancel ? [options.cancel] : [])]),
       });
     } catch (error) {
       outcome = { status: "error", error: `the executor failed: ${(error as Error).message}` };

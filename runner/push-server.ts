@@ -7,6 +7,15 @@ import type { CoordinatorKeyDirectory } from "./coordinator-keys.js";
 import type { RunnerLog } from "./job.js";
 
 /** What the runner makes of a verified, well-formed delivery. */
+/** A signed `{ "cancel": {...} }` from the coordinator: stop this attempt. */
+export interface CancelRequest {
+  context_id: number;
+  caller_id: number;
+  message_id: number;
+  attempt: number;
+  reason: string;
+}
+
 export type Acceptance =
   /** Taken: it runs now (202). */
   | "accepted"
@@ -31,6 +40,8 @@ export interface PushServerOptions {
   /** Parses a verified body; a string says what is wrong. */
   parse(body: unknown): DeliveryPayload | string;
   accept(payload: DeliveryPayload): Acceptance;
+  /** The coordinator cancels an attempt (a flow was cancelled): true when it was running here. */
+  cancel(request: CancelRequest): boolean;
   health(): Record<string, unknown>;
   log: RunnerLog;
 }
@@ -112,6 +123,15 @@ async function handle(req: IncomingMessage, res: ServerResponse, options: PushSe
     raw = JSON.parse(new TextDecoder().decode(body));
   } catch {
     return problem(res, 400, "invalid-body", "the body is not JSON");
+  }
+  if (raw && typeof raw === "object" && "cancel" in raw) {
+    const c = (raw as { cancel: Partial<CancelRequest> }).cancel;
+    if (!c || typeof c.message_id !== "number" || typeof c.attempt !== "number" || typeof c.caller_id !== "number" || typeof c.context_id !== "number") {
+      return problem(res, 400, "invalid-body", "a cancel names context_id, caller_id, message_id and attempt");
+    }
+    const stopped = options.cancel({ ...(c as CancelRequest), reason: String(c.reason ?? "cancelled") });
+    options.log.info(`cancel of message ${c.caller_id}:${c.message_id} attempt ${c.attempt}: ${stopped ? "stopping it" : "not running here"}`);
+    return json(res, 200, { cancelled: stopped });
   }
   const payload = options.parse(raw);
   if (typeof payload === "string") {

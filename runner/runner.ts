@@ -90,6 +90,8 @@ export async function startRunner(options: RunnerOptions): Promise<RunnerHandle>
 
   /** Attempts running now and recently done, by message and attempt: the dedupe of at-least-once deliveries. */
   const running = new Map<string, Promise<void>>();
+  /** How to stop each running attempt when the coordinator cancels it. */
+  const cancels = new Map<string, AbortController>();
   const done = new Set<string>();
   let waiters: (() => void)[] = [];
   let draining = false;
@@ -97,7 +99,9 @@ export async function startRunner(options: RunnerOptions): Promise<RunnerHandle>
 
   const start = (payload: DeliveryPayload, ack: boolean) => {
     const key = attemptKey(payload);
-    const run = runDelivery(payload, deps, { ack }).then(
+    const cancel = new AbortController();
+    cancels.set(key, cancel);
+    const run = runDelivery(payload, deps, { ack, cancel: cancel.signal }).then(
       () => undefined,
       (error: Error) => log.warn(`job ${payload.job_id} (attempt ${payload.attempt}) crashed: ${error.message}`),
     );
@@ -105,6 +109,7 @@ export async function startRunner(options: RunnerOptions): Promise<RunnerHandle>
       key,
       run.finally(() => {
         running.delete(key);
+        cancels.delete(key);
         done.add(key);
         if (done.size > DONE_MEMORY) done.delete(done.values().next().value as string);
         const woken = waiters;
@@ -142,6 +147,11 @@ export async function startRunner(options: RunnerOptions): Promise<RunnerHandle>
       skewSeconds: options.skewSeconds ?? 300,
       parse,
       accept,
+      cancel: (c) => {
+        const controller = cancels.get(`${c.context_id}:${c.caller_id}:${c.message_id}:${c.attempt}`);
+        controller?.abort(`cancelled by the coordinator: ${c.reason}`);
+        return controller !== undefined;
+      },
       health: () => ({ status: draining ? "draining" : "ok", running: running.size, concurrency }),
       log,
     });

@@ -126,6 +126,16 @@ export class Keys {
     return `${this.namespace(contextId)}deadlines`;
   }
 
+  /** Hash of the context's dead letters: entry id → the entry (JSON). */
+  deadLetters(contextId: number): string {
+    return `${this.namespace(contextId)}deadletters`;
+  }
+
+  /** Sorted set of the dead letters' ids by when they died (epoch ms), for listing. */
+  deadLetterIndex(contextId: number): string {
+    return `${this.namespace(contextId)}index:deadletter`;
+  }
+
   /** `Idempotency-Key` of a submission → the flow it created (expires after a day). */
   idempotency(contextId: number, callerId: number, key: string): string {
     return `${this.namespace(contextId)}idem:${callerId}:${key}`;

@@ -10,6 +10,7 @@ import { registerContextRoutes } from "./routes/contexts.js";
 import { registerFlowRoutes } from "./routes/flows.js";
 import { registerJobRoutes } from "./routes/jobs.js";
 import { registerMessageRoutes } from "./routes/messages.js";
+import { registerRecoveryRoutes } from "./routes/recovery.js";
 import { registerRunnerEventRoutes } from "./routes/runner-events.js";
 import { registerRunnerRoutes } from "./routes/runners.js";
 import { registerWellKnownRoutes } from "./routes/well-known.js";
@@ -46,6 +47,7 @@ export function createApp(): OpenAPIHono<AppEnv> {
   registerJobRoutes(app);
   registerRunnerEventRoutes(app);
   registerMessageRoutes(app);
+  registerRecoveryRoutes(app);
   registerRpc(app);
   app.openAPIRegistry.registerComponent("securitySchemes", "httpSignature", {
     type: "apiKey",

@@ -29,7 +29,19 @@ export async function deliverToActor(store: Store, key: CoordinatorKey, message:
           ? `recipient ${recipient} is not a member of context ${message.context_id}`
           : undefined;
     if (reason) {
-      await store.messageStore.settle(message, { deliver: false, reason });
+      if (await store.messageStore.settle(message, { deliver: false, reason })) {
+        await store.deadLetters.add({
+          id: `message:${message.caller_id}:${message.id}`,
+          kind: "message",
+          context_id: message.context_id,
+          flow_id: 0,
+          caller_id: message.caller_id,
+          message_id: message.id,
+          attempts: 1,
+          reason,
+          at: Math.floor(Date.now() / 1000),
+        });
+      }
       return "refused";
     }
   }

@@ -13,16 +13,16 @@ import {
   type JobState,
   type Transition,
 } from "../../shared/flow/index.js";
-import type { Log, Message, Runner } from "../../shared/model/index.js";
+import type { FlowEffect } from "../../shared/flow/index.js";
+import type { Log } from "../../shared/model/index.js";
 import { callRedis, ConflictError, deadlineMember, jobRecord, NotFoundError, planCommit, type CommitStep, type Store } from "../../shared/store/index.js";
 import { toProblem } from "../api/errors.js";
-import { problemData, type Outcome } from "../api/problem.js";
+import { Problem, problemData, type Outcome } from "../api/problem.js";
 import { storeFor } from "../api/store.js";
-import { coordinatorKeys } from "../coordinator-key.js";
 import type { Env } from "../env.js";
 import { NonceLedger } from "./nonces.js";
-import { MessageOwners } from "./owners.js";
-import { relay, releaseRunner } from "./relay.js";
+import { Outbox } from "./outbox.js";
+import { releaseRunner } from "./relay.js";
 import type { FlowScope } from "./scope.js";
 import { flowView, type FlowView } from "./view.js";
 
@@ -55,9 +55,8 @@ interface Pending {
   reject: (error: unknown) => void;
 }
 
-const RUNNER_CACHE_MS = 5_000;
-const RELAY_RETRY_MIN_MS = 1_000;
-const RELAY_RETRY_MAX_MS = 30_000;
+/** How soon an alarm that could not act (storage away) tries again. */
+const ALARM_RETRY_MS = 5_000;
 
 /**
  * FlowCoordinator: one per flow (or per job run outside a flow). It owns the flow's state
@@ -73,9 +72,13 @@ export class FlowCoordinator extends DurableObject<Env> {
   private state: FlowState | null | undefined;
   private queue: Pending[] = [];
   private draining = false;
-  private runnerCache: { at: number; list: Runner[] } | undefined;
-  private relayRetryMs = 0;
-  private relayAt: number | undefined;
+  private readonly outbox = new Outbox(
+    this.env,
+    () => this.scope as FlowScope,
+    () => this.store(),
+    (event) => this.enqueue(event),
+    () => this.armAlarm(),
+  );
   private readonly nonces = new NonceLedger(this.ctx.storage);
 
   // RPC methods, called by the Worker's routes, the relay and the supervisor.
@@ -112,6 +115,43 @@ export class FlowCoordinator extends DurableObject<Env> {
     });
   }
 
+  /**
+   * Cancels the flow: nothing more is dispatched, what is not ended errors as cancelled, and the
+   * runners of attempts in flight are told to stop. Cancelling twice changes nothing.
+   */
+  async cancel(scope: FlowScope, reason: string): Promise<Outcome<FlowView>> {
+    return this.guard(scope, async () => {
+      this.current();
+      await this.enqueue({ type: "cancel", reason, at: Date.now() });
+      return flowView(this.current());
+    });
+  }
+
+  /**
+   * Runs a failed flow again from its failed jobs (finished jobs keep their results). Each
+   * failed job gets fresh retries and a fresh block of message ids, allocated here.
+   */
+  async rerun(scope: FlowScope): Promise<Outcome<FlowView>> {
+    return this.guard(scope, async () => {
+      const state = this.current();
+      if (state.status !== "error") throw new Problem(409, "conflict", "Conflict", `only a failed flow can be re-run; flow ${state.id} is ${state.status}`);
+      const failed = state.order.filter((id) => (state.jobs[id] as JobState).status === "error");
+      const sizes = failed.map((id) => (state.jobs[id] as JobState).spec.retries + 1);
+      const total = sizes.reduce((a, b) => a + b, 0) + 1; // and a new result message
+      const store = this.store();
+      const last = Number(await callRedis(() => store.redis.exec<number>(["HINCRBY", store.keys.ids(state.contextId), `message:${state.callerId}`, String(total)])));
+      const bases: Record<number, number> = {};
+      let next = last - total + 1;
+      failed.forEach((id, i) => {
+        bases[id] = next;
+        next += sizes[i] as number;
+      });
+      const t = await this.enqueue({ type: "rerun", bases, at: Date.now() });
+      if (t.outcome !== "applied") throw new Problem(409, "conflict", "Conflict", t.reason ?? "the flow could not be re-run");
+      return flowView(this.current());
+    });
+  }
+
   /** The flow with every job's live status, or null when there is no such flow. */
   async view(scope: FlowScope): Promise<Outcome<FlowView | null>> {
     return this.guard(scope, async () => (this.state ? flowView(this.state) : null));
@@ -131,7 +171,8 @@ export class FlowCoordinator extends DurableObject<Env> {
       return { outcome: "replayed", reason: "this nonce was already used: sign every request with a new nonce" };
     }
     const logs = extra.logs && "job" in event ? { job: event.job, lines: extra.logs } : undefined;
-    const t = await this.enqueue(event, logs);
+    // The jitter of a retry's backoff is chosen here, so the machine stays pure.
+    const t = await this.enqueue(event.type === "failed" ? { ...event, random: Math.random() } : event, logs);
     const job = "job" in event ? (t.state.jobs[event.job] ?? state.jobs[event.job]) : undefined;
     return { outcome: t.outcome, ...(t.reason ? { reason: t.reason } : {}), ...(job ? { status: job.status } : {}), origin: this.scope?.origin ?? "" };
   }
@@ -297,70 +338,43 @@ export class FlowCoordinator extends DurableObject<Env> {
       }
     }
     await this.armAlarm();
-    if (plan.messages.length > 0) void this.relayOwn(plan.messages);
+    if (plan.messages.length > 0) void this.outbox.relay(next.contextId, plan.messages);
+    const cancels = steps.flatMap((step) => step.effects.filter((e): e is Extract<FlowEffect, { type: "cancelJob" }> => e.type === "cancelJob"));
+    if (cancels.length > 0) void this.outbox.cancelAtRunners(next, cancels);
   }
 
   private async actOnDeadlines(): Promise<void> {
     const state = this.state;
     if (!state) return;
     const now = Date.now();
+    let failed = false;
+    let paused: boolean | undefined;
     for (const id of state.order) {
       const due = (state.jobs[id] as JobState).deadline;
-      if (due && due.at <= now) await this.enqueue({ type: "deadline", job: id, attempt: due.attempt, kind: due.kind, at: now }).catch(() => undefined);
+      if (!due || due.at > now) continue;
+      try {
+        // A message waits in msg_out while its context is paused: its delivery clock waits too.
+        if (due.kind === "delivery") paused ??= await this.store().contextAdmin.isPaused(state.contextId);
+        const event: FlowEvent = paused && due.kind === "delivery"
+          ? { type: "postponed", job: id, attempt: due.attempt, kind: due.kind, until: now + state.timeouts.timeout * 1000, at: now }
+          : { type: "deadline", job: id, attempt: due.attempt, kind: due.kind, at: now, random: Math.random() };
+        await this.enqueue(event);
+      } catch {
+        failed = true; // storage away: try again shortly
+      }
     }
-    if (this.relayAt !== undefined && this.relayAt <= now) {
-      this.relayAt = undefined;
-      await this.relayOwn([]);
+    if (failed) {
+      await this.ctx.storage.setAlarm(now + ALARM_RETRY_MS);
+      return;
     }
+    if (this.outbox.retryDue(now)) await this.outbox.relay(state.contextId, []);
     await this.armAlarm();
   }
 
   private async armAlarm(): Promise<void> {
     const due = this.state ? nearestDeadline(this.state) : undefined;
-    const times = [due?.at, this.relayAt].filter((t): t is number => t !== undefined);
+    const times = [due?.at, this.outbox.retryAt].filter((t): t is number => t !== undefined);
     if (times.length === 0) await this.ctx.storage.deleteAlarm();
     else await this.ctx.storage.setAlarm(Math.min(...times));
-  }
-
-  /** Relays this flow's new messages at once; what no runner took is retried with backoff. */
-  private async relayOwn(messages: Message[]): Promise<void> {
-    const store = this.store();
-    const state = this.current();
-    const own = new Map(messages.map((m) => [store.keys.message(m.context_id, m.caller_id, m.id), m]));
-    try {
-      const report = await relay(
-        {
-          store,
-          key: (await coordinatorKeys(this.env)).current,
-          runners: (contextId) => this.runners(store, contextId),
-          owner: (message) => this.owners().for(message),
-        },
-        state.contextId,
-        Math.max(own.size, 10),
-        own,
-      );
-      if (report.back === 0) {
-        this.relayRetryMs = 0;
-        return;
-      }
-    } catch (error) {
-      console.warn(`relay of flow ${state.id} failed: ${(error as Error).message}`);
-    }
-    this.relayRetryMs = Math.min(RELAY_RETRY_MAX_MS, Math.max(RELAY_RETRY_MIN_MS, this.relayRetryMs * 2));
-    this.relayAt = Date.now() + this.relayRetryMs;
-    await this.armAlarm();
-  }
-
-  private async runners(store: Store, contextId: number): Promise<Runner[]> {
-    const now = Date.now();
-    if (!this.runnerCache || now - this.runnerCache.at > RUNNER_CACHE_MS) {
-      this.runnerCache = { at: now, list: (await store.runners.list({ context_id: contextId }, 0, 500)).items };
-    }
-    return this.runnerCache.list;
-  }
-
-  private owners(): MessageOwners {
-    const scope = this.scope as FlowScope;
-    return new MessageOwners(this.env, scope, (event) => this.enqueue(event));
   }
 }

@@ -31,3 +31,24 @@ export async function deliver(runner: Runner, payload: DeliveryPayload, key: Coo
     return "failed";
   }
 }
+
+/** What a push runner receives to stop an attempt: the job, the attempt, and why. */
+export interface CancelPayload {
+  cancel: { context_id: number; flow_id: number; job_id: number; attempt: number; caller_id: number; message_id: number; reason: string };
+}
+
+/**
+ * Tells a push runner to stop an attempt (a signed POST to its address, like a delivery). Best
+ * effort: a runner that misses it learns on its next report, which is answered 409.
+ */
+export async function cancelAtRunner(runner: Runner, payload: CancelPayload, key: CoordinatorKey): Promise<boolean> {
+  if (!runner.address) return false;
+  const request = new Request(runner.address, { method: "POST", headers: { "content-type": "application/json" }, body: JSON.stringify(payload) });
+  try {
+    const response = await fetch(await signRequest(request, { keyid: key.kid, key: key.key }), { signal: AbortSignal.timeout(DELIVERY_TIMEOUT_MS) });
+    await response.body?.cancel();
+    return response.ok;
+  } catch {
+    return false;
+  }
+}

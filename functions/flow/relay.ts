@@ -52,9 +52,11 @@ function candidates(runners: Runner[], message: Message): { push: Runner[]; pull
   if (!job) return { push: [], pull: [] };
   const fit = job.runner_id !== undefined ? runners.filter((r) => r.id === job.runner_id) : runners.filter((r) => r.script_types.includes(job.script_type));
   const push = fit.filter((r) => r.address !== "" && (load.get(loadKey(r)) ?? 0) < r.concurrency);
-  // Spread work: least loaded first, ties in rotating order.
+  // Spread work: least loaded first, ties in rotating order; a retry tries other runners than
+  // the one its previous attempt failed on first.
   rotation++;
-  push.sort((a, b) => (load.get(loadKey(a)) ?? 0) - (load.get(loadKey(b)) ?? 0) || ((a.id + rotation) % 7) - ((b.id + rotation) % 7));
+  const avoided = (r: Runner) => (r.id === message.avoid_runner_id ? 1 : 0);
+  push.sort((a, b) => avoided(a) - avoided(b) || (load.get(loadKey(a)) ?? 0) - (load.get(loadKey(b)) ?? 0) || ((a.id + rotation) % 7) - ((b.id + rotation) % 7));
   return { push, pull: fit.filter((r) => r.local) };
 }
 

@@ -51,6 +51,14 @@ async function checkPinnedRunners(call: FlowCall, contextId: number, jobs: { run
   }
 }
 
+/** The retry backoff of a submission: its own, or the deployment's (RETRY_BASE_MS, RETRY_CAP_MS). */
+export function retryPolicy(call: FlowCall, asked: { retry_base_ms?: number | undefined; retry_cap_ms?: number | undefined }) {
+  return {
+    retry_base_ms: asked.retry_base_ms ?? call.config.retryBaseMs,
+    retry_cap_ms: asked.retry_cap_ms ?? call.config.retryCapMs,
+  };
+}
+
 /** A fresh W3C trace id, or the one of the request's `traceparent`. */
 export function traceId(request: Request): string {
   const parent = request.headers.get("traceparent");
@@ -104,6 +112,7 @@ export async function submitFlow(
       timeout: submission.timeouts.timeout ?? MESSAGE_TIMEOUTS.timeout,
       timeout_ack: submission.timeouts.timeout_ack ?? MESSAGE_TIMEOUTS.timeout_ack,
       ...(submission.timeouts.timeout_result !== undefined ? { timeout_result: submission.timeouts.timeout_result } : {}),
+      ...retryPolicy(call, submission.timeouts),
     },
     traceId: traceId(call.request),
     messageBase: reservation.firstMessageId,

@@ -5,7 +5,7 @@ import { Problem, unwrap } from "../api/problem.js";
 import type { FlowScope } from "../flow/scope.js";
 import type { FlowView, JobView } from "../flow/view.js";
 import { contextFor, requireActor } from "./access.js";
-import { coordinator, dagProblem, flowScope, traceId, type FlowCall } from "./flows.js";
+import { coordinator, dagProblem, flowScope, retryPolicy, traceId, type FlowCall } from "./flows.js";
 
 /** `POST /v1/contexts/{id}/jobs`: one job run outside any flow. */
 export const JobSubmission = z
@@ -53,6 +53,7 @@ export async function submitJob(call: FlowCall, contextId: number, input: JobSub
         timeout: input.timeouts.timeout ?? MESSAGE_TIMEOUTS.timeout,
         timeout_ack: input.timeouts.timeout_ack ?? MESSAGE_TIMEOUTS.timeout_ack,
         ...(input.timeouts.timeout_result !== undefined ? { timeout_result: input.timeouts.timeout_result } : {}),
+        ...retryPolicy(call, input.timeouts),
       },
       traceId: traceId(call.request),
       messageBase: reservation.firstMessageId,

@@ -2,11 +2,9 @@ import type { z } from "zod";
 import type { Message, MessageSubmission } from "../../shared/model/index.js";
 import { MESSAGE_TIMEOUTS } from "../../shared/flow/index.js";
 import { Problem } from "../api/problem.js";
-import { coordinatorKeys } from "../coordinator-key.js";
-import { MessageOwners } from "../flow/owners.js";
-import { relay } from "../flow/relay.js";
 import { contextFor, requireActor } from "./access.js";
 import type { FlowCall } from "./flows.js";
+import { relayLater } from "./relay-now.js";
 
 const MAX_INBOX_READ = 100;
 
@@ -45,24 +43,7 @@ export async function sendMessage(call: FlowCall, contextId: number, input: z.ou
     ...(input.subject !== undefined ? { subject: input.subject } : {}),
   };
   await call.store.messageStore.post(message);
-  const key = call.store.keys.message(contextId, sender, message.id);
-  call.later(
-    (async () => {
-      // msg_out is the context's: whatever else is waiting there (job messages included) goes too.
-      const owners = new MessageOwners(call.env, { prefix: call.store.keys.prefix, contextId, flowId: 0, origin: call.origin }, undefined);
-      await relay(
-        {
-          store: call.store,
-          key: (await coordinatorKeys(call.env)).current,
-          runners: async (ctx) => (await call.store.runners.list({ context_id: ctx }, 0, 500)).items,
-          owner: (m) => owners.for(m),
-        },
-        contextId,
-        10,
-        new Map([[key, message]]),
-      );
-    })().catch((error: unknown) => console.warn(`relaying message ${key} failed: ${(error as Error).message}`)),
-  );
+  relayLater(call, contextId, new Map([[call.store.keys.message(contextId, sender, message.id), message]]));
   return message;
 }
 

@@ -42,6 +42,7 @@ export function newFlowState(input: NewFlow): FlowState {
       messageBase: nextMessage,
       status: "dispatched",
       attempt: 0,
+      attemptFloor: 0,
     };
     nextMessage += job.retries + 1;
   }

@@ -85,11 +85,17 @@ export function rebuildState(records: StoredRecords): FlowState {
       messageBase: record.message_base ?? 0,
       status: record.status,
       attempt: Math.max(attempt, record.attempt ?? 0),
+      attemptFloor: record.attempt_floor ?? 0,
     };
     if (ended) {
       if (record.status === "finished") job.result = record.result;
       if (record.error !== undefined) job.error = record.error;
       if (latest?.runner_id !== undefined) job.delivery = { runnerId: latest.runner_id, state: "acknowledged", at: (latest.ended_at ?? 0) * 1000 };
+    } else if (attempt > 0 && latest && latest.ended_at !== undefined) {
+      // The attempt ended but the job did not: it was waiting out a retry's backoff.
+      job.status = "dispatched";
+      if (record.error !== undefined) job.error = record.error;
+      job.deadline = notes?.deadline ?? { kind: "retry", attempt, at: latest.ended_at * 1000 };
     } else if (attempt > 0 && latest) {
       job.status = notes?.startedAt !== undefined ? "started" : "dispatched";
       if (notes?.delivery) job.delivery = notes.delivery;

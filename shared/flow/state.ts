@@ -11,14 +11,20 @@ export interface JobSpec {
   runner_id?: number;
 }
 
-/** Which timer a job is waiting on (DESIGN: each enforced by a deadline). */
-export type DeadlineKind = "delivery" | "ack" | "result";
+/**
+ * Which timer a job is waiting on (DESIGN: each enforced by a deadline): its message to be
+ * delivered, acknowledged, its result (a lease renewed by every report), or the end of a retry's
+ * backoff.
+ */
+export type DeadlineKind = "delivery" | "ack" | "result" | "retry";
 
 export interface Deadline {
   kind: DeadlineKind;
   attempt: number;
   /** Epoch milliseconds. */
   at: number;
+  /** For a result deadline: the runner went silent, or the job ran past its own timeout. */
+  why?: "silent" | "timeout";
 }
 
 /**
@@ -43,6 +49,10 @@ export interface JobState {
   messageBase: number;
   status: JobStatus;
   attempt: number;
+  /** Attempts made before the current run of the flow (a re-run starts retries afresh). */
+  attemptFloor: number;
+  /** The runner of the previous attempt, which a retry avoids when it can. */
+  previousRunner?: number;
   delivery?: Delivery;
   startedAt?: number;
   heartbeatAt?: number;
@@ -63,6 +73,9 @@ export interface FlowTimeouts {
   timeout_ack: number;
   /** Unset: each job's own timeout plus a grace minute. */
   timeout_result?: number | undefined;
+  /** Retry backoff: base and cap of the exponential, in milliseconds (full jitter). */
+  retry_base_ms?: number | undefined;
+  retry_cap_ms?: number | undefined;
 }
 
 /**

@@ -55,8 +55,15 @@ export const MessageTimeouts = z
     timeout: Seconds.min(1).optional(),
     /** Delivered but not acknowledged within this. */
     timeout_ack: Seconds.min(1).optional(),
-    /** Acknowledged but no result within this (default: the job's timeout plus a minute). */
+    /**
+     * Acknowledged, the runner must report (result, heartbeat, logs) within this of its last
+     * report: a lease each report renews, up to the job's own timeout (default: the job's timeout
+     * plus a minute, so no heartbeats are needed).
+     */
     timeout_result: Seconds.min(1).optional(),
+    /** Retry backoff: base and cap of the exponential, in milliseconds (full jitter). */
+    retry_base_ms: z.int().min(0).max(3_600_000).optional(),
+    retry_cap_ms: z.int().min(0).max(86_400_000).optional(),
   })
   .strict();
 

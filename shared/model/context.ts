@@ -3,13 +3,17 @@ import { Id, Timestamp } from "./common.js";
 
 const ActorIds = z.array(Id).max(10_000);
 
-/** A tenant: its permission lists. Everything else of the context lives in its key namespace. */
+/**
+ * A tenant: its permission lists. Everything else of the context lives in its key namespace.
+ * Extension: `paused` (dispatch held: nothing leaves msg_out for runners until resumed).
+ */
 export const Context = z
   .object({
     id: Id,
     admins: ActorIds,
     readers: ActorIds,
     executors: ActorIds,
+    paused: z.boolean().optional(),
     created_at: Timestamp,
     updated_at: Timestamp,
   })

@@ -9,7 +9,13 @@ export const FlowErrorInfo = z
 
 /** Message timeouts of a flow's jobs, in seconds. */
 export const FlowTimeoutsRecord = z
-  .object({ timeout: Seconds, timeout_ack: Seconds, timeout_result: Seconds.optional() })
+  .object({
+    timeout: Seconds,
+    timeout_ack: Seconds,
+    timeout_result: Seconds.optional(),
+    retry_base_ms: z.int().min(0).optional(),
+    retry_cap_ms: z.int().min(0).optional(),
+  })
   .strict();
 
 /**

@@ -19,3 +19,4 @@ export {
 } from "./requests.js";
 export { FlowDag, FlowView, JobView } from "./views.js";
 export { DeliveryPayload } from "./delivery.js";
+export { DeadLetter } from "./dead-letter.js";

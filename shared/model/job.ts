@@ -6,7 +6,8 @@ import { JobStatus, ScriptType } from "./enums.js";
  * A RunnerJob: one executable unit. Extensions beyond the seeds: `flow_id` (0 for a job outside
  * any flow), `name` (how the flow's other jobs and its results refer to it), the pinned
  * `runner_id`, `message_base` (its attempts' message ids are message_base, message_base + 1, …),
- * and once it ended: the last `attempt` and the `error`.
+ * `attempt_floor` (attempts before its flow was last re-run), and once it ended: the last
+ * `attempt` and the `error`.
  */
 export const RunnerJob = z
   .object({
@@ -26,6 +27,7 @@ export const RunnerJob = z
     name: z.string().max(64).optional(),
     message_base: Id.optional(),
     attempt: z.int().min(0).optional(),
+    attempt_floor: z.int().min(0).optional(),
     error: z.string().optional(),
     created_at: Timestamp,
     updated_at: Timestamp,

@@ -39,6 +39,8 @@ export const Message = z
     status: MessageStatus,
     attempt: z.int().min(1).optional(),
     runner_id: Id.optional(),
+    /** A retry prefers another runner than the one this attempt's predecessor failed on. */
+    avoid_runner_id: Id.optional(),
     trace_id: z.string().max(64).optional(),
     ended_at: Timestamp.optional(),
     to: Id.optional(),

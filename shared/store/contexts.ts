@@ -22,6 +22,19 @@ export class ContextAdmin {
     return this.change(contextId, list, actorId, "revoke");
   }
 
+  /** Holds (or releases) dispatch: while paused nothing leaves msg_out for runners. */
+  async setPaused(contextId: number, paused: boolean): Promise<void> {
+    const key = this.keys.context(contextId);
+    await callRedis(() =>
+      paused ? this.redis.exec(["HSET", key, "paused", "true", "updated_at", String(this.now())]) : this.redis.exec(["HDEL", key, "paused"]),
+    );
+  }
+
+  /** Whether dispatch is held in the context. */
+  async isPaused(contextId: number): Promise<boolean> {
+    return (await callRedis(() => this.redis.exec<string | null>(["HGET", this.keys.context(contextId), "paused"]))) === "true";
+  }
+
   /**
    * Deletes the context and every key in its namespace, a bounded batch per round trip; the
    * context hash goes first, so nothing can act in it once deletion has begun. Safe to repeat.

@@ -1,6 +1,6 @@
-import { messageId, nearestDeadline, type FlowEffect, type FlowState, type JobState } from "../flow/index.js";
+import { jobKey, messageId, nearestDeadline, type FlowEffect, type FlowState, type JobState } from "../flow/index.js";
 import type { Keys } from "../keys.js";
-import type { Log, Message } from "../model/index.js";
+import type { DeadLetter, Log, Message } from "../model/index.js";
 import { encodeField, encodeRecord } from "./codec.js";
 import { codecs } from "./layouts.js";
 import { dispatchMessage, resultMessage } from "./flow-records.js";
@@ -22,8 +22,12 @@ export interface CommitPlan {
   sections: number;
 }
 
-/** An operation; `firstWrite` marks an HSET that adds a field only the first time it runs. */
-type Op = ["H" | "P" | "Z" | "R" | "L", string, string[], boolean?];
+/**
+ * An operation, and whether it can guard its step: a write that changes something only the
+ * first time it runs. The lower the number, the surer: 1 the flow's own lifecycle fields
+ * (started_at, ended_at), 2 a new message, 3 a message's ended_at.
+ */
+type Op = ["H" | "D" | "P" | "Z" | "R" | "L", string, string[], (1 | 2 | 3)?];
 
 const pairs = (fields: Record<string, unknown>, kinds: Record<string, "int" | "str" | "bool" | "json">) =>
   Object.entries(fields).flatMap(([f, v]) => (v === undefined ? [] : [f, encodeField(kinds[f] ?? "str", v)]));
@@ -70,7 +74,7 @@ export function planCommit(keys: Keys, steps: CommitStep[], now: number): Commit
       switch (effect.type) {
         case "flowStarted": {
           if (!standalone) {
-            ops.push(["H", flowKey, pairs({ status: "started", started_at: secs, updated_at: secs }, codecs.flow.fields), true]);
+            ops.push(["H", flowKey, pairs({ status: "started", started_at: secs, updated_at: secs }, codecs.flow.fields), 1]);
             ops.push(["R", keys.flowsByStatus(ctx, "dispatched"), [String(state.id)]]);
             ops.push(["Z", keys.flowsByStatus(ctx, "started"), [String(state.id), String(state.id)]]);
           }
@@ -82,11 +86,56 @@ export function planCommit(keys: Keys, steps: CommitStep[], now: number): Commit
           const job = state.jobs[effect.job] as JobState;
           const message = dispatchMessage(state, job, effect.attempt, now);
           const key = keys.message(ctx, state.callerId, message.id);
-          ops.push(["H", key, Object.entries(encodeRecord(codecs.message, message)).flat(), true]);
+          ops.push(["H", key, Object.entries(encodeRecord(codecs.message, message)).flat(), 2]);
           messages.push(message);
           dispatched.push(key);
           break;
         }
+        case "attemptFailed": {
+          const job = state.jobs[effect.job] as JobState;
+          const messageKey = keys.message(ctx, state.callerId, messageId(job, effect.attempt));
+          ops.push(["H", messageKey, pairs({ status: "error", ended_at: secs, updated_at: secs, runner_id: job.previousRunner }, codecs.message.fields), 3]);
+          if (step.logs?.job === job.id && step.logs.lines.length > 0) ops.push(["L", messageKey, [JSON.stringify(step.logs.lines)]]);
+          break;
+        }
+        case "deadLetter": {
+          const job = state.jobs[effect.job] as JobState;
+          const entry: DeadLetter = {
+            id: `${state.id}:${job.id}:${job.attempt}`,
+            kind: effect.kind,
+            context_id: ctx,
+            flow_id: state.id,
+            job_id: job.id,
+            job_key: jobKey(job),
+            caller_id: state.callerId,
+            ...(job.attempt > 0 ? { message_id: messageId(job, job.attempt) } : {}),
+            attempts: job.attempt - job.attemptFloor,
+            reason: effect.reason,
+            at: Number(secs),
+          };
+          ops.push(["H", keys.deadLetters(ctx), [entry.id, JSON.stringify(entry)]]);
+          ops.push(["Z", keys.deadLetterIndex(ctx), [String(now), entry.id]]);
+          break;
+        }
+        case "flowRerun": {
+          if (!standalone) {
+            ops.push(["D", flowKey, ["ended_at", "error"], 1]);
+            ops.push(["H", flowKey, pairs({ status: "started", updated_at: secs }, codecs.flow.fields)]);
+            ops.push(["R", keys.flowsByStatus(ctx, "error"), [String(state.id)]]);
+            ops.push(["Z", keys.flowsByStatus(ctx, "started"), [String(state.id), String(state.id)]]);
+          }
+          for (const id of effect.jobs) {
+            const job = state.jobs[id] as JobState;
+            const jobHash = keys.job(ctx, state.callerId, id);
+            ops.push(["H", jobHash, pairs({ status: job.status, message_base: job.messageBase, attempt_floor: job.attemptFloor, updated_at: secs }, codecs.job.fields)]);
+            ops.push(["D", jobHash, ["error"]]);
+          }
+          const due = nearestDeadline(state);
+          if (due) ops.push(["Z", keys.deadlines(ctx), [String(due.at), deadlineMember(state)]]);
+          break;
+        }
+        case "cancelJob":
+          break; // carried out by the shell after the commit: a signed cancel to the runner
         case "jobEnded": {
           const job = state.jobs[effect.job] as JobState;
           if (job.attempt > 0) {
@@ -98,7 +147,7 @@ export function planCommit(keys: Keys, steps: CommitStep[], now: number): Commit
               ...(job.delivery ? { runner_id: job.delivery.runnerId } : {}),
             };
             // ended_at is new on the first write of this outcome, and only then.
-            ops.push(["H", messageKey, pairs(final, codecs.message.fields), true]);
+            ops.push(["H", messageKey, pairs(final, codecs.message.fields), 3]);
             if (step.logs?.job === job.id && step.logs.lines.length > 0) ops.push(["L", messageKey, [JSON.stringify(step.logs.lines)]]);
           }
           ops.push([
@@ -111,7 +160,7 @@ export function planCommit(keys: Keys, steps: CommitStep[], now: number): Commit
         case "flowEnded": {
           if (!standalone) {
             const final = { status: state.status, result: state.result, error: state.error, ended_at: secs, updated_at: secs };
-            ops.push(["H", flowKey, pairs(final, codecs.flow.fields), true]);
+            ops.push(["H", flowKey, pairs(final, codecs.flow.fields), 1]);
             ops.push(["R", keys.flowsByStatus(ctx, "started"), [String(state.id)]]);
             ops.push(["Z", keys.flowsByStatus(ctx, state.status), [String(state.id), String(state.id)]]);
           }
@@ -119,7 +168,7 @@ export function planCommit(keys: Keys, steps: CommitStep[], now: number): Commit
           // The caller hears how it ended: a result message, relayed to its inbox.
           const report = resultMessage(state, now);
           const key = keys.message(ctx, state.callerId, report.id);
-          ops.push(["H", key, Object.entries(encodeRecord(codecs.message, report)).flat(), true]);
+          ops.push(["H", key, Object.entries(encodeRecord(codecs.message, report)).flat(), 2]);
           messages.push(report);
           dispatched.push(key);
           break;
@@ -127,7 +176,7 @@ export function planCommit(keys: Keys, steps: CommitStep[], now: number): Commit
       }
     }
     if (dispatched.length > 0) ops.push(["P", keys.msgOut(ctx), dispatched]);
-    if (step.logs && !step.effects.some((e) => e.type === "jobEnded" && e.job === step.logs?.job)) {
+    if (step.logs && !step.effects.some((e) => (e.type === "jobEnded" || e.type === "attemptFailed") && e.job === step.logs?.job)) {
       const job = state.jobs[step.logs.job] as JobState;
       if (job.attempt > 0 && step.logs.lines.length > 0) {
         ops.push(["L", keys.message(ctx, state.callerId, messageId(job, job.attempt)), [JSON.stringify(step.logs.lines)]]);
@@ -136,7 +185,10 @@ export function planCommit(keys: Keys, steps: CommitStep[], now: number): Commit
     if (ops.length === 0) continue;
     // The step's guard: a write that only adds a field the first time goes first, so a step
     // that was written before (a retried script call, a replayed transition) is skipped whole.
-    const guard = ops.findIndex((op) => op[3] === true);
+    let guard = -1;
+    ops.forEach((op, i) => {
+      if (op[3] !== undefined && (guard < 0 || op[3] < (ops[guard]?.[3] ?? 4))) guard = i;
+    });
     if (guard > 0) ops.unshift(...ops.splice(guard, 1));
     sections++;
     args.push("S", guard >= 0 ? "1" : "0", String(ops.length));

@@ -84,6 +84,7 @@ export function dispatchMessage(state: FlowState, job: JobState, attempt: number
     updated_at: seconds(now),
     status: "dispatched",
     attempt,
+    ...(job.previousRunner !== undefined ? { avoid_runner_id: job.previousRunner } : {}),
     trace_id: state.traceId,
   };
 }

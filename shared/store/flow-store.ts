@@ -108,7 +108,8 @@ export class FlowStore {
     const jobHashes = await this.hashes(jobKeys);
     const jobs = jobHashes.flatMap((h, i) => (h ? [decodeRecord(codecs.job, jobKeys[i] as string, h)] : []));
     const wanted = jobs.flatMap((job) =>
-      job.message_base === undefined ? [] : Array.from({ length: job.retries + 1 }, (_, a) => ({ job: job.id, id: (job.message_base as number) + a })),
+      // The current run's attempts: after a re-run they start past attempt_floor.
+      job.message_base === undefined ? [] : Array.from({ length: job.retries + 1 }, (_, a) => ({ job: job.id, id: (job.message_base as number) + (job.attempt_floor ?? 0) + a })),
     );
     const messageKeys = wanted.map((w) => this.keys.message(contextId, callerId, w.id));
     const messageHashes = await this.hashes(messageKeys);
@@ -129,9 +130,9 @@ export class FlowStore {
     return hashes.map((h, i) => (h ? decodeRecord(codecs.message, keys[i] as string, h) : null));
   }
 
-  /** Takes up to `max` messages from msg_out into the in-flight set. */
+  /** Takes up to `max` messages from msg_out into the in-flight set (none while paused). */
   async claim(contextId: number, max: number, settleBy: number): Promise<string[]> {
-    const taken = await relayClaim.run(this.redis, [this.keys.msgOut(contextId), this.keys.inflight(contextId)], [max, settleBy]);
+    const taken = await relayClaim.run(this.redis, [this.keys.msgOut(contextId), this.keys.inflight(contextId), this.keys.context(contextId)], [max, settleBy]);
     return Array.isArray(taken) ? taken.map(String) : [];
   }
 
@@ -157,7 +158,7 @@ export class FlowStore {
 
   /** A pull runner takes up to `max` messages from its script types' queues. */
   async lease(contextId: number, scriptTypes: ScriptType[], max: number): Promise<{ key: string; message: Message }[]> {
-    const reply = await leaseMessages.run(this.redis, scriptTypes.map((t) => this.keys.queue(contextId, t)), [max]);
+    const reply = await leaseMessages.run(this.redis, [this.keys.context(contextId), ...scriptTypes.map((t) => this.keys.queue(contextId, t))], [max]);
     const out: { key: string; message: Message }[] = [];
     if (!Array.isArray(reply)) return out;
     for (let i = 0; i + 1 < reply.length; i += 2) {

@@ -11,3 +11,4 @@ export { deadlineMember, planCommit } from "./flow-plan.js";
 export type { CommitPlan, CommitStep } from "./flow-plan.js";
 export { dispatchMessage, jobRecord, resultTimeout } from "./flow-records.js";
 export { MessageStore } from "./message-store.js";
+export { DeadLetters } from "./dead-letters.js";

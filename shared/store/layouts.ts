@@ -13,7 +13,7 @@ export const codecs = {
   context: {
     name: "context",
     schema: Context,
-    fields: { id: "int", admins: "json", readers: "json", executors: "json", created_at: "int", updated_at: "int" },
+    fields: { id: "int", admins: "json", readers: "json", executors: "json", paused: "bool", created_at: "int", updated_at: "int" },
   },
   flow: {
     name: "flow",
@@ -30,7 +30,7 @@ export const codecs = {
     fields: {
       id: "int", caller_id: "int", context_id: "int", flow_id: "int", script: "str", script_type: "str",
       timeout: "int", retries: "int", env_vars: "json", result: "json", prerequisites: "json",
-      dependends: "json", runner_id: "int", name: "str", message_base: "int", attempt: "int", error: "str",
+      dependends: "json", runner_id: "int", name: "str", message_base: "int", attempt: "int", attempt_floor: "int", error: "str",
       created_at: "int", updated_at: "int", status: "str",
     },
   },
@@ -40,7 +40,7 @@ export const codecs = {
     fields: {
       id: "int", caller_id: "int", context_id: "int", message: "str", message_type: "str",
       message_format_type: "str", timeout: "int", timeout_ack: "int", timeout_result: "int", job: "json",
-      logs: "json", created_at: "int", updated_at: "int", status: "str", attempt: "int", runner_id: "int",
+      logs: "json", created_at: "int", updated_at: "int", status: "str", attempt: "int", runner_id: "int", avoid_runner_id: "int",
       trace_id: "str", ended_at: "int", to: "int", subject: "str", flow_result: "json",
     },
   },

@@ -2,6 +2,7 @@ import { Keys } from "../keys.js";
 import type { Actor, Context, Flow, Message, Runner, RunnerJob } from "../model/index.js";
 import { ActorKeys } from "./actor-keys.js";
 import { ContextAdmin } from "./contexts.js";
+import { DeadLetters } from "./dead-letters.js";
 import { FlowStore } from "./flow-store.js";
 import { layouts } from "./layouts.js";
 import { MessageStore } from "./message-store.js";
@@ -32,6 +33,8 @@ export class Store {
   readonly flowStore: FlowStore;
   /** Messages between actors and their inboxes. */
   readonly messageStore: MessageStore;
+  /** What the coordinator gave up on, per context. */
+  readonly deadLetters: DeadLetters;
 
   constructor(
     readonly redis: Redis,
@@ -49,6 +52,7 @@ export class Store {
     this.contextAdmin = new ContextAdmin(redis, keys, now);
     this.flowStore = new FlowStore(redis, keys);
     this.messageStore = new MessageStore(redis, keys);
+    this.deadLetters = new DeadLetters(redis, keys);
   }
 
   /** One round trip to Redis; resolves with how long it took. */

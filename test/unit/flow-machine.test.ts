@@ -123,7 +123,7 @@ describe("one job's events", () => {
     const t = apply(apply(flow, { type: "start", at: T }).state, { type: "assigned", ...ev, at: T });
     expect(t.state.jobs[100]?.deadline).toEqual({ kind: "delivery", attempt: 1, at: T + 10_000 });
     const acked = apply(t.state, { type: "delivered", ...ev, acknowledged: true, at: T + 1 });
-    expect(acked.state.jobs[100]?.deadline).toEqual({ kind: "result", attempt: 1, at: T + 1 + 45_000 });
+    expect(acked.state.jobs[100]?.deadline).toEqual({ kind: "result", attempt: 1, at: T + 1 + 45_000, why: "silent" });
   });
 
   it("takes started and finished that overtook delivered, and refuses what comes late", () => {
@@ -244,14 +244,20 @@ describe("failure", () => {
     expect(d.effects.filter((e) => e.type === "flowEnded")).toHaveLength(1);
   });
 
-  it("retries a job that has retries left, as a new attempt with its own message", () => {
+  it("retries a job that has retries left after a backoff, as a new attempt with its own message", () => {
     const d = started([jobIn({ name: "flaky", retries: 2 }), jobIn({ name: "next", depends: ["flaky"] })]);
-    expect(d.run(100, { error: "first" }).effects).toEqual([{ type: "dispatch", job: 100, attempt: 2 }]);
-    expect(d.job(100)).toMatchObject({ status: "dispatched", attempt: 2 });
+    expect(d.run(100, { error: "first" }).effects).toEqual([{ type: "attemptFailed", job: 100, attempt: 1 }]);
+    const backoff = d.job(100).deadline;
+    expect(d.job(100)).toMatchObject({ status: "dispatched", attempt: 1, previousRunner: 1, error: "first" });
+    expect(backoff?.kind).toBe("retry");
     expect(d.state.status).toBe("started");
     expect(d.send({ type: "finished", job: 100, attempt: 1, runner: 1, result: {}, at: T }).outcome).toBe("stale");
+    expect(d.send({ type: "deadline", job: 100, attempt: 1, kind: "retry", at: (backoff?.at ?? 0) - 1 }).outcome).toBe("not-applicable");
+    expect(d.send({ type: "deadline", job: 100, attempt: 1, kind: "retry", at: backoff?.at ?? 0 }).effects).toEqual([{ type: "dispatch", job: 100, attempt: 2 }]);
     const deadline = d.job(100).deadline;
     d.send({ type: "deadline", job: 100, attempt: 2, kind: "delivery", at: deadline?.at ?? 0 });
+    const second = d.job(100).deadline;
+    d.send({ type: "deadline", job: 100, attempt: 2, kind: "retry", at: second?.at ?? 0 });
     expect(d.job(100).attempt).toBe(3);
     expect(messageId(d.job(100), 3)).toBe(1002);
     expect(messageId(d.job(101), 1)).toBe(1003);
@@ -262,7 +268,8 @@ describe("failure", () => {
   });
 
   it("reserves a message id for every attempt of every job", () => {
-    expect(messagesNeeded(resolved([jobIn({ retries: 2 }), jobIn(), jobIn({ retries: 1 })]))).toBe(6);
+    // Every attempt of every job, and the flow's result message.
+    expect(messagesNeeded(resolved([jobIn({ retries: 2 }), jobIn(), jobIn({ retries: 1 })]))).toBe(7);
   });
 });
 
@@ -285,7 +292,7 @@ describe("deadlines", () => {
   it.each([
     ["delivery", (d: Driver) => d, "was not delivered to a runner within 20 s"],
     ["ack", (d: Driver) => (d.send({ type: "assigned", job: 100, attempt: 1, runner: 1, at: T + 1 }), d.send({ type: "delivered", job: 100, attempt: 1, runner: 1, acknowledged: false, at: T + 2 }), d), "was not acknowledged within 5 s"],
-    ["result", (d: Driver) => (d.send({ type: "assigned", job: 100, attempt: 1, runner: 1, at: T + 1 }), d.send({ type: "delivered", job: 100, attempt: 1, runner: 1, acknowledged: true, at: T + 2 }), d.send({ type: "started", job: 100, attempt: 1, runner: 1, at: T + 9_000 }), d), "was not finished within 30 s"],
+    ["result", (d: Driver) => (d.send({ type: "assigned", job: 100, attempt: 1, runner: 1, at: T + 1 }), d.send({ type: "delivered", job: 100, attempt: 1, runner: 1, acknowledged: true, at: T + 2 }), d.send({ type: "started", job: 100, attempt: 1, runner: 1, at: T + 9_000 }), d), "ran past its timeout of 30 s"],
   ] as const)("fails the job when its %s deadline passes", (kind, prepare, reason) => {
     const d = prepare(started([jobIn({ name: "a", timeout: 30 }), jobIn({ name: "b", depends: ["a"] })], { timeouts: { timeout: 20, timeout_ack: 5 } }));
     const due = d.job(100).deadline;
@@ -307,7 +314,7 @@ describe("deadlines", () => {
     d.send({ type: "acknowledged", job: 100, attempt: 1, runner: 1, at: T + 2 });
     d.send({ type: "started", job: 100, attempt: 1, runner: 1, at: T + 3_000 });
     d.send({ type: "deadline", job: 100, attempt: 1, kind: "result", at: T + 3_000 + 45_000 });
-    expect(d.job(100).error).toBe("attempt 1 was not finished within 45 s");
+    expect(d.job(100).error).toBe("attempt 1 went silent: no result, heartbeat or log for 45 s");
   });
 });
 

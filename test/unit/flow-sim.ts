@@ -214,6 +214,8 @@ export function simulate(state: FlowState, seed: number, options: SimOptions = {
   const report: SimReport = { driver: d, wronglyApplied: [], failed: [], steps: 0 };
   const ready: { job: number; attempt: number }[] = [];
   const inflight: Plan[] = [];
+  /** Jobs waiting out a retry's backoff: their retry deadline is sent when its turn comes. */
+  const backingOff: number[] = [];
   const sent: FlowEvent[] = [];
   let seen = 0;
   let now = 1_000_000;
@@ -227,6 +229,7 @@ export function simulate(state: FlowState, seed: number, options: SimOptions = {
     for (; seen < d.effects.length; seen++) {
       const effect = d.effects[seen];
       if (effect?.type === "dispatch") ready.push({ job: effect.job, attempt: effect.attempt });
+      if (effect?.type === "attemptFailed") backingOff.push(effect.job);
     }
   };
 
@@ -272,9 +275,16 @@ export function simulate(state: FlowState, seed: number, options: SimOptions = {
   };
 
   send({ type: "start", at: now }, false);
-  while (ready.length > 0 || inflight.length > 0) {
+  while (ready.length > 0 || inflight.length > 0 || backingOff.length > 0) {
     const r = rnd();
-    if (r < 0.12 && sent.length > 0) {
+    if (backingOff.length > 0 && (r < 0.2 || (ready.length === 0 && inflight.length === 0))) {
+      const [job] = backingOff.splice(Math.floor(rnd() * backingOff.length), 1) as [number];
+      const due = d.job(job).deadline;
+      if (due?.kind === "retry") {
+        now = Math.max(now, due.at);
+        send({ type: "deadline", job, attempt: due.attempt, kind: "retry", at: now }, false);
+      }
+    } else if (r < 0.12 && sent.length > 0) {
       send(pick(sent), true);
     } else if (ready.length > 0 && (inflight.length === 0 || r < 0.45)) {
       const [taken] = ready.splice(Math.floor(rnd() * ready.length), 1);

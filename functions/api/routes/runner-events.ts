@@ -1,7 +1,9 @@
 import { createRoute, z, type OpenAPIHono } from "@hono/zod-openapi";
 import { DeliveryPayload } from "../../../shared/model/index.js";
 import { leaseJobs, reportRunnerEvent, RUNNER_EVENTS, RunnerEventBodies, type RunnerEventName } from "../../service/runner-events.js";
+import { recordPoisonPayload } from "../../service/recovery.js";
 import { flowCall } from "../call.js";
+import { invalidInput } from "../errors.js";
 import { body, conflict, json, named, PathId, signed, signedErrors } from "../schemas.js";
 import type { AppEnv } from "../store.js";
 
@@ -64,6 +66,21 @@ export function registerRunnerEventRoutes(app: OpenAPIHono<AppEnv>): void {
         if (!nonce) throw new Error("runner webhooks need the deferred nonce");
         const answer = await reportRunnerEvent(call, scope, params.jobId, name, c.req.valid("json"), nonce);
         return c.json({ outcome: answer.outcome as "applied" | "duplicate", ...(answer.reason ? { reason: answer.reason } : {}), ...(answer.status ? { status: answer.status } : {}) }, 200);
+      }, (result, c) => {
+        if (result.success) return;
+        const error = invalidInput(result.error, result.target === "json" ? "body" : result.target);
+        // A runner's report that cannot be read is kept as a dead letter (a poison payload).
+        if (result.target === "json") {
+          const call = flowCall(c);
+          const contextId = Number(c.req.param("contextId"));
+          const jobId = Number(c.req.param("jobId"));
+          const callerId = c.req.param("callerId");
+          const scope = { prefix: call.store.keys.prefix, contextId, flowId: Number(c.req.param("flowId") ?? 0), ...(callerId ? { job: { callerId: Number(callerId), id: jobId } } : {}), origin: call.origin };
+          if (Number.isInteger(contextId) && contextId > 0 && Number.isInteger(jobId) && jobId > 0) {
+            c.executionCtx.waitUntil(recordPoisonPayload(call, scope, jobId, name, error.detail ?? "unreadable").catch(() => undefined));
+          }
+        }
+        throw error;
       });
     }
   }

@@ -85,13 +85,13 @@ return 0`,
  * already written, and writing the rest again must not happen.
  *   KEYS     every key the batch touches
  *   ARGV     sections: "S", guarded ("1"/"0"), number of operations, then the operations:
- *            op ("H" HSET, "P" RPUSH, "Z" ZADD, "R" ZREM, "L" append to a JSON logs field),
- *            key position in KEYS, argument count, arguments
+ *            op ("H" HSET, "D" HDEL, "P" RPUSH, "Z" ZADD, "R" ZREM, "L" append to a JSON logs
+ *            field), key position in KEYS, argument count, arguments
  * Returns the positions (1-based) of the sections that were skipped; empty when all applied.
  */
 export const commitFlow = new LuaScript(
   "commitFlow",
-  `local COMMANDS = { H = "HSET", P = "RPUSH", Z = "ZADD", R = "ZREM" }
+  `local COMMANDS = { H = "HSET", D = "HDEL", P = "RPUSH", Z = "ZADD", R = "ZREM" }
 local LOG_CAP = 262144
 local skipped = {}
 local i = 1
@@ -127,14 +127,16 @@ return skipped`,
 );
 
 /**
- * relayClaim: take up to N messages from msg_out into the in-flight set in one step.
- *   KEYS[1]  msg_out   KEYS[2]  inflight
+ * relayClaim: take up to N messages from msg_out into the in-flight set in one step, unless the
+ * context's dispatch is paused.
+ *   KEYS[1]  msg_out   KEYS[2]  inflight   KEYS[3]  the context hash
  *   ARGV[1]  N         ARGV[2]  score: when the delivery must be settled (epoch ms)
- * Returns the message keys taken (possibly none).
+ * Returns the message keys taken (none while paused).
  */
 export const relayClaim = new LuaScript(
   "relayClaim",
-  `local taken = redis.call("LPOP", KEYS[1], tonumber(ARGV[1]))
+  `if redis.call("HGET", KEYS[3], "paused") == "true" then return {} end
+local taken = redis.call("LPOP", KEYS[1], tonumber(ARGV[1]))
 if not taken then return {} end
 local scored = {}
 for _, key in ipairs(taken) do
@@ -175,8 +177,9 @@ return settled`,
 );
 
 /**
- * leaseMessages: a pull runner takes up to N job messages from its script types' queues.
- *   KEYS     the queues, in the runner's order of preference
+ * leaseMessages: a pull runner takes up to N job messages from its script types' queues, unless
+ * the context's dispatch is paused.
+ *   KEYS[1]  the context hash   KEYS[2..]  the queues, in the runner's order of preference
  *   ARGV[1]  N
  * Returns {key, {field, value, ...}, key, {...}, ...} for the messages taken (a key whose hash
  * is gone is dropped).
@@ -184,8 +187,10 @@ return settled`,
 export const leaseMessages = new LuaScript(
   "leaseMessages",
   `local out = {}
+if redis.call("HGET", KEYS[1], "paused") == "true" then return out end
 local want = tonumber(ARGV[1])
-for _, queue in ipairs(KEYS) do
+for k = 2, #KEYS do
+  local queue = KEYS[k]
   if want <= 0 then break end
   local taken = redis.call("LPOP", queue, want)
   if taken then

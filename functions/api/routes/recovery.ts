@@ -1,0 +1,98 @@
+import { createRoute, z, type OpenAPIHono } from "@hono/zod-openapi";
+import { DeadLetter, FlowView } from "../../../shared/model/index.js";
+import { cancelFlow, listDeadLetters, loadDeadLetter, rerunFlow, setDispatch } from "../../service/recovery.js";
+import { flowCall } from "../call.js";
+import { body, conflict, json, named, pageOf, PageQuery, PathId, signed, signedErrors } from "../schemas.js";
+import type { AppEnv } from "../store.js";
+
+const contextParams = z.object({ contextId: PathId });
+const flowParams = z.object({ contextId: PathId, flowId: PathId });
+const FlowViewBody = named(FlowView, "FlowView");
+const DeadLetterBody = named(DeadLetter, "DeadLetter");
+const Dispatch = named(z.object({ context_id: z.int(), paused: z.boolean() }), "DispatchState");
+
+const cancel = createRoute({
+  method: "post",
+  path: "/v1/contexts/{contextId}/flows/{flowId}/cancel",
+  tags: ["flows"],
+  summary: "Cancel a flow (admins)",
+  description: "Nothing more is dispatched; what has not ended errors as cancelled; the runners of attempts in flight get a signed cancel. Cancelling twice changes nothing.",
+  security: signed,
+  request: { params: flowParams, ...body(z.object({ reason: z.string().min(1).max(500).default("cancelled by an admin") }).strict()) },
+  responses: { 200: json(FlowViewBody, "Cancelled"), ...signedErrors },
+});
+
+const rerun = createRoute({
+  method: "post",
+  path: "/v1/contexts/{contextId}/flows/{flowId}/rerun",
+  tags: ["flows"],
+  summary: "Re-run a failed flow from its failed jobs (admins)",
+  description: "Finished jobs keep their results and are not run again; each failed job gets fresh retries.",
+  security: signed,
+  request: { params: flowParams },
+  responses: { 200: json(FlowViewBody, "Running again"), ...signedErrors, ...conflict },
+});
+
+const pause = createRoute({
+  method: "post",
+  path: "/v1/contexts/{contextId}/pause",
+  tags: ["contexts"],
+  summary: "Pause dispatch in a context (admins)",
+  description: "Nothing leaves msg_out for runners and pull runners lease nothing until resumed; delivery deadlines wait. Jobs already with runners go on.",
+  security: signed,
+  request: { params: contextParams },
+  responses: { 200: json(Dispatch, "Paused"), ...signedErrors },
+});
+
+const resume = createRoute({
+  method: "post",
+  path: "/v1/contexts/{contextId}/resume",
+  tags: ["contexts"],
+  summary: "Resume dispatch in a context (admins)",
+  security: signed,
+  request: { params: contextParams },
+  responses: { 200: json(Dispatch, "Resumed"), ...signedErrors },
+});
+
+const list = createRoute({
+  method: "get",
+  path: "/v1/contexts/{contextId}/deadletters",
+  tags: ["dead letters"],
+  summary: "Dead letters, newest first (readers)",
+  description: "Jobs out of retries, messages no runner took, runners' reports that could not be read, refused messages: each with the reason and the attempts.",
+  security: signed,
+  request: { params: contextParams, query: PageQuery },
+  responses: { 200: json(pageOf(DeadLetterBody, "DeadLetterPage"), "A page of dead letters"), ...signedErrors },
+});
+
+const show = createRoute({
+  method: "get",
+  path: "/v1/contexts/{contextId}/deadletters/{id}",
+  tags: ["dead letters"],
+  summary: "One dead letter (readers)",
+  security: signed,
+  request: { params: z.object({ contextId: PathId, id: z.string().min(1).max(200) }) },
+  responses: { 200: json(DeadLetterBody, "The dead letter"), ...signedErrors },
+});
+
+/** Cancel, re-run, pause and resume, and the dead letters. */
+export function registerRecoveryRoutes(app: OpenAPIHono<AppEnv>): void {
+  app.openapi(cancel, async (c) => {
+    const { contextId, flowId } = c.req.valid("param");
+    return c.json(await cancelFlow(flowCall(c), contextId, flowId, c.req.valid("json").reason), 200);
+  });
+  app.openapi(rerun, async (c) => {
+    const { contextId, flowId } = c.req.valid("param");
+    return c.json(await rerunFlow(flowCall(c), contextId, flowId), 200);
+  });
+  app.openapi(pause, async (c) => c.json(await setDispatch(flowCall(c), c.req.valid("param").contextId, true), 200));
+  app.openapi(resume, async (c) => c.json(await setDispatch(flowCall(c), c.req.valid("param").contextId, false), 200));
+  app.openapi(list, async (c) => {
+    const { offset, limit } = c.req.valid("query");
+    return c.json(await listDeadLetters(flowCall(c), c.req.valid("param").contextId, offset, limit), 200);
+  });
+  app.openapi(show, async (c) => {
+    const { contextId, id } = c.req.valid("param");
+    return c.json(await loadDeadLetter(flowCall(c), contextId, id), 200);
+  });
+}

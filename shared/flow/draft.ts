@@ -1,0 +1,82 @@
+import type { FlowEffect, Transition } from "./events.js";
+import type { Deadline, DeadlineKind, FlowState, JobState } from "./state.js";
+
+/** Grace on top of a job's own timeout before the coordinator gives up on it. */
+export const GRACE_MS = 60_000;
+/** Silence allowed from a job without a timeout of its own. */
+const NO_TIMEOUT_SILENCE_MS = 3_600_000;
+/** Retry backoff when the flow does not say: base and cap of the exponential, full jitter. */
+export const RETRY_DEFAULTS = { baseMs: 1_000, capMs: 60_000 } as const;
+
+export const ENDED = new Set(["finished", "error"]);
+
+/** A mutable draft of the flow: jobs are copied on first write, the rest shared. */
+export class Draft {
+  readonly flow: FlowState;
+  private readonly jobs: Record<number, JobState>;
+  readonly effects: FlowEffect[] = [];
+
+  constructor(state: FlowState) {
+    this.jobs = { ...state.jobs };
+    this.flow = { ...state, jobs: this.jobs, result: state.result };
+  }
+
+  job(id: number): JobState {
+    return this.jobs[id] as JobState;
+  }
+
+  /** Applies a patch; a field given as undefined is removed. */
+  update(id: number, patch: { [K in keyof JobState]?: JobState[K] | undefined }): JobState {
+    const next = { ...this.job(id), ...patch };
+    for (const key of Object.keys(patch) as (keyof JobState)[]) if (patch[key] === undefined) delete next[key];
+    this.jobs[id] = next as JobState;
+    return next as JobState;
+  }
+
+  done(): Transition {
+    return { state: this.flow, effects: this.effects, outcome: "applied" };
+  }
+}
+
+export function deadline(kind: DeadlineKind, attempt: number, at: number, seconds: number): Deadline {
+  return { kind, attempt, at: at + seconds * 1000 };
+}
+
+/**
+ * The deadline of a running attempt, a lease: the runner must report something (result,
+ * heartbeat, log lines) within the flow's `timeout_result` of its last report, and never runs
+ * past the job's own timeout plus grace. Without `timeout_result`, the silence allowed is the
+ * job's timeout plus grace. Each report renews the lease; that is how heartbeats keep a long job.
+ */
+export function leaseDeadline(flow: FlowState, job: JobState, at: number, startedAt: number | undefined): Deadline {
+  const timeoutMs = job.spec.timeout * 1000;
+  const silenceMs = flow.timeouts.timeout_result !== undefined ? flow.timeouts.timeout_result * 1000 : timeoutMs > 0 ? timeoutMs + GRACE_MS : NO_TIMEOUT_SILENCE_MS;
+  const hardStop = startedAt !== undefined && timeoutMs > 0 ? startedAt + timeoutMs + GRACE_MS : Number.POSITIVE_INFINITY;
+  return at + silenceMs < hardStop
+    ? { kind: "result", attempt: job.attempt, at: at + silenceMs, why: "silent" }
+    : { kind: "result", attempt: job.attempt, at: hardStop, why: "timeout" };
+}
+
+/** Sends the next attempt of a job. */
+export function dispatch(d: Draft, id: number, at: number): void {
+  const job = d.job(id);
+  const attempt = job.attempt + 1;
+  d.update(id, {
+    status: "dispatched",
+    attempt,
+    delivery: undefined,
+    startedAt: undefined,
+    heartbeatAt: undefined,
+    deadline: deadline("delivery", attempt, at, d.flow.timeouts.timeout),
+  });
+  d.effects.push({ type: "dispatch", job: id, attempt });
+}
+
+/** The backoff before retry `attempt + 1`: exponential in the attempts so far, full jitter. */
+export function backoffMs(flow: FlowState, job: JobState, random: number): number {
+  const base = flow.timeouts.retry_base_ms ?? RETRY_DEFAULTS.baseMs;
+  const cap = flow.timeouts.retry_cap_ms ?? RETRY_DEFAULTS.capMs;
+  const tries = Math.max(1, job.attempt - job.attemptFloor);
+  const ceiling = Math.min(cap, base * 2 ** (tries - 1));
+  return Math.floor(Math.min(Math.max(random, 0), 0.999999) * ceiling);
+}

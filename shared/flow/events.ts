@@ -1,0 +1,63 @@
+import type { ResultMap } from "../model/index.js";
+import type { DeadlineKind, FlowState } from "./state.js";
+
+/**
+ * Something that happened to a flow. `at` is epoch milliseconds. Events that may fail a job
+ * carry `random` in [0, 1): the jitter of its retry's backoff, chosen by the shell so the machine
+ * stays a pure function.
+ */
+export type FlowEvent =
+  | { type: "start"; at: number }
+  | { type: "assigned"; job: number; attempt: number; runner: number; at: number }
+  /** The assigned runner could not be reached: the attempt may go to another runner. */
+  | { type: "unassigned"; job: number; attempt: number; runner: number; at: number }
+  | { type: "delivered"; job: number; attempt: number; runner: number; acknowledged: boolean; at: number }
+  | { type: "acknowledged"; job: number; attempt: number; runner: number; at: number }
+  | { type: "started"; job: number; attempt: number; runner: number; at: number }
+  | { type: "heartbeat"; job: number; attempt: number; runner: number; at: number }
+  /** Log lines of the running attempt arrived (the shell appends them to its message). */
+  | { type: "logs"; job: number; attempt: number; runner: number; at: number }
+  | { type: "finished"; job: number; attempt: number; runner: number; result: ResultMap; at: number }
+  | { type: "failed"; job: number; attempt: number; runner: number; error: string; at: number; random?: number }
+  | { type: "deadline"; job: number; attempt: number; kind: DeadlineKind; at: number; random?: number }
+  /** Moves a pending deadline later (a delivery deadline while the context is paused). */
+  | { type: "postponed"; job: number; attempt: number; kind: DeadlineKind; until: number; at: number }
+  | { type: "cancel"; reason: string; at: number }
+  /**
+   * Runs a failed flow again from its failed jobs. `bases` gives each failed job the first of a
+   * fresh block of message ids for its new attempts.
+   */
+  | { type: "rerun"; bases: Record<number, number>; at: number };
+
+/** What the shell must do because of a transition. */
+export type FlowEffect =
+  | { type: "flowStarted" }
+  /** Send this attempt of the job to a runner (its message is created with the transition). */
+  | { type: "dispatch"; job: number; attempt: number }
+  /** An attempt failed and the job will be tried again (its message is settled as an error). */
+  | { type: "attemptFailed"; job: number; attempt: number }
+  /** The job reached a final status (finished or error). */
+  | { type: "jobEnded"; job: number }
+  /** A job failed for good: keep it in the context's dead letters, with why and how often. */
+  | { type: "deadLetter"; job: number; kind: "job" | "undeliverable"; reason: string }
+  /** Tell the runner of an attempt in flight to stop it. */
+  | { type: "cancelJob"; job: number; attempt: number; runner: number; reason: string }
+  /** The flow reached a final status: report it to the actor. */
+  | { type: "flowEnded" }
+  /** A failed flow runs again. */
+  | { type: "flowRerun"; jobs: number[] };
+
+/** How an event was taken: applied, already applied (a replay), or refused and why. */
+export type Outcome = "applied" | "duplicate" | "stale" | "wrong-runner" | "not-applicable";
+
+export interface Transition {
+  state: FlowState;
+  effects: FlowEffect[];
+  outcome: Outcome;
+  /** Why an event was not applied, for the caller. */
+  reason?: string;
+}
+
+export function unchanged(state: FlowState, outcome: Exclude<Outcome, "applied">, reason: string): Transition {
+  return { state, effects: [], outcome, reason };
+}

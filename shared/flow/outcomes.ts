@@ -1,0 +1,131 @@
+import type { ResultMap } from "../model/index.js";
+import { backoffMs, dispatch, ENDED, type Draft } from "./draft.js";
+import { jobKey } from "./state.js";
+
+/** A job finished: record its result, dispatch what now can run, maybe end the flow. */
+export function finish(d: Draft, id: number, result: ResultMap, at: number): void {
+  const job = d.update(id, { status: "finished", result, deadline: undefined, error: undefined });
+  d.flow.result = { ...d.flow.result, [jobKey(job)]: result };
+  d.effects.push({ type: "jobEnded", job: id });
+  if (d.flow.status !== "started") return;
+  for (const dependent of job.dependents) {
+    const next = d.job(dependent);
+    if (next.status === "waiting_for_prerequisites" && next.dependends.every((dep) => d.job(dep).status === "finished")) {
+      dispatch(d, dependent, at);
+    }
+  }
+  if (d.flow.order.every((jobId) => d.job(jobId).status === "finished")) endFlow(d, at);
+}
+
+/**
+ * An attempt failed. With retries left (while the flow runs), the job waits out a backoff
+ * (exponential, full jitter: `random` in [0, 1)) and then runs again as its next attempt,
+ * preferably on another runner. Otherwise it fails for good: the flow errors naming it, what
+ * depends on it never runs, and it goes to the dead letters.
+ */
+export function fail(d: Draft, id: number, reason: string, at: number, random: number, undeliverable = false): void {
+  const failing = d.job(id);
+  if (d.flow.status === "started" && failing.attempt - failing.attemptFloor <= failing.spec.retries) {
+    d.effects.push({ type: "attemptFailed", job: id, attempt: failing.attempt });
+    d.update(id, {
+      status: "dispatched",
+      error: reason,
+      delivery: undefined,
+      startedAt: undefined,
+      heartbeatAt: undefined,
+      previousRunner: failing.delivery?.runnerId,
+      deadline: { kind: "retry", attempt: failing.attempt, at: at + backoffMs(d.flow, failing, random) },
+    });
+    return;
+  }
+  const job = d.update(id, { status: "error", error: reason, deadline: undefined });
+  d.effects.push({ type: "jobEnded", job: id });
+  d.effects.push({ type: "deadLetter", job: id, kind: undeliverable ? "undeliverable" : "job", reason });
+  const flowFails = d.flow.status === "started";
+  if (flowFails) {
+    d.flow.status = "error";
+    d.flow.error = { job: id, ...(job.name ? { name: job.name } : {}), reason };
+  }
+  // Whatever depended on the failed job can never run: say so on each of them.
+  const pending = [...job.dependents];
+  while (pending.length > 0) {
+    const next = d.job(pending.pop() as number);
+    if (next.status !== "waiting_for_prerequisites") continue;
+    d.update(next.id, { status: "error", error: `not run: dependency ${jobKey(job)} failed` });
+    d.effects.push({ type: "jobEnded", job: next.id });
+    pending.push(...next.dependents);
+  }
+  // A failed flow dispatches nothing more: the jobs still waiting will never run either, and a
+  // job waiting out a retry's backoff is not retried.
+  if (flowFails) {
+    for (const other of d.flow.order) {
+      const o = d.job(other);
+      const backingOff = o.deadline?.kind === "retry";
+      if (o.status !== "waiting_for_prerequisites" && !backingOff) continue;
+      d.update(other, { status: "error", error: backingOff ? o.error : `not run: the flow failed (job ${jobKey(job)})`, deadline: undefined });
+      d.effects.push({ type: "jobEnded", job: other });
+    }
+  }
+  if (d.flow.endedAt === undefined) endFlow(d, at);
+}
+
+export function endFlow(d: Draft, at: number): void {
+  if (d.flow.status === "started") d.flow.status = "finished";
+  d.flow.endedAt = at;
+  d.effects.push({ type: "flowEnded" });
+}
+
+/**
+ * Cancels the flow: nothing more is dispatched, every job not ended errors as cancelled, and
+ * each attempt in flight is stopped at its runner. A flow that already failed can still have
+ * attempts in flight: those are cancelled the same way.
+ */
+export function cancel(d: Draft, reason: string, at: number): boolean {
+  const why = `cancelled: ${reason}`;
+  const wasRunning = !ENDED.has(d.flow.status);
+  let changed = wasRunning;
+  if (wasRunning) {
+    d.flow.status = "error";
+    d.flow.error = { job: 0, reason: why };
+  }
+  for (const id of d.flow.order) {
+    const job = d.job(id);
+    if (ENDED.has(job.status)) continue;
+    changed = true;
+    if (job.delivery) d.effects.push({ type: "cancelJob", job: id, attempt: job.attempt, runner: job.delivery.runnerId, reason });
+    d.update(id, { status: "error", error: why, deadline: undefined });
+    d.effects.push({ type: "jobEnded", job: id });
+  }
+  if (wasRunning) endFlow(d, at);
+  return changed;
+}
+
+/**
+ * Runs a failed flow again from its failed jobs: finished jobs keep their results and are not
+ * run again; each failed job gets fresh retries and a fresh block of message ids (`bases`), and
+ * runs as soon as its dependencies have finished.
+ */
+export function rerun(d: Draft, bases: Record<number, number>, at: number): number[] {
+  const again = d.flow.order.filter((id) => d.job(id).status === "error");
+  d.flow.status = "started";
+  delete d.flow.error;
+  delete d.flow.endedAt;
+  for (const id of again) {
+    const job = d.job(id);
+    d.update(id, {
+      status: "waiting_for_prerequisites",
+      attemptFloor: job.attempt,
+      messageBase: (bases[id] as number) - job.attempt,
+      error: undefined,
+      deadline: undefined,
+      delivery: undefined,
+      startedAt: undefined,
+      heartbeatAt: undefined,
+    });
+  }
+  d.effects.push({ type: "flowRerun", jobs: again });
+  for (const id of again) {
+    if (d.job(id).dependends.every((dep) => d.job(dep).status === "finished")) dispatch(d, id, at);
+  }
+  return again;
+}
