@@ -29,7 +29,11 @@ export function createApp(): OpenAPIHono<AppEnv> {
   });
   app.onError((error, c) => {
     if (error instanceof HTTPException && error.status < 500) {
-      return new Problem(error.status as 400, "bad-request", "Bad request", error.message).toResponse(c.req.path);
+      const problem =
+        error.status === 415
+          ? new Problem(415, "unsupported-media-type", "Unsupported media type", "send the body as JSON with content-type: application/json", { field: "header.content-type" })
+          : new Problem(error.status as 400, "bad-request", "Bad request", error.message || "the request could not be read", { field: "body" });
+      return problem.toResponse(c.req.path);
     }
     return onError(error, c);
   });

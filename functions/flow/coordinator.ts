@@ -200,6 +200,9 @@ export class FlowCoordinator extends DurableObject<Env> {
   }
 
   override async alarm(): Promise<void> {
+    // A fresh instance can be woken by its alarm before any call told it its scope.
+    this.scope ??= await this.ctx.storage.get<FlowScope>("scope");
+    if (!this.scope) return;
     await this.load();
     await this.actOnDeadlines();
   }

@@ -1,4 +1,4 @@
-import { createScheduledController, evictDurableObject, runDurableObjectAlarm, runInDurableObject } from "cloudflare:test";
+import { abortAllDurableObjects, createScheduledController, evictDurableObject, runDurableObjectAlarm, runInDurableObject } from "cloudflare:test";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
 import worker from "../../functions/index.js";
 import { coordinatorName, type FlowScope } from "../../functions/flow/scope.js";
@@ -83,6 +83,26 @@ describe("FlowCoordinator", () => {
     expect(c.message.job[0]?.env_vars.DEP_B_V).toBe("b");
     await runner.finish(c);
     expect((await flowOf(admin.client, ctx, flow.id)).status).toBe("finished");
+  });
+
+  it("carries on after every Durable Object was reset mid-flow", async () => {
+    const ctx = (await admin.client.createContext()).id;
+    const runner = await PullRunner.register(w, admin.client, ctx);
+    const flow = (await admin.client.request("POST", `/v1/contexts/${ctx}/flows`, { start: true, jobs: [sh("a"), sh("b"), sh("c", ["a", "b"])] })) as FlowView;
+    const first = await runner.leaseSome(2);
+    const [a, b] = first;
+    if (!a || !b) throw new Error("nothing leased");
+    await runner.finish(a, { v: "a" });
+    await runner.report(b, "ack");
+    await abortAllDurableObjects();
+    await runner.finish(b, { v: "b" });
+    const [c] = await runner.leaseSome();
+    if (!c) throw new Error("c was not dispatched after the reset");
+    expect(JSON.parse(c.message.job[0]?.env_vars.FLOW_INPUTS ?? "{}")).toEqual({ a: { v: "a" }, b: { v: "b" } });
+    await runner.finish(c);
+    const view = await flowOf(admin.client, ctx, flow.id);
+    expect(view.status).toBe("finished");
+    expect(view.jobs.map((j) => j.attempt)).toEqual([1, 1, 1]);
   });
 });
 
