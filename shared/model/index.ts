@@ -3,8 +3,7 @@ export * from "./common.js";
 export { Actor } from "./actor.js";
 export { Context } from "./context.js";
 export { Flow, FlowErrorInfo, FlowTimeoutsRecord } from "./flow.js";
-export { JOB_DEFAULTS, JobInput, RunnerJob } from "./job.js";
-export type { JobSpec } from "./job.js";
+export { JOB_DEFAULTS, RunnerJob } from "./job.js";
 export { FlowResultInfo, Message } from "./message.js";
 export { Runner, defaultRunnerTopic } from "./runner.js";
 export {

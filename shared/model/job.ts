@@ -38,30 +38,3 @@ export type RunnerJob = z.infer<typeof RunnerJob>;
 
 /** Defaults for a job's optional inputs. */
 export const JOB_DEFAULTS = { timeout: 300, retries: 0 } as const;
-
-/**
- * A job as a caller submits it: the seeds' wire names, `depends` accepted as an alias of
- * `dependends` (giving both is an error naming `depends`), defaults filled in.
- */
-export const JobInput = z
-  .object({
-    id: Id.optional(),
-    script: z.string(),
-    script_type: ScriptType,
-    timeout: Seconds.default(JOB_DEFAULTS.timeout),
-    retries: z.int().min(0).max(255).default(JOB_DEFAULTS.retries),
-    env_vars: EnvVars.default({}),
-    prerequisites: z.array(z.string().max(256)).max(256).default([]),
-    dependends: z.array(Id).optional(),
-    depends: z.array(Id).optional(),
-    runner_id: Id.optional(),
-  })
-  .strict()
-  .superRefine((job, ctx) => {
-    if (job.dependends !== undefined && job.depends !== undefined) {
-      ctx.addIssue({ code: "custom", path: ["depends"], message: "give dependends or its alias depends, not both" });
-    }
-  })
-  .transform(({ depends, dependends, ...job }) => ({ ...job, dependends: dependends ?? depends ?? [] }));
-export type JobInput = z.input<typeof JobInput>;
-export type JobSpec = z.output<typeof JobInput>;

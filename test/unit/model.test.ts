@@ -2,7 +2,6 @@ import { describe, expect, it } from "vitest";
 import {
   Address,
   FlowStatus,
-  JobInput,
   JobStatus,
   MessageFormatType,
   MessageStatus,
@@ -30,34 +29,6 @@ describe("enums match the seeds (plus sh)", () => {
 
   it("names queues by script type", () => {
     expect(queueSuffix("python")).toBe("python");
-  });
-});
-
-describe("JobInput", () => {
-  it("fills defaults and accepts depends as an alias of dependends", () => {
-    const job = JobInput.parse({ script: "echo hi", script_type: "sh", depends: [1, 2] });
-    expect(job).toEqual({
-      script: "echo hi",
-      script_type: "sh",
-      timeout: 300,
-      retries: 0,
-      env_vars: {},
-      prerequisites: [],
-      dependends: [1, 2],
-    });
-    expect(JobInput.parse({ script: "x", script_type: "python", dependends: [3] }).dependends).toEqual([3]);
-  });
-
-  it("refuses both spellings at once, naming depends", () => {
-    const result = JobInput.safeParse({ script: "x", script_type: "sh", depends: [1], dependends: [1] });
-    expect(result.success).toBe(false);
-    expect(result.error?.issues[0]?.path).toEqual(["depends"]);
-  });
-
-  it("names the field at fault", () => {
-    const bad = JobInput.safeParse({ script: "x", script_type: "perl", env_vars: { "1BAD": "v" } });
-    expect(bad.error?.issues.map((i) => i.path.join("."))).toEqual(["script_type", "env_vars.1BAD"]);
-    expect(JobInput.safeParse({ script: "x", script_type: "sh", unknown: 1 }).success).toBe(false);
   });
 });
 
