@@ -2,7 +2,8 @@ import { OpenAPIHono } from "@hono/zod-openapi";
 import { HTTPException } from "hono/http-exception";
 import { invalidInput, onError } from "./errors.js";
 import { authenticate } from "./auth.js";
-import { registerHealth } from "./health.js";
+import { countRequests } from "./metrics.js";
+import { registerOperations } from "./operations.js";
 import { Problem } from "./problem.js";
 import { registerRpc } from "./rpc.js";
 import { registerActorRoutes } from "./routes/actors.js";
@@ -38,10 +39,11 @@ export function createApp(): OpenAPIHono<AppEnv> {
     return onError(error, c);
   });
   app.notFound((c) => new Problem(404, "no-route", "Not found", `no route for ${c.req.method} ${c.req.path}`).toResponse(c.req.path));
+  app.use("*", countRequests);
   app.use("*", withStore);
-  // Everything under /v1 is signed; /health, /openapi.json and /.well-known are public.
+  // Everything under /v1 is signed; operations, /openapi.json and /.well-known are public.
   app.use("/v1/*", authenticate);
-  registerHealth(app);
+  registerOperations(app);
   registerWellKnownRoutes(app);
   registerActorRoutes(app);
   registerContextRoutes(app);

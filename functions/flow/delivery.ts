@@ -4,6 +4,13 @@ import type { DeliveryPayload, Runner } from "../../shared/model/index.js";
 export type { DeliveryPayload };
 import type { CoordinatorKey } from "../coordinator-key.js";
 
+/** A W3C traceparent continuing the flow's trace into the delivery (a fresh span per POST). */
+function traceparent(traceId: string | undefined): Record<string, string> {
+  if (!traceId || !/^[0-9a-f]{32}$/.test(traceId)) return {};
+  const span = [...crypto.getRandomValues(new Uint8Array(8))].map((b) => b.toString(16).padStart(2, "0")).join("");
+  return { traceparent: `00-${traceId}-${span}-01` };
+}
+
 /** How a push went: taken (2xx), the runner is busy (429/503: try another), or it failed. */
 export type DeliveryOutcome = "delivered" | "busy" | "failed";
 
@@ -18,7 +25,11 @@ export function callbacks(base: string): DeliveryPayload["callbacks"] {
 export async function deliver(runner: Runner, payload: DeliveryPayload, key: CoordinatorKey): Promise<DeliveryOutcome> {
   const request = new Request(runner.address, {
     method: "POST",
-    headers: { "content-type": "application/json", "x-coordinator-message": `${payload.message.caller_id}:${payload.message.id}` },
+    headers: {
+      "content-type": "application/json",
+      "x-coordinator-message": `${payload.message.caller_id}:${payload.message.id}`,
+      ...traceparent(payload.message.trace_id),
+    },
     body: JSON.stringify(payload),
   });
   try {

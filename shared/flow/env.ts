@@ -10,7 +10,7 @@ export function envSafe(text: string): string {
  * The environment a job runs with:
  * 1. the flow's `env_vars`, overridden by the job's own `env_vars`;
  * 2. then what the coordinator provides, which wins: `FLOW_ID`, `CONTEXT_ID`, `JOB_ID`,
- *    `JOB_NAME` (when named), `JOB_ATTEMPT`;
+ *    `JOB_NAME` (when named), `JOB_ATTEMPT`, `TRACE_ID` (the flow's W3C trace id);
  * 3. the results of the job's dependencies: `FLOW_INPUTS` is a JSON object
  *    `{ "<dependency name or id>": { "<key>": "<value>" } }`, and each value is also
  *    `DEP_<DEPENDENCY>_<KEY>` (upper-cased, anything but letters, digits and _ turned into _).
@@ -22,6 +22,7 @@ export function jobEnvironment(flow: FlowState, job: JobState): EnvVars {
   env.JOB_ID = String(job.id);
   if (job.name) env.JOB_NAME = job.name;
   env.JOB_ATTEMPT = String(job.attempt);
+  if (flow.traceId) env.TRACE_ID = flow.traceId;
   const inputs: Record<string, ResultMap> = {};
   for (const depId of job.dependends) {
     const dep = flow.jobs[depId] as JobState;
