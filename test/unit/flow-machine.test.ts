@@ -365,12 +365,13 @@ describe("jobEnvironment", () => {
       JOB_ID: "101",
       JOB_NAME: "use",
       JOB_ATTEMPT: "1",
+      TRACE_ID: "0af7651916cd43dd8448eb211c80319c",
       FLOW_INPUTS: JSON.stringify({ "fetch-data": { "out.path": "/tmp/a", n: "1" }, "9": { x: "y" } }),
       DEP_FETCH_DATA_OUT_PATH: "/tmp/a",
       DEP_FETCH_DATA_N: "1",
       DEP_9_X: "y",
     });
-    expect(jobEnvironment(d.state, d.job(9))).toEqual({ SHARED: "flow", ONLY_FLOW: "f", FLOW_ID: "7", CONTEXT_ID: "3", JOB_ID: "9", JOB_ATTEMPT: "1", FLOW_INPUTS: "{}" });
+    expect(jobEnvironment(d.state, d.job(9))).toEqual({ SHARED: "flow", ONLY_FLOW: "f", FLOW_ID: "7", CONTEXT_ID: "3", JOB_ID: "9", JOB_ATTEMPT: "1", TRACE_ID: "0af7651916cd43dd8448eb211c80319c", FLOW_INPUTS: "{}" });
     d.run(101, { result: { r: "1" } });
     expect(jobEnvironment(d.state, d.job(102)).FLOW_INPUTS).toBe('{"use":{"r":"1"}}');
   });
