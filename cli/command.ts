@@ -58,7 +58,8 @@ export interface Command {
   /** Extra paragraphs of help (how options combine, what is saved where). */
   details?: string;
   examples: string[];
-  run(invocation: Invocation): Promise<void>;
+  /** Resolves with the exit code when it is not 0 (a watched flow that errored, a runner's own code). */
+  run(invocation: Invocation): Promise<void | number>;
 }
 
 /** Typed access to parsed option values; a wrong type here is a bug in a command's spec. */

@@ -23,6 +23,20 @@ export class ConfigError extends Error {
   override name = "ConfigError";
 }
 
+/**
+ * A failure with more to say than one line, e.g. every field the coordinator refused in a flow
+ * file: the message is the one line, `details` are printed indented below it.
+ */
+export class DetailedError extends Error {
+  override name = "DetailedError";
+  constructor(
+    message: string,
+    readonly details: string[] = [],
+  ) {
+    super(message);
+  }
+}
+
 /** The coordinator could not be reached at all (refused, DNS, timeout), as opposed to answering an error. */
 export class NetworkError extends Error {
   override name = "NetworkError";
@@ -74,15 +88,20 @@ function isSchemaError(error: unknown): boolean {
  * are never shown: every expected failure has its own message, and an unexpected one still gets
  * its message alone.
  */
-export function describeError(error: unknown): { message: string; exitCode: number } {
+export function describeError(error: unknown): { message: string; exitCode: number; details: string[] } {
   if (error instanceof UsageError) {
     const help = error.command ? `flowc ${error.command} --help` : "flowc --help";
-    return { message: `${error.message} (see ${help})`, exitCode: EXIT_USAGE };
+    return { message: `${error.message} (see ${help})`, exitCode: EXIT_USAGE, details: [] };
   }
-  if (error instanceof ApiError) return { message: describeApiError(error), exitCode: EXIT_FAILURE };
+  if (error instanceof ApiError) return { message: describeApiError(error), exitCode: EXIT_FAILURE, details: [] };
   if (isSchemaError(error)) {
-    return { message: "the coordinator's answer is not what the API promises: is the URL (--url) a flow coordinator?", exitCode: EXIT_FAILURE };
+    return {
+      message: "the coordinator's answer is not what the API promises: is the URL (--url) a flow coordinator?",
+      exitCode: EXIT_FAILURE,
+      details: [],
+    };
   }
   const message = error instanceof Error ? error.message : String(error);
-  return { message: message.split("\n")[0] ?? "failed", exitCode: EXIT_FAILURE };
+  const details = error instanceof DetailedError ? error.details : [];
+  return { message: message.split("\n")[0] ?? "failed", exitCode: EXIT_FAILURE, details };
 }

@@ -35,6 +35,7 @@ export function mainHelp(commands: Command[]): string {
     "  flowc init --url http://127.0.0.1:8787 --key-file ~/.config/flowc/key.json",
     "  flowc actor register",
     "  flowc context create",
+    "  flowc flow submit 1 examples/diamond.yaml --start --watch",
     "",
   ].join("\n");
 }

@@ -90,12 +90,12 @@ export async function main(argv: string[], env: NodeJS.ProcessEnv, cwd: string, 
       return 0;
     }
     const { options, args, globals } = parseCommandArgs(command, resolved.rest);
-    const out = new Output(globals.json, stdout, stderr);
-    await command.run({ options, args, globals, env, cwd, out });
-    return 0;
+    const out = new Output(globals.json, stdout, stderr, (stdout as { isTTY?: boolean }).isTTY === true);
+    return (await command.run({ options, args, globals, env, cwd, out })) ?? 0;
   } catch (error) {
-    const { message, exitCode } = describeError(error);
+    const { message, exitCode, details } = describeError(error);
     stderr.write(`flowc: ${message}\n`);
+    for (const line of details) stderr.write(`  ${line}\n`);
     if (exitCode === EXIT_USAGE && argv.length === 0) stderr.write(mainHelp(COMMANDS));
     return exitCode;
   }

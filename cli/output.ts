@@ -8,19 +8,53 @@ export interface Writer {
  * Results go to stdout, notes (what was saved where) to stderr, so `--json` output stays parseable.
  */
 export class Output {
+  /** The status line on screen now (TTY only), redrawn below every new line. */
+  private statusText = "";
+
   constructor(
     readonly json: boolean,
     private readonly stdout: Writer = process.stdout,
     private readonly stderr: Writer = process.stderr,
+    /** stdout is a terminal: a status line may be redrawn in place. Pipes get plain lines only. */
+    readonly tty = false,
   ) {}
 
   /** Prints a command's result: `value` as JSON, or the text lines. */
   result(value: unknown, lines: string[]): void {
+    this.clearStatus();
     this.stdout.write(this.json ? `${JSON.stringify(value, null, 2)}\n` : lines.map((l) => `${l}\n`).join(""));
+  }
+
+  /** A line printed as it happens (a watched job changing status); left out with `--json`. */
+  line(text: string): void {
+    if (this.json) return;
+    const status = this.statusText;
+    this.clearStatus();
+    this.stdout.write(`${text}\n`);
+    this.status(status);
+  }
+
+  /**
+   * Shows `text` as the status line (a progress bar), replacing the previous one. Only on a
+   * terminal and without `--json`: escape codes in a pipe or a log file would be noise.
+   */
+  status(text: string): void {
+    if (!this.tty || this.json) return;
+    if (text === "") return this.clearStatus();
+    this.stdout.write(`\r\x1b[2K${text}`);
+    this.statusText = text;
+  }
+
+  /** Removes the status line, so what comes next starts on a clean line. */
+  clearStatus(): void {
+    if (this.statusText === "") return;
+    this.stdout.write("\r\x1b[2K");
+    this.statusText = "";
   }
 
   /** A side remark on stderr, e.g. that the profile was updated. */
   note(line: string): void {
+    this.clearStatus();
     this.stderr.write(`flowc: ${line}\n`);
   }
 }

@@ -1,8 +1,19 @@
 import type { Command } from "../command.js";
 import { actorCommands } from "./actors.js";
 import { contextCommands } from "./contexts.js";
+import { flowCommands } from "./flows.js";
 import { keyCommands } from "./keys.js";
+import { messageCommands } from "./messages.js";
+import { runnerStartCommands } from "./runner-start.js";
 import { runnerCommands } from "./runners.js";
 
 /** Every command, in the order `flowc --help` lists them. */
-export const COMMANDS: Command[] = [...keyCommands, ...actorCommands, ...contextCommands, ...runnerCommands];
+export const COMMANDS: Command[] = [
+  ...keyCommands,
+  ...actorCommands,
+  ...contextCommands,
+  ...runnerCommands,
+  ...runnerStartCommands,
+  ...flowCommands,
+  ...messageCommands,
+];

@@ -330,9 +330,14 @@ export class FlowCoordinator extends DurableObject<Env> {
     await this.ctx.storage.put("journal", journalOf(next));
     for (const step of steps) {
       for (const effect of step.effects) {
+        // The runner that held an attempt has a slot free again (for the relay's capacity count).
         if (effect.type === "jobEnded") {
           const delivery = (step.state.jobs[effect.job] as JobState).delivery;
           if (delivery && before.jobs[effect.job]?.status !== "finished") releaseRunner(next.contextId, delivery.runnerId);
+        }
+        if (effect.type === "attemptFailed") {
+          const previous = (step.state.jobs[effect.job] as JobState).previousRunner;
+          if (previous !== undefined) releaseRunner(next.contextId, previous);
         }
         if (effect.type === "flowStarted") {
           const due = nearestDeadline(next);

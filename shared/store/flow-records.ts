@@ -98,7 +98,14 @@ export function resultMessage(state: FlowState, now: number): Message {
   const subject = standalone ? `job ${state.order[0]} ${state.status}` : `flow ${state.id} ${state.status}`;
   const lines = [subject];
   if (state.error) lines.push(`failed job: ${state.error.name ?? state.error.job}: ${state.error.reason}`);
-  for (const [key, result] of Object.entries(state.result)) lines.push(`${key}: ${JSON.stringify(result)}`);
+  // Results in the flow's job order, not the order the jobs happened to finish in.
+  const ordered: Record<string, Record<string, string>> = {};
+  for (const id of state.order) {
+    const job = state.jobs[id] as JobState;
+    const result = state.result[jobKey(job)];
+    if (result) ordered[jobKey(job)] = result;
+  }
+  for (const [key, result] of Object.entries(ordered)) lines.push(`${key}: ${JSON.stringify(result)}`);
   return {
     id: resultMessageId(state),
     caller_id: state.callerId,
@@ -121,7 +128,7 @@ export function resultMessage(state: FlowState, now: number): Message {
       flow_id: state.id,
       ...(standalone ? { job_id: state.order[0] as number } : {}),
       status: state.status,
-      result: state.result,
+      result: ordered,
       ...(state.error ? { error: state.error } : {}),
     },
   };

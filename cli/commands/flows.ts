@@ -1,0 +1,197 @@
+import { ApiError, type CoordinatorClient } from "../../shared/client/index.js";
+import { FlowStatus } from "../../shared/model/index.js";
+import { flowDag, listFlows, loadFlow, startFlow, submitFlow } from "../api.js";
+import { parseCount, parseId, type Command, type Invocation } from "../command.js";
+import { UsageError } from "../errors.js";
+import { readFlowFile, refusedFlow } from "../flowfile.js";
+import { dagLines, flowLines, flowRows } from "../flow-text.js";
+import type { Output } from "../output.js";
+import { actorSession } from "../session.js";
+import { printOutcome, watchFlow } from "../watch.js";
+
+/** The context and flow ids of `<context> <flow>` arguments. */
+function flowArgs(invocation: Invocation, command: string): { contextId: number; flowId: number } {
+  const [contextText = "", flowText = ""] = invocation.args;
+  return { contextId: parseId(contextText, "<context>", command), flowId: parseId(flowText, "<flow>", command) };
+}
+
+/**
+ * Watches a flow to its end and prints the outcome; resolves with the exit code (0 finished,
+ * 1 error). Ctrl-C stops watching, not the flow, and says how to pick it up again.
+ */
+async function watchToEnd(client: CoordinatorClient, contextId: number, flowId: number, out: Output): Promise<number> {
+  const onInterrupt = () => {
+    out.note(`stopped watching; flow ${flowId} goes on (flowc flow watch ${contextId} ${flowId})`);
+    process.exit(130);
+  };
+  process.once("SIGINT", onInterrupt);
+  try {
+    return printOutcome(await watchFlow(client, contextId, flowId, out), out);
+  } finally {
+    process.off("SIGINT", onInterrupt);
+  }
+}
+
+const SUBMIT = "flow submit";
+
+const submit: Command = {
+  name: SUBMIT,
+  summary: "submit a flow from a YAML or JSON file (admins)",
+  usage: "flow submit <context> <file> [--start] [--watch] [--idempotency-key <key>]",
+  args: ["context", "file"],
+  options: {
+    start: { type: "boolean", help: "start it at once (otherwise: flowc flow start)" },
+    watch: { type: "boolean", help: "then watch it to its end, as flowc flow watch does (exit 1 if it errors)" },
+    "idempotency-key": { type: "string", value: "<key>", help: "submitting again with the same key returns the first flow instead of a new one" },
+  },
+  details: [
+    "The file is the API's FlowSubmission: env_vars, jobs (name, script_type, script, depends,",
+    "env_vars, timeout, retries, runner_id), timeouts, id. See examples/README.md. Syntax errors",
+    "name the file's line and column; fields the coordinator refuses are shown as file:line: field.",
+    "Prints the flow id (with --json: the flow as the coordinator answered).",
+  ].join("\n"),
+  examples: ["flowc flow submit 1 examples/diamond.yaml --start --watch", "flowc flow submit 1 flow.json --idempotency-key nightly-2026-11-22"],
+  async run(invocation) {
+    const { options, out } = invocation;
+    const contextId = parseId(invocation.args[0] ?? "", "<context>", SUBMIT);
+    const file = readFlowFile(invocation.args[1] ?? "", invocation.cwd);
+    const key = options.string("idempotency-key");
+    if (key !== undefined && !/^[\x21-\x7e]{1,128}$/.test(key)) {
+      throw new UsageError("--idempotency-key must be 1 to 128 printable characters without spaces", SUBMIT);
+    }
+    let status = 0;
+    const session = await actorSession(invocation, SUBMIT, {
+      ...(key !== undefined ? { headers: { "idempotency-key": key } } : {}),
+      onResponse: (response) => (status = response.status),
+    });
+    const body = options.flag("start") ? { ...file.body, start: true } : file.body;
+    let view;
+    try {
+      view = await submitFlow(session.client, contextId, body);
+    } catch (error) {
+      throw (error instanceof ApiError && refusedFlow(file, error)) || error;
+    }
+    const started = view.status !== "dispatched" || view.started_at !== undefined;
+    const jobs = `${view.jobs.length} job${view.jobs.length === 1 ? "" : "s"}: ${view.jobs.map((j) => j.key).join(", ")}`;
+    const how = status === 200 ? `already submitted with idempotency key ${key ?? ""}` : `submitted to context ${contextId}`;
+    const next = started ? `${view.status}` : `not started (flowc flow start ${contextId} ${view.id})`;
+    if (!options.flag("watch")) {
+      out.result(view, [`flow ${view.id} ${how} (${jobs}); ${next}`]);
+      return;
+    }
+    out.line(`flow ${view.id} ${how} (${jobs}); ${next}`);
+    return watchToEnd(session.client, contextId, view.id, out);
+  },
+};
+
+const watch: Command = {
+  name: "flow watch",
+  summary: "follow a flow to its end: a line per job as it changes, then the result (readers)",
+  usage: "flow watch <context> <flow>",
+  args: ["context", "flow"],
+  details: [
+    "Polls every 500 ms (2 s while nothing changes). Prints one line per job whose status changes,",
+    "with a count of ended jobs, then the final status and every job's result; on error, the job",
+    "that failed, why (and the last lines it wrote to stderr), and the jobs that never ran.",
+    "Exit status: 0 when the flow finished, 1 when it errored. --json prints only the final flow.",
+    "Ctrl-C stops watching; the flow goes on.",
+  ].join("\n"),
+  examples: ["flowc flow watch 1 3", "flowc flow watch 1 3 --json > flow-3.json"],
+  async run(invocation) {
+    const { contextId, flowId } = flowArgs(invocation, "flow watch");
+    const session = await actorSession(invocation, "flow watch");
+    return watchToEnd(session.client, contextId, flowId, invocation.out);
+  },
+};
+
+const show: Command = {
+  name: "flow show",
+  summary: "show a flow: status, progress, and every job's state and result (readers)",
+  usage: "flow show <context> <flow>",
+  args: ["context", "flow"],
+  examples: ["flowc flow show 1 3", "flowc flow show 1 3 --json"],
+  async run(invocation) {
+    const { contextId, flowId } = flowArgs(invocation, "flow show");
+    const session = await actorSession(invocation, "flow show");
+    const view = await loadFlow(session.client, contextId, flowId);
+    invocation.out.result(view, flowLines(view));
+  },
+};
+
+const list: Command = {
+  name: "flow list",
+  summary: "list a context's flows by id, optionally only those in one status (readers)",
+  usage: "flow list <context> [--status <status>] [--offset <n>] [--limit <n>]",
+  args: ["context"],
+  options: {
+    status: { type: "string", value: "<status>", help: `only flows in this status: ${FlowStatus.options.join(", ")}` },
+    offset: { type: "string", value: "<n>", help: "skip this many flows (default 0)" },
+    limit: { type: "string", value: "<n>", help: "show at most this many, up to 500 (default 50)" },
+  },
+  examples: ["flowc flow list 1", "flowc flow list 1 --status error --limit 10"],
+  async run(invocation) {
+    const name = "flow list";
+    const { options, out } = invocation;
+    const contextId = parseId(invocation.args[0] ?? "", "<context>", name);
+    const query: { status?: FlowStatus; offset?: number; limit?: number } = {};
+    const status = options.string("status");
+    if (status !== undefined) {
+      const parsed = FlowStatus.safeParse(status);
+      if (!parsed.success) throw new UsageError(`--status must be one of ${FlowStatus.options.join(", ")}, not ${JSON.stringify(status)}`, name);
+      query.status = parsed.data;
+    }
+    const offset = options.string("offset");
+    const limit = options.string("limit");
+    if (offset !== undefined) query.offset = parseCount(offset, "--offset", name);
+    if (limit !== undefined) query.limit = parseCount(limit, "--limit", name, 1);
+    const session = await actorSession(invocation, name);
+    const page = await listFlows(session.client, contextId, query);
+    const which = status !== undefined ? `${status} flow` : "flow";
+    if (page.items.length === 0) {
+      out.result(page, [page.total > 0 ? `no ${which}s at this offset (context ${contextId} has ${page.total})` : `no ${which}s in context ${contextId}`]);
+      return;
+    }
+    const more = page.next !== undefined ? `; next page: --offset ${page.next}` : "";
+    out.result(page, [...flowRows(page.items), `${page.items.length} of ${page.total} ${which}${page.total === 1 ? "" : "s"} in context ${contextId}${more}`]);
+  },
+};
+
+const start: Command = {
+  name: "flow start",
+  summary: "start a submitted flow (admins); starting it again changes nothing",
+  usage: "flow start <context> <flow> [--watch]",
+  args: ["context", "flow"],
+  options: {
+    watch: { type: "boolean", help: "then watch it to its end, as flowc flow watch does (exit 1 if it errors)" },
+  },
+  examples: ["flowc flow start 1 3", "flowc flow start 1 3 --watch"],
+  async run(invocation) {
+    const { contextId, flowId } = flowArgs(invocation, "flow start");
+    const session = await actorSession(invocation, "flow start");
+    const view = await startFlow(session.client, contextId, flowId);
+    if (!invocation.options.flag("watch")) {
+      invocation.out.result(view, [`flow ${flowId} ${view.status} (${view.jobs.length} job${view.jobs.length === 1 ? "" : "s"})`]);
+      return;
+    }
+    invocation.out.line(`flow ${flowId} ${view.status}`);
+    return watchToEnd(session.client, contextId, flowId, invocation.out);
+  },
+};
+
+const dag: Command = {
+  name: "flow dag",
+  summary: "show a flow's jobs layered by dependency, with their statuses (readers)",
+  usage: "flow dag <context> <flow>",
+  args: ["context", "flow"],
+  details: "Layer 1 holds the jobs without dependencies; every other job sits one layer below its deepest dependency.",
+  examples: ["flowc flow dag 1 3", "flowc flow dag 1 3 --json"],
+  async run(invocation) {
+    const { contextId, flowId } = flowArgs(invocation, "flow dag");
+    const session = await actorSession(invocation, "flow dag");
+    const answer = await flowDag(session.client, contextId, flowId);
+    invocation.out.result(answer, dagLines(answer));
+  },
+};
+
+/** The `flow` commands. */
+export const flowCommands: Command[] = [submit, watch, show, list, start, dag];

@@ -1,0 +1,143 @@
+import type { Flow, FlowDag, FlowView, JobStatus } from "../shared/model/index.js";
+import { fields, table, timestamp } from "./output.js";
+
+/** One character per job status, so a DAG or a watch reads at a glance. */
+export const STATUS_MARK: Record<JobStatus, string> = {
+  dispatched: "·",
+  waiting_for_prerequisites: "…",
+  started: "→",
+  finished: "✓",
+  error: "✗",
+};
+
+const MAX_VALUE = 40;
+
+/** A result map as `key=value, key=value` (long values cut, so one job stays on one line). */
+export function resultText(result: Record<string, string>): string {
+  return Object.entries(result)
+    .map(([key, value]) => {
+      const oneLine = value.replace(/\s+/g, " ");
+      return `${key}=${oneLine.length > MAX_VALUE ? `${oneLine.slice(0, MAX_VALUE - 1)}…` : oneLine}`;
+    })
+    .join(", ");
+}
+
+function when(seconds: number | undefined): string {
+  return seconds === undefined ? "-" : timestamp(seconds);
+}
+
+/** Why a flow failed, in words: `job verify failed: exit code 3`. */
+export function flowErrorText(error: Flow["error"], keyOf: (id: number) => string | undefined = () => undefined): string {
+  if (!error) return "-";
+  if (error.job === 0) return `cancelled: ${error.reason}`;
+  return `job ${keyOf(error.job) ?? error.name ?? error.job} failed: ${error.reason}`;
+}
+
+/** `flowc flow show`: the flow's fields, then a table of its jobs. */
+export function flowLines(view: FlowView): string[] {
+  const keyOf = new Map(view.jobs.map((j) => [j.id, j.key]));
+  const { progress } = view;
+  const ended = progress.finished + progress.error;
+  const env = Object.entries(view.env_vars).map(([k, v]) => `${k}=${v}`).join(", ");
+  const rows = view.jobs.map((j) => [
+    j.key,
+    String(j.id),
+    j.script_type,
+    `${STATUS_MARK[j.status]} ${j.status}`,
+    String(j.attempt),
+    j.runner_id === undefined ? "-" : String(j.runner_id),
+    j.dependends.length > 0 ? j.dependends.map((id) => keyOf.get(id) ?? String(id)).join(", ") : "-",
+    j.status === "error" ? (j.error ?? "error") : resultText(j.result ?? {}) || "-",
+  ]);
+  return [
+    ...fields([
+      ["flow", String(view.id)],
+      ["context", String(view.context_id)],
+      ["caller", `actor ${view.caller_id}`],
+      ["status", view.status],
+      ["progress", `${ended} of ${progress.total} jobs ended (${progress.finished} finished, ${progress.error} error, ${progress.started} running)`],
+      ["started", when(view.started_at)],
+      ["ended", when(view.ended_at)],
+      ["error", flowErrorText(view.error, (id) => keyOf.get(id))],
+      ["env_vars", env || "-"],
+      ["trace", view.trace_id],
+    ]),
+    "",
+    ...table(["JOB", "ID", "TYPE", "STATUS", "ATTEMPT", "RUNNER", "DEPENDS ON", "RESULT / ERROR"], rows),
+  ];
+}
+
+/**
+ * Each node's layer: 1 for jobs without dependencies, else one more than its deepest dependency
+ * (the longest path, so a job always sits below everything it waits for).
+ */
+export function layers(dag: FlowDag): Map<number, number> {
+  const parents = new Map<number, number[]>(dag.nodes.map((n) => [n.id, []]));
+  for (const { from, to } of dag.edges) parents.get(to)?.push(from);
+  const depth = new Map<number, number>();
+  const visit = (id: number, trail: Set<number>): number => {
+    const known = depth.get(id);
+    if (known !== undefined) return known;
+    // The coordinator refuses cycles; this only keeps a malformed answer from recursing forever.
+    if (trail.has(id)) return 1;
+    trail.add(id);
+    const value = 1 + Math.max(0, ...(parents.get(id) ?? []).map((p) => visit(p, trail)));
+    trail.delete(id);
+    depth.set(id, value);
+    return value;
+  };
+  for (const node of dag.nodes) visit(node.id, new Set());
+  return depth;
+}
+
+/**
+ * `flowc flow dag`: the jobs layered by dependency depth, one line each with its status and
+ * what it depends on; the layer number starts each layer.
+ */
+export function dagLines(dag: FlowDag): string[] {
+  const depth = layers(dag);
+  const keyOf = new Map(dag.nodes.map((n) => [n.id, n.key]));
+  const parents = new Map<number, string[]>(dag.nodes.map((n) => [n.id, []]));
+  for (const { from, to } of dag.edges) parents.get(to)?.push(keyOf.get(from) ?? String(from));
+  const ordered = [...dag.nodes].sort((a, b) => (depth.get(a.id) ?? 0) - (depth.get(b.id) ?? 0));
+  const keyWidth = Math.max(...ordered.map((n) => n.key.length));
+  const typeWidth = Math.max(...ordered.map((n) => n.script_type.length));
+  const statusWidth = Math.max(...ordered.map((n) => n.status.length));
+  const depsText = (id: number) => {
+    const deps = parents.get(id) ?? [];
+    return deps.length > 0 ? `← ${deps.join(", ")}` : "";
+  };
+  const depsWidth = Math.max(...ordered.map((n) => depsText(n.id).length));
+  let lastLayer = 0;
+  const lines = ordered.map((node) => {
+    const layer = depth.get(node.id) ?? 1;
+    const label = layer === lastLayer ? "" : String(layer);
+    lastLayer = layer;
+    const text = [
+      `${label.padStart(2)}  ${STATUS_MARK[node.status]} ${node.key.padEnd(keyWidth)}`,
+      node.script_type.padEnd(typeWidth),
+      node.status.padEnd(statusWidth),
+      depsText(node.id).padEnd(depsWidth),
+      node.runner_id !== undefined ? `runner ${node.runner_id}` : "",
+    ];
+    return text.join("  ").trimEnd();
+  });
+  const layerCount = Math.max(0, ...depth.values());
+  return [
+    `flow ${dag.flow_id} ${dag.status}: ${dag.nodes.length} job${dag.nodes.length === 1 ? "" : "s"} in ${layerCount} layer${layerCount === 1 ? "" : "s"}, ${dag.edges.length} dependenc${dag.edges.length === 1 ? "y" : "ies"} (← reads "depends on")`,
+    ...lines,
+  ];
+}
+
+/** `flowc flow list`: one row per flow. */
+export function flowRows(flows: Flow[]): string[] {
+  const rows = flows.map((f) => [
+    String(f.id),
+    f.status,
+    String(f.jobs.length),
+    timestamp(f.created_at),
+    when(f.ended_at),
+    f.status === "error" ? flowErrorText(f.error) : "",
+  ]);
+  return table(["ID", "STATUS", "JOBS", "CREATED", "ENDED", "ERROR"], rows);
+}

@@ -1,0 +1,241 @@
+/**
+ * `npm start`: the whole system once, end to end, as a user would drive it. Brings up a local
+ * stack of its own (redis-server, the REST endpoint, wrangler dev) on free ports, then runs the
+ * `flowc` CLI step by step: a key and a profile, an actor, a context, a runner (started with
+ * `flowc runner start`), the diamond flow and the failing flow from examples/, the DAG, and the
+ * inbox. Stops everything at the end, on Ctrl-C and on any failure (then exit 1).
+ *
+ * The CLI and the runner are separate processes, never imported: infra/ may only import infra/
+ * and shared/, and separate processes are also what a user runs.
+ */
+import { spawn, type ChildProcess } from "node:child_process";
+import { createWriteStream, mkdirSync, readFileSync, rmSync } from "node:fs";
+import path from "node:path";
+import { fileURLToPath } from "node:url";
+import { freePort } from "./redis-server.js";
+import { startLocalStack, type LocalStack } from "./stack.js";
+
+const root = path.resolve(path.dirname(fileURLToPath(import.meta.url)), "..");
+const demoDir = path.join(root, ".dev", "demo");
+const rel = (file: string) => path.relative(root, file);
+const files = {
+  profile: path.join(demoDir, "profile.json"),
+  actorKey: path.join(demoDir, "actor-key.json"),
+  runnerKey: path.join(demoDir, "runner-key.json"),
+  runnerLog: path.join(demoDir, "runner.log"),
+  // Its own project-like folder: the stack keeps its .dev/ (Redis's folder, the Worker's env
+  // file, Durable Object storage) there, so the demo never wipes the state of an `npm run dev`
+  // running beside it. wrangler finds the project's wrangler.toml by looking upwards.
+  stackRoot: path.join(demoDir, "stack"),
+};
+
+/** A step that did not go as expected: what the user sees before the demo exits 1. */
+class StepFailed extends Error {
+  override name = "StepFailed";
+}
+
+/** The environment of every flowc process: the demo's profile, none of the user's own settings. */
+function cliEnv(): NodeJS.ProcessEnv {
+  const env = Object.fromEntries(Object.entries(process.env).filter(([name]) => !name.startsWith("FLOWC_") && !name.startsWith("RUNNER_")));
+  return { ...env, FLOWC_PROFILE: files.profile, NO_COLOR: "1" };
+}
+
+function flowcProcess(args: string[], detached = false): ChildProcess {
+  return spawn(process.execPath, ["--import", "tsx", "cli/main.ts", ...args], { cwd: root, env: cliEnv(), stdio: ["ignore", "pipe", "pipe"], detached });
+}
+
+/** Paths under the project shown relative to it, so the printed commands can be copied. */
+function shown(args: string[]): string {
+  return args.map((a) => (a.startsWith(root + path.sep) ? rel(a) : /\s/.test(a) ? JSON.stringify(a) : a)).join(" ");
+}
+
+const running = new Set<ChildProcess>();
+
+/**
+ * Runs `flowc <args>` with its output passed straight through (live, as it is printed) and
+ * collected; fails unless it exits with `expected`.
+ */
+async function flowc(args: string[], expected = 0): Promise<string> {
+  console.log(`\n$ flowc ${shown(args)}`);
+  const child = flowcProcess(args);
+  running.add(child);
+  let stdout = "";
+  child.stdout?.on("data", (chunk: Buffer) => {
+    stdout += chunk.toString();
+    process.stdout.write(chunk);
+  });
+  child.stderr?.on("data", (chunk: Buffer) => process.stderr.write(chunk));
+  const code = await new Promise<number | null>((resolve, reject) => {
+    child.once("error", reject);
+    child.once("close", (exitCode) => resolve(exitCode));
+  });
+  running.delete(child);
+  if (code !== expected) throw new StepFailed(`flowc ${args.slice(0, 2).join(" ")} exited with ${code ?? "a signal"}, expected ${expected}`);
+  return stdout;
+}
+
+/** The number a step's output names, e.g. the id in `context 1 created`. */
+function idFrom(output: string, pattern: RegExp, what: string): string {
+  const id = pattern.exec(output)?.[1];
+  if (id === undefined) throw new StepFailed(`could not find the ${what} id in flowc's output`);
+  return id;
+}
+
+/** The runner, started as `flowc runner start` in the background, its output going to a log file. */
+interface BackgroundRunner {
+  child: ChildProcess;
+  stop(): Promise<void>;
+}
+
+async function startRunner(args: string[]): Promise<BackgroundRunner> {
+  console.log(`\n$ flowc ${shown(args)} &    # in the background; its output goes to ${rel(files.runnerLog)}`);
+  // Its own process group: the demo decides when it drains, not a Ctrl-C racing the demo's own.
+  const child = flowcProcess(args, true);
+  const log = createWriteStream(files.runnerLog);
+  let seen = "";
+  const listening = new Promise<string>((resolve, reject) => {
+    const timer = setTimeout(() => reject(new StepFailed("the runner did not start listening within 30 s")), 30_000);
+    const onData = (chunk: Buffer) => {
+      log.write(chunk);
+      seen += chunk.toString();
+      const line = seen.split("\n").find((l) => /listening on http/.test(l));
+      if (line !== undefined) {
+        clearTimeout(timer);
+        resolve(line);
+      }
+    };
+    child.stdout?.on("data", onData);
+    child.stderr?.on("data", onData);
+    child.once("exit", (code) => {
+      clearTimeout(timer);
+      reject(new StepFailed(`the runner exited (code ${code}) before listening:\n${seen.trim()}`));
+    });
+  });
+  const exited = new Promise<void>((resolve) => child.once("exit", () => resolve()));
+  const stop = async () => {
+    if (child.exitCode !== null || child.signalCode !== null) return;
+    // The first SIGTERM drains (jobs finish and report); a second one would stop at once.
+    child.kill("SIGTERM");
+    const timer = setTimeout(() => child.kill("SIGTERM"), 10_000);
+    const killer = setTimeout(() => child.kill("SIGKILL"), 15_000);
+    await exited;
+    clearTimeout(timer);
+    clearTimeout(killer);
+    log.end();
+  };
+  try {
+    console.log(`  ${(await listening).replace(/^\S+ /, "")}`);
+  } catch (error) {
+    await stop();
+    throw error;
+  }
+  return { child, stop };
+}
+
+let stack: LocalStack | undefined;
+let runner: BackgroundRunner | undefined;
+let stopping: Promise<void> | undefined;
+
+/** Stops what runs, in reverse order; once, whoever asks first (the end, a failure, a signal). */
+function stopAll(): Promise<void> {
+  stopping ??= (async () => {
+    for (const child of running) child.kill("SIGTERM");
+    await runner?.stop().catch(() => {});
+    await stack?.stop().catch(() => {});
+  })();
+  return stopping;
+}
+
+async function demo(): Promise<void> {
+  rmSync(demoDir, { recursive: true, force: true });
+  mkdirSync(files.stackRoot, { recursive: true });
+  console.log("flow coordinator demo: a local coordinator, then everything through the flowc CLI\n");
+
+  // The stack's own lines name its folder relative to the stack's root: make them project-relative.
+  const stackDir = `${rel(files.stackRoot)}/.dev/`;
+  stack = await startLocalStack({
+    root: files.stackRoot,
+    redisPort: await freePort(),
+    restPort: await freePort(),
+    workerPort: await freePort(),
+    log: (line) => console.log(line.replace(/(\s)\.dev\//g, `$1${stackDir}`)),
+  });
+  const url = stack.workerUrl;
+
+  console.log("\n# An actor: a key pair, a profile naming the coordinator and the key, and registration.");
+  await flowc(["keygen", "--out", files.actorKey]);
+  await flowc(["init", "--url", url, "--key-file", files.actorKey]);
+  await flowc(["actor", "register"]);
+
+  console.log("\n# A context (a tenant): the actor creating it becomes its admin.");
+  const context = idFrom(await flowc(["context", "create"]), /^context (\d+) created/m, "context");
+
+  console.log("\n# A runner with a key of its own, registered for python and sh jobs pushed to its address, then started.");
+  const runnerPort = await freePort();
+  await flowc(["keygen", "--out", files.runnerKey]);
+  const registered = await flowc([
+    "runner", "register", context, "--key-file", files.runnerKey, "--type", "python", "--script-types", "python,sh",
+    "--address", `http://127.0.0.1:${runnerPort}/`,
+  ]);
+  const runnerId = idFrom(registered, /^runner (\d+) registered/m, "runner");
+  runner = await startRunner(["runner", "start", context, runnerId, "--key-file", files.runnerKey, "--listen", `127.0.0.1:${runnerPort}`]);
+
+  console.log("\n# A diamond of python and sh jobs handing results to each other (examples/diamond.yaml).");
+  const diamond = await flowc(["flow", "submit", context, path.join(root, "examples", "diamond.yaml"), "--start", "--watch"]);
+  const flowId = idFrom(diamond, /^flow (\d+) submitted/m, "flow");
+  await flowc(["flow", "dag", context, flowId]);
+
+  console.log("\n# A flow that fails on purpose (examples/failing.yaml): flowc exits 1 for it, as expected here.");
+  await flowc(["flow", "submit", context, path.join(root, "examples", "failing.yaml"), "--start", "--watch"], 1);
+
+  console.log("\n# Every flow's end also lands in the actor's inbox.");
+  await flowc(["inbox", context]);
+}
+
+function epilogue(): void {
+  console.log(`
+What just happened
+  A local coordinator came up: redis-server, the Upstash-compatible REST endpoint in front of it,
+  and the Worker under wrangler dev. flowc made an actor (its key and profile are in
+  ${rel(demoDir)}/), a context and a runner, and started the reference runner, which ran the
+  jobs as real python and sh processes (its log: ${rel(files.runnerLog)}). The diamond's jobs
+  passed their results along (DEP_<JOB>_<KEY>, FLOW_INPUTS); in the failing flow, verify exited 3
+  with a reason on stderr, so publish never ran. Both results also arrived in the inbox.
+  Everything was stopped again.
+
+What next
+  Read and change the flow files: examples/diamond.yaml, examples/failing.yaml, and
+  examples/README.md on writing your own. To drive a coordinator yourself:
+    npm run dev                       # in one terminal: the same stack, on port 8787, until Ctrl-C
+    alias flowc="npm run -s cli --"   # in another: then the commands above (after each $),
+    flowc --help                      # as in README.md, "From nothing to a running flow with the CLI"`);
+}
+
+let interrupted = false;
+for (const signal of ["SIGINT", "SIGTERM"] as const) {
+  process.on(signal, () => {
+    if (interrupted) return;
+    interrupted = true;
+    console.error(`\ndemo: ${signal}: stopping the runner and the stack`);
+    void stopAll().then(() => process.exit(130));
+  });
+}
+
+try {
+  await demo();
+  await stopAll();
+  epilogue();
+  process.exit(0);
+} catch (error) {
+  if (!interrupted) {
+    console.error(`\ndemo failed: ${(error as Error).message}`);
+    try {
+      const log = readFileSync(files.runnerLog, "utf8").trim();
+      if (log) console.error(`the runner's last lines (${rel(files.runnerLog)}):\n${log.split("\n").slice(-10).join("\n")}`);
+    } catch {
+      // no runner log yet: it failed before the runner started
+    }
+    await stopAll();
+    process.exit(1);
+  }
+}

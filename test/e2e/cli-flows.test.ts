@@ -1,0 +1,278 @@
+import { spawn, type ChildProcess } from "node:child_process";
+import { mkdirSync, mkdtempSync, rmSync, writeFileSync } from "node:fs";
+import { tmpdir } from "node:os";
+import path from "node:path";
+import { afterAll, beforeAll, describe, expect, it } from "vitest";
+import { freePort } from "../../infra/redis-server.js";
+import { startWranglerDev, type WranglerDev } from "../../infra/wrangler.js";
+import type { FlowView } from "../../shared/model/index.js";
+import { connectRedis } from "../../shared/store/index.js";
+import { deletePrefix, freshPrefix } from "../support/prefix.js";
+import { readTestStackConfig } from "../support/stack-config.js";
+
+/**
+ * Flows through the CLI as a user runs them: real `flowc` processes against a real `wrangler dev`
+ * Worker, with the reference runner started by `flowc runner start` running the python and sh
+ * jobs of examples/. Output is read from pipes, so it is the plain-lines form (no progress bar).
+ */
+
+const root = path.resolve(import.meta.dirname, "../..");
+const stack = readTestStackConfig();
+const prefix = freshPrefix("cli-flows");
+const tmp = mkdtempSync(path.join(tmpdir(), "flowc-flows-test-"));
+let worker: WranglerDev | undefined;
+
+interface Run {
+  code: number | null;
+  stdout: string;
+  stderr: string;
+  errors: string[];
+}
+
+function cleanEnv(): NodeJS.ProcessEnv {
+  return Object.fromEntries(Object.entries(process.env).filter(([name]) => !name.startsWith("FLOWC_") && !name.startsWith("RUNNER_")));
+}
+
+function spawnFlowc(args: string[], env: Record<string, string>): ChildProcess {
+  return spawn(process.execPath, ["--import", "tsx", "cli/main.ts", ...args], {
+    cwd: root,
+    env: { ...cleanEnv(), NO_COLOR: "1", ...env },
+    stdio: ["ignore", "pipe", "pipe"],
+  });
+}
+
+function flowc(args: string[], env: Record<string, string>): Promise<Run> {
+  return new Promise((resolve, reject) => {
+    const child = spawnFlowc(args, env);
+    // A hung CLI is a failure to report, not a test run to hang.
+    const timer = setTimeout(() => child.kill("SIGKILL"), 90_000);
+    let stdout = "";
+    let stderr = "";
+    child.stdout?.on("data", (chunk: Buffer) => (stdout += chunk.toString()));
+    child.stderr?.on("data", (chunk: Buffer) => (stderr += chunk.toString()));
+    child.once("error", reject);
+    child.once("close", (code) => {
+      clearTimeout(timer);
+      resolve({ code, stdout, stderr, errors: stderr.split("\n").filter(Boolean) });
+    });
+  });
+}
+
+function expectOneErrorLine(run: Run, code: number, pattern: RegExp): void {
+  expect(run.code, run.stdout + run.stderr).toBe(code);
+  expect(run.errors, run.stderr).toHaveLength(1);
+  expect(run.errors[0]).toMatch(/^flowc: /);
+  expect(run.errors[0]).toMatch(pattern);
+  expect(run.stderr).not.toMatch(/\n\s+at /);
+}
+
+/** One person using flowc, with a profile of their own. */
+function user(name: string) {
+  const home = path.join(tmp, name);
+  mkdirSync(home, { recursive: true });
+  const env = { HOME: home, FLOWC_PROFILE: path.join(home, "profile.json") };
+  return { home, env, run: (...args: string[]) => flowc(args, env) };
+}
+
+const owner = user("owner");
+let contextId = "";
+let runner: { child: ChildProcess; output: () => string; exited: Promise<number | null> } | undefined;
+/** The diamond's flow id, once the first test submitted it. */
+let diamondId = "";
+let failingId = "";
+
+async function registered(who: ReturnType<typeof user>): Promise<string> {
+  const key = path.join(who.home, "key.json");
+  expect((await who.run("keygen", "--out", key)).code).toBe(0);
+  expect((await who.run("init", "--url", (worker as WranglerDev).url, "--key-file", key)).code).toBe(0);
+  const registration = await who.run("actor", "register");
+  expect(registration.code, registration.stderr).toBe(0);
+  return /^actor (\d+) registered/.exec(registration.stdout)?.[1] as string;
+}
+
+beforeAll(async () => {
+  const envFile = path.join(tmp, "worker.env");
+  writeFileSync(
+    envFile,
+    `UPSTASH_REDIS_REST_URL=${stack.restUrl}\nUPSTASH_REDIS_REST_TOKEN=${stack.restToken}\nCOORDINATOR_SIGNING_KEY='${stack.coordinatorKey}'\n`,
+    { mode: 0o600 },
+  );
+  worker = await startWranglerDev({ port: await freePort(), envFile, cwd: root, vars: { KEY_PREFIX: prefix, ALLOW_INSECURE_HTTP: "true" }, readyTimeoutMs: 90_000 });
+
+  await registered(owner);
+  const created = await owner.run("context", "create");
+  contextId = /^context (\d+) created/.exec(created.stdout)?.[1] as string;
+  const runnerKey = path.join(owner.home, "runner.json");
+  expect((await owner.run("keygen", "--out", runnerKey)).code).toBe(0);
+  const port = await freePort();
+  const runnerReg = await owner.run("runner", "register", contextId, "--key-file", runnerKey, "--type", "python", "--script-types", "python,sh", "--address", `http://127.0.0.1:${port}/`);
+  expect(runnerReg.code, runnerReg.stderr).toBe(0);
+  const runnerId = /^runner (\d+) registered/.exec(runnerReg.stdout)?.[1] as string;
+
+  const child = spawnFlowc(["runner", "start", contextId, runnerId, "--key-file", runnerKey, "--listen", `127.0.0.1:${port}`, "--work-dir", path.join(tmp, "work")], owner.env);
+  let output = "";
+  child.stdout?.on("data", (chunk: Buffer) => (output += chunk.toString()));
+  child.stderr?.on("data", (chunk: Buffer) => (output += chunk.toString()));
+  const exited = new Promise<number | null>((resolve) => child.once("exit", (code) => resolve(code)));
+  runner = { child, output: () => output, exited };
+  const deadline = Date.now() + 30_000;
+  while (!/listening on http:\/\/127\.0\.0\.1:\d+\//.test(output)) {
+    if (child.exitCode !== null || Date.now() > deadline) throw new Error(`flowc runner start did not start the runner:\n${output}`);
+    await new Promise((r) => setTimeout(r, 100));
+  }
+});
+
+afterAll(async () => {
+  if (runner && runner.child.exitCode === null) {
+    runner.child.kill("SIGKILL");
+    await runner.exited;
+  }
+  await worker?.stop();
+  await deletePrefix(connectRedis({ url: stack.restUrl, token: stack.restToken }), prefix);
+  rmSync(tmp, { recursive: true, force: true });
+});
+
+const example = (name: string) => path.join("examples", name);
+
+describe("flowc flows", () => {
+  it("submits, starts and watches the diamond: a line per job, the result per job key, exit 0", async () => {
+    const run = await owner.run("flow", "submit", contextId, example("diamond.yaml"), "--start", "--watch");
+    expect(run.code, run.stdout + run.stderr).toBe(0);
+    expect(run.stderr).toBe("");
+    expect(run.stdout).not.toContain("\x1b"); // not a terminal: plain lines only
+    diamondId = /^flow (\d+) submitted to context \d+ \(4 jobs: fetch, square, double, sum\); started$/m.exec(run.stdout)?.[1] as string;
+    expect(Number(diamondId)).toBeGreaterThan(0);
+    const lines = run.stdout.split("\n");
+    for (const [key, result] of [["fetch", "n=7"], ["square", "n=49"], ["double", "n=14"], ["sum", "total=63"]]) {
+      expect(lines).toContainEqual(expect.stringMatching(new RegExp(`^  \\[[1-4]/4\\] ✓ ${key} finished  ${result}$`)));
+    }
+    expect(lines.filter((l) => /✓ \w+ finished/.test(l)).at(-1)).toMatch(/^ {2}\[4\/4\] /);
+    const summary = run.stdout.slice(run.stdout.indexOf(`flow ${diamondId} finished`));
+    expect(summary).toMatch(new RegExp(`^flow ${diamondId} finished( in .*)?\\nresult:\\n {2}fetch {3}n=7\\n {2}square {2}n=49\\n {2}double {2}n=14\\n {2}sum {5}total=63\\n$`));
+
+    const json = await owner.run("flow", "watch", contextId, diamondId, "--json");
+    expect(json.code, json.stderr).toBe(0);
+    const view = JSON.parse(json.stdout) as FlowView;
+    expect(view.result).toEqual({ fetch: { n: "7" }, square: { n: "49" }, double: { n: "14" }, sum: { total: "63" } });
+  });
+
+  it("shows the DAG layered by dependency, the flow, and lists finished flows", async () => {
+    const dag = await owner.run("flow", "dag", contextId, diamondId);
+    expect(dag.code, dag.stderr).toBe(0);
+    const lines = dag.stdout.trimEnd().split("\n");
+    expect(lines[0]).toBe(`flow ${diamondId} finished: 4 jobs in 3 layers, 4 dependencies (← reads "depends on")`);
+    expect(lines[1]).toMatch(/^ 1 {2}✓ fetch {3}sh {6}finished\s+runner \d+$/);
+    expect(lines[2]).toMatch(/^ 2 {2}✓ square {2}python {2}finished {2}← fetch\s+runner \d+$/);
+    expect(lines[3]).toMatch(/^ {4}✓ double {2}sh {6}finished {2}← fetch\s+runner \d+$/);
+    expect(lines[4]).toMatch(/^ 3 {2}✓ sum {5}python {2}finished {2}← square, double {2}runner \d+$/);
+
+    const show = await owner.run("flow", "show", contextId, diamondId);
+    expect(show.code, show.stderr).toBe(0);
+    expect(show.stdout).toMatch(/^status\s+finished$/m);
+    expect(show.stdout).toMatch(/^progress\s+4 of 4 jobs ended \(4 finished, 0 error, 0 running\)$/m);
+    expect(show.stdout).toMatch(/^env_vars\s+BASE=7, UNIT=widgets$/m);
+    expect(show.stdout).toMatch(/^sum\s+\d+\s+python\s+✓ finished\s+1\s+\d+\s+square, double\s+total=63$/m);
+
+    const list = await owner.run("flow", "list", contextId, "--status", "finished");
+    expect(list.code, list.stderr).toBe(0);
+    expect(list.stdout).toMatch(/^ID\s+STATUS\s+JOBS\s+CREATED\s+ENDED\s+ERROR$/m);
+    expect(list.stdout).toMatch(new RegExp(`^${diamondId}\\s+finished\\s+4\\s+\\S+Z\\s+\\S+Z$`, "m"));
+    expect(list.stdout).toMatch(/finished flows? in context \d+$/m);
+    expectOneErrorLine(await owner.run("flow", "list", contextId, "--status", "done"), 2, /--status must be one of dispatched, started, error, finished/);
+  });
+
+  it("exits 1 for the failing flow, naming the job and its reason, and never runs its dependent", async () => {
+    const run = await owner.run("flow", "submit", contextId, example("failing.yaml"), "--start", "--watch");
+    expect(run.code, run.stdout + run.stderr).toBe(1);
+    failingId = /^flow (\d+) submitted/m.exec(run.stdout)?.[1] as string;
+    expect(run.stdout).toMatch(/^ {2}\[\d\/3\] ✓ download finished {2}bytes=1024, checksum=5e8848$/m);
+    expect(run.stdout).toMatch(/^ {2}\[\d\/3\] ✗ verify error: exit code 3$/m);
+    expect(run.stdout).toMatch(/^\s+stderr \| checksum mismatch: expected 9f86d0, got 5e8848$/m);
+    expect(run.stdout).toMatch(/^ {2}\[3\/3\] – publish not run: dependency verify failed$/m);
+    expect(run.stdout).toMatch(new RegExp(`^flow ${failingId} error.*: job verify failed: exit code 3$`, "m"));
+    expect(run.stdout).toMatch(/^not run: publish$/m);
+
+    const show = await owner.run("flow", "show", contextId, failingId);
+    expect(show.stdout).toMatch(/^publish\s+\d+\s+sh\s+✗ error\s+0\s+-\s+verify\s+not run: dependency verify failed$/m);
+    expect(runner?.output()).toMatch(/\(verify, flow \d+, attempt 1, python\) end: error/);
+    expect(runner?.output()).not.toMatch(/\(publish, /);
+    const listed = await owner.run("flow", "list", contextId, "--status", "error");
+    expect(listed.stdout).toMatch(new RegExp(`^${failingId}\\s+error\\s+3\\s+.*job verify failed: exit code 3$`, "m"));
+  });
+
+  it("points at the line of a YAML or JSON syntax error, and at the field the coordinator refused", async () => {
+    const file = (name: string, text: string) => {
+      const full = path.join(owner.home, name);
+      writeFileSync(full, text);
+      return full;
+    };
+    const badYaml = file("bad.yaml", 'jobs:\n  - name: a\n    script_type: sh\n    script: "true"\n     depends: [b]\n');
+    expectOneErrorLine(await owner.run("flow", "submit", contextId, badYaml), 1, new RegExp(`^flowc: ${badYaml}:5:\\d+: `));
+    const badJson = file("bad.json", '{\n  "jobs": [\n    {"name": "a" "script": "true"}\n  ]\n}\n');
+    expectOneErrorLine(await owner.run("flow", "submit", contextId, badJson), 1, new RegExp(`^flowc: ${badJson}:3:\\d+: not valid JSON: `));
+
+    const cycle = file("cycle.yaml", 'jobs:\n  - name: a\n    script_type: sh\n    script: "true"\n    depends: [b]\n  - name: b\n    script_type: sh\n    script: "true"\n    depends: [a]\n');
+    const cycled = await owner.run("flow", "submit", contextId, cycle, "--start");
+    expectOneErrorLine(cycled, 1, new RegExp(`^flowc: ${cycle}:5: jobs\\.0\\.depends \\(job "a"\\): the jobs form a dependency cycle: a → b → a`));
+    expect(cycled.stdout).toBe("");
+
+    const wrong = file("wrong.yaml", 'jobs:\n  - name: a\n    script_type: ruby\n    script: "true"\n    timeout: -1\n');
+    const refused = await owner.run("flow", "submit", contextId, wrong);
+    expect(refused.code).toBe(1);
+    expect(refused.errors).toEqual([
+      `flowc: ${wrong}: the coordinator refused the flow (2 problems):`,
+      expect.stringMatching(new RegExp(`^ {2}${wrong}:3: jobs\\.0\\.script_type \\(job "a"\\): Invalid option`)),
+      expect.stringMatching(new RegExp(`^ {2}${wrong}:5: jobs\\.0\\.timeout \\(job "a"\\): Too small`)),
+    ]);
+    expectOneErrorLine(await owner.run("flow", "submit", contextId, path.join(owner.home, "missing.yaml")), 1, /cannot read the flow file .*missing\.yaml: no such file/);
+    expect((await owner.run("flow", "list", contextId)).stdout).toMatch(/^2 of 2 flows in context/m); // nothing refused was stored
+  });
+
+  it("returns the first flow for a repeated idempotency key, and starts and watches it later", async () => {
+    const first = await owner.run("flow", "submit", contextId, example("diamond.yaml"), "--idempotency-key", "nightly-1");
+    expect(first.code, first.stderr).toBe(0);
+    const id = /^flow (\d+) submitted .*; not started \(flowc flow start \d+ \d+\)$/m.exec(first.stdout)?.[1];
+    const again = await owner.run("flow", "submit", contextId, example("diamond.yaml"), "--idempotency-key", "nightly-1");
+    expect(again.stdout).toMatch(new RegExp(`^flow ${id} already submitted with idempotency key nightly-1 `));
+    const started = await owner.run("flow", "start", contextId, id as string, "--watch");
+    expect(started.code, started.stdout + started.stderr).toBe(0);
+    expect(started.stdout).toMatch(/✓ sum finished {2}total=63$/m);
+  });
+
+  it("reads the inbox (flow results), sends messages between actors, and pops them", async () => {
+    const inbox = await owner.run("inbox", contextId);
+    expect(inbox.code, inbox.stderr).toBe(0);
+    expect(inbox.stdout).toMatch(new RegExp(`^ {2}flow ${diamondId} finished\\n {4}fetch {3}n=7$`, "m"));
+    expect(inbox.stdout).toMatch(new RegExp(`^ {2}flow ${failingId} error: job verify failed: exit code 3$`, "m"));
+    expect(inbox.stdout).toMatch(/left in the inbox \(--pop takes them off\)$/m);
+
+    const bob = user("bob");
+    const bobId = await registered(bob);
+    expect((await owner.run("context", "grant", contextId, "readers", bobId)).code).toBe(0);
+    const sent = await owner.run("message", "send", contextId, "--to", bobId, "--type", "mail", "--subject", "hello", "first line\nsecond line");
+    expect(sent.code, sent.stderr).toBe(0);
+    const messageId = new RegExp(`^message (\\d+) sent to actor ${bobId} in context ${contextId} \\(mail, text\\)$`).exec(sent.stdout.trim())?.[1];
+    expect(Number(messageId)).toBeGreaterThan(0);
+
+    const read = await bob.run("inbox", contextId, "--pop");
+    expect(read.code, read.stderr).toBe(0);
+    expect(read.stdout).toMatch(new RegExp(`^message ${messageId} from actor \\d+ {2}mail/text {2}\\S+Z`, "m"));
+    expect(read.stdout).toContain("  subject: hello\n  | first line\n  | second line\n");
+    expect(read.stdout).toMatch(/^1 message taken off the inbox$/m);
+    expect((await bob.run("inbox", contextId)).stdout.trim()).toBe(`no messages for actor ${bobId} in context ${contextId}`);
+
+    expectOneErrorLine(await owner.run("message", "send", contextId, "hi"), 2, /missing option --to/);
+    expectOneErrorLine(await owner.run("message", "send", contextId, "--to", bobId, "--type", "memo", "hi"), 2, /--type must be one of chat, mail/);
+  });
+
+  it("drains the runner on SIGTERM through flowc runner start, which exits with the runner's code", async () => {
+    expectOneErrorLine(await owner.run("runner", "start", contextId, "1"), 2, /missing option --key-file/);
+    const runnerKey = path.join(owner.home, "runner.json");
+    expectOneErrorLine(await owner.run("runner", "start", contextId, "99", "--key-file", runnerKey), 1, new RegExp(`runner 99 is not registered in context ${contextId}`));
+    const r = runner as NonNullable<typeof runner>;
+    r.child.kill("SIGTERM");
+    expect(await r.exited).toBe(0);
+    expect(r.output()).toMatch(/SIGTERM: draining/);
+    expect(r.output()).toMatch(/drained/);
+  });
+});
