@@ -4,6 +4,7 @@ import { contextCommands } from "./contexts.js";
 import { flowCommands } from "./flows.js";
 import { keyCommands } from "./keys.js";
 import { messageCommands } from "./messages.js";
+import { deadLetterCommands, dispatchCommands, flowRecoveryCommands } from "./recovery.js";
 import { runnerStartCommands } from "./runner-start.js";
 import { runnerCommands } from "./runners.js";
 
@@ -12,8 +13,11 @@ export const COMMANDS: Command[] = [
   ...keyCommands,
   ...actorCommands,
   ...contextCommands,
+  ...dispatchCommands,
   ...runnerCommands,
   ...runnerStartCommands,
   ...flowCommands,
+  ...flowRecoveryCommands,
   ...messageCommands,
+  ...deadLetterCommands,
 ];

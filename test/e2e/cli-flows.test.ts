@@ -265,6 +265,32 @@ describe("flowc flows", () => {
     expectOneErrorLine(await owner.run("message", "send", contextId, "--to", bobId, "--type", "memo", "hi"), 2, /--type must be one of chat, mail/);
   });
 
+  it("lists the failed job as a dead letter, re-runs the flow from it, and cancels a flow", async () => {
+    const letters = await owner.run("deadletter", "list", contextId);
+    expect(letters.code, letters.stderr).toBe(0);
+    const id = letters.stdout.split("\n").find((l) => l.startsWith(`${failingId}:`))?.split(/\s+/)[0] as string;
+    expect(letters.stdout).toContain(`${id}  job   verify`);
+    expect(id).toMatch(/^\d+:\d+:1$/);
+    const shown = await owner.run("deadletter", "show", contextId, id);
+    expect(shown.stdout).toMatch(/^reason\s+exit code 3$/m);
+
+    // The failing job fails again the same way; what matters is that only it (and not download) runs again.
+    const rerun = await owner.run("flow", "rerun", contextId, failingId);
+    expect(rerun.code, rerun.stderr).toBe(0);
+    expect(rerun.stdout).toMatch(new RegExp(`^flow ${failingId} started again: verify, publish`, "m"));
+    const watched = await owner.run("flow", "watch", contextId, failingId);
+    expect(watched.code).toBe(1);
+    expect(runner?.output().match(/\(download, flow \d+, attempt \d+, sh\) start/g) ?? []).toHaveLength(1);
+    expect(runner?.output()).toMatch(/\(verify, flow \d+, attempt 2, python\) end: error/);
+
+    await owner.run("context", "pause", contextId);
+    const held = await owner.run("flow", "submit", contextId, example("diamond.yaml"), "--start");
+    const heldId = /^flow (\d+) submitted/m.exec(held.stdout)?.[1] as string;
+    const cancelled = await owner.run("flow", "cancel", contextId, heldId, "--reason", "not today");
+    expect(cancelled.stdout).toMatch(new RegExp(`^flow ${heldId} error: cancelled: not today$`, "m"));
+    expect((await owner.run("context", "resume", contextId)).stdout).toMatch(/dispatch resumed$/m);
+  });
+
   it("drains the runner on SIGTERM through flowc runner start, which exits with the runner's code", async () => {
     expectOneErrorLine(await owner.run("runner", "start", contextId, "1"), 2, /missing option --key-file/);
     const runnerKey = path.join(owner.home, "runner.json");

@@ -1,0 +1,123 @@
+import { DeadLetter, FlowView } from "../../shared/model/index.js";
+import { parseCount, parseId, type Command } from "../command.js";
+import { fields, table, timestamp } from "../output.js";
+import { actorSession } from "../session.js";
+
+/** Cancel and re-run flows, pause and resume dispatch, read the dead letters. */
+
+const cancel: Command = {
+  name: "flow cancel",
+  summary: "cancel a flow: nothing more runs, runners of jobs in flight are told to stop (admins)",
+  usage: "flow cancel <context> <flow> [--reason <text>]",
+  args: ["context", "flow"],
+  options: { reason: { type: "string", help: "why (kept on the flow and its jobs)" } },
+  examples: ["flowc flow cancel 1 3", 'flowc flow cancel 1 3 --reason "wrong input"'],
+  async run(invocation) {
+    const name = "flow cancel";
+    const contextId = parseId(invocation.args[0] ?? "", "<context>", name);
+    const flowId = parseId(invocation.args[1] ?? "", "<flow>", name);
+    const session = await actorSession(invocation, name);
+    const reason = invocation.options.string("reason");
+    const view = FlowView.parse(await session.client.request("POST", `/v1/contexts/${contextId}/flows/${flowId}/cancel`, reason ? { reason } : {}));
+    invocation.out.result(view, [`flow ${flowId} ${view.status}: ${view.error?.reason ?? "cancelled"}`]);
+  },
+};
+
+const rerun: Command = {
+  name: "flow rerun",
+  summary: "run a failed flow again from its failed jobs; finished jobs are not run again (admins)",
+  usage: "flow rerun <context> <flow>",
+  args: ["context", "flow"],
+  examples: ["flowc flow rerun 1 3", "flowc flow rerun 1 3 && flowc flow watch 1 3"],
+  async run(invocation) {
+    const name = "flow rerun";
+    const contextId = parseId(invocation.args[0] ?? "", "<context>", name);
+    const flowId = parseId(invocation.args[1] ?? "", "<flow>", name);
+    const session = await actorSession(invocation, name);
+    const view = FlowView.parse(await session.client.request("POST", `/v1/contexts/${contextId}/flows/${flowId}/rerun`));
+    const again = view.jobs.filter((j) => j.status !== "finished").map((j) => j.key);
+    invocation.out.result(view, [`flow ${flowId} ${view.status} again: ${again.join(", ")} (watch it with flowc flow watch ${contextId} ${flowId})`]);
+  },
+};
+
+function dispatchCommand(paused: boolean): Command {
+  const verb = paused ? "pause" : "resume";
+  return {
+    name: `context ${verb}`,
+    summary: paused ? "hold dispatch in a context: nothing leaves for runners until resumed (admins)" : "let dispatch go on in a paused context (admins)",
+    usage: `context ${verb} <context>`,
+    args: ["context"],
+    examples: [`flowc context ${verb} 1`],
+    async run(invocation) {
+      const name = `context ${verb}`;
+      const contextId = parseId(invocation.args[0] ?? "", "<context>", name);
+      const session = await actorSession(invocation, name);
+      const answer = await session.client.request("POST", `/v1/contexts/${contextId}/${verb}`);
+      invocation.out.result(answer, [`context ${contextId}: dispatch ${paused ? "paused" : "resumed"}`]);
+    },
+  };
+}
+
+const letters: Command = {
+  name: "deadletter list",
+  summary: "what the coordinator gave up on, newest first (readers)",
+  usage: "deadletter list <context> [--offset <n>] [--limit <n>]",
+  args: ["context"],
+  options: {
+    offset: { type: "string", help: "skip this many (default 0)" },
+    limit: { type: "string", help: "at most this many (default 50)" },
+  },
+  examples: ["flowc deadletter list 1", "flowc deadletter list 1 --limit 5 --json"],
+  async run(invocation) {
+    const name = "deadletter list";
+    const contextId = parseId(invocation.args[0] ?? "", "<context>", name);
+    const query = new URLSearchParams();
+    const offset = invocation.options.string("offset");
+    const limit = invocation.options.string("limit");
+    if (offset !== undefined) query.set("offset", String(parseCount(offset, "--offset", name)));
+    if (limit !== undefined) query.set("limit", String(parseCount(limit, "--limit", name, 1)));
+    const session = await actorSession(invocation, name);
+    const page = (await session.client.request("GET", `/v1/contexts/${contextId}/deadletters${query.size > 0 ? `?${query}` : ""}`)) as { items: unknown[]; total: number };
+    const items = page.items.map((i) => DeadLetter.parse(i));
+    if (items.length === 0) {
+      invocation.out.result(page, [`no dead letters in context ${contextId}`]);
+      return;
+    }
+    const rows = items.map((l) => [l.id, l.kind, l.job_key ?? (l.job_id !== undefined ? String(l.job_id) : "-"), String(l.attempts), timestamp(l.at), l.reason]);
+    invocation.out.result(page, [...table(["id", "kind", "job", "attempts", "at", "reason"], rows), `${items.length} of ${page.total} in context ${contextId}`]);
+  },
+};
+
+const letter: Command = {
+  name: "deadletter show",
+  summary: "one dead letter, whole (readers)",
+  usage: "deadletter show <context> <id>",
+  args: ["context", "id"],
+  examples: ["flowc deadletter show 1 3:12:2"],
+  async run(invocation) {
+    const name = "deadletter show";
+    const contextId = parseId(invocation.args[0] ?? "", "<context>", name);
+    const id = invocation.args[1] ?? "";
+    const session = await actorSession(invocation, name);
+    const entry = DeadLetter.parse(await session.client.request("GET", `/v1/contexts/${contextId}/deadletters/${encodeURIComponent(id)}`));
+    const rows: [string, string][] = [
+      ["id", entry.id],
+      ["kind", entry.kind],
+      ["flow", String(entry.flow_id)],
+      ["job", entry.job_key ?? (entry.job_id !== undefined ? String(entry.job_id) : "-")],
+      ["attempts", String(entry.attempts)],
+      ["at", timestamp(entry.at)],
+      ["reason", entry.reason],
+      ...(entry.message_id !== undefined ? ([["message", String(entry.message_id)]] as [string, string][]) : []),
+      ...(entry.payload !== undefined ? ([["payload", entry.payload]] as [string, string][]) : []),
+    ];
+    invocation.out.result(entry, fields(rows));
+  },
+};
+
+/** `flow cancel`, `flow rerun`. */
+export const flowRecoveryCommands: Command[] = [cancel, rerun];
+/** `context pause`, `context resume`. */
+export const dispatchCommands: Command[] = [dispatchCommand(true), dispatchCommand(false)];
+/** `deadletter list`, `deadletter show`. */
+export const deadLetterCommands: Command[] = [letters, letter];
