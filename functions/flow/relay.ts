@@ -1,5 +1,5 @@
 import type { Message, Runner, ScriptType } from "../../shared/model/index.js";
-import type { Settlement, Store } from "../../shared/store/index.js";
+import { callRedis, type Settlement, type Store } from "../../shared/store/index.js";
 import type { CoordinatorKey } from "../coordinator-key.js";
 import { deliverToActor } from "./actor-delivery.js";
 import { callbacks, deliver, type DeliveryPayload } from "./delivery.js";
@@ -46,6 +46,9 @@ export function releaseRunner(contextId: number, runnerId: number): void {
 
 let rotation = 0;
 
+const SETTLE_WITHIN_MS = 30_000;
+const SETTLE_ATTEMPTS = 4;
+
 /** Runners that may take a message: the pinned one, or those accepting its script type. */
 function candidates(runners: Runner[], message: Message): { push: Runner[]; pull: Runner[] } {
   const job = message.job[0];
@@ -69,7 +72,9 @@ function candidates(runners: Runner[], message: Message): { push: Runner[]; pull
  * result) into its recipient's inbox. `own` holds messages the caller already has in memory.
  */
 export async function relay(deps: RelayDeps, contextId: number, max: number, own: Map<string, Message> = new Map()): Promise<RelayReport> {
-  const settleBy = Date.now() + 60_000;
+  // Deliveries time out after 10 s each: a relay that has not settled by then never will. The
+  // sub-millisecond part makes the score this claim's own, so a late settle can tell.
+  const settleBy = Date.now() + SETTLE_WITHIN_MS + Math.random();
   const keys = await deps.store.flowStore.claim(contextId, max, settleBy);
   if (keys.length === 0) return { delivered: 0, queued: 0, back: 0 };
   const foreign = keys.filter((k) => !own.has(k));
@@ -132,10 +137,31 @@ export async function relay(deps: RelayDeps, contextId: number, max: number, own
     }),
   );
   settlement.queued = [...queued].map(([scriptType, list]) => ({ scriptType, keys: list }));
-  await deps.store.flowStore.settle(contextId, settlement);
+  await settleOrLeaveForTheSweep(deps.store, contextId, settlement, settleBy);
   return {
     delivered: settlement.delivered.length,
     queued: settlement.queued.reduce((n, q) => n + q.keys.length, 0),
     back: settlement.back.length,
   };
+}
+
+/**
+ * Settles what the relay took, retrying a storage hiccup a few times. If storage stays away, the
+ * messages stay in flight: the next claim after `settleBy` puts them back on msg_out, and the
+ * context is marked due for the supervisor's sweep so that claim happens even if nothing else
+ * relays there.
+ */
+async function settleOrLeaveForTheSweep(store: Store, contextId: number, settlement: Settlement, settleBy: number): Promise<void> {
+  for (let attempt = 1; ; attempt++) {
+    try {
+      await store.flowStore.settle(contextId, settlement, settleBy);
+      return;
+    } catch (error) {
+      if (attempt >= SETTLE_ATTEMPTS) {
+        await callRedis(() => store.redis.exec(["ZADD", store.keys.sweepDue(), "LT", String(settleBy + 1_000), String(contextId)])).catch(() => undefined);
+        throw error;
+      }
+      await new Promise((r) => setTimeout(r, 250 * 2 ** attempt));
+    }
+  }
 }

@@ -70,13 +70,19 @@ async function sweepContext(env: Env, store: Store, contextId: number, now: numb
     const stub = env.FLOW_COORDINATOR.get(env.FLOW_COORDINATOR.idFromName(coordinatorName(scope)));
     unwrap(await stub.tick(scope));
   }
-  const [first, waiting] = await callRedis(async () => {
+  const [first, waiting, inflight] = await callRedis(async () => {
     const p = store.redis.pipeline();
     p.zrange(store.keys.deadlines(contextId), 0, 0, { withScores: true });
     p.llen(store.keys.msgOut(contextId));
-    return (await p.exec()) as [string[], number];
+    p.zrange(store.keys.inflight(contextId), 0, 0, { withScores: true });
+    return (await p.exec()) as [string[], number, string[]];
   });
-  const next = Math.min(first.length === 2 ? Number(first[1]) : Infinity, Number(waiting) > 0 ? now + MSG_OUT_RECHECK_MS : Infinity);
+  // Due again at the nearest of: a flow's check time, leftovers in msg_out, a delivery to settle.
+  const next = Math.min(
+    first.length === 2 ? Number(first[1]) : Infinity,
+    Number(waiting) > 0 ? now + MSG_OUT_RECHECK_MS : Infinity,
+    inflight.length === 2 ? Number(inflight[1]) + 1_000 : Infinity,
+  );
   await callRedis(() =>
     Number.isFinite(next)
       ? store.redis.exec(["ZADD", store.keys.sweepDue(), String(Math.max(next, now + 1000)), String(contextId)])

@@ -132,14 +132,18 @@ export class FlowStore {
 
   /** Takes up to `max` messages from msg_out into the in-flight set (none while paused). */
   async claim(contextId: number, max: number, settleBy: number): Promise<string[]> {
-    const taken = await relayClaim.run(this.redis, [this.keys.msgOut(contextId), this.keys.inflight(contextId), this.keys.context(contextId)], [max, settleBy]);
+    const taken = await relayClaim.run(
+      this.redis,
+      [this.keys.msgOut(contextId), this.keys.inflight(contextId), this.keys.context(contextId)],
+      [max, settleBy, Date.now()],
+    );
     return Array.isArray(taken) ? taken.map(String) : [];
   }
 
-  /** Settles what the relay took: delivered, back to msg_out, or onto pull queues. */
-  async settle(contextId: number, s: Settlement): Promise<void> {
+  /** Settles what the relay took (with the claim's score): delivered, back to msg_out, or onto pull queues. */
+  async settle(contextId: number, s: Settlement, claimScore: number): Promise<void> {
     const keys = [this.keys.inflight(contextId), this.keys.msgOut(contextId)];
-    const args: string[] = [];
+    const args: string[] = [String(claimScore)];
     if (s.delivered.length > 0) args.push("D", String(s.delivered.length), ...s.delivered);
     if (s.back.length > 0) args.push("B", String(s.back.length), ...s.back);
     for (const q of s.queued) {
@@ -147,7 +151,7 @@ export class FlowStore {
       keys.push(this.keys.queue(contextId, q.scriptType));
       args.push(String(keys.length), String(q.keys.length), ...q.keys);
     }
-    if (args.length === 0) return;
+    if (args.length === 1) return;
     // Delivered-only is the common case: one ZREM, no script.
     if (keys.length === 2 && s.back.length === 0) {
       await callRedis(() => this.redis.exec(["ZREM", keys[0] as string, ...s.delivered]));

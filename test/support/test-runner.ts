@@ -5,12 +5,22 @@
  * script is run). Run as its own process:
  *
  *   COORDINATOR_URL=… CONTEXT_ID=… RUNNER_ID=… KEY_FILE=… [PORT=0] [HOLD=n] [FAIL=a,b]
- *   node --import tsx test/support/test-runner.ts
+ *   [CHAOS=1] [SILENT=1] [LATE=1] [POISON=1] node --import tsx test/support/test-runner.ts
  *
  * HOLD=n keeps results back until n deliveries arrived, then sends them all at once (to test
  * concurrent results); FAIL lists job names whose result is an error; CHAOS=1 sends every
  * result twice and a late `started` after it (duplicated and reordered webhooks). Prints
  * `listening <port>`.
+ *
+ * Fault switches: SILENT=1 answers 2xx to every delivery and never reports anything (a runner
+ * that acknowledges and disappears); LATE=1 keeps the result of a job's first attempt back until
+ * the job's next attempt is delivered here (so it arrives after that attempt's lease ran out),
+ * then sends it before working on the new attempt; POISON=1 posts an unreadable result
+ * (`status: "exploded"`) before each real one.
+ *
+ * For counting, it prints `ran <job> flow <f> attempt <n> avoid <runner|->` for every delivery
+ * it takes, and `answered <result|poison> <job> flow <f> attempt <n> <status> <problem type|outcome>`
+ * for every result report (each try; `failed <error>` when no answer came).
  */
 import { readFileSync } from "node:fs";
 import http from "node:http";
@@ -32,41 +42,77 @@ const signer = { keyid: runnerKeyId(contextId, runnerId), key: await importPriva
 const hold = Number(process.env.HOLD ?? 0);
 const failing = new Set((process.env.FAIL ?? "").split(",").filter(Boolean));
 const chaos = process.env.CHAOS === "1";
+const silent = process.env.SILENT === "1";
+const late = process.env.LATE === "1";
+const poison = process.env.POISON === "1";
 
 const directory = (await (await fetch(`${base}/.well-known/http-message-signatures-directory`)).json()) as { keys: { kid: string; x: string }[] };
 const keys = new Map(await Promise.all(directory.keys.map(async (k) => [k.kid, await importPublicKey(k.x)] as const)));
 
-/** POSTs a signed webhook, retrying network errors and 5xx a few times (at-least-once). */
-async function report(url: string, body: unknown): Promise<void> {
+/**
+ * POSTs a signed webhook, retrying network errors and 5xx a few times (at-least-once). With a
+ * `label`, prints how each try was answered.
+ */
+async function report(url: string, body: unknown, label?: string): Promise<void> {
   const target = `${base}${new URL(url, base).pathname}`;
   for (let attempt = 0; attempt < 5; attempt++) {
     try {
       const request = await signRequest(new Request(target, { method: "POST", body: JSON.stringify(body), headers: { "content-type": "application/json" } }), signer);
       const res = await fetch(request);
-      await res.arrayBuffer();
+      const text = await res.text();
+      if (label) console.log(`answered ${label} ${res.status} ${codeOf(text)}`);
       if (res.status < 500) return;
-    } catch {
-      // retry
+    } catch (error) {
+      if (label) console.log(`answered ${label} failed ${(error as Error).message}`);
     }
     await new Promise((r) => setTimeout(r, 100 * 2 ** attempt));
   }
 }
+
+/** The last segment of a problem's type, or an answer's outcome. */
+function codeOf(text: string): string {
+  try {
+    const parsed = JSON.parse(text) as { type?: unknown; outcome?: unknown };
+    if (typeof parsed.type === "string") return parsed.type.split("/").pop() ?? parsed.type;
+    if (typeof parsed.outcome === "string") return parsed.outcome;
+  } catch {
+    // not JSON
+  }
+  return "-";
+}
+
+/** LATE: first attempts' results held back, by `<flow>:<job>`, until the job's next attempt comes. */
+const lateResults = new Map<string, () => Promise<void>>();
 
 const held: (() => Promise<void>)[] = [];
 
 async function run(payload: DeliveryPayload): Promise<void> {
   const job = payload.message.job[0];
   const name = job?.name ?? String(payload.job_id);
+  const label = `${name} flow ${payload.flow_id} attempt ${payload.attempt}`;
+  console.log(`ran ${name} flow ${payload.flow_id} attempt ${payload.attempt} avoid ${payload.message.avoid_runner_id ?? "-"}`);
+  if (silent) return;
+  const lateKey = `${payload.flow_id}:${payload.job_id}`;
+  const stale = lateResults.get(lateKey);
+  if (stale) {
+    lateResults.delete(lateKey);
+    await stale();
+  }
   await report(payload.callbacks.started, { attempt: payload.attempt });
   const body = failing.has(name)
     ? { attempt: payload.attempt, status: "error", error: `job ${name} failed on purpose` }
     : { attempt: payload.attempt, status: "finished", result: { job: name, attempt: String(payload.attempt) } };
   const finish = async () => {
-    await report(payload.callbacks.result, body);
+    if (poison) await report(payload.callbacks.result, { ...body, status: "exploded" }, `poison ${label}`);
+    await report(payload.callbacks.result, body, `result ${label}`);
     if (chaos) {
       await Promise.all([report(payload.callbacks.result, body), report(payload.callbacks.started, { attempt: payload.attempt })]);
     }
   };
+  if (late && payload.attempt === 1) {
+    lateResults.set(lateKey, finish);
+    return;
+  }
   if (hold > 0) {
     held.push(finish);
     if (held.length >= hold) await Promise.all(held.splice(0).map((f) => f()));

@@ -128,14 +128,22 @@ return skipped`,
 
 /**
  * relayClaim: take up to N messages from msg_out into the in-flight set in one step, unless the
- * context's dispatch is paused.
+ * context's dispatch is paused. First, messages whose delivery was never settled in time (a
+ * relay that died, or could not reach storage to settle) go back to the front of msg_out: the
+ * in-flight set loses nothing.
  *   KEYS[1]  msg_out   KEYS[2]  inflight   KEYS[3]  the context hash
  *   ARGV[1]  N         ARGV[2]  score: when the delivery must be settled (epoch ms)
+ *   ARGV[3]  now (epoch ms)
  * Returns the message keys taken (none while paused).
  */
 export const relayClaim = new LuaScript(
   "relayClaim",
   `if redis.call("HGET", KEYS[3], "paused") == "true" then return {} end
+local stuck = redis.call("ZRANGEBYSCORE", KEYS[2], "-inf", ARGV[3], "LIMIT", 0, 100)
+if #stuck > 0 then
+  redis.call("ZREM", KEYS[2], unpack(stuck))
+  redis.call("LPUSH", KEYS[1], unpack(stuck))
+end
 local taken = redis.call("LPOP", KEYS[1], tonumber(ARGV[1]))
 if not taken then return {} end
 local scored = {}
@@ -150,27 +158,35 @@ return taken`,
 /**
  * relaySettle: end the relay's hold on messages: those delivered leave the in-flight set, those
  * that could not be delivered go back to the front of msg_out, those for pull runners go to
- * their queue.
+ * their queue. A message goes back only if it is still this relay's (its in-flight score is the
+ * claim's): a late settle must not return a message another relay has taken since.
  *   KEYS[1]  inflight   KEYS[2]  msg_out   KEYS[3..]  queues (optional)
- *   ARGV     groups: target ("D" delivered, "B" back to msg_out, or the KEYS position of a
+ *   ARGV[1]  the claim's score
+ *   ARGV[2..] groups: target ("D" delivered, "B" back to msg_out, or the KEYS position of a
  *            queue), count, message keys
- * Returns the number of messages still in flight that were settled.
+ * Returns the number of messages settled.
  */
 export const relaySettle = new LuaScript(
   "relaySettle",
   `local settled = 0
-local i = 1
+local i = 2
 while i <= #ARGV do
   local target, n = ARGV[i], tonumber(ARGV[i + 1])
   local first = i + 2
   i = first + n
-  settled = settled + redis.call("ZREM", KEYS[1], unpack(ARGV, first, first + n - 1))
   if target == "B" then
     local back = {}
-    for k = first + n - 1, first, -1 do back[#back + 1] = ARGV[k] end
-    redis.call("LPUSH", KEYS[2], unpack(back))
-  elseif target ~= "D" then
-    redis.call("RPUSH", KEYS[tonumber(target)], unpack(ARGV, first, first + n - 1))
+    for k = first + n - 1, first, -1 do
+      local score = redis.call("ZSCORE", KEYS[1], ARGV[k])
+      if score and tonumber(score) == tonumber(ARGV[1]) then back[#back + 1] = ARGV[k] end
+    end
+    if #back > 0 then
+      settled = settled + redis.call("ZREM", KEYS[1], unpack(back))
+      redis.call("LPUSH", KEYS[2], unpack(back))
+    end
+  else
+    settled = settled + redis.call("ZREM", KEYS[1], unpack(ARGV, first, first + n - 1))
+    if target ~= "D" then redis.call("RPUSH", KEYS[tonumber(target)], unpack(ARGV, first, first + n - 1)) end
   end
 end
 return settled`,

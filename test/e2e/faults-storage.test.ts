@@ -1,0 +1,216 @@
+import { writeFileSync } from "node:fs";
+import http from "node:http";
+import path from "node:path";
+import { afterAll, beforeAll, describe, expect, it } from "vitest";
+import { actorKeyId, signRequest, type RequestSigner } from "../../shared/auth/index.js";
+import { signerFromJwk } from "../../shared/client/index.js";
+import type { FlowView } from "../../shared/model/index.js";
+import { attemptsOf, eventually, flowEnd, runsIn, startPrivateStack, type PrivateStack } from "../support/private-stack.js";
+
+// The Worker's storage going away under it, with real processes: the REST endpoint stopped (the
+// storage is unreachable: connections refused) and redis-server frozen behind a running REST
+// endpoint (SIGSTOP: requests hang until the storage deadline). The API answers 503 in bounded
+// time, writes nothing half-way, runners' reports are retried until storage is back, and no job
+// is lost or run twice.
+
+let stack: PrivateStack;
+let admin: Awaited<ReturnType<PrivateStack["newActor"]>>;
+let signer: RequestSigner;
+
+/** The Worker's storage deadline (REDIS_TIMEOUT_MS, its default). */
+const REDIS_TIMEOUT_MS = 5_000;
+
+beforeAll(async () => {
+  stack = await startPrivateStack("faults-storage");
+  admin = await stack.newActor();
+  signer = await signerFromJwk(admin.jwk, actorKeyId(admin.id));
+});
+afterAll(() => stack?.stop());
+
+/** A signed POST by the admin, answered as it came (status, content type, body) and timed. */
+async function timedPost(pathname: string, body: unknown): Promise<{ status: number; type: string | null; body: { type?: string }; ms: number }> {
+  const began = Date.now();
+  const request = await signRequest(new Request(`${stack.url}${pathname}`, { method: "POST", headers: { "content-type": "application/json" }, body: JSON.stringify(body) }), signer);
+  const res = await fetch(request);
+  const parsed = (await res.json()) as { type?: string };
+  return { status: res.status, type: res.headers.get("content-type"), body: parsed, ms: Date.now() - began };
+}
+
+async function flowIds(contextId: number): Promise<number[]> {
+  return ((await admin.client.request("GET", `/v1/contexts/${contextId}/flows`)) as { items: { id: number }[] }).items.map((f) => f.id);
+}
+
+/** The context's job and message records in Redis (a half-written flow would leave some). */
+async function records(contextId: number): Promise<string[]> {
+  const keys = await stack.redis.exec<string[]>(["KEYS", `ctx:{${contextId}}:*`]);
+  return keys.filter((k) => /:(flow|job|message):/.test(k) || k.endsWith(":msg_out"));
+}
+
+const twoJobs = (id: number) => ({
+  id,
+  start: true,
+  jobs: [
+    { name: "a", script: "true", script_type: "sh" },
+    { name: "b", script: "true", script_type: "sh", depends: ["a"] },
+  ],
+});
+
+/** Submits `body` as it is (it names its flow id) and checks the flow ran a then b, once each. */
+async function submitAndRun(contextId: number, body: ReturnType<typeof twoJobs>, output: () => string): Promise<void> {
+  const created = (await admin.client.request("POST", `/v1/contexts/${contextId}/flows`, body)) as FlowView;
+  expect(created.id).toBe(body.id);
+  const view = await flowEnd(admin.client, contextId, body.id);
+  expect(view.status, JSON.stringify(view)).toBe("finished");
+  expect(view.result).toEqual({ a: { job: "a", attempt: "1" }, b: { job: "b", attempt: "1" } });
+  expect(view.jobs.map((j) => [j.key, j.status, j.attempt])).toEqual([["a", "finished", 1], ["b", "finished", 1]]);
+  expect(attemptsOf(runsIn(output()), body.id)).toEqual({ a: [1], b: [1] });
+}
+
+describe("storage faults", () => {
+  it("answers a submission 503 quickly while the REST endpoint is down, writes none of it, and takes it once it is back", async () => {
+    const ctx = (await admin.client.createContext()).id;
+    const runner = await stack.registerTestRunner(admin.client, ctx);
+    const proc = await runner.start();
+    const body = twoJobs(4242);
+
+    await stack.stopRest();
+    let refused: Awaited<ReturnType<typeof timedPost>>;
+    try {
+      refused = await timedPost(`/v1/contexts/${ctx}/flows`, body);
+    } finally {
+      await stack.restartRest();
+    }
+    expect(refused.status, JSON.stringify(refused.body)).toBe(503);
+    expect(refused.type).toMatch(/^application\/problem\+json/);
+    expect(refused.body.type).toMatch(/\/storage-unavailable$/);
+    expect(refused.ms).toBeLessThan(3_000);
+    console.log(`REST endpoint down: the submission was answered ${refused.status} in ${refused.ms} ms`);
+
+    // Nothing of it was stored: no flow, no job, no message, nothing waiting to be sent.
+    expect(await flowIds(ctx)).toEqual([]);
+    await expect(admin.client.request("GET", `/v1/contexts/${ctx}/flows/${body.id}`)).rejects.toMatchObject({ status: 404 });
+    expect(await records(ctx)).toEqual([]);
+
+    await submitAndRun(ctx, body, proc.output);
+    expect(await flowIds(ctx)).toEqual([body.id]);
+  });
+
+  it("answers 503 within the storage deadline while redis-server is frozen (SIGSTOP), and carries on after SIGCONT", async () => {
+    const ctx = (await admin.client.createContext()).id;
+    const runner = await stack.registerTestRunner(admin.client, ctx);
+    const proc = await runner.start();
+    const body = twoJobs(4343);
+
+    stack.pauseRedis();
+    let refused: Awaited<ReturnType<typeof timedPost>>;
+    let health: { status: number; ms: number };
+    try {
+      const began = Date.now();
+      [refused, health] = await Promise.all([
+        timedPost(`/v1/contexts/${ctx}/flows`, body),
+        fetch(`${stack.url}/health`).then(async (r) => {
+          await r.arrayBuffer();
+          return { status: r.status, ms: Date.now() - began };
+        }),
+      ]);
+    } finally {
+      stack.continueRedis();
+    }
+    expect(refused.status, JSON.stringify(refused.body)).toBe(503);
+    expect(refused.type).toMatch(/^application\/problem\+json/);
+    expect(refused.body.type).toMatch(/\/storage-unavailable$/);
+    expect(refused.ms).toBeLessThan(REDIS_TIMEOUT_MS + 2_000);
+    console.log(`redis-server frozen: the submission was answered ${refused.status} in ${refused.ms} ms, /health ${health.status} in ${health.ms} ms`);
+    expect(health.status).toBe(503);
+    expect(health.ms).toBeLessThan(REDIS_TIMEOUT_MS + 2_000);
+
+    // All is well again: healthy, the refused submission left nothing, and it now runs to its end.
+    await eventually(async () => ((await fetch(`${stack.url}/health`)).status === 200 ? true : undefined), 10_000);
+    expect(await flowIds(ctx)).toEqual([]);
+    expect(await records(ctx)).toEqual([]);
+    await submitAndRun(ctx, body, proc.output);
+  });
+
+  it("has a runner retry its result while the REST endpoint is down, and takes it once it is back: the job ran once", async () => {
+    const ctx = (await admin.client.createContext()).id;
+    const runner = await stack.registerReferenceRunner(admin.client, ctx, "push");
+    const proc = await runner.start();
+    const go = path.join(stack.dir, "go-result");
+    const flow = (await admin.client.request("POST", `/v1/contexts/${ctx}/flows`, {
+      start: true,
+      jobs: [{ name: "held", script_type: "sh", timeout: 60, env_vars: { GO: go }, script: 'while [ ! -e "$GO" ]; do sleep 0.1; done\necho n=6 > "$RESULT_FILE"\n' }],
+    })) as FlowView;
+    await eventually(async () => {
+      const view = (await admin.client.request("GET", `/v1/contexts/${ctx}/flows/${flow.id}`)) as FlowView;
+      return view.jobs[0]?.status === "started" ? true : undefined;
+    }, 20_000);
+
+    await stack.stopRest();
+    try {
+      writeFileSync(go, "");
+      // Answered 5xx twice: retried with a growing backoff.
+      await proc.waitForLine(/POST \S+\/result failed \(5\d\d .*retrying in 500 ms/, 20_000);
+    } finally {
+      await stack.restartRest();
+    }
+    expect(proc.stderr()).toMatch(/POST \S+\/result failed \(503 storage-unavailable.*retrying in 250 ms/);
+
+    const view = await flowEnd(admin.client, ctx, flow.id);
+    expect(view.status, JSON.stringify(view)).toBe("finished");
+    expect(view.result).toEqual({ held: { n: "6" } });
+    expect(view.jobs[0]).toMatchObject({ status: "finished", attempt: 1, runner_id: runner.id });
+    expect(attemptsOf(runsIn(proc.stdout()), flow.id)).toEqual({ held: [1] });
+    await proc.waitForLine(/\(held, .*\) end: finished in [\d.]+ s$/, 20_000);
+  });
+
+  it("delivers a job whose runner refused it (503) while storage was away, once storage is back", async () => {
+    const ctx = (await admin.client.createContext()).id;
+    const runner = await stack.registerTestRunner(admin.client, ctx);
+    // The runner's port is first served by a gate that holds each delivery's answer.
+    const held: http.ServerResponse[] = [];
+    const gate = http.createServer((req, res) => {
+      req.resume();
+      req.on("end", () => held.push(res));
+    });
+    await new Promise<void>((resolve) => gate.listen(runner.port, "127.0.0.1", resolve));
+    const flow = (await admin.client.request("POST", `/v1/contexts/${ctx}/flows`, {
+      start: true,
+      timeouts: { timeout: 60 }, // the delivery deadline stays far off: no retry comes to the rescue
+      jobs: [{ name: "bounced", script: "true", script_type: "sh" }],
+    })) as FlowView;
+    const delivery = await eventually(async () => held[0], 20_000);
+
+    // Redis goes away behind the REST endpoint while the delivery is in flight.
+    await stack.refuseStorage();
+    try {
+      delivery.writeHead(503).end(); // busy: the relay must settle the message (back to msg_out)
+      const inflightKey = `ctx:{${ctx}}:inflight`;
+      await eventually(async () => (stack.storageRequests().some((body) => body.includes(inflightKey)) ? true : undefined), 10_000);
+    } finally {
+      await stack.restartRest();
+      await new Promise<void>((resolve) => {
+        gate.close(() => resolve());
+        gate.closeAllConnections();
+      });
+    }
+    const proc = await runner.start();
+    const msgKey = `ctx:{${ctx}}:message:${admin.id}:`;
+    const inflight = await stack.redis.exec<string[]>(["ZRANGE", `ctx:{${ctx}}:inflight`, "0", "-1"]);
+    // Whatever the relay left in flight is past its settle deadline now; the sweep is due.
+    for (const key of inflight) await stack.redis.exec(["ZADD", `ctx:{${ctx}}:inflight`, "XX", "1", key]);
+    await stack.redis.exec(["ZADD", "sweep:due", "1", String(ctx)]);
+    expect((await stack.sweep()).status).toBe(200);
+
+    const view = await flowEnd(admin.client, ctx, flow.id, 10_000).catch(async (error: Error) => {
+      const now = (await admin.client.request("GET", `/v1/contexts/${ctx}/flows/${flow.id}`)) as FlowView;
+      const msgOut = await stack.redis.exec<string[]>(["LRANGE", `ctx:{${ctx}}:msg_out`, "0", "-1"]);
+      const said = stack.workerLog().split("\n").filter((l) => l.includes(`context ${ctx} `));
+      throw new Error(`${error.message}: the flow is ${JSON.stringify(now.jobs)}; in flight: ${JSON.stringify(inflight)}; msg_out: ${JSON.stringify(msgOut)}; the Worker said: ${said.join(" | ")}`);
+    });
+    expect(view.status, JSON.stringify(view)).toBe("finished");
+    expect(view.jobs[0]).toMatchObject({ status: "finished", attempt: 1, runner_id: runner.id });
+    expect(attemptsOf(runsIn(proc.output()), flow.id)).toEqual({ bounced: [1] });
+    expect(inflight.every((k) => k.startsWith(msgKey))).toBe(true);
+    expect(await stack.redis.exec<number>(["ZCARD", `ctx:{${ctx}}:inflight`])).toBe(0);
+  });
+});
