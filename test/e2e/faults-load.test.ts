@@ -1,6 +1,6 @@
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
 import type { DeadLetter, FlowView } from "../../shared/model/index.js";
-import { attemptsOf, eventually, flowEnd, runsIn, startPrivateStack, type PrivateStack } from "../support/private-stack.js";
+import { answersIn, attemptsOf, eventually, flowEnd, runsIn, startPrivateStack, type PrivateStack } from "../support/private-stack.js";
 
 // Concurrency and bad input against real processes (redis-server, the REST endpoint, workerd
 // under `wrangler dev`, test runner processes): two sweeps relaying the same msg_out at once,
@@ -67,7 +67,7 @@ describe("concurrency and bad input", () => {
     expect(view.jobs.every((j) => j.status === "finished" && j.attempt === 1)).toBe(true);
     expect(attemptsOf(runsIn(proc.output()), flow.id)).toEqual(Object.fromEntries(jobs.map((j) => [j.name, [1]])));
     // Each result was taken on its first try, all at once.
-    const answers = proc.output().split("\n").filter((l) => l.startsWith("answered result "));
+    const answers = await answersIn(proc, "answered result ", 100);
     expect(answers.filter((l) => !l.endsWith(" attempt 1 200 applied"))).toEqual([]);
     expect(answers).toHaveLength(100);
     const stored = (await admin.client.request("GET", `/v1/contexts/${ctx}/flows?status=finished`)) as { items: { id: number; result: Record<string, unknown> }[] };
@@ -87,7 +87,7 @@ describe("concurrency and bad input", () => {
     expect(view.result).toEqual({ poisoned: { job: "poisoned", attempt: "1" } });
     expect(view.jobs[0]).toMatchObject({ status: "finished", attempt: 1 });
     expect(attemptsOf(runsIn(proc.output()), flow.id)).toEqual({ poisoned: [1] });
-    const answers = proc.output().split("\n").filter((l) => l.startsWith("answered ") && l.includes(` flow ${flow.id} `));
+    const answers = (await answersIn(proc, "answered ", 2)).filter((l) => l.includes(` flow ${flow.id} `));
     expect(answers).toEqual([`answered poison poisoned flow ${flow.id} attempt 1 400 invalid-input`, `answered result poisoned flow ${flow.id} attempt 1 200 applied`]);
 
     const letters = await eventually(async () => {

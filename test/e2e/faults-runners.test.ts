@@ -2,7 +2,7 @@ import { afterAll, beforeAll, describe, expect, it } from "vitest";
 import { generateKeyPair, runnerKeyId } from "../../shared/auth/index.js";
 import { ApiError, signerFromJwk } from "../../shared/client/index.js";
 import type { DeadLetter, DeliveryPayload, FlowView } from "../../shared/model/index.js";
-import { attemptsOf, eventually, flowEnd, runsIn, startPrivateStack, type PrivateStack } from "../support/private-stack.js";
+import { answersIn, attemptsOf, eventually, flowEnd, runsIn, startPrivateStack, type PrivateStack } from "../support/private-stack.js";
 
 // Runners failing in the ways real ones do, against real processes (redis-server, the REST
 // endpoint, workerd under `wrangler dev`, runner processes): killed mid-job, never acknowledging,
@@ -134,7 +134,7 @@ describe("runner faults", () => {
     expect(view.jobs[0]).toMatchObject({ status: "finished", attempt: 2, runner_id: runner.id });
     expect(attemptsOf(runsIn(proc.output()), flow.id)).toEqual({ tardy: [1, 2] });
     // The first attempt's result came while the second attempt ran: refused, and only then the second's.
-    const answers = proc.output().split("\n").filter((l) => l.startsWith(`answered result tardy flow ${flow.id} `));
+    const answers = await answersIn(proc, `answered result tardy flow ${flow.id} `, 2);
     expect(answers).toEqual([`answered result tardy flow ${flow.id} attempt 1 409 stale-attempt`, `answered result tardy flow ${flow.id} attempt 2 200 applied`]);
     expect((await stored(ctx, flow.id))?.result).toEqual({ tardy: { job: "tardy", attempt: "2" } });
     expect((await deadLetters(ctx)).filter((l) => l.flow_id === flow.id)).toEqual([]);

@@ -274,6 +274,18 @@ export async function eventually<T>(check: () => Promise<T | undefined>, timeout
   }
 }
 
+/**
+ * The test runner's `answered …` lines starting with `prefix`, once there are `count` of them. A
+ * flow can read as ended before the runner has logged the last answers (their responses are still
+ * on the way back), so tests wait for the lines instead of reading the output once.
+ */
+export function answersIn(proc: { output(): string }, prefix: string, count: number, timeoutMs = 10_000): Promise<string[]> {
+  return eventually(async () => {
+    const lines = proc.output().split("\n").filter((l) => l.startsWith(prefix));
+    return lines.length >= count ? lines : undefined;
+  }, timeoutMs);
+}
+
 /** Waits for a flow to end (finished or error) and returns its view. */
 export function flowEnd(client: CoordinatorClient, contextId: number, flowId: number, timeoutMs = 60_000): Promise<FlowView> {
   return eventually(async () => {
