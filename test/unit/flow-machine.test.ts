@@ -1,6 +1,6 @@
 import { describe, expect, it } from "vitest";
 import { apply, jobEnvironment, messageId, messagesNeeded, nearestDeadline, type FlowEvent } from "../../shared/flow/index.js";
-import { Driver, flowOf, jobIn, resolved, type JobIn } from "./flow-sim.js";
+import { Driver, flowOf, jobIn, resolved, TIMEOUTS, type JobIn } from "./flow-sim.js";
 
 const T = 1_700_000_000_000;
 
@@ -242,6 +242,24 @@ describe("failure", () => {
     d.run(100, { error: "second" });
     expect(d.state.error).toEqual({ job: 101, reason: "boom" });
     expect(d.effects.filter((e) => e.type === "flowEnded")).toHaveLength(1);
+  });
+
+  it("waits a backoff exponential in the attempts, with full jitter, capped", () => {
+    const d = started([jobIn({ name: "flaky", retries: 4 })], { timeouts: { ...TIMEOUTS, retry_base_ms: 1_000, retry_cap_ms: 3_000 } });
+    // The jitter is the event's `random`: the backoff is floor(random * min(cap, base * 2^(n-1))).
+    const backoffs = [0.5, 0.5, 0.999, 0].map((random, i) => {
+      const at = T + 10_000 * (i + 1);
+      const common = { job: 100, attempt: i + 1, runner: 1 };
+      d.send({ type: "assigned", ...common, at });
+      d.send({ type: "delivered", ...common, acknowledged: true, at });
+      d.send({ type: "failed", ...common, error: "boom", at, random });
+      const due = d.job(100).deadline;
+      expect(due?.kind).toBe("retry");
+      d.send({ type: "deadline", job: 100, attempt: i + 1, kind: "retry", at: due?.at ?? 0 });
+      expect(d.job(100).attempt).toBe(i + 2);
+      return (due?.at ?? 0) - at;
+    });
+    expect(backoffs).toEqual([500, 1_000, 2_997, 0]);
   });
 
   it("retries a job that has retries left after a backoff, as a new attempt with its own message", () => {

@@ -50,8 +50,11 @@ describe("retries", () => {
     const [first] = await runner.leaseSome();
     if (!first) throw new Error("nothing leased");
     await runner.fail(first, "exit code 1");
+    // The backoff (at most 20 ms here; its bounds are unit-tested on the machine) is waited out by
+    // a real alarm, which may already have rung: the job is on attempt 1 or 2, never lost or ended.
     const waiting = await flowOf(client, ctx, flow.id);
-    expect(waiting.jobs[0]).toMatchObject({ status: "dispatched", attempt: 1, error: "exit code 1" });
+    expect(waiting.jobs[0]).toMatchObject({ status: "dispatched", error: "exit code 1" });
+    expect([1, 2]).toContain(waiting.jobs[0]?.attempt);
     await ringUntil(flow.id, (v) => (v.jobs[0]?.attempt ?? 0) === 2);
     const [second] = await other.leaseSome();
     if (!second) throw new Error("the retry was not dispatched");
