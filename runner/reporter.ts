@@ -1,4 +1,5 @@
 import { signRequest, type RequestSigner } from "../shared/auth/index.js";
+import { parseAnswerBody } from "../shared/client/index.js";
 
 /** How a signed POST to the coordinator went. */
 export type PostOutcome =
@@ -87,12 +88,7 @@ export class Reporter {
     const signed = await signRequest(request, this.options.signer);
     const response = await fetch(signed, { signal: AbortSignal.timeout(this.options.requestTimeoutMs ?? 15_000) });
     const text = await response.text();
-    let parsed: unknown;
-    try {
-      parsed = text ? JSON.parse(text) : undefined;
-    } catch {
-      parsed = undefined;
-    }
+    const parsed = parseAnswerBody(text);
     if (response.ok) return { ok: true, status: response.status, body: parsed };
     if (response.status >= 500 || response.status === 429) return { retry: `${response.status} ${describe(parsed, text)}` };
     const type = problemType(parsed);

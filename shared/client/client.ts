@@ -12,7 +12,7 @@ import {
   type RunnerUpdate,
 } from "../model/index.js";
 import type { PermissionList } from "../auth/index.js";
-import { ApiError, type ProblemDocument } from "./errors.js";
+import { ApiError, parseAnswerBody, type ProblemDocument } from "./errors.js";
 
 export type Fetcher = (request: Request) => Promise<Response>;
 
@@ -188,12 +188,7 @@ function rpcError(error: RpcErrorObject): ApiError {
 async function readAnswer(response: Response): Promise<unknown> {
   if (response.status === 204) return undefined;
   const text = await response.text();
-  let parsed: unknown;
-  try {
-    parsed = text ? JSON.parse(text) : undefined;
-  } catch {
-    parsed = undefined;
-  }
+  const parsed = parseAnswerBody(text);
   if (!response.ok) {
     const problem =
       parsed && typeof parsed === "object" && "type" in parsed

@@ -25,3 +25,16 @@ export class ApiError extends Error {
     return this.problem.type.split("/").pop() ?? this.problem.type;
   }
 }
+
+/**
+ * An answer's body as JSON, or `undefined` when it is empty or not JSON (a proxy's HTML error page,
+ * a cut-off body): callers fall back to the status and the raw text.
+ */
+export function parseAnswerBody(text: string): unknown {
+  if (!text) return undefined;
+  try {
+    return JSON.parse(text);
+  } catch {
+    return undefined;
+  }
+}

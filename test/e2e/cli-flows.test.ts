@@ -4,11 +4,8 @@ import { tmpdir } from "node:os";
 import path from "node:path";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
 import { freePort } from "../../infra/redis-server.js";
-import { startWranglerDev, type WranglerDev } from "../../infra/wrangler.js";
 import type { FlowView } from "../../shared/model/index.js";
-import { connectRedis } from "../../shared/store/index.js";
-import { deletePrefix, freshPrefix } from "../support/prefix.js";
-import { readTestStackConfig } from "../support/stack-config.js";
+import { startTestWorker, type TestWorker } from "../support/test-worker.js";
 
 /**
  * Flows through the CLI as a user runs them: real `flowc` processes against a real `wrangler dev`
@@ -17,10 +14,8 @@ import { readTestStackConfig } from "../support/stack-config.js";
  */
 
 const root = path.resolve(import.meta.dirname, "../..");
-const stack = readTestStackConfig();
-const prefix = freshPrefix("cli-flows");
 const tmp = mkdtempSync(path.join(tmpdir(), "flowc-flows-test-"));
-let worker: WranglerDev | undefined;
+let worker: TestWorker | undefined;
 
 interface Run {
   code: number | null;
@@ -84,20 +79,14 @@ let failingId = "";
 async function registered(who: ReturnType<typeof user>): Promise<string> {
   const key = path.join(who.home, "key.json");
   expect((await who.run("keygen", "--out", key)).code).toBe(0);
-  expect((await who.run("init", "--url", (worker as WranglerDev).url, "--key-file", key)).code).toBe(0);
+  expect((await who.run("init", "--url", (worker as TestWorker).url, "--key-file", key)).code).toBe(0);
   const registration = await who.run("actor", "register");
   expect(registration.code, registration.stderr).toBe(0);
   return /^actor (\d+) registered/.exec(registration.stdout)?.[1] as string;
 }
 
 beforeAll(async () => {
-  const envFile = path.join(tmp, "worker.env");
-  writeFileSync(
-    envFile,
-    `UPSTASH_REDIS_REST_URL=${stack.restUrl}\nUPSTASH_REDIS_REST_TOKEN=${stack.restToken}\nCOORDINATOR_SIGNING_KEY='${stack.coordinatorKey}'\n`,
-    { mode: 0o600 },
-  );
-  worker = await startWranglerDev({ port: await freePort(), envFile, cwd: root, vars: { KEY_PREFIX: prefix, ALLOW_INSECURE_HTTP: "true" }, readyTimeoutMs: 90_000 });
+  worker = await startTestWorker("cli-flows", tmp);
 
   await registered(owner);
   const created = await owner.run("context", "create");
@@ -128,7 +117,6 @@ afterAll(async () => {
     await runner.exited;
   }
   await worker?.stop();
-  await deletePrefix(connectRedis({ url: stack.restUrl, token: stack.restToken }), prefix);
   rmSync(tmp, { recursive: true, force: true });
 });
 

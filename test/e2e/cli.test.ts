@@ -1,13 +1,10 @@
 import { spawn } from "node:child_process";
-import { existsSync, mkdirSync, mkdtempSync, readFileSync, rmSync, statSync, writeFileSync } from "node:fs";
+import { existsSync, mkdirSync, mkdtempSync, readFileSync, rmSync, statSync } from "node:fs";
 import { tmpdir } from "node:os";
 import path from "node:path";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
 import { freePort } from "../../infra/redis-server.js";
-import { startWranglerDev, type WranglerDev } from "../../infra/wrangler.js";
-import { connectRedis } from "../../shared/store/index.js";
-import { deletePrefix, freshPrefix } from "../support/prefix.js";
-import { readTestStackConfig } from "../support/stack-config.js";
+import { startTestWorker, type TestWorker } from "../support/test-worker.js";
 
 /**
  * The CLI as a user runs it: a real `flowc` process per command, against a real `wrangler dev`
@@ -16,30 +13,15 @@ import { readTestStackConfig } from "../support/stack-config.js";
  */
 
 const root = path.resolve(import.meta.dirname, "../..");
-const stack = readTestStackConfig();
-const prefix = freshPrefix("cli");
 const tmp = mkdtempSync(path.join(tmpdir(), "flowc-cli-test-"));
-let worker: WranglerDev | undefined;
+let worker: TestWorker | undefined;
 
 beforeAll(async () => {
-  const envFile = path.join(tmp, "worker.env");
-  writeFileSync(
-    envFile,
-    `UPSTASH_REDIS_REST_URL=${stack.restUrl}\nUPSTASH_REDIS_REST_TOKEN=${stack.restToken}\nCOORDINATOR_SIGNING_KEY='${stack.coordinatorKey}'\n`,
-    { mode: 0o600 },
-  );
-  worker = await startWranglerDev({
-    port: await freePort(),
-    envFile,
-    cwd: root,
-    vars: { KEY_PREFIX: prefix, ALLOW_INSECURE_HTTP: "true" },
-    readyTimeoutMs: 90_000,
-  });
+  worker = await startTestWorker("cli", tmp);
 });
 
 afterAll(async () => {
   await worker?.stop();
-  await deletePrefix(connectRedis({ url: stack.restUrl, token: stack.restToken }), prefix);
   rmSync(tmp, { recursive: true, force: true });
 });
 
@@ -96,7 +78,7 @@ async function register(user: User): Promise<number> {
   const key = path.join(user.home, "key.json");
   const keygen = await user.run("keygen", "--out", key);
   expect(keygen.code, keygen.stderr).toBe(0);
-  const init = await user.run("init", "--url", (worker as WranglerDev).url, "--key-file", key);
+  const init = await user.run("init", "--url", (worker as TestWorker).url, "--key-file", key);
   expect(init.code, init.stderr).toBe(0);
   const registered = await user.run("actor", "register");
   expect(registered.code, registered.stderr).toBe(0);
@@ -133,9 +115,9 @@ describe("flowc", () => {
     expectOneErrorLine(await alice.run("keygen", "--out", key), 1, /already exists; pass --force/);
     expect(JSON.parse(readFileSync(key, "utf8"))).toEqual(jwk);
 
-    const init = await alice.run("init", "--url", (worker as WranglerDev).url, "--key-file", key);
+    const init = await alice.run("init", "--url", (worker as TestWorker).url, "--key-file", key);
     expect(init.code, init.stderr).toBe(0);
-    expect(JSON.parse(readFileSync(alice.profile, "utf8"))).toEqual({ url: (worker as WranglerDev).url, key_file: key });
+    expect(JSON.parse(readFileSync(alice.profile, "utf8"))).toEqual({ url: (worker as TestWorker).url, key_file: key });
 
     // Registration signs with the bare key over @target-uri: this passing means the Worker saw
     // the URL the CLI signed (wrangler dev does not rewrite it).
@@ -318,7 +300,7 @@ describe("flowc", () => {
     const user = newUser("nobody");
     expectOneErrorLine(await user.run("context", "show", "1"), 1, /^flowc: no coordinator URL: pass --url, set FLOWC_URL, or set "url" in the profile /);
 
-    const url = (worker as WranglerDev).url;
+    const url = (worker as TestWorker).url;
     const missingKey = path.join(user.home, "missing.json");
     expectOneErrorLine(await user.run("actor", "register", "--url", url, "--key-file", missingKey), 1, new RegExp(`^flowc: key file ${missingKey} does not exist`));
     const viaEnv = await flowc(["actor", "show", "--url", url], { ...user.env, FLOWC_KEY_FILE: missingKey, FLOWC_ACTOR_ID: "1" });

@@ -2,6 +2,7 @@ import { spawn } from "node:child_process";
 import path from "node:path";
 import { describe, expect, it } from "vitest";
 import { answersPing } from "../../infra/redis-server.js";
+import { refusesConnections } from "../support/http.js";
 
 /**
  * `npm start`, as the README has it and as CI runs it: the demo brings up its own stack, drives
@@ -9,15 +10,6 @@ import { answersPing } from "../../infra/redis-server.js";
  */
 
 const root = path.resolve(import.meta.dirname, "../..");
-
-async function refusesConnections(url: string): Promise<boolean> {
-  try {
-    await fetch(url, { signal: AbortSignal.timeout(1_000) });
-    return false;
-  } catch {
-    return true;
-  }
-}
 
 describe("npm start", () => {
   it("runs the demo end to end: the diamond's result, the failing flow's error, the inbox, exit 0", { timeout: 240_000 }, async () => {

@@ -3,6 +3,7 @@ import { once } from "node:events";
 import path from "node:path";
 import { describe, expect, it } from "vitest";
 import { answersPing, freePort } from "../../infra/redis-server.js";
+import { refusesConnections } from "../support/http.js";
 
 const root = path.resolve(import.meta.dirname, "../..");
 
@@ -11,15 +12,6 @@ async function waitFor(predicate: () => boolean, timeoutMs: number): Promise<voi
   while (!predicate()) {
     if (Date.now() > deadline) throw new Error("timed out");
     await new Promise((r) => setTimeout(r, 100));
-  }
-}
-
-async function refusesConnections(url: string): Promise<boolean> {
-  try {
-    await fetch(url, { signal: AbortSignal.timeout(1_000) });
-    return false;
-  } catch {
-    return true;
   }
 }
 

@@ -1,8 +1,8 @@
-import http from "node:http";
 import type { AddressInfo } from "node:net";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
-import { generateKeyPair, importPublicKey, verifyRequest } from "../../shared/auth/index.js";
+import { generateKeyPair, importPublicKey } from "../../shared/auth/index.js";
 import type { FlowView, Message } from "../../shared/model/index.js";
+import { signedServer } from "../support/http.js";
 import { commandDelta, eventually, startPrivateStack, type PrivateStack } from "../support/private-stack.js";
 
 // Through a stack of this file's own (redis-server, REST endpoint, wrangler dev) and real runner
@@ -121,32 +121,16 @@ describe("delivery guarantees with real processes", () => {
   it("POSTs the flow's result, signed by the coordinator, to the actor's https address", async () => {
     const received: Message[] = [];
     const directory = (await (await fetch(`${stack.url}/.well-known/http-message-signatures-directory`)).json()) as { keys: { kid: string; x: string }[] };
-    const server = http.createServer((req, res) => {
-      const chunks: Buffer[] = [];
-      req.on("data", (c: Buffer) => chunks.push(c));
-      req.on("end", () => {
-        void (async () => {
-          const body = new Uint8Array(Buffer.concat(chunks));
-          const headers = new Headers(Object.entries(req.headers).flatMap(([k, v]) => (typeof v === "string" ? [[k, v] as [string, string]] : [])));
-          try {
-            await verifyRequest(new Request(`http://${req.headers.host}${req.url}`, { method: "POST", headers, body }), {
-              body,
-              now: Math.floor(Date.now() / 1000),
-              skewSeconds: 300,
-              resolveKey: async (kid) => {
-                const key = directory.keys.find((k) => k.kid === kid);
-                return key ? importPublicKey(key.x) : null;
-              },
-            });
-          } catch {
-            res.writeHead(401).end();
-            return;
-          }
-          received.push((JSON.parse(Buffer.from(body).toString()) as { message: Message }).message);
-          res.writeHead(204).end();
-        })();
-      });
-    });
+    const server = signedServer(
+      async (kid) => {
+        const key = directory.keys.find((k) => k.kid === kid);
+        return key ? importPublicKey(key.x) : null;
+      },
+      (body, res) => {
+        received.push((JSON.parse(Buffer.from(body).toString()) as { message: Message }).message);
+        res.writeHead(204).end();
+      },
+    );
     await new Promise<void>((r) => server.listen(0, "127.0.0.1", r));
     try {
       const port = (server.address() as AddressInfo).port;

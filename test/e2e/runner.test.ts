@@ -3,14 +3,12 @@ import { tmpdir } from "node:os";
 import path from "node:path";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
 import { freePort } from "../../infra/redis-server.js";
-import { startWranglerDev, type WranglerDev } from "../../infra/wrangler.js";
 import { actorKeyId, generateKeyPair, importPrivateKey, keyThumbprint, parsePrivateJwk, signRequest, type RequestSigner } from "../../shared/auth/index.js";
 import { CoordinatorClient, signerFromJwk } from "../../shared/client/index.js";
 import type { FlowView, Message, RunnerJob } from "../../shared/model/index.js";
-import { connectRedis } from "../../shared/store/index.js";
-import { deletePrefix, freshPrefix } from "../support/prefix.js";
 import { spawnRunner, type RunnerProcess } from "../support/runner-process.js";
 import { readTestStackConfig } from "../support/stack-config.js";
+import { startTestWorker, type TestWorker } from "../support/test-worker.js";
 
 /**
  * The reference runner as it is deployed: a real runner process (push: an HTTP server the
@@ -21,21 +19,14 @@ import { readTestStackConfig } from "../support/stack-config.js";
 
 const root = path.resolve(import.meta.dirname, "../..");
 const stack = readTestStackConfig();
-const prefix = freshPrefix("runner");
 const tmp = mkdtempSync(path.join(tmpdir(), "flow-runner-test-"));
 const runners: RunnerProcess[] = [];
-let worker: WranglerDev;
+let worker: TestWorker;
 let admin: CoordinatorClient;
 let actorId: number;
 
 beforeAll(async () => {
-  const envFile = path.join(tmp, "worker.env");
-  writeFileSync(
-    envFile,
-    `UPSTASH_REDIS_REST_URL=${stack.restUrl}\nUPSTASH_REDIS_REST_TOKEN=${stack.restToken}\nCOORDINATOR_SIGNING_KEY='${stack.coordinatorKey}'\n`,
-    { mode: 0o600 },
-  );
-  worker = await startWranglerDev({ port: await freePort(), envFile, cwd: root, vars: { KEY_PREFIX: prefix, ALLOW_INSECURE_HTTP: "true" }, readyTimeoutMs: 90_000 });
+  worker = await startTestWorker("runner", tmp);
   const jwk = await generateKeyPair();
   const anonymous = new CoordinatorClient({ baseUrl: worker.url });
   actorId = (await anonymous.registerActor(jwk)).id;
@@ -45,7 +36,6 @@ beforeAll(async () => {
 afterAll(async () => {
   await Promise.all(runners.map((r) => r.kill()));
   await worker?.stop();
-  await deletePrefix(connectRedis({ url: stack.restUrl, token: stack.restToken }), prefix);
   rmSync(tmp, { recursive: true, force: true });
 });
 

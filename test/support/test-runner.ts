@@ -23,10 +23,10 @@
  * for every result report (each try; `failed <error>` when no answer came).
  */
 import { readFileSync } from "node:fs";
-import http from "node:http";
 import type { AddressInfo } from "node:net";
-import { importPrivateKey, importPublicKey, parsePrivateJwk, runnerKeyId, signRequest, verifyRequest } from "../../shared/auth/index.js";
+import { importPrivateKey, importPublicKey, parsePrivateJwk, runnerKeyId, signRequest } from "../../shared/auth/index.js";
 import { DeliveryPayload } from "../../shared/model/index.js";
+import { signedServer } from "./http.js";
 
 const env = (name: string) => {
   const value = process.env[name];
@@ -121,30 +121,18 @@ async function run(payload: DeliveryPayload): Promise<void> {
   await finish();
 }
 
-const server = http.createServer((req, res) => {
-  const chunks: Buffer[] = [];
-  req.on("data", (c: Buffer) => chunks.push(c));
-  req.on("end", () => {
-    void (async () => {
-      const body = new Uint8Array(Buffer.concat(chunks));
-      const headers = new Headers(Object.entries(req.headers).flatMap(([k, v]) => (typeof v === "string" ? [[k, v] as [string, string]] : [])));
-      const request = new Request(`http://${req.headers.host}${req.url}`, { method: req.method ?? "POST", headers, body });
-      try {
-        await verifyRequest(request, { body, now: Math.floor(Date.now() / 1000), skewSeconds: 300, resolveKey: async (kid) => keys.get(kid) ?? null });
-      } catch {
-        res.writeHead(401).end();
-        return;
-      }
-      const parsed = DeliveryPayload.safeParse(JSON.parse(Buffer.from(body).toString("utf8")));
-      if (!parsed.success) {
-        res.writeHead(400).end();
-        return;
-      }
-      res.writeHead(200).end();
-      void run(parsed.data);
-    })();
-  });
-});
+const server = signedServer(
+  async (kid) => keys.get(kid) ?? null,
+  (body, res) => {
+    const parsed = DeliveryPayload.safeParse(JSON.parse(Buffer.from(body).toString("utf8")));
+    if (!parsed.success) {
+      res.writeHead(400).end();
+      return;
+    }
+    res.writeHead(200).end();
+    void run(parsed.data);
+  },
+);
 
 server.listen(Number(process.env.PORT ?? 0), "127.0.0.1", () => {
   console.log(`listening ${(server.address() as AddressInfo).port}`);
