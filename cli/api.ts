@@ -1,44 +1,11 @@
 import { z } from "zod";
-import type { CoordinatorClient, Page } from "../shared/client/index.js";
-import { Flow, FlowDag, FlowView, type FlowStatus } from "../shared/model/index.js";
+import type { CoordinatorClient } from "../shared/client/index.js";
 
 /**
- * The flow and message routes the typed client has no methods for yet, over its generic
- * `request`. Flows are parsed with the shared schemas (they are the API's contract); messages
- * with a lenient schema of what the CLI prints, since the message model is still growing and an
+ * The message routes, over the typed client's generic `request`, parsed with a lenient schema of
+ * what the CLI prints rather than the shared model: the message model is still growing, and an
  * older CLI should keep reading a newer coordinator's inbox.
  */
-
-/** `POST /v1/contexts/{c}/flows`: the body is the flow file as read (the coordinator validates it). */
-export async function submitFlow(client: CoordinatorClient, contextId: number, body: Record<string, unknown>): Promise<FlowView> {
-  return FlowView.parse(await client.request("POST", `/v1/contexts/${contextId}/flows`, body));
-}
-
-/** `GET /v1/contexts/{c}/flows/{f}`: the flow with every job's live status. */
-export async function loadFlow(client: CoordinatorClient, contextId: number, flowId: number): Promise<FlowView> {
-  return FlowView.parse(await client.request("GET", `/v1/contexts/${contextId}/flows/${flowId}`));
-}
-
-/** `POST /v1/contexts/{c}/flows/{f}/start`. */
-export async function startFlow(client: CoordinatorClient, contextId: number, flowId: number): Promise<FlowView> {
-  return FlowView.parse(await client.request("POST", `/v1/contexts/${contextId}/flows/${flowId}/start`));
-}
-
-/** `GET /v1/contexts/{c}/flows/{f}/dag`. */
-export async function flowDag(client: CoordinatorClient, contextId: number, flowId: number): Promise<FlowDag> {
-  return FlowDag.parse(await client.request("GET", `/v1/contexts/${contextId}/flows/${flowId}/dag`));
-}
-
-/** `GET /v1/contexts/{c}/flows?status&offset&limit`. */
-export async function listFlows(
-  client: CoordinatorClient,
-  contextId: number,
-  query: { status?: FlowStatus; offset?: number; limit?: number },
-): Promise<Page<Flow>> {
-  const search = new URLSearchParams(Object.entries(query).map(([k, v]) => [k, String(v)])).toString();
-  const answer = (await client.request("GET", `/v1/contexts/${contextId}/flows${search ? `?${search}` : ""}`)) as Page<unknown>;
-  return { ...answer, items: answer.items.map((f) => Flow.parse(f)) };
-}
 
 /** The part of a job record the CLI needs to find its attempts' messages. */
 const JobRecord = z.looseObject({ id: z.number(), message_base: z.number().optional() });

@@ -25,25 +25,21 @@ export interface ActorSession extends Session {
  * Sends requests with a deadline, and tells "could not reach the coordinator" apart from "the
  * coordinator said no": the former becomes a NetworkError naming the URL.
  */
-export function networkFetch(url: string, extra: RequestExtras = {}): Fetcher {
+export function networkFetch(url: string, hooks: SessionHooks = {}): Fetcher {
   return async (request) => {
-    // Added after signing: the signature covers method, target and body, not these headers.
-    for (const [name, value] of Object.entries(extra.headers ?? {})) request.headers.set(name, value);
     let response: Response;
     try {
       response = await fetch(request, { signal: AbortSignal.timeout(REQUEST_TIMEOUT_MS) });
     } catch (error) {
       throw new NetworkError(url, error);
     }
-    extra.onResponse?.(response);
+    hooks.onResponse?.(response);
     return response;
   };
 }
 
-/** What a command may add to a session's requests, and how it learns more than the parsed answer. */
-export interface RequestExtras {
-  /** Extra request headers, e.g. `Idempotency-Key`. */
-  headers?: Record<string, string>;
+/** How a command learns more of an answer than the typed client returns. */
+export interface SessionHooks {
   /** Sees each response before it is read (the typed client hides 200 vs 201). */
   onResponse?: (response: Response) => void;
 }
@@ -61,12 +57,12 @@ export function keySession(invocation: Invocation, commandName: string): Session
 }
 
 /** A session signing as the configured actor; the settings are checked before any key is read. */
-export async function actorSession(invocation: Invocation, commandName: string, extra: RequestExtras = {}): Promise<ActorSession> {
+export async function actorSession(invocation: Invocation, commandName: string, hooks: SessionHooks = {}): Promise<ActorSession> {
   const config = resolveConfig(invocation.globals, invocation.env, invocation.cwd, commandName);
   const url = requireUrl(config);
   const keyFile = requireKeyFile(config);
   const actorId = requireActorId(config);
   const jwk = readPrivateKey(keyFile.value, keyFile.source);
   const signer = await signerFromJwk(jwk, actorKeyId(actorId));
-  return { config, url, jwk, actorId, client: new CoordinatorClient({ baseUrl: url, signer, fetch: networkFetch(url, extra) }) };
+  return { config, url, jwk, actorId, client: new CoordinatorClient({ baseUrl: url, signer, fetch: networkFetch(url, hooks) }) };
 }

@@ -1,6 +1,6 @@
 import { ApiError, type CoordinatorClient } from "../shared/client/index.js";
 import type { FlowView, JobView } from "../shared/model/index.js";
-import { attemptStderr, loadFlow } from "./api.js";
+import { attemptStderr } from "./api.js";
 import { NetworkError } from "./errors.js";
 import type { Output } from "./output.js";
 import { resultText } from "./flow-text.js";
@@ -17,7 +17,7 @@ async function poll(client: CoordinatorClient, contextId: number, flowId: number
   let told = false;
   for (;;) {
     try {
-      return await loadFlow(client, contextId, flowId);
+      return await client.loadFlow(contextId, flowId);
     } catch (error) {
       const transient = error instanceof NetworkError || (error instanceof ApiError && error.status >= 500);
       if (!transient || Date.now() - since > OUTAGE_MS) throw error;
@@ -74,7 +74,7 @@ export async function watchFlow(client: CoordinatorClient, contextId: number, fl
   const stderr = new Map<number, string[]>();
   let interval: number = WATCH_INTERVALS.fastMs;
   let hinted = false;
-  let view = await loadFlow(client, contextId, flowId);
+  let view = await client.loadFlow(contextId, flowId);
   out.line(`watching flow ${flowId} in context ${contextId}: ${view.jobs.length} job${view.jobs.length === 1 ? "" : "s"} (${view.jobs.map((j) => j.key).join(", ")})`);
   for (;;) {
     const changed = await printChanges(client, view, seen, stderr, out);

@@ -1,6 +1,6 @@
 import { ApiError, type CoordinatorClient } from "../../shared/client/index.js";
+import type { FlowSubmissionInput } from "../../shared/flow/index.js";
 import { FlowStatus } from "../../shared/model/index.js";
-import { flowDag, listFlows, loadFlow, startFlow, submitFlow } from "../api.js";
 import { parseCount, parseId, type Command, type Invocation } from "../command.js";
 import { UsageError } from "../errors.js";
 import { readFlowFile, refusedFlow } from "../flowfile.js";
@@ -60,14 +60,12 @@ const submit: Command = {
       throw new UsageError("--idempotency-key must be 1 to 128 printable characters without spaces", SUBMIT);
     }
     let status = 0;
-    const session = await actorSession(invocation, SUBMIT, {
-      ...(key !== undefined ? { headers: { "idempotency-key": key } } : {}),
-      onResponse: (response) => (status = response.status),
-    });
-    const body = options.flag("start") ? { ...file.body, start: true } : file.body;
+    const session = await actorSession(invocation, SUBMIT, { onResponse: (response) => (status = response.status) });
+    // The file as read: the coordinator validates it and names the field at fault.
+    const body = (options.flag("start") ? { ...file.body, start: true } : file.body) as FlowSubmissionInput;
     let view;
     try {
-      view = await submitFlow(session.client, contextId, body);
+      view = await session.client.submitFlow(contextId, body, key !== undefined ? { idempotencyKey: key } : {});
     } catch (error) {
       throw (error instanceof ApiError && refusedFlow(file, error)) || error;
     }
@@ -113,7 +111,7 @@ const show: Command = {
   async run(invocation) {
     const { contextId, flowId } = flowArgs(invocation, "flow show");
     const session = await actorSession(invocation, "flow show");
-    const view = await loadFlow(session.client, contextId, flowId);
+    const view = await session.client.loadFlow(contextId, flowId);
     invocation.out.result(view, flowLines(view));
   },
 };
@@ -145,7 +143,7 @@ const list: Command = {
     if (offset !== undefined) query.offset = parseCount(offset, "--offset", name);
     if (limit !== undefined) query.limit = parseCount(limit, "--limit", name, 1);
     const session = await actorSession(invocation, name);
-    const page = await listFlows(session.client, contextId, query);
+    const page = await session.client.listFlows(contextId, query);
     const which = status !== undefined ? `${status} flow` : "flow";
     if (page.items.length === 0) {
       out.result(page, [page.total > 0 ? `no ${which}s at this offset (context ${contextId} has ${page.total})` : `no ${which}s in context ${contextId}`]);
@@ -168,7 +166,7 @@ const start: Command = {
   async run(invocation) {
     const { contextId, flowId } = flowArgs(invocation, "flow start");
     const session = await actorSession(invocation, "flow start");
-    const view = await startFlow(session.client, contextId, flowId);
+    const view = await session.client.startFlow(contextId, flowId);
     if (!invocation.options.flag("watch")) {
       invocation.out.result(view, [`flow ${flowId} ${view.status} (${view.jobs.length} job${view.jobs.length === 1 ? "" : "s"})`]);
       return;
@@ -188,7 +186,7 @@ const dag: Command = {
   async run(invocation) {
     const { contextId, flowId } = flowArgs(invocation, "flow dag");
     const session = await actorSession(invocation, "flow dag");
-    const answer = await flowDag(session.client, contextId, flowId);
+    const answer = await session.client.flowDag(contextId, flowId);
     invocation.out.result(answer, dagLines(answer));
   },
 };

@@ -1,4 +1,3 @@
-import { DeadLetter, FlowView } from "../../shared/model/index.js";
 import { parseCount, parseId, type Command } from "../command.js";
 import { fields, table, timestamp } from "../output.js";
 import { actorSession } from "../session.js";
@@ -18,7 +17,7 @@ const cancel: Command = {
     const flowId = parseId(invocation.args[1] ?? "", "<flow>", name);
     const session = await actorSession(invocation, name);
     const reason = invocation.options.string("reason");
-    const view = FlowView.parse(await session.client.request("POST", `/v1/contexts/${contextId}/flows/${flowId}/cancel`, reason ? { reason } : {}));
+    const view = await session.client.cancelFlow(contextId, flowId, reason);
     invocation.out.result(view, [`flow ${flowId} ${view.status}: ${view.error?.reason ?? "cancelled"}`]);
   },
 };
@@ -34,7 +33,7 @@ const rerun: Command = {
     const contextId = parseId(invocation.args[0] ?? "", "<context>", name);
     const flowId = parseId(invocation.args[1] ?? "", "<flow>", name);
     const session = await actorSession(invocation, name);
-    const view = FlowView.parse(await session.client.request("POST", `/v1/contexts/${contextId}/flows/${flowId}/rerun`));
+    const view = await session.client.rerunFlow(contextId, flowId);
     const again = view.jobs.filter((j) => j.status !== "finished").map((j) => j.key);
     invocation.out.result(view, [`flow ${flowId} ${view.status} again: ${again.join(", ")} (watch it with flowc flow watch ${contextId} ${flowId})`]);
   },
@@ -52,7 +51,7 @@ function dispatchCommand(paused: boolean): Command {
       const name = `context ${verb}`;
       const contextId = parseId(invocation.args[0] ?? "", "<context>", name);
       const session = await actorSession(invocation, name);
-      const answer = await session.client.request("POST", `/v1/contexts/${contextId}/${verb}`);
+      const answer = await session.client.setPaused(contextId, paused);
       invocation.out.result(answer, [`context ${contextId}: dispatch ${paused ? "paused" : "resumed"}`]);
     },
   };
@@ -71,14 +70,14 @@ const letters: Command = {
   async run(invocation) {
     const name = "deadletter list";
     const contextId = parseId(invocation.args[0] ?? "", "<context>", name);
-    const query = new URLSearchParams();
     const offset = invocation.options.string("offset");
     const limit = invocation.options.string("limit");
-    if (offset !== undefined) query.set("offset", String(parseCount(offset, "--offset", name)));
-    if (limit !== undefined) query.set("limit", String(parseCount(limit, "--limit", name, 1)));
     const session = await actorSession(invocation, name);
-    const page = (await session.client.request("GET", `/v1/contexts/${contextId}/deadletters${query.size > 0 ? `?${query}` : ""}`)) as { items: unknown[]; total: number };
-    const items = page.items.map((i) => DeadLetter.parse(i));
+    const page = await session.client.listDeadLetters(contextId, {
+      ...(offset !== undefined ? { offset: parseCount(offset, "--offset", name) } : {}),
+      ...(limit !== undefined ? { limit: parseCount(limit, "--limit", name, 1) } : {}),
+    });
+    const items = page.items;
     if (items.length === 0) {
       invocation.out.result(page, [`no dead letters in context ${contextId}`]);
       return;
@@ -99,7 +98,7 @@ const letter: Command = {
     const contextId = parseId(invocation.args[0] ?? "", "<context>", name);
     const id = invocation.args[1] ?? "";
     const session = await actorSession(invocation, name);
-    const entry = DeadLetter.parse(await session.client.request("GET", `/v1/contexts/${contextId}/deadletters/${encodeURIComponent(id)}`));
+    const entry = await session.client.loadDeadLetter(contextId, id);
     const rows: [string, string][] = [
       ["id", entry.id],
       ["kind", entry.kind],

@@ -1,10 +1,16 @@
 import type { z } from "zod";
 import { actorKeyId, bareKeyId, importPrivateKey, signRequest, type PrivateJwk, type RequestSigner } from "../auth/index.js";
+import type { FlowSubmissionInput } from "../flow/index.js";
 import {
   Actor,
   Context,
+  DeadLetter,
+  Flow,
+  FlowDag,
+  FlowView,
   Runner,
   type ActorRegistration,
+  type FlowStatus,
   type ActorUpdate,
   type ContextCreation,
   type PermissionsUpdate,
@@ -29,6 +35,18 @@ export interface Page<T> {
   items: T[];
   total: number;
   next?: number;
+}
+
+/** Which page of a list to read: `offset` items skipped, at most `limit`. */
+export interface PageQuery {
+  offset?: number;
+  limit?: number;
+}
+
+/** What a request carries besides its body: extra signatures, extra headers. */
+export interface RequestExtras {
+  countersigners?: Countersigner[];
+  headers?: Record<string, string>;
 }
 
 /** An extra signature to add under a label (an operator's, a new key's). */
@@ -61,10 +79,11 @@ export class CoordinatorClient {
   }
 
   /** Sends a signed request and returns the parsed JSON answer (undefined for 204). */
-  async request(method: string, path: string, body?: unknown, countersigners: Countersigner[] = []): Promise<unknown> {
+  async request(method: string, path: string, body?: unknown, extras: RequestExtras = {}): Promise<unknown> {
+    const { countersigners = [], headers = {} } = extras;
     let request = new Request(`${this.baseUrl}${path}`, {
       method,
-      headers: body === undefined ? {} : { "content-type": "application/json" },
+      headers: body === undefined ? headers : { ...headers, "content-type": "application/json" },
       ...(body === undefined ? {} : { body: JSON.stringify(body) }),
     });
     if (this.options.signer) request = await signRequest(request, this.options.signer);
@@ -92,8 +111,8 @@ export class CoordinatorClient {
    */
   async registerActor(jwk: PrivateJwk, input: Omit<ActorRegistration, "pubkey"> = {}, operator?: RequestSigner): Promise<Actor> {
     const self = this.as(await signerFromJwk(jwk, bareKeyId(jwk.x)));
-    const extra = operator ? [{ label: "operator", signer: operator }] : [];
-    return Actor.parse(await self.request("POST", "/v1/actors", { ...input, pubkey: jwk.x }, extra));
+    const countersigners = operator ? [{ label: "operator", signer: operator }] : [];
+    return Actor.parse(await self.request("POST", "/v1/actors", { ...input, pubkey: jwk.x }, { countersigners }));
   }
 
   async loadActor(id: number): Promise<Actor> {
@@ -107,7 +126,7 @@ export class CoordinatorClient {
   /** Replaces actor `id`'s key with `next`; returns the actor and a client signing with the new key. */
   async rotateKey(id: number, next: PrivateJwk): Promise<{ actor: Actor; client: CoordinatorClient }> {
     const countersigner = await signerFromJwk(next, bareKeyId(next.x));
-    const actor = Actor.parse(await this.request("PUT", `/v1/actors/${id}/key`, { pubkey: next.x }, [{ label: "new-key", signer: countersigner }]));
+    const actor = Actor.parse(await this.request("PUT", `/v1/actors/${id}/key`, { pubkey: next.x }, { countersigners: [{ label: "new-key", signer: countersigner }] }));
     return { actor, client: this.as(await signerFromJwk(next, actorKeyId(id))) };
   }
 
@@ -143,10 +162,8 @@ export class CoordinatorClient {
     return Runner.parse(await this.request("POST", `/v1/contexts/${contextId}/runners`, input));
   }
 
-  async listRunners(contextId: number, page: { offset?: number; limit?: number } = {}): Promise<Page<Runner>> {
-    const query = new URLSearchParams(Object.entries(page).map(([k, v]) => [k, String(v)])).toString();
-    const answer = (await this.request("GET", `/v1/contexts/${contextId}/runners${query ? `?${query}` : ""}`)) as Page<unknown>;
-    return { ...answer, items: answer.items.map((r) => Runner.parse(r)) };
+  async listRunners(contextId: number, page: PageQuery = {}): Promise<Page<Runner>> {
+    return this.page(`/v1/contexts/${contextId}/runners`, page, Runner);
   }
 
   async loadRunner(contextId: number, id: number): Promise<Runner> {
@@ -159,6 +176,68 @@ export class CoordinatorClient {
 
   async deleteRunner(contextId: number, id: number): Promise<void> {
     await this.request("DELETE", `/v1/contexts/${contextId}/runners/${id}`);
+  }
+
+  // Flows.
+
+  /**
+   * Submits a flow (`start: true` starts it at once). With `idempotencyKey`, a retried submission
+   * answers the flow the first one created instead of creating another.
+   */
+  async submitFlow(contextId: number, input: FlowSubmissionInput, options: { idempotencyKey?: string } = {}): Promise<FlowView> {
+    const headers: Record<string, string> = options.idempotencyKey ? { "idempotency-key": options.idempotencyKey } : {};
+    return FlowView.parse(await this.request("POST", `/v1/contexts/${contextId}/flows`, input, { headers }));
+  }
+
+  /** A flow with every job's live status. */
+  async loadFlow(contextId: number, flowId: number): Promise<FlowView> {
+    return FlowView.parse(await this.request("GET", `/v1/contexts/${contextId}/flows/${flowId}`));
+  }
+
+  async listFlows(contextId: number, query: PageQuery & { status?: FlowStatus } = {}): Promise<Page<Flow>> {
+    return this.page(`/v1/contexts/${contextId}/flows`, query, Flow);
+  }
+
+  async startFlow(contextId: number, flowId: number): Promise<FlowView> {
+    return FlowView.parse(await this.request("POST", `/v1/contexts/${contextId}/flows/${flowId}/start`));
+  }
+
+  /** The flow's jobs as nodes and edges, with their statuses (herocoordinator's `flow.dag`). */
+  async flowDag(contextId: number, flowId: number): Promise<FlowDag> {
+    return FlowDag.parse(await this.request("GET", `/v1/contexts/${contextId}/flows/${flowId}/dag`));
+  }
+
+  /** Stops a flow: nothing more is dispatched, runners of in-flight jobs are told to stop. */
+  async cancelFlow(contextId: number, flowId: number, reason?: string): Promise<FlowView> {
+    return FlowView.parse(await this.request("POST", `/v1/contexts/${contextId}/flows/${flowId}/cancel`, reason ? { reason } : {}));
+  }
+
+  /** Runs a failed flow again from its failed jobs; finished jobs keep their results. */
+  async rerunFlow(contextId: number, flowId: number): Promise<FlowView> {
+    return FlowView.parse(await this.request("POST", `/v1/contexts/${contextId}/flows/${flowId}/rerun`));
+  }
+
+  // Dispatch and dead letters.
+
+  /** Holds (`paused: true`) or lets go on (`false`) all dispatch of a context. */
+  async setPaused(contextId: number, paused: boolean): Promise<{ context_id: number; paused: boolean }> {
+    return (await this.request("POST", `/v1/contexts/${contextId}/${paused ? "pause" : "resume"}`)) as { context_id: number; paused: boolean };
+  }
+
+  /** What the coordinator gave up on in a context, newest first. */
+  async listDeadLetters(contextId: number, page: PageQuery = {}): Promise<Page<DeadLetter>> {
+    return this.page(`/v1/contexts/${contextId}/deadletters`, page, DeadLetter);
+  }
+
+  async loadDeadLetter(contextId: number, id: string): Promise<DeadLetter> {
+    return DeadLetter.parse(await this.request("GET", `/v1/contexts/${contextId}/deadletters/${encodeURIComponent(id)}`));
+  }
+
+  /** GETs a page of a list route, each item parsed by `schema`. */
+  private async page<T>(path: string, query: PageQuery & { status?: string }, schema: z.ZodType<T>): Promise<Page<T>> {
+    const search = new URLSearchParams(Object.entries(query).flatMap(([k, v]) => (v === undefined ? [] : [[k, String(v)]]))).toString();
+    const answer = (await this.request("GET", `${path}${search ? `?${search}` : ""}`)) as Page<unknown>;
+    return { ...answer, items: answer.items.map((item) => schema.parse(item)) };
   }
 
   // JSON-RPC.

@@ -45,7 +45,7 @@ async function runToEnd(flowId: number, fail: Record<string, string> = {}): Prom
   throw new Error("the flow did not end");
 }
 
-const sh = (name: string, depends: (string | number)[] = [], extra: Record<string, unknown> = {}) => ({ name, script: `echo ${name}`, script_type: "sh", depends, ...extra });
+const sh = (name: string, depends: (string | number)[] = [], extra: Record<string, unknown> = {}) => ({ name, script: `echo ${name}`, script_type: "sh" as const, depends, ...extra });
 
 describe("submission", () => {
   it("refuses a cycle, naming it", async () => {
@@ -88,7 +88,11 @@ describe("submission", () => {
     const first = await send();
     const second = await send();
     expect([first.status, second.status]).toEqual([201, 200]);
-    expect(((await second.json()) as FlowView).id).toBe(((await first.json()) as FlowView).id);
+    const firstId = ((await first.json()) as FlowView).id;
+    expect(((await second.json()) as FlowView).id).toBe(firstId);
+    // The typed client sends the header too; another key is another flow.
+    expect((await admin.client.submitFlow(ctx, { jobs: [sh("once")] }, { idempotencyKey: "order-42" })).id).toBe(firstId);
+    expect((await admin.client.submitFlow(ctx, { jobs: [sh("once")] }, { idempotencyKey: "order-43" })).id).not.toBe(firstId);
   });
 });
 
