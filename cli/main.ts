@@ -101,5 +101,12 @@ export async function main(argv: string[], env: NodeJS.ProcessEnv, cwd: string, 
   }
 }
 
+/**
+ * `npm run cli` runs in the package's folder; npm records where the user typed it in INIT_CWD, so
+ * relative paths mean what they meant. Only when this process is that script: one started under
+ * another script (a test, the demo) inherits an INIT_CWD that is not its own.
+ */
+const cwd = process.env.npm_lifecycle_event === "cli" && process.env.INIT_CWD ? process.env.INIT_CWD : process.cwd();
+
 // exitCode rather than exit(): lets stdout drain when it is a pipe.
-process.exitCode = await main(process.argv.slice(2), process.env, process.cwd(), process.stdout, process.stderr);
+process.exitCode = await main(process.argv.slice(2), process.env, cwd, process.stdout, process.stderr);

@@ -1,4 +1,5 @@
 import { readFile } from "node:fs/promises";
+import path from "node:path";
 import { parseArgs } from "node:util";
 import { parsePrivateJwk } from "../shared/auth/index.js";
 import type { RunnerOptions } from "./runner.js";
@@ -52,7 +53,7 @@ export type Config = { help: true } | { help: false; options: RunnerOptions };
  * Reads the runner's settings from argv, falling back to RUNNER_* environment variables, and
  * loads the key (and TLS) files. Every problem is a UsageError naming the option.
  */
-export async function readConfig(argv: string[], env: NodeJS.ProcessEnv): Promise<Config> {
+export async function readConfig(argv: string[], env: NodeJS.ProcessEnv, cwd: string): Promise<Config> {
   let values;
   try {
     ({ values } = parseArgs({
@@ -89,7 +90,9 @@ export async function readConfig(argv: string[], env: NodeJS.ProcessEnv): Promis
   if (!/^https?:\/\/[^/]/.test(url)) throw new UsageError(`--url must be an http(s) URL, not ${JSON.stringify(url)}`);
   const contextId = positive(need(pick(values.context, "RUNNER_CONTEXT"), "context", "RUNNER_CONTEXT"), "--context");
   const runnerId = positive(need(pick(values.runner, "RUNNER_ID"), "runner", "RUNNER_ID"), "--runner");
-  const keyFile = need(pick(values["key-file"], "RUNNER_KEY_FILE"), "key-file", "RUNNER_KEY_FILE");
+  // Paths are the caller's: relative to the directory the command was typed in.
+  const file = (given: string) => path.resolve(cwd, given);
+  const keyFile = file(need(pick(values["key-file"], "RUNNER_KEY_FILE"), "key-file", "RUNNER_KEY_FILE"));
 
   const modeText = values.pull ? "pull" : (pick(undefined, "RUNNER_MODE") ?? "push");
   if (modeText !== "push" && modeText !== "pull") throw new UsageError(`RUNNER_MODE must be push or pull, not ${JSON.stringify(modeText)}`);
@@ -112,13 +115,13 @@ export async function readConfig(argv: string[], env: NodeJS.ProcessEnv): Promis
     scriptTypes,
   };
   const workDir = pick(values["work-dir"], "RUNNER_WORK_DIR");
-  if (workDir) options.workDir = workDir;
+  if (workDir) options.workDir = file(workDir);
   if (modeText === "push") {
     options.listen = parseListen(pick(values.listen, "RUNNER_LISTEN") ?? "127.0.0.1:8090");
     const cert = pick(values["tls-cert"], "RUNNER_TLS_CERT");
     const key = pick(values["tls-key"], "RUNNER_TLS_KEY");
     if ((cert === undefined) !== (key === undefined)) throw new UsageError("--tls-cert and --tls-key go together");
-    if (cert && key) options.tls = { cert: Buffer.from(await readText(cert, "--tls-cert")), key: Buffer.from(await readText(key, "--tls-key")) };
+    if (cert && key) options.tls = { cert: Buffer.from(await readText(file(cert), "--tls-cert")), key: Buffer.from(await readText(file(key), "--tls-key")) };
   }
   return { help: false, options };
 }

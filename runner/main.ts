@@ -11,10 +11,10 @@ import { startRunner } from "./runner.js";
 export { startRunner } from "./runner.js";
 
 /** Runs the CLI; resolves with the exit code once the runner has drained. */
-export async function main(argv: string[], env: NodeJS.ProcessEnv): Promise<number> {
+export async function main(argv: string[], env: NodeJS.ProcessEnv, cwd = process.cwd()): Promise<number> {
   let config;
   try {
-    config = await readConfig(argv, env);
+    config = await readConfig(argv, env, cwd);
   } catch (error) {
     process.stderr.write(`runner: ${(error as Error).message}\n`);
     if (error instanceof UsageError) process.stderr.write("run with --help for usage\n");
@@ -50,7 +50,10 @@ export async function main(argv: string[], env: NodeJS.ProcessEnv): Promise<numb
 }
 
 if (process.argv[1] && import.meta.url === pathToFileURL(process.argv[1]).href) {
-  process.exitCode = await main(process.argv.slice(2), process.env);
+  // `npm run runner` runs in the package's folder; INIT_CWD is where the user typed it (only when
+  // this process is that script: one started under another inherits an INIT_CWD not its own).
+  const { INIT_CWD, npm_lifecycle_event } = process.env;
+  process.exitCode = await main(process.argv.slice(2), process.env, npm_lifecycle_event === "runner" && INIT_CWD ? INIT_CWD : process.cwd());
   // Sockets kept alive by fetch must not hold the process open once the runner is done.
   process.exit();
 }

@@ -314,3 +314,31 @@ describe("flowc", () => {
     expectOneErrorLine(await user.run("actor", "show", "--url", closed, "--key-file", key, "--actor", "1"), 1, new RegExp(`^flowc: cannot reach the coordinator at ${closed}: ECONNREFUSED`));
   });
 });
+
+describe("npm scripts", () => {
+  /** Runs `npm run -s <script> -- <args>` for this package from `cwd`, as a user in another folder would. */
+  function npmRun(cwd: string, script: string, args: string[]): Promise<Run> {
+    return new Promise((resolve, reject) => {
+      const child = spawn("npm", ["--prefix", root, "run", "-s", script, "--", ...args], { cwd, env: { ...cleanEnv(), NO_COLOR: "1" }, stdio: ["ignore", "pipe", "pipe"], timeout: 60_000 });
+      let stdout = "";
+      let stderr = "";
+      child.stdout.on("data", (chunk: Buffer) => (stdout += chunk.toString()));
+      child.stderr.on("data", (chunk: Buffer) => (stderr += chunk.toString()));
+      child.once("error", reject);
+      child.once("close", (code) => resolve({ code, stdout, stderr, errors: stderr.split("\n").filter((l) => l && !l.startsWith("npm warn")) }));
+    });
+  }
+
+  it("resolve relative paths against the folder the command was typed in, not the package's", async () => {
+    const here = path.join(tmp, "elsewhere");
+    mkdirSync(here, { recursive: true });
+    const keygen = await npmRun(here, "cli", ["keygen", "--out", "relative-key.json"]);
+    expect(keygen.code, keygen.stderr).toBe(0);
+    expect(existsSync(path.join(here, "relative-key.json"))).toBe(true);
+    expect(existsSync(path.join(root, "relative-key.json"))).toBe(false);
+
+    const runner = await npmRun(here, "runner", ["--url", "http://127.0.0.1:9", "--context", "1", "--runner", "1", "--key-file", "missing-key.json"]);
+    expect(runner.code).toBe(2);
+    expect(runner.errors[0]).toBe(`runner: --key-file: cannot read ${path.join(here, "missing-key.json")}: ENOENT`);
+  });
+});
