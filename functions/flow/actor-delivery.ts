@@ -1,14 +1,10 @@
-import { signRequest } from "../../shared/auth/index.js";
+import { isMember, signRequest } from "../../shared/auth/index.js";
 import type { Message } from "../../shared/model/index.js";
 import type { Store } from "../../shared/store/index.js";
 import type { CoordinatorKey } from "../coordinator-key.js";
 
 const NOTIFY_TIMEOUT_MS = 5_000;
 const NOTIFY_ATTEMPTS = 3;
-
-function member(context: { admins: number[]; readers: number[]; executors: number[] }, actor: number): boolean {
-  return context.admins.includes(actor) || context.readers.includes(actor) || context.executors.includes(actor);
-}
 
 /**
  * Hands a message between actors to its recipient, as the seeds' supervisor does before it
@@ -23,9 +19,9 @@ export async function deliverToActor(store: Store, key: CoordinatorKey, message:
     const context = await store.contexts.find({ id: message.context_id });
     const reason = !context
       ? "the context no longer exists"
-      : !member(context, message.caller_id)
+      : !isMember(context, message.caller_id)
         ? `sender ${message.caller_id} is no longer a member of context ${message.context_id}`
-        : !member(context, recipient)
+        : !isMember(context, recipient)
           ? `recipient ${recipient} is not a member of context ${message.context_id}`
           : undefined;
     if (reason) {
@@ -39,7 +35,7 @@ export async function deliverToActor(store: Store, key: CoordinatorKey, message:
           message_id: message.id,
           attempts: 1,
           reason,
-          at: Math.floor(Date.now() / 1000),
+          at: store.now(),
         });
       }
       return "refused";

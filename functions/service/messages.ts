@@ -1,4 +1,5 @@
 import type { z } from "zod";
+import { isMember } from "../../shared/auth/index.js";
 import type { Message, MessageSubmission } from "../../shared/model/index.js";
 import { MESSAGE_TIMEOUTS } from "../../shared/flow/index.js";
 import { Problem } from "../api/problem.js";
@@ -16,16 +17,15 @@ const MAX_INBOX_READ = 100;
 export async function sendMessage(call: FlowCall, contextId: number, input: z.output<typeof MessageSubmission>): Promise<Message> {
   const sender = requireActor(call);
   const context = await contextFor(call, contextId, "read");
-  const members = new Set([...context.admins, ...context.readers, ...context.executors]);
-  if (!members.has(input.to)) {
+  if (!isMember(context, input.to)) {
     throw new Problem(400, "invalid-input", "Invalid input", `body.to: actor ${input.to} is not a member of context ${contextId}`, {
       field: "body.to",
       errors: [{ field: "body.to", message: `actor ${input.to} is not a member of context ${contextId}` }],
     });
   }
-  const now = Math.floor(Date.now() / 1000);
+  const now = call.store.now();
   const message: Message = {
-    id: await call.store.messageStore.allocateId(contextId, sender),
+    id: await call.store.messageStore.allocateIds(contextId, sender),
     caller_id: sender,
     context_id: contextId,
     message: input.message,

@@ -65,6 +65,6 @@ export async function recordPoisonPayload(call: FlowCall, scope: FlowScope, jobI
     attempts: 0,
     reason: `${event} report of runner ${runner}: ${reason}`,
     payload: text,
-    at: Math.floor(Date.now() / 1000),
+    at: call.store.now(),
   });
 }

@@ -1,5 +1,5 @@
 export { contentDigest, checkContentDigest } from "./digest.js";
-export { fromBase64Url, randomToken, toBase64Url } from "./encoding.js";
+export { randomToken, toBase64Url } from "./encoding.js";
 export { actorKeyId, bareKeyId, parseKeyId, runnerKeyId } from "./keyid.js";
 export type { KeyId } from "./keyid.js";
 export { generateKeyPair, importPrivateKey, importPublicKey, keyThumbprint, parsePrivateJwk, PrivateJwk } from "./keys.js";
@@ -7,5 +7,5 @@ export { PRIMARY_LABEL, signRequest } from "./sign.js";
 export type { RequestSigner, SignOptions } from "./sign.js";
 export { AuthError, verifyRequest } from "./verify.js";
 export type { AuthFailure, VerifiedRequest } from "./verify.js";
-export { decide, PERMISSION_LISTS } from "./permissions.js";
+export { decide, isMember, PERMISSION_LISTS } from "./permissions.js";
 export type { Access, Decision, PermissionList } from "./permissions.js";

@@ -19,6 +19,11 @@ const GRANTED_BY: Record<Access, PermissionList[]> = {
 
 export type Decision = { allowed: true } | { allowed: false; needed: PermissionList[] };
 
+/** Whether an actor is in any of a context's lists (may read in it, and send chat and mail there). */
+export function isMember(context: Pick<Context, PermissionList>, actorId: number): boolean {
+  return decide(context, actorId, "read").allowed;
+}
+
 /** Decides whether an actor may do `access` in a context, and if not, which lists would do. */
 export function decide(context: Pick<Context, PermissionList>, actorId: number, access: Access): Decision {
   const lists = GRANTED_BY[access];

@@ -41,6 +41,11 @@ export function encodeRecord<T>(codec: RecordCodec<T>, value: Partial<T>): Recor
   return out;
 }
 
+/** `encodeRecord` as the flat `field, value, …` list that HSET and the scripts take. */
+export function encodePairs<T>(codec: RecordCodec<T>, value: Partial<T>): string[] {
+  return Object.entries(encodeRecord(codec, value)).flat();
+}
+
 /**
  * Decodes a hash and parses it with the model's schema. Fields the model does not know are
  * ignored (a newer writer may have added them); a field that does not decode or parse makes
@@ -56,14 +61,29 @@ export function decodeRecord<T>(codec: RecordCodec<T>, key: string, hash: Record
     if (decoded.ok) draft[field] = decoded.value;
     else issues.push({ field, message: decoded.message });
   }
-  if (issues.length === 0) {
-    const parsed = codec.schema.safeParse(draft);
-    if (parsed.success) return parsed.data;
-    for (const issue of parsed.error.issues) {
-      issues.push({ field: issue.path.join(".") || "(record)", message: issue.message });
-    }
+  if (issues.length > 0) throw new CorruptRecordError(key, issues);
+  return parseStored(codec.schema, key, draft);
+}
+
+/**
+ * Parses a value read from `key` with its schema; what does not parse is a CorruptRecordError
+ * naming the fields (`whole` when the issue is the value itself).
+ */
+export function parseStored<T>(schema: z.ZodType<T>, key: string, value: unknown, whole = "(record)"): T {
+  const parsed = schema.safeParse(value);
+  if (parsed.success) return parsed.data;
+  throw new CorruptRecordError(key, parsed.error.issues.map((issue) => ({ field: issue.path.join(".") || whole, message: issue.message })));
+}
+
+/** Decodes a script's `{key, {field, value, …}, key, …}` reply (inboxes, leases) into records. */
+export function decodeKeyedHashes<T>(codec: RecordCodec<T>, reply: unknown): { key: string; record: T }[] {
+  const out: { key: string; record: T }[] = [];
+  if (!Array.isArray(reply)) return out;
+  for (let i = 0; i + 1 < reply.length; i += 2) {
+    const key = String(reply[i]);
+    out.push({ key, record: decodeRecord(codec, key, pairsToObject(reply[i + 1] as string[])) });
   }
-  throw new CorruptRecordError(key, issues);
+  return out;
 }
 
 type Decoded = { ok: true; value: unknown } | { ok: false; message: string };

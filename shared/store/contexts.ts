@@ -1,8 +1,11 @@
 import type { Keys } from "../keys.js";
 import type { PermissionList } from "../auth/permissions.js";
+import { encodePairs } from "./codec.js";
 import { ConflictError, NotFoundError } from "./errors.js";
+import { codecs } from "./layouts.js";
 import { callRedis, type Redis } from "./redis.js";
 import { changePermission, deleteNamespace } from "./scripts/context.js";
+import { updateRecord } from "./scripts/record.js";
 
 /** Context operations beyond plain records: in-place permission changes and deletion. */
 export class ContextAdmin {
@@ -22,12 +25,15 @@ export class ContextAdmin {
     return this.change(contextId, list, actorId, "revoke");
   }
 
-  /** Holds (or releases) dispatch: while paused nothing leaves msg_out for runners. */
+  /**
+   * Holds (or releases) dispatch: while paused nothing leaves msg_out for runners. Patches the
+   * context in place and never creates it (NotFoundError once it is gone).
+   */
   async setPaused(contextId: number, paused: boolean): Promise<void> {
-    const key = this.keys.context(contextId);
-    await callRedis(() =>
-      paused ? this.redis.exec(["HSET", key, "paused", "true", "updated_at", String(this.now())]) : this.redis.exec(["HDEL", key, "paused"]),
-    );
+    const fields = encodePairs(codecs.context, { ...(paused ? { paused } : {}), updated_at: this.now() });
+    const removed = paused ? [] : ["paused"];
+    const updated = await updateRecord.run(this.redis, [this.keys.context(contextId)], [removed.length, ...removed, ...fields]);
+    if (updated !== 1) throw new NotFoundError("context", String(contextId));
   }
 
   /** Whether dispatch is held in the context. */

@@ -1,8 +1,9 @@
 import type { Keys } from "../keys.js";
 import { DeadLetter } from "../model/index.js";
+import { parseStored } from "./codec.js";
 import { CorruptRecordError, NotFoundError } from "./errors.js";
+import { readIndexPage, toPage, type Page } from "./reads.js";
 import { callRedis, type Redis } from "./redis.js";
-import type { Page } from "./repository.js";
 import { LuaScript } from "./script.js";
 
 /**
@@ -25,9 +26,7 @@ function parse(key: string, text: string): DeadLetter {
   } catch {
     throw new CorruptRecordError(key, [{ field: "(entry)", message: "not valid JSON" }]);
   }
-  const parsed = DeadLetter.safeParse(value);
-  if (!parsed.success) throw new CorruptRecordError(key, parsed.error.issues.map((i) => ({ field: i.path.join(".") || "(entry)", message: i.message })));
-  return parsed.data;
+  return parseStored(DeadLetter, key, value, "(entry)");
 }
 
 /** A context's dead letters: what the coordinator gave up on, newest first. */
@@ -43,18 +42,11 @@ export class DeadLetters {
   }
 
   async list(contextId: number, offset: number, limit: number): Promise<Page<DeadLetter>> {
-    const index = this.keys.deadLetterIndex(contextId);
-    const [ids, total] = await callRedis(async () => {
-      const p = this.redis.pipeline();
-      p.zrange(index, offset, offset + limit - 1, { rev: true });
-      p.zcard(index);
-      return (await p.exec()) as [string[], number];
-    });
-    if (ids.length === 0) return { items: [], total: Number(total) };
+    const { members: ids, total } = await readIndexPage(this.redis, this.keys.deadLetterIndex(contextId), offset, limit, true);
+    if (ids.length === 0) return toPage([], offset, 0, total);
     const values = await callRedis(() => this.redis.exec<(string | null)[]>(["HMGET", this.keys.deadLetters(contextId), ...ids]));
     const items = values.flatMap((v, i) => (v === null ? [] : [parse(`${this.keys.deadLetters(contextId)}#${ids[i]}`, v)]));
-    const next = offset + ids.length;
-    return { items, total: Number(total), ...(next < Number(total) ? { next } : {}) };
+    return toPage(items, offset, ids.length, total);
   }
 
   async load(contextId: number, id: string): Promise<DeadLetter> {

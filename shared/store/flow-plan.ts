@@ -1,7 +1,7 @@
 import { jobKey, messageId, nearestDeadline, type FlowEffect, type FlowState, type JobState } from "../flow/index.js";
 import type { Keys } from "../keys.js";
 import type { DeadLetter, Log, Message } from "../model/index.js";
-import { encodeField, encodeRecord } from "./codec.js";
+import { encodePairs } from "./codec.js";
 import { codecs } from "./layouts.js";
 import { dispatchMessage, resultMessage } from "./flow-records.js";
 
@@ -24,13 +24,11 @@ export interface CommitPlan {
 
 /**
  * An operation, and whether it can guard its step: a write that changes something only the
- * first time it runs. The lower the number, the surer: 1 the flow's own lifecycle fields
- * (started_at, ended_at), 2 a new message, 3 a message's ended_at.
+ * first time it runs (an HSET adding a field, an HDEL removing one). The lower the number, the
+ * surer: 1 the flow's own lifecycle fields (started_at, ended_at, a re-run's clearing of
+ * ended_at), 2 a new message, 3 a message's ended_at.
  */
 type Op = ["H" | "D" | "P" | "Z" | "R" | "L", string, string[], (1 | 2 | 3)?];
-
-const pairs = (fields: Record<string, unknown>, kinds: Record<string, "int" | "str" | "bool" | "json">) =>
-  Object.entries(fields).flatMap(([f, v]) => (v === undefined ? [] : [f, encodeField(kinds[f] ?? "str", v)]));
 
 /** Who a flow is in the context's deadline set: `flow:<id>`, or `job:<caller>:<id>` alone. */
 export function deadlineMember(state: FlowState): string {
@@ -39,10 +37,11 @@ export function deadlineMember(state: FlowState): string {
 
 /**
  * Turns applied transitions into one `commitFlow` call: per step a section, guarded by a write
- * that only adds a field the first time (a message's ended_at, a new message, the flow's
- * started_at or ended_at), so a step written once is never written twice, whether the
- * transition was replayed or the script call itself was retried. Only what changed is written: a finished job's status and result, its message's
- * final status, the messages of newly dispatched jobs (pushed onto msg_out), the flow's status.
+ * that changes something only the first time (a message's ended_at, a new message, the flow's
+ * started_at or ended_at, a re-run clearing ended_at), so a step written once is never written
+ * twice, whether the transition was replayed or the script call itself was retried. Only what
+ * changed is written: a finished job's status and result, its message's final status, the
+ * messages of newly dispatched jobs (pushed onto msg_out), the flow's status.
  * Statuses in between (waiting, started) live in the Durable Object, not in Redis.
  */
 export function planCommit(keys: Keys, steps: CommitStep[], now: number): CommitPlan {
@@ -59,7 +58,7 @@ export function planCommit(keys: Keys, steps: CommitStep[], now: number): Commit
   };
   const args: string[] = [];
   const messages: Message[] = [];
-  const secs = String(Math.floor(now / 1000));
+  const secs = Math.floor(now / 1000);
   let sections = 0;
 
   for (const step of steps) {
@@ -74,7 +73,7 @@ export function planCommit(keys: Keys, steps: CommitStep[], now: number): Commit
       switch (effect.type) {
         case "flowStarted": {
           if (!standalone) {
-            ops.push(["H", flowKey, pairs({ status: "started", started_at: secs, updated_at: secs }, codecs.flow.fields), 1]);
+            ops.push(["H", flowKey, encodePairs(codecs.flow, { status: "started", started_at: secs, updated_at: secs }), 1]);
             ops.push(["R", keys.flowsByStatus(ctx, "dispatched"), [String(state.id)]]);
             ops.push(["Z", keys.flowsByStatus(ctx, "started"), [String(state.id), String(state.id)]]);
           }
@@ -86,7 +85,7 @@ export function planCommit(keys: Keys, steps: CommitStep[], now: number): Commit
           const job = state.jobs[effect.job] as JobState;
           const message = dispatchMessage(state, job, effect.attempt, now);
           const key = keys.message(ctx, state.callerId, message.id);
-          ops.push(["H", key, Object.entries(encodeRecord(codecs.message, message)).flat(), 2]);
+          ops.push(["H", key, encodePairs(codecs.message, message), 2]);
           messages.push(message);
           dispatched.push(key);
           break;
@@ -94,7 +93,7 @@ export function planCommit(keys: Keys, steps: CommitStep[], now: number): Commit
         case "attemptFailed": {
           const job = state.jobs[effect.job] as JobState;
           const messageKey = keys.message(ctx, state.callerId, messageId(job, effect.attempt));
-          ops.push(["H", messageKey, pairs({ status: "error", ended_at: secs, updated_at: secs, runner_id: job.previousRunner }, codecs.message.fields), 3]);
+          ops.push(["H", messageKey, encodePairs(codecs.message, { status: "error", ended_at: secs, updated_at: secs, runner_id: job.previousRunner }), 3]);
           if (step.logs?.job === job.id && step.logs.lines.length > 0) ops.push(["L", messageKey, [JSON.stringify(step.logs.lines)]]);
           break;
         }
@@ -111,7 +110,7 @@ export function planCommit(keys: Keys, steps: CommitStep[], now: number): Commit
             ...(job.attempt > 0 ? { message_id: messageId(job, job.attempt) } : {}),
             attempts: job.attempt - job.attemptFloor,
             reason: effect.reason,
-            at: Number(secs),
+            at: secs,
           };
           ops.push(["H", keys.deadLetters(ctx), [entry.id, JSON.stringify(entry)]]);
           ops.push(["Z", keys.deadLetterIndex(ctx), [String(now), entry.id]]);
@@ -120,14 +119,14 @@ export function planCommit(keys: Keys, steps: CommitStep[], now: number): Commit
         case "flowRerun": {
           if (!standalone) {
             ops.push(["D", flowKey, ["ended_at", "error"], 1]);
-            ops.push(["H", flowKey, pairs({ status: "started", updated_at: secs }, codecs.flow.fields)]);
+            ops.push(["H", flowKey, encodePairs(codecs.flow, { status: "started", updated_at: secs })]);
             ops.push(["R", keys.flowsByStatus(ctx, "error"), [String(state.id)]]);
             ops.push(["Z", keys.flowsByStatus(ctx, "started"), [String(state.id), String(state.id)]]);
           }
           for (const id of effect.jobs) {
             const job = state.jobs[id] as JobState;
             const jobHash = keys.job(ctx, state.callerId, id);
-            ops.push(["H", jobHash, pairs({ status: job.status, message_base: job.messageBase, attempt_floor: job.attemptFloor, updated_at: secs }, codecs.job.fields)]);
+            ops.push(["H", jobHash, encodePairs(codecs.job, { status: job.status, message_base: job.messageBase, attempt_floor: job.attemptFloor, updated_at: secs })]);
             ops.push(["D", jobHash, ["error"]]);
           }
           const due = nearestDeadline(state);
@@ -140,27 +139,27 @@ export function planCommit(keys: Keys, steps: CommitStep[], now: number): Commit
           const job = state.jobs[effect.job] as JobState;
           if (job.attempt > 0) {
             const messageKey = keys.message(ctx, state.callerId, messageId(job, job.attempt));
-            const final = {
+            const final: Partial<Message> = {
               status: job.status === "finished" ? "processed" : "error",
               ended_at: secs,
               updated_at: secs,
               ...(job.delivery ? { runner_id: job.delivery.runnerId } : {}),
             };
             // ended_at is new on the first write of this outcome, and only then.
-            ops.push(["H", messageKey, pairs(final, codecs.message.fields), 3]);
+            ops.push(["H", messageKey, encodePairs(codecs.message, final), 3]);
             if (step.logs?.job === job.id && step.logs.lines.length > 0) ops.push(["L", messageKey, [JSON.stringify(step.logs.lines)]]);
           }
           ops.push([
             "H",
             keys.job(ctx, state.callerId, job.id),
-            pairs({ status: job.status, result: job.result ?? {}, error: job.error, attempt: job.attempt, updated_at: secs }, codecs.job.fields),
+            encodePairs(codecs.job, { status: job.status, result: job.result ?? {}, error: job.error, attempt: job.attempt, updated_at: secs }),
           ]);
           break;
         }
         case "flowEnded": {
           if (!standalone) {
             const final = { status: state.status, result: state.result, error: state.error, ended_at: secs, updated_at: secs };
-            ops.push(["H", flowKey, pairs(final, codecs.flow.fields), 1]);
+            ops.push(["H", flowKey, encodePairs(codecs.flow, final), 1]);
             ops.push(["R", keys.flowsByStatus(ctx, "started"), [String(state.id)]]);
             ops.push(["Z", keys.flowsByStatus(ctx, state.status), [String(state.id), String(state.id)]]);
           }
@@ -168,7 +167,7 @@ export function planCommit(keys: Keys, steps: CommitStep[], now: number): Commit
           // The caller hears how it ended: a result message, relayed to its inbox.
           const report = resultMessage(state, now);
           const key = keys.message(ctx, state.callerId, report.id);
-          ops.push(["H", key, Object.entries(encodeRecord(codecs.message, report)).flat(), 2]);
+          ops.push(["H", key, encodePairs(codecs.message, report), 2]);
           messages.push(report);
           dispatched.push(key);
           break;
@@ -183,7 +182,7 @@ export function planCommit(keys: Keys, steps: CommitStep[], now: number): Commit
       }
     }
     if (ops.length === 0) continue;
-    // The step's guard: a write that only adds a field the first time goes first, so a step
+    // The step's guard: a write that changes something only the first time goes first, so a step
     // that was written before (a retried script call, a replayed transition) is skipped whole.
     let guard = -1;
     ops.forEach((op, i) => {
@@ -191,7 +190,7 @@ export function planCommit(keys: Keys, steps: CommitStep[], now: number): Commit
     });
     if (guard > 0) ops.unshift(...ops.splice(guard, 1));
     sections++;
-    args.push("S", guard >= 0 ? "1" : "0", String(ops.length));
+    args.push(guard >= 0 ? "1" : "0", String(ops.length));
     for (const [op, key, values] of ops) args.push(op, at(key), String(values.length), ...values);
   }
   return { keys: keyList, args, messages, sections };

@@ -1,13 +1,13 @@
 import type { FlowState } from "../flow/index.js";
 import type { Keys } from "../keys.js";
 import type { Flow, FlowStatus, Message, RunnerJob, ScriptType } from "../model/index.js";
-import { decodeRecord, encodeRecord, pairsToObject } from "./codec.js";
+import { decodeKeyedHashes, decodeRecord, encodePairs } from "./codec.js";
 import { ConflictError } from "./errors.js";
 import { flowRecord, jobRecord } from "./flow-records.js";
 import type { CommitPlan } from "./flow-plan.js";
-import { codecs } from "./layouts.js";
+import { codecs, layouts } from "./layouts.js";
+import { readHash, readHashes, readIndexPage, toPage, type Page } from "./reads.js";
 import { callRedis, type Redis } from "./redis.js";
-import type { Page } from "./repository.js";
 import { commitFlow, createFlow, leaseMessages, relayClaim, relaySettle, reserveFlow } from "./scripts/flow.js";
 
 /** Ids reserved for one submission. */
@@ -44,10 +44,14 @@ const IDEMPOTENCY_TTL_SECONDS = 24 * 3600;
 
 /** Storage of flows: the scripts of their lifecycle and the reads that rebuild them. */
 export class FlowStore {
+  private readonly jobs: ReturnType<typeof layouts>["job"];
+
   constructor(
     private readonly redis: Redis,
     private readonly keys: Keys,
-  ) {}
+  ) {
+    this.jobs = layouts(keys).job;
+  }
 
   /** Allocates a submission's ids, or finds the flow its Idempotency-Key already created. */
   async reserve(r: ReserveRequest): Promise<Reservation> {
@@ -66,15 +70,16 @@ export class FlowStore {
    */
   async create(state: FlowState, chosen: number[], now: number): Promise<boolean> {
     const ctx = state.contextId;
-    const flowFields = Object.entries(encodeRecord(codecs.flow, flowRecord(state, now))).flat();
+    const flowFields = encodePairs(codecs.flow, flowRecord(state, now));
     const keys = [this.keys.flow(ctx, state.id), this.keys.index(ctx, "flow"), this.keys.flowsByStatus(ctx, state.status), this.keys.index(ctx, "job")];
     const args: (string | number)[] = [state.id, flowFields.length / 2, ...flowFields];
     for (const id of state.order) {
       const job = state.jobs[id];
       if (!job) continue;
-      const fields = Object.entries(encodeRecord(codecs.job, jobRecord(state, job, now))).flat();
-      keys.push(this.keys.job(ctx, state.callerId, id));
-      args.push(`${state.callerId}:${id}`, fields.length / 2, ...fields);
+      const fields = encodePairs(codecs.job, jobRecord(state, job, now));
+      const ref = { context_id: ctx, caller_id: state.callerId, id };
+      keys.push(this.jobs.key(ref));
+      args.push(this.jobs.indexMember(ref), fields.length / 2, ...fields);
     }
     args.push(chosen.map((p) => p + 1).join(","));
     const result = Number(await createFlow.run(this.redis, keys, args));
@@ -96,23 +101,23 @@ export class FlowStore {
   /** Reads a flow with all its jobs and their messages (two round trips), or null. */
   async load(contextId: number, flowId: number): Promise<StoredFlow | null> {
     const key = this.keys.flow(contextId, flowId);
-    const pairs = await callRedis(() => this.redis.exec<string[]>(["HGETALL", key]));
-    if (!pairs || pairs.length === 0) return null;
-    const flow = decodeRecord(codecs.flow, key, pairsToObject(pairs));
+    const hash = await readHash(this.redis, key);
+    if (!hash) return null;
+    const flow = decodeRecord(codecs.flow, key, hash);
     return { flow, ...(await this.loadJobs(contextId, flow.caller_id, flow.jobs)) };
   }
 
   /** Reads jobs and the messages of every attempt they may have had. */
   async loadJobs(contextId: number, callerId: number, jobIds: number[]): Promise<Omit<StoredFlow, "flow">> {
     const jobKeys = jobIds.map((id) => this.keys.job(contextId, callerId, id));
-    const jobHashes = await this.hashes(jobKeys);
+    const jobHashes = await readHashes(this.redis, jobKeys);
     const jobs = jobHashes.flatMap((h, i) => (h ? [decodeRecord(codecs.job, jobKeys[i] as string, h)] : []));
     const wanted = jobs.flatMap((job) =>
       // The current run's attempts: after a re-run they start past attempt_floor.
       job.message_base === undefined ? [] : Array.from({ length: job.retries + 1 }, (_, a) => ({ job: job.id, id: (job.message_base as number) + (job.attempt_floor ?? 0) + a })),
     );
     const messageKeys = wanted.map((w) => this.keys.message(contextId, callerId, w.id));
-    const messageHashes = await this.hashes(messageKeys);
+    const messageHashes = await readHashes(this.redis, messageKeys);
     const messages = new Map<number, Message[]>();
     messageHashes.forEach((h, i) => {
       if (!h) return;
@@ -126,7 +131,7 @@ export class FlowStore {
 
   /** Loads messages by key (for the relay's messages of other flows). */
   async loadMessages(keys: string[]): Promise<(Message | null)[]> {
-    const hashes = await this.hashes(keys);
+    const hashes = await readHashes(this.redis, keys);
     return hashes.map((h, i) => (h ? decodeRecord(codecs.message, keys[i] as string, h) : null));
   }
 
@@ -163,38 +168,16 @@ export class FlowStore {
   /** A pull runner takes up to `max` messages from its script types' queues. */
   async lease(contextId: number, scriptTypes: ScriptType[], max: number): Promise<{ key: string; message: Message }[]> {
     const reply = await leaseMessages.run(this.redis, [this.keys.context(contextId), ...scriptTypes.map((t) => this.keys.queue(contextId, t))], [max]);
-    const out: { key: string; message: Message }[] = [];
-    if (!Array.isArray(reply)) return out;
-    for (let i = 0; i + 1 < reply.length; i += 2) {
-      const key = String(reply[i]);
-      out.push({ key, message: decodeRecord(codecs.message, key, pairsToObject(reply[i + 1] as string[])) });
-    }
-    return out;
+    return decodeKeyedHashes(codecs.message, reply).map(({ key, record }) => ({ key, message: record }));
   }
 
   /** Lists flows, all or those in one status, by id. */
   async list(contextId: number, status: FlowStatus | undefined, offset: number, limit: number): Promise<Page<Flow>> {
     const index = status ? this.keys.flowsByStatus(contextId, status) : this.keys.index(contextId, "flow");
-    const [ids, total] = await callRedis(async () => {
-      const p = this.redis.pipeline();
-      p.zrange(index, offset, offset + limit - 1);
-      p.zcard(index);
-      return (await p.exec()) as [string[], number];
-    });
-    const keys = ids.map((id) => this.keys.flow(contextId, Number(id)));
-    const hashes = await this.hashes(keys);
+    const { members, total } = await readIndexPage(this.redis, index, offset, limit);
+    const keys = members.map((id) => this.keys.flow(contextId, Number(id)));
+    const hashes = await readHashes(this.redis, keys);
     const items = hashes.flatMap((h, i) => (h ? [decodeRecord(codecs.flow, keys[i] as string, h)] : []));
-    const next = offset + ids.length;
-    return { items, total: Number(total), ...(next < Number(total) ? { next } : {}) };
-  }
-
-  private async hashes(keys: string[]): Promise<(Record<string, string> | null)[]> {
-    if (keys.length === 0) return [];
-    const replies = await callRedis(async () => {
-      const p = this.redis.pipeline();
-      for (const key of keys) p.hgetall(key);
-      return (await p.exec()) as unknown as (string[] | null)[];
-    });
-    return replies.map((r) => (r && r.length > 0 ? pairsToObject(r) : null));
+    return toPage(items, offset, members.length, total);
   }
 }

@@ -43,7 +43,7 @@ export async function callRedis<T>(call: () => Promise<T>): Promise<T> {
   }
 }
 
-export function describeRedisFailure(error: unknown): Error {
+function describeRedisFailure(error: unknown): Error {
   if (error instanceof StorageUnavailableError || error instanceof RedisCommandError) return error;
   const message = error instanceof Error ? error.message : String(error);
   if (error instanceof errors.UpstashJSONParseError || !(error instanceof errors.UpstashError)) {

@@ -1,6 +1,7 @@
 import { MAX_ID } from "../model/common.js";
-import { decodeRecord, encodeRecord, pairsToObject, type RecordCodec } from "./codec.js";
+import { decodeRecord, encodePairs, type RecordCodec } from "./codec.js";
 import { ConflictError, NotFoundError, StoreError } from "./errors.js";
+import { readHash, readHashes, readIndexPage, toPage, type Page } from "./reads.js";
 import { callRedis, type Redis } from "./redis.js";
 import { createRecord, deleteRecord, updateRecord } from "./scripts/record.js";
 
@@ -20,12 +21,7 @@ export type CreateInput<T> = Omit<T, Managed> & { id?: number };
 /** The input of `update`: any fields but the ids and timestamps. */
 export type Patch<T> = Partial<Omit<T, Managed | "context_id" | "caller_id">>;
 
-/** A page of a listing. `next` is the offset of the following page, absent on the last one. */
-export interface Page<T> {
-  items: T[];
-  total: number;
-  next?: number;
-}
+export type { Page } from "./reads.js";
 
 /** Where a model's records live and how they are indexed and numbered. */
 export interface RecordLayout<T extends RecordRef> {
@@ -97,9 +93,8 @@ export class Repository<T extends RecordRef & { created_at: number; updated_at: 
   /** Loads a record, or null when there is none. */
   async find(ref: RecordRef): Promise<T | null> {
     const key = this.layout.key(ref);
-    const pairs = await callRedis(() => this.redis.exec<string[]>(["HGETALL", key]));
-    if (!pairs || pairs.length === 0) return null;
-    return decodeRecord(this.layout.codec, key, pairsToObject(pairs));
+    const hash = await readHash(this.redis, key);
+    return hash ? decodeRecord(this.layout.codec, key, hash) : null;
   }
 
   /**
@@ -113,8 +108,7 @@ export class Repository<T extends RecordRef & { created_at: number; updated_at: 
     const parsed = this.layout.codec.schema.parse(merged);
     const changed = { ...patch, updated_at: parsed.updated_at } as Partial<T>;
     const removed = Object.keys(patch).filter((k) => (patch as Record<string, unknown>)[k] === undefined);
-    const fields = encodeRecord(this.layout.codec, changed);
-    const args = [removed.length, ...removed, ...Object.entries(fields).flat()];
+    const args = [removed.length, ...removed, ...encodePairs(this.layout.codec, changed)];
     const updated = await updateRecord.run(this.redis, [this.layout.key(ref)], args);
     if (updated !== 1) throw new NotFoundError(this.kind, describe(ref));
     return parsed;
@@ -134,28 +128,11 @@ export class Repository<T extends RecordRef & { created_at: number; updated_at: 
    * record has gone (a delete that stopped half-way) are skipped.
    */
   async list(scope: Omit<RecordRef, "id">, offset = 0, limit = 50): Promise<Page<T>> {
-    const indexKey = this.layout.indexKey(scope);
-    const [members, total] = await callRedis(async () => {
-      const p = this.redis.pipeline();
-      p.zrange(indexKey, offset, offset + limit - 1);
-      p.zcard(indexKey);
-      return (await p.exec()) as [string[], number];
-    });
-    if (members.length === 0) return { items: [], total: Number(total) };
-    const refs = members.map((member) => parseMember(member, scope));
-    const hashes = await callRedis(async () => {
-      const p = this.redis.pipeline();
-      for (const ref of refs) p.hgetall(this.layout.key(ref));
-      return (await p.exec()) as unknown as (string[] | null)[];
-    });
-    const items: T[] = [];
-    hashes.forEach((pairs, i) => {
-      if (pairs && pairs.length > 0) {
-        items.push(decodeRecord(this.layout.codec, this.layout.key(refs[i] as RecordRef), pairsToObject(pairs)));
-      }
-    });
-    const next = offset + members.length;
-    return { items, total: Number(total), ...(next < Number(total) ? { next } : {}) };
+    const { members, total } = await readIndexPage(this.redis, this.layout.indexKey(scope), offset, limit);
+    const keys = members.map((member) => this.layout.key(parseMember(member, scope)));
+    const hashes = await readHashes(this.redis, keys);
+    const items = hashes.flatMap((hash, i) => (hash ? [decodeRecord(this.layout.codec, keys[i] as string, hash)] : []));
+    return toPage(items, offset, members.length, total);
   }
 
   private build(rest: Omit<T, Managed>, id: number): T {
@@ -168,9 +145,8 @@ export class Repository<T extends RecordRef & { created_at: number; updated_at: 
   private async insert(record: T): Promise<boolean> {
     const key = this.layout.key(record);
     const index = { key: this.layout.indexKey(record), member: this.layout.indexMember(record) };
-    const pairs = Object.entries(encodeRecord(this.layout.codec, record)).flat();
     const keys = this.layout.indexInSlot ? [key, index.key] : [key];
-    const created = await createRecord.run(this.redis, keys, [index.member, record.id, crypto.randomUUID(), ...pairs]);
+    const created = await createRecord.run(this.redis, keys, [index.member, record.id, crypto.randomUUID(), ...encodePairs(this.layout.codec, record)]);
     if (created !== 1) return false;
     // A global index is written after the record: at worst it briefly lags, never points ahead.
     if (!this.layout.indexInSlot) await callRedis(() => this.redis.exec(["ZADD", index.key, String(record.id), index.member]));

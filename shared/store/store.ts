@@ -51,7 +51,7 @@ export class Store {
     this.actorKeys = new ActorKeys(redis, keys);
     this.contextAdmin = new ContextAdmin(redis, keys, now);
     this.flowStore = new FlowStore(redis, keys);
-    this.messageStore = new MessageStore(redis, keys);
+    this.messageStore = new MessageStore(redis, keys, now);
     this.deadLetters = new DeadLetters(redis, keys);
   }
 

@@ -81,10 +81,11 @@ return 0`,
 /**
  * commitFlow: write one batch of transitions. The batch is a list of sections; each section is a
  * list of operations, and a guarded section is skipped after its first operation when that
- * operation (an HSET that records a final state) added no new field: the transition was
- * already written, and writing the rest again must not happen.
+ * operation returned 0: its guard is a write that changes something only the first time (an
+ * HSET of a field that records a final state, an HDEL of a field a re-run clears), so 0 means
+ * the transition was already written, and writing the rest again must not happen.
  *   KEYS     every key the batch touches
- *   ARGV     sections: "S", guarded ("1"/"0"), number of operations, then the operations:
+ *   ARGV     sections: guarded ("1"/"0"), number of operations, then the operations:
  *            op ("H" HSET, "D" HDEL, "P" RPUSH, "Z" ZADD, "R" ZREM, "L" append to a JSON logs
  *            field), key position in KEYS, argument count, arguments
  * Returns the positions (1-based) of the sections that were skipped; empty when all applied.
@@ -97,9 +98,9 @@ local skipped = {}
 local i = 1
 local section = 0
 while i <= #ARGV do
-  local guarded = ARGV[i + 1] == "1"
-  local ops = tonumber(ARGV[i + 2])
-  i = i + 3
+  local guarded = ARGV[i] == "1"
+  local ops = tonumber(ARGV[i + 1])
+  i = i + 2
   section = section + 1
   local skip = false
   for k = 1, ops do
@@ -128,9 +129,9 @@ return skipped`,
 
 /**
  * relayClaim: take up to N messages from msg_out into the in-flight set in one step, unless the
- * context's dispatch is paused. First, messages whose delivery was never settled in time (a
- * relay that died, or could not reach storage to settle) go back to the front of msg_out: the
- * in-flight set loses nothing.
+ * context's dispatch is paused (then nothing moves at all). First, messages whose delivery was
+ * never settled in time (a relay that died, or could not reach storage to settle) go back to the
+ * front of msg_out: the in-flight set loses nothing.
  *   KEYS[1]  msg_out   KEYS[2]  inflight   KEYS[3]  the context hash
  *   ARGV[1]  N         ARGV[2]  score: when the delivery must be settled (epoch ms)
  *   ARGV[3]  now (epoch ms)

@@ -2,33 +2,15 @@ import { LuaScript } from "../script.js";
 
 /**
  * Scripts of messages between actors (chat, mail, flow results). All keys in the context's slot.
+ * A new message is stored and queued by createRecord (scripts/record.ts).
  */
-
-/**
- * postMessage: store a new message and put it on msg_out, in one step.
- *   KEYS[1]  the message hash   KEYS[2]  the message index   KEYS[3]  msg_out
- *   ARGV[1]  index member       ARGV[2]  index score         ARGV[3]  the call's token
- *   ARGV[4..]  field/value pairs
- * Returns 1 posted (now, or by this same call before: a retried call posts once); 0 the message
- * id is taken (nothing written).
- */
-export const postMessage = new LuaScript(
-  "postMessage",
-  `if redis.call("EXISTS", KEYS[1]) == 1 then
-  if redis.call("HGET", KEYS[1], "_op") == ARGV[3] then return 1 end
-  return 0
-end
-redis.call("HSET", KEYS[1], "_op", ARGV[3], unpack(ARGV, 4))
-redis.call("ZADD", KEYS[2], ARGV[2], ARGV[1])
-redis.call("RPUSH", KEYS[3], KEYS[1])
-return 1`,
-);
 
 /**
  * settleMessage: the relay hands a message to its recipient's inbox, or refuses it.
  *   KEYS[1]  the message hash   KEYS[2]  the recipient's msg_in   KEYS[3]  the in-flight set
- *   ARGV[1]  "deliver" | "refuse"   ARGV[2]  now (epoch seconds)   ARGV[3]  reason (refuse)
- * Returns 1 done; 0 the message was settled before (a replay: nothing written but the
+ *   ARGV[1]  "deliver" | "refuse"   ARGV[2]  now (epoch seconds)   ARGV[3]  reason (refuse; kept
+ *            in the message's `subject`, which the sender reads)
+ * Returns 1 done; 0 the message was settled before, or is gone (nothing written but the
  * in-flight entry's removal).
  */
 export const settleMessage = new LuaScript(

@@ -9,11 +9,13 @@ import { LuaScript } from "../script.js";
  */
 
 /**
- * createRecord: store a new hash unless its key is taken, and index it, all or nothing. The
- * hash keeps the creating call's token in `_op`, so a call retried after it succeeded (the
- * client's own retry of a request whose answer was lost) is told it created the record.
+ * createRecord: store a new hash unless its key is taken, index it, and (for a message) queue
+ * it, all or nothing. The hash keeps the creating call's token in `_op`, so a call retried after
+ * it succeeded (the client's own retry of a request whose answer was lost) is told it created
+ * the record, and nothing is indexed or queued twice.
  *   KEYS[1]  the record's hash
  *   KEYS[2]  the index sorted set (optional; same slot as KEYS[1])
+ *   KEYS[3]  a list to push the record's key onto: msg_out for a message (optional; needs KEYS[2])
  *   ARGV[1]  index member      ARGV[2]  index score      ARGV[3]  the call's token
  *   ARGV[4..] field, value pairs
  * Returns 1 when created (now or by this same call before), 0 when the key was taken by someone
@@ -27,6 +29,7 @@ export const createRecord = new LuaScript(
 end
 redis.call("HSET", KEYS[1], "_op", ARGV[3], unpack(ARGV, 4))
 if KEYS[2] then redis.call("ZADD", KEYS[2], ARGV[2], ARGV[1]) end
+if KEYS[3] then redis.call("RPUSH", KEYS[3], KEYS[1]) end
 return 1`,
 );
 

@@ -1,0 +1,50 @@
+import { pairsToObject } from "./codec.js";
+import { callRedis, type Redis } from "./redis.js";
+
+/** A page of a listing. `next` is the offset of the following page, absent on the last one. */
+export interface Page<T> {
+  items: T[];
+  total: number;
+  next?: number;
+}
+
+/**
+ * One page of an index sorted set: `limit` members from `offset` (highest score first with
+ * `rev`) and the index's size, in one round trip.
+ */
+export async function readIndexPage(redis: Redis, index: string, offset: number, limit: number, rev = false): Promise<{ members: string[]; total: number }> {
+  const [members, total] = await callRedis(async () => {
+    const p = redis.pipeline();
+    if (rev) p.zrange(index, offset, offset + limit - 1, { rev: true });
+    else p.zrange(index, offset, offset + limit - 1);
+    p.zcard(index);
+    return (await p.exec()) as [string[], number];
+  });
+  return { members: members.map(String), total: Number(total) };
+}
+
+/**
+ * The page of `items` read for `members` index entries at `offset` (items whose record has gone
+ * are left out by the caller, so `members` counts the entries, not the items).
+ */
+export function toPage<T>(items: T[], offset: number, members: number, total: number): Page<T> {
+  const next = offset + members;
+  return { items, total, ...(members > 0 && next < total ? { next } : {}) };
+}
+
+/** One hash, or null when it does not exist. */
+export async function readHash(redis: Redis, key: string): Promise<Record<string, string> | null> {
+  const pairs = await callRedis(() => redis.exec<string[]>(["HGETALL", key]));
+  return pairs && pairs.length > 0 ? pairsToObject(pairs) : null;
+}
+
+/** Many hashes in one round trip; null where one does not exist. */
+export async function readHashes(redis: Redis, keys: string[]): Promise<(Record<string, string> | null)[]> {
+  if (keys.length === 0) return [];
+  const replies = await callRedis(async () => {
+    const p = redis.pipeline();
+    for (const key of keys) p.hgetall(key);
+    return (await p.exec()) as unknown as (string[] | null)[];
+  });
+  return replies.map((r) => (r && r.length > 0 ? pairsToObject(r) : null));
+}
