@@ -1,4 +1,6 @@
 import { parseArgs } from "node:util";
+import type { PageQuery } from "../shared/client/index.js";
+import { MAX_ID } from "../shared/model/index.js";
 import { UsageError } from "./errors.js";
 import type { Output } from "./output.js";
 
@@ -161,14 +163,27 @@ function parseArgsMessage(error: unknown): string {
   return message.split(". ")[0] ?? message;
 }
 
-const ID = /^[1-9]\d{0,9}$/;
-const MAX_ID = 4_294_967_295;
+/**
+ * Whether `text` is an id as the API's are: a positive 32-bit integer written plainly (no sign,
+ * leading zero or exponent), so that the id echoed back is the text that was given.
+ */
+export function isIdText(text: string): boolean {
+  return /^[1-9]\d{0,9}$/.test(text) && Number(text) <= MAX_ID;
+}
 
 /** Parses an id (a positive 32-bit integer, as the API's ids are) from an argument or option. */
 export function parseId(text: string, what: string, command: string): number {
-  const id = Number(text);
-  if (!ID.test(text) || id > MAX_ID) throw new UsageError(`${what} must be a positive integer id, not ${JSON.stringify(text)}`, command);
-  return id;
+  if (!isIdText(text)) throw new UsageError(`${what} must be a positive integer id, not ${JSON.stringify(text)}`, command);
+  return Number(text);
+}
+
+/**
+ * The `<context> <id>` arguments most commands on one object take; `label` names the second in
+ * errors (`<flow>`, `<runner>`). The command's `args` guarantee both are present.
+ */
+export function contextAndId(invocation: Invocation, label: string, command: string): { contextId: number; id: number } {
+  const [contextText = "", idText = ""] = invocation.args;
+  return { contextId: parseId(contextText, "<context>", command), id: parseId(idText, label, command) };
 }
 
 /** Parses a non-negative integer such as an offset or a limit. */
@@ -178,4 +193,23 @@ export function parseCount(text: string, what: string, command: string, min = 0)
     throw new UsageError(`${what} must be an integer of at least ${min}, not ${JSON.stringify(text)}`, command);
   }
   return value;
+}
+
+/** The `--offset` / `--limit` options of a list command; `noun` is what it lists, e.g. `runners`. */
+export function pageOptions(noun: string): OptionSpecs {
+  return {
+    offset: { type: "string", value: "<n>", help: `skip this many ${noun} (default 0)` },
+    // The coordinator's own bounds on a page (1 to 500, 50 when not given).
+    limit: { type: "string", value: "<n>", help: "show at most this many, up to 500 (default 50)" },
+  };
+}
+
+/** The page that `--offset` / `--limit` (see pageOptions) ask for; the coordinator's defaults fill in the rest. */
+export function pageQuery(options: ParsedOptions, command: string): PageQuery {
+  const query: PageQuery = {};
+  const offset = options.string("offset");
+  const limit = options.string("limit");
+  if (offset !== undefined) query.offset = parseCount(offset, "--offset", command);
+  if (limit !== undefined) query.limit = parseCount(limit, "--limit", command, 1);
+  return query;
 }

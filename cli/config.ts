@@ -2,7 +2,7 @@ import { mkdirSync, readFileSync, renameSync, writeFileSync } from "node:fs";
 import { homedir } from "node:os";
 import path from "node:path";
 import { Id, WebUrl } from "../shared/model/index.js";
-import type { GlobalFlags } from "./command.js";
+import { isIdText, type GlobalFlags } from "./command.js";
 import { ConfigError, UsageError } from "./errors.js";
 
 /** The profile file: where the coordinator is and who we are there. */
@@ -108,9 +108,9 @@ export function resolveConfig(globals: GlobalFlags, env: NodeJS.ProcessEnv, cwd:
   return config;
 }
 
+/** An actor id from a flag (a usage error when malformed, naming `command`) or a variable (a config error). */
 function parseActorId(text: string, source: string, command?: string): number {
-  const id = Number(text);
-  if (/^[1-9]\d{0,9}$/.test(text) && Id.safeParse(id).success) return id;
+  if (isIdText(text)) return Number(text);
   const message = `${source} must be a positive integer actor id, not ${JSON.stringify(text)}`;
   throw command === undefined ? new ConfigError(message) : new UsageError(message, command);
 }

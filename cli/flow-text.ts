@@ -1,5 +1,5 @@
-import type { Flow, FlowDag, FlowView, JobStatus } from "../shared/model/index.js";
-import { fields, table, timestamp } from "./output.js";
+import type { Flow, FlowDag, FlowView, JobStatus, JobWaiting } from "../shared/model/index.js";
+import { fields, plural, table, timestamp } from "./output.js";
 
 /** One character per job status, so a DAG or a watch reads at a glance. */
 export const STATUS_MARK: Record<JobStatus, string> = {
@@ -20,6 +20,11 @@ export function resultText(result: Record<string, string>): string {
       return `${key}=${oneLine.length > MAX_VALUE ? `${oneLine.slice(0, MAX_VALUE - 1)}…` : oneLine}`;
     })
     .join(", ");
+}
+
+/** Why a job waits, in words, with when that ends if it is known. */
+export function waitingText(waiting: JobWaiting): string {
+  return waiting.until !== undefined && waiting.reason === "backoff" ? `${waiting.detail} (at ${timestamp(waiting.until)})` : waiting.detail;
 }
 
 function when(seconds: number | undefined): string {
@@ -47,7 +52,7 @@ export function flowLines(view: FlowView): string[] {
     String(j.attempt),
     j.runner_id === undefined ? "-" : String(j.runner_id),
     j.dependends.length > 0 ? j.dependends.map((id) => keyOf.get(id) ?? String(id)).join(", ") : "-",
-    j.status === "error" ? (j.error ?? "error") : resultText(j.result ?? {}) || "-",
+    j.status === "error" ? (j.error ?? "error") : j.waiting ? `waits: ${waitingText(j.waiting)}` : resultText(j.result ?? {}) || "-",
   ]);
   return [
     ...fields([
@@ -124,7 +129,7 @@ export function dagLines(dag: FlowDag): string[] {
   });
   const layerCount = Math.max(0, ...depth.values());
   return [
-    `flow ${dag.flow_id} ${dag.status}: ${dag.nodes.length} job${dag.nodes.length === 1 ? "" : "s"} in ${layerCount} layer${layerCount === 1 ? "" : "s"}, ${dag.edges.length} dependenc${dag.edges.length === 1 ? "y" : "ies"} (← reads "depends on")`,
+    `flow ${dag.flow_id} ${dag.status}: ${plural(dag.nodes.length, "job")} in ${plural(layerCount, "layer")}, ${plural(dag.edges.length, "dependency", "dependencies")} (← reads "depends on")`,
     ...lines,
   ];
 }

@@ -1,7 +1,6 @@
 import { chmodSync, mkdirSync, readFileSync, writeFileSync } from "node:fs";
 import path from "node:path";
-import { parsePrivateJwk, type PrivateJwk } from "../shared/auth/index.js";
-import { PublicKey } from "../shared/model/index.js";
+import { parsePrivateJwk, PrivateJwk } from "../shared/auth/index.js";
 import { ConfigError } from "./errors.js";
 
 function readText(file: string, source: string): string {
@@ -37,11 +36,10 @@ export function readPublicKey(file: string, source: string): string {
   } catch {
     throw new ConfigError(`key file ${file} is not JSON: expected an Ed25519 JWK`);
   }
-  const jwk = (value ?? {}) as { kty?: unknown; crv?: unknown; x?: unknown };
-  if (jwk.kty !== "OKP" || jwk.crv !== "Ed25519" || !PublicKey.safeParse(jwk.x).success) {
-    throw new ConfigError(`key file ${file} is not an Ed25519 JWK (kty "OKP", crv "Ed25519", x)`);
-  }
-  return jwk.x as string;
+  // A private JWK's public part; its `d`, if any, is not needed here and not checked.
+  const jwk = PrivateJwk.omit({ d: true }).safeParse(value);
+  if (!jwk.success) throw new ConfigError(`key file ${file} is not an Ed25519 JWK (kty "OKP", crv "Ed25519", x)`);
+  return jwk.data.x;
 }
 
 /**

@@ -108,5 +108,12 @@ export async function main(argv: string[], env: NodeJS.ProcessEnv, cwd: string, 
  */
 const cwd = process.env.npm_lifecycle_event === "cli" && process.env.INIT_CWD ? process.env.INIT_CWD : process.cwd();
 
+// A reader that stopped reading (`flowc … | head`) is not an error: stop quietly, as Unix tools do.
+for (const stream of [process.stdout, process.stderr]) {
+  stream.on("error", (error: NodeJS.ErrnoException) => {
+    if (error.code === "EPIPE") process.exit(process.exitCode ?? 0);
+    throw error;
+  });
+}
 // exitCode rather than exit(): lets stdout drain when it is a pipe.
 process.exitCode = await main(process.argv.slice(2), process.env, cwd, process.stdout, process.stderr);

@@ -1,3 +1,5 @@
+import type { Page } from "../shared/client/index.js";
+
 /** Where the CLI writes; process.stdout / process.stderr, or buffers in a test. */
 export interface Writer {
   write(text: string): unknown;
@@ -85,4 +87,20 @@ export function timestamp(seconds: number): string {
 /** Actor ids of a permission list, `-` when empty. */
 export function ids(list: number[]): string {
   return list.length > 0 ? list.join(", ") : "-";
+}
+
+/** `n word` with the word in plural unless n is 1; `many` for words not made plural by an s. */
+export function plural(n: number, word: string, many = `${word}s`): string {
+  return `${n} ${n === 1 ? word : many}`;
+}
+
+/**
+ * A page of a list as text: its rows and a footer counting them against the total (with the
+ * next page's offset), or, for an empty page, whether the list is empty or the offset is past
+ * its end. `noun` is one item, e.g. `runner`; `where` is the list's owner, e.g. `context 1`.
+ */
+export function pageLines(page: Page<unknown>, rows: string[], noun: string, where: string): string[] {
+  if (page.items.length === 0) return [page.total > 0 ? `no ${noun}s at this offset (${where} has ${page.total})` : `no ${noun}s in ${where}`];
+  const more = page.next !== undefined ? `; next page: --offset ${page.next}` : "";
+  return [...rows, `${page.items.length} of ${plural(page.total, noun)} in ${where}${more}`];
 }

@@ -12,6 +12,8 @@ const REQUEST_TIMEOUT_MS = 30_000;
 export interface Session {
   config: ResolvedConfig;
   url: string;
+  /** Absolute path of the key file `jwk` was read from. */
+  keyFile: string;
   jwk: PrivateJwk;
   client: CoordinatorClient;
 }
@@ -53,7 +55,7 @@ export function keySession(invocation: Invocation, commandName: string): Session
   const url = requireUrl(config);
   const keyFile = requireKeyFile(config);
   const jwk = readPrivateKey(keyFile.value, keyFile.source);
-  return { config, url, jwk, client: new CoordinatorClient({ baseUrl: url, fetch: networkFetch(url) }) };
+  return { config, url, keyFile: keyFile.value, jwk, client: new CoordinatorClient({ baseUrl: url, fetch: networkFetch(url) }) };
 }
 
 /** A session signing as the configured actor; the settings are checked before any key is read. */
@@ -64,5 +66,5 @@ export async function actorSession(invocation: Invocation, commandName: string, 
   const actorId = requireActorId(config);
   const jwk = readPrivateKey(keyFile.value, keyFile.source);
   const signer = await signerFromJwk(jwk, actorKeyId(actorId));
-  return { config, url, jwk, actorId, client: new CoordinatorClient({ baseUrl: url, signer, fetch: networkFetch(url, hooks) }) };
+  return { config, url, keyFile: keyFile.value, jwk, actorId, client: new CoordinatorClient({ baseUrl: url, signer, fetch: networkFetch(url, hooks) }) };
 }

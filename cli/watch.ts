@@ -2,7 +2,7 @@ import { ApiError, type CoordinatorClient } from "../shared/client/index.js";
 import type { FlowView, JobView } from "../shared/model/index.js";
 import { attemptStderr } from "./api.js";
 import { NetworkError } from "./errors.js";
-import type { Output } from "./output.js";
+import { plural, type Output } from "./output.js";
 import { resultText } from "./flow-text.js";
 
 /** How often a flow is polled: quickly while it changes, backing off while nothing does. */
@@ -41,7 +41,12 @@ interface Seen {
   error: string | undefined;
   /** The last attempt whose failure was printed (a retried job fails without ending). */
   failed: number;
+  /** Why it waited when last seen (only the reasons worth a line: see NEWS). */
+  waits: string | undefined;
 }
+
+/** Reasons to wait worth telling while watching: the ones that do not fix themselves in a moment. */
+const NEWS = new Set(["paused", "no-runner", "runners-busy", "runner-refusing", "pull"]);
 
 function ended(view: FlowView): boolean {
   return view.status === "finished" || view.status === "error";
@@ -75,7 +80,7 @@ export async function watchFlow(client: CoordinatorClient, contextId: number, fl
   let interval: number = WATCH_INTERVALS.fastMs;
   let hinted = false;
   let view = await client.loadFlow(contextId, flowId);
-  out.line(`watching flow ${flowId} in context ${contextId}: ${view.jobs.length} job${view.jobs.length === 1 ? "" : "s"} (${view.jobs.map((j) => j.key).join(", ")})`);
+  out.line(`watching flow ${flowId} in context ${contextId}: ${plural(view.jobs.length, "job")} (${view.jobs.map((j) => j.key).join(", ")})`);
   for (;;) {
     const changed = await printChanges(client, view, seen, stderr, out);
     if (ended(view)) {
@@ -99,10 +104,15 @@ async function printChanges(client: CoordinatorClient, view: FlowView, seen: Map
   const total = view.jobs.length;
   for (const job of view.jobs) {
     const before = seen.get(job.id);
-    if (before && before.status === job.status && before.attempt === job.attempt && before.error === job.error) continue;
-    const now: Seen = { status: job.status, attempt: job.attempt, error: job.error, failed: before?.failed ?? 0 };
+    const waits = job.waiting && NEWS.has(job.waiting.reason) ? job.waiting.reason : undefined;
+    if (before && before.status === job.status && before.attempt === job.attempt && before.error === job.error && before.waits === waits) continue;
+    const now: Seen = { status: job.status, attempt: job.attempt, error: job.error, failed: before?.failed ?? 0, waits };
     seen.set(job.id, now);
     changed = true;
+    if (waits && waits !== before?.waits && job.waiting) {
+      out.line(`  … ${job.key} waits: ${job.waiting.detail}`);
+      if (before && before.status === job.status && before.attempt === job.attempt && before.error === job.error) continue;
+    }
     // The first look at a job that has not done anything yet is not news.
     if (!before && (job.status === "dispatched" || job.status === "waiting_for_prerequisites") && job.attempt <= 1) continue;
     // Counted over what has been printed so far, so two jobs ending in one poll count up 3, 4.

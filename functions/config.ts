@@ -1,4 +1,5 @@
 import { z } from "zod";
+import { RETRY_DEFAULTS } from "../shared/flow/index.js";
 import { PublicKey } from "../shared/model/index.js";
 import { Problem } from "./api/problem.js";
 import type { Env } from "./env.js";
@@ -18,8 +19,8 @@ const ConfigSchema = z.object({
   OPERATOR_PUBKEYS: keyList,
   ALLOW_INSECURE_HTTP: z.enum(["true", "false", ""]).default("false"),
   KEY_CACHE_SECONDS: seconds(30),
-  RETRY_BASE_MS: z.coerce.number().int().min(0).default(1_000),
-  RETRY_CAP_MS: z.coerce.number().int().min(0).default(60_000),
+  RETRY_BASE_MS: z.coerce.number().int().min(0).default(RETRY_DEFAULTS.baseMs),
+  RETRY_CAP_MS: z.coerce.number().int().min(0).default(RETRY_DEFAULTS.capMs),
 });
 
 /** The Worker's settings, parsed from its vars once per set of bindings. */
@@ -69,4 +70,12 @@ export function readConfig(env: Env): Config {
   };
   cache.set(env, config);
   return config;
+}
+
+/**
+ * The coordinator's public origin as configured (PUBLIC_URL without trailing slashes), for the
+ * callback URLs runners get; "" when unset, where a request's own origin stands in.
+ */
+export function publicOrigin(env: Env): string {
+  return env.PUBLIC_URL?.replace(/\/+$/, "") ?? "";
 }

@@ -1,4 +1,5 @@
 import type * as WorkerModule from "./index.js";
+import type { Dispatcher } from "./dispatch/dispatcher.js";
 import type { FlowCoordinator } from "./flow/coordinator.js";
 
 /**
@@ -8,6 +9,8 @@ import type { FlowCoordinator } from "./flow/coordinator.js";
 export interface Env {
   /** The FlowCoordinator Durable Objects: one per flow, named `<prefix><context>:flow:<id>`. */
   FLOW_COORDINATOR: DurableObjectNamespace<FlowCoordinator>;
+  /** The Dispatcher Durable Objects: one per context, named `<prefix><context>:dispatch`. */
+  DISPATCHER: DurableObjectNamespace<Dispatcher>;
   /** Upstash (or local REST endpoint) URL. Secret. */
   UPSTASH_REDIS_REST_URL: string;
   /** Bearer token for that endpoint. Secret. */

@@ -2,6 +2,7 @@ import { createApp } from "./api/index.js";
 import type { Env } from "./env.js";
 import { sweep } from "./supervisor/sweep.js";
 
+export { Dispatcher } from "./dispatch/dispatcher.js";
 export { FlowCoordinator } from "./flow/coordinator.js";
 
 const app = createApp();
@@ -9,5 +10,15 @@ const app = createApp();
 /** The Worker: the Hono API answers requests; the cron trigger runs the supervisor's sweep. */
 export default {
   fetch: (request, env, ctx) => app.fetch(request, env, ctx),
-  scheduled: (_controller, env, ctx) => ctx.waitUntil(sweep(env).then(() => undefined)),
+  scheduled: (_controller, env, ctx) =>
+    ctx.waitUntil(
+      sweep(env).then(
+        (r) => {
+          // The cron fires every minute: an idle sweep stays quiet, one that acted says what it did.
+          if (r.contexts > 0) console.log(`sweep: contexts_due=${r.contexts} poked=${r.poked} failed=${r.failed}`);
+        },
+        // Storage away: the next minute's sweep tries again (an error here would only say "uncaught").
+        (error: unknown) => console.warn(`sweep: ${(error as Error).message}`),
+      ),
+    ),
 } satisfies ExportedHandler<Env>;

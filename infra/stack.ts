@@ -3,6 +3,7 @@ import { existsSync, mkdirSync, readFileSync, rmSync, writeFileSync } from "node
 import path from "node:path";
 import { DEFAULT_REST_OPTIONS, startRestServer, type RestServer } from "./redis-rest/index.js";
 import { startRedisServer, type RedisServerProcess } from "./redis-server.js";
+import { cronsOf, fireCrons } from "./cron.js";
 import { startWranglerDev, type WranglerDev } from "./wrangler.js";
 import { generateKeyPair, parsePrivateJwk } from "../shared/auth/index.js";
 
@@ -17,6 +18,9 @@ async function devCoordinatorKey(devDir: string): Promise<string> {
   writeFileSync(file, `${jwk}\n`, { mode: 0o600 });
   return jwk;
 }
+
+/** The project's wrangler.toml (wrangler dev finds it by looking up from its working folder). */
+const WRANGLER_TOML = path.resolve(import.meta.dirname, "..", "wrangler.toml");
 
 export interface LocalStackOptions {
   /** The project folder; its `.dev/` holds Redis's data folder and the Worker's env file. */
@@ -93,6 +97,11 @@ export async function startLocalStack(options: LocalStackOptions): Promise<Local
     });
     started.push(worker);
     options.log(`worker        ${worker.url}  (wrangler dev --test-scheduled; try ${worker.url}/health)`);
+    // wrangler dev never fires cron triggers: the supervisor's sweep runs on its schedule here.
+    const crons = cronsOf(WRANGLER_TOML);
+    const firer = fireCrons(worker.url, crons, options.log);
+    started.push({ stop: async () => firer.stop() });
+    options.log(`cron          ${crons.join(", ") || "none"}  (the scheduled handler, fired on schedule as in production)`);
 
     return { redisUrl, restUrl: rest.url, restToken, workerUrl: worker.url, stop: stopAll };
   } catch (error) {

@@ -1,16 +1,9 @@
 import { z } from "zod";
-import { importPublicKey } from "../shared/auth/index.js";
-import { PublicKey } from "../shared/model/index.js";
+import { importPublicKey, KEY_DIRECTORY_PATH, PrivateJwk } from "../shared/auth/index.js";
 
-/** Where the coordinator publishes its signing keys (RFC 9421 key directory). */
-export const KEY_DIRECTORY_PATH = "/.well-known/http-message-signatures-directory";
-
-/** Entries we can use; anything else the directory may hold (other key types) is skipped. */
-const Entry = z.object({
+/** Entries we can use (public Ed25519 JWKs); anything else the directory may hold (other key types) is skipped. */
+const Entry = PrivateJwk.omit({ d: true }).extend({
   kid: z.string().min(1),
-  kty: z.literal("OKP"),
-  crv: z.literal("Ed25519"),
-  x: PublicKey,
   status: z.string().optional(),
 });
 const Directory = z.object({ keys: z.array(z.unknown()) });
@@ -31,13 +24,7 @@ export class CoordinatorKeyDirectory {
   constructor(
     private readonly baseUrl: string,
     private readonly warn: (line: string) => void,
-    private readonly minRefreshMs = MIN_REFRESH_MS,
   ) {}
-
-  /** The kids currently trusted. */
-  kids(): string[] {
-    return [...this.keys.keys()];
-  }
 
   /** Loads the directory now (one load at a time); failures are reported and leave the keys as they were. */
   load(): Promise<void> {
@@ -49,7 +36,7 @@ export class CoordinatorKeyDirectory {
   async resolve(kid: string): Promise<CryptoKey | null> {
     const known = this.keys.get(kid);
     if (known) return known;
-    if (Date.now() - this.lastLoad >= this.minRefreshMs) await this.load();
+    if (Date.now() - this.lastLoad >= MIN_REFRESH_MS) await this.load();
     else if (this.loading) await this.loading;
     return this.keys.get(kid) ?? null;
   }

@@ -14,17 +14,13 @@ export class LogBatcher {
   private batch: Log[] = [];
   private timer: NodeJS.Timeout | undefined;
 
-  constructor(
-    private readonly send: (logs: Log[]) => void,
-    private readonly maxLines = LOG_BATCH_LINES,
-    private readonly maxDelayMs = LOG_BATCH_MS,
-  ) {}
+  constructor(private readonly send: (logs: Log[]) => void) {}
 
   /** Adds one line, stamped now (epoch seconds, fractional). */
   add(stream: Log["stream"], message: string): void {
     this.batch.push({ timestamp: Date.now() / 1000, stream, message });
-    if (this.batch.length >= this.maxLines) this.flush();
-    else this.timer ??= setTimeout(() => this.flush(), this.maxDelayMs);
+    if (this.batch.length >= LOG_BATCH_LINES) this.flush();
+    else this.timer ??= setTimeout(() => this.flush(), LOG_BATCH_MS);
   }
 
   /** The lines not sent yet; the batcher stops its timer. */

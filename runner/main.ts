@@ -7,9 +7,6 @@ import { pathToFileURL } from "node:url";
 import { readConfig, UsageError, USAGE } from "./config.js";
 import { startRunner } from "./runner.js";
 
-/** The programmatic entry, for whoever imports the CLI module (runner/index.ts has the full API). */
-export { startRunner } from "./runner.js";
-
 /** Runs the CLI; resolves with the exit code once the runner has drained. */
 export async function main(argv: string[], env: NodeJS.ProcessEnv, cwd = process.cwd()): Promise<number> {
   let config;

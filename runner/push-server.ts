@@ -6,7 +6,6 @@ import type { DeliveryPayload } from "../shared/model/index.js";
 import type { CoordinatorKeyDirectory } from "./coordinator-keys.js";
 import type { RunnerLog } from "./job.js";
 
-/** What the runner makes of a verified, well-formed delivery. */
 /** A signed `{ "cancel": {...} }` from the coordinator: stop this attempt. */
 export interface CancelRequest {
   context_id: number;
@@ -16,6 +15,7 @@ export interface CancelRequest {
   reason: string;
 }
 
+/** What the runner makes of a verified, well-formed delivery. */
 export type Acceptance =
   /** Taken: it runs now (202). */
   | "accepted"

@@ -11,25 +11,23 @@ export type PostOutcome =
 export interface PostOptions {
   /** Give up retrying after this long (ms). */
   retryForMs?: number;
-  /** Stops retrying (not an in-flight request) when aborted. */
-  signal?: AbortSignal;
 }
 
-/** Where and as whom the Reporter sends, and how it backs off. */
+/** Where and as whom the Reporter sends. */
 export interface ReporterOptions {
   /** The coordinator's base URL (`--url`). */
   baseUrl: string;
   signer: RequestSigner;
   /** Where warnings go. */
   warn(line: string): void;
-  /** First retry delay; doubles up to `maxDelayMs`. */
-  initialDelayMs?: number;
-  maxDelayMs?: number;
-  /** Per request. */
-  requestTimeoutMs?: number;
 }
 
 const DEFAULT_RETRY_FOR_MS = 60_000;
+/** First retry delay; doubles up to MAX_DELAY_MS. */
+const INITIAL_DELAY_MS = 250;
+const MAX_DELAY_MS = 8_000;
+/** One request's deadline: a coordinator that hangs is retried like one that fails. */
+const REQUEST_TIMEOUT_MS = 15_000;
 
 /**
  * Sends the runner's signed requests (RFC 9421 with the runner's key, keyid
@@ -65,7 +63,7 @@ export class Reporter {
   async post(url: string, body: unknown, options: PostOptions = {}): Promise<PostOutcome> {
     const target = this.resolve(url);
     const deadline = Date.now() + (options.retryForMs ?? DEFAULT_RETRY_FOR_MS);
-    let delay = this.options.initialDelayMs ?? 250;
+    let delay = INITIAL_DELAY_MS;
     for (let attempt = 1; ; attempt++) {
       let outcome: PostOutcome | { retry: string };
       try {
@@ -74,19 +72,19 @@ export class Reporter {
         outcome = { retry: (error as Error).message };
       }
       if (!("retry" in outcome)) return outcome;
-      if (Date.now() + delay > deadline || options.signal?.aborted) {
+      if (Date.now() + delay > deadline) {
         return { ok: false, stop: false, status: 0, detail: `gave up after ${attempt} tries: ${outcome.retry}` };
       }
       this.options.warn(`POST ${new URL(target).pathname} failed (${outcome.retry}); retrying in ${delay} ms`);
-      await sleep(delay, options.signal);
-      delay = Math.min(delay * 2, this.options.maxDelayMs ?? 8_000);
+      await sleep(delay);
+      delay = Math.min(delay * 2, MAX_DELAY_MS);
     }
   }
 
   private async once(target: string, body: unknown): Promise<PostOutcome | { retry: string }> {
     const request = new Request(target, { method: "POST", headers: { "content-type": "application/json" }, body: JSON.stringify(body) });
     const signed = await signRequest(request, this.options.signer);
-    const response = await fetch(signed, { signal: AbortSignal.timeout(this.options.requestTimeoutMs ?? 15_000) });
+    const response = await fetch(signed, { signal: AbortSignal.timeout(REQUEST_TIMEOUT_MS) });
     const text = await response.text();
     const parsed = parseAnswerBody(text);
     if (response.ok) return { ok: true, status: response.status, body: parsed };

@@ -3,10 +3,10 @@ import path from "node:path";
 import { importPrivateKey, runnerKeyId, type PrivateJwk } from "../shared/auth/index.js";
 import { DeliveryPayload } from "../shared/model/index.js";
 import { CoordinatorKeyDirectory } from "./coordinator-keys.js";
-import { executorFor, registerExecutor, pythonExecutor, shExecutor } from "./executors/index.js";
+import { executorFor, registerBuiltinExecutors } from "./executors/index.js";
 import { runDelivery, type JobDeps, type RunnerLog } from "./job.js";
 import { startPullLoop, type PullLoop } from "./pull-loop.js";
-import { startPushServer, type Acceptance, type PushServer } from "./push-server.js";
+import { startPushServer, type Acceptance, type CancelRequest, type PushServer } from "./push-server.js";
 import { Reporter } from "./reporter.js";
 
 /** How to start a runner. Only the coordinator, the identity and the key are required. */
@@ -67,9 +67,7 @@ export async function startRunner(options: RunnerOptions): Promise<RunnerHandle>
   const concurrency = options.concurrency ?? 4;
   const scriptTypes = options.scriptTypes ?? ["python", "sh"];
   if (!Number.isInteger(concurrency) || concurrency < 1) throw new Error(`concurrency must be a positive integer, not ${concurrency}`);
-  // The built-ins are there unless something else was registered under their names first.
-  if (!executorFor("python")) registerExecutor("python", pythonExecutor());
-  if (!executorFor("sh")) registerExecutor("sh", shExecutor());
+  registerBuiltinExecutors();
   const missing = scriptTypes.filter((t) => !executorFor(t));
   if (missing.length > 0) throw new Error(`no executor is registered for script type ${missing.join(", ")}`);
 
@@ -95,10 +93,9 @@ export async function startRunner(options: RunnerOptions): Promise<RunnerHandle>
   const done = new Set<string>();
   let waiters: (() => void)[] = [];
   let draining = false;
-  const attemptKey = (p: DeliveryPayload) => `${p.context_id}:${p.message.caller_id}:${p.message.id}:${p.attempt}`;
 
   const start = (payload: DeliveryPayload, ack: boolean) => {
-    const key = attemptKey(payload);
+    const key = deliveryKey(payload);
     const cancel = new AbortController();
     cancels.set(key, cancel);
     const run = runDelivery(payload, deps, { ack, cancel: cancel.signal }).then(
@@ -124,7 +121,7 @@ export async function startRunner(options: RunnerOptions): Promise<RunnerHandle>
     if (payload.context_id !== options.contextId || payload.runner_id !== options.runnerId) {
       return { refused: `this delivery is for runner ${payload.runner_id} of context ${payload.context_id}` };
     }
-    const key = attemptKey(payload);
+    const key = deliveryKey(payload);
     if (running.has(key) || done.has(key)) return "duplicate";
     if (draining) return "draining";
     if (running.size >= concurrency) return "busy";
@@ -148,7 +145,7 @@ export async function startRunner(options: RunnerOptions): Promise<RunnerHandle>
       parse,
       accept,
       cancel: (c) => {
-        const controller = cancels.get(`${c.context_id}:${c.caller_id}:${c.message_id}:${c.attempt}`);
+        const controller = cancels.get(attemptKey(c));
         controller?.abort(`cancelled by the coordinator: ${c.reason}`);
         return controller !== undefined;
       },
@@ -166,7 +163,8 @@ export async function startRunner(options: RunnerOptions): Promise<RunnerHandle>
       parse,
       take: (payload) => {
         // Leased means assigned to us: even while draining it runs (or is reported on).
-        if (!running.has(attemptKey(payload)) && !done.has(attemptKey(payload))) start(payload, true);
+        const key = deliveryKey(payload);
+        if (!running.has(key) && !done.has(key)) start(payload, true);
       },
       log,
     });
@@ -192,6 +190,22 @@ export async function startRunner(options: RunnerOptions): Promise<RunnerHandle>
       return drain();
     },
   };
+}
+
+/** What names one attempt of a job: the message (its ids are per context and caller) and the attempt number. */
+type AttemptRef = Pick<CancelRequest, "context_id" | "caller_id" | "message_id" | "attempt">;
+
+/**
+ * The key of an attempt in the running, cancel and done sets. A delivery and a later cancel of
+ * it must give the same key, so both go through here.
+ */
+function attemptKey(ref: AttemptRef): string {
+  return `${ref.context_id}:${ref.caller_id}:${ref.message_id}:${ref.attempt}`;
+}
+
+/** The attempt key of a delivery. */
+function deliveryKey(p: DeliveryPayload): string {
+  return attemptKey({ context_id: p.context_id, caller_id: p.message.caller_id, message_id: p.message.id, attempt: p.attempt });
 }
 
 /**

@@ -17,6 +17,8 @@ import { queueSuffix, type FlowStatus, type ScriptType } from "./model/enums.js"
 export class Keys {
   constructor(readonly prefix = "") {
     if (/[{}]/.test(prefix)) throw new Error(`a key prefix must not contain braces: ${prefix}`);
+    // "|" separates the parts of a work item (see workItem), so no key may contain one.
+    if (prefix.includes("|")) throw new Error(`a key prefix must not contain "|": ${prefix}`);
   }
 
   // Global keys.
@@ -107,9 +109,36 @@ export class Keys {
     return `${this.namespace(contextId)}msg_in:${actorId}`;
   }
 
-  /** `queue:<script_type>`: jobs for `local` runners (the seeds' `queue_suffix()`). */
+  /**
+   * `queue:<script_type>`: job attempts ready to run, waiting for a runner of that script type
+   * (the seeds' `queue_suffix()`). Push and pull runners take from the same list; entries are
+   * work items (see workItem).
+   */
   queue(contextId: number, scriptType: ScriptType): string {
     return `${this.namespace(contextId)}queue:${queueSuffix(scriptType)}`;
+  }
+
+  /** `queue:runner:<id>`: ready job attempts pinned to one runner (a job's `runner_id`). */
+  pinnedQueue(contextId: number, runnerId: number): string {
+    return `${this.namespace(contextId)}queue:runner:${runnerId}`;
+  }
+
+  /**
+   * `runner:<id>:slots`: the attempts a runner holds, one member (a work item) per slot. Score:
+   * when the slot was claimed while the delivery is under way, `+inf` once it was delivered. A
+   * runner never holds more members than its concurrency: the claim that adds one counts them
+   * in the same script, and the commit that ends the attempt removes it.
+   */
+  runnerSlots(contextId: number, runnerId: number): string {
+    return `${this.namespace(contextId)}runner:${runnerId}:slots`;
+  }
+
+  /**
+   * Hash of runners whose deliveries fail, for operators: runner id → JSON of the last error,
+   * when it happened and when the runner is tried again. Written only when that changes.
+   */
+  runnerHealth(contextId: number): string {
+    return `${this.namespace(contextId)}runner_health`;
   }
 
   /**
@@ -159,3 +188,38 @@ export class Keys {
 
 /** The kinds of context objects that have an index for listing. */
 export type IndexedKind = "flow" | "job" | "message" | "runner";
+
+/**
+ * One attempt of a job waiting to run or held by a runner: its message's key and what routes it
+ * to the Durable Object that owns the attempt (flow, job, attempt; flow 0 is a job outside any
+ * flow, whose caller is in the message key).
+ */
+export interface WorkItem {
+  messageKey: string;
+  flowId: number;
+  jobId: number;
+  attempt: number;
+}
+
+/**
+ * A work item as stored in queues and slot sets: `<message key>|<flow>|<job>|<attempt>`. In a
+ * queue it may end in `|a<runner>`: a retry that would rather not go back to that runner (the
+ * claim script strips it before the item takes a slot).
+ */
+export function workItem(item: WorkItem, avoidRunner?: number): string {
+  const member = `${item.messageKey}|${item.flowId}|${item.jobId}|${item.attempt}`;
+  return avoidRunner === undefined ? member : `${member}|a${avoidRunner}`;
+}
+
+/** Reads a work item back (ignoring an avoid suffix); null for anything else. */
+export function parseWorkItem(member: string): WorkItem | null {
+  const m = /^([^|]+)\|(\d+)\|(\d+)\|(\d+)(?:\|a\d+)?$/.exec(member);
+  if (!m) return null;
+  return { messageKey: m[1] as string, flowId: Number(m[2]), jobId: Number(m[3]), attempt: Number(m[4]) };
+}
+
+/** The caller and id a message key names (`…message:<caller>:<id>`); null for another key. */
+export function parseMessageKey(key: string): { callerId: number; id: number } | null {
+  const m = /:message:(\d+):(\d+)$/.exec(key);
+  return m ? { callerId: Number(m[1]), id: Number(m[2]) } : null;
+}

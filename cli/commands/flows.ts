@@ -1,19 +1,13 @@
 import { ApiError, type CoordinatorClient } from "../../shared/client/index.js";
 import type { FlowSubmissionInput } from "../../shared/flow/index.js";
 import { FlowStatus } from "../../shared/model/index.js";
-import { parseCount, parseId, type Command, type Invocation } from "../command.js";
+import { contextAndId, pageOptions, pageQuery, parseId, type Command } from "../command.js";
 import { UsageError } from "../errors.js";
 import { readFlowFile, refusedFlow } from "../flowfile.js";
 import { dagLines, flowLines, flowRows } from "../flow-text.js";
-import type { Output } from "../output.js";
+import { pageLines, plural, type Output } from "../output.js";
 import { actorSession } from "../session.js";
 import { printOutcome, watchFlow } from "../watch.js";
-
-/** The context and flow ids of `<context> <flow>` arguments. */
-function flowArgs(invocation: Invocation, command: string): { contextId: number; flowId: number } {
-  const [contextText = "", flowText = ""] = invocation.args;
-  return { contextId: parseId(contextText, "<context>", command), flowId: parseId(flowText, "<flow>", command) };
-}
 
 /**
  * Watches a flow to its end and prints the outcome; resolves with the exit code (0 finished,
@@ -70,7 +64,7 @@ const submit: Command = {
       throw (error instanceof ApiError && refusedFlow(file, error)) || error;
     }
     const started = view.status !== "dispatched" || view.started_at !== undefined;
-    const jobs = `${view.jobs.length} job${view.jobs.length === 1 ? "" : "s"}: ${view.jobs.map((j) => j.key).join(", ")}`;
+    const jobs = `${plural(view.jobs.length, "job")}: ${view.jobs.map((j) => j.key).join(", ")}`;
     const how = status === 200 ? `already submitted with idempotency key ${key ?? ""}` : `submitted to context ${contextId}`;
     const next = started ? `${view.status}` : `not started (flowc flow start ${contextId} ${view.id})`;
     if (!options.flag("watch")) {
@@ -96,7 +90,7 @@ const watch: Command = {
   ].join("\n"),
   examples: ["flowc flow watch 1 3", "flowc flow watch 1 3 --json > flow-3.json"],
   async run(invocation) {
-    const { contextId, flowId } = flowArgs(invocation, "flow watch");
+    const { contextId, id: flowId } = contextAndId(invocation, "<flow>", "flow watch");
     const session = await actorSession(invocation, "flow watch");
     return watchToEnd(session.client, contextId, flowId, invocation.out);
   },
@@ -109,7 +103,7 @@ const show: Command = {
   args: ["context", "flow"],
   examples: ["flowc flow show 1 3", "flowc flow show 1 3 --json"],
   async run(invocation) {
-    const { contextId, flowId } = flowArgs(invocation, "flow show");
+    const { contextId, id: flowId } = contextAndId(invocation, "<flow>", "flow show");
     const session = await actorSession(invocation, "flow show");
     const view = await session.client.loadFlow(contextId, flowId);
     invocation.out.result(view, flowLines(view));
@@ -123,34 +117,25 @@ const list: Command = {
   args: ["context"],
   options: {
     status: { type: "string", value: "<status>", help: `only flows in this status: ${FlowStatus.options.join(", ")}` },
-    offset: { type: "string", value: "<n>", help: "skip this many flows (default 0)" },
-    limit: { type: "string", value: "<n>", help: "show at most this many, up to 500 (default 50)" },
+    ...pageOptions("flows"),
   },
   examples: ["flowc flow list 1", "flowc flow list 1 --status error --limit 10"],
   async run(invocation) {
     const name = "flow list";
     const { options, out } = invocation;
     const contextId = parseId(invocation.args[0] ?? "", "<context>", name);
-    const query: { status?: FlowStatus; offset?: number; limit?: number } = {};
+    const filter: { status?: FlowStatus } = {};
     const status = options.string("status");
     if (status !== undefined) {
       const parsed = FlowStatus.safeParse(status);
       if (!parsed.success) throw new UsageError(`--status must be one of ${FlowStatus.options.join(", ")}, not ${JSON.stringify(status)}`, name);
-      query.status = parsed.data;
+      filter.status = parsed.data;
     }
-    const offset = options.string("offset");
-    const limit = options.string("limit");
-    if (offset !== undefined) query.offset = parseCount(offset, "--offset", name);
-    if (limit !== undefined) query.limit = parseCount(limit, "--limit", name, 1);
+    const query = { ...filter, ...pageQuery(options, name) };
     const session = await actorSession(invocation, name);
     const page = await session.client.listFlows(contextId, query);
-    const which = status !== undefined ? `${status} flow` : "flow";
-    if (page.items.length === 0) {
-      out.result(page, [page.total > 0 ? `no ${which}s at this offset (context ${contextId} has ${page.total})` : `no ${which}s in context ${contextId}`]);
-      return;
-    }
-    const more = page.next !== undefined ? `; next page: --offset ${page.next}` : "";
-    out.result(page, [...flowRows(page.items), `${page.items.length} of ${page.total} ${which}${page.total === 1 ? "" : "s"} in context ${contextId}${more}`]);
+    const noun = status !== undefined ? `${status} flow` : "flow";
+    out.result(page, pageLines(page, flowRows(page.items), noun, `context ${contextId}`));
   },
 };
 
@@ -164,11 +149,11 @@ const start: Command = {
   },
   examples: ["flowc flow start 1 3", "flowc flow start 1 3 --watch"],
   async run(invocation) {
-    const { contextId, flowId } = flowArgs(invocation, "flow start");
+    const { contextId, id: flowId } = contextAndId(invocation, "<flow>", "flow start");
     const session = await actorSession(invocation, "flow start");
     const view = await session.client.startFlow(contextId, flowId);
     if (!invocation.options.flag("watch")) {
-      invocation.out.result(view, [`flow ${flowId} ${view.status} (${view.jobs.length} job${view.jobs.length === 1 ? "" : "s"})`]);
+      invocation.out.result(view, [`flow ${flowId} ${view.status} (${plural(view.jobs.length, "job")})`]);
       return;
     }
     invocation.out.line(`flow ${flowId} ${view.status}`);
@@ -184,7 +169,7 @@ const dag: Command = {
   details: "Layer 1 holds the jobs without dependencies; every other job sits one layer below its deepest dependency.",
   examples: ["flowc flow dag 1 3", "flowc flow dag 1 3 --json"],
   async run(invocation) {
-    const { contextId, flowId } = flowArgs(invocation, "flow dag");
+    const { contextId, id: flowId } = contextAndId(invocation, "<flow>", "flow dag");
     const session = await actorSession(invocation, "flow dag");
     const answer = await session.client.flowDag(contextId, flowId);
     invocation.out.result(answer, dagLines(answer));

@@ -1,10 +1,11 @@
 import path from "node:path";
 import { generateKeyPair } from "../../shared/auth/index.js";
 import type { Command } from "../command.js";
-import { profileKeyFile, requireKeyFile, requireUrl, resolveConfig, writeProfile, type Profile } from "../config.js";
+import { profileKeyFile, writeProfile, type Profile } from "../config.js";
 import { UsageError } from "../errors.js";
-import { readPrivateKey, writePrivateKey } from "../keyfile.js";
+import { writePrivateKey } from "../keyfile.js";
 import { fields, shortKey } from "../output.js";
+import { keySession } from "../session.js";
 
 const keygen: Command = {
   name: "keygen",
@@ -37,23 +38,21 @@ const init: Command = {
     "Changing the key file forgets the actor id unless --actor names one (it belonged to the old key).",
   ].join("\n"),
   examples: ["flowc init --url https://coordinator.example --key-file ~/.config/flowc/key.json"],
-  async run({ globals, env, cwd, out }) {
-    const config = resolveConfig(globals, env, cwd, "init");
-    const url = requireUrl(config);
-    const keyFile = requireKeyFile(config);
-    const jwk = readPrivateKey(keyFile.value, keyFile.source);
-    const profile: Profile = { url, key_file: keyFile.value };
+  async run(invocation) {
+    // The settings and key a registration would use: init checks them the same way.
+    const { config, url, keyFile, jwk } = keySession(invocation, "init");
+    const profile: Profile = { url, key_file: keyFile };
     // An actor id is only meaningful with the key it was registered with.
-    const sameKey = profileKeyFile(config) === keyFile.value;
+    const sameKey = profileKeyFile(config) === keyFile;
     if (config.actorId && (config.actorId.source === "--actor" || config.actorId.source === "FLOWC_ACTOR_ID" || sameKey)) {
       profile.actor_id = config.actorId.value;
     }
     writeProfile(config.profilePath, profile);
-    out.result({ profile: config.profilePath, ...profile, pubkey: jwk.x }, [
+    invocation.out.result({ profile: config.profilePath, ...profile, pubkey: jwk.x }, [
       `profile written to ${config.profilePath}`,
       ...fields([
         ["url", url],
-        ["key_file", keyFile.value],
+        ["key_file", keyFile],
         ["pubkey", shortKey(jwk.x)],
         ["actor_id", profile.actor_id === undefined ? "- (flowc actor register sets it)" : String(profile.actor_id)],
       ]),

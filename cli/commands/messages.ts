@@ -3,7 +3,7 @@ import { readInbox, sendMessage, type MessageInput, type MessageText } from "../
 import { parseCount, parseId, type Command } from "../command.js";
 import { UsageError } from "../errors.js";
 import { resultText } from "../flow-text.js";
-import { timestamp } from "../output.js";
+import { plural, timestamp } from "../output.js";
 import { actorSession } from "../session.js";
 
 /** A message as the inbox prints it: a header line, then its subject, text and flow result indented. */
@@ -49,7 +49,7 @@ const inbox: Command = {
       out.result({ messages }, [`no messages for actor ${session.actorId} in context ${contextId}`]);
       return;
     }
-    const count = `${messages.length} message${messages.length === 1 ? "" : "s"}`;
+    const count = plural(messages.length, "message");
     const footer = pop ? `${count} taken off the inbox` : `${count}, left in the inbox (--pop takes them off)`;
     out.result({ messages }, [...messages.flatMap((m) => [...messageLines(m), ""]), footer]);
   },

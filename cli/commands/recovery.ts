@@ -1,4 +1,4 @@
-import { parseCount, parseId, type Command } from "../command.js";
+import { contextAndId, pageOptions, pageQuery, parseId, type Command } from "../command.js";
 import { fields, table, timestamp } from "../output.js";
 import { actorSession } from "../session.js";
 
@@ -13,8 +13,7 @@ const cancel: Command = {
   examples: ["flowc flow cancel 1 3", 'flowc flow cancel 1 3 --reason "wrong input"'],
   async run(invocation) {
     const name = "flow cancel";
-    const contextId = parseId(invocation.args[0] ?? "", "<context>", name);
-    const flowId = parseId(invocation.args[1] ?? "", "<flow>", name);
+    const { contextId, id: flowId } = contextAndId(invocation, "<flow>", name);
     const session = await actorSession(invocation, name);
     const reason = invocation.options.string("reason");
     const view = await session.client.cancelFlow(contextId, flowId, reason);
@@ -30,8 +29,7 @@ const rerun: Command = {
   examples: ["flowc flow rerun 1 3", "flowc flow rerun 1 3 && flowc flow watch 1 3"],
   async run(invocation) {
     const name = "flow rerun";
-    const contextId = parseId(invocation.args[0] ?? "", "<context>", name);
-    const flowId = parseId(invocation.args[1] ?? "", "<flow>", name);
+    const { contextId, id: flowId } = contextAndId(invocation, "<flow>", name);
     const session = await actorSession(invocation, name);
     const view = await session.client.rerunFlow(contextId, flowId);
     const again = view.jobs.filter((j) => j.status !== "finished").map((j) => j.key);
@@ -62,21 +60,13 @@ const letters: Command = {
   summary: "what the coordinator gave up on, newest first (readers)",
   usage: "deadletter list <context> [--offset <n>] [--limit <n>]",
   args: ["context"],
-  options: {
-    offset: { type: "string", help: "skip this many (default 0)" },
-    limit: { type: "string", help: "at most this many (default 50)" },
-  },
+  options: pageOptions("dead letters"),
   examples: ["flowc deadletter list 1", "flowc deadletter list 1 --limit 5 --json"],
   async run(invocation) {
     const name = "deadletter list";
     const contextId = parseId(invocation.args[0] ?? "", "<context>", name);
-    const offset = invocation.options.string("offset");
-    const limit = invocation.options.string("limit");
     const session = await actorSession(invocation, name);
-    const page = await session.client.listDeadLetters(contextId, {
-      ...(offset !== undefined ? { offset: parseCount(offset, "--offset", name) } : {}),
-      ...(limit !== undefined ? { limit: parseCount(limit, "--limit", name, 1) } : {}),
-    });
+    const page = await session.client.listDeadLetters(contextId, pageQuery(invocation.options, name));
     const items = page.items;
     if (items.length === 0) {
       invocation.out.result(page, [`no dead letters in context ${contextId}`]);

@@ -4,7 +4,7 @@ import { constants } from "node:os";
 import path from "node:path";
 import { fileURLToPath } from "node:url";
 import { ApiError } from "../../shared/client/index.js";
-import { parseCount, parseId, type Command, type Invocation } from "../command.js";
+import { contextAndId, parseCount, type Command, type Invocation } from "../command.js";
 import { requireUrl, resolveConfig } from "../config.js";
 import { ConfigError, UsageError } from "../errors.js";
 import { readPrivateKey } from "../keyfile.js";
@@ -46,9 +46,7 @@ const start: Command = {
   ],
   async run(invocation) {
     const { options, cwd, out } = invocation;
-    const [contextText = "", runnerText = ""] = invocation.args;
-    const contextId = parseId(contextText, "<context>", NAME);
-    const runnerId = parseId(runnerText, "<runner>", NAME);
+    const { contextId, id: runnerId } = contextAndId(invocation, "<runner>", NAME);
     const keyOption = options.string("key-file");
     if (keyOption === undefined) throw new UsageError("missing option --key-file <runner key>", NAME);
     const keyFile = path.resolve(cwd, keyOption);

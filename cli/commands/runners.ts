@@ -1,9 +1,9 @@
 import path from "node:path";
-import { PublicKey, RunnerType, ScriptType, WebUrl, type Runner, type RunnerRegistration } from "../../shared/model/index.js";
-import { parseCount, parseId, type Command, type ParsedOptions } from "../command.js";
+import { PublicKey, RunnerType, ScriptType, WebUrl, type Runner, type RunnerRegistration, type RunnerWithDispatch } from "../../shared/model/index.js";
+import { contextAndId, pageOptions, pageQuery, parseCount, parseId, type Command, type ParsedOptions } from "../command.js";
 import { UsageError } from "../errors.js";
 import { readPublicKey } from "../keyfile.js";
-import { fields, shortKey, table, timestamp } from "../output.js";
+import { fields, pageLines, shortKey, table, timestamp } from "../output.js";
 import { actorSession } from "../session.js";
 
 /** How jobs reach the runner: pushed to its address, pulled from its context's queues, or both. */
@@ -12,7 +12,8 @@ function delivery(runner: Runner): string {
   return runner.local ? "pull" : `push ${runner.address}`;
 }
 
-function runnerLines(runner: Runner): string[] {
+function runnerLines(runner: Runner | RunnerWithDispatch): string[] {
+  const dispatch = "dispatch" in runner ? runner.dispatch : undefined;
   return fields([
     ["runner", String(runner.id)],
     ["context", String(runner.context_id)],
@@ -20,6 +21,17 @@ function runnerLines(runner: Runner): string[] {
     ["scripts", runner.script_types.join(", ")],
     ["delivery", delivery(runner)],
     ["concurrency", String(runner.concurrency)],
+    ...(dispatch
+      ? ([
+          ["in flight", `${dispatch.in_flight} of ${runner.concurrency}`],
+          ...(dispatch.last_error !== undefined
+            ? [
+                ["last error", `${dispatch.last_error} (${dispatch.last_error_at !== undefined ? timestamp(dispatch.last_error_at) : "?"}, ${dispatch.failures ?? 1} in a row)`],
+                ["retry at", dispatch.retry_at !== undefined ? timestamp(dispatch.retry_at) : "-"],
+              ]
+            : []),
+        ] as [string, string][])
+      : []),
     ["topic", runner.topic],
     ["pubkey", runner.pubkey],
     ["created", timestamp(runner.created_at)],
@@ -115,32 +127,17 @@ const list: Command = {
   summary: "list a context's runners (readers and up)",
   usage: "runner list <context> [--offset <n>] [--limit <n>]",
   args: ["context"],
-  options: {
-    offset: { type: "string", value: "<n>", help: "skip this many runners (default 0)" },
-    limit: { type: "string", value: "<n>", help: "show at most this many, up to 500 (default 50)" },
-  },
+  options: pageOptions("runners"),
   examples: ["flowc runner list 1", "flowc runner list 1 --offset 50 --limit 50"],
   async run(invocation) {
     const name = "runner list";
-    const { options, out } = invocation;
     const contextId = parseId(invocation.args[0] ?? "", "<context>", name);
-    const page: { offset?: number; limit?: number } = {};
-    const offset = options.string("offset");
-    const limit = options.string("limit");
-    if (offset !== undefined) page.offset = parseCount(offset, "--offset", name);
-    if (limit !== undefined) page.limit = parseCount(limit, "--limit", name, 1);
+    const query = pageQuery(invocation.options, name);
     const session = await actorSession(invocation, name);
-    const answer = await session.client.listRunners(contextId, page);
-    if (answer.items.length === 0) {
-      out.result(answer, [answer.total > 0 ? `no runners at this offset (context ${contextId} has ${answer.total})` : `no runners in context ${contextId}`]);
-      return;
-    }
-    const rows = answer.items.map((r) => [String(r.id), r.runner_type, r.script_types.join(","), String(r.concurrency), delivery(r), shortKey(r.pubkey)]);
-    const more = answer.next !== undefined ? `; next page: --offset ${answer.next}` : "";
-    out.result(answer, [
-      ...table(["ID", "TYPE", "SCRIPTS", "CONCURRENCY", "DELIVERY", "PUBKEY"], rows),
-      `${answer.items.length} of ${answer.total} runner${answer.total === 1 ? "" : "s"} in context ${contextId}${more}`,
-    ]);
+    const page = await session.client.listRunners(contextId, query);
+    const rows = page.items.map((r) => [String(r.id), r.runner_type, r.script_types.join(","), String(r.concurrency), delivery(r), shortKey(r.pubkey)]);
+    const lines = table(["ID", "TYPE", "SCRIPTS", "CONCURRENCY", "DELIVERY", "PUBKEY"], rows);
+    invocation.out.result(page, pageLines(page, lines, "runner", `context ${contextId}`));
   },
 };
 
@@ -151,9 +148,7 @@ const show: Command = {
   args: ["context", "runner"],
   examples: ["flowc runner show 1 2"],
   async run(invocation) {
-    const [contextText = "", idText = ""] = invocation.args;
-    const contextId = parseId(contextText, "<context>", "runner show");
-    const id = parseId(idText, "<runner>", "runner show");
+    const { contextId, id } = contextAndId(invocation, "<runner>", "runner show");
     const session = await actorSession(invocation, "runner show");
     const runner = await session.client.loadRunner(contextId, id);
     invocation.out.result(runner, runnerLines(runner));
@@ -167,9 +162,7 @@ const remove: Command = {
   args: ["context", "runner"],
   examples: ["flowc runner remove 1 2"],
   async run(invocation) {
-    const [contextText = "", idText = ""] = invocation.args;
-    const contextId = parseId(contextText, "<context>", "runner remove");
-    const id = parseId(idText, "<runner>", "runner remove");
+    const { contextId, id } = contextAndId(invocation, "<runner>", "runner remove");
     const session = await actorSession(invocation, "runner remove");
     await session.client.deleteRunner(contextId, id);
     invocation.out.result({ context_id: contextId, runner_id: id, removed: true }, [`runner ${id} removed from context ${contextId}`]);

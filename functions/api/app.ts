@@ -1,7 +1,8 @@
 import { OpenAPIHono } from "@hono/zod-openapi";
 import { HTTPException } from "hono/http-exception";
-import { invalidInput, onError } from "./errors.js";
+import { defaultHook, onError } from "./errors.js";
 import { authenticate } from "./auth.js";
+import { limitHeaders } from "./limits.js";
 import { countRequests } from "./metrics.js";
 import { registerOperations } from "./operations.js";
 import { Problem } from "./problem.js";
@@ -22,12 +23,7 @@ import { withStore, type AppEnv } from "./store.js";
  * and the OpenAPI document is generated from the same declarations.
  */
 export function createApp(): OpenAPIHono<AppEnv> {
-  const app = new OpenAPIHono<AppEnv>({
-    defaultHook: (result) => {
-      // Problems name fields as the client sees them: body.jobs.0.script, param.contextId, …
-      if (!result.success) throw invalidInput(result.error, result.target === "json" ? "body" : result.target);
-    },
-  });
+  const app = new OpenAPIHono<AppEnv>({ defaultHook });
   app.onError((error, c) => {
     if (error instanceof HTTPException && error.status < 500) {
       const problem =
@@ -40,6 +36,7 @@ export function createApp(): OpenAPIHono<AppEnv> {
   });
   app.notFound((c) => new Problem(404, "no-route", "Not found", `no route for ${c.req.method} ${c.req.path}`).toResponse(c.req.path));
   app.use("*", countRequests);
+  app.use("*", limitHeaders);
   app.use("*", withStore);
   // Everything under /v1 is signed; operations, /openapi.json and /.well-known are public.
   app.use("/v1/*", authenticate);

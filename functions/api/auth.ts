@@ -3,6 +3,7 @@ import { AuthError, importPublicKey, parseKeyId, verifyRequest, type KeyId } fro
 import type { Store } from "../../shared/store/index.js";
 import { callRedis } from "../../shared/store/index.js";
 import type { Config } from "../config.js";
+import { RUNNER_EVENTS } from "../flow/scope.js";
 import { keyCache } from "./key-cache.js";
 import { Problem } from "./problem.js";
 import type { AppEnv } from "./store.js";
@@ -23,7 +24,7 @@ export interface AuthVariables {
  * Runner webhooks whose nonce the job's Durable Object checks in its own storage (the signed
  * URL can only reach that object), sparing a storage command per report.
  */
-const DEFERRED_NONCE = /^\/v1\/contexts\/\d+\/(flows\/\d+\/jobs\/\d+|jobs\/\d+\/\d+)\/(ack|started|heartbeat|result|logs)$/;
+const DEFERRED_NONCE = new RegExp(`^/v1/contexts/\\d+/(flows/\\d+/jobs/\\d+|jobs/\\d+/\\d+)/(${RUNNER_EVENTS.join("|")})$`);
 
 /** Tells a client what to sign, on every 401 (RFC 9421 §5.1). */
 const ACCEPT_SIGNATURE = 'sig1=("@method" "@target-uri" "content-digest");created;keyid;nonce;alg="ed25519"';
@@ -34,7 +35,7 @@ export function unauthorized(error: AuthError): Problem {
 }
 
 /** Looks up the public key a keyid names: an actor's, a runner's, or the bare key itself. */
-export function keyResolver(store: Store, config: Config): (keyid: string) => Promise<CryptoKey | null> {
+function keyResolver(store: Store, config: Config): (keyid: string) => Promise<CryptoKey | null> {
   return async (keyid) => {
     const parsed = parseKeyId(keyid);
     if (!parsed) return null;
@@ -67,7 +68,11 @@ export const authenticate: MiddlewareHandler<AppEnv> = async (c, next) => {
   const principal = parseKeyId(verified.keyid) as Principal;
   // A nonce must be remembered as long as a signature carrying it could still be fresh.
   const ttlSeconds = 2 * config.skewSeconds + 60;
-  if (principal.kind === "runner" && DEFERRED_NONCE.test(c.req.path)) {
+  if (DEFERRED_NONCE.test(c.req.path)) {
+    // Runner webhooks take reports from runners only: anyone else is refused before the body is read.
+    if (principal.kind !== "runner") {
+      throw new Problem(403, "forbidden", "Forbidden", `only runners report on jobs; this request is signed as ${verified.keyid}`, { needed: ["runner"] });
+    }
     c.set("deferredNonce", { keyid: verified.keyid, value: verified.nonce, ttlMs: ttlSeconds * 1000 });
     c.set("principal", principal);
     c.set("body", body);

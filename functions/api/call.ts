@@ -1,4 +1,5 @@
 import type { Context } from "hono";
+import { publicOrigin } from "../config.js";
 import type { ServiceCall } from "../service/call.js";
 import type { FlowCall } from "../service/flows.js";
 import type { AppEnv } from "./store.js";
@@ -15,7 +16,7 @@ export function flowCall(c: Context<AppEnv>): FlowCall {
   return {
     ...serviceCall(c),
     env: c.env,
-    origin: c.env.PUBLIC_URL?.replace(/\/+$/, "") || new URL(c.req.url).origin,
+    origin: publicOrigin(c.env) || new URL(c.req.url).origin,
     later: (work) => c.executionCtx.waitUntil(work),
   };
 }

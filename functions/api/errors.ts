@@ -30,17 +30,42 @@ export function toProblem(error: unknown): Problem {
   return new Problem(500, "internal", "Internal error", "the coordinator failed unexpectedly; see its logs");
 }
 
-/** A 400 naming every field at fault (`field` is the first, `errors` all of them). */
+/** One field at fault: where it is as the client sees it (`body.jobs.0.script`), and what is wrong. */
+export interface FieldError {
+  field: string;
+  message: string;
+}
+
+/**
+ * The 400 invalid-input problem: `field` names the first field at fault, `errors` all of them
+ * (at least one). `detail` defaults to "<first field>: <its message>".
+ */
+export function fieldProblem(errors: FieldError[], detail?: string): Problem {
+  const first = errors[0] as FieldError;
+  return new Problem(400, "invalid-input", "Invalid input", detail ?? `${first.field}: ${first.message}`, { field: first.field, errors });
+}
+
+/** A 400 naming every field a schema refused, under `where` (body, param, query, params …). */
 export function invalidInput(error: ZodError, where = "body"): Problem {
   const errors = error.issues.map((issue) => ({
     field: [where, ...issue.path.map(String)].join("."),
     message: issue.message,
   }));
-  const first = errors[0] ?? { field: where, message: "invalid" };
-  return new Problem(400, "invalid-input", "Invalid input", `${first.field}: ${first.message}`, {
-    field: first.field,
-    errors,
-  });
+  // A failed parse always has an issue; should one ever come without, name the whole input.
+  return fieldProblem(errors.length > 0 ? errors : [{ field: where, message: "invalid" }]);
+}
+
+/** What a route's validator hands its hook (the part the hooks read). */
+export type ValidationResult = { target: string } & ({ success: true } | { success: false; error: ZodError });
+
+/** A failed route validation as a problem naming fields as the client sees them: body.jobs.0.script, param.contextId, … */
+export function validationProblem(result: { target: string; error: ZodError }): Problem {
+  return invalidInput(result.error, result.target === "json" ? "body" : result.target);
+}
+
+/** Every route's validation hook: a failed check throws the 400 naming the fields at fault. */
+export function defaultHook(result: ValidationResult): void {
+  if (!result.success) throw validationProblem(result);
 }
 
 /** Hono's `onError`: one place where errors become responses. */

@@ -7,7 +7,11 @@ import type { AppEnv } from "./store.js";
  * from storage and are the same everywhere).
  */
 const counters = new Map<string, number>();
-const started = Date.now();
+/**
+ * When this isolate served its first request. Not taken at module load: workerd's clock reads 0
+ * (1970) outside a request, which made the uptime the seconds since 1970.
+ */
+let started: number | undefined;
 
 function key(name: string, labels: Record<string, string>): string {
   const body = Object.entries(labels)
@@ -17,13 +21,14 @@ function key(name: string, labels: Record<string, string>): string {
 }
 
 /** Adds to a counter. */
-export function count(name: string, labels: Record<string, string> = {}, by = 1): void {
+function count(name: string, labels: Record<string, string> = {}, by = 1): void {
   const k = key(name, labels);
   counters.set(k, (counters.get(k) ?? 0) + by);
 }
 
 /** Counts every answered request by route and status. */
 export const countRequests: MiddlewareHandler<AppEnv> = async (c, next) => {
+  started ??= Date.now();
   await next();
   count("coordinator_http_requests_total", { method: c.req.method, route: c.req.routePath, status: String(c.res.status) });
 };
@@ -35,8 +40,8 @@ export function renderMetrics(gauges: Record<string, { help: string; value: numb
     "# TYPE coordinator_http_requests_total counter",
   ];
   for (const [k, v] of counters) if (k.startsWith("coordinator_http_requests_total")) lines.push(`${k} ${v}`);
-  lines.push("# HELP coordinator_isolate_uptime_seconds Seconds since this isolate started.", "# TYPE coordinator_isolate_uptime_seconds gauge");
-  lines.push(`coordinator_isolate_uptime_seconds ${Math.floor((Date.now() - started) / 1000)}`);
+  lines.push("# HELP coordinator_isolate_uptime_seconds Seconds since this isolate served its first request.", "# TYPE coordinator_isolate_uptime_seconds gauge");
+  lines.push(`coordinator_isolate_uptime_seconds ${Math.floor((Date.now() - (started ?? Date.now())) / 1000)}`);
   for (const [name, g] of Object.entries(gauges)) lines.push(`# HELP ${name} ${g.help}`, `# TYPE ${name} gauge`, `${name} ${g.value}`);
   return `${lines.join("\n")}\n`;
 }

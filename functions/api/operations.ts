@@ -1,4 +1,5 @@
 import { createRoute, z, type OpenAPIHono } from "@hono/zod-openapi";
+import { KEY_DIRECTORY_PATH } from "../../shared/auth/index.js";
 import { callRedis, StorageUnavailableError } from "../../shared/store/index.js";
 import { coordinatorKeys } from "../coordinator-key.js";
 import { renderMetrics } from "./metrics.js";
@@ -88,7 +89,7 @@ export function registerOperations(app: OpenAPIHono<AppEnv>): void {
         api: "/v1",
         openapi: "/openapi.json",
         rpc: "/rpc",
-        key_directory: "/.well-known/http-message-signatures-directory",
+        key_directory: KEY_DIRECTORY_PATH,
         actor_registration: c.var.config.registration,
         signature_skew_seconds: c.var.config.skewSeconds,
         key_prefix: c.var.store.keys.prefix,
@@ -104,10 +105,7 @@ export function registerOperations(app: OpenAPIHono<AppEnv>): void {
       p.zcard(store.keys.contextIndex());
       p.zcount(store.keys.sweepDue(), "-inf", now);
       return (await p.exec()) as [number, number];
-    }).catch((error: unknown) => {
-      if (error instanceof StorageUnavailableError) throw new Problem(503, "storage-unavailable", "Storage unavailable", error.message);
-      throw error;
-    });
+    }); // storage away: toProblem answers 503 storage-unavailable
     const text = renderMetrics({
       coordinator_contexts: { help: "Contexts in storage.", value: Number(contexts) },
       coordinator_contexts_due: { help: "Contexts with something due for the supervisor's sweep now.", value: Number(due) },

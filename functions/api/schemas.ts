@@ -3,6 +3,7 @@ import { z } from "@hono/zod-openapi";
 import {
   Actor,
   Flow,
+  FlowView,
   Message,
   RunnerJob,
   ActorRegistration,
@@ -13,6 +14,8 @@ import {
   MAX_ID,
   PermissionsUpdate,
   Runner,
+  RunnerDispatch,
+  RunnerWithDispatch,
   RunnerRegistration,
   RunnerUpdate,
 } from "../../shared/model/index.js";
@@ -32,7 +35,10 @@ export const schemas = {
   Actor: named(Actor, "Actor"),
   Context: named(Context, "Context"),
   Runner: named(Runner, "Runner"),
+  RunnerDispatch: named(RunnerDispatch, "RunnerDispatch"),
+  RunnerWithDispatch: named(RunnerWithDispatch, "RunnerWithDispatch"),
   Flow: named(Flow, "Flow"),
+  FlowView: named(FlowView, "FlowView"),
   RunnerJob: named(RunnerJob, "RunnerJob"),
   Message: named(Message, "Message"),
   ActorRegistration: named(ActorRegistration, "ActorRegistration"),
@@ -82,8 +88,12 @@ export const signedErrors = {
   401: problem("The signature is missing, malformed, invalid, expired, from the future, replayed, or its key unknown"),
   403: problem("The caller may not do this: `needed` names the permission lists that would allow it"),
   404: problem("No such object"),
+  431: problem("A header is larger than 8 KiB, or all of them together larger than 16 KiB"),
   503: problem("Storage is unavailable; retry later"),
 } as const;
+
+/** A submission's Idempotency-Key was used before for another request. */
+export const idempotencyReused = { 422: problem("This Idempotency-Key was used for another request; use a new key") } as const;
 
 export const conflict = { 409: problem("The id is taken, or the change would leave a context without an admin") } as const;
 

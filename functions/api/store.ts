@@ -45,6 +45,22 @@ export function storeFor(env: Env): Store {
   return cached.store;
 }
 
+/** The Store of a deployment whose key prefix is `prefix` (a Durable Object serves one). */
+export function storeForPrefix(env: Env, prefix: string): Store {
+  return storeFor({ ...env, KEY_PREFIX: prefix });
+}
+
+/**
+ * The scope a Durable Object serves: the one stored with it, else the first one it was called
+ * with, stored now. A fresh instance (after eviction) that is woken by its alarm reads it back.
+ */
+export async function bindScope<S>(storage: DurableObjectStorage, given: S): Promise<S> {
+  const stored = await storage.get<S>("scope");
+  if (stored !== undefined) return stored;
+  await storage.put("scope", given);
+  return given;
+}
+
 /** Puts the Store and the settings on the context for every route. */
 export const withStore: MiddlewareHandler<AppEnv> = async (c, next) => {
   c.set("config", readConfig(c.env));

@@ -1,29 +1,49 @@
-import { signRequest } from "../../shared/auth/index.js";
-import type { DeliveryPayload, Runner } from "../../shared/model/index.js";
+import { randomHex, signRequest } from "../../shared/auth/index.js";
+import type { DeliveryPayload, Message } from "../../shared/model/index.js";
+import type { CoordinatorKey } from "../coordinator-key.js";
 
 export type { DeliveryPayload };
-import type { CoordinatorKey } from "../coordinator-key.js";
 
 /** A W3C traceparent continuing the flow's trace into the delivery (a fresh span per POST). */
 function traceparent(traceId: string | undefined): Record<string, string> {
   if (!traceId || !/^[0-9a-f]{32}$/.test(traceId)) return {};
-  const span = [...crypto.getRandomValues(new Uint8Array(8))].map((b) => b.toString(16).padStart(2, "0")).join("");
-  return { traceparent: `00-${traceId}-${span}-01` };
+  return { traceparent: `00-${traceId}-${randomHex(8)}-01` };
 }
 
-/** How a push went: taken (2xx), the runner is busy (429/503: try another), or it failed. */
-export type DeliveryOutcome = "delivered" | "busy" | "failed";
+/**
+ * How a push went: taken (2xx), or not, with what the runner answered (`answered 503`) or why it
+ * could not be reached, for operators and for the job's error should it never be delivered.
+ */
+export type DeliveryOutcome = { delivered: true } | { delivered: false; reason: string };
 
 const DELIVERY_TIMEOUT_MS = 10_000;
 
 /** The callbacks of a job's attempt under its webhook URL. */
-export function callbacks(base: string): DeliveryPayload["callbacks"] {
+function callbacks(base: string): DeliveryPayload["callbacks"] {
   return { ack: `${base}/ack`, started: `${base}/started`, heartbeat: `${base}/heartbeat`, result: `${base}/result`, logs: `${base}/logs` };
 }
 
-/** POSTs a job message to a push runner, signed with the coordinator's key. A 2xx is the ack. */
-export async function deliver(runner: Runner, payload: DeliveryPayload, key: CoordinatorKey): Promise<DeliveryOutcome> {
-  const request = new Request(runner.address, {
+/**
+ * What a runner receives for an attempt of a job message, push or pull alike: the message, where
+ * its job lives, and the callbacks under `base` (the job's webhook URL).
+ */
+export function deliveryPayload(message: Message, runnerId: number, base: string): DeliveryPayload {
+  const job = message.job[0];
+  if (!job) throw new Error(`message ${message.caller_id}:${message.id} carries no job to deliver`);
+  return {
+    message,
+    context_id: message.context_id,
+    flow_id: job.flow_id,
+    job_id: job.id,
+    attempt: message.attempt ?? 1,
+    runner_id: runnerId,
+    callbacks: callbacks(base),
+  };
+}
+
+/** POSTs a job message to a push runner's address, signed with the coordinator's key. A 2xx is the ack. */
+export async function deliver(address: string, payload: DeliveryPayload, key: CoordinatorKey): Promise<DeliveryOutcome> {
+  const request = new Request(address, {
     method: "POST",
     headers: {
       "content-type": "application/json",
@@ -36,10 +56,11 @@ export async function deliver(runner: Runner, payload: DeliveryPayload, key: Coo
     const signed = await signRequest(request, { keyid: key.kid, key: key.key });
     const response = await fetch(signed, { signal: AbortSignal.timeout(DELIVERY_TIMEOUT_MS) });
     await response.body?.cancel();
-    if (response.ok) return "delivered";
-    return response.status === 429 || response.status === 503 ? "busy" : "failed";
-  } catch {
-    return "failed";
+    if (response.ok) return { delivered: true };
+    return { delivered: false, reason: `answered ${response.status}${response.statusText ? ` ${response.statusText}` : ""}` };
+  } catch (error) {
+    const timedOut = error instanceof Error && (error.name === "TimeoutError" || error.name === "AbortError");
+    return { delivered: false, reason: timedOut ? `did not answer within ${DELIVERY_TIMEOUT_MS / 1000} s` : `could not be reached (${(error as Error).message})` };
   }
 }
 
@@ -52,9 +73,9 @@ export interface CancelPayload {
  * Tells a push runner to stop an attempt (a signed POST to its address, like a delivery). Best
  * effort: a runner that misses it learns on its next report, which is answered 409.
  */
-export async function cancelAtRunner(runner: Runner, payload: CancelPayload, key: CoordinatorKey): Promise<boolean> {
-  if (!runner.address) return false;
-  const request = new Request(runner.address, { method: "POST", headers: { "content-type": "application/json" }, body: JSON.stringify(payload) });
+export async function cancelAtRunner(address: string, payload: CancelPayload, key: CoordinatorKey): Promise<boolean> {
+  if (!address) return false;
+  const request = new Request(address, { method: "POST", headers: { "content-type": "application/json" }, body: JSON.stringify(payload) });
   try {
     const response = await fetch(await signRequest(request, { keyid: key.kid, key: key.key }), { signal: AbortSignal.timeout(DELIVERY_TIMEOUT_MS) });
     await response.body?.cancel();

@@ -1,9 +1,33 @@
 import { jobKey, nearestDeadline, type FlowState, type JobState } from "../../shared/flow/index.js";
-import type { FlowView, JobView } from "../../shared/model/index.js";
+import type { FlowView, JobView, JobWaiting } from "../../shared/model/index.js";
 
 export type { FlowView, JobView };
 
-function jobView(job: JobState): JobView {
+const secs = (ms: number) => Math.floor(ms / 1000);
+
+/** Why a job waits, as far as the flow itself knows (dependencies, backoff, a delivery under way). */
+function ownWaiting(state: FlowState, job: JobState): JobWaiting | undefined {
+  if (state.status !== "started") return undefined;
+  if (job.status === "waiting_for_prerequisites") {
+    const open = job.dependends.map((id) => state.jobs[id] as JobState).filter((dep) => dep.status !== "finished");
+    return { reason: "dependencies", detail: `waiting for ${open.map(jobKey).join(", ") || "its dependencies"}` };
+  }
+  if (job.status !== "dispatched") return undefined;
+  if (job.deadline?.kind === "retry") {
+    return { reason: "backoff", detail: `attempt ${job.attempt} failed; attempt ${job.attempt + 1} runs after a backoff`, until: secs(job.deadline.at) };
+  }
+  if (job.delivery?.state === "assigned") return { reason: "delivering", detail: `being delivered to runner ${job.delivery.runnerId}` };
+  return undefined;
+}
+
+/** The jobs whose attempt waits for a runner (dispatched, not assigned, not backing off). */
+export function waitingForRunner(state: FlowState): JobState[] {
+  if (state.status !== "started") return [];
+  return state.order.map((id) => state.jobs[id] as JobState).filter((job) => job.status === "dispatched" && !job.delivery && job.deadline?.kind !== "retry");
+}
+
+function jobView(state: FlowState, job: JobState, dispatch: Map<number, JobWaiting>): JobView {
+  const waiting = ownWaiting(state, job) ?? dispatch.get(job.id);
   return {
     id: job.id,
     ...(job.name ? { name: job.name } : {}),
@@ -15,16 +39,19 @@ function jobView(job: JobState): JobView {
     ...(job.delivery ? { runner_id: job.delivery.runnerId, delivery: job.delivery.state } : {}),
     ...(job.result ? { result: job.result } : {}),
     ...(job.error ? { error: job.error } : {}),
+    ...(waiting ? { waiting } : {}),
   };
 }
 
-/** The API's view of the machine's state. Times are epoch seconds. */
-export function flowView(state: FlowState): FlowView {
-  const jobs = state.order.map((id) => jobView(state.jobs[id] as JobState));
+/**
+ * The API's view of the machine's state. Times are epoch seconds. `dispatch` holds, for jobs
+ * waiting for a runner, why (as the context's dispatcher explains it).
+ */
+export function flowView(state: FlowState, dispatch: Map<number, JobWaiting> = new Map()): FlowView {
+  const jobs = state.order.map((id) => jobView(state, state.jobs[id] as JobState, dispatch));
   const progress = { total: jobs.length, dispatched: 0, waiting_for_prerequisites: 0, started: 0, finished: 0, error: 0 };
   for (const job of jobs) progress[job.status]++;
   const due = nearestDeadline(state);
-  const secs = (ms: number | undefined) => (ms === undefined ? undefined : Math.floor(ms / 1000));
   return {
     id: state.id,
     context_id: state.contextId,
@@ -34,9 +61,9 @@ export function flowView(state: FlowState): FlowView {
     result: state.result,
     ...(state.error ? { error: state.error } : {}),
     trace_id: state.traceId,
-    ...(state.startedAt !== undefined ? { started_at: secs(state.startedAt) as number } : {}),
-    ...(state.endedAt !== undefined ? { ended_at: secs(state.endedAt) as number } : {}),
-    ...(due ? { next_deadline: secs(due.at) as number } : {}),
+    ...(state.startedAt !== undefined ? { started_at: secs(state.startedAt) } : {}),
+    ...(state.endedAt !== undefined ? { ended_at: secs(state.endedAt) } : {}),
+    ...(due ? { next_deadline: secs(due.at) } : {}),
     progress,
     jobs,
   };

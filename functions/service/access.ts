@@ -1,6 +1,7 @@
 import { AuthError, decide, type Access } from "../../shared/auth/index.js";
 import type { Context } from "../../shared/model/index.js";
 import { unauthorized } from "../api/auth.js";
+import { fieldProblem } from "../api/errors.js";
 import { Problem } from "../api/problem.js";
 import type { ServiceCall } from "./call.js";
 
@@ -15,15 +16,10 @@ export function requireActor(call: ServiceCall): number {
 }
 
 /**
- * Loads a context and checks that the caller may do `access` in it: 404 when there is no such
- * context, 403 naming the lists that would allow it. Runners get `read` on their own context
- * only where a route allows it explicitly (`runnerMayRead`).
+ * Loads a context and checks that the calling actor may do `access` in it: 404 when there is no
+ * such context, 403 naming the lists that would allow it. Runners and bare keys are refused.
  */
-export async function contextFor(call: ServiceCall, contextId: number, access: Access, runnerMayRead = false): Promise<Context> {
-  const p = call.principal;
-  if (p.kind === "runner" && runnerMayRead && access === "read" && p.contextId === contextId) {
-    return call.store.contexts.load({ id: contextId });
-  }
+export async function contextFor(call: ServiceCall, contextId: number, access: Access): Promise<Context> {
   const actorId = requireActor(call);
   const context = await call.store.contexts.load({ id: contextId });
   const decision = decide(context, actorId, access);
@@ -42,9 +38,6 @@ export async function contextFor(call: ServiceCall, contextId: number, access: A
 /** Refuses plain-http addresses unless the deployment allows them (local development). */
 export function checkAddress(call: ServiceCall, field: string, url: string): void {
   if (url.startsWith("http://") && !call.config.allowInsecureHttp) {
-    throw new Problem(400, "invalid-input", "Invalid input", `${field}: must be an https URL`, {
-      field,
-      errors: [{ field, message: "must be an https URL (http is allowed only with ALLOW_INSECURE_HTTP=true)" }],
-    });
+    throw fieldProblem([{ field, message: "must be an https URL (http is allowed only with ALLOW_INSECURE_HTTP=true)" }], `${field}: must be an https URL`);
   }
 }

@@ -8,9 +8,9 @@ import { Problem } from "../api/problem.js";
 import { checkAddress, requireActor } from "./access.js";
 import type { ServiceCall } from "./call.js";
 
-/** The label of the countersignatures that registration and rotation may need. */
-export const OPERATOR_LABEL = "operator";
-export const NEW_KEY_LABEL = "new-key";
+/** The labels of the countersignatures that registration and rotation may need. */
+const OPERATOR_LABEL = "operator";
+const NEW_KEY_LABEL = "new-key";
 
 function forbidden(detail: string): Problem {
   return new Problem(403, "forbidden", "Forbidden", detail);

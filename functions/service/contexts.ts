@@ -2,7 +2,7 @@ import type { z } from "zod";
 import type { PermissionList } from "../../shared/auth/index.js";
 import type { Context, ContextCreation, PermissionsUpdate } from "../../shared/model/index.js";
 import { callRedis } from "../../shared/store/index.js";
-import { Problem } from "../api/problem.js";
+import { fieldProblem } from "../api/errors.js";
 import { contextFor, requireActor } from "./access.js";
 import type { ServiceCall } from "./call.js";
 
@@ -17,10 +17,7 @@ async function checkActorsExist(call: ServiceCall, lists: Partial<Record<Permiss
   });
   const missing = entries.find((_, i) => Number(found[i]) === 0);
   if (missing) {
-    throw new Problem(400, "invalid-input", "Invalid input", `${missing.field}: actor ${missing.id} does not exist`, {
-      field: missing.field,
-      errors: [{ field: missing.field, message: `actor ${missing.id} does not exist` }],
-    });
+    throw fieldProblem([{ field: missing.field, message: `actor ${missing.id} does not exist` }]);
   }
 }
 

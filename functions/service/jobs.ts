@@ -1,11 +1,11 @@
 import { z } from "zod";
-import { FlowJobInput, messagesNeeded, resolveDag, MESSAGE_TIMEOUTS, MessageTimeouts } from "../../shared/flow/index.js";
+import { FlowJobInput, messagesNeeded, resolveDag, MessageTimeouts } from "../../shared/flow/index.js";
 import type { Message, RunnerJob } from "../../shared/model/index.js";
 import { Problem, unwrap } from "../api/problem.js";
-import type { FlowScope } from "../flow/scope.js";
+import { coordinatorStub } from "../flow/scope.js";
 import type { FlowView, JobView } from "../flow/view.js";
 import { contextFor, requireActor } from "./access.js";
-import { coordinator, dagProblem, flowScope, retryPolicy, traceId, type FlowCall } from "./flows.js";
+import { callScope, dagProblem, flowTimeouts, traceId, type FlowCall } from "./flows.js";
 
 /** `POST /v1/contexts/{id}/jobs`: one job run outside any flow. */
 export const JobSubmission = z
@@ -19,10 +19,6 @@ export type JobSubmission = z.output<typeof JobSubmission>;
 
 /** A job record with its live status, attempt and runner. */
 export type JobWithStatus = RunnerJob & { live?: JobView };
-
-function jobScope(call: FlowCall, contextId: number, callerId: number, id: number): FlowScope {
-  return { prefix: call.store.keys.prefix, contextId, flowId: 0, job: { callerId, id }, origin: call.origin };
-}
 
 /** Creates (and maybe starts) a job outside any flow (admins). It runs as a flow of one. */
 export async function submitJob(call: FlowCall, contextId: number, input: JobSubmission): Promise<{ job: JobWithStatus; view: FlowView }> {
@@ -43,18 +39,13 @@ export async function submitJob(call: FlowCall, contextId: number, input: JobSub
   const resolved = resolveDag([input.job], () => reservation.firstJobId);
   if ("issues" in resolved) throw dagProblem(resolved.issues);
   const job = resolved.jobs[0] as (typeof resolved.jobs)[number];
-  const scope = jobScope(call, contextId, callerId, job.id);
+  const scope = callScope(call, contextId, { callerId, jobId: job.id });
   const view = unwrap(
-    await coordinator(call, scope).create(scope, {
+    await coordinatorStub(call.env, scope).create(scope, {
       callerId,
       jobs: [job],
       envVars: {},
-      timeouts: {
-        timeout: input.timeouts.timeout ?? MESSAGE_TIMEOUTS.timeout,
-        timeout_ack: input.timeouts.timeout_ack ?? MESSAGE_TIMEOUTS.timeout_ack,
-        ...(input.timeouts.timeout_result !== undefined ? { timeout_result: input.timeouts.timeout_result } : {}),
-        ...retryPolicy(call, input.timeouts),
-      },
+      timeouts: flowTimeouts(call, input.timeouts),
       traceId: traceId(call.request),
       messageBase: reservation.firstMessageId,
       chosen: input.job.id !== undefined ? [0] : [],
@@ -66,8 +57,8 @@ export async function submitJob(call: FlowCall, contextId: number, input: JobSub
 
 /** The live view of one job, from the Durable Object that runs it. */
 async function liveJob(call: FlowCall, record: RunnerJob): Promise<JobView | undefined> {
-  const scope = record.flow_id === 0 ? jobScope(call, record.context_id, record.caller_id, record.id) : flowScope(call, record.context_id, record.flow_id);
-  const view = unwrap(await coordinator(call, scope).view(scope));
+  const scope = callScope(call, record.context_id, record.flow_id === 0 ? { callerId: record.caller_id, jobId: record.id } : { flowId: record.flow_id });
+  const view = unwrap(await coordinatorStub(call.env, scope).view(scope));
   return view?.jobs.find((j) => j.id === record.id);
 }
 
@@ -86,8 +77,8 @@ export async function startJob(call: FlowCall, contextId: number, callerId: numb
   if (record.flow_id !== 0) {
     throw new Problem(409, "conflict", "Conflict", `job ${id} belongs to flow ${record.flow_id}: start the flow`);
   }
-  const scope = jobScope(call, contextId, callerId, id);
-  unwrap(await coordinator(call, scope).start(scope));
+  const scope = callScope(call, contextId, { callerId, jobId: id });
+  unwrap(await coordinatorStub(call.env, scope).start(scope));
   return loadJob(call, contextId, callerId, id);
 }
 

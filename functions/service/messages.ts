@@ -2,26 +2,23 @@ import type { z } from "zod";
 import { isMember } from "../../shared/auth/index.js";
 import type { Message, MessageSubmission } from "../../shared/model/index.js";
 import { MESSAGE_TIMEOUTS } from "../../shared/flow/index.js";
-import { Problem } from "../api/problem.js";
+import { fieldProblem } from "../api/errors.js";
 import { contextFor, requireActor } from "./access.js";
 import type { FlowCall } from "./flows.js";
-import { relayLater } from "./relay-now.js";
+import { wakeContext } from "./wake.js";
 
 const MAX_INBOX_READ = 100;
 
 /**
  * Sends a chat line or a mail to another member of the context (any member may): stored and put
- * on msg_out in one step, then relayed at once into the recipient's inbox (the supervisor's sweep
- * relays what this misses). Permissions are checked again when it is relayed.
+ * on msg_out in one step, then the context's dispatcher relays it into the recipient's inbox.
+ * Permissions are checked again when it is relayed.
  */
 export async function sendMessage(call: FlowCall, contextId: number, input: z.output<typeof MessageSubmission>): Promise<Message> {
   const sender = requireActor(call);
   const context = await contextFor(call, contextId, "read");
   if (!isMember(context, input.to)) {
-    throw new Problem(400, "invalid-input", "Invalid input", `body.to: actor ${input.to} is not a member of context ${contextId}`, {
-      field: "body.to",
-      errors: [{ field: "body.to", message: `actor ${input.to} is not a member of context ${contextId}` }],
-    });
+    throw fieldProblem([{ field: "body.to", message: `actor ${input.to} is not a member of context ${contextId}` }]);
   }
   const now = call.store.now();
   const message: Message = {
@@ -43,7 +40,7 @@ export async function sendMessage(call: FlowCall, contextId: number, input: z.ou
     ...(input.subject !== undefined ? { subject: input.subject } : {}),
   };
   await call.store.messageStore.post(message);
-  relayLater(call, contextId, new Map([[call.store.keys.message(contextId, sender, message.id), message]]));
+  await wakeContext(call, contextId, { mail: true });
   return message;
 }
 

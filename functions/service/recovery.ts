@@ -1,38 +1,30 @@
 import type { DeadLetter } from "../../shared/model/index.js";
 import type { Page } from "../../shared/store/index.js";
-import { Problem, unwrap } from "../api/problem.js";
 import type { FlowScope } from "../flow/scope.js";
 import type { FlowView } from "../flow/view.js";
 import { contextFor } from "./access.js";
-import { coordinator, flowScope, type FlowCall } from "./flows.js";
-import { relayLater } from "./relay-now.js";
+import { flowCommand, type FlowCall } from "./flows.js";
+import { wakeContext } from "./wake.js";
+import { webhookScope, type WebhookPath } from "./runner-events.js";
 
 /** Cancels a flow (admins): no new dispatch, runners of attempts in flight are told, flow marked. */
-export async function cancelFlow(call: FlowCall, contextId: number, flowId: number, reason: string): Promise<FlowView> {
-  await contextFor(call, contextId, "admin");
-  const scope = flowScope(call, contextId, flowId);
-  const stub = coordinator(call, scope);
-  if (!unwrap(await stub.view(scope))) throw new Problem(404, "not-found", "Not found", `flow ${flowId} does not exist in context ${contextId}`);
-  return unwrap(await stub.cancel(scope, reason));
+export function cancelFlow(call: FlowCall, contextId: number, flowId: number, reason: string): Promise<FlowView> {
+  return flowCommand(call, contextId, flowId, (stub, scope) => stub.cancel(scope, reason));
 }
 
 /** Re-runs a failed flow from its failed jobs (admins); finished jobs are not run again. */
-export async function rerunFlow(call: FlowCall, contextId: number, flowId: number): Promise<FlowView> {
-  await contextFor(call, contextId, "admin");
-  const scope = flowScope(call, contextId, flowId);
-  const stub = coordinator(call, scope);
-  if (!unwrap(await stub.view(scope))) throw new Problem(404, "not-found", "Not found", `flow ${flowId} does not exist in context ${contextId}`);
-  return unwrap(await stub.rerun(scope));
+export function rerunFlow(call: FlowCall, contextId: number, flowId: number): Promise<FlowView> {
+  return flowCommand(call, contextId, flowId, (stub, scope) => stub.rerun(scope));
 }
 
 /**
- * Pauses or resumes dispatch in a context (admins). While paused, nothing leaves msg_out for
- * runners and pull runners lease nothing; delivery deadlines wait. Resuming relays at once.
+ * Pauses or resumes dispatch in a context (admins). While paused, no runner is given work (push
+ * or pull) and nothing leaves msg_out; delivery deadlines wait. Resuming wakes the dispatcher.
  */
 export async function setDispatch(call: FlowCall, contextId: number, paused: boolean): Promise<{ context_id: number; paused: boolean }> {
   await contextFor(call, contextId, "admin");
   await call.store.contextAdmin.setPaused(contextId, paused);
-  if (!paused) relayLater(call, contextId);
+  if (!paused) await wakeContext(call, contextId, { work: true, mail: true });
   return { context_id: contextId, paused };
 }
 
@@ -48,11 +40,32 @@ export async function loadDeadLetter(call: FlowCall, contextId: number, id: stri
   return call.store.deadLetters.load(contextId, id);
 }
 
+/** A runner's report its route refused: which check failed, where it was sent, and why. */
+export interface RefusedReport {
+  /** The validation target that failed: `json` is the body, anything else the request around it. */
+  target: string;
+  /** The webhook's path, when it names a job; undefined when the path itself is bad. */
+  path: WebhookPath | undefined;
+  event: string;
+  reason: string;
+}
+
+/**
+ * Decides what becomes of a refused runner report besides its 400: a body that could not be
+ * read (a poison payload) sent to a job's webhook is kept as a dead letter, after the answer is
+ * sent and best effort; a bad path or header has no job to file it under and is only refused.
+ */
+export function keepRefusedReport(call: FlowCall, refused: RefusedReport): void {
+  if (refused.target !== "json" || !refused.path) return;
+  const { path } = refused;
+  call.later(recordPoisonPayload(call, webhookScope(call, path), path.jobId, refused.event, refused.reason).catch(() => undefined));
+}
+
 /**
  * Keeps a runner's report that could not be read (a poison payload) as a dead letter: the job it
  * was about, why it was refused, and its first KiB. The report itself is answered 400.
  */
-export async function recordPoisonPayload(call: FlowCall, scope: FlowScope, jobId: number, event: string, reason: string): Promise<void> {
+async function recordPoisonPayload(call: FlowCall, scope: FlowScope, jobId: number, event: string, reason: string): Promise<void> {
   const runner = call.principal.kind === "runner" ? call.principal.id : 0;
   const text = new TextDecoder().decode(call.body.slice(0, 1024));
   await call.store.deadLetters.add({

@@ -1,16 +1,24 @@
 import { z } from "zod";
 import type { FlowEvent } from "../../shared/flow/index.js";
-import { Log, ResultMap, type Message } from "../../shared/model/index.js";
+import { parseMessageKey, parseWorkItem } from "../../shared/keys.js";
+import { Log, ResultMap } from "../../shared/model/index.js";
+import type { WorkSettlement } from "../../shared/store/index.js";
 import { Problem, unwrap } from "../api/problem.js";
 import type { EventAnswer } from "../flow/coordinator.js";
-import { callbacks, type DeliveryPayload } from "../flow/delivery.js";
-import { scopeOfMessage } from "../flow/owners.js";
-import { jobPath, type FlowScope } from "../flow/scope.js";
-import { coordinator, type FlowCall } from "./flows.js";
+import type { DeliveryPayload } from "../flow/delivery.js";
+import { coordinatorStub, type FlowScope, type RUNNER_EVENTS } from "../flow/scope.js";
+import { callScope, type FlowCall } from "./flows.js";
 
-/** The runner webhooks: what a runner reports about an attempt of a job delivered to it. */
-export const RUNNER_EVENTS = ["ack", "started", "heartbeat", "result", "logs"] as const;
+/** The name of a runner webhook (RUNNER_EVENTS). */
 export type RunnerEventName = (typeof RUNNER_EVENTS)[number];
+
+/** Where a runner webhook points: the job's context, its flow or (outside flows) its caller, and its id. */
+export type WebhookPath = { contextId: number; jobId: number } & ({ flowId: number } | { callerId: number });
+
+/** The scope of the FlowCoordinator a webhook path reaches. */
+export function webhookScope(call: FlowCall, path: WebhookPath): FlowScope {
+  return callScope(call, path.contextId, "callerId" in path ? { callerId: path.callerId, jobId: path.jobId } : { flowId: path.flowId });
+}
 
 const Attempt = z.int().min(1).max(1000);
 
@@ -69,16 +77,16 @@ function toEvent(name: RunnerEventName, body: RunnerEventBody, job: number, runn
  */
 export async function reportRunnerEvent(
   call: FlowCall,
-  scope: FlowScope,
-  jobId: number,
+  path: WebhookPath,
   name: RunnerEventName,
   body: RunnerEventBody,
   nonce: { keyid: string; value: string; ttlMs: number },
 ): Promise<EventAnswer> {
-  const runner = runnerOf(call, scope.contextId);
-  const logs = name === "logs" ? (body as { logs: Log[] }).logs : name === "result" ? (body as { logs: Log[] }).logs : undefined;
+  const runner = runnerOf(call, path.contextId);
+  const scope = webhookScope(call, path);
+  const logs = "logs" in body ? body.logs : undefined; // results and log reports carry lines
   const answer = unwrap(
-    await coordinator(call, scope).handle(scope, toEvent(name, body, jobId, runner), { nonce, ...(logs && logs.length > 0 ? { logs } : {}) }),
+    await coordinatorStub(call.env, scope).handle(scope, toEvent(name, body, path.jobId, runner), { nonce, ...(logs && logs.length > 0 ? { logs } : {}) }),
   );
   switch (answer.outcome) {
     case "applied":
@@ -96,39 +104,46 @@ export async function reportRunnerEvent(
 }
 
 /**
- * A pull runner takes up to `max` jobs of its script types from the context's queues. Each one
- * is recorded as delivered to it (not yet acknowledged: it acknowledges through `ack`).
+ * A pull runner takes up to `max` jobs of its script types (and those pinned to it), never more
+ * than its concurrency leaves room for: the claim takes work and slots in one step, as for push
+ * runners. Each attempt's FlowCoordinator records it as delivered (not yet acknowledged: the
+ * runner acknowledges through `ack`) and hands out its delivery. A claim whose owner could not be
+ * reached stays unsettled, and the context's dispatcher asks that owner again later.
  */
 export async function leaseJobs(call: FlowCall, contextId: number, runnerId: number, max: number): Promise<DeliveryPayload[]> {
   const caller = runnerOf(call, contextId);
   if (caller !== runnerId) throw new Problem(403, "forbidden", "Forbidden", `runner ${caller} cannot lease for runner ${runnerId}`);
   const runner = await call.store.runners.load({ context_id: contextId, id: runnerId });
   if (!runner.local) throw new Problem(409, "conflict", "Conflict", `runner ${runnerId} is not a pull (local) runner`);
-  const leased = await call.store.flowStore.lease(contextId, runner.script_types, max);
+  const { store } = call;
+  const { claims } = await store.dispatch.claim(contextId, [{ id: runnerId, concurrency: runner.concurrency, queues: store.dispatch.queuesOf(runner) }], max);
   const out: DeliveryPayload[] = [];
-  for (const { message } of leased) {
-    const taken = await claimFor(call, message, runnerId);
-    if (taken) out.push(taken);
-  }
+  const settlement: WorkSettlement = { delivered: [], gone: [], back: [] };
+  await Promise.all(
+    claims.map(async (claim) => {
+      const work = parseWorkItem(claim.item);
+      const owner = work ? parseMessageKey(work.messageKey) : null;
+      if (!work || !owner) {
+        settlement.gone.push(claim);
+        return;
+      }
+      const scope = callScope(call, contextId, work.flowId > 0 ? { flowId: work.flowId } : { callerId: owner.callerId, jobId: work.jobId });
+      try {
+        const answer = unwrap(await coordinatorStub(call.env, scope).deliver(scope, claim.item, { id: runnerId, address: "" }));
+        if (answer.outcome === "delivered" && answer.payload) {
+          out.push(answer.payload);
+          settlement.delivered.push(claim);
+        } else if (answer.outcome === "delivered") {
+          settlement.delivered.push(claim); // handed out before: its lease answer was lost
+        } else {
+          settlement.gone.push(claim);
+        }
+      } catch (error) {
+        if (error instanceof Problem && error.status === 404) settlement.gone.push(claim); // its flow no longer exists
+        else console.warn(`lease: the owner of ${claim.item} could not be asked: ${(error as Error).message}`);
+      }
+    }),
+  );
+  await store.dispatch.settle(contextId, settlement);
   return out;
-}
-
-async function claimFor(call: FlowCall, message: Message, runnerId: number): Promise<DeliveryPayload | null> {
-  const job = message.job[0];
-  if (!job) return null;
-  const scope = scopeOfMessage(message, { prefix: call.store.keys.prefix, origin: call.origin });
-  const stub = coordinator(call, scope);
-  const base = { job: job.id, attempt: message.attempt ?? 1, runner: runnerId };
-  const assigned = unwrap(await stub.handle(scope, { type: "assigned", ...base, at: Date.now() }));
-  if (assigned.outcome !== "applied") return null; // the job moved on: the leased message is void
-  unwrap(await stub.handle(scope, { type: "delivered", ...base, acknowledged: false, at: Date.now() }));
-  return {
-    message,
-    context_id: message.context_id,
-    flow_id: job.flow_id,
-    job_id: job.id,
-    attempt: base.attempt,
-    runner_id: runnerId,
-    callbacks: callbacks(`${assigned.origin || call.origin}${jobPath(scope, job.id)}`),
-  };
 }

@@ -24,6 +24,7 @@ export function toJsonResult(reply: Reply, base64: boolean): JsonResult {
 /** One entry of a `/pipeline` or `/multi-exec` answer. */
 export type CommandOutcome = { result: JsonResult } | { error: string };
 
+/** One command's reply as Upstash reports it: `result`, or `error` with a Redis error's message. */
 export function toOutcome(reply: Reply, base64: boolean): CommandOutcome {
   return reply instanceof ErrorReply ? { error: reply.message } : { result: toJsonResult(reply, base64) };
 }

@@ -3,9 +3,9 @@ import { timingSafeEqual } from "node:crypto";
 import type { AddressInfo } from "node:net";
 import { CommandError, toCommand, toCommandList, type Command } from "./commands.js";
 import { parseRedisUrl, RedisUnavailableError } from "./connection.js";
-import { toJsonResult, toOutcome } from "./encoding.js";
+import { toOutcome } from "./encoding.js";
 import { ConnectionPool } from "./pool.js";
-import { ErrorReply } from "./resp.js";
+import { ErrorReply, type Reply } from "./resp.js";
 
 export interface RestServerOptions {
   redisUrl: string;
@@ -113,9 +113,7 @@ async function handle(
 
   if (req.method === "POST" && (path === "/" || path === "")) {
     const [reply] = await pool.run([toCommand(parseJson(body))]);
-    return reply instanceof ErrorReply
-      ? { status: 400, body: { error: reply.message } }
-      : { status: 200, body: { result: toJsonResult(reply ?? null, base64) } };
+    return single(reply ?? null, base64);
   }
   if (req.method === "POST" && path === "/pipeline") {
     const replies = await pool.run(toCommandList(parseJson(body)));
@@ -130,11 +128,18 @@ async function handle(
     const args = path.slice(1).split("/").map(decodeURIComponent);
     if (req.method === "POST" && body.length > 0) args.push(body.toString("utf8"));
     const [reply] = await pool.run([toCommand(args)]);
-    return reply instanceof ErrorReply
-      ? { status: 400, body: { error: reply.message } }
-      : { status: 200, body: { result: toJsonResult(reply ?? null, base64) } };
+    return single(reply ?? null, base64);
   }
   throw new HttpError(req.method === "POST" || req.method === "GET" ? 404 : 405, "ERR unknown endpoint");
+}
+
+/**
+ * The answer to one command (`POST /` or the path form): the outcome a pipeline entry would be,
+ * but a Redis error is also the request's status, 400, as Upstash answers it.
+ */
+function single(reply: Reply, base64: boolean): Answer {
+  const outcome = toOutcome(reply, base64);
+  return { status: "error" in outcome ? 400 : 200, body: outcome };
 }
 
 /** MULTI, the commands, EXEC: all on one connection, so nothing interleaves. */

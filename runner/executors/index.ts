@@ -1,5 +1,5 @@
 import { pythonExecutor } from "./python.js";
-import { registerExecutor } from "./registry.js";
+import { executorFor, registerExecutor } from "./registry.js";
 import { shExecutor } from "./sh.js";
 
 export { executorFor, registerExecutor, registeredScriptTypes } from "./registry.js";
@@ -9,8 +9,11 @@ export type { ScriptCommand } from "./process.js";
 export { pythonExecutor } from "./python.js";
 export { shExecutor } from "./sh.js";
 
-/** Registers the built-in executors (`python`, `sh`); other script types plug in with registerExecutor. */
+/**
+ * Registers the built-in executors (`python`, `sh`) where no executor is registered under their
+ * names yet, so one plugged in with registerExecutor before (or after) wins. startRunner calls it.
+ */
 export function registerBuiltinExecutors(): void {
-  registerExecutor("python", pythonExecutor());
-  registerExecutor("sh", shExecutor());
+  if (!executorFor("python")) registerExecutor("python", pythonExecutor());
+  if (!executorFor("sh")) registerExecutor("sh", shExecutor());
 }

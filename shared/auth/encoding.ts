@@ -14,3 +14,8 @@ export function toBase64Url(bytes: Uint8Array): string {
 export function randomToken(bytes = 16): string {
   return toBase64Url(crypto.getRandomValues(new Uint8Array(bytes)));
 }
+
+/** Random bytes as lowercase hex: trace and span ids (W3C traceparent). */
+export function randomHex(bytes: number): string {
+  return [...crypto.getRandomValues(new Uint8Array(bytes))].map((b) => b.toString(16).padStart(2, "0")).join("");
+}

@@ -45,6 +45,7 @@ export interface VerifyOptions {
 }
 
 const NONCE = /^[A-Za-z0-9_-]{16,128}$/;
+const ED25519_SIGNATURE_BYTES = 64;
 
 /**
  * Verifies a request's RFC 9421 signature: the body against its Content-Digest first (the body
@@ -88,9 +89,14 @@ export async function verifyRequest(request: Request, options: VerifyOptions): P
         if (created < options.now - options.skewSeconds || (typeof expires === "number" && expires < options.now)) {
           throw (failure = new AuthError("signature-expired", `the signature is ${options.now - created} s old (allowed ${options.skewSeconds} s)`));
         }
+        if (candidate.signature.length !== ED25519_SIGNATURE_BYTES) {
+          throw (failure = new AuthError("signature-malformed", `an Ed25519 signature is ${ED25519_SIGNATURE_BYTES} bytes, not ${candidate.signature.length}`));
+        }
         const key = await options.resolveKey(keyid);
         if (!key) throw (failure = new AuthError("unknown-key", `no key is registered as ${JSON.stringify(keyid)}`));
-        return webcrypto.verifier(key);
+        const verifier = webcrypto.verifier(key);
+        // WebCrypto throws on input it cannot even try: that is a signature that does not verify.
+        return { ...verifier, verify: async (data: Uint8Array, signature: Uint8Array) => Promise.resolve(verifier.verify(data, signature)).catch(() => false) };
       },
     });
     return {

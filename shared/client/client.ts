@@ -1,5 +1,5 @@
 import type { z } from "zod";
-import { actorKeyId, bareKeyId, importPrivateKey, signRequest, type PrivateJwk, type RequestSigner } from "../auth/index.js";
+import { actorKeyId, bareKeyId, importPrivateKey, KEY_DIRECTORY_PATH, signRequest, type PrivateJwk, type RequestSigner } from "../auth/index.js";
 import type { FlowSubmissionInput } from "../flow/index.js";
 import {
   Actor,
@@ -9,6 +9,7 @@ import {
   FlowDag,
   FlowView,
   Runner,
+  RunnerWithDispatch,
   type ActorRegistration,
   type FlowStatus,
   type ActorUpdate,
@@ -99,7 +100,7 @@ export class CoordinatorClient {
   }
 
   async coordinatorKeys(): Promise<{ keys: { kid: string; x: string; status: string }[] }> {
-    const res = await this.send(new Request(`${this.baseUrl}/.well-known/http-message-signatures-directory`));
+    const res = await this.send(new Request(`${this.baseUrl}${KEY_DIRECTORY_PATH}`));
     return (await readAnswer(res)) as { keys: { kid: string; x: string; status: string }[] };
   }
 
@@ -166,8 +167,9 @@ export class CoordinatorClient {
     return this.page(`/v1/contexts/${contextId}/runners`, page, Runner);
   }
 
-  async loadRunner(contextId: number, id: number): Promise<Runner> {
-    return Runner.parse(await this.request("GET", `/v1/contexts/${contextId}/runners/${id}`));
+  /** A runner, with how dispatch stands with it (attempts held, delivery trouble). */
+  async loadRunner(contextId: number, id: number): Promise<RunnerWithDispatch> {
+    return RunnerWithDispatch.parse(await this.request("GET", `/v1/contexts/${contextId}/runners/${id}`));
   }
 
   async updateRunner(contextId: number, id: number, input: RunnerUpdate): Promise<Runner> {

@@ -1,8 +1,9 @@
 import type { FlowEffect, Transition } from "./events.js";
 import type { Deadline, DeadlineKind, FlowState, JobState } from "./state.js";
+import { MESSAGE_TIMEOUTS } from "./submission.js";
 
 /** Grace on top of a job's own timeout before the coordinator gives up on it. */
-export const GRACE_MS = 60_000;
+const GRACE_MS = MESSAGE_TIMEOUTS.resultGrace * 1000;
 /** Silence allowed from a job without a timeout of its own. */
 const NO_TIMEOUT_SILENCE_MS = 3_600_000;
 /** Retry backoff when the flow does not say: base and cap of the exponential, full jitter. */
@@ -65,6 +66,7 @@ export function dispatch(d: Draft, id: number, at: number): void {
     status: "dispatched",
     attempt,
     delivery: undefined,
+    refused: undefined,
     startedAt: undefined,
     heartbeatAt: undefined,
     deadline: deadline("delivery", attempt, at, d.flow.timeouts.timeout),

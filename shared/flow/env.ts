@@ -2,7 +2,7 @@ import type { EnvVars, ResultMap } from "../model/index.js";
 import { jobKey, type FlowState, type JobState } from "./state.js";
 
 /** Makes a job key or result key usable in an environment variable name. */
-export function envSafe(text: string): string {
+function envSafe(text: string): string {
   return text.toUpperCase().replace(/[^A-Z0-9_]/g, "_");
 }
 

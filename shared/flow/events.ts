@@ -9,8 +9,8 @@ import type { DeadlineKind, FlowState } from "./state.js";
 export type FlowEvent =
   | { type: "start"; at: number }
   | { type: "assigned"; job: number; attempt: number; runner: number; at: number }
-  /** The assigned runner could not be reached: the attempt may go to another runner. */
-  | { type: "unassigned"; job: number; attempt: number; runner: number; at: number }
+  /** The assigned runner could not take it (`reason` says how it answered): the attempt may go to another runner. */
+  | { type: "unassigned"; job: number; attempt: number; runner: number; reason?: string; at: number }
   | { type: "delivered"; job: number; attempt: number; runner: number; acknowledged: boolean; at: number }
   | { type: "acknowledged"; job: number; attempt: number; runner: number; at: number }
   | { type: "started"; job: number; attempt: number; runner: number; at: number }
@@ -19,10 +19,17 @@ export type FlowEvent =
   | { type: "logs"; job: number; attempt: number; runner: number; at: number }
   | { type: "finished"; job: number; attempt: number; runner: number; result: ResultMap; at: number }
   | { type: "failed"; job: number; attempt: number; runner: number; error: string; at: number; random?: number }
-  | { type: "deadline"; job: number; attempt: number; kind: DeadlineKind; at: number; random?: number }
+  /** A deadline came due. For a delivery deadline, `why` may say why no runner took the attempt. */
+  | { type: "deadline"; job: number; attempt: number; kind: DeadlineKind; at: number; random?: number; why?: string }
   /** Moves a pending deadline later (a delivery deadline while the context is paused). */
   | { type: "postponed"; job: number; attempt: number; kind: DeadlineKind; until: number; at: number }
   | { type: "cancel"; reason: string; at: number }
+  /**
+   * Storage was out of reach for `downFor` ms, so the coordinator could take no report: the
+   * delivery, acknowledgement and result deadlines pending move that much later (the outage is
+   * not charged to runners).
+   */
+  | { type: "resumed"; downFor: number; at: number }
   /**
    * Runs a failed flow again from its failed jobs. `bases` gives each failed job the first of a
    * fresh block of message ids for its new attempts.

@@ -1,5 +1,6 @@
 import { deadline, dispatch, Draft, ENDED, leaseDeadline } from "./draft.js";
 import { unchanged, type FlowEvent, type Transition } from "./events.js";
+import { failedJobs } from "./build.js";
 import { cancel, fail, finish, rerun } from "./outcomes.js";
 import { jobKey, type Deadline, type FlowState, type JobState } from "./state.js";
 
@@ -28,6 +29,8 @@ export function apply(state: FlowState, event: FlowEvent): Transition {
       return onDeadline(state, event);
     case "postponed":
       return postpone(state, event);
+    case "resumed":
+      return resume(state, event);
     default:
       return onJobEvent(state, event);
   }
@@ -48,11 +51,11 @@ function start(state: FlowState, at: number): Transition {
 
 function reRun(state: FlowState, event: Extract<FlowEvent, { type: "rerun" }>): Transition {
   if (state.status !== "error") return unchanged(state, "not-applicable", `only a failed flow can be re-run; this one is ${state.status}`);
-  const failed = state.order.filter((id) => (state.jobs[id] as JobState).status === "error");
+  const failed = failedJobs(state);
   const missing = failed.find((id) => event.bases[id] === undefined);
   if (missing !== undefined) return unchanged(state, "not-applicable", `no message ids for job ${missing}`);
   const d = new Draft(state);
-  rerun(d, event.bases, event.at);
+  rerun(d, failed, event.bases, event.at);
   return d.done();
 }
 
@@ -70,7 +73,7 @@ function onJobEvent(state: FlowState, event: JobEvent): Transition {
       return unchanged(state, "stale", `attempt ${job.attempt} of job ${jobKey(job)} is not waiting on runner ${event.runner}`);
     }
     const d = new Draft(state);
-    d.update(job.id, { delivery: undefined });
+    d.update(job.id, { delivery: undefined, ...(event.reason ? { refused: `runner ${event.runner} ${event.reason}` } : {}) });
     return d.done();
   }
   if (job.deadline?.kind === "retry") return unchanged(state, "stale", `attempt ${job.attempt} of job ${jobKey(job)} already failed`);
@@ -87,6 +90,7 @@ function onJobEvent(state: FlowState, event: JobEvent): Transition {
     case "delivered":
       if (delivery.state !== "assigned") return unchanged(state, "duplicate", "already delivered");
       d.update(job.id, {
+        refused: undefined,
         delivery: { ...delivery, state: event.acknowledged ? "acknowledged" : "delivered", at: event.at },
         deadline: event.acknowledged ? leaseDeadline(state, job, event.at, job.startedAt) : deadline("ack", job.attempt, event.at, state.timeouts.timeout_ack),
       });
@@ -145,10 +149,12 @@ function pending(state: FlowState, event: { job: number; attempt: number; kind: 
   return { job, due };
 }
 
-function describe(state: FlowState, job: JobState, due: Deadline): string {
+function describe(state: FlowState, job: JobState, due: Deadline, why: string | undefined): string {
   switch (due.kind) {
-    case "delivery":
-      return `attempt ${job.attempt} was not delivered to a runner within ${state.timeouts.timeout} s`;
+    case "delivery": {
+      const because = job.refused ?? why;
+      return `attempt ${job.attempt} was not delivered to a runner within ${state.timeouts.timeout} s${because ? `: ${because}` : ""}`;
+    }
     case "ack":
       return `attempt ${job.attempt} was not acknowledged within ${state.timeouts.timeout_ack} s`;
     default:
@@ -169,7 +175,7 @@ function onDeadline(state: FlowState, event: Extract<FlowEvent, { type: "deadlin
     else return unchanged(state, "stale", "the flow is no longer running");
     return d.done();
   }
-  fail(d, job.id, describe(state, job, due), event.at, event.random ?? 0.5, due.kind === "delivery");
+  fail(d, job.id, describe(state, job, due, event.why), event.at, event.random ?? 0.5, due.kind === "delivery");
   return d.done();
 }
 
@@ -182,6 +188,20 @@ function postpone(state: FlowState, event: Extract<FlowEvent, { type: "postponed
   return d.done();
 }
 
+/** Moves every pending delivery, acknowledgement and result deadline later by the outage. */
+function resume(state: FlowState, event: Extract<FlowEvent, { type: "resumed" }>): Transition {
+  if (event.downFor <= 0) return unchanged(state, "duplicate", "no time was lost");
+  const d = new Draft(state);
+  let moved = false;
+  for (const id of state.order) {
+    const due = (state.jobs[id] as JobState).deadline;
+    if (!due || due.kind === "retry") continue;
+    d.update(id, { deadline: { ...due, at: due.at + event.downFor } });
+    moved = true;
+  }
+  return moved ? d.done() : unchanged(state, "duplicate", "no deadline is pending");
+}
+
 /** The earliest pending deadline of the flow, or undefined. */
 export function nearestDeadline(state: FlowState): (Deadline & { job: number }) | undefined {
   let nearest: (Deadline & { job: number }) | undefined;
@@ -190,4 +210,24 @@ export function nearestDeadline(state: FlowState): (Deadline & { job: number }) 
     if (due && (!nearest || due.at < nearest.at)) nearest = { ...due, job: id };
   }
   return nearest;
+}
+
+/** Every deadline that has passed at `now`, by job, in submission order. */
+export function dueDeadlines(state: FlowState, now: number): (Deadline & { job: number })[] {
+  return state.order.flatMap((id) => {
+    const due = (state.jobs[id] as JobState).deadline;
+    return due && due.at <= now ? [{ ...due, job: id }] : [];
+  });
+}
+
+/**
+ * The event for a deadline that came due at `now`. A message waiting in msg_out of a paused
+ * context is not late: its delivery clock starts again (postponed) instead. `random` is the
+ * jitter of the retry that a missed deadline may lead to, chosen by the shell.
+ */
+export function deadlineEvent(state: FlowState, due: Deadline & { job: number }, now: number, paused: boolean, random: number, why?: string): FlowEvent {
+  const { job, attempt, kind } = due;
+  return paused && kind === "delivery"
+    ? { type: "postponed", job, attempt, kind, until: now + state.timeouts.timeout * 1000, at: now }
+    : { type: "deadline", job, attempt, kind, at: now, random, ...(why ? { why } : {}) };
 }

@@ -69,7 +69,7 @@ export function fail(d: Draft, id: number, reason: string, at: number, random: n
   if (d.flow.endedAt === undefined) endFlow(d, at);
 }
 
-export function endFlow(d: Draft, at: number): void {
+function endFlow(d: Draft, at: number): void {
   if (d.flow.status === "started") d.flow.status = "finished";
   d.flow.endedAt = at;
   d.effects.push({ type: "flowEnded" });
@@ -105,8 +105,7 @@ export function cancel(d: Draft, reason: string, at: number): boolean {
  * run again; each failed job gets fresh retries and a fresh block of message ids (`bases`), and
  * runs as soon as its dependencies have finished.
  */
-export function rerun(d: Draft, bases: Record<number, number>, at: number): number[] {
-  const again = d.flow.order.filter((id) => d.job(id).status === "error");
+export function rerun(d: Draft, again: number[], bases: Record<number, number>, at: number): void {
   d.flow.status = "started";
   delete d.flow.error;
   delete d.flow.endedAt;
@@ -127,5 +126,4 @@ export function rerun(d: Draft, bases: Record<number, number>, at: number): numb
   for (const id of again) {
     if (d.job(id).dependends.every((dep) => d.job(dep).status === "finished")) dispatch(d, id, at);
   }
-  return again;
 }

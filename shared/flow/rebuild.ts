@@ -1,4 +1,6 @@
 import type { Flow, Message, RunnerJob } from "../model/index.js";
+import { linkDependents, specOf } from "./build.js";
+import { ENDED } from "./draft.js";
 import { MESSAGE_TIMEOUTS } from "./submission.js";
 import { jobKey, type Deadline, type Delivery, type FlowState, type FlowTimeouts, type JobState } from "./state.js";
 
@@ -7,9 +9,10 @@ import { jobKey, type Deadline, type Delivery, type FlowState, type FlowTimeouts
  * current attempt's message is, when the job started, its last heartbeat and its deadline. The
  * Durable Object journals these in its own storage.
  */
-export interface JobJournal {
+interface JobJournal {
   attempt: number;
   delivery?: Delivery;
+  refused?: string;
   startedAt?: number;
   heartbeatAt?: number;
   deadline?: Deadline;
@@ -22,10 +25,11 @@ export function journalOf(state: FlowState): Journal {
   const journal: Journal = {};
   for (const id of state.order) {
     const job = state.jobs[id] as JobState;
-    if (job.attempt === 0 || job.status === "finished" || job.status === "error") continue;
+    if (job.attempt === 0 || ENDED.has(job.status)) continue;
     journal[id] = {
       attempt: job.attempt,
       ...(job.delivery ? { delivery: job.delivery } : {}),
+      ...(job.refused !== undefined ? { refused: job.refused } : {}),
       ...(job.startedAt !== undefined ? { startedAt: job.startedAt } : {}),
       ...(job.heartbeatAt !== undefined ? { heartbeatAt: job.heartbeatAt } : {}),
       ...(job.deadline ? { deadline: job.deadline } : {}),
@@ -34,7 +38,7 @@ export function journalOf(state: FlowState): Journal {
   return journal;
 }
 
-export interface StoredRecords {
+interface StoredRecords {
   /** The flow record; null for a job outside any flow. */
   flow: Flow | null;
   contextId: number;
@@ -54,7 +58,8 @@ export interface StoredRecords {
  */
 export function rebuildState(records: StoredRecords): FlowState {
   const { flow, journal = {} } = records;
-  const timeouts: FlowTimeouts = flow?.timeouts ?? { timeout: MESSAGE_TIMEOUTS.timeout, timeout_ack: MESSAGE_TIMEOUTS.timeout_ack };
+  // A job outside any flow keeps its own timeouts; records older than that get the defaults.
+  const timeouts: FlowTimeouts = flow?.timeouts ?? records.jobs[0]?.timeouts ?? { timeout: MESSAGE_TIMEOUTS.timeout, timeout_ack: MESSAGE_TIMEOUTS.timeout_ack };
   const order = flow ? flow.jobs : records.jobs.map((j) => j.id);
   const byId = new Map(records.jobs.map((j) => [j.id, j]));
   const jobs: Record<number, JobState> = {};
@@ -66,22 +71,14 @@ export function rebuildState(records: StoredRecords): FlowState {
     const messages = (records.messages.get(id) ?? []).slice().sort((a, b) => (a.attempt ?? 1) - (b.attempt ?? 1));
     const latest = messages[messages.length - 1];
     const attempt = latest?.attempt ?? 0;
-    const ended = record.status === "finished" || record.status === "error";
+    const ended = ENDED.has(record.status);
     const notes = journal[id]?.attempt === attempt ? journal[id] : undefined;
     const job: JobState = {
       id,
       ...(record.name ? { name: record.name } : {}),
       dependends: record.dependends,
       dependents: [],
-      spec: {
-        script: record.script,
-        script_type: record.script_type,
-        timeout: record.timeout,
-        retries: record.retries,
-        env_vars: record.env_vars,
-        prerequisites: record.prerequisites,
-        ...(record.runner_id !== undefined ? { runner_id: record.runner_id } : {}),
-      },
+      spec: specOf(record),
       messageBase: record.message_base ?? 0,
       status: record.status,
       attempt: Math.max(attempt, record.attempt ?? 0),
@@ -99,6 +96,7 @@ export function rebuildState(records: StoredRecords): FlowState {
     } else if (attempt > 0 && latest) {
       job.status = notes?.startedAt !== undefined ? "started" : "dispatched";
       if (notes?.delivery) job.delivery = notes.delivery;
+      if (notes?.refused !== undefined) job.refused = notes.refused;
       if (notes?.startedAt !== undefined) job.startedAt = notes.startedAt;
       if (notes?.heartbeatAt !== undefined) job.heartbeatAt = notes.heartbeatAt;
       job.deadline = notes?.deadline ?? { kind: "delivery", attempt, at: (latest.created_at + timeouts.timeout) * 1000 };
@@ -107,7 +105,7 @@ export function rebuildState(records: StoredRecords): FlowState {
     }
     jobs[id] = job;
   }
-  for (const id of order) for (const dep of (jobs[id] as JobState).dependends) jobs[dep]?.dependents.push(id);
+  linkDependents(jobs, order);
 
   const result: FlowState["result"] = {};
   for (const id of order) {

@@ -1,4 +1,5 @@
-import type { EnvVars, FlowStatus, JobStatus, ResultMap, ScriptType } from "../model/index.js";
+import type { z } from "zod";
+import type { EnvVars, FlowErrorInfo, FlowStatus, FlowTimeoutsRecord, JobStatus, ResultMap, ScriptType } from "../model/index.js";
 
 /** What a job runs: the parts of its RunnerJob record that never change. */
 export interface JobSpec {
@@ -54,6 +55,8 @@ export interface JobState {
   /** The runner of the previous attempt, which a retry avoids when it can. */
   previousRunner?: number;
   delivery?: Delivery;
+  /** Why the current attempt's last delivery failed (how the runner answered), if it did. */
+  refused?: string;
   startedAt?: number;
   heartbeatAt?: number;
   deadline?: Deadline;
@@ -61,22 +64,14 @@ export interface JobState {
   error?: string;
 }
 
-export interface FlowError {
-  job: number;
-  name?: string | undefined;
-  reason: string;
-}
+/** Why a flow ended in error, as the flow record keeps it. */
+export type FlowError = z.infer<typeof FlowErrorInfo>;
 
-/** Message timeouts of the flow, in seconds. */
-export interface FlowTimeouts {
-  timeout: number;
-  timeout_ack: number;
-  /** Unset: each job's own timeout plus a grace minute. */
-  timeout_result?: number | undefined;
-  /** Retry backoff: base and cap of the exponential, in milliseconds (full jitter). */
-  retry_base_ms?: number | undefined;
-  retry_cap_ms?: number | undefined;
-}
+/**
+ * Message timeouts of the flow in seconds, as the flow record keeps them; `timeout_result` unset
+ * means each job's own timeout plus a grace minute, and the retry backoff is in milliseconds.
+ */
+export type FlowTimeouts = z.infer<typeof FlowTimeoutsRecord>;
 
 /**
  * A flow inside the machine. A job outside any flow runs as a flow of one with `id` 0 (its
@@ -111,14 +106,24 @@ export function messageId(job: Pick<JobState, "messageBase">, attempt: number): 
 }
 
 /**
+ * How many message ids one run of a job reserves: one per attempt it may make. A flow reserves a
+ * block per job and one id after them for its result message; a re-run does the same for the
+ * jobs it runs again.
+ */
+export function attemptBlock(job: { retries: number }): number {
+  return job.retries + 1;
+}
+
+/**
  * The id of the message that reports the flow's end to its caller: the one after every attempt's
- * reserved id (the last job's block ends just before it).
+ * reserved id (the last job's block ends just before it). A re-run job's current block starts at
+ * its first attempt of this run, `messageBase + attemptFloor`.
  */
 export function resultMessageId(state: Pick<FlowState, "order" | "jobs">): number {
   let next = 0;
   for (const id of state.order) {
     const job = state.jobs[id] as JobState;
-    next = Math.max(next, job.messageBase + job.spec.retries + 1);
+    next = Math.max(next, job.messageBase + job.attemptFloor + attemptBlock(job.spec));
   }
   return next;
 }

@@ -13,7 +13,7 @@ export type Timestamp = z.infer<typeof Timestamp>;
 export const Seconds = z.int().min(0).max(MAX_ID);
 
 /** Environment variable names a shell accepts. */
-export const ENV_NAME = /^[A-Za-z_][A-Za-z0-9_]*$/;
+const ENV_NAME = /^[A-Za-z_][A-Za-z0-9_]*$/;
 export const EnvVars = z.record(
   z.string().regex(ENV_NAME, "an environment variable name: letters, digits and _, not starting with a digit"),
   z.string(),

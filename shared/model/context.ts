@@ -1,7 +1,8 @@
 import { z } from "zod";
 import { Id, Timestamp } from "./common.js";
 
-const ActorIds = z.array(Id).max(10_000);
+/** A permission list: actor ids. */
+export const ActorIds = z.array(Id).max(10_000);
 
 /**
  * A tenant: its permission lists. Everything else of the context lives in its key namespace.

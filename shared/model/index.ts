@@ -5,7 +5,7 @@ export { Context } from "./context.js";
 export { Flow, FlowErrorInfo, FlowTimeoutsRecord } from "./flow.js";
 export { JOB_DEFAULTS, RunnerJob } from "./job.js";
 export { FlowResultInfo, Message } from "./message.js";
-export { Runner, defaultRunnerTopic } from "./runner.js";
+export { Runner, RunnerDispatch, RunnerWithDispatch, defaultRunnerTopic } from "./runner.js";
 export {
   ActorRegistration,
   ActorUpdate,
@@ -16,6 +16,6 @@ export {
   RunnerRegistration,
   RunnerUpdate,
 } from "./requests.js";
-export { FlowDag, FlowView, JobView } from "./views.js";
+export { FlowDag, FlowView, JobView, JobWaiting } from "./views.js";
 export { DeliveryPayload } from "./delivery.js";
 export { DeadLetter } from "./dead-letter.js";

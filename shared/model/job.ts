@@ -1,13 +1,15 @@
 import { z } from "zod";
 import { EnvVars, Id, ResultMap, Seconds, Timestamp } from "./common.js";
 import { JobStatus, ScriptType } from "./enums.js";
+import { FlowTimeoutsRecord } from "./flow.js";
 
 /**
  * A RunnerJob: one executable unit. Extensions beyond the seeds: `flow_id` (0 for a job outside
  * any flow), `name` (how the flow's other jobs and its results refer to it), the pinned
  * `runner_id`, `message_base` (its attempts' message ids are message_base, message_base + 1, …),
  * `attempt_floor` (attempts before its flow was last re-run), and once it ended: the last
- * `attempt` and the `error`.
+ * `attempt` and the `error`. A job run outside any flow keeps its message `timeouts` itself (a
+ * flow's jobs have their flow's), so they survive its coordinator's eviction.
  */
 export const RunnerJob = z
   .object({
@@ -29,6 +31,7 @@ export const RunnerJob = z
     attempt: z.int().min(0).optional(),
     attempt_floor: z.int().min(0).optional(),
     error: z.string().optional(),
+    timeouts: FlowTimeoutsRecord.optional(),
     created_at: Timestamp,
     updated_at: Timestamp,
     status: JobStatus,

@@ -1,6 +1,7 @@
 import { z } from "zod";
 import { Id, Log, ResultMap, Seconds, Timestamp } from "./common.js";
 import { FlowStatus, MessageFormatType, MessageStatus, MessageType } from "./enums.js";
+import { FlowErrorInfo } from "./flow.js";
 import { RunnerJob } from "./job.js";
 
 /** What a flow's result message carries: the flow's end as data. */
@@ -11,7 +12,7 @@ export const FlowResultInfo = z
     job_id: Id.optional(),
     status: FlowStatus,
     result: z.record(z.string(), ResultMap),
-    error: z.object({ job: z.int().min(0), name: z.string().optional(), reason: z.string() }).strict().optional(),
+    error: FlowErrorInfo.optional(),
   })
   .strict();
 

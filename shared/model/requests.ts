@@ -1,6 +1,8 @@
 import { z } from "zod";
-import { Address, Id, PublicKey, WebUrl } from "./common.js";
-import { MessageFormatType, RunnerType, ScriptType } from "./enums.js";
+import { Address, Id, PublicKey } from "./common.js";
+import { ActorIds } from "./context.js";
+import { MessageFormatType } from "./enums.js";
+import { Runner } from "./runner.js";
 
 /**
  * Request bodies of the API, shared by the Worker (which validates them), the typed client and
@@ -22,8 +24,6 @@ export const ActorUpdate = z.object({ address: z.array(Address).max(16) }).stric
 /** `PUT /v1/actors/{id}/key`: signed by the current key, countersigned (`new-key`) by the new one. */
 export const KeyRotation = z.object({ pubkey: PublicKey }).strict();
 
-const ActorIds = z.array(Id).max(10_000);
-
 /** `POST /v1/contexts`: the creator always becomes an admin. */
 export const ContextCreation = z
   .object({
@@ -44,12 +44,12 @@ export const RunnerRegistration = z
   .object({
     id: Id.optional(),
     pubkey: PublicKey,
-    address: z.union([WebUrl, z.literal("")]).default(""),
-    topic: z.string().min(1).max(256).optional(),
-    local: z.boolean().optional(),
-    runner_type: RunnerType,
-    script_types: z.array(ScriptType).min(1).optional(),
-    concurrency: z.int().min(1).max(10_000).default(1),
+    address: Runner.shape.address.default(""),
+    topic: Runner.shape.topic.optional(),
+    local: Runner.shape.local.optional(),
+    runner_type: Runner.shape.runner_type,
+    script_types: Runner.shape.script_types.optional(),
+    concurrency: Runner.shape.concurrency.default(1),
   })
   .strict();
 
@@ -57,11 +57,11 @@ export const RunnerRegistration = z
 export const RunnerUpdate = z
   .object({
     pubkey: PublicKey.optional(),
-    address: z.union([WebUrl, z.literal("")]).optional(),
-    topic: z.string().min(1).max(256).optional(),
-    local: z.boolean().optional(),
-    script_types: z.array(ScriptType).min(1).optional(),
-    concurrency: z.int().min(1).max(10_000).optional(),
+    address: Runner.shape.address.optional(),
+    topic: Runner.shape.topic.optional(),
+    local: Runner.shape.local.optional(),
+    script_types: Runner.shape.script_types.optional(),
+    concurrency: Runner.shape.concurrency.optional(),
   })
   .strict();
 

@@ -28,3 +28,23 @@ export type Runner = z.infer<typeof Runner>;
 export function defaultRunnerTopic(id: number): string {
   return `runner${id}`;
 }
+
+/**
+ * How dispatch stands with a runner: the attempts it holds now (never more than its
+ * concurrency), and, when deliveries to it failed, the last failure and when it is tried again
+ * (epoch seconds).
+ */
+export const RunnerDispatch = z
+  .object({
+    in_flight: z.int().min(0),
+    last_error: z.string().optional(),
+    last_error_at: Timestamp.optional(),
+    failures: z.int().min(0).optional(),
+    retry_at: Timestamp.optional(),
+  })
+  .strict();
+export type RunnerDispatch = z.infer<typeof RunnerDispatch>;
+
+/** A runner as `GET …/runners/{r}` shows it: the record and how dispatch stands with it. */
+export const RunnerWithDispatch = Runner.safeExtend({ dispatch: RunnerDispatch });
+export type RunnerWithDispatch = z.infer<typeof RunnerWithDispatch>;

@@ -8,6 +8,21 @@ import { FlowErrorInfo } from "./flow.js";
  * than Redis keeps between a job's dispatch and its end (waiting, delivered, started).
  */
 
+/**
+ * Why a job is not running yet: its dependencies, a retry's backoff, dispatch paused, no runner
+ * for it, every runner for it at its concurrency, runners refusing it, only pull runners (none
+ * leased it), its turn in the queue, or a delivery under way. `until` (epoch seconds) when it
+ * ends at a known time.
+ */
+export const JobWaiting = z
+  .object({
+    reason: z.enum(["dependencies", "backoff", "paused", "no-runner", "runners-busy", "runner-refusing", "pull", "queued", "delivering"]),
+    detail: z.string(),
+    until: Timestamp.optional(),
+  })
+  .strict();
+export type JobWaiting = z.infer<typeof JobWaiting>;
+
 /** A job's live state. `key` is how results name it (its name, else its id). */
 export const JobView = z
   .object({
@@ -22,6 +37,7 @@ export const JobView = z
     delivery: z.enum(["assigned", "delivered", "acknowledged"]).optional(),
     result: ResultMap.optional(),
     error: z.string().optional(),
+    waiting: JobWaiting.optional(),
   })
   .strict();
 export type JobView = z.infer<typeof JobView>;

@@ -1,5 +1,5 @@
 import { jobKey, messageId, nearestDeadline, type FlowEffect, type FlowState, type JobState } from "../flow/index.js";
-import type { Keys } from "../keys.js";
+import { workItem, type Keys } from "../keys.js";
 import type { DeadLetter, Log, Message } from "../model/index.js";
 import { encodePairs } from "./codec.js";
 import { codecs } from "./layouts.js";
@@ -13,13 +13,20 @@ export interface CommitStep {
   logs?: { job: number; lines: Log[] };
 }
 
-/** What `commitFlow` runs, and the messages it creates (for the relay to deliver). */
+/** What `commitFlow` runs, and what it leaves for dispatch to do. */
 export interface CommitPlan {
   keys: string[];
   args: string[];
+  /** The messages it creates: job attempts (queued for runners) and messages for actors (msg_out). */
   messages: Message[];
   /** Sections in step order; a skipped section means that step was already written. */
   sections: number;
+  /** It queues job attempts: the context's dispatcher has work. */
+  queued: boolean;
+  /** The runners whose slots it frees: work waiting for them may go now. */
+  freed: number[];
+  /** It puts messages for actors on msg_out (a flow's result). */
+  notifies: boolean;
 }
 
 /**
@@ -35,13 +42,19 @@ export function deadlineMember(state: FlowState): string {
   return state.id === 0 ? `job:${state.callerId}:${state.order[0]}` : `flow:${state.id}`;
 }
 
+/** The work item of a job's attempt, as queued and as held in a runner's slots. */
+export function attemptItem(keys: Keys, state: FlowState, job: JobState, attempt: number): string {
+  return workItem({ messageKey: keys.message(state.contextId, state.callerId, messageId(job, attempt)), flowId: state.id, jobId: job.id, attempt });
+}
+
 /**
  * Turns applied transitions into one `commitFlow` call: per step a section, guarded by a write
  * that changes something only the first time (a message's ended_at, a new message, the flow's
  * started_at or ended_at, a re-run clearing ended_at), so a step written once is never written
  * twice, whether the transition was replayed or the script call itself was retried. Only what
  * changed is written: a finished job's status and result, its message's final status, the
- * messages of newly dispatched jobs (pushed onto msg_out), the flow's status.
+ * messages of newly dispatched jobs (their work items queued by script type, or for the runner a
+ * job is pinned to), the freeing of the slot an ended attempt held, the flow's status.
  * Statuses in between (waiting, started) live in the Durable Object, not in Redis.
  */
 export function planCommit(keys: Keys, steps: CommitStep[], now: number): CommitPlan {
@@ -60,6 +73,13 @@ export function planCommit(keys: Keys, steps: CommitStep[], now: number): Commit
   const messages: Message[] = [];
   const secs = Math.floor(now / 1000);
   let sections = 0;
+  let queuedAny = false;
+  let notifies = false;
+  /**
+   * Slots freed, by slot set. Freeing is idempotent (a ZREM), so the frees of the whole batch go
+   * into one unguarded section at its end: one command per runner, however many attempts ended.
+   */
+  const frees = new Map<string, { runner: number; items: string[] }>();
 
   for (const step of steps) {
     const { state } = step;
@@ -67,7 +87,17 @@ export function planCommit(keys: Keys, steps: CommitStep[], now: number): Commit
     const flowKey = keys.flow(ctx, state.id);
     const standalone = state.id === 0;
     const ops: Op[] = [];
-    const dispatched: string[] = [];
+    /** Work items by queue, and messages for actors (onto msg_out). */
+    const queued = new Map<string, string[]>();
+    const posted: string[] = [];
+    /** Frees the slot an attempt held at `runner`. */
+    const release = (job: JobState, attempt: number, runner: number | undefined) => {
+      if (runner === undefined || attempt === 0) return;
+      const key = keys.runnerSlots(ctx, runner);
+      const entry = frees.get(key) ?? { runner, items: [] };
+      entry.items.push(attemptItem(keys, state, job, attempt));
+      frees.set(key, entry);
+    };
 
     for (const effect of step.effects) {
       switch (effect.type) {
@@ -87,11 +117,15 @@ export function planCommit(keys: Keys, steps: CommitStep[], now: number): Commit
           const key = keys.message(ctx, state.callerId, message.id);
           ops.push(["H", key, encodePairs(codecs.message, message), 2]);
           messages.push(message);
-          dispatched.push(key);
+          const queue = job.spec.runner_id !== undefined ? keys.pinnedQueue(ctx, job.spec.runner_id) : keys.queue(ctx, job.spec.script_type);
+          queued.set(queue, [...(queued.get(queue) ?? []), workItem({ messageKey: key, flowId: state.id, jobId: job.id, attempt: effect.attempt }, job.previousRunner)]);
+          queuedAny = true;
           break;
         }
         case "attemptFailed": {
           const job = state.jobs[effect.job] as JobState;
+          // The failed attempt's runner is the one the retry will avoid.
+          release(job, effect.attempt, job.previousRunner);
           const messageKey = keys.message(ctx, state.callerId, messageId(job, effect.attempt));
           ops.push(["H", messageKey, encodePairs(codecs.message, { status: "error", ended_at: secs, updated_at: secs, runner_id: job.previousRunner }), 3]);
           if (step.logs?.job === job.id && step.logs.lines.length > 0) ops.push(["L", messageKey, [JSON.stringify(step.logs.lines)]]);
@@ -137,6 +171,7 @@ export function planCommit(keys: Keys, steps: CommitStep[], now: number): Commit
           break; // carried out by the shell after the commit: a signed cancel to the runner
         case "jobEnded": {
           const job = state.jobs[effect.job] as JobState;
+          release(job, job.attempt, job.delivery?.runnerId);
           if (job.attempt > 0) {
             const messageKey = keys.message(ctx, state.callerId, messageId(job, job.attempt));
             const final: Partial<Message> = {
@@ -169,12 +204,14 @@ export function planCommit(keys: Keys, steps: CommitStep[], now: number): Commit
           const key = keys.message(ctx, state.callerId, report.id);
           ops.push(["H", key, encodePairs(codecs.message, report), 2]);
           messages.push(report);
-          dispatched.push(key);
+          posted.push(key);
+          notifies = true;
           break;
         }
       }
     }
-    if (dispatched.length > 0) ops.push(["P", keys.msgOut(ctx), dispatched]);
+    for (const [queue, items] of queued) ops.push(["P", queue, items]);
+    if (posted.length > 0) ops.push(["P", keys.msgOut(ctx), posted]);
     if (step.logs && !step.effects.some((e) => (e.type === "jobEnded" || e.type === "attemptFailed") && e.job === step.logs?.job)) {
       const job = state.jobs[step.logs.job] as JobState;
       if (job.attempt > 0 && step.logs.lines.length > 0) {
@@ -193,5 +230,10 @@ export function planCommit(keys: Keys, steps: CommitStep[], now: number): Commit
     args.push(guard >= 0 ? "1" : "0", String(ops.length));
     for (const [op, key, values] of ops) args.push(op, at(key), String(values.length), ...values);
   }
-  return { keys: keyList, args, messages, sections };
+  if (frees.size > 0) {
+    sections++;
+    args.push("0", String(frees.size));
+    for (const [key, { items }] of frees) args.push("R", at(key), String(items.length), ...items);
+  }
+  return { keys: keyList, args, messages, sections, queued: queuedAny, freed: [...frees.values()].map((f) => f.runner), notifies };
 }

@@ -1,17 +1,27 @@
-import type { FlowState } from "../flow/index.js";
+import { attemptBlock, type FlowState } from "../flow/index.js";
 import type { Keys } from "../keys.js";
-import type { Flow, FlowStatus, Message, RunnerJob, ScriptType } from "../model/index.js";
-import { decodeKeyedHashes, decodeRecord, encodePairs } from "./codec.js";
+import type { Flow, FlowStatus, Message, RunnerJob } from "../model/index.js";
+import { decodeRecord, encodePairs } from "./codec.js";
 import { ConflictError } from "./errors.js";
 import { flowRecord, jobRecord } from "./flow-records.js";
 import type { CommitPlan } from "./flow-plan.js";
 import { codecs, layouts } from "./layouts.js";
 import { readHash, readHashes, readIndexPage, toPage, type Page } from "./reads.js";
 import { callRedis, type Redis } from "./redis.js";
-import { commitFlow, createFlow, leaseMessages, relayClaim, relaySettle, reserveFlow } from "./scripts/flow.js";
+import { commitFlow, createFlow, relayClaim, relaySettle, reserveFlow } from "./scripts/flow.js";
 
 /** Ids reserved for one submission. */
-export type Reservation = { existing: number } | { flowId: number; firstJobId: number; firstMessageId: number };
+export interface ReservedIds {
+  flowId: number;
+  firstJobId: number;
+  firstMessageId: number;
+}
+
+/**
+ * Ids reserved now, or (`existing`) by an earlier submission with the same Idempotency-Key: its
+ * ids and its request's digest, or only its flow id when an older version made it.
+ */
+export type Reservation = ReservedIds | { existing: (ReservedIds & { digest: string }) | { flowId: number } };
 
 export interface ReserveRequest {
   contextId: number;
@@ -23,6 +33,8 @@ export interface ReserveRequest {
   highestChosenJobId: number;
   messages: number;
   idempotencyKey?: string;
+  /** The request's digest, kept with the Idempotency-Key (a reuse with another request is refused). */
+  digest?: string;
 }
 
 /** A flow as stored: its record, its jobs, and every message of its jobs' attempts. */
@@ -33,11 +45,10 @@ export interface StoredFlow {
   messages: Map<number, Message[]>;
 }
 
-/** Where the relay sends messages it took: delivered, back to msg_out, or a pull queue. */
+/** Where the relay of msg_out sends messages it took: delivered, or back to msg_out. */
 export interface Settlement {
   delivered: string[];
   back: string[];
-  queued: { scriptType: ScriptType; keys: string[] }[];
 }
 
 const IDEMPOTENCY_TTL_SECONDS = 24 * 3600;
@@ -58,9 +69,14 @@ export class FlowStore {
     const keys = [this.keys.ids(r.contextId)];
     if (r.idempotencyKey) keys.push(this.keys.idempotency(r.contextId, r.callerId, r.idempotencyKey));
     const reply = (await reserveFlow.run(this.redis, keys, [
-      r.flowId ?? "", r.callerId, r.jobsToAllocate, r.highestChosenJobId, r.messages, IDEMPOTENCY_TTL_SECONDS,
-    ])) as number[];
-    if (reply[0] === 1) return { existing: Number(reply[1]) };
+      r.flowId ?? "", r.callerId, r.jobsToAllocate, r.highestChosenJobId, r.messages, IDEMPOTENCY_TTL_SECONDS, r.digest ?? "",
+    ])) as (number | string)[];
+    if (Number(reply[0]) === 1) {
+      const [flowId, firstJobId, firstMessageId, digest] = String(reply[1]).split(":");
+      return digest === undefined
+        ? { existing: { flowId: Number(flowId) } }
+        : { existing: { flowId: Number(flowId), firstJobId: Number(firstJobId), firstMessageId: Number(firstMessageId), digest } };
+    }
     return { flowId: Number(reply[1]), firstJobId: Number(reply[2]), firstMessageId: Number(reply[3]) };
   }
 
@@ -91,9 +107,9 @@ export class FlowStore {
     return true;
   }
 
-  /** Runs a commit plan; returns the sections that were skipped as already written. */
-  async commit(plan: CommitPlan): Promise<number[]> {
-    if (plan.sections === 0) return [];
+  /** Runs a commit plan's script; returns the sections that were skipped as already written. */
+  async commit(plan: Pick<CommitPlan, "keys" | "args">): Promise<number[]> {
+    if (plan.args.length === 0) return [];
     const skipped = await commitFlow.run(this.redis, plan.keys, plan.args);
     return Array.isArray(skipped) ? skipped.map(Number) : [];
   }
@@ -114,7 +130,7 @@ export class FlowStore {
     const jobs = jobHashes.flatMap((h, i) => (h ? [decodeRecord(codecs.job, jobKeys[i] as string, h)] : []));
     const wanted = jobs.flatMap((job) =>
       // The current run's attempts: after a re-run they start past attempt_floor.
-      job.message_base === undefined ? [] : Array.from({ length: job.retries + 1 }, (_, a) => ({ job: job.id, id: (job.message_base as number) + (job.attempt_floor ?? 0) + a })),
+      job.message_base === undefined ? [] : Array.from({ length: attemptBlock(job) }, (_, a) => ({ job: job.id, id: (job.message_base as number) + (job.attempt_floor ?? 0) + a })),
     );
     const messageKeys = wanted.map((w) => this.keys.message(contextId, callerId, w.id));
     const messageHashes = await readHashes(this.redis, messageKeys);
@@ -145,30 +161,25 @@ export class FlowStore {
     return Array.isArray(taken) ? taken.map(String) : [];
   }
 
-  /** Settles what the relay took (with the claim's score): delivered, back to msg_out, or onto pull queues. */
+  /** When the oldest message the relay of msg_out holds must be settled (epoch ms); undefined when it holds none. */
+  async firstInFlight(contextId: number): Promise<number | undefined> {
+    const first = await callRedis(() => this.redis.zrange(this.keys.inflight(contextId), 0, 0, { withScores: true }));
+    return first.length >= 2 ? Number(first[1]) : undefined;
+  }
+
+  /** Settles what the relay of msg_out took (with the claim's score): delivered, or back to msg_out. */
   async settle(contextId: number, s: Settlement, claimScore: number): Promise<void> {
     const keys = [this.keys.inflight(contextId), this.keys.msgOut(contextId)];
     const args: string[] = [String(claimScore)];
     if (s.delivered.length > 0) args.push("D", String(s.delivered.length), ...s.delivered);
     if (s.back.length > 0) args.push("B", String(s.back.length), ...s.back);
-    for (const q of s.queued) {
-      if (q.keys.length === 0) continue;
-      keys.push(this.keys.queue(contextId, q.scriptType));
-      args.push(String(keys.length), String(q.keys.length), ...q.keys);
-    }
     if (args.length === 1) return;
     // Delivered-only is the common case: one ZREM, no script.
-    if (keys.length === 2 && s.back.length === 0) {
+    if (s.back.length === 0) {
       await callRedis(() => this.redis.exec(["ZREM", keys[0] as string, ...s.delivered]));
       return;
     }
     await relaySettle.run(this.redis, keys, args);
-  }
-
-  /** A pull runner takes up to `max` messages from its script types' queues. */
-  async lease(contextId: number, scriptTypes: ScriptType[], max: number): Promise<{ key: string; message: Message }[]> {
-    const reply = await leaseMessages.run(this.redis, [this.keys.context(contextId), ...scriptTypes.map((t) => this.keys.queue(contextId, t))], [max]);
-    return decodeKeyedHashes(codecs.message, reply).map(({ key, record }) => ({ key, message: record }));
   }
 
   /** Lists flows, all or those in one status, by id. */

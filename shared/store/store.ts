@@ -3,6 +3,7 @@ import type { Actor, Context, Flow, Message, Runner, RunnerJob } from "../model/
 import { ActorKeys } from "./actor-keys.js";
 import { ContextAdmin } from "./contexts.js";
 import { DeadLetters } from "./dead-letters.js";
+import { DispatchStore } from "./dispatch-store.js";
 import { FlowStore } from "./flow-store.js";
 import { layouts } from "./layouts.js";
 import { MessageStore } from "./message-store.js";
@@ -29,8 +30,10 @@ export class Store {
   readonly actorKeys: ActorKeys;
   /** Permission changes and deletion of whole contexts. */
   readonly contextAdmin: ContextAdmin;
-  /** Flow lifecycle scripts, the relay's queues, and the reads that rebuild a flow. */
+  /** Flow lifecycle scripts, the relay of msg_out, and the reads that rebuild a flow. */
   readonly flowStore: FlowStore;
+  /** Ready queues, runners' slots (global concurrency) and runners' delivery trouble. */
+  readonly dispatch: DispatchStore;
   /** Messages between actors and their inboxes. */
   readonly messageStore: MessageStore;
   /** What the coordinator gave up on, per context. */
@@ -51,6 +54,7 @@ export class Store {
     this.actorKeys = new ActorKeys(redis, keys);
     this.contextAdmin = new ContextAdmin(redis, keys, now);
     this.flowStore = new FlowStore(redis, keys);
+    this.dispatch = new DispatchStore(redis, keys);
     this.messageStore = new MessageStore(redis, keys, now);
     this.deadLetters = new DeadLetters(redis, keys);
   }

@@ -1,10 +1,11 @@
-import { spawn, type ChildProcess } from "node:child_process";
-import { mkdirSync, mkdtempSync, rmSync, writeFileSync } from "node:fs";
+import { mkdtempSync, rmSync, writeFileSync } from "node:fs";
 import { tmpdir } from "node:os";
 import path from "node:path";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
 import { freePort } from "../../infra/redis-server.js";
 import type { FlowView } from "../../shared/model/index.js";
+import { expectOneErrorLine, newUser, register, startFlowc, type User } from "../support/flowc.js";
+import type { WatchedProcess } from "../support/process.js";
 import { startTestWorker, type TestWorker } from "../support/test-worker.js";
 
 /**
@@ -13,76 +14,22 @@ import { startTestWorker, type TestWorker } from "../support/test-worker.js";
  * jobs of examples/. Output is read from pipes, so it is the plain-lines form (no progress bar).
  */
 
-const root = path.resolve(import.meta.dirname, "../..");
 const tmp = mkdtempSync(path.join(tmpdir(), "flowc-flows-test-"));
 let worker: TestWorker | undefined;
 
-interface Run {
-  code: number | null;
-  stdout: string;
-  stderr: string;
-  errors: string[];
-}
-
-function cleanEnv(): NodeJS.ProcessEnv {
-  return Object.fromEntries(Object.entries(process.env).filter(([name]) => !name.startsWith("FLOWC_") && !name.startsWith("RUNNER_")));
-}
-
-function spawnFlowc(args: string[], env: Record<string, string>): ChildProcess {
-  return spawn(process.execPath, ["--import", "tsx", "cli/main.ts", ...args], {
-    cwd: root,
-    env: { ...cleanEnv(), NO_COLOR: "1", ...env },
-    stdio: ["ignore", "pipe", "pipe"],
-  });
-}
-
-function flowc(args: string[], env: Record<string, string>): Promise<Run> {
-  return new Promise((resolve, reject) => {
-    const child = spawnFlowc(args, env);
-    // A hung CLI is a failure to report, not a test run to hang.
-    const timer = setTimeout(() => child.kill("SIGKILL"), 90_000);
-    let stdout = "";
-    let stderr = "";
-    child.stdout?.on("data", (chunk: Buffer) => (stdout += chunk.toString()));
-    child.stderr?.on("data", (chunk: Buffer) => (stderr += chunk.toString()));
-    child.once("error", reject);
-    child.once("close", (code) => {
-      clearTimeout(timer);
-      resolve({ code, stdout, stderr, errors: stderr.split("\n").filter(Boolean) });
-    });
-  });
-}
-
-function expectOneErrorLine(run: Run, code: number, pattern: RegExp): void {
-  expect(run.code, run.stdout + run.stderr).toBe(code);
-  expect(run.errors, run.stderr).toHaveLength(1);
-  expect(run.errors[0]).toMatch(/^flowc: /);
-  expect(run.errors[0]).toMatch(pattern);
-  expect(run.stderr).not.toMatch(/\n\s+at /);
-}
-
-/** One person using flowc, with a profile of their own. */
-function user(name: string) {
-  const home = path.join(tmp, name);
-  mkdirSync(home, { recursive: true });
-  const env = { HOME: home, FLOWC_PROFILE: path.join(home, "profile.json") };
-  return { home, env, run: (...args: string[]) => flowc(args, env) };
-}
-
-const owner = user("owner");
+const owner = newUser(tmp, "owner", { profileVar: true });
 let contextId = "";
-let runner: { child: ChildProcess; output: () => string; exited: Promise<number | null> } | undefined;
+/** `flowc runner start`'s process, which runs the reference runner. */
+let runner: WatchedProcess | undefined;
 /** The diamond's flow id, once the first test submitted it. */
 let diamondId = "";
+/** The registered runner's id. */
+let runnerId = "";
 let failingId = "";
 
-async function registered(who: ReturnType<typeof user>): Promise<string> {
-  const key = path.join(who.home, "key.json");
-  expect((await who.run("keygen", "--out", key)).code).toBe(0);
-  expect((await who.run("init", "--url", (worker as TestWorker).url, "--key-file", key)).code).toBe(0);
-  const registration = await who.run("actor", "register");
-  expect(registration.code, registration.stderr).toBe(0);
-  return /^actor (\d+) registered/.exec(registration.stdout)?.[1] as string;
+/** A user registered as an actor; returns the actor's id. */
+async function registered(who: User): Promise<string> {
+  return String(await register(who, (worker as TestWorker).url));
 }
 
 beforeAll(async () => {
@@ -90,32 +37,21 @@ beforeAll(async () => {
 
   await registered(owner);
   const created = await owner.run("context", "create");
+  expect(created.code, created.stderr).toBe(0);
   contextId = /^context (\d+) created/.exec(created.stdout)?.[1] as string;
   const runnerKey = path.join(owner.home, "runner.json");
   expect((await owner.run("keygen", "--out", runnerKey)).code).toBe(0);
   const port = await freePort();
   const runnerReg = await owner.run("runner", "register", contextId, "--key-file", runnerKey, "--type", "python", "--script-types", "python,sh", "--address", `http://127.0.0.1:${port}/`);
   expect(runnerReg.code, runnerReg.stderr).toBe(0);
-  const runnerId = /^runner (\d+) registered/.exec(runnerReg.stdout)?.[1] as string;
+  runnerId = /^runner (\d+) registered/.exec(runnerReg.stdout)?.[1] as string;
 
-  const child = spawnFlowc(["runner", "start", contextId, runnerId, "--key-file", runnerKey, "--listen", `127.0.0.1:${port}`, "--work-dir", path.join(tmp, "work")], owner.env);
-  let output = "";
-  child.stdout?.on("data", (chunk: Buffer) => (output += chunk.toString()));
-  child.stderr?.on("data", (chunk: Buffer) => (output += chunk.toString()));
-  const exited = new Promise<number | null>((resolve) => child.once("exit", (code) => resolve(code)));
-  runner = { child, output: () => output, exited };
-  const deadline = Date.now() + 30_000;
-  while (!/listening on http:\/\/127\.0\.0\.1:\d+\//.test(output)) {
-    if (child.exitCode !== null || Date.now() > deadline) throw new Error(`flowc runner start did not start the runner:\n${output}`);
-    await new Promise((r) => setTimeout(r, 100));
-  }
+  runner = startFlowc(["runner", "start", contextId, runnerId, "--key-file", runnerKey, "--listen", `127.0.0.1:${port}`, "--work-dir", path.join(tmp, "work")], owner.env);
+  await runner.waitForLine(/listening on http:\/\/127\.0\.0\.1:\d+\//, 30_000);
 });
 
 afterAll(async () => {
-  if (runner && runner.child.exitCode === null) {
-    runner.child.kill("SIGKILL");
-    await runner.exited;
-  }
+  await runner?.kill();
   await worker?.stop();
   rmSync(tmp, { recursive: true, force: true });
 });
@@ -234,7 +170,7 @@ describe("flowc flows", () => {
     expect(inbox.stdout).toMatch(new RegExp(`^ {2}flow ${failingId} error: job verify failed: exit code 3$`, "m"));
     expect(inbox.stdout).toMatch(/left in the inbox \(--pop takes them off\)$/m);
 
-    const bob = user("bob");
+    const bob = newUser(tmp, "bob", { profileVar: true });
     const bobId = await registered(bob);
     expect((await owner.run("context", "grant", contextId, "readers", bobId)).code).toBe(0);
     const sent = await owner.run("message", "send", contextId, "--to", bobId, "--type", "mail", "--subject", "hello", "first line\nsecond line");
@@ -279,14 +215,30 @@ describe("flowc flows", () => {
     expect((await owner.run("context", "resume", contextId)).stdout).toMatch(/dispatch resumed$/m);
   });
 
+  it("says why a job waits (flow show) and how dispatch stands with a runner (runner show)", async () => {
+    const file = path.join(tmp, "unserved.json");
+    writeFileSync(file, JSON.stringify({ jobs: [{ name: "in-v", script: "x", script_type: "v" }] }));
+    const submitted = await owner.run("flow", "submit", contextId, file, "--start", "--json");
+    expect(submitted.code, submitted.stderr).toBe(0);
+    const flowId = String((JSON.parse(submitted.stdout) as FlowView).id);
+    const shown = await owner.run("flow", "show", contextId, flowId);
+    expect(shown.code, shown.stderr).toBe(0);
+    expect(shown.stdout).toMatch(/^in-v .* waits: no runner of script type v is registered$/m);
+    const runnerShown = await owner.run("runner", "show", contextId, runnerId);
+    expect(runnerShown.code, runnerShown.stderr).toBe(0);
+    expect(runnerShown.stdout).toMatch(/^in flight +0 of \d+$/m);
+    expect((await owner.run("flow", "cancel", contextId, flowId)).code).toBe(0);
+  });
+
   it("drains the runner on SIGTERM through flowc runner start, which exits with the runner's code", async () => {
     expectOneErrorLine(await owner.run("runner", "start", contextId, "1"), 2, /missing option --key-file/);
     const runnerKey = path.join(owner.home, "runner.json");
     expectOneErrorLine(await owner.run("runner", "start", contextId, "99", "--key-file", runnerKey), 1, new RegExp(`runner 99 is not registered in context ${contextId}`));
     const r = runner as NonNullable<typeof runner>;
     r.child.kill("SIGTERM");
-    expect(await r.exited).toBe(0);
-    expect(r.output()).toMatch(/SIGTERM: draining/);
-    expect(r.output()).toMatch(/drained/);
+    expect(await r.exited).toEqual({ code: 0, signal: null });
+    // Its output, read to the end of the pipe (the exit can come before the last lines are read).
+    await r.waitForLine(/SIGTERM: draining/);
+    await r.waitForLine(/drained/);
   });
 });

@@ -4,12 +4,13 @@ import { tmpdir } from "node:os";
 import path from "node:path";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
 import { freePort } from "../../infra/redis-server.js";
+import { cleanEnv, expectOneErrorLine, flowc, newUser as newUserIn, npmRun, register as registerAt, type User } from "../support/flowc.js";
 import { startTestWorker, type TestWorker } from "../support/test-worker.js";
 
 /**
- * The CLI as a user runs it: a real `flowc` process per command, against a real `wrangler dev`
- * Worker over the test stack's Redis. Every user gets a temporary HOME, so no test ever reads or
- * writes the real ~/.config/flowc.
+ * The CLI as a user runs it: a real `flowc` process per command (test/support/flowc.ts), against a
+ * real `wrangler dev` Worker over the test stack's Redis. Every user gets a temporary HOME, so no
+ * test ever reads or writes the real ~/.config/flowc.
  */
 
 const root = path.resolve(import.meta.dirname, "../..");
@@ -25,75 +26,9 @@ afterAll(async () => {
   rmSync(tmp, { recursive: true, force: true });
 });
 
-interface Run {
-  code: number | null;
-  stdout: string;
-  stderr: string;
-  /** stderr's lines, without the trailing empty one. */
-  errors: string[];
-}
-
-/** The environment without the caller's own flowc settings, so only what a test sets applies. */
-function cleanEnv(): NodeJS.ProcessEnv {
-  return Object.fromEntries(Object.entries(process.env).filter(([name]) => !name.startsWith("FLOWC_")));
-}
-
-/** Runs `flowc <args>` as its own process and collects its output. */
-function flowc(args: string[], env: Record<string, string>): Promise<Run> {
-  return new Promise((resolve, reject) => {
-    const child = spawn(process.execPath, ["--import", "tsx", "cli/main.ts", ...args], {
-      cwd: root,
-      env: { ...cleanEnv(), NO_COLOR: "1", ...env },
-      stdio: ["ignore", "pipe", "pipe"],
-      // A hung CLI is a failure to report, not a test run to hang.
-      timeout: 60_000,
-    });
-    let stdout = "";
-    let stderr = "";
-    child.stdout.on("data", (chunk: Buffer) => (stdout += chunk.toString()));
-    child.stderr.on("data", (chunk: Buffer) => (stderr += chunk.toString()));
-    child.once("error", reject);
-    child.once("close", (code) => resolve({ code, stdout, stderr, errors: stderr.split("\n").filter(Boolean) }));
-  });
-}
-
-/** Someone using flowc: their own HOME, and optionally a profile named by FLOWC_PROFILE. */
-interface User {
-  home: string;
-  env: Record<string, string>;
-  profile: string;
-  run(...args: string[]): Promise<Run>;
-}
-
-function newUser(name: string, options: { profileVar?: boolean } = {}): User {
-  const home = path.join(tmp, name);
-  mkdirSync(home, { recursive: true });
-  const profile = options.profileVar ? path.join(home, "profiles", `${name}.json`) : path.join(home, ".config", "flowc", "profile.json");
-  const env: Record<string, string> = { HOME: home, ...(options.profileVar ? { FLOWC_PROFILE: profile } : {}) };
-  return { home, env, profile, run: (...args) => flowc(args, env) };
-}
-
-/** keygen → init → actor register, as the README has it; returns the new actor's id. */
-async function register(user: User): Promise<number> {
-  const key = path.join(user.home, "key.json");
-  const keygen = await user.run("keygen", "--out", key);
-  expect(keygen.code, keygen.stderr).toBe(0);
-  const init = await user.run("init", "--url", (worker as TestWorker).url, "--key-file", key);
-  expect(init.code, init.stderr).toBe(0);
-  const registered = await user.run("actor", "register");
-  expect(registered.code, registered.stderr).toBe(0);
-  const id = Number(/^actor (\d+) registered/.exec(registered.stdout)?.[1]);
-  expect(id).toBeGreaterThan(0);
-  return id;
-}
-
-function expectOneErrorLine(run: Run, code: number, pattern: RegExp): void {
-  expect(run.code, run.stdout + run.stderr).toBe(code);
-  expect(run.errors).toHaveLength(1);
-  expect(run.errors[0]).toMatch(/^flowc: /);
-  expect(run.errors[0]).toMatch(pattern);
-  expect(run.stderr).not.toMatch(/\n\s+at /); // no stack trace
-}
+/** A user of this file's own: a HOME under its temporary folder. */
+const newUser = (name: string, options: { profileVar?: boolean } = {}) => newUserIn(tmp, name, options);
+const register = (user: User) => registerAt(user, (worker as TestWorker).url);
 
 const COMMANDS = [
   "keygen", "init",
@@ -296,6 +231,16 @@ describe("flowc", () => {
     expect(bare.errors[0]).toBe("flowc: missing command (see flowc --help)");
   });
 
+  it("stops quietly when its reader goes away (flowc … | head)", async () => {
+    const child = spawn(process.execPath, ["--import", "tsx", "cli/main.ts", "--help"], { cwd: root, env: { ...cleanEnv(), NO_COLOR: "1" }, stdio: ["ignore", "pipe", "pipe"] });
+    child.stdout.destroy(); // the reader is gone before the first line is written
+    let stderr = "";
+    child.stderr.on("data", (chunk: Buffer) => (stderr += chunk.toString()));
+    const code = await new Promise<number | null>((resolve) => child.once("exit", resolve));
+    expect(stderr).toBe("");
+    expect(code).toBe(0);
+  });
+
   it("names what to set when configuration is missing, and the URL when it is unreachable", async () => {
     const user = newUser("nobody");
     expectOneErrorLine(await user.run("context", "show", "1"), 1, /^flowc: no coordinator URL: pass --url, set FLOWC_URL, or set "url" in the profile /);
@@ -316,19 +261,6 @@ describe("flowc", () => {
 });
 
 describe("npm scripts", () => {
-  /** Runs `npm run -s <script> -- <args>` for this package from `cwd`, as a user in another folder would. */
-  function npmRun(cwd: string, script: string, args: string[]): Promise<Run> {
-    return new Promise((resolve, reject) => {
-      const child = spawn("npm", ["--prefix", root, "run", "-s", script, "--", ...args], { cwd, env: { ...cleanEnv(), NO_COLOR: "1" }, stdio: ["ignore", "pipe", "pipe"], timeout: 60_000 });
-      let stdout = "";
-      let stderr = "";
-      child.stdout.on("data", (chunk: Buffer) => (stdout += chunk.toString()));
-      child.stderr.on("data", (chunk: Buffer) => (stderr += chunk.toString()));
-      child.once("error", reject);
-      child.once("close", (code) => resolve({ code, stdout, stderr, errors: stderr.split("\n").filter((l) => l && !l.startsWith("npm warn")) }));
-    });
-  }
-
   it("resolve relative paths against the folder the command was typed in, not the package's", async () => {
     const here = path.join(tmp, "elsewhere");
     mkdirSync(here, { recursive: true });

@@ -1,9 +1,12 @@
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
-import type { DeadLetter, FlowView } from "../../shared/model/index.js";
-import { answersIn, attemptsOf, eventually, flowEnd, runsIn, startPrivateStack, type PrivateStack } from "../support/private-stack.js";
+import type { FlowSubmissionInput } from "../../shared/flow/index.js";
+import type { FlowView } from "../../shared/model/index.js";
+import { eventually } from "../support/eventually.js";
+import { answersIn, attemptsOf, flowEnd, runsIn, startPrivateStack, type PrivateStack } from "../support/private-stack.js";
 
 // Concurrency and bad input against real processes (redis-server, the REST endpoint, workerd
-// under `wrangler dev`, test runner processes): two sweeps relaying the same msg_out at once,
+// under `wrangler dev`, test runner processes): two sweeps and the dispatcher's own rounds taking
+// from the same queue at once,
 // 100 results arriving together into one flow, a runner posting an unreadable result. No job is
 // lost, none runs more than `retries + 1` times (counted at the runner), the final state is right.
 
@@ -16,27 +19,28 @@ beforeAll(async () => {
 });
 afterAll(() => stack?.stop());
 
-async function submit(contextId: number, body: Record<string, unknown>): Promise<FlowView> {
-  return (await admin.client.request("POST", `/v1/contexts/${contextId}/flows`, { start: true, ...body })) as FlowView;
+async function submit(contextId: number, body: FlowSubmissionInput): Promise<FlowView> {
+  return admin.client.submitFlow(contextId, { start: true, ...body });
 }
 
-const shJobs = (prefix: string, n: number) => Array.from({ length: n }, (_, i) => ({ name: `${prefix}${i}`, script: "true", script_type: "sh" }));
+const shJobs = (prefix: string, n: number) => Array.from({ length: n }, (_, i) => ({ name: `${prefix}${i}`, script: "true", script_type: "sh" as const }));
 
 /** What each job of `jobs` returns from the test runner on attempt 1. */
 const firstAttempts = (jobs: { name: string }[]) => Object.fromEntries(jobs.map((j) => [j.name, { job: j.name, attempt: "1" }]));
 
 describe("concurrency and bad input", () => {
-  it("delivers every job left in msg_out exactly once when two sweeps run at once", async () => {
+  it("delivers every queued job exactly once when two sweeps and the dispatcher take from the queue at once", async () => {
     const ctx = (await admin.client.createContext()).id;
-    const msgOut = `ctx:{${ctx}}:msg_out`;
-    // No runner yet: every job's message waits in msg_out.
+    const queue = stack.keys.queue(ctx, "sh");
+    // No runner yet: every job's attempt waits in the queue for sh.
     const jobs = [shJobs("s", 6), shJobs("t", 6)];
     const flows = await Promise.all(jobs.map((list) => submit(ctx, { jobs: list })));
-    await eventually(async () => ((await stack.redis.exec<number>(["LLEN", msgOut])) === 12 ? true : undefined), 10_000);
+    await eventually(async () => ((await stack.redis.exec<number>(["LLEN", queue])) === 12 ? true : undefined), 10_000);
 
-    const runner = await stack.registerTestRunner(admin.client, ctx);
+    const runner = await stack.registerTestRunner(admin.client, ctx, {}, 3);
     const proc = await runner.start();
-    // The sweep only looks at contexts due in sweep:due: make this one due, then fire cron twice at once.
+    // Registering the runner woke the dispatcher; the sweep only looks at contexts due in
+    // sweep:due: make this one due, then fire cron twice at once, while the dispatcher works.
     await stack.redis.exec(["ZADD", "sweep:due", "1", String(ctx)]);
     const sweeps = await Promise.all([stack.sweep(), stack.sweep()]);
     expect(sweeps.map((s) => s.status)).toEqual([200, 200]);
@@ -49,8 +53,8 @@ describe("concurrency and bad input", () => {
       expect(attemptsOf(runsIn(proc.output()), flow.id)).toEqual(Object.fromEntries((jobs[i] ?? []).map((j) => [j.name, [1]])));
     }
     expect(runsIn(proc.output())).toHaveLength(12);
-    expect(await stack.redis.exec<number>(["LLEN", msgOut])).toBe(0);
-    expect(await stack.redis.exec<number>(["ZCARD", `ctx:{${ctx}}:inflight`])).toBe(0);
+    expect(await stack.redis.exec<number>(["LLEN", queue])).toBe(0);
+    expect(await stack.redis.exec<number>(["ZCARD", stack.keys.runnerSlots(ctx, runner.id)])).toBe(0);
   });
 
   it("takes 100 concurrent results into one flow and loses none", async () => {
@@ -70,7 +74,7 @@ describe("concurrency and bad input", () => {
     const answers = await answersIn(proc, "answered result ", 100);
     expect(answers.filter((l) => !l.endsWith(" attempt 1 200 applied"))).toEqual([]);
     expect(answers).toHaveLength(100);
-    const stored = (await admin.client.request("GET", `/v1/contexts/${ctx}/flows?status=finished`)) as { items: { id: number; result: Record<string, unknown> }[] };
+    const stored = await admin.client.listFlows(ctx, { status: "finished" });
     const kept = stored.items.find((f) => f.id === flow.id)?.result ?? {};
     expect(Object.keys(kept)).toHaveLength(100);
     expect(kept).toEqual(firstAttempts(jobs));
@@ -91,7 +95,7 @@ describe("concurrency and bad input", () => {
     expect(answers).toEqual([`answered poison poisoned flow ${flow.id} attempt 1 400 invalid-input`, `answered result poisoned flow ${flow.id} attempt 1 200 applied`]);
 
     const letters = await eventually(async () => {
-      const items = ((await admin.client.request("GET", `/v1/contexts/${ctx}/deadletters`)) as { items: DeadLetter[] }).items;
+      const { items } = await admin.client.listDeadLetters(ctx);
       return items.length > 0 ? items : undefined;
     }, 10_000);
     expect(letters).toHaveLength(1);
@@ -119,7 +123,7 @@ describe("concurrency and bad input", () => {
     expect(view.status).toBe("error");
     expect(view.jobs[0], JSON.stringify(view.jobs[0])).toMatchObject({ status: "error", attempt: 2, error: "job flaky failed on purpose" });
     expect(attemptsOf(runsIn(proc.output()), flow.id)).toEqual({ flaky: [1, 2] });
-    const letters = ((await admin.client.request("GET", `/v1/contexts/${ctx}/deadletters`)) as { items: DeadLetter[] }).items;
+    const letters = (await admin.client.listDeadLetters(ctx)).items;
     expect(letters.map((l) => [l.kind, l.job_key, l.attempts, l.reason])).toEqual([["job", "flaky", 2, "job flaky failed on purpose"]]);
   });
 });

@@ -1,8 +1,10 @@
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
 import { generateKeyPair, runnerKeyId } from "../../shared/auth/index.js";
 import { ApiError, signerFromJwk } from "../../shared/client/index.js";
-import type { DeadLetter, DeliveryPayload, FlowView } from "../../shared/model/index.js";
-import { answersIn, attemptsOf, eventually, flowEnd, runsIn, startPrivateStack, type PrivateStack } from "../support/private-stack.js";
+import type { FlowSubmissionInput } from "../../shared/flow/index.js";
+import type { DeadLetter, DeliveryPayload, Flow, FlowView } from "../../shared/model/index.js";
+import { eventually } from "../support/eventually.js";
+import { answersIn, attemptsOf, flowEnd, runsIn, startPrivateStack, type PrivateStack } from "../support/private-stack.js";
 
 // Runners failing in the ways real ones do, against real processes (redis-server, the REST
 // endpoint, workerd under `wrangler dev`, runner processes): killed mid-job, never acknowledging,
@@ -22,18 +24,17 @@ afterAll(() => stack?.stop());
 /** Short leases and backoffs, so that each case takes seconds. */
 const FAST = { timeout_ack: 2, timeout_result: 2, retry_base_ms: 50, retry_cap_ms: 200 };
 
-async function submit(contextId: number, body: Record<string, unknown>): Promise<FlowView> {
-  return (await admin.client.request("POST", `/v1/contexts/${contextId}/flows`, { start: true, ...body })) as FlowView;
+async function submit(contextId: number, body: FlowSubmissionInput): Promise<FlowView> {
+  return admin.client.submitFlow(contextId, { start: true, ...body });
 }
 
 async function deadLetters(contextId: number): Promise<DeadLetter[]> {
-  return ((await admin.client.request("GET", `/v1/contexts/${contextId}/deadletters`)) as { items: DeadLetter[] }).items;
+  return (await admin.client.listDeadLetters(contextId)).items;
 }
 
-/** The flow as stored (the list reads Redis, not the flow's Durable Object). */
-async function stored(contextId: number, flowId: number): Promise<{ id: number; status: string; result: Record<string, unknown> } | undefined> {
-  const page = (await admin.client.request("GET", `/v1/contexts/${contextId}/flows?status=finished`)) as { items: { id: number; status: string; result: Record<string, unknown> }[] };
-  return page.items.find((f) => f.id === flowId);
+/** The flow as stored, if finished (the list reads Redis, not the flow's Durable Object). */
+async function stored(contextId: number, flowId: number): Promise<Flow | undefined> {
+  return (await admin.client.listFlows(contextId, { status: "finished" })).items.find((f) => f.id === flowId);
 }
 
 describe("runner faults", () => {
@@ -79,7 +80,7 @@ describe("runner faults", () => {
       return got.length > 0 ? got : undefined;
     }, 20_000);
     expect(leased.map((d) => d.attempt)).toEqual([1]);
-    const leasedView = (await admin.client.request("GET", `/v1/contexts/${ctx}/flows/${flow.id}`)) as FlowView;
+    const leasedView = await admin.client.loadFlow(ctx, flow.id);
     expect(leasedView.status).toBe("started");
     expect(leasedView.jobs[0]).toMatchObject({ attempt: 1, runner_id: mute.id, delivery: "delivered" });
 

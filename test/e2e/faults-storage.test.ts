@@ -4,21 +4,34 @@ import path from "node:path";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
 import { actorKeyId, signRequest, type RequestSigner } from "../../shared/auth/index.js";
 import { signerFromJwk } from "../../shared/client/index.js";
-import type { FlowView } from "../../shared/model/index.js";
-import { attemptsOf, eventually, flowEnd, runsIn, startPrivateStack, type PrivateStack } from "../support/private-stack.js";
+import { eventually } from "../support/eventually.js";
+import { attemptsOf, flowEnd, runsIn, startPrivateStack, type PrivateStack } from "../support/private-stack.js";
 
 // The Worker's storage going away under it, with real processes: the REST endpoint stopped (the
 // storage is unreachable: connections refused) and redis-server frozen behind a running REST
-// endpoint (SIGSTOP: requests hang until the storage deadline). The API answers 503 in bounded
-// time, writes nothing half-way, runners' reports are retried until storage is back, and no job
-// is lost or run twice.
+// endpoint (SIGSTOP: requests hang until the storage deadline). The API answers 503 naming the
+// cause, writes nothing half-way, runners' reports are retried until storage is back, and no job
+// is lost or run twice. How long the answers took is printed, never asserted (the machines are
+// shared); a request that hangs fails at its own generous deadline.
 
 let stack: PrivateStack;
 let admin: Awaited<ReturnType<PrivateStack["newActor"]>>;
 let signer: RequestSigner;
 
-/** The Worker's storage deadline (REDIS_TIMEOUT_MS, its default). */
-const REDIS_TIMEOUT_MS = 5_000;
+/** How long a request may take before the test calls it hung: far beyond the storage deadline (5 s). */
+const HANG_MS = 30_000;
+
+/** A 503's detail when the REST endpoint refuses connections (workerd calls that a lost connection). */
+const REFUSED_DETAIL = /^storage is unreachable: Network connection lost\.$/;
+/** A 503's detail when the storage deadline (REDIS_TIMEOUT_MS) passed without an answer. */
+const DEADLINE_DETAIL = /^storage is unreachable: The operation was aborted due to timeout$/;
+
+/** A problem document as the API answers it. */
+interface ProblemBody {
+  type?: string;
+  status?: number;
+  detail?: string;
+}
 
 beforeAll(async () => {
   stack = await startPrivateStack("faults-storage");
@@ -27,17 +40,28 @@ beforeAll(async () => {
 });
 afterAll(() => stack?.stop());
 
-/** A signed POST by the admin, answered as it came (status, content type, body) and timed. */
-async function timedPost(pathname: string, body: unknown): Promise<{ status: number; type: string | null; body: { type?: string }; ms: number }> {
+/**
+ * A signed POST by the admin, answered as it came (status, content type, body) and timed (for the
+ * log); it fails if no answer came within HANG_MS.
+ */
+async function timedPost(pathname: string, body: unknown): Promise<{ status: number; type: string | null; body: ProblemBody; ms: number }> {
   const began = Date.now();
   const request = await signRequest(new Request(`${stack.url}${pathname}`, { method: "POST", headers: { "content-type": "application/json" }, body: JSON.stringify(body) }), signer);
-  const res = await fetch(request);
-  const parsed = (await res.json()) as { type?: string };
+  const res = await fetch(request, { signal: AbortSignal.timeout(HANG_MS) });
+  const parsed = (await res.json()) as ProblemBody;
   return { status: res.status, type: res.headers.get("content-type"), body: parsed, ms: Date.now() - began };
 }
 
+/** GET /health, answered as it came and timed (for the log); it fails if no answer came within HANG_MS. */
+async function timedHealth(): Promise<{ status: number; body: ProblemBody & { redis?: unknown }; ms: number }> {
+  const began = Date.now();
+  const res = await fetch(`${stack.url}/health`, { signal: AbortSignal.timeout(HANG_MS) });
+  const parsed = (await res.json()) as ProblemBody & { redis?: unknown };
+  return { status: res.status, body: parsed, ms: Date.now() - began };
+}
+
 async function flowIds(contextId: number): Promise<number[]> {
-  return ((await admin.client.request("GET", `/v1/contexts/${contextId}/flows`)) as { items: { id: number }[] }).items.map((f) => f.id);
+  return (await admin.client.listFlows(contextId)).items.map((f) => f.id);
 }
 
 /** The context's job and message records in Redis (a half-written flow would leave some). */
@@ -50,14 +74,14 @@ const twoJobs = (id: number) => ({
   id,
   start: true,
   jobs: [
-    { name: "a", script: "true", script_type: "sh" },
-    { name: "b", script: "true", script_type: "sh", depends: ["a"] },
+    { name: "a", script: "true", script_type: "sh" as const },
+    { name: "b", script: "true", script_type: "sh" as const, depends: ["a"] },
   ],
 });
 
 /** Submits `body` as it is (it names its flow id) and checks the flow ran a then b, once each. */
 async function submitAndRun(contextId: number, body: ReturnType<typeof twoJobs>, output: () => string): Promise<void> {
-  const created = (await admin.client.request("POST", `/v1/contexts/${contextId}/flows`, body)) as FlowView;
+  const created = await admin.client.submitFlow(contextId, body);
   expect(created.id).toBe(body.id);
   const view = await flowEnd(admin.client, contextId, body.id);
   expect(view.status, JSON.stringify(view)).toBe("finished");
@@ -67,7 +91,7 @@ async function submitAndRun(contextId: number, body: ReturnType<typeof twoJobs>,
 }
 
 describe("storage faults", () => {
-  it("answers a submission 503 quickly while the REST endpoint is down, writes none of it, and takes it once it is back", async () => {
+  it("answers a submission 503 naming the lost connection while the REST endpoint is down, writes none of it, and takes it once it is back", async () => {
     const ctx = (await admin.client.createContext()).id;
     const runner = await stack.registerTestRunner(admin.client, ctx);
     const proc = await runner.start();
@@ -82,20 +106,20 @@ describe("storage faults", () => {
     }
     expect(refused.status, JSON.stringify(refused.body)).toBe(503);
     expect(refused.type).toMatch(/^application\/problem\+json/);
-    expect(refused.body.type).toMatch(/\/storage-unavailable$/);
-    expect(refused.ms).toBeLessThan(3_000);
-    console.log(`REST endpoint down: the submission was answered ${refused.status} in ${refused.ms} ms`);
+    expect(refused.body).toMatchObject({ type: "/problems/storage-unavailable", status: 503 });
+    expect(refused.body.detail).toMatch(REFUSED_DETAIL);
+    console.log(`REST endpoint down: the submission was answered ${refused.status} in ${refused.ms} ms: ${refused.body.detail}`);
 
     // Nothing of it was stored: no flow, no job, no message, nothing waiting to be sent.
     expect(await flowIds(ctx)).toEqual([]);
-    await expect(admin.client.request("GET", `/v1/contexts/${ctx}/flows/${body.id}`)).rejects.toMatchObject({ status: 404 });
+    await expect(admin.client.loadFlow(ctx, body.id)).rejects.toMatchObject({ status: 404, code: "not-found" });
     expect(await records(ctx)).toEqual([]);
 
     await submitAndRun(ctx, body, proc.output);
     expect(await flowIds(ctx)).toEqual([body.id]);
   });
 
-  it("answers 503 within the storage deadline while redis-server is frozen (SIGSTOP), and carries on after SIGCONT", async () => {
+  it("answers 503 naming the storage deadline while redis-server is frozen (SIGSTOP), and carries on after SIGCONT", async () => {
     const ctx = (await admin.client.createContext()).id;
     const runner = await stack.registerTestRunner(admin.client, ctx);
     const proc = await runner.start();
@@ -103,26 +127,20 @@ describe("storage faults", () => {
 
     stack.pauseRedis();
     let refused: Awaited<ReturnType<typeof timedPost>>;
-    let health: { status: number; ms: number };
+    let health: Awaited<ReturnType<typeof timedHealth>>;
     try {
-      const began = Date.now();
-      [refused, health] = await Promise.all([
-        timedPost(`/v1/contexts/${ctx}/flows`, body),
-        fetch(`${stack.url}/health`).then(async (r) => {
-          await r.arrayBuffer();
-          return { status: r.status, ms: Date.now() - began };
-        }),
-      ]);
+      [refused, health] = await Promise.all([timedPost(`/v1/contexts/${ctx}/flows`, body), timedHealth()]);
     } finally {
       stack.continueRedis();
     }
+    console.log(`redis-server frozen: the submission was answered ${refused.status} in ${refused.ms} ms (${refused.body.detail}), /health ${health.status} in ${health.ms} ms (${health.body.detail})`);
     expect(refused.status, JSON.stringify(refused.body)).toBe(503);
     expect(refused.type).toMatch(/^application\/problem\+json/);
-    expect(refused.body.type).toMatch(/\/storage-unavailable$/);
-    expect(refused.ms).toBeLessThan(REDIS_TIMEOUT_MS + 2_000);
-    console.log(`redis-server frozen: the submission was answered ${refused.status} in ${refused.ms} ms, /health ${health.status} in ${health.ms} ms`);
-    expect(health.status).toBe(503);
-    expect(health.ms).toBeLessThan(REDIS_TIMEOUT_MS + 2_000);
+    expect(refused.body).toMatchObject({ type: "/problems/storage-unavailable", status: 503 });
+    expect(refused.body.detail).toMatch(DEADLINE_DETAIL);
+    expect(health.status, JSON.stringify(health.body)).toBe(503);
+    expect(health.body).toMatchObject({ type: "/problems/storage-unavailable", status: 503, redis: { reachable: false } });
+    expect(health.body.detail).toMatch(DEADLINE_DETAIL);
 
     // All is well again: healthy, the refused submission left nothing, and it now runs to its end.
     await eventually(async () => ((await fetch(`${stack.url}/health`)).status === 200 ? true : undefined), 10_000);
@@ -136,14 +154,11 @@ describe("storage faults", () => {
     const runner = await stack.registerReferenceRunner(admin.client, ctx, "push");
     const proc = await runner.start();
     const go = path.join(stack.dir, "go-result");
-    const flow = (await admin.client.request("POST", `/v1/contexts/${ctx}/flows`, {
+    const flow = await admin.client.submitFlow(ctx, {
       start: true,
       jobs: [{ name: "held", script_type: "sh", timeout: 60, env_vars: { GO: go }, script: 'while [ ! -e "$GO" ]; do sleep 0.1; done\necho n=6 > "$RESULT_FILE"\n' }],
-    })) as FlowView;
-    await eventually(async () => {
-      const view = (await admin.client.request("GET", `/v1/contexts/${ctx}/flows/${flow.id}`)) as FlowView;
-      return view.jobs[0]?.status === "started" ? true : undefined;
-    }, 20_000);
+    });
+    await eventually(async () => ((await admin.client.loadFlow(ctx, flow.id)).jobs[0]?.status === "started" ? true : undefined), 20_000);
 
     await stack.stopRest();
     try {
@@ -173,19 +188,21 @@ describe("storage faults", () => {
       req.on("end", () => held.push(res));
     });
     await new Promise<void>((resolve) => gate.listen(runner.port, "127.0.0.1", resolve));
-    const flow = (await admin.client.request("POST", `/v1/contexts/${ctx}/flows`, {
+    const flow = await admin.client.submitFlow(ctx, {
       start: true,
       timeouts: { timeout: 60 }, // the delivery deadline stays far off: no retry comes to the rescue
       jobs: [{ name: "bounced", script: "true", script_type: "sh" }],
-    })) as FlowView;
+    });
     const delivery = await eventually(async () => held[0], 20_000);
 
     // Redis goes away behind the REST endpoint while the delivery is in flight.
+    const slots = `ctx:{${ctx}}:runner:${runner.id}:slots`;
     await stack.refuseStorage();
     try {
-      delivery.writeHead(503).end(); // busy: the relay must settle the message (back to msg_out)
-      const inflightKey = `ctx:{${ctx}}:inflight`;
-      await eventually(async () => (stack.storageRequests().some((body) => body.includes(inflightKey)) ? true : undefined), 10_000);
+      delivery.writeHead(503).end(); // busy: the dispatcher must put the attempt back in its queue
+      // Storage stays away until the dispatcher tried to settle (a few times) and kept the
+      // settlement for its next round.
+      await eventually(() => (stack.storageRequests().filter((body) => body.includes(slots)).length >= 3 ? true : undefined), 20_000, 100, "the dispatcher settling");
     } finally {
       await stack.restartRest();
       await new Promise<void>((resolve) => {
@@ -193,24 +210,21 @@ describe("storage faults", () => {
         gate.closeAllConnections();
       });
     }
+    const heldSlots = await stack.redis.exec<string[]>(["ZRANGE", slots, "0", "-1"]);
     const proc = await runner.start();
-    const msgKey = `ctx:{${ctx}}:message:${admin.id}:`;
-    const inflight = await stack.redis.exec<string[]>(["ZRANGE", `ctx:{${ctx}}:inflight`, "0", "-1"]);
-    // Whatever the relay left in flight is past its settle deadline now; the sweep is due.
-    for (const key of inflight) await stack.redis.exec(["ZADD", `ctx:{${ctx}}:inflight`, "XX", "1", key]);
-    await stack.redis.exec(["ZADD", "sweep:due", "1", String(ctx)]);
+    // The dispatcher's alarm comes back soon by itself; the sweep only hurries it.
     expect((await stack.sweep()).status).toBe(200);
 
-    const view = await flowEnd(admin.client, ctx, flow.id, 10_000).catch(async (error: Error) => {
-      const now = (await admin.client.request("GET", `/v1/contexts/${ctx}/flows/${flow.id}`)) as FlowView;
-      const msgOut = await stack.redis.exec<string[]>(["LRANGE", `ctx:{${ctx}}:msg_out`, "0", "-1"]);
-      const said = stack.workerLog().split("\n").filter((l) => l.includes(`context ${ctx} `));
-      throw new Error(`${error.message}: the flow is ${JSON.stringify(now.jobs)}; in flight: ${JSON.stringify(inflight)}; msg_out: ${JSON.stringify(msgOut)}; the Worker said: ${said.join(" | ")}`);
+    const view = await flowEnd(admin.client, ctx, flow.id, 30_000).catch(async (error: Error) => {
+      const now = await admin.client.loadFlow(ctx, flow.id);
+      const said = stack.workerLog().split("\n").filter((l) => l.includes(`context ${ctx}`));
+      throw new Error(`${error.message}: the flow is ${JSON.stringify(now.jobs)}; slots then: ${JSON.stringify(heldSlots)}; the Worker said: ${said.join(" | ")}`);
     });
     expect(view.status, JSON.stringify(view)).toBe("finished");
     expect(view.jobs[0]).toMatchObject({ status: "finished", attempt: 1, runner_id: runner.id });
     expect(attemptsOf(runsIn(proc.output()), flow.id)).toEqual({ bounced: [1] });
-    expect(inflight.every((k) => k.startsWith(msgKey))).toBe(true);
-    expect(await stack.redis.exec<number>(["ZCARD", `ctx:{${ctx}}:inflight`])).toBe(0);
+    // While storage was away the claim held its slot; now the slot is free again.
+    expect(heldSlots).toHaveLength(1);
+    expect(await stack.redis.exec<number>(["ZCARD", slots])).toBe(0);
   });
 });

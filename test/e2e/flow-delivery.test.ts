@@ -1,9 +1,10 @@
 import type { AddressInfo } from "node:net";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
-import { generateKeyPair, importPublicKey } from "../../shared/auth/index.js";
-import type { FlowView, Message } from "../../shared/model/index.js";
+import { importPublicKey } from "../../shared/auth/index.js";
+import type { Message } from "../../shared/model/index.js";
+import { eventually } from "../support/eventually.js";
 import { signedServer } from "../support/http.js";
-import { commandDelta, eventually, startPrivateStack, type PrivateStack } from "../support/private-stack.js";
+import { answersIn, commandDelta, flowEnd, startPrivateStack, type PrivateStack, type TestRunnerProcess } from "../support/private-stack.js";
 
 // Through a stack of this file's own (redis-server, REST endpoint, wrangler dev) and real runner
 // processes: the cost of a job, counted by Redis itself (INFO commandstats: every command,
@@ -14,77 +15,64 @@ let stack: PrivateStack;
 let admin: Awaited<ReturnType<PrivateStack["newActor"]>>;
 
 beforeAll(async () => {
-  stack = await startPrivateStack("budget");
+  // No cron: a sweep in the middle of a count would be counted too.
+  stack = await startPrivateStack("budget", { cron: false });
   admin = await stack.newActor();
 });
 afterAll(() => stack?.stop());
 
-async function pushRunner(contextId: number, extra: Record<string, string> = {}) {
-  const key = await generateKeyPair();
-  const placeholder = await admin.client.createRunner(contextId, { pubkey: key.x, runner_type: "sh", local: true });
-  const port = await stack.startTestRunner(contextId, placeholder.id, key, extra);
-  await admin.client.updateRunner(contextId, placeholder.id, { address: `http://127.0.0.1:${port}/`, local: false, concurrency: 200 });
-  return placeholder.id;
-}
-
-/** Status reads the test made: each costs Redis two commands (its nonce and its permission check). */
-let polls = 0;
-
-async function finished(contextId: number, flowId: number, timeoutMs = 90_000): Promise<FlowView> {
-  return eventually(async () => {
-    polls++;
-    const view = (await admin.client.request("GET", `/v1/contexts/${contextId}/flows/${flowId}`)) as FlowView;
-    return view.status === "finished" || view.status === "error" ? view : undefined;
-  }, timeoutMs, 200);
+/** A push runner of sh jobs in the context, served by a test runner process (with the env switches of `extra`). */
+async function pushRunner(contextId: number, extra: Record<string, string> = {}): Promise<TestRunnerProcess> {
+  return (await stack.registerTestRunner(admin.client, contextId, extra)).start();
 }
 
 describe("budget: Redis commands per job", () => {
   it("runs a 100-job layered DAG with at most 6 commands per job", async () => {
     const ctx = await admin.client.createContext();
-    await pushRunner(ctx.id);
+    const proc = await pushRunner(ctx.id);
     // Ten layers of ten; every job depends on every job of the layer before.
     const jobs = Array.from({ length: 100 }, (_, i) => {
       const layer = Math.floor(i / 10);
       return {
         name: `j${i}`,
         script: "true",
-        script_type: "sh",
+        script_type: "sh" as const,
         depends: layer === 0 ? [] : Array.from({ length: 10 }, (_, k) => `j${(layer - 1) * 10 + k}`),
       };
     });
     // Warm up: the first flow pays for loading scripts and looking up keys.
-    const warm = (await admin.client.request("POST", `/v1/contexts/${ctx.id}/flows`, { start: true, jobs: [{ name: "w", script: "true", script_type: "sh" }] })) as FlowView;
-    expect((await finished(ctx.id, warm.id)).status).toBe("finished");
+    const warm = await admin.client.submitFlow(ctx.id, { start: true, jobs: [{ name: "w", script: "true", script_type: "sh" }] });
+    expect((await flowEnd(admin.client, ctx.id, warm.id)).status).toBe("finished");
+    await answersIn(proc, "answered result w ", 1);
 
-    const before = await stack.commandStats();
-    polls = 0;
-    const flow = (await admin.client.request("POST", `/v1/contexts/${ctx.id}/flows`, { start: true, jobs })) as FlowView;
-    const done = await finished(ctx.id, flow.id);
-    const after = await stack.commandStats();
+    // Nothing watches the flow while it runs (a status read costs Redis commands too): the test
+    // waits on the runner's output, then for Redis to go quiet, and reads the flow once after.
+    const before = await stack.quietCommandStats();
+    const flow = await admin.client.submitFlow(ctx.id, { start: true, jobs });
+    const answers = await answersIn(proc, new RegExp(`^answered result \\S+ flow ${flow.id} `), 100, 90_000);
+    const after = await stack.quietCommandStats();
+    expect(answers.filter((l) => !l.endsWith(" attempt 1 200 applied"))).toEqual([]);
+    expect(answers).toHaveLength(100);
 
+    const done = await admin.client.loadFlow(ctx.id, flow.id);
     expect(done.status).toBe("finished");
     expect(Object.keys(done.result)).toHaveLength(100);
     const { total, byCommand } = commandDelta(before, after);
-    // The test watching the flow is not the flow's cost: its reads are counted out.
-    const watching = 2 * polls;
-    const perJob = (total - watching) / 100;
-    console.log(
-      `budget: ${total - watching} Redis commands for 100 jobs = ${perJob.toFixed(2)} per job (goal 4, limit 6); ` +
-        `the test's ${polls} status reads added ${watching} more; by command: ${JSON.stringify(byCommand)}`,
-    );
+    const perJob = total / 100;
+    console.log(`budget: ${total} Redis commands for 100 jobs = ${perJob.toFixed(2)} per job (goal 4, limit 6); by command: ${JSON.stringify(byCommand)}`);
     expect(perJob).toBeLessThanOrEqual(6);
   });
 
   it("takes 50 concurrent results into one flow and loses none", async () => {
     const ctx = await admin.client.createContext();
     await pushRunner(ctx.id, { HOLD: "50" });
-    const jobs = Array.from({ length: 50 }, (_, i) => ({ name: `p${i}`, script: "true", script_type: "sh" }));
-    const flow = (await admin.client.request("POST", `/v1/contexts/${ctx.id}/flows`, { start: true, jobs })) as FlowView;
-    const done = await finished(ctx.id, flow.id);
+    const jobs = Array.from({ length: 50 }, (_, i) => ({ name: `p${i}`, script: "true", script_type: "sh" as const }));
+    const flow = await admin.client.submitFlow(ctx.id, { start: true, jobs });
+    const done = await flowEnd(admin.client, ctx.id, flow.id, 90_000);
     expect(done.status).toBe("finished");
     expect(done.progress.finished).toBe(50);
     expect(Object.keys(done.result).sort()).toEqual(jobs.map((j) => j.name).sort());
-    const stored = (await admin.client.request("GET", `/v1/contexts/${ctx.id}/flows?status=finished`)) as { items: { id: number; result: Record<string, unknown> }[] };
+    const stored = await admin.client.listFlows(ctx.id, { status: "finished" });
     expect(Object.keys(stored.items.find((f) => f.id === flow.id)?.result ?? {})).toHaveLength(50);
   });
 });
@@ -93,7 +81,7 @@ describe("delivery guarantees with real processes", () => {
   it("keeps the outcome when every result arrives twice and a late started follows it", async () => {
     const ctx = await admin.client.createContext();
     await pushRunner(ctx.id, { CHAOS: "1", FAIL: "bad" });
-    const ok = (await admin.client.request("POST", `/v1/contexts/${ctx.id}/flows`, {
+    const ok = await admin.client.submitFlow(ctx.id, {
       start: true,
       jobs: [
         { name: "a", script: "true", script_type: "sh" },
@@ -101,18 +89,18 @@ describe("delivery guarantees with real processes", () => {
         { name: "c", script: "true", script_type: "sh", depends: ["a"] },
         { name: "d", script: "true", script_type: "sh", depends: ["b", "c"] },
       ],
-    })) as FlowView;
-    const done = await finished(ctx.id, ok.id);
+    });
+    const done = await flowEnd(admin.client, ctx.id, ok.id);
     expect(done.status).toBe("finished");
     expect(done.jobs.map((j) => [j.key, j.status, j.attempt])).toEqual([["a", "finished", 1], ["b", "finished", 1], ["c", "finished", 1], ["d", "finished", 1]]);
-    const failing = (await admin.client.request("POST", `/v1/contexts/${ctx.id}/flows`, {
+    const failing = await admin.client.submitFlow(ctx.id, {
       start: true,
       jobs: [
         { name: "bad", script: "false", script_type: "sh" },
         { name: "after", script: "true", script_type: "sh", depends: ["bad"] },
       ],
-    })) as FlowView;
-    const failed = await finished(ctx.id, failing.id);
+    });
+    const failed = await flowEnd(admin.client, ctx.id, failing.id);
     expect(failed.status).toBe("error");
     expect(failed.error).toMatchObject({ name: "bad", reason: "job bad failed on purpose" });
     expect(failed.jobs.find((j) => j.key === "after")).toMatchObject({ status: "error", attempt: 0 });
@@ -137,8 +125,8 @@ describe("delivery guarantees with real processes", () => {
       await admin.client.updateActor(admin.id, { address: [{ type: "https", url: `http://127.0.0.1:${port}/inbox` }] });
       const ctx = await admin.client.createContext();
       await pushRunner(ctx.id);
-      const flow = (await admin.client.request("POST", `/v1/contexts/${ctx.id}/flows`, { start: true, jobs: [{ name: "only", script: "true", script_type: "sh" }] })) as FlowView;
-      expect((await finished(ctx.id, flow.id)).status).toBe("finished");
+      const flow = await admin.client.submitFlow(ctx.id, { start: true, jobs: [{ name: "only", script: "true", script_type: "sh" }] });
+      expect((await flowEnd(admin.client, ctx.id, flow.id)).status).toBe("finished");
       const message = await eventually(async () => received.find((m) => m.flow_result?.flow_id === flow.id), 30_000);
       expect(message).toMatchObject({ to: admin.id, flow_result: { status: "finished", result: { only: { job: "only", attempt: "1" } } } });
     } finally {
@@ -148,11 +136,12 @@ describe("delivery guarantees with real processes", () => {
   });
 
   it("costs one Redis command for a sweep with nothing due", async () => {
-    const sweep = () => fetch(`${stack.url}/__scheduled?cron=*+*+*+*+*`).then((r) => r.text());
-    await sweep(); // anything left due from the tests above is handled now
-    const before = await stack.commandStats();
-    await sweep();
-    const { total, byCommand } = commandDelta(before, await stack.commandStats());
+    // Anything left due from the tests above is handled now.
+    expect((await stack.sweep()).status).toBe(200);
+    const before = await stack.quietCommandStats();
+    const idle = await stack.sweep();
+    expect(idle.status, idle.text).toBe(200);
+    const { total, byCommand } = commandDelta(before, await stack.quietCommandStats());
     console.log(`idle sweep: ${total} Redis command(s): ${JSON.stringify(byCommand)}`);
     expect(total).toBe(1);
   });

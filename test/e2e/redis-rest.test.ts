@@ -1,10 +1,10 @@
 import { spawn } from "node:child_process";
-import { once } from "node:events";
 import { Redis, errors } from "@upstash/redis";
 import { afterAll, describe, expect, it } from "vitest";
 import { startRestServer, DEFAULT_REST_OPTIONS } from "../../infra/redis-rest/index.js";
 import { freePort } from "../../infra/redis-server.js";
 import { deletePrefix, freshPrefix } from "../support/prefix.js";
+import { watchProcess } from "../support/process.js";
 import { readTestStackConfig } from "../support/stack-config.js";
 
 const stack = readTestStackConfig();
@@ -193,20 +193,17 @@ describe("limits and failures", () => {
       stdio: ["ignore", "pipe", "pipe"],
       detached: true,
     });
-    let output = "";
-    child.stdout.on("data", (chunk: Buffer) => (output += chunk.toString()));
-    child.stderr.on("data", (chunk: Buffer) => (output += chunk.toString()));
-    const deadline = Date.now() + 30_000;
-    while (!output.includes("ready at") && Date.now() < deadline && child.exitCode === null) {
-      await new Promise((r) => setTimeout(r, 50));
+    const rest = watchProcess(child, "npm run redis-rest");
+    try {
+      expect(await rest.waitForLine(/redis-rest: ready at/)).toContain(`redis-rest: ready at http://127.0.0.1:${port}`);
+      const client = new Redis({ url: `http://127.0.0.1:${port}`, token: "proc-token", enableTelemetry: false });
+      expect(await client.ping()).toBe("PONG");
+    } finally {
+      // Signal the process group: npm forwards nothing reliably, the real server must stop itself.
+      if (child.exitCode === null && child.signalCode === null) process.kill(-(child.pid as number), signal);
     }
-    expect(output).toContain(`redis-rest: ready at http://127.0.0.1:${port}`);
-    const client = new Redis({ url: `http://127.0.0.1:${port}`, token: "proc-token", enableTelemetry: false });
-    expect(await client.ping()).toBe("PONG");
-    // Signal the process group: npm forwards nothing reliably, the real server must stop itself.
-    process.kill(-(child.pid as number), signal);
-    const [code] = (await once(child, "exit")) as [number | null];
+    const { code } = await rest.exited;
     expect(code === 0 || code === null).toBe(true);
-    expect(output).toContain(`redis-rest: ${signal}, stopping`);
+    await rest.waitForLine(new RegExp(`^redis-rest: ${signal}, stopping`));
   });
 });

@@ -2,11 +2,13 @@ import { existsSync, mkdirSync, mkdtempSync, readdirSync, readFileSync, rmSync, 
 import { tmpdir } from "node:os";
 import path from "node:path";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
-import { freePort } from "../../infra/redis-server.js";
 import { actorKeyId, generateKeyPair, importPrivateKey, keyThumbprint, parsePrivateJwk, signRequest, type RequestSigner } from "../../shared/auth/index.js";
 import { CoordinatorClient, signerFromJwk } from "../../shared/client/index.js";
+import type { FlowSubmissionInput } from "../../shared/flow/index.js";
 import type { FlowView, Message, RunnerJob } from "../../shared/model/index.js";
-import { spawnRunner, type RunnerProcess } from "../support/runner-process.js";
+import { eventually } from "../support/eventually.js";
+import { flowEnd as flowEndOf } from "../support/private-stack.js";
+import { registerReferenceRunner, type RunnerProcess } from "../support/runner-process.js";
 import { readTestStackConfig } from "../support/stack-config.js";
 import { startTestWorker, type TestWorker } from "../support/test-worker.js";
 
@@ -17,7 +19,6 @@ import { startTestWorker, type TestWorker } from "../support/test-worker.js";
  * context of its own, so its flows only ever reach its own runner.
  */
 
-const root = path.resolve(import.meta.dirname, "../..");
 const stack = readTestStackConfig();
 const tmp = mkdtempSync(path.join(tmpdir(), "flow-runner-test-"));
 const runners: RunnerProcess[] = [];
@@ -44,38 +45,20 @@ interface StartedRunner {
   runnerId: number;
   proc: RunnerProcess;
   workDir: string;
-  address?: string;
+  /** The push runner's address ("" for a pull runner). */
+  address: string;
 }
 
-/** A fresh context with one registered runner, started as a process and ready. */
-async function startRunnerIn(mode: "push" | "pull", name: string, extra: string[] = []): Promise<StartedRunner> {
+/** A fresh context with one registered reference runner, started as a process and ready. */
+async function startRunnerIn(mode: "push" | "pull", args: string[] = []): Promise<StartedRunner> {
   const { id: contextId } = await admin.createContext();
-  const jwk = await generateKeyPair();
-  const keyFile = path.join(tmp, `${name}.key.json`);
-  writeFileSync(keyFile, JSON.stringify(jwk), { mode: 0o600 });
-  const port = mode === "push" ? await freePort() : 0;
-  const address = mode === "push" ? `http://127.0.0.1:${port}/` : "";
-  const runner = await admin.createRunner(contextId, {
-    pubkey: jwk.x,
-    runner_type: "sh",
-    script_types: ["python", "sh"],
-    concurrency: 4,
-    ...(mode === "push" ? { address } : { local: true }),
-  });
-  const workDir = path.join(tmp, `${name}-work`);
-  const args = ["--url", worker.url, "--context", String(contextId), "--runner", String(runner.id), "--key-file", keyFile, "--work-dir", workDir];
-  const proc = spawnRunner(root, [...args, ...(mode === "push" ? ["--listen", `127.0.0.1:${port}`] : ["--pull"]), ...extra]);
-  runners.push(proc);
-  await proc.waitForLine(mode === "push" ? /listening on http:\/\/127\.0\.0\.1:\d+\// : /pulling from /);
-  return { contextId, runnerId: runner.id, proc, workDir, ...(mode === "push" ? { address } : {}) };
+  const runner = await registerReferenceRunner(admin, contextId, { url: worker.url, dir: tmp, mode, args, started: runners });
+  const proc = await runner.start();
+  return { contextId, runnerId: runner.id, proc, workDir: runner.workDir, address: runner.address };
 }
 
-async function submitFlow(contextId: number, body: Record<string, unknown>): Promise<FlowView> {
-  return (await admin.request("POST", `/v1/contexts/${contextId}/flows`, { start: true, ...body })) as FlowView;
-}
-
-async function loadFlow(contextId: number, id: number): Promise<FlowView> {
-  return (await admin.request("GET", `/v1/contexts/${contextId}/flows/${id}`)) as FlowView;
+async function submitFlow(contextId: number, body: FlowSubmissionInput): Promise<FlowView> {
+  return admin.submitFlow(contextId, { start: true, ...body });
 }
 
 function jsonPost(url: string, body: unknown): Request {
@@ -86,17 +69,6 @@ function jsonPost(url: string, body: unknown): Request {
 async function coordinatorSigner(): Promise<RequestSigner> {
   const jwk = parsePrivateJwk(stack.coordinatorKey, "the coordinator key");
   return { keyid: await keyThumbprint(jwk.x), key: await importPrivateKey(jwk) };
-}
-
-/** Polls until `check` returns something, or fails after `timeoutMs`. */
-async function until<T>(what: string, check: () => Promise<T | undefined> | T | undefined, timeoutMs = 60_000): Promise<T> {
-  const deadline = Date.now() + timeoutMs;
-  for (;;) {
-    const value = await check();
-    if (value !== undefined) return value;
-    if (Date.now() > deadline) throw new Error(`timed out waiting for ${what}`);
-    await new Promise((r) => setTimeout(r, 150));
-  }
 }
 
 /** Whether a process still runs: a zombie (dead, not yet reaped by whoever inherited it) does not. */
@@ -116,18 +88,13 @@ function alive(pid: number): boolean {
 }
 
 /** Waits for the flow to end (finished or error). */
-function flowEnd(contextId: number, id: number): Promise<FlowView> {
-  return until(`flow ${id} to end`, async () => {
-    const view = await loadFlow(contextId, id);
-    return view.status === "finished" || view.status === "error" ? view : undefined;
-  });
-}
+const flowEnd = (contextId: number, id: number): Promise<FlowView> => flowEndOf(admin, contextId, id);
 
 /**
  * A diamond a → (b, c) → d in both languages. Each job reads what it needs from its
  * dependencies (DEP_<JOB>_<KEY> or FLOW_INPUTS) and the env (the flow's, overridden by its own).
  */
-const DIAMOND = {
+const DIAMOND: FlowSubmissionInput = {
   env_vars: { GREETING: "hello", SHARED: "flow" },
   jobs: [
     {
@@ -164,7 +131,7 @@ function expectDiamond(view: FlowView): void {
 
 describe("the reference runner", () => {
   it("runs a diamond of python and sh jobs pushed to it, and streams a job's logs to its message", async () => {
-    const { contextId, runnerId, proc, workDir, address } = await startRunnerIn("push", "push");
+    const { contextId, runnerId, proc, workDir, address } = await startRunnerIn("push");
     const flow = await submitFlow(contextId, DIAMOND);
     expectDiamond(await flowEnd(contextId, flow.id));
     expect(proc.stdout().match(/ start$/gm)).toHaveLength(4);
@@ -191,7 +158,7 @@ describe("the reference runner", () => {
       message, context_id: contextId, flow_id: chatty.id, job_id: jobId, attempt: 1, runner_id: runnerId,
       callbacks: Object.fromEntries(["ack", "started", "heartbeat", "result", "logs"].map((n) => [n, `${base}/${n}`])),
     };
-    const resent = await fetch(await signRequest(jsonPost(address as string, again), await coordinatorSigner()));
+    const resent = await fetch(await signRequest(jsonPost(address, again), await coordinatorSigner()));
     expect(resent.status).toBe(200);
     expect(await resent.json()).toEqual({ duplicate: `${actorId}:${job.message_base} attempt 1` });
     expect(proc.stdout().match(/ start$/gm)).toHaveLength(5);
@@ -199,7 +166,7 @@ describe("the reference runner", () => {
   });
 
   it("runs the same diamond leased by a pull runner", async () => {
-    const { contextId, proc } = await startRunnerIn("pull", "pull");
+    const { contextId, proc } = await startRunnerIn("pull");
     const flow = await submitFlow(contextId, DIAMOND);
     expectDiamond(await flowEnd(contextId, flow.id));
     expect(proc.stdout().match(/ start$/gm)).toHaveLength(4);
@@ -207,7 +174,7 @@ describe("the reference runner", () => {
   });
 
   it("kills a job past its timeout with its whole process group; the flow errors and the dependent never runs", async () => {
-    const { contextId, proc } = await startRunnerIn("push", "timeout", ["--heartbeat", "1"]);
+    const { contextId, proc } = await startRunnerIn("push", ["--heartbeat", "1"]);
     const pidFile = path.join(tmp, "timeout-bg.pid");
     const flow = await submitFlow(contextId, {
       jobs: [
@@ -221,20 +188,19 @@ describe("the reference runner", () => {
     const after = ended.jobs.find((j) => j.key === "after");
     expect(slow?.status).toBe("error");
     expect(slow?.error).toMatch(/killed after timeout of 2 s/);
-    expect(after?.status).not.toBe("finished");
-    expect(after?.status).not.toBe("started");
+    expect(after).toMatchObject({ status: "error", error: "not run: dependency slow failed" });
     expect(proc.stdout()).toMatch(/job \d+ \(slow, .*\) end: error after \d+\.\d s: killed after timeout of 2 s/);
     expect(proc.stdout()).not.toMatch(/\(after, /);
     // The background sleep was in the job's process group: it is gone too.
     const pid = Number(readFileSync(pidFile, "utf8").trim());
     expect(pid).toBeGreaterThan(0);
-    await until(`process ${pid} to be gone`, () => (alive(pid) ? undefined : true), 5_000);
+    await eventually(() => (alive(pid) ? undefined : true), 5_000, 150, `process ${pid} to be gone`);
     expect(proc.stderr()).toBe(""); // heartbeats (every second here) and the result were all taken
   });
 
   it("refuses unsigned, forged and tampered deliveries with 401 and runs nothing", async () => {
-    const { contextId, proc, address } = await startRunnerIn("push", "forged");
-    const url = address as string;
+    const { contextId, proc, address } = await startRunnerIn("push");
+    const url = address;
     const marker = path.join(tmp, "forged-ran");
     const now = Math.floor(Date.now() / 1000);
     const job = {
@@ -285,7 +251,7 @@ describe("the reference runner", () => {
   });
 
   it("drains on SIGTERM: the running job finishes and reports, no new job is taken, exit 0", async () => {
-    const { contextId, proc } = await startRunnerIn("push", "drain", ["--concurrency", "2", "--heartbeat", "1"]);
+    const { contextId, proc } = await startRunnerIn("push", ["--concurrency", "2", "--heartbeat", "1"]);
     const dir = path.join(tmp, "drain");
     mkdirSync(dir);
     const [started, go, late] = ["started", "go", "late"].map((f) => path.join(dir, f)) as [string, string, string];
@@ -300,7 +266,7 @@ describe("the reference runner", () => {
         },
       ],
     });
-    await until("the slow job to run", () => (existsSync(started) ? true : undefined));
+    await eventually(() => (existsSync(started) ? true : undefined), 60_000, 150, "the slow job to run");
 
     proc.child.kill("SIGTERM");
     await proc.waitForLine(/draining: 1 job\(s\) running/);
@@ -316,7 +282,7 @@ describe("the reference runner", () => {
     expect(proc.stdout().match(/ start$/gm)).toHaveLength(1);
     expect(existsSync(late)).toBe(false);
     expect(proc.stderr()).toBe("");
-    const waiting = await loadFlow(contextId, second.id);
+    const waiting = await admin.loadFlow(contextId, second.id);
     expect(waiting.status).toBe("started");
     expect(waiting.jobs[0]?.status).toBe("dispatched");
   });

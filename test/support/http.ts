@@ -1,13 +1,19 @@
 import http from "node:http";
 import { verifyRequest } from "../../shared/auth/index.js";
 
-/** True when nothing answers at `url` any more (the connection is refused or times out). */
+/**
+ * True when connecting to `url` is refused (ECONNREFUSED): nothing listens there any more. False
+ * when something answers; any other failure (a reset, a timeout of 10 s) is thrown, since it
+ * says neither.
+ */
 export async function refusesConnections(url: string): Promise<boolean> {
   try {
-    await fetch(url, { signal: AbortSignal.timeout(1_000) });
+    const res = await fetch(url, { signal: AbortSignal.timeout(10_000) });
+    await res.arrayBuffer();
     return false;
-  } catch {
-    return true;
+  } catch (error) {
+    if ((error as { cause?: { code?: unknown } }).cause?.code === "ECONNREFUSED") return true;
+    throw error;
   }
 }
 

@@ -1,37 +1,43 @@
-import { spawn, type ChildProcess } from "node:child_process";
+import { spawn } from "node:child_process";
 import { mkdtempSync, rmSync, writeFileSync } from "node:fs";
 import http from "node:http";
 import { tmpdir } from "node:os";
 import path from "node:path";
+import { parseRedisUrl, RedisConnection } from "../../infra/redis-rest/connection.js";
 import { DEFAULT_REST_OPTIONS, startRestServer, type RestServer } from "../../infra/redis-rest/index.js";
 import { freePort, startRedisServer } from "../../infra/redis-server.js";
+import { cronsOf, fireCrons } from "../../infra/cron.js";
 import { startWranglerDev } from "../../infra/wrangler.js";
 import { actorKeyId, generateKeyPair, type PrivateJwk } from "../../shared/auth/index.js";
-import { CoordinatorClient, signerFromJwk } from "../../shared/client/index.js";
+import { ApiError, CoordinatorClient, signerFromJwk } from "../../shared/client/index.js";
 import type { FlowView } from "../../shared/model/index.js";
+import { Keys } from "../../shared/keys.js";
 import { connectRedis, type Redis } from "../../shared/store/index.js";
-import { spawnRunner, type RunnerProcess } from "./runner-process.js";
+import { eventually } from "./eventually.js";
+import { watchProcess, type WatchedProcess } from "./process.js";
+import { registerReferenceRunner, writeKeyFile, type RegisteredReferenceRunner, type RegisteredRunner } from "./runner-process.js";
 
 const root = path.resolve(import.meta.dirname, "../..");
 /** Terminal colour codes, taken out of the Worker's output. */
 const ANSI = new RegExp(`${String.fromCharCode(27)}\\[[0-9;]*m`, "g");
 
-/** A test runner (test/support/test-runner.ts) started as a process. */
-export interface TestRunnerProcess {
+/**
+ * A test runner (test/support/test-runner.ts) started as a process, listening on `port`. Its
+ * stdout is watched; its stderr goes to the test run's.
+ */
+export interface TestRunnerProcess extends WatchedProcess {
   port: number;
-  child: ChildProcess;
-  /** Everything it printed on stdout so far. */
-  output(): string;
-  /** Resolves with the first stdout line matching `pattern` (printed already or to come). */
-  waitForLine(pattern: RegExp, timeoutMs?: number): Promise<string>;
 }
 
-/** A runner registered in a context, with its key and (push) address; `start` runs its process. */
-export interface RegisteredRunner<P> {
-  id: number;
-  jwk: PrivateJwk;
-  port: number;
-  start(): Promise<P>;
+/** How a private stack differs from the local stack `npm run dev` starts. */
+export interface PrivateStackOptions {
+  /**
+   * Fire the cron triggers on their schedule, as `npm run dev` and production do (default). Off
+   * for tests that count Redis commands: a sweep in the middle would be counted too.
+   */
+  cron?: boolean;
+  /** Extra Worker vars. */
+  vars?: Record<string, string>;
 }
 
 /**
@@ -39,7 +45,7 @@ export interface RegisteredRunner<P> {
  * under `wrangler dev`. Tests that count Redis commands need one, since the shared test Redis
  * serves every other file at the same time; so do tests that stop the storage or kill runners.
  */
-export async function startPrivateStack(label: string) {
+export async function startPrivateStack(label: string, options: PrivateStackOptions = {}) {
   const dir = mkdtempSync(path.join(tmpdir(), `fc-${label}-`));
   const redisServer = await startRedisServer({ port: await freePort(), dir: path.join(dir, "redis") });
   const token = "private-stack-token";
@@ -53,70 +59,51 @@ export async function startPrivateStack(label: string) {
   const envFile = path.join(dir, "worker.env");
   writeFileSync(envFile, `UPSTASH_REDIS_REST_URL=${restUrl}\nUPSTASH_REDIS_REST_TOKEN=${token}\nCOORDINATOR_SIGNING_KEY='${JSON.stringify(await generateKeyPair())}'\n`);
   let workerLog = "";
-  const worker = await startWranglerDev({
+  const workerOptions = {
     port: await freePort(),
     envFile,
     cwd: root,
-    vars: { ALLOW_INSECURE_HTTP: "true", KEY_PREFIX: "" },
-    onLine: (line) => (workerLog = `${workerLog}${line.replace(ANSI, "")}\n`.slice(-200_000)),
-  });
+    // Kept across restarts of the Worker: Durable Objects' storage and alarms outlive the process.
+    persistTo: path.join(dir, "wrangler-state"),
+    vars: { ALLOW_INSECURE_HTTP: "true", KEY_PREFIX: "", ...options.vars },
+    onLine: (line: string) => (workerLog = `${workerLog}${line.replace(ANSI, "")}\n`.slice(-200_000)),
+  };
+  let worker = await startWranglerDev(workerOptions);
+  const crons = options.cron === false ? undefined : fireCrons(worker.url, cronsOf(path.join(root, "wrangler.toml")));
   const redis: Redis = connectRedis({ url: restUrl, token });
-  const children: ChildProcess[] = [];
-  const references: RunnerProcess[] = [];
+  /** Every runner process started, test runners and reference runners: killed by `stop`. */
+  const children: WatchedProcess[] = [];
   const anonymous = new CoordinatorClient({ baseUrl: worker.url });
 
-  const keyFileOf = (contextId: number, runnerId: number, jwk: PrivateJwk) => {
-    const keyFile = path.join(dir, `runner-${contextId}-${runnerId}.json`);
-    writeFileSync(keyFile, JSON.stringify(jwk), { mode: 0o600 });
-    return keyFile;
-  };
+  /** Redis's own command counts, by command (INFO commandstats), without INFO itself. */
+  async function commandStats(): Promise<Map<string, number>> {
+    const text = await redis.exec<string>(["INFO", "commandstats"]);
+    const counts = new Map<string, number>();
+    for (const line of text.split("\n")) {
+      const m = /^cmdstat_([^:]+):calls=(\d+)/.exec(line.trim());
+      if (m && m[1] !== "info") counts.set(m[1] as string, Number(m[2]));
+    }
+    return counts;
+  }
 
   /** Starts test/support/test-runner.ts as a process; resolves once it listens. */
-  function spawnTestRunner(contextId: number, runnerId: number, jwk: PrivateJwk, extra: Record<string, string> = {}): Promise<TestRunnerProcess> {
+  async function spawnTestRunner(contextId: number, runnerId: number, jwk: PrivateJwk, extra: Record<string, string> = {}): Promise<TestRunnerProcess> {
     const child = spawn(process.execPath, ["--import", "tsx", "test/support/test-runner.ts"], {
       cwd: root,
-      env: { ...process.env, COORDINATOR_URL: worker.url, CONTEXT_ID: String(contextId), RUNNER_ID: String(runnerId), KEY_FILE: keyFileOf(contextId, runnerId, jwk), PORT: "0", ...extra },
+      env: { ...process.env, COORDINATOR_URL: worker.url, CONTEXT_ID: String(contextId), RUNNER_ID: String(runnerId), KEY_FILE: writeKeyFile(dir, contextId, runnerId, jwk), PORT: "0", ...extra },
       stdio: ["ignore", "pipe", "inherit"],
     });
-    children.push(child);
-    let out = "";
-    const watchers = new Set<() => void>();
-    child.stdout?.on("data", (chunk: Buffer) => {
-      out += chunk.toString();
-      watchers.forEach((w) => w());
-    });
-    const waitForLine = (pattern: RegExp, timeoutMs = 30_000) =>
-      new Promise<string>((resolve, reject) => {
-        const check = () => {
-          const line = out.split("\n").find((l) => pattern.test(l));
-          if (line !== undefined) {
-            done();
-            resolve(line);
-          }
-        };
-        const onExit = (code: number | null) => {
-          done();
-          reject(new Error(`test runner exited with ${code} before printing ${pattern}:\n${out}`));
-        };
-        const timer = setTimeout(() => {
-          done();
-          reject(new Error(`test runner did not print ${pattern} within ${timeoutMs} ms:\n${out}`));
-        }, timeoutMs);
-        const done = () => {
-          clearTimeout(timer);
-          watchers.delete(check);
-          child.off("exit", onExit);
-        };
-        child.once("exit", onExit);
-        watchers.add(check);
-        check();
-      });
-    return waitForLine(/^listening \d+/).then((line) => ({ port: Number(line.split(" ")[1]), child, output: () => out, waitForLine }));
+    const proc = watchProcess(child, `test runner ${runnerId} of context ${contextId}`);
+    children.push(proc);
+    const line = await proc.waitForLine(/^listening \d+$/);
+    return { ...proc, port: Number(line.split(" ")[1]) };
   }
 
   return {
     dir,
     url: worker.url,
+    /** Every Redis key, as the coordinator builds it (the stack's Worker uses no prefix). */
+    keys: new Keys(""),
     redis,
     anonymous,
     async newActor(): Promise<{ id: number; jwk: PrivateJwk; client: CoordinatorClient }> {
@@ -124,11 +111,6 @@ export async function startPrivateStack(label: string) {
       const actor = await anonymous.registerActor(jwk);
       return { id: actor.id, jwk, client: anonymous.as(await signerFromJwk(jwk, actorKeyId(actor.id))) };
     },
-    /** Starts test/support/test-runner.ts as a process; resolves with its port. */
-    async startTestRunner(contextId: number, runnerId: number, jwk: PrivateJwk, extra: Record<string, string> = {}): Promise<number> {
-      return (await spawnTestRunner(contextId, runnerId, jwk, extra)).port;
-    },
-    spawnTestRunner,
     /**
      * Registers a push runner of sh jobs at a free port, to be served by a test runner (with the
      * env switches of `extra`) once `start` is called: until then deliveries to it fail.
@@ -143,25 +125,8 @@ export async function startPrivateStack(label: string) {
      * Registers a reference runner (runner/) of sh and python jobs, push at a free port or pull
      * (`local`), started as a process by `start` with the extra command line `args`.
      */
-    async registerReferenceRunner(admin: CoordinatorClient, contextId: number, mode: "push" | "pull", args: string[] = []): Promise<RegisteredRunner<RunnerProcess>> {
-      const jwk = await generateKeyPair();
-      const port = mode === "push" ? await freePort() : 0;
-      const runner = await admin.createRunner(contextId, {
-        pubkey: jwk.x,
-        runner_type: "sh",
-        script_types: ["sh", "python"],
-        concurrency: 4,
-        ...(mode === "push" ? { address: `http://127.0.0.1:${port}/` } : { local: true }),
-      });
-      const start = async () => {
-        const keyFile = keyFileOf(contextId, runner.id, jwk);
-        const common = ["--url", worker.url, "--context", String(contextId), "--runner", String(runner.id), "--key-file", keyFile, "--work-dir", path.join(dir, `work-${contextId}-${runner.id}`)];
-        const proc = spawnRunner(root, [...common, ...(mode === "push" ? ["--listen", `127.0.0.1:${port}`] : ["--pull"]), ...args]);
-        references.push(proc);
-        await proc.waitForLine(mode === "push" ? /listening on http:\/\/127\.0\.0\.1:\d+\// : /pulling from /, 30_000);
-        return proc;
-      };
-      return { id: runner.id, jwk, port, start };
+    registerReferenceRunner(admin: CoordinatorClient, contextId: number, mode: "push" | "pull", args: string[] = []): Promise<RegisteredReferenceRunner> {
+      return registerReferenceRunner(admin, contextId, { url: worker.url, dir, mode, args, started: children });
     },
     /** What the Worker (wrangler dev, workerd) printed lately: its console.log / warn / error lines. */
     workerLog: () => workerLog,
@@ -213,30 +178,64 @@ export async function startPrivateStack(label: string) {
       process.kill(redisServer.child.pid as number, "SIGSTOP");
       redisPaused = true;
     },
+    /**
+     * Holds every client's commands for `ms` (CLIENT PAUSE … ALL, sent to redis-server itself):
+     * requests through the REST endpoint hang, pass the storage deadline, and are run by Redis
+     * when the pause ends — the write that timed out but was applied.
+     */
+    async pauseClients(ms: number): Promise<void> {
+      const connection = await RedisConnection.open(parseRedisUrl(redisServer.url), 2_000);
+      try {
+        await connection.send([["CLIENT", "PAUSE", String(ms), "ALL"]]);
+      } finally {
+        connection.close();
+      }
+    },
     /** Lets a frozen redis-server go on (SIGCONT). */
     continueRedis(): void {
       process.kill(redisServer.child.pid as number, "SIGCONT");
       redisPaused = false;
+    },
+    /**
+     * Stops the Worker (workerd and every Durable Object in memory with it) and starts it again
+     * on the same port with the same storage: what a deploy or a crash does to the objects.
+     */
+    async restartWorker(): Promise<void> {
+      await worker.stop();
+      worker = await startWranglerDev(workerOptions);
     },
     /** Fires the cron trigger once (`wrangler dev --test-scheduled`); resolves with its answer. */
     async sweep(): Promise<{ status: number; text: string }> {
       const res = await fetch(`${worker.url}/__scheduled?cron=*+*+*+*+*`);
       return { status: res.status, text: await res.text() };
     },
-    /** Redis's own command counts, by command (INFO commandstats), without INFO itself. */
-    async commandStats(): Promise<Map<string, number>> {
-      const text = await redis.exec<string>(["INFO", "commandstats"]);
-      const counts = new Map<string, number>();
-      for (const line of text.split("\n")) {
-        const m = /^cmdstat_([^:]+):calls=(\d+)/.exec(line.trim());
-        if (m && m[1] !== "info") counts.set(m[1] as string, Number(m[2]));
-      }
-      return counts;
+    commandStats,
+    /**
+     * The command counts once Redis has gone quiet: the same total over `reads` reads in a row,
+     * `intervalMs` apart (INFO is not counted, so reading does not disturb it). What the Worker
+     * does after an answer (waitUntil work, a Durable Object's relay) is counted this way too.
+     */
+    async quietCommandStats(reads = 4, intervalMs = 150): Promise<Map<string, number>> {
+      const total = (stats: Map<string, number>) => [...stats.values()].reduce((a, b) => a + b, 0);
+      let last = await commandStats();
+      let same = 1;
+      return eventually(
+        async () => {
+          await new Promise((r) => setTimeout(r, intervalMs));
+          const now = await commandStats();
+          same = total(now) === total(last) ? same + 1 : 1;
+          last = now;
+          return same >= reads ? now : undefined;
+        },
+        30_000,
+        0,
+        "Redis going quiet",
+      );
     },
     async stop(): Promise<void> {
       if (redisPaused) process.kill(redisServer.child.pid as number, "SIGCONT");
-      for (const child of children) child.kill("SIGTERM");
-      await Promise.all(references.map((r) => r.kill()));
+      await Promise.all(children.map((c) => c.kill()));
+      crons?.stop();
       await worker.stop();
       refusing?.server.close();
       refusing?.server.closeAllConnections();
@@ -263,35 +262,43 @@ export function commandDelta(before: Map<string, number>, after: Map<string, num
   return { total, byCommand };
 }
 
-/** Polls until `check` returns a value, or fails after `timeoutMs`. */
-export async function eventually<T>(check: () => Promise<T | undefined>, timeoutMs: number, intervalMs = 100): Promise<T> {
-  const deadline = Date.now() + timeoutMs;
-  for (;;) {
-    const value = await check();
-    if (value !== undefined) return value;
-    if (Date.now() > deadline) throw new Error(`not reached within ${timeoutMs} ms`);
-    await new Promise((r) => setTimeout(r, intervalMs));
-  }
+/**
+ * The test runner's `answered …` lines that start with `match` (or match it, a RegExp), once there
+ * are `count` of them. A flow can read as ended before the runner has logged the last answers
+ * (their responses are still on the way back), so tests wait for the lines instead of reading the
+ * output once.
+ */
+export function answersIn(proc: { output(): string }, match: string | RegExp, count: number, timeoutMs = 10_000): Promise<string[]> {
+  const wanted = (line: string) => (typeof match === "string" ? line.startsWith(match) : match.test(line));
+  return eventually(
+    () => {
+      // Complete lines only: the last piece is empty or a line still being written.
+      const lines = proc.output().split("\n").slice(0, -1).filter(wanted);
+      return lines.length >= count ? lines : undefined;
+    },
+    timeoutMs,
+    100,
+    `${count} test runner lines ${match}`,
+  );
 }
 
 /**
- * The test runner's `answered …` lines starting with `prefix`, once there are `count` of them. A
- * flow can read as ended before the runner has logged the last answers (their responses are still
- * on the way back), so tests wait for the lines instead of reading the output once.
+ * Waits for a flow to end (finished or error) and returns its view. A 503 (storage away, as a
+ * fault test may have made it) is a reason to look again, not a failure.
  */
-export function answersIn(proc: { output(): string }, prefix: string, count: number, timeoutMs = 10_000): Promise<string[]> {
-  return eventually(async () => {
-    const lines = proc.output().split("\n").filter((l) => l.startsWith(prefix));
-    return lines.length >= count ? lines : undefined;
-  }, timeoutMs);
-}
-
-/** Waits for a flow to end (finished or error) and returns its view. */
 export function flowEnd(client: CoordinatorClient, contextId: number, flowId: number, timeoutMs = 60_000): Promise<FlowView> {
-  return eventually(async () => {
-    const view = (await client.request("GET", `/v1/contexts/${contextId}/flows/${flowId}`)) as FlowView;
-    return view.status === "finished" || view.status === "error" ? view : undefined;
-  }, timeoutMs, 150);
+  return eventually(
+    async () => {
+      const view = await client.loadFlow(contextId, flowId).catch((error: unknown) => {
+        if (error instanceof ApiError && error.status === 503) return undefined;
+        throw error;
+      });
+      return view && (view.status === "finished" || view.status === "error") ? view : undefined;
+    },
+    timeoutMs,
+    150,
+    `the end of flow ${flowId}`,
+  );
 }
 
 /** One attempt a runner began: of job `job` (its name) of flow `flow`. */

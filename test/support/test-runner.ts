@@ -8,7 +8,8 @@
  *   [CHAOS=1] [SILENT=1] [LATE=1] [POISON=1] node --import tsx test/support/test-runner.ts
  *
  * HOLD=n keeps results back until n deliveries arrived, then sends them all at once (to test
- * concurrent results); FAIL lists job names whose result is an error; CHAOS=1 sends every
+ * concurrent results); FAIL lists job names whose result is an error, FAIL_MATCH is a pattern
+ * of such names; CHAOS=1 sends every
  * result twice and a late `started` after it (duplicated and reordered webhooks). Prints
  * `listening <port>`.
  *
@@ -16,13 +17,20 @@
  * that acknowledges and disappears); LATE=1 keeps the result of a job's first attempt back until
  * the job's next attempt is delivered here (so it arrives after that attempt's lease ran out),
  * then sends it before working on the new attempt; POISON=1 posts an unreadable result
- * (`status: "exploded"`) before each real one.
+ * (`status: "exploded"`) before each real one; REFUSE_FILE=<path> answers 503 to deliveries
+ * while that file exists (a runner that is down, then comes back).
  *
- * For counting, it prints `ran <job> flow <f> attempt <n> avoid <runner|->` for every delivery
- * it takes, and `answered <result|poison> <job> flow <f> attempt <n> <status> <problem type|outcome>`
+ * Load: WORK_MS=n works n ms on each job before reporting; TIMES=1 prints `delivery <epoch ms>
+ * load <attempts held>` for every delivery taken (the load counts the new one). Reports are
+ * retried for REPORT_RETRY_MS (default 30 s) on network errors and 5xx.
+ *
+ * A delivery of an attempt it already took is answered 2xx and not run again (printed as
+ * `duplicate <job> flow <f> attempt <n>`), as a runner that deduplicates on the message and
+ * attempt does. For counting, it prints `ran <job> flow <f> attempt <n> avoid <runner|->` for every
+ * delivery it takes, and `answered <result|poison> <job> flow <f> attempt <n> <status> <problem type|outcome>`
  * for every result report (each try; `failed <error>` when no answer came).
  */
-import { readFileSync } from "node:fs";
+import { existsSync, readFileSync } from "node:fs";
 import type { AddressInfo } from "node:net";
 import { importPrivateKey, importPublicKey, parsePrivateJwk, runnerKeyId, signRequest } from "../../shared/auth/index.js";
 import { DeliveryPayload } from "../../shared/model/index.js";
@@ -41,21 +49,31 @@ const jwk = parsePrivateJwk(readFileSync(env("KEY_FILE"), "utf8"), "KEY_FILE");
 const signer = { keyid: runnerKeyId(contextId, runnerId), key: await importPrivateKey(jwk) };
 const hold = Number(process.env.HOLD ?? 0);
 const failing = new Set((process.env.FAIL ?? "").split(",").filter(Boolean));
+const failMatch = process.env.FAIL_MATCH ? new RegExp(process.env.FAIL_MATCH) : undefined;
+/** The attempts taken, by `<flow>:<job>:<attempt>`: a repeated delivery is not run twice. */
+const taken = new Set<string>();
 const chaos = process.env.CHAOS === "1";
 const silent = process.env.SILENT === "1";
 const late = process.env.LATE === "1";
 const poison = process.env.POISON === "1";
+const workMs = Number(process.env.WORK_MS ?? 0);
+const times = process.env.TIMES === "1";
+const refuseFile = process.env.REFUSE_FILE;
+const reportRetryMs = Number(process.env.REPORT_RETRY_MS ?? 30_000);
+/** Attempts taken and not reported on yet. */
+let load = 0;
 
 const directory = (await (await fetch(`${base}/.well-known/http-message-signatures-directory`)).json()) as { keys: { kid: string; x: string }[] };
 const keys = new Map(await Promise.all(directory.keys.map(async (k) => [k.kid, await importPublicKey(k.x)] as const)));
 
 /**
- * POSTs a signed webhook, retrying network errors and 5xx a few times (at-least-once). With a
- * `label`, prints how each try was answered.
+ * POSTs a signed webhook, retrying network errors and 5xx for REPORT_RETRY_MS (at-least-once).
+ * With a `label`, prints how each try was answered.
  */
 async function report(url: string, body: unknown, label?: string): Promise<void> {
   const target = `${base}${new URL(url, base).pathname}`;
-  for (let attempt = 0; attempt < 5; attempt++) {
+  const giveUpAt = Date.now() + reportRetryMs;
+  for (let attempt = 0; Date.now() < giveUpAt; attempt++) {
     try {
       const request = await signRequest(new Request(target, { method: "POST", body: JSON.stringify(body), headers: { "content-type": "application/json" } }), signer);
       const res = await fetch(request);
@@ -65,7 +83,7 @@ async function report(url: string, body: unknown, label?: string): Promise<void>
     } catch (error) {
       if (label) console.log(`answered ${label} failed ${(error as Error).message}`);
     }
-    await new Promise((r) => setTimeout(r, 100 * 2 ** attempt));
+    await new Promise((r) => setTimeout(r, Math.min(2_000, 100 * 2 ** attempt)));
   }
 }
 
@@ -99,11 +117,13 @@ async function run(payload: DeliveryPayload): Promise<void> {
     await stale();
   }
   await report(payload.callbacks.started, { attempt: payload.attempt });
-  const body = failing.has(name)
+  if (workMs > 0) await new Promise((r) => setTimeout(r, workMs));
+  const body = failing.has(name) || failMatch?.test(name)
     ? { attempt: payload.attempt, status: "error", error: `job ${name} failed on purpose` }
     : { attempt: payload.attempt, status: "finished", result: { job: name, attempt: String(payload.attempt) } };
   const finish = async () => {
     if (poison) await report(payload.callbacks.result, { ...body, status: "exploded" }, `poison ${label}`);
+    load--;
     await report(payload.callbacks.result, body, `result ${label}`);
     if (chaos) {
       await Promise.all([report(payload.callbacks.result, body), report(payload.callbacks.started, { attempt: payload.attempt })]);
@@ -129,6 +149,19 @@ const server = signedServer(
       res.writeHead(400).end();
       return;
     }
+    if (refuseFile && existsSync(refuseFile)) {
+      res.writeHead(503).end();
+      return;
+    }
+    const attempt = `${parsed.data.flow_id}:${parsed.data.job_id}:${parsed.data.attempt}`;
+    if (taken.has(attempt)) {
+      console.log(`duplicate ${parsed.data.message.job[0]?.name ?? parsed.data.job_id} flow ${parsed.data.flow_id} attempt ${parsed.data.attempt}`);
+      res.writeHead(200).end();
+      return;
+    }
+    taken.add(attempt);
+    load++;
+    if (times) console.log(`delivery ${Date.now()} load ${load}`);
     res.writeHead(200).end();
     void run(parsed.data);
   },

@@ -1,25 +1,14 @@
 import { describe, expect, it, vi } from "vitest";
-import { FLOW_LIMITS, FlowJobInput, FlowSubmission, resolveDag, type DagIssue, type DagJob } from "../../shared/flow/index.js";
-import { jobIn, type JobIn } from "./flow-sim.js";
+import { FLOW_LIMITS, FlowJobInput, FlowSubmission, resolveDag, type DagIssue } from "../../shared/flow/index.js";
+import { jobIn, resolved as jobsOf, resolveInputs, type JobIn } from "./flow-sim.js";
 
 function parse(inputs: JobIn[]): FlowJobInput[] {
   return inputs.map((input) => FlowJobInput.parse(input));
 }
 
-/** Resolves with ids allocated from 100 on; returns the jobs or the issues. */
-function resolve(inputs: JobIn[]): { jobs: DagJob[] } | { issues: DagIssue[] } {
-  let next = 100;
-  return resolveDag(parse(inputs), () => next++);
-}
-
-function jobsOf(inputs: JobIn[]): DagJob[] {
-  const out = resolve(inputs);
-  if ("issues" in out) throw new Error(JSON.stringify(out.issues));
-  return out.jobs;
-}
-
+/** The issues resolving `inputs` (ids from 100 on) names; throws if it resolves. */
 function issuesOf(inputs: JobIn[]): DagIssue[] {
-  const out = resolve(inputs);
+  const out = resolveInputs(inputs);
   if (!("issues" in out)) throw new Error("expected issues");
   return out.issues;
 }

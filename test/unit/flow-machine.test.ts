@@ -1,5 +1,5 @@
 import { describe, expect, it } from "vitest";
-import { apply, jobEnvironment, messageId, messagesNeeded, nearestDeadline, type FlowEvent } from "../../shared/flow/index.js";
+import { apply, failedJobs, jobEnvironment, messageId, messagesNeeded, nearestDeadline, rerunBases, resultMessageId, type FlowEvent } from "../../shared/flow/index.js";
 import { Driver, flowOf, jobIn, resolved, TIMEOUTS, type JobIn } from "./flow-sim.js";
 
 const T = 1_700_000_000_000;
@@ -55,7 +55,6 @@ describe("shapes", () => {
     d.run(103);
     expect(d.state.status).toBe("finished");
     expect([...d.dispatches.values()]).toEqual([1, 1, 1, 1]);
-    expect(d.problems).toEqual([]);
   });
 
   it("runs a child of several parents once, after all of them", () => {
@@ -77,7 +76,6 @@ describe("shapes", () => {
     d.run(103);
     expect(d.state.status).toBe("finished");
     expect([...d.dispatches.values()].every((n) => n === 1)).toBe(true);
-    expect(d.problems).toEqual([]);
   });
 });
 
@@ -105,7 +103,6 @@ describe("one job's events", () => {
     expect(d.job(100)).toMatchObject({ status: "finished", result: { answer: "42" } });
     expect(d.job(100).deadline).toBeUndefined();
     expect(d.state).toMatchObject({ status: "finished", endedAt: T + 5, result: { only: { answer: "42" } } });
-    expect(d.problems).toEqual([]);
   });
 
   it("takes the pull path: delivered without acknowledgement, then acknowledged", () => {
@@ -138,7 +135,6 @@ describe("one job's events", () => {
     expect(d.send({ type: "assigned", ...ev, runner: 5, at: T + 1 }).outcome).toBe("wrong-runner");
     expect(d.send({ type: "failed", ...ev, error: "late", at: T + 6 }).outcome).toBe("stale");
     expect(d.state.status).toBe("finished");
-    expect(d.problems).toEqual([]);
   });
 
   it("refuses a heartbeat older than the one it has", () => {
@@ -148,7 +144,6 @@ describe("one job's events", () => {
     expect(d.send({ type: "heartbeat", ...ev, at: T + 10 }).outcome).toBe("duplicate");
     expect(d.send({ type: "heartbeat", ...ev, at: T + 5 }).outcome).not.toBe("applied");
     expect(d.job(100).heartbeatAt).toBe(T + 10);
-    expect(d.problems).toEqual([]);
   });
 });
 
@@ -230,7 +225,6 @@ describe("failure", () => {
     expect(dispatched(d)).toEqual([100, 101]);
     // Nothing is left waiting in a flow that failed.
     expect(d.job(104)).toMatchObject({ status: "error", error: expect.stringContaining("not run") });
-    expect(d.problems).toEqual([]);
   });
 
   it("names an unnamed job's error by id only", () => {
@@ -323,7 +317,31 @@ describe("deadlines", () => {
     expect(d.state).toMatchObject({ status: "error", error: { job: 100, name: "a", reason: `attempt 1 ${reason}` } });
     expect(d.job(101).status).toBe("error");
     expect(d.send({ type: "deadline", job: 100, attempt: 1, kind, at: due?.at ?? 0 }).outcome).toBe("stale");
-    expect(d.problems).toEqual([]);
+  });
+
+  it("says why an attempt was not delivered: how the runner last answered, else the reason the shell gives", () => {
+    const d = started([jobIn({ name: "a" }), jobIn({ name: "b" })], { timeouts: { timeout: 20, timeout_ack: 5 } });
+    d.send({ type: "assigned", job: 100, attempt: 1, runner: 7, at: T + 1 });
+    d.send({ type: "unassigned", job: 100, attempt: 1, runner: 7, reason: "answered 503 Service Unavailable", at: T + 2 });
+    d.send({ type: "deadline", job: 100, attempt: 1, kind: "delivery", at: T + 20_000, why: "every runner is at its concurrency" });
+    expect(d.job(100).error).toBe("attempt 1 was not delivered to a runner within 20 s: runner 7 answered 503 Service Unavailable");
+    const e = started([jobIn({ name: "a" })], { timeouts: { timeout: 20, timeout_ack: 5 } });
+    e.send({ type: "deadline", job: 100, attempt: 1, kind: "delivery", at: T + 20_000, why: "no runner of script type sh is registered" });
+    expect(e.job(100).error).toBe("attempt 1 was not delivered to a runner within 20 s: no runner of script type sh is registered");
+  });
+
+  it("does not charge an outage to runners: resumed moves every pending deadline but a retry's backoff", () => {
+    const d = started([jobIn({ name: "a", timeout: 30 }), jobIn({ name: "b" }), jobIn({ name: "c", retries: 1 })], { timeouts: { timeout: 20, timeout_ack: 5, timeout_result: 45 } });
+    d.send({ type: "assigned", job: 100, attempt: 1, runner: 1, at: T + 1 });
+    d.send({ type: "delivered", job: 100, attempt: 1, runner: 1, acknowledged: true, at: T + 2 });
+    d.send({ type: "assigned", job: 102, attempt: 1, runner: 1, at: T + 1 });
+    d.send({ type: "delivered", job: 102, attempt: 1, runner: 1, acknowledged: true, at: T + 2 });
+    d.send({ type: "failed", job: 102, attempt: 1, runner: 1, error: "boom", at: T + 3, random: 0.5 });
+    const before = [100, 101, 102].map((id) => d.job(id).deadline);
+    expect(before.map((due) => due?.kind)).toEqual(["result", "delivery", "retry"]);
+    expect(d.send({ type: "resumed", downFor: 15_000, at: T + 20_000 }).outcome).toBe("applied");
+    expect([100, 101, 102].map((id) => d.job(id).deadline?.at)).toEqual([(before[0]?.at ?? 0) + 15_000, (before[1]?.at ?? 0) + 15_000, before[2]?.at]);
+    expect(d.send({ type: "resumed", downFor: 0, at: T + 20_000 }).outcome).toBe("duplicate");
   });
 
   it("names the flow's timeout_result when a result is late", () => {
@@ -349,7 +367,6 @@ describe("cancel", () => {
     expect(nearestDeadline(d.state)).toBeUndefined();
     expect(d.send({ type: "cancel", reason: "again", at: T + 51 }).outcome).toBe("duplicate");
     expect(d.send({ type: "assigned", job: 101, attempt: 1, runner: 1, at: T + 52 }).outcome).toBe("stale");
-    expect(d.problems).toEqual([]);
   });
 
   it("cancels a flow that never started", () => {
@@ -358,6 +375,60 @@ describe("cancel", () => {
     expect(d.state.status).toBe("error");
     expect(d.send({ type: "start", at: T }).outcome).toBe("duplicate");
     expect(d.dispatches.size).toBe(0);
+  });
+});
+
+describe("re-run", () => {
+  /** A failed flow's re-run with the ids a coordinator would allocate after `firstFree`. */
+  function rerunFrom(d: Driver, firstFree: number) {
+    const failed = failedJobs(d.state);
+    const needed = messagesNeeded(failed.map((id) => d.job(id).spec));
+    return { failed, needed, t: d.send({ type: "rerun", bases: rerunBases(d.state, firstFree), at: T + 100 }) };
+  }
+
+  it("runs the failed jobs again from a fresh block of ids; finished jobs keep their results", () => {
+    const d = started([jobIn({ name: "ok" }), jobIn({ name: "bad", retries: 1 }), jobIn({ name: "after", depends: ["bad"] })]);
+    // Blocks from 1000: ok 1000, bad 1001-1002, after 1003, the result 1004.
+    d.run(100, { result: { v: "1" } });
+    d.run(101, { error: "first" });
+    d.send({ type: "deadline", job: 101, attempt: 1, kind: "retry", at: d.job(101).deadline?.at ?? 0 });
+    d.run(101, { error: "second" });
+    expect(d.state.status).toBe("error");
+    expect(resultMessageId(d.state)).toBe(1004);
+
+    const { failed, needed, t } = rerunFrom(d, 1005);
+    expect(failed).toEqual([101, 102]);
+    expect(needed).toBe(4); // bad 2 attempts, after 1, a new result message
+    expect(t.outcome).toBe("applied");
+    expect(t.effects).toEqual([{ type: "flowRerun", jobs: [101, 102] }, { type: "dispatch", job: 101, attempt: 3 }]);
+    expect(d.statusOf([100, 101, 102])).toEqual(["finished", "dispatched", "waiting_for_prerequisites"]);
+    expect(d.state.result).toEqual({ ok: { v: "1" } });
+    // Attempt numbers go on; the attempt's message is the first id of the fresh block.
+    expect(messageId(d.job(101), 3)).toBe(1005);
+    d.run(101);
+    expect(messageId(d.job(102), 1)).toBe(1007);
+    d.run(102);
+    expect(d.state.status).toBe("finished");
+    // The result message takes the id after the re-run's blocks, never an attempt's.
+    expect(resultMessageId(d.state)).toBe(1008);
+  });
+
+  it("gives the result message its own id when the re-run job's block ends last", () => {
+    const d = started([jobIn({ name: "only" })]);
+    d.run(100, { error: "boom" });
+    expect(resultMessageId(d.state)).toBe(1001);
+    rerunFrom(d, 1002);
+    expect(messageId(d.job(100), 2)).toBe(1002);
+    d.run(100);
+    expect(resultMessageId(d.state)).toBe(1003);
+  });
+
+  it("re-runs only a failed flow, and only with ids for every failed job", () => {
+    const d = started([jobIn({ name: "a" })]);
+    expect(d.send({ type: "rerun", bases: { 100: 2000 }, at: T }).outcome).toBe("not-applicable");
+    d.run(100, { error: "boom" });
+    expect(d.send({ type: "rerun", bases: {}, at: T }).outcome).toBe("not-applicable");
+    expect(d.state.status).toBe("error");
   });
 });
 

@@ -1,12 +1,14 @@
 // Helpers for the flow state machine tests: build a machine state from job inputs, and drive it
 // while checking what every transition must satisfy (refused events change nothing, the state
-// handed in is never mutated).
+// handed in is never mutated, nothing is dispatched early): the driver throws when one does not.
 import type { z } from "zod";
+import { mulberry32 } from "../support/random.js";
 import {
   apply,
   FlowJobInput,
   newFlowState,
   resolveDag,
+  type DagIssue,
   type DagJob,
   type FlowEffect,
   type FlowEvent,
@@ -24,20 +26,25 @@ export function jobIn(fields: Partial<JobIn> = {}): JobIn {
   return { script: "echo hi", script_type: "sh", ...fields };
 }
 
-/** Parses job inputs and resolves them (ids allocated from `firstId` on); throws on issues. */
-export function resolved(inputs: JobIn[], firstId = 100): DagJob[] {
+/** Parses job inputs and resolves them, ids allocated from `firstId` on: the jobs, or the issues. */
+export function resolveInputs(inputs: JobIn[], firstId = 100): { jobs: DagJob[] } | { issues: DagIssue[] } {
   let next = firstId;
-  const out = resolveDag(
+  return resolveDag(
     inputs.map((input) => FlowJobInput.parse(input)),
     () => next++,
   );
+}
+
+/** Parses job inputs and resolves them (ids allocated from `firstId` on); throws on issues. */
+export function resolved(inputs: JobIn[], firstId = 100): DagJob[] {
+  const out = resolveInputs(inputs, firstId);
   if ("issues" in out) throw new Error(`unexpected issues: ${JSON.stringify(out.issues)}`);
   return out.jobs;
 }
 
 export const TIMEOUTS: FlowTimeouts = { timeout: 300, timeout_ack: 60 };
 
-export interface FlowOptions {
+interface FlowOptions {
   envVars?: Record<string, string>;
   timeouts?: FlowTimeouts;
   firstId?: number;
@@ -62,7 +69,7 @@ export function flowOf(inputs: JobIn[], options: FlowOptions = {}): FlowState {
  * large flow only the jobs in `touched` are looked at, and the jobs map is left unfrozen: V8
  * copies a frozen map of 1,000 jobs some 40 times slower, which would make the simulations crawl.
  */
-export function freezeNew(next: FlowState, prev?: FlowState, touched?: number[]): void {
+function freezeNew(next: FlowState, prev?: FlowState, touched?: number[]): void {
   if (Object.isFrozen(next)) return;
   const large = next.order.length > 100;
   Object.freeze(next);
@@ -81,13 +88,13 @@ export function freezeNew(next: FlowState, prev?: FlowState, touched?: number[])
 /**
  * Drives a flow: every transition is checked (an event not applied returns the very same state
  * and no effects; states are frozen, so a machine that mutates its input throws), and dispatch
- * effects are counted and checked against the dependencies at that moment.
+ * effects are counted and checked against the dependencies at that moment. A check that fails
+ * throws, so no test can miss it.
  */
 export class Driver {
   state: FlowState;
   readonly dispatches = new Map<number, number>();
   readonly effects: FlowEffect[] = [];
-  readonly problems: string[] = [];
 
   constructor(state: FlowState) {
     freezeNew(state);
@@ -98,8 +105,8 @@ export class Driver {
     const before = this.state;
     const t = apply(before, event);
     if (t.outcome !== "applied") {
-      if (t.state !== before) this.problems.push(`${t.outcome} ${JSON.stringify(event)} returned a new state`);
-      if (t.effects.length > 0) this.problems.push(`${t.outcome} ${JSON.stringify(event)} had effects`);
+      if (t.state !== before) throw new Error(`flow machine: ${t.outcome} ${JSON.stringify(event)} returned a new state`);
+      if (t.effects.length > 0) throw new Error(`flow machine: ${t.outcome} ${JSON.stringify(event)} had effects`);
       return t;
     }
     // Every job a transition changes is named by the event or an effect, except at start.
@@ -111,8 +118,8 @@ export class Driver {
       this.dispatches.set(effect.job, (this.dispatches.get(effect.job) ?? 0) + 1);
       const job = t.state.jobs[effect.job] as JobState;
       const unfinished = job.dependends.filter((dep) => t.state.jobs[dep]?.status !== "finished");
-      if (unfinished.length > 0) this.problems.push(`job ${effect.job} dispatched before ${unfinished.join(",")} finished`);
-      if (job.attempt !== effect.attempt) this.problems.push(`dispatch of ${effect.job} names attempt ${effect.attempt}, job has ${job.attempt}`);
+      if (unfinished.length > 0) throw new Error(`flow machine: job ${effect.job} dispatched before ${unfinished.join(",")} finished`);
+      if (job.attempt !== effect.attempt) throw new Error(`flow machine: dispatch of ${effect.job} names attempt ${effect.attempt}, job has ${job.attempt}`);
     }
     this.state = t.state;
     return t;
@@ -144,18 +151,6 @@ export class Driver {
   }
 }
 
-/** A small deterministic PRNG (mulberry32) for the simulations. */
-export function prng(seed: number): () => number {
-  let a = seed >>> 0;
-  return () => {
-    a = (a + 0x6d2b79f5) >>> 0;
-    let t = a;
-    t = Math.imul(t ^ (t >>> 15), t | 1);
-    t ^= t + Math.imul(t ^ (t >>> 7), t | 61);
-    return ((t ^ (t >>> 14)) >>> 0) / 4294967296;
-  };
-}
-
 /** A random DAG: job i depends on some earlier jobs (near ones more often, so chains get deep). */
 export interface DagShape {
   n: number;
@@ -164,7 +159,7 @@ export interface DagShape {
   seed: number;
 }
 
-export function dependencies(shape: DagShape, i: number): number[] {
+function dependencies(shape: DagShape, i: number): number[] {
   if (i === 0) return [];
   const raw = shape.picks[i] ?? [];
   return [...new Set(raw.map((x) => (x % 2 === 0 ? i - 1 - ((x >> 1) % Math.min(i, 8)) : x % i)))];
@@ -187,7 +182,7 @@ export function shapeJobs(shape: DagShape, fields: (i: number) => Partial<JobIn>
   );
 }
 
-export interface SimOptions {
+interface SimOptions {
   /** Whether an attempt of this job fails (asked once per attempt taken by a runner). */
   fails?: (job: number, attempt: number, rnd: () => number) => boolean;
 }
@@ -198,7 +193,6 @@ export interface SimReport {
   wronglyApplied: string[];
   /** Jobs whose failure (runner or deadline) was applied, in order. */
   failed: number[];
-  steps: number;
 }
 
 type Plan = ((s: FlowState) => FlowEvent)[];
@@ -208,10 +202,10 @@ type Plan = ((s: FlowState) => FlowEvent)[];
  * their events out of order, replayed, from the wrong runner or for the wrong attempt.
  */
 export function simulate(state: FlowState, seed: number, options: SimOptions = {}): SimReport {
-  const rnd = prng(seed);
+  const rnd = mulberry32(seed);
   const pick = <T>(list: T[]): T => list[Math.floor(rnd() * list.length)] as T;
   const d = new Driver(state);
-  const report: SimReport = { driver: d, wronglyApplied: [], failed: [], steps: 0 };
+  const report: SimReport = { driver: d, wronglyApplied: [], failed: [] };
   const ready: { job: number; attempt: number }[] = [];
   const inflight: Plan[] = [];
   /** Jobs waiting out a retry's backoff: their retry deadline is sent when its turn comes. */
@@ -221,7 +215,6 @@ export function simulate(state: FlowState, seed: number, options: SimOptions = {
   let now = 1_000_000;
 
   const send = (event: FlowEvent, replay: boolean): void => {
-    report.steps++;
     const t = d.send(event);
     if (replay && t.outcome === "applied") report.wronglyApplied.push(JSON.stringify(event));
     if (!replay) sent.push(event);

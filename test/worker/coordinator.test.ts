@@ -1,10 +1,9 @@
-import { abortAllDurableObjects, createScheduledController, evictDurableObject, runDurableObjectAlarm, runInDurableObject } from "cloudflare:test";
+import { abortAllDurableObjects, evictDurableObject, runInDurableObject } from "cloudflare:test";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
-import worker from "../../functions/index.js";
-import { coordinatorName, type FlowScope } from "../../functions/flow/scope.js";
-import type { FlowView } from "../../shared/model/index.js";
-import { testWorker, BASE } from "./harness.js";
-import { flowOf, jobName, PullRunner } from "./pull-runner.js";
+import { generateKeyPair } from "../../shared/auth/index.js";
+import { eventually } from "../support/eventually.js";
+import { ringAlarm, takeAlarm, testWorker, waitUntilPast } from "./harness.js";
+import { jobName, PullRunner } from "./pull-runner.js";
 
 // The FlowCoordinator Durable Object and the supervisor's sweep, inside workerd.
 
@@ -17,50 +16,41 @@ beforeAll(async () => {
   admin = await w.newActor();
 });
 
-const sh = (name: string, depends: string[] = []) => ({ name, script: `echo ${name}`, script_type: "sh", depends });
-
-function stubOf(contextId: number, flowId: number) {
-  const scope: FlowScope = { prefix: w.prefix, contextId, flowId, origin: BASE };
-  return { scope, stub: w.env.FLOW_COORDINATOR.get(w.env.FLOW_COORDINATOR.idFromName(coordinatorName(scope))) };
-}
-
-async function sweep(): Promise<void> {
-  const ctx = { waitUntil: () => {}, passThroughOnException: () => {}, props: {} } as unknown as ExecutionContext;
-  let done: Promise<unknown> = Promise.resolve();
-  worker.scheduled(createScheduledController({ scheduledTime: Date.now(), cron: "* * * * *" }), w.env, {
-    ...ctx,
-    waitUntil: (p: Promise<unknown>) => {
-      done = p;
-    },
-  } as ExecutionContext);
-  await done;
-}
+const sh = (name: string, depends: string[] = []) => ({ name, script: `echo ${name}`, script_type: "sh" as const, depends });
 
 describe("FlowCoordinator", () => {
   it("keeps one state machine per flow: its own view is the API's view", async () => {
     const ctx = (await admin.client.createContext()).id;
-    const flow = (await admin.client.request("POST", `/v1/contexts/${ctx}/flows`, { jobs: [sh("a"), sh("b", ["a"])] })) as FlowView;
-    const { scope, stub } = stubOf(ctx, flow.id);
+    const flow = await admin.client.submitFlow(ctx, { jobs: [sh("a"), sh("b", ["a"])] });
+    const { scope, stub } = w.flowStub(ctx, flow.id);
     const inside = await runInDurableObject(stub, async (instance) => instance.view(scope));
     expect("ok" in inside && inside.ok?.jobs.map((j) => j.key)).toEqual(["a", "b"]);
   });
 
   it("fails a job whose message was not delivered in time, when its alarm rings", async () => {
-    const ctx = (await admin.client.createContext()).id; // no runner at all
-    const flow = (await admin.client.request("POST", `/v1/contexts/${ctx}/flows`, { start: true, timeouts: { timeout: 1 }, jobs: [sh("lonely"), sh("next", ["lonely"])] })) as FlowView;
-    const { stub } = stubOf(ctx, flow.id);
-    await new Promise((r) => setTimeout(r, 1100));
-    expect(await runDurableObjectAlarm(stub)).toBe(true);
-    const view = await flowOf(admin.client, ctx, flow.id);
+    const ctx = (await admin.client.createContext()).id;
+    // A pull runner that never leases: the message waits in its queue, and nothing but the job's
+    // delivery deadline sets the flow's alarm (no relay retry).
+    await PullRunner.register(w, admin.client, ctx);
+    const flow = await admin.client.submitFlow(ctx, { start: true, timeouts: { timeout: 3 }, jobs: [sh("lonely"), sh("next", ["lonely"])] });
+    const { stub } = w.flowStub(ctx, flow.id);
+    // The alarm is set for the deadline; taken away, it cannot ring by itself while that passes.
+    const alarm = await takeAlarm(stub);
+    expect(alarm === null ? null : Math.floor(alarm / 1000)).toBe(flow.next_deadline);
+    await waitUntilPast(alarm as number);
+    expect((await admin.client.loadFlow(ctx, flow.id)).status).toBe("started");
+
+    await ringAlarm(stub);
+    const view = await admin.client.loadFlow(ctx, flow.id);
     expect(view.status).toBe("error");
-    expect(view.error).toMatchObject({ name: "lonely", reason: "attempt 1 was not delivered to a runner within 1 s" });
+    expect(view.error).toMatchObject({ name: "lonely", reason: "attempt 1 was not delivered to a runner within 3 s: waiting for a pull runner of script type sh to lease it" });
     expect(view.jobs.find((j) => j.key === "next")?.status).toBe("error");
   });
 
   it("rebuilds itself from Redis and its journal after eviction, mid-flow", async () => {
     const ctx = (await admin.client.createContext()).id;
     const runner = await PullRunner.register(w, admin.client, ctx);
-    const flow = (await admin.client.request("POST", `/v1/contexts/${ctx}/flows`, { start: true, jobs: [sh("a"), sh("b", ["a"]), sh("c", ["b"])] })) as FlowView;
+    const flow = await admin.client.submitFlow(ctx, { start: true, jobs: [sh("a"), sh("b", ["a"]), sh("c", ["b"])] });
     const [a] = await runner.leaseSome();
     if (!a) throw new Error("nothing leased");
     await runner.finish(a, { v: "a" });
@@ -68,9 +58,9 @@ describe("FlowCoordinator", () => {
     if (!b) throw new Error("nothing leased");
     await runner.report(b, "ack");
     await runner.report(b, "started");
-    const { stub } = stubOf(ctx, flow.id);
+    const { stub } = w.flowStub(ctx, flow.id);
     await evictDurableObject(stub);
-    const rebuilt = await flowOf(admin.client, ctx, flow.id);
+    const rebuilt = await admin.client.loadFlow(ctx, flow.id);
     expect(rebuilt.jobs.map((j) => [j.key, j.status, j.runner_id])).toEqual([
       ["a", "finished", runner.id],
       ["b", "started", runner.id],
@@ -82,13 +72,30 @@ describe("FlowCoordinator", () => {
     expect(jobName(c)).toBe("c");
     expect(c.message.job[0]?.env_vars.DEP_B_V).toBe("b");
     await runner.finish(c);
-    expect((await flowOf(admin.client, ctx, flow.id)).status).toBe("finished");
+    expect((await admin.client.loadFlow(ctx, flow.id)).status).toBe("finished");
+  });
+
+  it("keeps a job outside any flow on its own timeouts after eviction", async () => {
+    const ctx = (await admin.client.createContext()).id;
+    await PullRunner.register(w, admin.client, ctx); // never leases: only the delivery deadline sets the alarm
+    const created = (await admin.client.request("POST", `/v1/contexts/${ctx}/jobs`, { job: sh("alone"), start: true, timeouts: { timeout: 3 } })) as {
+      job: { id: number; caller_id: number };
+    };
+    const { stub } = w.jobStub(ctx, created.job.caller_id, created.job.id);
+    const alarm = await takeAlarm(stub);
+    if (alarm === null) throw new Error("the job's delivery deadline set no alarm");
+    // Rebuilt from storage alone, the job must still be due 3 s after dispatch, not the default 300 s.
+    await evictDurableObject(stub);
+    await waitUntilPast(alarm);
+    await ringAlarm(stub);
+    const job = (await admin.client.request("GET", `/v1/contexts/${ctx}/jobs/${created.job.caller_id}/${created.job.id}`)) as { status: string; error?: string };
+    expect(job).toMatchObject({ status: "error", error: "attempt 1 was not delivered to a runner within 3 s: waiting for a pull runner of script type sh to lease it" });
   });
 
   it("carries on after every Durable Object was reset mid-flow", async () => {
     const ctx = (await admin.client.createContext()).id;
     const runner = await PullRunner.register(w, admin.client, ctx);
-    const flow = (await admin.client.request("POST", `/v1/contexts/${ctx}/flows`, { start: true, jobs: [sh("a"), sh("b"), sh("c", ["a", "b"])] })) as FlowView;
+    const flow = await admin.client.submitFlow(ctx, { start: true, jobs: [sh("a"), sh("b"), sh("c", ["a", "b"])] });
     const first = await runner.leaseSome(2);
     const [a, b] = first;
     if (!a || !b) throw new Error("nothing leased");
@@ -100,37 +107,50 @@ describe("FlowCoordinator", () => {
     if (!c) throw new Error("c was not dispatched after the reset");
     expect(JSON.parse(c.message.job[0]?.env_vars.FLOW_INPUTS ?? "{}")).toEqual({ a: { v: "a" }, b: { v: "b" } });
     await runner.finish(c);
-    const view = await flowOf(admin.client, ctx, flow.id);
+    const view = await admin.client.loadFlow(ctx, flow.id);
     expect(view.status).toBe("finished");
     expect(view.jobs.map((j) => j.attempt)).toEqual([1, 1, 1]);
   });
 });
 
 describe("the supervisor's sweep", () => {
-  it("relays what was left in msg_out once a runner exists, and overlapping sweeps deliver each job once", async () => {
+  it("puts attempts a runner refused back in their queue, leaves the runner alone for a while, and says so", async () => {
     const ctx = (await admin.client.createContext()).id;
-    const flow = (await admin.client.request("POST", `/v1/contexts/${ctx}/flows`, { start: true, jobs: [sh("x"), sh("y"), sh("z")] })) as FlowView;
-    await new Promise((r) => setTimeout(r, 100)); // the coordinator's own relay finds no runner
-    const left = await w.redis.exec<number>(["LLEN", `${w.prefix}ctx:{${ctx}}:msg_out`]);
-    expect(left).toBe(3);
-    const runner = await PullRunner.register(w, admin.client, ctx);
-    // The context is due for the sweep (its flow started); make it due now.
-    await w.redis.exec(["ZADD", `${w.prefix}sweep:due`, "1", String(ctx)]);
-    await Promise.all([sweep(), sweep(), sweep()]);
-    const deliveries = await runner.leaseSome(3);
-    expect(deliveries.map(jobName).sort()).toEqual(["x", "y", "z"]);
-    expect(await runner.lease()).toEqual([]);
-    for (const d of deliveries) await runner.finish(d);
-    expect((await flowOf(admin.client, ctx, flow.id)).status).toBe("finished");
+    const flow = await admin.client.submitFlow(ctx, { start: true, jobs: [sh("x"), sh("y"), sh("z")] });
+    // No runner yet: the attempts wait in the context's queue for sh.
+    await eventually(async () => ((await w.redis.exec<number>(["LLEN", w.keys.queue(ctx, "sh")])) === 3 ? true : undefined), 10_000, 20, "3 attempts queued");
+    expect((await admin.client.loadFlow(ctx, flow.id)).jobs[0]?.waiting).toEqual({ reason: "no-runner", detail: "no runner of script type sh is registered" });
+    // Nothing listens at port 9: every delivery fails, and each attempt goes back.
+    const runner = await admin.client.createRunner(ctx, { pubkey: (await generateKeyPair()).x, runner_type: "sh", address: "http://127.0.0.1:9/", concurrency: 2 });
+    await Promise.all([w.sweep(), w.sweep()]);
+    const health = await eventually(async () => {
+      const loaded = await admin.client.loadRunner(ctx, runner.id);
+      return loaded.dispatch.last_error ? loaded.dispatch : undefined;
+    }, 10_000, 50, "a delivery failure recorded");
+    expect(health.last_error).toMatch(/could not be reached/);
+    expect(health.retry_at).toBeGreaterThanOrEqual(Math.floor(Date.now() / 1000));
+    await eventually(async () => ((await w.redis.exec<number>(["LLEN", w.keys.queue(ctx, "sh")])) === 3 ? true : undefined), 10_000, 20, "3 attempts back in the queue");
+    expect(await w.redis.exec<number>(["ZCARD", w.keys.runnerSlots(ctx, runner.id)])).toBe(0);
+    const view = await admin.client.loadFlow(ctx, flow.id);
+    for (const job of view.jobs) expect(job.waiting?.reason, JSON.stringify(job)).toBe("runner-refusing");
+    await admin.client.cancelFlow(ctx, flow.id, "no runner");
   });
 
   it("pokes flows whose check time passed, which act on their deadlines", async () => {
     const ctx = (await admin.client.createContext()).id;
-    const flow = (await admin.client.request("POST", `/v1/contexts/${ctx}/flows`, { start: true, timeouts: { timeout: 1 }, jobs: [sh("late")] })) as FlowView;
-    await new Promise((r) => setTimeout(r, 1100));
+    await PullRunner.register(w, admin.client, ctx); // never leases: only the deadline sets the alarm
+    const flow = await admin.client.submitFlow(ctx, { start: true, timeouts: { timeout: 3 }, jobs: [sh("late")] });
+    // The flow's own alarm is taken away: only the sweep can act on the deadline.
+    const alarm = await takeAlarm(w.flowStub(ctx, flow.id).stub);
+    expect(alarm).not.toBeNull();
+    await waitUntilPast(alarm as number);
+    expect((await admin.client.loadFlow(ctx, flow.id)).status).toBe("started");
+
     await w.redis.exec(["ZADD", `${w.prefix}sweep:due`, "1", String(ctx)]);
-    await sweep();
-    expect((await flowOf(admin.client, ctx, flow.id)).status).toBe("error");
+    await w.sweep();
+    const view = await admin.client.loadFlow(ctx, flow.id);
+    expect(view.status).toBe("error");
+    expect(view.error).toMatchObject({ name: "late", reason: "attempt 1 was not delivered to a runner within 3 s: waiting for a pull runner of script type sh to lease it" });
     const entry = await w.redis.exec<string | null>(["ZSCORE", `${w.prefix}ctx:{${ctx}}:deadlines`, `flow:${flow.id}`]);
     expect(entry).toBeNull();
   });

@@ -13,7 +13,7 @@ describe("a diamond flow through a pull runner", () => {
     const runner = await admin.client.createRunner(ctx.id, { pubkey: runnerKey.x, runner_type: "sh", local: true });
     const asRunner = await w.clientFor(runnerKey, runnerKeyId(ctx.id, runner.id));
 
-    const view = (await admin.client.request("POST", `/v1/contexts/${ctx.id}/flows`, {
+    const view = await admin.client.submitFlow(ctx.id, {
       env_vars: { GREETING: "hello" },
       start: true,
       jobs: [
@@ -22,7 +22,7 @@ describe("a diamond flow through a pull runner", () => {
         { name: "c", script: "echo c", script_type: "sh", depends: ["a"] },
         { name: "d", script: "echo d", script_type: "sh", depends: ["b", "c"] },
       ],
-    })) as { id: number; status: string; jobs: { key: string; status: string }[] };
+    });
     expect(view.status).toBe("started");
 
     const done: string[] = [];
@@ -41,7 +41,7 @@ describe("a diamond flow through a pull runner", () => {
       await new Promise((r) => setTimeout(r, 50));
     }
     expect(done.sort()).toEqual(["a", "b", "c", "d"]);
-    const final = (await admin.client.request("GET", `/v1/contexts/${ctx.id}/flows/${view.id}`)) as { status: string; result: Record<string, Record<string, string>> };
+    const final = await admin.client.loadFlow(ctx.id, view.id);
     expect(final.status).toBe("finished");
     expect(final.result.d?.seen).toContain('"b":{"out":"b"');
   });

@@ -1,9 +1,10 @@
 import { afterAll, beforeAll, beforeEach, describe, expect, it } from "vitest";
-import { actorKeyId, importPrivateKey, signRequest } from "../../shared/auth/index.js";
-import { ApiError, type CoordinatorClient } from "../../shared/client/index.js";
+import { actorKeyId, runnerKeyId } from "../../shared/auth/index.js";
+import type { CoordinatorClient } from "../../shared/client/index.js";
+import type { FlowSubmissionInput } from "../../shared/flow/index.js";
 import type { FlowDag, FlowView, Message } from "../../shared/model/index.js";
-import { BASE, testWorker } from "./harness.js";
-import { flowOf, jobName, PullRunner } from "./pull-runner.js";
+import { failure, signed, testWorker } from "./harness.js";
+import { jobName, PullRunner } from "./pull-runner.js";
 
 const w = testWorker("flows");
 afterAll(() => w.cleanup());
@@ -20,19 +21,14 @@ beforeAll(async () => {
   runner = await PullRunner.register(w, client, ctx);
 });
 
-const submit = (body: unknown) => client.request("POST", `/v1/contexts/${ctx}/flows`, body) as Promise<FlowView>;
-
-async function refused(body: unknown): Promise<ApiError> {
-  const error = await (submit(body) as Promise<unknown>).then(() => undefined, (e: unknown) => e);
-  expect(error).toBeInstanceOf(ApiError);
-  return error as ApiError;
-}
+const submit = (body: FlowSubmissionInput) => client.submitFlow(ctx, body);
+const refused = (body: FlowSubmissionInput) => failure(submit(body));
 
 /** Leases and finishes every job it can, round after round, until the flow ends. */
 async function runToEnd(flowId: number, fail: Record<string, string> = {}): Promise<{ view: FlowView; ran: string[] }> {
   const ran: string[] = [];
   for (let round = 0; round < 50; round++) {
-    const view = await flowOf(client, ctx, flowId);
+    const view = await client.loadFlow(ctx, flowId);
     if (view.status === "finished" || view.status === "error") return { view, ran };
     for (const d of await runner.lease()) {
       const name = jobName(d);
@@ -66,25 +62,18 @@ describe("submission", () => {
   });
 
   it("stores all or nothing: a taken job id refuses the whole flow", async () => {
-    const first = (await submit({ jobs: [{ ...sh("a"), id: 7001 }] })) as FlowView;
-    const before = (await client.request("GET", `/v1/contexts/${ctx}/flows?limit=500`)) as { total: number };
+    const first = await submit({ jobs: [{ ...sh("a"), id: 7001 }] });
+    const before = await client.listFlows(ctx, { limit: 500 });
     const e = await refused({ jobs: [sh("x"), { ...sh("b"), id: 7001 }] });
     expect(e.status).toBe(409);
-    const after = (await client.request("GET", `/v1/contexts/${ctx}/flows?limit=500`)) as { total: number };
+    const after = await client.listFlows(ctx, { limit: 500 });
     expect(after.total).toBe(before.total);
     expect(first.jobs[0]?.id).toBe(7001);
   });
 
   it("answers a repeated Idempotency-Key with the first flow", async () => {
-    const key = await importPrivateKey(admin.jwk);
-    const send = async () => {
-      const request = new Request(`${BASE}/v1/contexts/${ctx}/flows`, {
-        method: "POST",
-        body: JSON.stringify({ jobs: [sh("once")] }),
-        headers: { "idempotency-key": "order-42", "content-type": "application/json" },
-      });
-      return w.fetch(await signRequest(request, { keyid: actorKeyId(admin.actor.id), key }));
-    };
+    // Raw requests: the first answer is 201 Created, the repeated one 200.
+    const send = async () => w.fetch(await signed("POST", `/v1/contexts/${ctx}/flows`, admin.jwk, actorKeyId(admin.actor.id), { jobs: [sh("once")] }, { headers: { "idempotency-key": "order-42" } }));
     const first = await send();
     const second = await send();
     expect([first.status, second.status]).toEqual([201, 200]);
@@ -103,13 +92,13 @@ describe("running", () => {
   });
 
   it("runs a diamond, passing results on, and shows the DAG", async () => {
-    const flow = (await submit({ env_vars: { COLOR: "blue" }, jobs: [sh("a"), sh("b", ["a"]), sh("c", ["a"], { env_vars: { COLOR: "red" } }), sh("d", ["b", "c"])] })) as FlowView;
+    const flow = await submit({ env_vars: { COLOR: "blue" }, jobs: [sh("a"), sh("b", ["a"]), sh("c", ["a"], { env_vars: { COLOR: "red" } }), sh("d", ["b", "c"])] });
     expect(flow.status).toBe("dispatched");
     expect(await runner.lease()).toEqual([]); // not started: nothing to take
-    const started = (await client.request("POST", `/v1/contexts/${ctx}/flows/${flow.id}/start`)) as FlowView;
+    const started = await client.startFlow(ctx, flow.id);
     expect(started.status).toBe("started");
     expect(started.jobs.map((j) => j.status)).toEqual(["dispatched", "waiting_for_prerequisites", "waiting_for_prerequisites", "waiting_for_prerequisites"]);
-    await client.request("POST", `/v1/contexts/${ctx}/flows/${flow.id}/start`); // again: harmless
+    expect((await client.startFlow(ctx, flow.id)).status).toBe("started"); // again: harmless
 
     const envs: Record<string, Record<string, string>> = {};
     for (let round = 0; round < 20 && Object.keys(envs).length < 4; round++) {
@@ -118,20 +107,20 @@ describe("running", () => {
         await runner.finish(d, { out: jobName(d) });
       }
     }
-    const view = await flowOf(client, ctx, flow.id);
+    const view = await client.loadFlow(ctx, flow.id);
     expect(view.status).toBe("finished");
     expect(view.result).toEqual({ a: { out: "a" }, b: { out: "b" }, c: { out: "c" }, d: { out: "d" } });
     expect(envs.b?.COLOR).toBe("blue");
     expect(envs.c?.COLOR).toBe("red");
     expect(envs.d?.DEP_B_OUT).toBe("b");
     expect(JSON.parse(envs.d?.FLOW_INPUTS ?? "{}")).toEqual({ b: { out: "b" }, c: { out: "c" } });
-    const dag = (await client.request("GET", `/v1/contexts/${ctx}/flows/${flow.id}/dag`)) as FlowDag;
+    const dag = await client.flowDag(ctx, flow.id);
     expect(dag.nodes.map((n) => [n.key, n.status])).toEqual([["a", "finished"], ["b", "finished"], ["c", "finished"], ["d", "finished"]]);
     expect(dag.edges).toHaveLength(4);
   });
 
   it("errors the flow on a failing job, naming it, without starting its dependents", async () => {
-    const flow = (await submit({ start: true, jobs: [sh("a"), sh("bad", ["a"]), sh("after", ["bad"]), sh("side", ["a"])] })) as FlowView;
+    const flow = await submit({ start: true, jobs: [sh("a"), sh("bad", ["a"]), sh("after", ["bad"]), sh("side", ["a"])] });
     const { view, ran } = await runToEnd(flow.id, { bad: "exit code 3" });
     expect(view.status).toBe("error");
     expect(view.error).toMatchObject({ name: "bad", reason: "exit code 3" });
@@ -140,7 +129,7 @@ describe("running", () => {
   });
 
   it("takes duplicated, reordered and late webhooks without changing the outcome", async () => {
-    const flow = (await submit({ start: true, jobs: [sh("a"), sh("b", ["a"])] })) as FlowView;
+    const flow = await submit({ start: true, jobs: [sh("a"), sh("b", ["a"])] });
     const [d] = await runner.leaseSome();
     if (!d) throw new Error("nothing leased");
     // Result before ack and started (reordered), then everything again (duplicated).
@@ -150,39 +139,36 @@ describe("running", () => {
     expect(await runner.report(d, "started")).toMatchObject({ status: 409 });
     expect(await runner.report(d, "ack")).toMatchObject({ status: 409 });
     expect(await runner.report({ ...d, attempt: 2 }, "result", { status: "finished" })).toMatchObject({ status: 409, code: "stale-attempt" });
-    const view = await flowOf(client, ctx, flow.id);
+    const view = await client.loadFlow(ctx, flow.id);
     expect(view.jobs.map((j) => j.status)).toEqual(["finished", "dispatched"]);
     expect(view.result).toEqual({ a: { v: "1" } });
   });
 
   it("refuses a report from another runner and a replayed signed report", async () => {
     const other = await PullRunner.register(w, client, ctx, ["python"]);
-    const flow = (await submit({ start: true, jobs: [sh("solo")] })) as FlowView;
+    const flow = await submit({ start: true, jobs: [sh("solo")] });
     const [d] = await runner.leaseSome();
     if (!d) throw new Error("nothing leased");
     expect(await other.report(d, "result", { status: "finished" })).toMatchObject({ status: 403, code: "not-your-job" });
-    const url = new URL(d.callbacks.ack);
-    const request = await signRequest(new Request(`${BASE}${url.pathname}`, { method: "POST", body: JSON.stringify({ attempt: d.attempt }), headers: { "content-type": "application/json" } }), {
-      keyid: `runner:${ctx}:${runner.id}`,
-      key: await importPrivateKey(runner.jwk),
-    });
+    const request = await signed("POST", new URL(d.callbacks.ack).pathname, runner.jwk, runnerKeyId(ctx, runner.id), { attempt: d.attempt });
     const replay = request.clone();
     expect((await w.fetch(request)).status).toBe(200);
     const second = await w.fetch(replay);
     expect(second.status).toBe(401);
     expect(await second.json()).toMatchObject({ type: "/problems/nonce-replayed" });
     await runner.finish(d);
-    expect((await flowOf(client, ctx, flow.id)).status).toBe("finished");
+    expect((await client.loadFlow(ctx, flow.id)).status).toBe("finished");
   });
 
   it("lists flows by status, a page at a time", async () => {
-    for (let i = 0; i < 3; i++) await runToEnd(((await submit({ start: true, jobs: [sh(`ok${i}`)] })) as FlowView).id);
-    await runToEnd(((await submit({ start: true, jobs: [sh("bad")] })) as FlowView).id, { bad: "no" });
-    const page = (await client.request("GET", `/v1/contexts/${ctx}/flows?status=finished&limit=2`)) as { items: { status: string }[]; total: number; next?: number };
+    for (let i = 0; i < 3; i++) await runToEnd((await submit({ start: true, jobs: [sh(`ok${i}`)] })).id);
+    await runToEnd((await submit({ start: true, jobs: [sh("bad")] })).id, { bad: "no" });
+    const page = await client.listFlows(ctx, { status: "finished", limit: 2 });
     expect(page.items).toHaveLength(2);
     expect(page.items.every((f) => f.status === "finished")).toBe(true);
     expect(page.next).toBe(2);
-    const errors = (await client.request("GET", `/v1/contexts/${ctx}/flows?status=error`)) as { total: number };
+    expect(page.total).toBe(3);
+    const errors = await client.listFlows(ctx, { status: "error" });
     expect(errors.total).toBe(1);
   });
 });

@@ -1,10 +1,11 @@
 import fc from "fast-check";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
-import { actorKeyId, generateKeyPair, importPrivateKey, runnerKeyId, signRequest, type PrivateJwk } from "../../shared/auth/index.js";
-import { BASE, testWorker } from "./harness.js";
+import { actorKeyId, generateKeyPair, runnerKeyId, type PrivateJwk } from "../../shared/auth/index.js";
+import { BASE, signed, testWorker } from "./harness.js";
 
 // Property-based fuzzing of every request body, path parameter and signature header: whatever
-// arrives, the answer is never a 5xx, and every 4xx is a problem document; a 400 names a field.
+// arrives, the answer is never a 5xx, and every 4xx is a problem document (on /rpc, a JSON-RPC
+// error carrying one); a 400 names a field.
 
 const w = testWorker("fuzz");
 afterAll(() => w.cleanup());
@@ -24,9 +25,10 @@ beforeAll(async () => {
   contextId = (await a.client.createContext()).id;
   runnerJwk = await generateKeyPair();
   runnerId = (await a.client.createRunner(contextId, { pubkey: runnerJwk.x, runner_type: "sh", local: true })).id;
-  const flow = (await a.client.request("POST", `/v1/contexts/${contextId}/flows`, { start: true, jobs: [{ name: "f", script: "x", script_type: "sh" }] })) as { id: number; jobs: { id: number }[] };
+  const flow = await a.client.submitFlow(contextId, { start: true, jobs: [{ name: "f", script: "x", script_type: "sh" }] });
   flowId = flow.id;
-  jobId = flow.jobs[0]?.id ?? 1;
+  jobId = flow.jobs[0]?.id as number;
+  expect(jobId).toBeGreaterThan(0);
 });
 
 /** Any JSON value a client might send, weighted towards the awkward. */
@@ -74,25 +76,69 @@ const ROUTES: Route[] = [
   { name: "POST …/jobs/{jobId}/heartbeat", method: "POST", path: () => `/v1/contexts/${contextId}/flows/${flowId}/jobs/${jobId}/heartbeat`, fields: ["attempt"], asRunner: true },
 ];
 
+/** A request with `body` as it is (never re-encoded), signed by the admin or the context's runner. */
 async function signedRequest(method: string, path: string, body?: string, options: { asRunner?: boolean; headers?: Record<string, string> } = {}): Promise<Request> {
-  const headers = { ...(body === undefined ? {} : { "content-type": "application/json" }), ...options.headers };
-  const request = new Request(`${BASE}${path}`, { method, headers, ...(body === undefined ? {} : { body }) });
-  const signer = options.asRunner
-    ? { keyid: runnerKeyId(contextId, runnerId), key: await importPrivateKey(runnerJwk) }
-    : { keyid: actorKeyId(admin.id), key: await importPrivateKey(admin.jwk) };
-  return signRequest(request, signer);
+  const [jwk, keyid] = options.asRunner ? [runnerJwk, runnerKeyId(contextId, runnerId)] : [admin.jwk, actorKeyId(admin.id)];
+  return signed(method, path, jwk, keyid, undefined, { ...(body === undefined ? {} : { raw: body }), ...(options.headers ? { headers: options.headers } : {}) });
 }
 
-async function expectWellFormed(res: Response): Promise<void> {
+interface Problem {
+  type: string;
+  status: number;
+  field?: string;
+}
+
+/** What every problem document holds; a 400 for invalid input names the field at fault. */
+function expectProblem(problem: Problem, status: number): void {
+  expect(problem.status).toBe(status);
+  expect(problem.type).toMatch(/^\/problems\//);
+  if (problem.type === "/problems/invalid-input") expect(problem.field).toMatch(/^(body|param|query|params|header)/);
+}
+
+/**
+ * Never a 5xx; a 4xx is a problem document. /rpc answers JSON-RPC instead: there a 4xx is a
+ * JSON-RPC error whose `data` is the problem document, and no error, whatever the HTTP status,
+ * carries a 5xx problem.
+ */
+async function expectWellFormed(res: Response, path: string): Promise<void> {
   expect(res.status, `status ${res.status}`).toBeLessThan(500);
-  if (res.status >= 400 && res.headers.get("content-type") !== "application/json") {
-    expect(res.headers.get("content-type")).toBe("application/problem+json");
-    const problem = (await res.json()) as { type: string; status: number; field?: string };
-    expect(problem.status).toBe(res.status);
-    expect(problem.type).toMatch(/^\/problems\//);
-    if (problem.type === "/problems/invalid-input") expect(problem.field).toMatch(/^(body|param|query|params|header)/);
-  } else {
+  if (new URL(path, BASE).pathname === "/rpc") {
+    await expectRpcWellFormed(res);
+    return;
+  }
+  if (res.status < 400) {
     await res.arrayBuffer();
+    return;
+  }
+  expect(res.headers.get("content-type")).toBe("application/problem+json");
+  expectProblem((await res.json()) as Problem, res.status);
+}
+
+interface RpcAnswer {
+  jsonrpc?: unknown;
+  result?: unknown;
+  error?: { code?: unknown; message?: unknown; data?: Problem };
+}
+
+async function expectRpcWellFormed(res: Response): Promise<void> {
+  if (res.status === 204) return; // notifications only: nothing to answer
+  expect(res.headers.get("content-type")).toMatch(/^application\/json/);
+  const body = (await res.json()) as RpcAnswer | RpcAnswer[];
+  const answers = Array.isArray(body) ? body : [body];
+  if (res.status >= 400) {
+    expect(answers).toHaveLength(1);
+    expect(answers[0]?.error?.data, JSON.stringify(body)).toBeDefined();
+    expectProblem(answers[0]?.error?.data as Problem, res.status);
+  }
+  for (const answer of answers) {
+    expect(answer.jsonrpc).toBe("2.0");
+    if (answer.error === undefined) continue;
+    expect(answer.error.code).toEqual(expect.any(Number));
+    expect(answer.error.message).toEqual(expect.any(String));
+    if (answer.error.data !== undefined) {
+      expect(answer.error.data.status, JSON.stringify(answer.error)).toBeLessThan(500);
+      expectProblem(answer.error.data, answer.error.data.status);
+    }
   }
 }
 
@@ -102,7 +148,7 @@ describe("fuzzing", () => {
     async (_name, route) => {
       await fc.assert(
         fc.asyncProperty(fc.oneof(shaped(route.fields).map((v) => JSON.stringify(v)), fc.string()), async (body) => {
-          await expectWellFormed(await w.fetch(await signedRequest(route.method, route.path(), body, route.asRunner ? { asRunner: true } : {})));
+          await expectWellFormed(await w.fetch(await signedRequest(route.method, route.path(), body, route.asRunner ? { asRunner: true } : {})), route.path());
         }),
         { numRuns: RUNS },
       );
@@ -128,7 +174,7 @@ describe("fuzzing", () => {
     await fc.assert(
       fc.asyncProperty(fc.constantFrom(...templates.keys()), segment, segment, fc.constantFrom("GET", "PUT", "DELETE", "PATCH"), async (t, a, b, method) => {
         const path = (templates[t] as (a: string, b: string) => string)(encodeURIComponent(a), encodeURIComponent(b));
-        await expectWellFormed(await w.fetch(await signedRequest(method, path, method === "PATCH" ? "{}" : undefined)));
+        await expectWellFormed(await w.fetch(await signedRequest(method, path, method === "PATCH" ? "{}" : undefined)), path);
       }),
       { numRuns: RUNS * 2 },
     );
@@ -145,7 +191,7 @@ describe("fuzzing", () => {
         } catch {
           return; // not a valid header value at all: no client could send it
         }
-        await expectWellFormed(await w.fetch(request));
+        await expectWellFormed(await w.fetch(request), `/v1/contexts/${contextId}/flows`);
       }),
       { numRuns: RUNS },
     );
@@ -170,9 +216,67 @@ describe("fuzzing", () => {
         }
         const res = await w.fetch(new Request(`${BASE}/v1/contexts/${contextId}`, { method: "POST", headers, body: "{}" }));
         expect(res.status).toBe(401);
-        await expectWellFormed(res);
+        await expectWellFormed(res, `/v1/contexts/${contextId}`);
       }),
       { numRuns: RUNS * 2 },
     );
+  });
+
+  it("answers a well-formed signature carrying random bytes with 401, never a 5xx", async () => {
+    const bytes = fc.uint8Array({ minLength: 0, maxLength: 200 });
+    await fc.assert(
+      fc.asyncProperty(fc.constantFrom(...ROUTES), bytes, async (route, raw) => {
+        const request = await signedRequest(route.method, route.path(), "{}", route.asRunner ? { asRunner: true } : {});
+        const headers = new Headers(request.headers);
+        headers.set("signature", `sig1=:${btoa(String.fromCharCode(...raw))}:`);
+        const res = await w.fetch(new Request(request.url, { method: request.method, headers, body: "{}" }));
+        expect(res.status, `${route.name} with ${raw.length} signature bytes`).toBe(401);
+        await expectWellFormed(res, route.path());
+      }),
+      { numRuns: RUNS },
+    );
+  });
+
+  it("answers every kind of signer on every route without a 5xx (a runner webhook signed by an actor is a 403)", async () => {
+    const signers = [
+      async () => ({ jwk: admin.jwk, keyid: actorKeyId(admin.id) }),
+      async () => ({ jwk: runnerJwk, keyid: runnerKeyId(contextId, runnerId) }),
+      async () => ({ jwk: admin.jwk, keyid: `key:${admin.jwk.x}` }),
+      async () => {
+        const jwk = await generateKeyPair();
+        return { jwk, keyid: `key:${jwk.x}` };
+      },
+    ];
+    const webhooks = ["ack", "started", "heartbeat", "logs", "result"].flatMap((event) => [
+      { name: `POST …/flows/{f}/jobs/{j}/${event}`, method: "POST", path: () => `/v1/contexts/${contextId}/flows/${flowId}/jobs/${jobId}/${event}`, fields: ["attempt"] },
+      { name: `POST …/jobs/{caller}/{j}/${event}`, method: "POST", path: () => `/v1/contexts/${contextId}/jobs/${admin.id}/${jobId}/${event}`, fields: ["attempt"] },
+    ]);
+    for (const route of [...ROUTES, ...webhooks]) {
+      for (const signer of signers) {
+        const { jwk, keyid } = await signer();
+        const res = await w.fetch(await signed(route.method, route.path(), jwk, keyid, { attempt: 1 }));
+        await expectWellFormed(res, route.path());
+        if (route.name.includes("/jobs/") && !keyid.startsWith("runner:") && res.status !== 401) expect(res.status, `${route.name} as ${keyid}`).toBe(403);
+      }
+    }
+  });
+
+  it("answers oversized headers with 431 (or 401 for an oversized signature), never a 5xx", async () => {
+    const big = (n: number) => "A".repeat(n);
+    const cases: Record<string, string>[] = [
+      { signature: `sig1=:${big(64 * 1024)}:` },
+      { "signature-input": `sig1=("@method");keyid="${big(64 * 1024)}"` },
+      { "x-padding": big(64 * 1024) },
+      { "idempotency-key": big(20_000) },
+      { traceparent: big(40_000) },
+    ];
+    for (const extra of cases) {
+      const request = await signedRequest("POST", `/v1/contexts/${contextId}/flows`, JSON.stringify({ jobs: [{ script: "x", script_type: "sh" }] }));
+      const headers = new Headers(request.headers);
+      for (const [name, value] of Object.entries(extra)) headers.set(name, value);
+      const res = await w.fetch(new Request(request.url, { method: "POST", headers, body: JSON.stringify({ jobs: [{ script: "x", script_type: "sh" }] }) }));
+      expect([401, 431], `${Object.keys(extra)[0]}: ${res.status}`).toContain(res.status);
+      await expectWellFormed(res, "/v1/contexts");
+    }
   });
 });

@@ -1,10 +1,13 @@
-import { createExecutionContext, waitOnExecutionContext } from "cloudflare:test";
+import { createExecutionContext, createScheduledController, runInDurableObject, waitOnExecutionContext } from "cloudflare:test";
 import { env } from "cloudflare:workers";
+import { expect } from "vitest";
 import worker from "../../functions/index.js";
 import type { Env } from "../../functions/env.js";
-import { actorKeyId, generateKeyPair, type PrivateJwk } from "../../shared/auth/index.js";
-import { CoordinatorClient, signerFromJwk } from "../../shared/client/index.js";
+import { coordinatorStub, scopeFor } from "../../functions/flow/scope.js";
+import { actorKeyId, generateKeyPair, importPrivateKey, signRequest, type PrivateJwk } from "../../shared/auth/index.js";
+import { ApiError, CoordinatorClient, signerFromJwk } from "../../shared/client/index.js";
 import type { Actor } from "../../shared/model/index.js";
+import { Keys } from "../../shared/keys.js";
 import { connectRedis } from "../../shared/store/index.js";
 import { deletePrefix, freshPrefix } from "../support/prefix.js";
 
@@ -18,6 +21,7 @@ export const BASE = "http://coordinator.test";
 export function testWorker(label: string, overrides: Partial<Env> = {}) {
   const prefix = freshPrefix(label);
   const workerEnv: Env = { ...env, KEY_PREFIX: prefix, ...overrides };
+  /** Answers a request as the Worker does, and waits for the work it left to its execution context. */
   const fetch = async (request: Request): Promise<Response> => {
     const ctx = createExecutionContext();
     const response = await worker.fetch(request as Request<unknown, IncomingRequestCfProperties>, workerEnv, ctx);
@@ -28,6 +32,8 @@ export function testWorker(label: string, overrides: Partial<Env> = {}) {
   const anonymous = new CoordinatorClient({ baseUrl: BASE, fetch });
   return {
     prefix,
+    /** Every key of this file's prefix, built as the coordinator builds it. */
+    keys: new Keys(prefix),
     env: workerEnv,
     fetch,
     redis,
@@ -42,6 +48,78 @@ export function testWorker(label: string, overrides: Partial<Env> = {}) {
     async clientFor(jwk: PrivateJwk, keyid: string): Promise<CoordinatorClient> {
       return anonymous.as(await signerFromJwk(jwk, keyid));
     },
+    /** Runs the cron trigger's handler (the supervisor's sweep) and waits for all it started. */
+    async sweep(): Promise<void> {
+      const ctx = createExecutionContext();
+      worker.scheduled(createScheduledController({ scheduledTime: Date.now(), cron: "* * * * *" }), workerEnv, ctx);
+      await waitOnExecutionContext(ctx);
+    },
+    /** A flow's FlowCoordinator (its Durable Object) and the scope it is called with. */
+    flowStub(contextId: number, flowId: number) {
+      const scope = scopeFor({ prefix, origin: BASE }, contextId, { flowId });
+      return { scope, stub: coordinatorStub(workerEnv, scope) };
+    },
+    /** The FlowCoordinator of a job run outside any flow, and its scope. */
+    jobStub(contextId: number, callerId: number, jobId: number) {
+      const scope = scopeFor({ prefix, origin: BASE }, contextId, { callerId, jobId });
+      return { scope, stub: coordinatorStub(workerEnv, scope) };
+    },
     cleanup: () => deletePrefix(redis, prefix),
   };
+}
+
+export type TestWorker = ReturnType<typeof testWorker>;
+type FlowStub = ReturnType<TestWorker["flowStub"]>["stub"];
+
+/**
+ * Takes a FlowCoordinator's alarm away (deletes it) and returns when it was to ring: from then on
+ * no real alarm rings by itself, and the test rings it with {@link ringAlarm} when it chooses.
+ */
+export function takeAlarm(stub: FlowStub): Promise<number | null> {
+  return runInDurableObject(stub, async (_instance, state) => {
+    const at = await state.storage.getAlarm();
+    await state.storage.deleteAlarm();
+    return at;
+  });
+}
+
+/** Rings a FlowCoordinator's alarm now: runs its alarm handler, whether or not an alarm is set. */
+export function ringAlarm(stub: FlowStub): Promise<void> {
+  return runInDurableObject(stub, (instance) => instance.alarm());
+}
+
+/** Waits until the wall clock is past `at` (epoch ms): a flow's deadlines compare with it. */
+export async function waitUntilPast(at: number): Promise<void> {
+  await new Promise((r) => setTimeout(r, Math.max(0, at - Date.now()) + 50));
+}
+
+/** Resolves with what `promise` failed with, which must be an ApiError (a JSON-RPC error has its code in `rpcCode`). */
+export async function failure(promise: Promise<unknown>): Promise<ApiError & { rpcCode?: number }> {
+  const error = await promise.then(
+    () => undefined,
+    (e: unknown) => e,
+  );
+  expect(error).toBeInstanceOf(ApiError);
+  return error as ApiError & { rpcCode?: number };
+}
+
+/** What {@link signed} sends besides a JSON body. */
+export interface SignedOptions {
+  /** A body sent as it is (not JSON-encoded), instead of the JSON one. */
+  raw?: string;
+  /** More headers (a content-type here replaces the JSON one). */
+  headers?: Record<string, string>;
+  /** The signature's creation time (epoch seconds), to sign as if at another time. */
+  created?: number;
+}
+
+/**
+ * A request to the Worker at `path`, signed (RFC 9421) as `keyid` with `jwk`. `body`, when given,
+ * is sent as JSON; so is `options.raw`, as it is.
+ */
+export async function signed(method: string, path: string, jwk: PrivateJwk, keyid: string, body?: unknown, options: SignedOptions = {}): Promise<Request> {
+  const text = options.raw ?? (body === undefined ? undefined : JSON.stringify(body));
+  const headers = { ...(text === undefined ? {} : { "content-type": "application/json" }), ...options.headers };
+  const request = new Request(`${BASE}${path}`, { method, headers, ...(text === undefined ? {} : { body: text }) });
+  return signRequest(request, { keyid, key: await importPrivateKey(jwk) }, options.created === undefined ? {} : { created: options.created });
 }

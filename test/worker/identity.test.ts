@@ -1,16 +1,9 @@
 import { afterAll, describe, expect, it } from "vitest";
 import { generateKeyPair } from "../../shared/auth/index.js";
-import { ApiError } from "../../shared/client/index.js";
-import { testWorker } from "./harness.js";
+import { failure, testWorker } from "./harness.js";
 
 const w = testWorker("identity");
 afterAll(() => w.cleanup());
-
-async function failure(promise: Promise<unknown>): Promise<ApiError> {
-  const error = await promise.then(() => undefined, (e: unknown) => e);
-  expect(error).toBeInstanceOf(ApiError);
-  return error as ApiError;
-}
 
 describe("actors", () => {
   it("registers with proof of possession and is idempotent for the same key", async () => {

@@ -1,7 +1,9 @@
-import { describe, expect, it } from "vitest";
+import { afterAll, describe, expect, it } from "vitest";
+import { parsePrivateJwk } from "../../shared/auth/index.js";
 import { BASE, testWorker } from "./harness.js";
 
 const w = testWorker("operations");
+afterAll(() => w.cleanup());
 
 describe("operations endpoints", () => {
   it("/ready: storage reachable and a signing key, else 503 naming what is missing", async () => {
@@ -17,7 +19,14 @@ describe("operations endpoints", () => {
   it("/info tells what this is, nothing secret", async () => {
     const info = (await (await w.fetch(new Request(`${BASE}/info`))).json()) as Record<string, unknown>;
     expect(info).toMatchObject({ name: "flow-coordinator", api: "/v1", openapi: "/openapi.json", actor_registration: "open", key_prefix: w.prefix });
-    expect(JSON.stringify(info)).not.toContain("TOKEN");
+    const text = JSON.stringify(info);
+    expect(text).not.toContain("TOKEN");
+    // Neither the storage token nor the signing key's private part, whatever they are named.
+    expect(w.env.UPSTASH_REDIS_REST_TOKEN.length).toBeGreaterThan(8);
+    expect(text).not.toContain(w.env.UPSTASH_REDIS_REST_TOKEN);
+    const { d } = parsePrivateJwk(w.env.COORDINATOR_SIGNING_KEY ?? "", "COORDINATOR_SIGNING_KEY");
+    expect(d.length).toBeGreaterThan(8);
+    expect(text).not.toContain(d);
   });
 
   it("/metrics: request counters and storage gauges in Prometheus text", async () => {

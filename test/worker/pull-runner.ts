@@ -1,9 +1,8 @@
 import { generateKeyPair, runnerKeyId, type PrivateJwk } from "../../shared/auth/index.js";
 import { ApiError, type CoordinatorClient } from "../../shared/client/index.js";
-import type { DeliveryPayload, FlowView } from "../../shared/model/index.js";
-import type { testWorker } from "./harness.js";
-
-type Worker = ReturnType<typeof testWorker>;
+import type { DeliveryPayload } from "../../shared/model/index.js";
+import { eventually } from "../support/eventually.js";
+import type { TestWorker } from "./harness.js";
 
 /**
  * A pull runner driven step by step by a test, through the real API: it leases deliveries and
@@ -18,20 +17,27 @@ export class PullRunner {
   ) {}
 
   /** Registers a pull runner of `scriptTypes` in the context. */
-  static async register(w: Worker, admin: CoordinatorClient, contextId: number, scriptTypes: ("sh" | "python")[] = ["sh", "python"]): Promise<PullRunner> {
+  static async register(w: TestWorker, admin: CoordinatorClient, contextId: number, scriptTypes: ("sh" | "python")[] = ["sh", "python"]): Promise<PullRunner> {
     const jwk = await generateKeyPair();
     const runner = await admin.createRunner(contextId, { pubkey: jwk.x, runner_type: "sh", local: true, script_types: scriptTypes, concurrency: 100 });
     return new PullRunner(runner.id, contextId, jwk, await w.clientFor(jwk, runnerKeyId(contextId, runner.id)));
   }
 
-  /** Leases until at least `atLeast` deliveries came (the relay runs just after a commit). */
+  /**
+   * Leases until at least `atLeast` deliveries came (the relay runs just after a commit, in the
+   * flow's Durable Object); fails if they do not come within 10 s.
+   */
   async leaseSome(atLeast = 1, max = 100): Promise<DeliveryPayload[]> {
     const got: DeliveryPayload[] = [];
-    for (let round = 0; round < 100 && got.length < atLeast; round++) {
-      got.push(...(await this.lease(max)));
-      if (got.length < atLeast) await new Promise((r) => setTimeout(r, 20));
-    }
-    return got;
+    return eventually(
+      async () => {
+        got.push(...(await this.lease(max)));
+        return got.length >= atLeast ? got : undefined;
+      },
+      10_000,
+      20,
+      `${atLeast} deliveries to runner ${this.id}`,
+    );
   }
 
   async lease(max = 100): Promise<DeliveryPayload[]> {
@@ -63,9 +69,4 @@ export class PullRunner {
 /** The name of a delivery's job. */
 export function jobName(d: DeliveryPayload): string {
   return d.message.job[0]?.name ?? String(d.job_id);
-}
-
-/** Loads a flow's live view. */
-export function flowOf(admin: CoordinatorClient, contextId: number, flowId: number): Promise<FlowView> {
-  return admin.request("GET", `/v1/contexts/${contextId}/flows/${flowId}`) as Promise<FlowView>;
 }

@@ -1,8 +1,8 @@
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
-import { actorKeyId, bareKeyId, generateKeyPair, importPrivateKey, signRequest, type PrivateJwk } from "../../shared/auth/index.js";
-import { ApiError, type CoordinatorClient } from "../../shared/client/index.js";
-import { Actor, Context, Runner } from "../../shared/model/index.js";
-import { BASE, testWorker } from "./harness.js";
+import { actorKeyId, bareKeyId, generateKeyPair, importPrivateKey, type PrivateJwk } from "../../shared/auth/index.js";
+import type { CoordinatorClient } from "../../shared/client/index.js";
+import { Actor, Context, Runner, RunnerWithDispatch } from "../../shared/model/index.js";
+import { BASE, failure, signed, testWorker } from "./harness.js";
 
 const w = testWorker("rpc");
 afterAll(() => w.cleanup());
@@ -19,14 +19,7 @@ beforeAll(async () => {
 
 /** Posts a raw JSON-RPC body signed by the admin. */
 async function rpcRaw(body: string): Promise<Response> {
-  const request = new Request(`${BASE}/rpc`, { method: "POST", body, headers: { "content-type": "application/json" } });
-  return w.fetch(await signRequest(request, { keyid: actorKeyId(admin.id), key: await importPrivateKey(admin.jwk) }));
-}
-
-async function rpcFailure(promise: Promise<unknown>): Promise<ApiError & { rpcCode: number }> {
-  const error = await promise.then(() => undefined, (e: unknown) => e);
-  expect(error).toBeInstanceOf(ApiError);
-  return error as ApiError & { rpcCode: number };
+  return w.fetch(await signed("POST", "/rpc", admin.jwk, actorKeyId(admin.id), undefined, { raw: body }));
 }
 
 describe("JSON-RPC methods", () => {
@@ -44,18 +37,18 @@ describe("JSON-RPC methods", () => {
     expect(await admin.client.rpc("context.load", { id: context.id }, Context)).toEqual(context);
     const runner = await admin.client.rpc("runner.create", { context_id: context.id, pubkey: (await generateKeyPair()).x, runner_type: "python", local: true }, Runner);
     expect(runner.context_id).toBe(context.id);
-    expect(await admin.client.rpc("runner.load", { context_id: context.id, id: runner.id }, Runner)).toEqual(runner);
+    expect(await admin.client.rpc("runner.load", { context_id: context.id, id: runner.id }, RunnerWithDispatch)).toEqual({ ...runner, dispatch: { in_flight: 0 } });
   });
 
   it("maps errors to JSON-RPC codes with the problem in data", async () => {
     const context = await admin.client.rpc("context.create", {}, Context);
-    const forbidden = await rpcFailure(outsider.client.rpc("context.load", { id: context.id }));
+    const forbidden = await failure(outsider.client.rpc("context.load", { id: context.id }));
     expect([forbidden.rpcCode, forbidden.status, forbidden.code]).toEqual([-32003, 403, "forbidden"]);
-    const missing = await rpcFailure(admin.client.rpc("context.load", { id: 999_999 }));
+    const missing = await failure(admin.client.rpc("context.load", { id: 999_999 }));
     expect([missing.rpcCode, missing.status]).toEqual([-32004, 404]);
-    const invalid = await rpcFailure(admin.client.rpc("runner.create", { context_id: context.id, pubkey: "short", runner_type: "python" }));
+    const invalid = await failure(admin.client.rpc("runner.create", { context_id: context.id, pubkey: "short", runner_type: "python" }));
     expect([invalid.rpcCode, invalid.status, invalid.problem.field]).toEqual([-32602, 400, "params.pubkey"]);
-    const taken = await rpcFailure(admin.client.rpc("context.create", { id: context.id }));
+    const taken = await failure(admin.client.rpc("context.create", { id: context.id }));
     expect([taken.rpcCode, taken.status]).toEqual([-32009, 409]);
   });
 
@@ -88,10 +81,7 @@ describe("JSON-RPC methods", () => {
     const unsigned = await w.fetch(new Request(`${BASE}/rpc`, { method: "POST", body: JSON.stringify({ jsonrpc: "2.0", id: 1, method: "actor.load", params: { id: 1 } }) }));
     expect(unsigned.status).toBe(401);
     expect(await unsigned.json()).toMatchObject({ jsonrpc: "2.0", id: null, error: { code: -32001, data: { type: "/problems/signature-missing" } } });
-    const request = await signRequest(
-      new Request(`${BASE}/rpc`, { method: "POST", body: JSON.stringify({ jsonrpc: "2.0", id: 1, method: "context.create", params: {} }) }),
-      { keyid: actorKeyId(admin.id), key: await importPrivateKey(admin.jwk) },
-    );
+    const request = await signed("POST", "/rpc", admin.jwk, actorKeyId(admin.id), { jsonrpc: "2.0", id: 1, method: "context.create", params: {} });
     const replay = request.clone();
     expect((await w.fetch(request)).status).toBe(200);
     const replayed = await w.fetch(replay);

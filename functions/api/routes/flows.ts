@@ -1,14 +1,13 @@
 import { createRoute, z, type OpenAPIHono } from "@hono/zod-openapi";
 import { FlowSubmission } from "../../../shared/flow/index.js";
-import { FlowDag, FlowStatus, FlowView } from "../../../shared/model/index.js";
+import { FlowDag, FlowStatus } from "../../../shared/model/index.js";
 import { flowDag, listFlows, loadFlow, startFlow, submitFlow } from "../../service/flows.js";
 import { flowCall } from "../call.js";
-import { body, conflict, json, named, pageOf, PageQuery, PathId, schemas, signed, signedErrors } from "../schemas.js";
+import { body, conflict, idempotencyReused, json, named, pageOf, PageQuery, PathId, schemas, signed, signedErrors } from "../schemas.js";
 import type { AppEnv } from "../store.js";
 
 const contextParams = z.object({ contextId: PathId });
 const flowParams = z.object({ contextId: PathId, flowId: PathId });
-const FlowViewBody = named(FlowView, "FlowView");
 const Dag = named(FlowDag, "FlowDag");
 const FlowPage = pageOf(schemas.Flow, "FlowPage");
 
@@ -25,7 +24,7 @@ const submit = createRoute({
     headers: z.object({ "idempotency-key": z.string().min(1).max(128).regex(/^[\x21-\x7e]+$/).optional() }),
     ...body(named(FlowSubmission, "FlowSubmission")),
   },
-  responses: { 201: json(FlowViewBody, "Created"), 200: json(FlowViewBody, "The flow this Idempotency-Key created before"), ...signedErrors, ...conflict },
+  responses: { 201: json(schemas.FlowView, "Created"), 200: json(schemas.FlowView, "The flow this Idempotency-Key created before (finished now if the first request's answer was lost)"), ...signedErrors, ...conflict, ...idempotencyReused },
 });
 
 const list = createRoute({
@@ -45,7 +44,7 @@ const load = createRoute({
   summary: "Load a flow with every job's live status (readers)",
   security: signed,
   request: { params: flowParams },
-  responses: { 200: json(FlowViewBody, "The flow"), ...signedErrors },
+  responses: { 200: json(schemas.FlowView, "The flow"), ...signedErrors },
 });
 
 const dag = createRoute({
@@ -65,7 +64,7 @@ const start = createRoute({
   summary: "Start a flow (admins); starting it again changes nothing",
   security: signed,
   request: { params: flowParams },
-  responses: { 200: json(FlowViewBody, "Started"), ...signedErrors },
+  responses: { 200: json(schemas.FlowView, "Started"), ...signedErrors },
 });
 
 /** Flow routes: submit, list, load, DAG, start. */

@@ -1,5 +1,5 @@
 import { createRoute, z, type OpenAPIHono } from "@hono/zod-openapi";
-import { FlowView, JobView, RunnerJob } from "../../../shared/model/index.js";
+import { JobView, RunnerJob } from "../../../shared/model/index.js";
 import { JobSubmission, loadJob, loadMessage, startJob, submitJob } from "../../service/jobs.js";
 import { flowCall } from "../call.js";
 import { body, conflict, json, named, PathId, schemas, signed, signedErrors } from "../schemas.js";
@@ -18,7 +18,7 @@ const submit = createRoute({
   security: signed,
   request: { params: contextParams, ...body(named(JobSubmission, "JobSubmission")) },
   responses: {
-    201: json(named(z.object({ job: JobWithStatus, view: FlowView }), "JobCreated"), "Created"),
+    201: json(named(z.object({ job: JobWithStatus, view: schemas.FlowView }), "JobCreated"), "Created"),
     ...signedErrors,
     ...conflict,
   },

@@ -1,13 +1,12 @@
 import { createRoute, z, type OpenAPIHono } from "@hono/zod-openapi";
-import { DeadLetter, FlowView } from "../../../shared/model/index.js";
+import { DeadLetter } from "../../../shared/model/index.js";
 import { cancelFlow, listDeadLetters, loadDeadLetter, rerunFlow, setDispatch } from "../../service/recovery.js";
 import { flowCall } from "../call.js";
-import { body, conflict, json, named, pageOf, PageQuery, PathId, signed, signedErrors } from "../schemas.js";
+import { body, conflict, json, named, pageOf, PageQuery, PathId, schemas, signed, signedErrors } from "../schemas.js";
 import type { AppEnv } from "../store.js";
 
 const contextParams = z.object({ contextId: PathId });
 const flowParams = z.object({ contextId: PathId, flowId: PathId });
-const FlowViewBody = named(FlowView, "FlowView");
 const DeadLetterBody = named(DeadLetter, "DeadLetter");
 const Dispatch = named(z.object({ context_id: z.int(), paused: z.boolean() }), "DispatchState");
 
@@ -19,7 +18,7 @@ const cancel = createRoute({
   description: "Nothing more is dispatched; what has not ended errors as cancelled; the runners of attempts in flight get a signed cancel. Cancelling twice changes nothing.",
   security: signed,
   request: { params: flowParams, ...body(z.object({ reason: z.string().min(1).max(500).default("cancelled by an admin") }).strict()) },
-  responses: { 200: json(FlowViewBody, "Cancelled"), ...signedErrors },
+  responses: { 200: json(schemas.FlowView, "Cancelled"), ...signedErrors },
 });
 
 const rerun = createRoute({
@@ -30,7 +29,7 @@ const rerun = createRoute({
   description: "Finished jobs keep their results and are not run again; each failed job gets fresh retries.",
   security: signed,
   request: { params: flowParams },
-  responses: { 200: json(FlowViewBody, "Running again"), ...signedErrors, ...conflict },
+  responses: { 200: json(schemas.FlowView, "Running again"), ...signedErrors, ...conflict },
 });
 
 const pause = createRoute({

@@ -1,9 +1,11 @@
 import { createRoute, z, type OpenAPIHono } from "@hono/zod-openapi";
 import { DeliveryPayload } from "../../../shared/model/index.js";
-import { leaseJobs, reportRunnerEvent, RUNNER_EVENTS, RunnerEventBodies, type RunnerEventName } from "../../service/runner-events.js";
-import { recordPoisonPayload } from "../../service/recovery.js";
+import { RUNNER_EVENTS } from "../../flow/scope.js";
+import { keepRefusedReport } from "../../service/recovery.js";
+import { leaseJobs, reportRunnerEvent, RunnerEventBodies, type RunnerEventName } from "../../service/runner-events.js";
 import { flowCall } from "../call.js";
-import { invalidInput } from "../errors.js";
+import { Problem } from "../problem.js";
+import { defaultHook, validationProblem } from "../errors.js";
 import { body, conflict, json, named, PathId, signed, signedErrors } from "../schemas.js";
 import type { AppEnv } from "../store.js";
 
@@ -12,6 +14,12 @@ const Answer = named(
   "RunnerEventAnswer",
 );
 const Delivery = named(DeliveryPayload, "Delivery");
+
+const FlowJobParams = z.object({ contextId: PathId, flowId: PathId, jobId: PathId });
+const LoneJobParams = z.object({ contextId: PathId, callerId: PathId, jobId: PathId });
+
+/** The path of a job's webhooks: of a job in a flow, or (standalone) of a job outside any flow. */
+const webhookParams = (standalone: boolean) => (standalone ? LoneJobParams : FlowJobParams);
 
 const DESCRIPTIONS: Record<RunnerEventName, string> = {
   ack: "A pull runner acknowledges a leased job (push runners acknowledge with the 2xx of the delivery).",
@@ -30,7 +38,7 @@ function eventRoute(name: RunnerEventName, standalone: boolean) {
     description: `${DESCRIPTIONS[name]} Only from the runner the attempt was given to (keyid runner:<context>:<id>); idempotent: a repeated report answers \`duplicate\`, a report on an old attempt 409.`,
     security: signed,
     request: {
-      params: standalone ? z.object({ contextId: PathId, callerId: PathId, jobId: PathId }) : z.object({ contextId: PathId, flowId: PathId, jobId: PathId }),
+      params: webhookParams(standalone),
       ...body(RunnerEventBodies[name]),
     },
     responses: { 200: json(Answer, "Taken"), ...signedErrors, ...conflict },
@@ -53,34 +61,18 @@ export function registerRunnerEventRoutes(app: OpenAPIHono<AppEnv>): void {
   for (const name of RUNNER_EVENTS) {
     for (const standalone of [false, true]) {
       app.openapi(eventRoute(name, standalone), async (c) => {
-        const call = flowCall(c);
-        const params = c.req.valid("param") as { contextId: number; flowId?: number; callerId?: number; jobId: number };
-        const scope = {
-          prefix: call.store.keys.prefix,
-          contextId: params.contextId,
-          flowId: params.flowId ?? 0,
-          ...(params.callerId !== undefined ? { job: { callerId: params.callerId, id: params.jobId } } : {}),
-          origin: call.origin,
-        };
+        // Set by the signature check on every webhook path, which only runners get past.
         const nonce = c.var.deferredNonce;
-        if (!nonce) throw new Error("runner webhooks need the deferred nonce");
-        const answer = await reportRunnerEvent(call, scope, params.jobId, name, c.req.valid("json"), nonce);
+        if (!nonce) throw new Problem(403, "forbidden", "Forbidden", "only runners report on jobs", { needed: ["runner"] });
+        const answer = await reportRunnerEvent(flowCall(c), c.req.valid("param"), name, c.req.valid("json"), nonce);
         return c.json({ outcome: answer.outcome as "applied" | "duplicate", ...(answer.reason ? { reason: answer.reason } : {}), ...(answer.status ? { status: answer.status } : {}) }, 200);
       }, (result, c) => {
-        if (result.success) return;
-        const error = invalidInput(result.error, result.target === "json" ? "body" : result.target);
-        // A runner's report that cannot be read is kept as a dead letter (a poison payload).
-        if (result.target === "json") {
-          const call = flowCall(c);
-          const contextId = Number(c.req.param("contextId"));
-          const jobId = Number(c.req.param("jobId"));
-          const callerId = c.req.param("callerId");
-          const scope = { prefix: call.store.keys.prefix, contextId, flowId: Number(c.req.param("flowId") ?? 0), ...(callerId ? { job: { callerId: Number(callerId), id: jobId } } : {}), origin: call.origin };
-          if (Number.isInteger(contextId) && contextId > 0 && Number.isInteger(jobId) && jobId > 0) {
-            c.executionCtx.waitUntil(recordPoisonPayload(call, scope, jobId, name, error.detail ?? "unreadable").catch(() => undefined));
-          }
+        if (!result.success) {
+          // The service keeps an unreadable report as a dead letter (a poison payload).
+          const path = webhookParams(standalone).safeParse(c.req.param());
+          keepRefusedReport(flowCall(c), { target: result.target, path: path.data, event: name, reason: validationProblem(result).detail ?? "unreadable" });
         }
-        throw error;
+        defaultHook(result);
       });
     }
   }

@@ -1,6 +1,6 @@
 import { createRoute, z, type OpenAPIHono } from "@hono/zod-openapi";
 import { createRunner, deleteRunner, listRunners, loadRunner, updateRunner } from "../../service/runners.js";
-import { serviceCall } from "../call.js";
+import { flowCall, serviceCall } from "../call.js";
 import { body, conflict, json, pageOf, PageQuery, PathId, schemas, signed, signedErrors } from "../schemas.js";
 import type { AppEnv } from "../store.js";
 
@@ -35,7 +35,7 @@ const load = createRoute({
   summary: "Load a runner (readers, or the runner itself)",
   security: signed,
   request: { params: runnerParams },
-  responses: { 200: json(schemas.Runner, "The runner"), ...signedErrors },
+  responses: { 200: json(schemas.RunnerWithDispatch, "The runner, and how dispatch stands with it"), ...signedErrors },
 });
 
 const update = createRoute({
@@ -61,7 +61,7 @@ const remove = createRoute({
 /** Runner routes of a context. */
 export function registerRunnerRoutes(app: OpenAPIHono<AppEnv>): void {
   app.openapi(create, async (c) =>
-    c.json(await createRunner(serviceCall(c), c.req.valid("param").contextId, c.req.valid("json")), 201),
+    c.json(await createRunner(flowCall(c), c.req.valid("param").contextId, c.req.valid("json")), 201),
   );
   app.openapi(list, async (c) => {
     const { offset, limit } = c.req.valid("query");
@@ -73,11 +73,11 @@ export function registerRunnerRoutes(app: OpenAPIHono<AppEnv>): void {
   });
   app.openapi(update, async (c) => {
     const { contextId, runnerId } = c.req.valid("param");
-    return c.json(await updateRunner(serviceCall(c), contextId, runnerId, c.req.valid("json")), 200);
+    return c.json(await updateRunner(flowCall(c), contextId, runnerId, c.req.valid("json")), 200);
   });
   app.openapi(remove, async (c) => {
     const { contextId, runnerId } = c.req.valid("param");
-    await deleteRunner(serviceCall(c), contextId, runnerId);
+    await deleteRunner(flowCall(c), contextId, runnerId);
     return c.body(null, 204);
   });
 }

@@ -1,4 +1,5 @@
 import { createRoute, z, type OpenAPIHono } from "@hono/zod-openapi";
+import { KEY_DIRECTORY_PATH } from "../../../shared/auth/index.js";
 import { coordinatorKeys } from "../../coordinator-key.js";
 import { ProblemBody } from "../schemas.js";
 import type { AppEnv } from "../store.js";
@@ -13,7 +14,7 @@ const Directory = z.object({ keys: z.array(Jwk) }).openapi("CoordinatorKeyDirect
 
 const directory = createRoute({
   method: "get",
-  path: "/.well-known/http-message-signatures-directory",
+  path: KEY_DIRECTORY_PATH,
   tags: ["operations"],
   summary: "The coordinator's public signing keys",
   description:

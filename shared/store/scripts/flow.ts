@@ -8,7 +8,9 @@ import { LuaScript } from "../script.js";
 
 /**
  * reserveFlow: allocate a flow id, a block of job ids and a block of message ids for one
- * submission, or find the flow an Idempotency-Key already created.
+ * submission, or find the reservation an Idempotency-Key already made. The key keeps the whole
+ * reservation and the request's digest, so a submission retried after an answer was lost (or
+ * after storage timed out with the outcome unknown) finishes with the very same ids.
  *   KEYS[1]  the context's id counters (hash)
  *   KEYS[2]  the idempotency key (optional)
  *   ARGV[1]  flow id chosen by the caller, or "" to allocate
@@ -17,14 +19,16 @@ import { LuaScript } from "../script.js";
  *   ARGV[4]  the highest job id the caller chose (0 if none): allocation starts above it
  *   ARGV[5]  how many message ids to reserve
  *   ARGV[6]  idempotency TTL in seconds
- * Returns {0, flowId, firstJobId, firstMessageId}, or {1, flowId} when the Idempotency-Key was
- * seen before (nothing allocated).
+ *   ARGV[7]  the request's digest (with KEYS[2])
+ * Returns {0, flowId, firstJobId, firstMessageId}, or {1, "<flow>:<job>:<message>:<digest>"}
+ * (or {1, "<flow>"} as older versions wrote it) when the Idempotency-Key was seen before:
+ * nothing is allocated then.
  */
 export const reserveFlow = new LuaScript(
   "reserveFlow",
   `if KEYS[2] then
   local seen = redis.call("GET", KEYS[2])
-  if seen then return {1, tonumber(seen)} end
+  if seen then return {1, seen} end
 end
 local flowId
 if ARGV[1] == "" then
@@ -41,8 +45,11 @@ local base = tonumber(redis.call("HGET", KEYS[1], jobField) or "0")
 if floor > base then base = floor end
 redis.call("HSET", KEYS[1], jobField, base + count)
 local lastMessage = redis.call("HINCRBY", KEYS[1], "message:" .. ARGV[2], tonumber(ARGV[5]))
-if KEYS[2] then redis.call("SET", KEYS[2], flowId, "EX", tonumber(ARGV[6])) end
-return {0, flowId, base + 1, lastMessage - tonumber(ARGV[5]) + 1}`,
+local firstMessage = lastMessage - tonumber(ARGV[5]) + 1
+if KEYS[2] then
+  redis.call("SET", KEYS[2], flowId .. ":" .. (base + 1) .. ":" .. firstMessage .. ":" .. ARGV[7], "EX", tonumber(ARGV[6]))
+end
+return {0, flowId, base + 1, firstMessage}`,
 );
 
 /**
@@ -86,8 +93,9 @@ return 0`,
  * the transition was already written, and writing the rest again must not happen.
  *   KEYS     every key the batch touches
  *   ARGV     sections: guarded ("1"/"0"), number of operations, then the operations:
- *            op ("H" HSET, "D" HDEL, "P" RPUSH, "Z" ZADD, "R" ZREM, "L" append to a JSON logs
- *            field), key position in KEYS, argument count, arguments
+ *            op ("H" HSET, "D" HDEL, "P" RPUSH (a queue's work items, msg_out's messages), "Z"
+ *            ZADD, "R" ZREM (also: freeing a runner's slot), "L" append to a JSON logs field),
+ *            key position in KEYS, argument count, arguments
  * Returns the positions (1-based) of the sections that were skipped; empty when all applied.
  */
 export const commitFlow = new LuaScript(
@@ -157,14 +165,13 @@ return taken`,
 );
 
 /**
- * relaySettle: end the relay's hold on messages: those delivered leave the in-flight set, those
- * that could not be delivered go back to the front of msg_out, those for pull runners go to
- * their queue. A message goes back only if it is still this relay's (its in-flight score is the
- * claim's): a late settle must not return a message another relay has taken since.
- *   KEYS[1]  inflight   KEYS[2]  msg_out   KEYS[3..]  queues (optional)
+ * relaySettle: end the relay's hold on messages from msg_out: those delivered leave the
+ * in-flight set, those that could not be delivered go back to the front of msg_out. A message
+ * goes back only if it is still this relay's (its in-flight score is the claim's): a late settle
+ * must not return a message another relay has taken since.
+ *   KEYS[1]  inflight   KEYS[2]  msg_out
  *   ARGV[1]  the claim's score
- *   ARGV[2..] groups: target ("D" delivered, "B" back to msg_out, or the KEYS position of a
- *            queue), count, message keys
+ *   ARGV[2..] groups: target ("D" delivered, "B" back to msg_out), count, message keys
  * Returns the number of messages settled.
  */
 export const relaySettle = new LuaScript(
@@ -187,39 +194,7 @@ while i <= #ARGV do
     end
   else
     settled = settled + redis.call("ZREM", KEYS[1], unpack(ARGV, first, first + n - 1))
-    if target ~= "D" then redis.call("RPUSH", KEYS[tonumber(target)], unpack(ARGV, first, first + n - 1)) end
   end
 end
 return settled`,
-);
-
-/**
- * leaseMessages: a pull runner takes up to N job messages from its script types' queues, unless
- * the context's dispatch is paused.
- *   KEYS[1]  the context hash   KEYS[2..]  the queues, in the runner's order of preference
- *   ARGV[1]  N
- * Returns {key, {field, value, ...}, key, {...}, ...} for the messages taken (a key whose hash
- * is gone is dropped).
- */
-export const leaseMessages = new LuaScript(
-  "leaseMessages",
-  `local out = {}
-if redis.call("HGET", KEYS[1], "paused") == "true" then return out end
-local want = tonumber(ARGV[1])
-for k = 2, #KEYS do
-  local queue = KEYS[k]
-  if want <= 0 then break end
-  local taken = redis.call("LPOP", queue, want)
-  if taken then
-    for _, key in ipairs(taken) do
-      local hash = redis.call("HGETALL", key)
-      if #hash > 0 then
-        out[#out + 1] = key
-        out[#out + 1] = hash
-      end
-      want = want - 1
-    end
-  end
-end
-return out`,
 );

@@ -1,0 +1,44 @@
+import { workItem } from "../../shared/keys.js";
+import type { Message } from "../../shared/model/index.js";
+import type { Store } from "../../shared/store/index.js";
+import type { CoordinatorKey } from "../coordinator-key.js";
+import { deliverToActor } from "./actor-delivery.js";
+
+/** Deliveries to inboxes are quick; one that has not settled in this long never will. */
+const SETTLE_WITHIN_MS = 30_000;
+
+/**
+ * Moves messages for actors (chat, mail, a flow's result) from the context's msg_out into their
+ * recipients' inboxes. Taking from msg_out into the in-flight set is one step, so a relay that
+ * dies loses nothing: the next claim after the settle deadline puts what it held back. A job
+ * attempt found on msg_out (written by an older version, which queued attempts there) is moved to
+ * its runners' queue. Resolves with how many messages it took, and how many of them were attempts.
+ */
+export async function relayMail(store: Store, key: CoordinatorKey, contextId: number, max: number): Promise<{ taken: number; requeued: number }> {
+  // The sub-millisecond part makes the claim's score its own, so a late settle can tell.
+  const settleBy = Date.now() + SETTLE_WITHIN_MS + Math.random();
+  const keys = await store.flowStore.claim(contextId, max, settleBy);
+  if (keys.length === 0) return { taken: 0, requeued: 0 };
+  let requeued = 0;
+  const loaded = await store.flowStore.loadMessages(keys);
+  const settled: string[] = [];
+  await Promise.all(
+    keys.map(async (k, i) => {
+      const message = loaded[i];
+      if (message?.message_type === "job") {
+        await requeueAttempt(store, k, message);
+        requeued++;
+      } else if (message) await deliverToActor(store, key, message); // settles its own in-flight entry
+      settled.push(k); // a vanished message leaves the relay too
+    }),
+  );
+  await store.flowStore.settle(contextId, { delivered: settled, back: [] }, settleBy);
+  return { taken: keys.length, requeued };
+}
+
+async function requeueAttempt(store: Store, key: string, message: Message): Promise<void> {
+  const job = message.job[0];
+  if (!job) return;
+  const queue = job.runner_id !== undefined ? store.keys.pinnedQueue(message.context_id, job.runner_id) : store.keys.queue(message.context_id, job.script_type);
+  await store.dispatch.enqueue(queue, [workItem({ messageKey: key, flowId: job.flow_id, jobId: job.id, attempt: message.attempt ?? 1 }, message.avoid_runner_id)]);
+}

@@ -1,0 +1,192 @@
+import { apply, journalOf, type FlowEvent, type FlowState, type Journal, type Transition } from "../../shared/flow/index.js";
+import type { Log } from "../../shared/model/index.js";
+import { NotFoundError, planCommit, RedisCommandError, type CommitPlan, type CommitStep, type Store } from "../../shared/store/index.js";
+import { PendingCommits, type PendingCommit } from "./pending.js";
+
+/** An event waiting for the next batch, with log lines it brought and who waits for it. */
+interface Queued {
+  event: FlowEvent;
+  logs?: { job: number; lines: Log[] };
+  resolve: (t: Transition) => void;
+  reject: (error: unknown) => void;
+}
+
+/** A batch that is durable now: the states around it, its steps, and the plan written (if any). */
+export interface Committed {
+  before: FlowState;
+  /** The state after the batch; memory holds it, unless `conflict`. */
+  after: FlowState;
+  steps: CommitStep[];
+  /** The script call, when the batch wrote to Redis (journal-only batches write none). */
+  plan: CommitPlan | undefined;
+  /**
+   * Redis already held some of the batch (memory was behind storage): Redis has the truth, and
+   * the state is read again before the next batch.
+   */
+  conflict: boolean;
+}
+
+/** What the Durable Object around the machine provides and carries out. */
+export interface CommitHost {
+  readonly storage: DurableObjectStorage;
+  store(): Store;
+  /** Reads the flow from Redis plus the journal; null when there is no such flow. */
+  rebuild(journal: Journal): Promise<FlowState | null>;
+  /** Carries out what a durable batch owes: waking dispatch, cancels, the alarm. */
+  committed(batch: Committed): Promise<void>;
+  /** A plan left pending was run again and is now known to be applied: what it owed dispatch is owed again. */
+  resolved(plan: PendingCommit): Promise<void>;
+  /** A storage call had no known outcome: storage is away. */
+  storageDown(): Promise<void>;
+  /** A storage call came back (called inside a batch: must not wait for another batch). */
+  storageUp(): void;
+}
+
+/**
+ * The flow's state and the one writer of it. Events queue while a write is in flight and are
+ * then applied and written together (group commit), so two transitions never overlap, and a
+ * batch is one `commitFlow` script (the state it reached and the messages it created).
+ *
+ * Memory is a cache of what is durable. The rule for the third outcome of a storage call: when
+ * a commit's outcome is unknown, the batch's callers are failed (they retry), the plan stays
+ * pending (see PendingCommits) and memory is forgotten; the next use first runs the pending plan
+ * again until its outcome is known, then reads the state back from Redis and the journal. A
+ * retried event then finds its transition applied (a duplicate) or applies it, and the effects
+ * the transition owed are carried out by whoever settles the plan.
+ */
+export class GroupCommit {
+  private state: FlowState | null | undefined;
+  private loading: Promise<void> | undefined;
+  private queue: Queued[] = [];
+  private draining = false;
+  private readonly pending: PendingCommits;
+
+  constructor(private readonly host: CommitHost) {
+    this.pending = new PendingCommits(host.storage);
+  }
+
+  /** The state as committed: undefined until loaded (or after an unknown outcome), null when there is no such flow. */
+  get current(): FlowState | null | undefined {
+    return this.state;
+  }
+
+  /** Loads the state unless memory holds it, settling a pending plan first. Throws while storage is away. */
+  async load(): Promise<FlowState | null> {
+    if (this.state === undefined) {
+      // Not blockConcurrencyWhile: a failure there resets the whole object (and answers 500).
+      this.loading ??= this.loadNow().finally(() => (this.loading = undefined));
+      await this.loading;
+    }
+    return this.state as FlowState | null;
+  }
+
+  private async loadNow(): Promise<void> {
+    await this.settlePending();
+    const journal = (await this.host.storage.get<Journal>("journal")) ?? {};
+    this.state = await this.host.rebuild(journal);
+    this.host.storageUp();
+  }
+
+  /** Runs a plan left pending again until its outcome is known; true if there was one. */
+  async settlePending(): Promise<boolean> {
+    const plan = await this.pending.read();
+    if (!plan) return false;
+    await this.run(plan);
+    await this.host.resolved(plan);
+    await this.pending.clear();
+    return true;
+  }
+
+  /** Takes a state that was just created in storage as the current one. */
+  adopt(state: FlowState): void {
+    this.state = state;
+  }
+
+  /** Forgets memory: the next use reads the state back. */
+  forget(): void {
+    this.state = undefined;
+  }
+
+  /** Applies an event in the next batch; resolves once the batch is durable. */
+  enqueue(event: FlowEvent, logs?: Queued["logs"]): Promise<Transition> {
+    return new Promise((resolve, reject) => {
+      this.queue.push({ event, ...(logs ? { logs } : {}), resolve, reject });
+      void this.drain();
+    });
+  }
+
+  private async drain(): Promise<void> {
+    if (this.draining) return;
+    this.draining = true;
+    try {
+      while (this.queue.length > 0) {
+        let state: FlowState | null;
+        try {
+          state = await this.load();
+          if (!state) throw new NotFoundError("flow", "this");
+        } catch (error) {
+          for (const item of this.queue.splice(0)) item.reject(error);
+          break;
+        }
+        const batch = this.queue.splice(0);
+        let next = state;
+        const steps: CommitStep[] = [];
+        const transitions = batch.map((item) => {
+          const t = apply(next, item.event);
+          if (t.outcome === "applied") {
+            next = t.state;
+            steps.push({ state: next, effects: t.effects, ...(item.logs ? { logs: item.logs } : {}) });
+          }
+          return t;
+        });
+        try {
+          await this.commit(steps, state, next);
+        } catch (error) {
+          for (const item of batch) item.reject(error);
+          continue;
+        }
+        batch.forEach((item, i) => item.resolve(transitions[i] as Transition));
+      }
+    } finally {
+      this.draining = false;
+    }
+  }
+
+  private async commit(steps: CommitStep[], before: FlowState, after: FlowState): Promise<void> {
+    if (steps.length === 0) return;
+    const plan = planCommit(this.host.store().keys, steps, Date.now());
+    const writes = plan.sections > 0;
+    let conflict = false;
+    if (writes) {
+      await this.pending.write(plan);
+      try {
+        conflict = (await this.run(plan)).length > 0;
+      } catch (error) {
+        this.state = undefined;
+        if (error instanceof RedisCommandError) {
+          // Redis refused the script (a bug, not an outage): running it again cannot help.
+          await this.pending.clear();
+        } else {
+          await this.host.storageDown();
+        }
+        throw error;
+      }
+    }
+    if (conflict) {
+      console.warn(`flow ${after.id} of context ${after.contextId}: storage held part of a batch already; reading it back`);
+      this.state = undefined;
+    } else {
+      this.state = after;
+      await this.host.storage.put("journal", journalOf(after));
+    }
+    await this.host.committed({ before, after, steps, plan: writes ? plan : undefined, conflict });
+    if (writes) await this.pending.clear();
+  }
+
+  /** One call of the plan's script; the sections Redis had already. */
+  private async run(plan: PendingCommit): Promise<number[]> {
+    const skipped = await this.host.store().flowStore.commit(plan);
+    this.host.storageUp();
+    return skipped;
+  }
+}

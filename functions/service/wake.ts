@@ -1,0 +1,22 @@
+import { callRedis } from "../../shared/store/index.js";
+import { wakeDispatcher, type Wake } from "../dispatch/scope.js";
+import type { FlowCall } from "./flows.js";
+
+/** How soon the supervisor's sweep looks at a context whose dispatcher could not be woken. */
+const SWEEP_BACKSTOP_MS = 60_000;
+
+/**
+ * Wakes a context's dispatcher (new messages for actors, runners changed, dispatch resumed) and
+ * waits until the wake is durable. Should the dispatcher be out of reach, the context is left
+ * for the supervisor's sweep, which wakes it within a minute; the caller's change stands.
+ */
+export async function wakeContext(call: FlowCall, contextId: number, wake: Wake): Promise<void> {
+  try {
+    await wakeDispatcher(call.env, { prefix: call.store.keys.prefix, contextId, origin: call.origin }, wake);
+  } catch (error) {
+    console.warn(`waking the dispatcher of context ${contextId} failed: ${(error as Error).message}`);
+    const { store } = call;
+    const at = String(Date.now() + SWEEP_BACKSTOP_MS);
+    await callRedis(() => store.redis.exec(["ZADD", store.keys.sweepDue(), "LT", at, String(contextId)])).catch(() => undefined);
+  }
+}
