@@ -286,19 +286,27 @@ export function answersIn(proc: { output(): string }, match: string | RegExp, co
  * Waits for a flow to end (finished or error) and returns its view. A 503 (storage away, as a
  * fault test may have made it) is a reason to look again, not a failure.
  */
-export function flowEnd(client: CoordinatorClient, contextId: number, flowId: number, timeoutMs = 60_000): Promise<FlowView> {
-  return eventually(
-    async () => {
-      const view = await client.loadFlow(contextId, flowId).catch((error: unknown) => {
-        if (error instanceof ApiError && error.status === 503) return undefined;
-        throw error;
-      });
-      return view && (view.status === "finished" || view.status === "error") ? view : undefined;
-    },
-    timeoutMs,
-    150,
-    `the end of flow ${flowId}`,
-  );
+export async function flowEnd(client: CoordinatorClient, contextId: number, flowId: number, timeoutMs = 60_000): Promise<FlowView> {
+  let last: FlowView | undefined;
+  try {
+    return await eventually(
+      async () => {
+        const view = await client.loadFlow(contextId, flowId).catch((error: unknown) => {
+          if (error instanceof ApiError && error.status === 503) return undefined;
+          throw error;
+        });
+        last = view ?? last;
+        return view && (view.status === "finished" || view.status === "error") ? view : undefined;
+      },
+      timeoutMs,
+      150,
+      `the end of flow ${flowId}`,
+    );
+  } catch (error) {
+    // Say where the flow stood: which jobs wait, and why.
+    const jobs = last?.jobs.map((j) => ({ job: j.key, status: j.status, attempt: j.attempt, ...(j.waiting ? { waiting: j.waiting } : {}) }));
+    throw new Error(`${(error as Error).message}; last seen ${last?.status ?? "never"}: ${JSON.stringify(jobs)}`, { cause: error });
+  }
 }
 
 /** One attempt a runner began: of job `job` (its name) of flow `flow`. */
