@@ -1,5 +1,5 @@
 import { createApp } from "./api/index.js";
-import type { Env } from "./env.js";
+import type { Env } from "./core/env.js";
 import { sweep } from "./supervisor/sweep.js";
 
 export { Dispatcher } from "./dispatch/dispatcher.js";

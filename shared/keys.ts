@@ -170,9 +170,19 @@ export class Keys {
     return `${this.namespace(contextId)}idem:${callerId}:${key}`;
   }
 
-  /** Hash of id counters inside the context (fields `flow`, `runner`, `job:<caller>`, ...). */
+  /** Hash of id counters inside the context (fields `flow`, `runner`, `job:<caller>`, `message:<caller>`). */
   ids(contextId: number): string {
     return `${this.namespace(contextId)}ids`;
+  }
+
+  /** The field of `ids(C)` that numbers one caller's jobs (jobs are numbered per caller). */
+  jobCounter(callerId: number): string {
+    return `job:${callerId}`;
+  }
+
+  /** The field of `ids(C)` that numbers one caller's messages. */
+  messageCounter(callerId: number): string {
+    return `message:${callerId}`;
   }
 
   /** Sorted set indexing one kind of object in the context (member `<id>` or `<caller>:<id>`). */
@@ -185,6 +195,33 @@ export class Keys {
     return `${this.namespace(contextId)}index:flow:${status}`;
   }
 }
+
+/** What a member of a context's deadline set names: a flow, or a job outside any flow. */
+export type DeadlineOwner = { flowId: number } | { callerId: number; jobId: number };
+
+/** A member of a context's deadline set (`Keys.deadlines`): `flow:<id>`, or `job:<caller>:<id>`. */
+export function deadlineMember(owner: DeadlineOwner): string {
+  return "flowId" in owner ? `flow:${owner.flowId}` : `job:${owner.callerId}:${owner.jobId}`;
+}
+
+/** Reads a deadline-set member back; null for anything else. */
+export function parseDeadlineMember(member: string): DeadlineOwner | null {
+  const flow = /^flow:(\d+)$/.exec(member);
+  if (flow) return { flowId: Number(flow[1]) };
+  const job = /^job:(\d+):(\d+)$/.exec(member);
+  return job ? { callerId: Number(job[1]), jobId: Number(job[2]) } : null;
+}
+
+/**
+ * Ids of dead letters, fields of the context's dead-letter hash (`Keys.deadLetters`): one per
+ * job that ran out of retries (`<flow>:<job>:<attempt>`), per message that could not reach its
+ * actor, and per runner report that could not be read.
+ */
+export const deadLetterIds = {
+  job: (flowId: number, jobId: number, attempt: number): string => `${flowId}:${jobId}:${attempt}`,
+  message: (callerId: number, messageId: number): string => `message:${callerId}:${messageId}`,
+  payload: (flowId: number, jobId: number, runnerId: number, at: number): string => `payload:${flowId}:${jobId}:${runnerId}:${at}`,
+};
 
 /** The kinds of context objects that have an index for listing. */
 export type IndexedKind = "flow" | "job" | "message" | "runner";

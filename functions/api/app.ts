@@ -1,11 +1,10 @@
 import { OpenAPIHono } from "@hono/zod-openapi";
-import { HTTPException } from "hono/http-exception";
 import { defaultHook, onError } from "./errors.js";
 import { authenticate } from "./auth.js";
 import { limitHeaders } from "./limits.js";
 import { countRequests } from "./metrics.js";
 import { registerOperations } from "./operations.js";
-import { Problem } from "./problem.js";
+import { Problem } from "../core/problem.js";
 import { registerRpc } from "./rpc.js";
 import { registerActorRoutes } from "./routes/actors.js";
 import { registerContextRoutes } from "./routes/contexts.js";
@@ -16,7 +15,7 @@ import { registerRecoveryRoutes } from "./routes/recovery.js";
 import { registerRunnerEventRoutes } from "./routes/runner-events.js";
 import { registerRunnerRoutes } from "./routes/runners.js";
 import { registerWellKnownRoutes } from "./routes/well-known.js";
-import { withStore, type AppEnv } from "./store.js";
+import { withStore, type AppEnv } from "./app-env.js";
 
 /**
  * The HTTP API: every route is declared with zod schemas, so its input is validated at the edge
@@ -24,17 +23,8 @@ import { withStore, type AppEnv } from "./store.js";
  */
 export function createApp(): OpenAPIHono<AppEnv> {
   const app = new OpenAPIHono<AppEnv>({ defaultHook });
-  app.onError((error, c) => {
-    if (error instanceof HTTPException && error.status < 500) {
-      const problem =
-        error.status === 415
-          ? new Problem(415, "unsupported-media-type", "Unsupported media type", "send the body as JSON with content-type: application/json", { field: "header.content-type" })
-          : new Problem(error.status as 400, "bad-request", "Bad request", error.message || "the request could not be read", { field: "body" });
-      return problem.toResponse(c.req.path);
-    }
-    return onError(error, c);
-  });
-  app.notFound((c) => new Problem(404, "no-route", "Not found", `no route for ${c.req.method} ${c.req.path}`).toResponse(c.req.path));
+  app.onError(onError);
+  app.notFound((c) => new Problem("no-route", `no route for ${c.req.method} ${c.req.path}`).toResponse(c.req.path));
   app.use("*", countRequests);
   app.use("*", limitHeaders);
   app.use("*", withStore);

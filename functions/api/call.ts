@@ -1,8 +1,7 @@
 import type { Context } from "hono";
-import { publicOrigin } from "../config.js";
-import type { ServiceCall } from "../service/call.js";
-import type { FlowCall } from "../service/flows.js";
-import type { AppEnv } from "./store.js";
+import { publicOrigin } from "../core/config.js";
+import type { FlowCall, ServiceCall } from "../service/call.js";
+import type { AppEnv } from "./app-env.js";
 
 /** The service call for a signed route (behind `authenticate`). */
 export function serviceCall(c: Context<AppEnv>): ServiceCall {

@@ -1,6 +1,6 @@
 import type { MiddlewareHandler } from "hono";
-import { Problem } from "./problem.js";
-import type { AppEnv } from "./store.js";
+import { Problem } from "../core/problem.js";
+import type { AppEnv } from "./app-env.js";
 
 /** Most bytes of all request headers together, and of any one header. */
 export const HEADER_LIMITS = { total: 16 * 1024, each: 8 * 1024 } as const;
@@ -18,7 +18,7 @@ export const limitHeaders: MiddlewareHandler<AppEnv> = async (c, next) => {
     if (size > largest.size) largest = { name, size };
   }
   if (total > HEADER_LIMITS.total || largest.size > HEADER_LIMITS.each) {
-    throw new Problem(431, "headers-too-large", "Request header fields too large", `the ${largest.name} header is ${largest.size} bytes and all headers ${total} bytes; at most ${HEADER_LIMITS.each} and ${HEADER_LIMITS.total}`, {
+    throw new Problem("headers-too-large", `the ${largest.name} header is ${largest.size} bytes and all headers ${total} bytes; at most ${HEADER_LIMITS.each} and ${HEADER_LIMITS.total}`, {
       field: `header.${largest.name}`,
     });
   }

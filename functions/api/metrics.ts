@@ -1,5 +1,5 @@
 import type { MiddlewareHandler } from "hono";
-import type { AppEnv } from "./store.js";
+import type { AppEnv } from "./app-env.js";
 
 /**
  * Counters of this isolate, in Prometheus text. Workers run many isolates: each /metrics answer

@@ -1,11 +1,11 @@
 import { createRoute, z, type OpenAPIHono } from "@hono/zod-openapi";
 import { KEY_DIRECTORY_PATH } from "../../shared/auth/index.js";
-import { callRedis, StorageUnavailableError } from "../../shared/store/index.js";
-import { coordinatorKeys } from "../coordinator-key.js";
+import { StorageUnavailableError } from "../../shared/store/index.js";
+import { coordinatorKeys } from "../core/coordinator-key.js";
 import { renderMetrics } from "./metrics.js";
-import { Problem } from "./problem.js";
+import { Problem } from "../core/problem.js";
 import { ProblemBody } from "./schemas.js";
-import type { AppEnv } from "./store.js";
+import type { AppEnv } from "./app-env.js";
 
 const VERSION = "0.1.0";
 
@@ -65,7 +65,7 @@ async function ping(c: { var: AppEnv["Variables"] }) {
   try {
     return await c.var.store.ping();
   } catch (error) {
-    if (error instanceof StorageUnavailableError) throw new Problem(503, "storage-unavailable", "Storage unavailable", error.message, { redis: { reachable: false } });
+    if (error instanceof StorageUnavailableError) throw new Problem("storage-unavailable", error.message, { redis: { reachable: false } });
     throw error;
   }
 }
@@ -98,17 +98,11 @@ export function registerOperations(app: OpenAPIHono<AppEnv>): void {
     ),
   );
   app.openapi(metrics, async (c) => {
-    const { store } = c.var;
-    const now = Date.now();
-    const [contexts, due] = await callRedis(async () => {
-      const p = store.redis.pipeline();
-      p.zcard(store.keys.contextIndex());
-      p.zcount(store.keys.sweepDue(), "-inf", now);
-      return (await p.exec()) as [number, number];
-    }); // storage away: toProblem answers 503 storage-unavailable
+    // Storage away: toProblem answers 503 storage-unavailable.
+    const { contexts, due } = await c.var.store.sweep.overview(Date.now());
     const text = renderMetrics({
-      coordinator_contexts: { help: "Contexts in storage.", value: Number(contexts) },
-      coordinator_contexts_due: { help: "Contexts with something due for the supervisor's sweep now.", value: Number(due) },
+      coordinator_contexts: { help: "Contexts in storage.", value: contexts },
+      coordinator_contexts_due: { help: "Contexts with something due for the supervisor's sweep now.", value: due },
     });
     return c.text(text, 200, { "content-type": "text/plain; version=0.0.4" });
   });

@@ -10,15 +10,16 @@ import {
 import { FlowSubmission } from "../../shared/flow/index.js";
 import { loadActor, registerActor } from "../service/actors.js";
 import { createContext, loadContext } from "../service/contexts.js";
-import { flowDag, loadFlow, startFlow, submitFlow, type FlowCall } from "../service/flows.js";
+import { flowDag, loadFlow, startFlow, submitFlow } from "../service/flows.js";
+import type { FlowCall } from "../service/call.js";
 import { JobSubmission, loadJob, loadMessage, submitJob } from "../service/jobs.js";
 import { sendMessage } from "../service/messages.js";
 import { createRunner, loadRunner } from "../service/runners.js";
 import { authenticate } from "./auth.js";
 import { flowCall } from "./call.js";
-import { invalidInput, toProblem } from "./errors.js";
-import type { Problem } from "./problem.js";
-import type { AppEnv } from "./store.js";
+import { invalidInput, toProblem } from "../core/errors.js";
+import type { Problem } from "../core/problem.js";
+import type { AppEnv } from "./app-env.js";
 
 /** A JSON-RPC method: its params schema and the service function behind it. */
 interface Method<P extends z.ZodType = z.ZodType> {

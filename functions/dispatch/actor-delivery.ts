@@ -1,7 +1,8 @@
 import { isMember, signRequest } from "../../shared/auth/index.js";
+import { deadLetterIds } from "../../shared/keys.js";
 import type { Message } from "../../shared/model/index.js";
 import type { Store } from "../../shared/store/index.js";
-import type { CoordinatorKey } from "../coordinator-key.js";
+import type { CoordinatorKey } from "../core/coordinator-key.js";
 
 const NOTIFY_TIMEOUT_MS = 5_000;
 const NOTIFY_ATTEMPTS = 3;
@@ -25,9 +26,9 @@ export async function deliverToActor(store: Store, key: CoordinatorKey, message:
           ? `recipient ${recipient} is not a member of context ${message.context_id}`
           : undefined;
     if (reason) {
-      if (await store.messageStore.settle(message, { deliver: false, reason })) {
+      if (await store.messages.settle(message, { deliver: false, reason })) {
         await store.deadLetters.add({
-          id: `message:${message.caller_id}:${message.id}`,
+          id: deadLetterIds.message(message.caller_id, message.id),
           kind: "message",
           context_id: message.context_id,
           flow_id: 0,
@@ -41,7 +42,7 @@ export async function deliverToActor(store: Store, key: CoordinatorKey, message:
       return "refused";
     }
   }
-  if (!(await store.messageStore.settle(message, { deliver: true }))) return "settled-before";
+  if (!(await store.messages.settle(message, { deliver: true }))) return "settled-before";
   const actor = await store.actors.find({ id: recipient });
   for (const address of actor?.address ?? []) {
     if (address.type === "https") await notify(address.url, { ...message, status: "acknowledged" }, key);

@@ -1,17 +1,16 @@
 import { DurableObject } from "cloudflare:workers";
-import { parseMessageKey, parseWorkItem } from "../../shared/keys.js";
 import type { Runner } from "../../shared/model/index.js";
 import { CLAIM_LIMIT, type Claim, type Store, type WorkSettlement } from "../../shared/store/index.js";
-import { Problem, unwrap } from "../api/problem.js";
-import { bindScope, storeForPrefix } from "../api/store.js";
-import { coordinatorKeys } from "../coordinator-key.js";
-import type { Env } from "../env.js";
-import type { DeliverAnswer } from "../flow/attempt-delivery.js";
-import { coordinatorStub, scopeFor, type FlowScope } from "../flow/scope.js";
+import type { DeliverAnswer, DispatcherRpc, WaitReason, Wake, Want } from "../core/contracts.js";
+import { coordinatorKeys } from "../core/coordinator-key.js";
+import type { Env } from "../core/env.js";
+import { Problem, unwrap } from "../core/problem.js";
+import { scopeFor, workItemOwner, type DispatchScope } from "../core/scopes.js";
+import { bindScope, storeForPrefix } from "../core/store.js";
+import { coordinatorStub } from "../core/stubs.js";
 import { RunnerBackoff } from "./backoff.js";
-import { explainWait, type WaitReason, type Want } from "./explain.js";
+import { explainWait } from "./explain.js";
 import { relayMail } from "./mail.js";
-import type { DispatchScope, Wake } from "./scope.js";
 
 /** A claim whose delivery is owed: fresh from a claim (its queue known) or reaped (not). */
 type OwedClaim = Omit<Claim, "queue"> & { queue?: string };
@@ -44,7 +43,7 @@ const SETTLE_TRIES = 3;
  * with its isolate runs again, and set to the end of a runner's backoff while work waits for it.
  * While nothing can move, it costs nothing.
  */
-export class Dispatcher extends DurableObject<Env> {
+export class Dispatcher extends DurableObject<Env> implements DispatcherRpc {
   private scope: DispatchScope | undefined;
   private wanted: Wake = {};
   private rounds = 0;
@@ -111,7 +110,7 @@ export class Dispatcher extends DurableObject<Env> {
    */
   private async watchMailInFlight(): Promise<void> {
     const { contextId } = this.scope as DispatchScope;
-    const due = await this.store().flowStore.firstInFlight(contextId).catch(() => Date.now() + 5_000);
+    const due = await this.store().flows.firstInFlight(contextId).catch(() => Date.now() + 5_000);
     if (due === undefined) return;
     const at = Math.max(due + 1_000, Date.now() + 1_000);
     if (this.alarmAt === null || this.alarmAt === undefined || this.alarmAt > at) {
@@ -305,10 +304,9 @@ export class Dispatcher extends DurableObject<Env> {
   /** Asks the FlowCoordinator that owns a work item to deliver it to `runner`. */
   private async askOwner(item: string, runner: Runner): Promise<DeliverAnswer> {
     const scope = this.scope as DispatchScope;
-    const work = parseWorkItem(item);
-    const caller = work ? parseMessageKey(work.messageKey) : null;
-    if (!work || !caller) return { outcome: "gone", reason: `not a work item: ${item}` };
-    const owner: FlowScope = scopeFor(scope, scope.contextId, work.flowId > 0 ? { flowId: work.flowId } : { callerId: caller.callerId, jobId: work.jobId });
+    const target = workItemOwner(item);
+    if (!target) return { outcome: "gone", reason: `not a work item: ${item}` };
+    const owner = scopeFor(scope, scope.contextId, target);
     return unwrap(await coordinatorStub(this.env, owner).deliver(owner, item, { id: runner.id, address: runner.address }));
   }
 

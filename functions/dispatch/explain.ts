@@ -1,18 +1,6 @@
-import type { Runner, ScriptType } from "../../shared/model/index.js";
+import type { Runner } from "../../shared/model/index.js";
 import type { RunnerHealth, Store } from "../../shared/store/index.js";
-
-/** An attempt waiting for a runner: of a script type, or pinned to one runner. */
-export interface Want {
-  scriptType: ScriptType;
-  runnerId?: number;
-}
-
-/** Why an attempt is not with a runner yet, in words and as a code (`until`: epoch ms). */
-export interface WaitReason {
-  reason: "paused" | "no-runner" | "runners-busy" | "runner-refusing" | "pull" | "queued";
-  detail: string;
-  until?: number;
-}
+import type { WaitReason, Want } from "../core/contracts.js";
 
 /**
  * Explains, for each want, why no runner has the attempt yet: dispatch paused; no runner for

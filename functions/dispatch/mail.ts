@@ -1,7 +1,7 @@
 import { workItem } from "../../shared/keys.js";
 import type { Message } from "../../shared/model/index.js";
 import type { Store } from "../../shared/store/index.js";
-import type { CoordinatorKey } from "../coordinator-key.js";
+import type { CoordinatorKey } from "../core/coordinator-key.js";
 import { deliverToActor } from "./actor-delivery.js";
 
 /** Deliveries to inboxes are quick; one that has not settled in this long never will. */
@@ -17,10 +17,10 @@ const SETTLE_WITHIN_MS = 30_000;
 export async function relayMail(store: Store, key: CoordinatorKey, contextId: number, max: number): Promise<{ taken: number; requeued: number }> {
   // The sub-millisecond part makes the claim's score its own, so a late settle can tell.
   const settleBy = Date.now() + SETTLE_WITHIN_MS + Math.random();
-  const keys = await store.flowStore.claim(contextId, max, settleBy);
+  const keys = await store.flows.claim(contextId, max, settleBy);
   if (keys.length === 0) return { taken: 0, requeued: 0 };
   let requeued = 0;
-  const loaded = await store.flowStore.loadMessages(keys);
+  const loaded = await store.flows.loadMessages(keys);
   const settled: string[] = [];
   await Promise.all(
     keys.map(async (k, i) => {
@@ -32,7 +32,7 @@ export async function relayMail(store: Store, key: CoordinatorKey, contextId: nu
       settled.push(k); // a vanished message leaves the relay too
     }),
   );
-  await store.flowStore.settle(contextId, { delivered: settled, back: [] }, settleBy);
+  await store.flows.settle(contextId, { delivered: settled, back: [] }, settleBy);
   return { taken: keys.length, requeued };
 }
 

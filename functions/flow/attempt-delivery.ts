@@ -1,29 +1,11 @@
 import type { FlowEvent, FlowState, Transition } from "../../shared/flow/index.js";
 import { parseWorkItem } from "../../shared/keys.js";
-import type { DeliveryPayload, Message } from "../../shared/model/index.js";
+import type { Message } from "../../shared/model/index.js";
 import type { Store } from "../../shared/store/index.js";
-import type { CoordinatorKey } from "../coordinator-key.js";
+import type { DeliverAnswer, DeliveryTarget } from "../core/contracts.js";
+import type { CoordinatorKey } from "../core/coordinator-key.js";
+import { jobUrl, type FlowScope } from "../core/scopes.js";
 import { deliver, deliveryPayload } from "./delivery.js";
-import { jobUrl, type FlowScope } from "./scope.js";
-
-/** A runner a work item was claimed for, as its delivery needs it. */
-export interface DeliveryTarget {
-  id: number;
-  /** The push address; "" for a pull runner, whose lease answers with the delivery. */
-  address: string;
-}
-
-/** How the owner of an attempt took a delivery the dispatcher (or a lease) asked it to make. */
-export type DeliverAnswer =
-  /** The runner has it (a push answered 2xx), or the lease may hand out `payload`. */
-  | { outcome: "delivered"; payload?: DeliveryPayload }
-  /**
-   * The runner did not take it: `reason` says how it answered. The attempt waits for a runner
-   * again, at the front of `queue`.
-   */
-  | { outcome: "refused"; reason: string; queue: string }
-  /** The attempt no longer wants a runner (it ended, moved on, or went to another runner). */
-  | { outcome: "gone"; reason: string };
 
 /** What a delivery needs from the FlowCoordinator that owns the attempt. */
 export interface AttemptOwner {
@@ -48,7 +30,7 @@ export class OutgoingMessages {
   async take(store: Store, key: string): Promise<Message | null> {
     const cached = this.byKey.get(key);
     if (cached) return cached;
-    const [loaded] = await store.flowStore.loadMessages([key]);
+    const [loaded] = await store.flows.loadMessages([key]);
     return loaded ?? null;
   }
 

@@ -1,78 +1,53 @@
 import { DurableObject } from "cloudflare:workers";
-import {
-  failedJobs,
-  messagesNeeded,
-  nearestDeadline,
-  newFlowState,
-  rebuildState,
-  rerunBases,
-  type DagJob,
-  type FlowEvent,
-  type FlowState,
-  type FlowTimeouts,
-  type Journal,
-  type JobState,
-  type Transition,
-} from "../../shared/flow/index.js";
-import type { JobWaiting, Log } from "../../shared/model/index.js";
-import { callRedis, ConflictError, deadlineMember, jobRecord, NotFoundError, type Store } from "../../shared/store/index.js";
-import { toProblem } from "../api/errors.js";
-import { Problem, problemData, type Outcome } from "../api/problem.js";
-import { bindScope, storeForPrefix } from "../api/store.js";
-import { coordinatorKeys } from "../coordinator-key.js";
-import { dispatcherStub } from "../dispatch/scope.js";
-import type { Env } from "../env.js";
-import { deliverAttempt, OutgoingMessages, type DeliverAnswer, type DeliveryTarget } from "./attempt-delivery.js";
+import { failedJobs, messagesNeeded, nearestDeadline, newFlowState, rerunBases, type FlowEvent, type FlowState, type JobState } from "../../shared/flow/index.js";
+import type { FlowView } from "../../shared/model/index.js";
+import { deadlineOwner, type Store } from "../../shared/store/index.js";
+import type { CreateFlowInput, DeliverAnswer, DeliveryTarget, EventAnswer, EventExtras, FlowCoordinatorRpc } from "../core/contracts.js";
+import { coordinatorKeys } from "../core/coordinator-key.js";
+import type { Env } from "../core/env.js";
+import { toProblem } from "../core/errors.js";
+import { Problem, problemData, type RpcResult } from "../core/problem.js";
+import type { FlowScope } from "../core/scopes.js";
+import { storeForPrefix } from "../core/store.js";
+import { deliverAttempt, OutgoingMessages } from "./attempt-delivery.js";
 import { Deadlines } from "./deadlines.js";
 import { FlowEffects } from "./effects.js";
 import { GroupCommit } from "./group-commit.js";
 import { NonceLedger } from "./nonces.js";
-import type { FlowScope } from "./scope.js";
-import { flowView, waitingForRunner, type FlowView } from "./view.js";
-
-/** What `create` needs: the resolved DAG and the ids reserved for it. */
-export interface CreateFlowInput {
-  callerId: number;
-  jobs: DagJob[];
-  envVars: Record<string, string>;
-  timeouts: FlowTimeouts;
-  traceId: string;
-  messageBase: number;
-  /** Positions of jobs whose ids the caller chose (only those can collide). */
-  chosen: number[];
-  start: boolean;
-}
-
-/** How a runner's or the relay's event was taken. */
-export interface EventAnswer {
-  outcome: Transition["outcome"] | "replayed";
-  reason?: string;
-  status?: JobState["status"];
-  /** The coordinator origin this flow's runners call back (from the request that created it). */
-  origin?: string;
-}
+import { rebuildFlow, storeNewFlow } from "./stored.js";
+import { flowView } from "./view.js";
+import { explainWaiting, whyUndelivered } from "./waiting.js";
 
 /**
  * FlowCoordinator: one per flow (or per job run outside a flow), a thin shell around the pure
- * state machine: it receives events (RPC from the Worker's routes, the context's dispatcher and
- * the supervisor), has GroupCommit apply and write them, and carries out what each durable batch
- * owes (FlowEffects). Transient facts (delivery, started, heartbeats, deadlines) are journalled
- * in this object's storage; after eviction it rebuilds from Redis plus that journal. Its alarm
- * holds the flow's nearest deadline (Deadlines).
+ * state machine. It receives events (RPC from the Worker's routes, the context's dispatcher and
+ * the supervisor) and hands them to its parts:
+ *
+ * - GroupCommit applies them to the machine and writes each batch as one script (and keeps a
+ *   commit whose outcome is unknown pending until it is known);
+ * - FlowEffects carries out what a durable batch owes (waking the dispatcher, telling runners);
+ * - Deadlines holds the flow's alarm at its nearest deadline and acts on missed ones.
+ *
+ * Transient facts (delivery, started, heartbeats, deadlines) are journalled in this object's
+ * storage; after eviction it rebuilds from Redis plus that journal.
  */
-export class FlowCoordinator extends DurableObject<Env> {
+export class FlowCoordinator extends DurableObject<Env> implements FlowCoordinatorRpc {
   private scope: FlowScope | undefined;
-  private readonly effects = new FlowEffects(this.env, this.ctx.storage, () => this.scope as FlowScope, () => this.store());
-  private readonly deadlines = new Deadlines({
+  /** Whether the scope is in storage, where an alarm that wakes a fresh instance finds it. */
+  private scopeKept = false;
+  private readonly nonces = new NonceLedger(this.ctx.storage);
+  private readonly outgoing = new OutgoingMessages();
+  private readonly effects = new FlowEffects(this.env, this.ctx.storage, () => this.bound(), () => this.store());
+  private readonly deadlines: Deadlines = new Deadlines({
     storage: this.ctx.storage,
     enqueue: (event) => this.commits.enqueue(event),
-    isPaused: () => this.store().contextAdmin.isPaused((this.scope as FlowScope).contextId),
-    whyUndelivered: (state, job) => this.whyUndelivered(state, job),
+    isPaused: () => this.store().contextAdmin.isPaused(this.bound().contextId),
+    whyUndelivered: (state, job) => whyUndelivered(this.env, this.bound(), state, job),
   });
   private readonly commits: GroupCommit = new GroupCommit({
     storage: this.ctx.storage,
     store: () => this.store(),
-    rebuild: (journal) => this.rebuild(journal),
+    rebuild: (journal) => rebuildFlow(this.store(), this.bound(), journal),
     committed: async (batch) => {
       if (batch.plan) this.outgoing.remember((m) => this.store().keys.message(m.context_id, m.caller_id, m.id), batch.plan.messages);
       const woken = await this.effects.committed(batch);
@@ -88,19 +63,16 @@ export class FlowCoordinator extends DurableObject<Env> {
     },
     storageUp: () => void this.deadlines.storageUp(this.commits.current).catch(() => undefined),
   });
-  private readonly nonces = new NonceLedger(this.ctx.storage);
-  private readonly outgoing = new OutgoingMessages();
 
   // RPC methods, called by the Worker's routes, the dispatcher and the supervisor.
 
-  /** Creates the flow (idempotent: an existing flow is returned as it is) and maybe starts it. */
-  async create(scope: FlowScope, input: CreateFlowInput): Promise<Outcome<FlowView>> {
+  async create(scope: FlowScope, input: CreateFlowInput): Promise<RpcResult<FlowView>> {
     return this.guard(scope, async () => {
       if (!this.commits.current) {
         const state = newFlowState({ id: scope.flowId, contextId: scope.contextId, callerId: input.callerId, envVars: input.envVars, timeouts: input.timeouts, traceId: input.traceId, jobs: input.jobs, messageBase: input.messageBase });
         let created: boolean;
         try {
-          created = await this.persistNew(state, input.chosen);
+          created = await storeNewFlow(this.store(), this.bound(), state, input.chosen);
         } catch (error) {
           // The outcome may be unknown (storage timed out, yet may run it): read it back next time.
           this.commits.forget();
@@ -109,78 +81,68 @@ export class FlowCoordinator extends DurableObject<Env> {
         if (created) this.commits.adopt(state);
         else this.commits.forget();
         await this.commits.load();
+        await this.keepScope();
       }
       if (input.start && this.commits.current?.status === "dispatched") await this.commits.enqueue({ type: "start", at: Date.now() });
       return flowView(this.current());
     });
   }
 
-  /** Starts the flow; starting a started flow changes nothing. */
-  async start(scope: FlowScope): Promise<Outcome<FlowView>> {
+  async start(scope: FlowScope): Promise<RpcResult<FlowView>> {
     return this.command(scope, () => ({ type: "start", at: Date.now() }));
   }
 
   /**
-   * Cancels the flow: nothing more is dispatched, what is not ended errors as cancelled, and the
-   * runners of attempts in flight are told to stop. Cancelling twice changes nothing.
+   * Nothing more is dispatched, what is not ended errors as cancelled, and the runners of
+   * attempts in flight are told to stop.
    */
-  async cancel(scope: FlowScope, reason: string): Promise<Outcome<FlowView>> {
+  async cancel(scope: FlowScope, reason: string): Promise<RpcResult<FlowView>> {
     return this.command(scope, () => ({ type: "cancel", reason, at: Date.now() }));
   }
 
-  /**
-   * Runs a failed flow again from its failed jobs (finished jobs keep their results). Each
-   * failed job gets fresh retries and a fresh block of message ids, allocated here.
-   */
-  async rerun(scope: FlowScope): Promise<Outcome<FlowView>> {
+  /** Each failed job gets fresh retries and a fresh block of message ids, allocated here. */
+  async rerun(scope: FlowScope): Promise<RpcResult<FlowView>> {
     return this.guard(scope, async () => {
       const state = this.current();
       // The machine refuses this too; asking first keeps a refused re-run from using up ids.
-      if (state.status !== "error") throw new Problem(409, "conflict", "Conflict", `only a failed flow can be re-run; flow ${state.id} is ${state.status}`);
+      if (state.status !== "error") throw new Problem("conflict", `only a failed flow can be re-run; flow ${state.id} is ${state.status}`);
       const needed = messagesNeeded(failedJobs(state).map((id) => (state.jobs[id] as JobState).spec));
-      const first = await this.store().messageStore.allocateIds(state.contextId, state.callerId, needed);
+      const first = await this.store().messages.allocateIds(state.contextId, state.callerId, needed);
       const t = await this.commits.enqueue({ type: "rerun", bases: rerunBases(state, first), at: Date.now() });
-      if (t.outcome !== "applied") throw new Problem(409, "conflict", "Conflict", t.reason ?? "the flow could not be re-run");
+      if (t.outcome !== "applied") throw new Problem("conflict", t.reason ?? "the flow could not be re-run");
       return flowView(this.current());
     });
   }
 
-  /**
-   * The flow with every job's live status, or null when there is no such flow. With `explain`,
-   * jobs waiting for a runner say why (the context's dispatcher is asked).
-   */
-  async view(scope: FlowScope, options: { explain?: boolean } = {}): Promise<Outcome<FlowView | null>> {
+  /** With `explain`, jobs waiting for a runner say why (the context's dispatcher is asked). */
+  async view(scope: FlowScope, options: { explain?: boolean } = {}): Promise<RpcResult<FlowView | null>> {
     return this.guard(scope, async () => {
       const state = this.commits.current;
       if (!state) return null;
-      return flowView(state, options.explain ? await this.explainWaiting(state) : new Map());
+      return flowView(state, options.explain ? await explainWaiting(this.env, this.bound(), state) : new Map());
     });
   }
 
-  /**
-   * Applies an event from a runner (with its signature's nonce, refused when replayed). Resolves
-   * once the transition is durable.
-   */
-  async handle(scope: FlowScope, event: FlowEvent, extra: { nonce?: { keyid: string; value: string; ttlMs: number }; logs?: Log[] } = {}): Promise<Outcome<EventAnswer>> {
+  /** A replayed nonce is refused before anything else. */
+  async handle(scope: FlowScope, event: FlowEvent, extras: EventExtras = {}): Promise<RpcResult<EventAnswer>> {
     return this.guard(scope, async () => {
       this.current(); // no such flow: not found, before a nonce is spent
-      if (extra.nonce && !(await this.nonces.use(extra.nonce.keyid, extra.nonce.value, extra.nonce.ttlMs))) {
+      if (extras.nonce && !(await this.nonces.use(extras.nonce.keyid, extras.nonce.value, extras.nonce.ttlMs))) {
         return { outcome: "replayed", reason: "this nonce was already used: sign every request with a new nonce" };
       }
-      const logs = extra.logs && "job" in event ? { job: event.job, lines: extra.logs } : undefined;
+      const logs = extras.logs && "job" in event ? { job: event.job, lines: extras.logs } : undefined;
       // The jitter of a retry's backoff is chosen here, so the machine stays pure.
       const t = await this.commits.enqueue(event.type === "failed" ? { ...event, random: Math.random() } : event, logs);
       const job = "job" in event ? t.state.jobs[event.job] : undefined;
-      return { outcome: t.outcome, ...(t.reason ? { reason: t.reason } : {}), ...(job ? { status: job.status } : {}), origin: this.scope?.origin ?? "" };
+      return { outcome: t.outcome, ...(t.reason ? { reason: t.reason } : {}), ...(job ? { status: job.status } : {}), origin: this.bound().origin };
     });
   }
 
-  /** Delivers a claimed attempt (a work item) to the runner its slot was claimed at. */
-  async deliver(scope: FlowScope, item: string, runner: DeliveryTarget): Promise<Outcome<DeliverAnswer>> {
+  async deliver(scope: FlowScope, item: string, runner: DeliveryTarget): Promise<RpcResult<DeliverAnswer>> {
     return this.guard(scope, () =>
       deliverAttempt(
         {
-          scope: this.scope as FlowScope,
+          scope: this.bound(),
           state: () => this.current(),
           enqueue: (event) => this.commits.enqueue(event),
           store: () => this.store(),
@@ -193,18 +155,14 @@ export class FlowCoordinator extends DurableObject<Env> {
     );
   }
 
-  /** The supervisor's poke: settle what is pending, act on due deadlines, refresh the deadline entry. */
-  async tick(scope: FlowScope): Promise<Outcome<null>> {
+  /** Also refreshes the flow's entry in the context's deadline set, which the sweep reads. */
+  async tick(scope: FlowScope): Promise<RpcResult<null>> {
     return this.guard(scope, async () => {
       await this.wakeUp();
       const state = this.commits.current;
       if (!state) return null;
-      const store = this.store();
-      const member = deadlineMember(state);
       const due = state.endedAt === undefined ? nearestDeadline(state) : undefined;
-      await callRedis(() =>
-        due ? store.redis.exec(["ZADD", store.keys.deadlines(state.contextId), String(due.at), member]) : store.redis.exec(["ZREM", store.keys.deadlines(state.contextId), member]),
-      );
+      await this.store().sweep.setCheck(state.contextId, deadlineOwner(state), due?.at);
       return null;
     });
   }
@@ -213,6 +171,7 @@ export class FlowCoordinator extends DurableObject<Env> {
     // A fresh instance can be woken by its alarm before any call told it its scope.
     this.scope ??= await this.ctx.storage.get<FlowScope>("scope");
     if (!this.scope) return;
+    this.scopeKept = true;
     try {
       await this.wakeUp();
     } catch (error) {
@@ -237,10 +196,10 @@ export class FlowCoordinator extends DurableObject<Env> {
   }
 
   /** Binds and loads, runs `work`, and turns any failure into a problem the caller can rethrow. */
-  private async guard<T>(scope: FlowScope, work: () => Promise<T>): Promise<Outcome<T>> {
+  private async guard<T>(scope: FlowScope, work: () => Promise<T>): Promise<RpcResult<T>> {
     try {
       await this.bind(scope);
-      await this.commits.load();
+      if (await this.commits.load()) await this.keepScope();
       return { ok: await work() };
     } catch (error) {
       const problem = toProblem(error);
@@ -250,7 +209,7 @@ export class FlowCoordinator extends DurableObject<Env> {
   }
 
   /** Runs one event as an admin's command and answers the flow as it is then. */
-  private command(scope: FlowScope, event: () => FlowEvent): Promise<Outcome<FlowView>> {
+  private command(scope: FlowScope, event: () => FlowEvent): Promise<RpcResult<FlowView>> {
     return this.guard(scope, async () => {
       this.current();
       await this.commits.enqueue(event());
@@ -258,71 +217,37 @@ export class FlowCoordinator extends DurableObject<Env> {
     });
   }
 
+  /**
+   * Takes the scope this object serves: the stored one, else the caller's. It is stored only once
+   * the flow exists (keepScope), so asking about a flow that does not exist leaves nothing behind.
+   */
   private async bind(scope: FlowScope): Promise<void> {
-    this.scope ??= await bindScope(this.ctx.storage, scope);
+    if (this.scope) return;
+    const stored = await this.ctx.storage.get<FlowScope>("scope");
+    this.scope = stored ?? scope;
+    this.scopeKept = stored !== undefined;
+  }
+
+  private async keepScope(): Promise<void> {
+    if (this.scopeKept || !this.scope) return;
+    await this.ctx.storage.put("scope", this.scope);
+    this.scopeKept = true;
+  }
+
+  private bound(): FlowScope {
+    if (!this.scope) throw new Error("the FlowCoordinator was used before it was bound to a scope");
+    return this.scope;
   }
 
   private store(): Store {
-    return storeForPrefix(this.env, (this.scope as FlowScope).prefix);
+    return storeForPrefix(this.env, this.bound().prefix);
   }
 
   private current(): FlowState {
     const state = this.commits.current;
-    if (!state) throw new NotFoundError("flow", String(this.scope?.flowId));
-    return state;
-  }
-
-  /** Reads the flow from Redis plus the journal of this object's storage. */
-  private async rebuild(journal: Journal): Promise<FlowState | null> {
-    const scope = this.scope as FlowScope;
-    const store = this.store();
-    if (scope.job) {
-      const { jobs, messages } = await store.flowStore.loadJobs(scope.contextId, scope.job.callerId, [scope.job.id]);
-      return jobs.length === 0 ? null : rebuildState({ flow: null, contextId: scope.contextId, callerId: scope.job.callerId, jobs, messages, journal });
-    }
-    const stored = await store.flowStore.load(scope.contextId, scope.flowId);
-    return stored?.flow ? rebuildState({ flow: stored.flow, contextId: scope.contextId, callerId: stored.flow.caller_id, jobs: stored.jobs, messages: stored.messages, journal }) : null;
-  }
-
-  private async persistNew(state: FlowState, chosen: number[]): Promise<boolean> {
-    const store = this.store();
-    if (!this.scope?.job) return store.flowStore.create(state, chosen, Date.now());
-    try {
-      const { created_at: _c, updated_at: _u, ...record } = jobRecord(state, state.jobs[state.order[0] as number] as JobState, Date.now());
-      // Without a flow record, the job keeps the timeouts it runs with (rebuildState reads them).
-      await store.jobs.create({ ...record, timeouts: state.timeouts });
-      return true;
-    } catch (error) {
-      if (error instanceof ConflictError && chosen.length === 0) return false;
-      throw error;
-    }
-  }
-
-  /** Why each job waiting for a runner waits, as the context's dispatcher sees it. */
-  private async explainWaiting(state: FlowState): Promise<Map<number, JobWaiting>> {
-    const jobs = waitingForRunner(state);
-    if (jobs.length === 0) return new Map();
-    const scope = this.scope as FlowScope;
-    const wants = jobs.map((job) => ({ scriptType: job.spec.script_type, ...(job.spec.runner_id !== undefined ? { runnerId: job.spec.runner_id } : {}) }));
-    const reasons = await dispatcherStub(this.env, { prefix: scope.prefix, contextId: scope.contextId, origin: scope.origin }).explain(
-      { prefix: scope.prefix, contextId: scope.contextId, origin: scope.origin },
-      wants,
-    );
-    return new Map(
-      jobs.map((job, i) => {
-        const r = reasons[i];
-        const refused = job.refused ? `; last delivery: ${job.refused}` : "";
-        return [job.id, r ? { reason: r.reason, detail: `${r.detail}${refused}`, ...(r.until !== undefined ? { until: Math.floor(r.until / 1000) } : {}) } : { reason: "queued", detail: "waiting for a runner" }];
-      }),
-    );
-  }
-
-  /** For a missed delivery deadline: why no runner took the attempt. */
-  private async whyUndelivered(state: FlowState, jobId: number): Promise<string | undefined> {
-    try {
-      return (await this.explainWaiting(state)).get(jobId)?.detail;
-    } catch {
-      return undefined;
-    }
+    if (state) return state;
+    const scope = this.bound();
+    const what = scope.job ? `job ${scope.job.id} of actor ${scope.job.callerId}` : `flow ${scope.flowId}`;
+    throw new Problem("not-found", `${what} does not exist in context ${scope.contextId}`);
   }
 }

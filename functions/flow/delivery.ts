@@ -1,8 +1,6 @@
 import { randomHex, signRequest } from "../../shared/auth/index.js";
 import type { DeliveryPayload, Message } from "../../shared/model/index.js";
-import type { CoordinatorKey } from "../coordinator-key.js";
-
-export type { DeliveryPayload };
+import type { CoordinatorKey } from "../core/coordinator-key.js";
 
 /** A W3C traceparent continuing the flow's trace into the delivery (a fresh span per POST). */
 function traceparent(traceId: string | undefined): Record<string, string> {

@@ -1,13 +1,14 @@
 import { messageId, nearestDeadline, type FlowEffect, type FlowState, type JobState } from "../../shared/flow/index.js";
 import type { Runner } from "../../shared/model/index.js";
-import { callRedis, type Store } from "../../shared/store/index.js";
-import { coordinatorKeys } from "../coordinator-key.js";
-import { mergeWakes, wakeDispatcher, type Wake } from "../dispatch/scope.js";
-import type { Env } from "../env.js";
+import type { Store } from "../../shared/store/index.js";
+import { mergeWakes, type Wake } from "../core/contracts.js";
+import { coordinatorKeys } from "../core/coordinator-key.js";
+import type { Env } from "../core/env.js";
+import { dispatchScopeOf, type FlowScope } from "../core/scopes.js";
+import { wakeDispatcher } from "../core/stubs.js";
 import { cancelAtRunner } from "./delivery.js";
 import type { Committed } from "./group-commit.js";
 import type { PendingCommit } from "./pending.js";
-import type { FlowScope } from "./scope.js";
 
 const OWED = "owed-wake";
 
@@ -49,7 +50,7 @@ export class FlowEffects {
     if (!all.work && !all.mail && !all.freed?.length) return true;
     const scope = this.scope();
     try {
-      await wakeDispatcher(this.env, { prefix: scope.prefix, contextId: scope.contextId, origin: scope.origin }, all);
+      await wakeDispatcher(this.env, dispatchScopeOf(scope), all);
       if (owed) await this.storage.delete(OWED);
       return true;
     } catch (error) {
@@ -63,9 +64,8 @@ export class FlowEffects {
   private async sweepAt(state: FlowState): Promise<void> {
     const due = nearestDeadline(state);
     if (!due) return;
-    const store = this.store();
     // Best effort: the flow's own alarm is the first to act; the sweep is the backstop.
-    await callRedis(() => store.redis.exec(["ZADD", store.keys.sweepDue(), "LT", String(due.at), String(state.contextId)])).catch(() => undefined);
+    await this.store().sweep.dueBy(state.contextId, due.at).catch(() => undefined);
   }
 
   /** Tells push runners to stop the attempts a cancel ended (pull runners hear it as a 409). */

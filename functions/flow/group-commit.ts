@@ -185,7 +185,7 @@ export class GroupCommit {
 
   /** One call of the plan's script; the sections Redis had already. */
   private async run(plan: PendingCommit): Promise<number[]> {
-    const skipped = await this.host.store().flowStore.commit(plan);
+    const skipped = await this.host.store().flows.commit(plan);
     this.host.storageUp();
     return skipped;
   }

@@ -1,8 +1,6 @@
 import { jobKey, nearestDeadline, type FlowState, type JobState } from "../../shared/flow/index.js";
 import type { FlowView, JobView, JobWaiting } from "../../shared/model/index.js";
 
-export type { FlowView, JobView };
-
 const secs = (ms: number) => Math.floor(ms / 1000);
 
 /** Why a job waits, as far as the flow itself knows (dependencies, backoff, a delivery under way). */

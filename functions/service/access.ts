@@ -1,8 +1,8 @@
 import { AuthError, decide, type Access } from "../../shared/auth/index.js";
 import type { Context } from "../../shared/model/index.js";
-import { unauthorized } from "../api/auth.js";
-import { fieldProblem } from "../api/errors.js";
-import { Problem } from "../api/problem.js";
+import { fieldProblem } from "../core/errors.js";
+import { unauthorized } from "../core/principal.js";
+import { Problem } from "../core/problem.js";
 import type { ServiceCall } from "./call.js";
 
 /** The calling actor's id; a runner or a bare key may not do what only actors do. */
@@ -12,7 +12,7 @@ export function requireActor(call: ServiceCall): number {
   if (p.kind === "key") {
     throw unauthorized(new AuthError("unknown-key", "a bare key (keyid key:...) can only register its actor; sign as actor:<id>"));
   }
-  throw new Problem(403, "forbidden", "Forbidden", "runners cannot do this; sign as an actor", { needed: ["actor"] });
+  throw new Problem("forbidden", "runners cannot do this; sign as an actor", { needed: ["actor"] });
 }
 
 /**
@@ -24,11 +24,7 @@ export async function contextFor(call: ServiceCall, contextId: number, access: A
   const context = await call.store.contexts.load({ id: contextId });
   const decision = decide(context, actorId, access);
   if (!decision.allowed) {
-    throw new Problem(
-      403,
-      "forbidden",
-      "Forbidden",
-      `actor ${actorId} needs to be in ${decision.needed.join(" or ")} of context ${contextId}`,
+    throw new Problem("forbidden", `actor ${actorId} needs to be in ${decision.needed.join(" or ")} of context ${contextId}`,
       { needed: decision.needed },
     );
   }

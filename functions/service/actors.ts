@@ -2,18 +2,18 @@ import type { z } from "zod";
 import { actorKeyId } from "../../shared/auth/index.js";
 import type { Actor, ActorRegistration, ActorUpdate, KeyRotation } from "../../shared/model/index.js";
 import { ConflictError } from "../../shared/store/index.js";
-import { verifyCountersignature } from "../api/auth.js";
-import { keyCache } from "../api/key-cache.js";
-import { Problem } from "../api/problem.js";
+import { keyCache } from "../core/key-cache.js";
+import { Problem } from "../core/problem.js";
 import { checkAddress, requireActor } from "./access.js";
 import type { ServiceCall } from "./call.js";
+import { verifyCountersignature } from "./countersignature.js";
 
 /** The labels of the countersignatures that registration and rotation may need. */
 const OPERATOR_LABEL = "operator";
 const NEW_KEY_LABEL = "new-key";
 
 function forbidden(detail: string): Problem {
-  return new Problem(403, "forbidden", "Forbidden", detail);
+  return new Problem("forbidden", detail);
 }
 
 /**

@@ -1,6 +1,8 @@
 import type { Store } from "../../shared/store/index.js";
-import type { Principal } from "../api/auth.js";
-import type { Config } from "../config.js";
+import type { Config } from "../core/config.js";
+import type { Env } from "../core/env.js";
+import type { Principal } from "../core/principal.js";
+import { scopeFor, type FlowScope, type ScopeBase, type ScopeTarget } from "../core/scopes.js";
 
 /**
  * Everything a service function gets besides its input: storage, settings, the verified caller,
@@ -13,4 +15,23 @@ export interface ServiceCall {
   principal: Principal;
   request: Request;
   body: Uint8Array<ArrayBuffer>;
+}
+
+/** A service call that can reach the Durable Objects (flows, the context's dispatcher). */
+export interface FlowCall extends ServiceCall {
+  env: Env;
+  /** The coordinator's public origin, for runner callbacks. */
+  origin: string;
+  /** Keeps work going after the answer is sent (the request's waitUntil). */
+  later(work: Promise<unknown>): void;
+}
+
+/** What every scope of this call shares: the deployment's key prefix and the public origin. */
+export function scopeBase(call: FlowCall): ScopeBase {
+  return { prefix: call.store.keys.prefix, origin: call.origin };
+}
+
+/** The scope of a flow (or of a job outside any flow) in this call's deployment. */
+export function callScope(call: FlowCall, contextId: number, target: ScopeTarget): FlowScope {
+  return scopeFor(scopeBase(call), contextId, target);
 }

@@ -1,8 +1,7 @@
 import type { z } from "zod";
 import type { PermissionList } from "../../shared/auth/index.js";
 import type { Context, ContextCreation, PermissionsUpdate } from "../../shared/model/index.js";
-import { callRedis } from "../../shared/store/index.js";
-import { fieldProblem } from "../api/errors.js";
+import { fieldProblem } from "../core/errors.js";
 import { contextFor, requireActor } from "./access.js";
 import type { ServiceCall } from "./call.js";
 
@@ -10,12 +9,8 @@ import type { ServiceCall } from "./call.js";
 async function checkActorsExist(call: ServiceCall, lists: Partial<Record<PermissionList, number[]>>): Promise<void> {
   const entries = Object.entries(lists).flatMap(([list, ids]) => (ids ?? []).map((id, i) => ({ field: `body.${list}.${i}`, id })));
   if (entries.length === 0) return;
-  const found = await callRedis(async () => {
-    const p = call.store.redis.pipeline();
-    for (const { id } of entries) p.exists(call.store.keys.actor(id));
-    return (await p.exec()) as number[];
-  });
-  const missing = entries.find((_, i) => Number(found[i]) === 0);
+  const found = await call.store.actors.exist(entries.map(({ id }) => ({ id })));
+  const missing = entries.find((_, i) => !found[i]);
   if (missing) {
     throw fieldProblem([{ field: missing.field, message: `actor ${missing.id} does not exist` }]);
   }

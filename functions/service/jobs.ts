@@ -1,11 +1,11 @@
 import { z } from "zod";
 import { FlowJobInput, messagesNeeded, resolveDag, MessageTimeouts } from "../../shared/flow/index.js";
-import type { Message, RunnerJob } from "../../shared/model/index.js";
-import { Problem, unwrap } from "../api/problem.js";
-import { coordinatorStub } from "../flow/scope.js";
-import type { FlowView, JobView } from "../flow/view.js";
+import type { FlowView, JobView, Message, RunnerJob } from "../../shared/model/index.js";
+import { Problem, unwrap } from "../core/problem.js";
+import { coordinatorStub } from "../core/stubs.js";
 import { contextFor, requireActor } from "./access.js";
-import { callScope, dagProblem, flowTimeouts, traceId, type FlowCall } from "./flows.js";
+import { callScope, type FlowCall } from "./call.js";
+import { createInObject, dagProblem } from "./submission.js";
 
 /** `POST /v1/contexts/{id}/jobs`: one job run outside any flow. */
 export const JobSubmission = z
@@ -27,7 +27,7 @@ export async function submitJob(call: FlowCall, contextId: number, input: JobSub
   if (input.job.dependends.length > 0) {
     throw dagProblem([{ field: "job.dependends", message: "a job outside a flow cannot depend on other jobs; submit a flow" }]);
   }
-  const reservation = await call.store.flowStore.reserve({
+  const reservation = await call.store.flows.reserve({
     contextId,
     callerId,
     flowId: 0,
@@ -39,19 +39,15 @@ export async function submitJob(call: FlowCall, contextId: number, input: JobSub
   const resolved = resolveDag([input.job], () => reservation.firstJobId);
   if ("issues" in resolved) throw dagProblem(resolved.issues);
   const job = resolved.jobs[0] as (typeof resolved.jobs)[number];
-  const scope = callScope(call, contextId, { callerId, jobId: job.id });
-  const view = unwrap(
-    await coordinatorStub(call.env, scope).create(scope, {
-      callerId,
-      jobs: [job],
-      envVars: {},
-      timeouts: flowTimeouts(call, input.timeouts),
-      traceId: traceId(call.request),
-      messageBase: reservation.firstMessageId,
-      chosen: input.job.id !== undefined ? [0] : [],
-      start: input.start,
-    }),
-  );
+  const view = await createInObject(call, callScope(call, contextId, { callerId, jobId: job.id }), {
+    callerId,
+    jobs: [job],
+    envVars: {},
+    timeouts: input.timeouts,
+    messageBase: reservation.firstMessageId,
+    chosen: input.job.id !== undefined ? [0] : [],
+    start: input.start,
+  });
   return { job: await loadJob(call, contextId, callerId, job.id), view };
 }
 
@@ -75,7 +71,7 @@ export async function startJob(call: FlowCall, contextId: number, callerId: numb
   await contextFor(call, contextId, "admin");
   const record = await call.store.jobs.load({ context_id: contextId, caller_id: callerId, id });
   if (record.flow_id !== 0) {
-    throw new Problem(409, "conflict", "Conflict", `job ${id} belongs to flow ${record.flow_id}: start the flow`);
+    throw new Problem("conflict", `job ${id} belongs to flow ${record.flow_id}: start the flow`);
   }
   const scope = callScope(call, contextId, { callerId, jobId: id });
   unwrap(await coordinatorStub(call.env, scope).start(scope));

@@ -2,9 +2,9 @@ import type { z } from "zod";
 import { isMember } from "../../shared/auth/index.js";
 import type { Message, MessageSubmission } from "../../shared/model/index.js";
 import { MESSAGE_TIMEOUTS } from "../../shared/flow/index.js";
-import { fieldProblem } from "../api/errors.js";
+import { fieldProblem } from "../core/errors.js";
 import { contextFor, requireActor } from "./access.js";
-import type { FlowCall } from "./flows.js";
+import type { FlowCall } from "./call.js";
 import { wakeContext } from "./wake.js";
 
 const MAX_INBOX_READ = 100;
@@ -22,7 +22,7 @@ export async function sendMessage(call: FlowCall, contextId: number, input: z.ou
   }
   const now = call.store.now();
   const message: Message = {
-    id: await call.store.messageStore.allocateIds(contextId, sender),
+    id: await call.store.messages.allocateIds(contextId, sender),
     caller_id: sender,
     context_id: contextId,
     message: input.message,
@@ -39,7 +39,7 @@ export async function sendMessage(call: FlowCall, contextId: number, input: z.ou
     to: input.to,
     ...(input.subject !== undefined ? { subject: input.subject } : {}),
   };
-  await call.store.messageStore.post(message);
+  await call.store.messages.post(message);
   await wakeContext(call, contextId, { mail: true });
   return message;
 }
@@ -48,5 +48,5 @@ export async function sendMessage(call: FlowCall, contextId: number, input: z.ou
 export async function inbox(call: FlowCall, contextId: number, max: number, pop: boolean): Promise<Message[]> {
   const actor = requireActor(call);
   await contextFor(call, contextId, "read");
-  return call.store.messageStore.inbox(contextId, actor, Math.min(max, MAX_INBOX_READ), pop);
+  return call.store.messages.inbox(contextId, actor, Math.min(max, MAX_INBOX_READ), pop);
 }

@@ -1,9 +1,10 @@
-import type { DeadLetter } from "../../shared/model/index.js";
+import { deadLetterIds } from "../../shared/keys.js";
+import type { DeadLetter, FlowView } from "../../shared/model/index.js";
 import type { Page } from "../../shared/store/index.js";
-import type { FlowScope } from "../flow/scope.js";
-import type { FlowView } from "../flow/view.js";
+import type { FlowScope } from "../core/scopes.js";
 import { contextFor } from "./access.js";
-import { flowCommand, type FlowCall } from "./flows.js";
+import type { FlowCall } from "./call.js";
+import { flowCommand } from "./flows.js";
 import { wakeContext } from "./wake.js";
 import { webhookScope, type WebhookPath } from "./runner-events.js";
 
@@ -69,7 +70,7 @@ async function recordPoisonPayload(call: FlowCall, scope: FlowScope, jobId: numb
   const runner = call.principal.kind === "runner" ? call.principal.id : 0;
   const text = new TextDecoder().decode(call.body.slice(0, 1024));
   await call.store.deadLetters.add({
-    id: `payload:${scope.flowId}:${jobId}:${runner}:${Date.now()}`,
+    id: deadLetterIds.payload(scope.flowId, jobId, runner, Date.now()),
     kind: "payload",
     context_id: scope.contextId,
     flow_id: scope.flowId,

@@ -1,16 +1,12 @@
 import { z } from "zod";
 import type { FlowEvent } from "../../shared/flow/index.js";
-import { parseMessageKey, parseWorkItem } from "../../shared/keys.js";
-import { Log, ResultMap } from "../../shared/model/index.js";
+import { Log, ResultMap, type DeliveryPayload } from "../../shared/model/index.js";
 import type { WorkSettlement } from "../../shared/store/index.js";
-import { Problem, unwrap } from "../api/problem.js";
-import type { EventAnswer } from "../flow/coordinator.js";
-import type { DeliveryPayload } from "../flow/delivery.js";
-import { coordinatorStub, type FlowScope, type RUNNER_EVENTS } from "../flow/scope.js";
-import { callScope, type FlowCall } from "./flows.js";
-
-/** The name of a runner webhook (RUNNER_EVENTS). */
-export type RunnerEventName = (typeof RUNNER_EVENTS)[number];
+import type { EventAnswer } from "../core/contracts.js";
+import { Problem, unwrap } from "../core/problem.js";
+import { workItemOwner, type FlowScope, type RunnerEventName } from "../core/scopes.js";
+import { coordinatorStub } from "../core/stubs.js";
+import { callScope, type FlowCall } from "./call.js";
 
 /** Where a runner webhook points: the job's context, its flow or (outside flows) its caller, and its id. */
 export type WebhookPath = { contextId: number; jobId: number } & ({ flowId: number } | { callerId: number });
@@ -45,7 +41,7 @@ export type RunnerEventBody = z.output<(typeof RunnerEventBodies)[RunnerEventNam
 function runnerOf(call: FlowCall, contextId: number): number {
   const p = call.principal;
   if (p.kind !== "runner" || p.contextId !== contextId) {
-    throw new Problem(403, "forbidden", "Forbidden", `only a runner of context ${contextId} reports on its jobs`, { needed: ["runner"] });
+    throw new Problem("forbidden", `only a runner of context ${contextId} reports on its jobs`, { needed: ["runner"] });
   }
   return p.id;
 }
@@ -93,13 +89,13 @@ export async function reportRunnerEvent(
     case "duplicate":
       return answer;
     case "replayed":
-      throw new Problem(401, "nonce-replayed", "Unauthorized", answer.reason);
+      throw new Problem("nonce-replayed", answer.reason);
     case "wrong-runner":
-      throw new Problem(403, "not-your-job", "Forbidden", answer.reason);
+      throw new Problem("not-your-job", answer.reason);
     case "stale":
-      throw new Problem(409, "stale-attempt", "Conflict", answer.reason);
+      throw new Problem("stale-attempt", answer.reason);
     case "not-applicable":
-      throw new Problem(404, "not-found", "Not found", answer.reason);
+      throw new Problem("not-found", answer.reason);
   }
 }
 
@@ -112,22 +108,21 @@ export async function reportRunnerEvent(
  */
 export async function leaseJobs(call: FlowCall, contextId: number, runnerId: number, max: number): Promise<DeliveryPayload[]> {
   const caller = runnerOf(call, contextId);
-  if (caller !== runnerId) throw new Problem(403, "forbidden", "Forbidden", `runner ${caller} cannot lease for runner ${runnerId}`);
+  if (caller !== runnerId) throw new Problem("forbidden", `runner ${caller} cannot lease for runner ${runnerId}`);
   const runner = await call.store.runners.load({ context_id: contextId, id: runnerId });
-  if (!runner.local) throw new Problem(409, "conflict", "Conflict", `runner ${runnerId} is not a pull (local) runner`);
+  if (!runner.local) throw new Problem("conflict", `runner ${runnerId} is not a pull (local) runner`);
   const { store } = call;
   const { claims } = await store.dispatch.claim(contextId, [{ id: runnerId, concurrency: runner.concurrency, queues: store.dispatch.queuesOf(runner) }], max);
   const out: DeliveryPayload[] = [];
   const settlement: WorkSettlement = { delivered: [], gone: [], back: [] };
   await Promise.all(
     claims.map(async (claim) => {
-      const work = parseWorkItem(claim.item);
-      const owner = work ? parseMessageKey(work.messageKey) : null;
-      if (!work || !owner) {
+      const owner = workItemOwner(claim.item);
+      if (!owner) {
         settlement.gone.push(claim);
         return;
       }
-      const scope = callScope(call, contextId, work.flowId > 0 ? { flowId: work.flowId } : { callerId: owner.callerId, jobId: work.jobId });
+      const scope = callScope(call, contextId, owner);
       try {
         const answer = unwrap(await coordinatorStub(call.env, scope).deliver(scope, claim.item, { id: runnerId, address: "" }));
         if (answer.outcome === "delivered" && answer.payload) {

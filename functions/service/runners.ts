@@ -2,11 +2,10 @@ import type { z } from "zod";
 import { runnerKeyId } from "../../shared/auth/index.js";
 import { ScriptType, type Runner, type RunnerRegistration, type RunnerUpdate, type RunnerWithDispatch } from "../../shared/model/index.js";
 import type { Page } from "../../shared/store/index.js";
-import { fieldProblem } from "../api/errors.js";
-import { keyCache } from "../api/key-cache.js";
+import { fieldProblem } from "../core/errors.js";
+import { keyCache } from "../core/key-cache.js";
 import { checkAddress, contextFor } from "./access.js";
-import type { ServiceCall } from "./call.js";
-import type { FlowCall } from "./flows.js";
+import type { FlowCall, ServiceCall } from "./call.js";
 import { wakeContext } from "./wake.js";
 
 /**

@@ -1,6 +1,6 @@
-import { callRedis } from "../../shared/store/index.js";
-import { wakeDispatcher, type Wake } from "../dispatch/scope.js";
-import type { FlowCall } from "./flows.js";
+import type { Wake } from "../core/contracts.js";
+import { wakeDispatcher } from "../core/stubs.js";
+import type { FlowCall } from "./call.js";
 
 /** How soon the supervisor's sweep looks at a context whose dispatcher could not be woken. */
 const SWEEP_BACKSTOP_MS = 60_000;
@@ -15,8 +15,6 @@ export async function wakeContext(call: FlowCall, contextId: number, wake: Wake)
     await wakeDispatcher(call.env, { prefix: call.store.keys.prefix, contextId, origin: call.origin }, wake);
   } catch (error) {
     console.warn(`waking the dispatcher of context ${contextId} failed: ${(error as Error).message}`);
-    const { store } = call;
-    const at = String(Date.now() + SWEEP_BACKSTOP_MS);
-    await callRedis(() => store.redis.exec(["ZADD", store.keys.sweepDue(), "LT", at, String(contextId)])).catch(() => undefined);
+    await call.store.sweep.dueBy(contextId, Date.now() + SWEEP_BACKSTOP_MS).catch(() => undefined);
   }
 }

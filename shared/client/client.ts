@@ -12,6 +12,7 @@ import {
   RunnerWithDispatch,
   type ActorRegistration,
   type FlowStatus,
+  type Page,
   type ActorUpdate,
   type ContextCreation,
   type PermissionsUpdate,
@@ -30,12 +31,6 @@ export interface ClientOptions {
   signer?: RequestSigner;
   /** Sends a request; `fetch` by default (tests pass the Worker's own handler). */
   fetch?: Fetcher;
-}
-
-export interface Page<T> {
-  items: T[];
-  total: number;
-  next?: number;
 }
 
 /** Which page of a list to read: `offset` items skipped, at most `limit`. */

@@ -5,6 +5,13 @@ export const MAX_ID = 4_294_967_295;
 export const Id = z.int().min(1).max(MAX_ID);
 export type Id = z.infer<typeof Id>;
 
+/** A page of a listing. `next` is the offset of the following page, absent on the last one. */
+export interface Page<T> {
+  items: T[];
+  total: number;
+  next?: number;
+}
+
 /** Unix epoch seconds (the seeds' `u32` timestamps). */
 export const Timestamp = z.int().min(0).max(MAX_ID);
 export type Timestamp = z.infer<typeof Timestamp>;

@@ -1,5 +1,5 @@
 import { jobKey, messageId, nearestDeadline, type FlowEffect, type FlowState, type JobState } from "../flow/index.js";
-import { workItem, type Keys } from "../keys.js";
+import { deadLetterIds, deadlineMember as ownerMember, workItem, type DeadlineOwner, type Keys } from "../keys.js";
 import type { DeadLetter, Log, Message } from "../model/index.js";
 import { encodePairs } from "./codec.js";
 import { codecs } from "./layouts.js";
@@ -37,9 +37,13 @@ export interface CommitPlan {
  */
 type Op = ["H" | "D" | "P" | "Z" | "R" | "L", string, string[], (1 | 2 | 3)?];
 
-/** Who a flow is in the context's deadline set: `flow:<id>`, or `job:<caller>:<id>` alone. */
-export function deadlineMember(state: FlowState): string {
-  return state.id === 0 ? `job:${state.callerId}:${state.order[0]}` : `flow:${state.id}`;
+/** Who a flow is in the context's deadline set: the flow, or the job that runs alone. */
+export function deadlineOwner(state: FlowState): DeadlineOwner {
+  return state.id === 0 ? { callerId: state.callerId, jobId: state.order[0] as number } : { flowId: state.id };
+}
+
+function deadlineMember(state: FlowState): string {
+  return ownerMember(deadlineOwner(state));
 }
 
 /** The work item of a job's attempt, as queued and as held in a runner's slots. */
@@ -134,7 +138,7 @@ export function planCommit(keys: Keys, steps: CommitStep[], now: number): Commit
         case "deadLetter": {
           const job = state.jobs[effect.job] as JobState;
           const entry: DeadLetter = {
-            id: `${state.id}:${job.id}:${job.attempt}`,
+            id: deadLetterIds.job(state.id, job.id, job.attempt),
             kind: effect.kind,
             context_id: ctx,
             flow_id: state.id,

@@ -69,7 +69,14 @@ export class FlowStore {
     const keys = [this.keys.ids(r.contextId)];
     if (r.idempotencyKey) keys.push(this.keys.idempotency(r.contextId, r.callerId, r.idempotencyKey));
     const reply = (await reserveFlow.run(this.redis, keys, [
-      r.flowId ?? "", r.callerId, r.jobsToAllocate, r.highestChosenJobId, r.messages, IDEMPOTENCY_TTL_SECONDS, r.digest ?? "",
+      r.flowId ?? "",
+      this.keys.jobCounter(r.callerId),
+      r.jobsToAllocate,
+      r.highestChosenJobId,
+      r.messages,
+      IDEMPOTENCY_TTL_SECONDS,
+      r.digest ?? "",
+      this.keys.messageCounter(r.callerId),
     ])) as (number | string)[];
     if (Number(reply[0]) === 1) {
       const [flowId, firstJobId, firstMessageId, digest] = String(reply[1]).split(":");

@@ -100,7 +100,7 @@ export function layouts(keys: Keys) {
   const job: RecordLayout<RunnerJob> = {
     codec: codecs.job,
     key: (r) => keys.job(ctx(r), caller(r), r.id),
-    counter: (r) => ({ key: keys.ids(ctx(r)), field: `job:${caller(r)}` }),
+    counter: (r) => ({ key: keys.ids(ctx(r)), field: keys.jobCounter(caller(r)) }),
     indexKey: (r) => keys.index(ctx(r), "job"),
     indexMember: (r) => `${caller(r)}:${r.id}`,
     indexInSlot: true,
@@ -108,7 +108,7 @@ export function layouts(keys: Keys) {
   const message: RecordLayout<Message> = {
     codec: codecs.message,
     key: (r) => keys.message(ctx(r), caller(r), r.id),
-    counter: (r) => ({ key: keys.ids(ctx(r)), field: `message:${caller(r)}` }),
+    counter: (r) => ({ key: keys.ids(ctx(r)), field: keys.messageCounter(caller(r)) }),
     indexKey: (r) => keys.index(ctx(r), "message"),
     indexMember: (r) => `${caller(r)}:${r.id}`,
     indexInSlot: true,

@@ -4,13 +4,14 @@ import { decodeKeyedHashes, encodePairs } from "./codec.js";
 import { ConflictError } from "./errors.js";
 import { codecs, layouts } from "./layouts.js";
 import { callRedis, type Redis } from "./redis.js";
-import type { RecordLayout } from "./repository.js";
+import { Repository, type RecordLayout, type RecordRef } from "./repository.js";
 import { createRecord } from "./scripts/record.js";
 import { readInbox, settleMessage } from "./scripts/messages.js";
 
-/** Messages between actors: posting onto msg_out, settling into inboxes, reading inboxes. */
+/** Messages: their ids, posting between actors onto msg_out, settling into inboxes, reading inboxes. */
 export class MessageStore {
   private readonly layout: RecordLayout<Message>;
+  private readonly records: Repository<Message>;
 
   constructor(
     private readonly redis: Redis,
@@ -18,6 +19,12 @@ export class MessageStore {
     private readonly now: () => number,
   ) {
     this.layout = layouts(keys).message;
+    this.records = new Repository(redis, this.layout, now);
+  }
+
+  /** Loads a message or throws NotFoundError. */
+  load(ref: RecordRef): Promise<Message> {
+    return this.records.load(ref);
   }
 
   /** Allocates `count` consecutive message ids in the sender's space; resolves with the first. */

@@ -1,12 +1,8 @@
 import { pairsToObject } from "./codec.js";
 import { callRedis, type Redis } from "./redis.js";
+import type { Page } from "../model/index.js";
 
-/** A page of a listing. `next` is the offset of the following page, absent on the last one. */
-export interface Page<T> {
-  items: T[];
-  total: number;
-  next?: number;
-}
+export type { Page };
 
 /**
  * One page of an index sorted set: `limit` members from `offset` (highest score first with

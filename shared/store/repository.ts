@@ -97,6 +97,17 @@ export class Repository<T extends RecordRef & { created_at: number; updated_at: 
     return hash ? decodeRecord(this.layout.codec, key, hash) : null;
   }
 
+  /** Whether each record exists (one round trip). */
+  async exist(refs: RecordRef[]): Promise<boolean[]> {
+    if (refs.length === 0) return [];
+    const found = await callRedis(async () => {
+      const p = this.redis.pipeline();
+      for (const ref of refs) p.exists(this.layout.key(ref));
+      return (await p.exec()) as number[];
+    });
+    return found.map((n) => Number(n) > 0);
+  }
+
   /**
    * Applies a patch: the merged record is validated before anything is written, and only the
    * patched fields (plus `updated_at`) are written, so concurrent patches of different fields

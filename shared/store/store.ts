@@ -1,5 +1,5 @@
 import { Keys } from "../keys.js";
-import type { Actor, Context, Flow, Message, Runner, RunnerJob } from "../model/index.js";
+import type { Actor, Context, Runner, RunnerJob } from "../model/index.js";
 import { ActorKeys } from "./actor-keys.js";
 import { ContextAdmin } from "./contexts.js";
 import { DeadLetters } from "./dead-letters.js";
@@ -7,56 +7,61 @@ import { DispatchStore } from "./dispatch-store.js";
 import { FlowStore } from "./flow-store.js";
 import { layouts } from "./layouts.js";
 import { MessageStore } from "./message-store.js";
-import { callRedis, type Redis } from "./redis.js";
+import { NonceStore } from "./nonce-store.js";
+import { callRedis, connectRedis, type Redis, type RedisConfig } from "./redis.js";
 import { Repository } from "./repository.js";
+import { SweepStore } from "./sweep-store.js";
 
-/** Unix epoch seconds, the seeds' timestamp unit. */
+/** Unix epoch seconds, the models' timestamp unit. */
 export function epochSeconds(): number {
   return Math.floor(Date.now() / 1000);
 }
 
 /**
- * The storage layer: one repository per model over one Upstash-protocol client, every key built
- * by `keys` (whose prefix keeps deployments and test files apart).
+ * The storage layer, and the only door to Redis: one part per role over one Upstash-protocol
+ * client, every key built by `keys` (whose prefix keeps deployments and test files apart). The
+ * client itself stays inside; nothing outside shared/store/ sends a command.
  */
 export class Store {
   readonly actors: Repository<Actor>;
   readonly contexts: Repository<Context>;
-  readonly flows: Repository<Flow>;
   readonly jobs: Repository<RunnerJob>;
-  readonly messages: Repository<Message>;
   readonly runners: Repository<Runner>;
+  /** Flows: the scripts of their lifecycle, the relay of msg_out, and the reads that rebuild a flow. */
+  readonly flows: FlowStore;
+  /** Messages: ids, posting between actors, inboxes, and loading one. */
+  readonly messages: MessageStore;
   /** The one-key-one-actor index. */
   readonly actorKeys: ActorKeys;
-  /** Permission changes and deletion of whole contexts. */
+  /** Permission changes, pausing dispatch, and deletion of whole contexts. */
   readonly contextAdmin: ContextAdmin;
-  /** Flow lifecycle scripts, the relay of msg_out, and the reads that rebuild a flow. */
-  readonly flowStore: FlowStore;
   /** Ready queues, runners' slots (global concurrency) and runners' delivery trouble. */
   readonly dispatch: DispatchStore;
-  /** Messages between actors and their inboxes. */
-  readonly messageStore: MessageStore;
   /** What the coordinator gave up on, per context. */
   readonly deadLetters: DeadLetters;
+  /** Signature nonces of signed requests. */
+  readonly nonces: NonceStore;
+  /** The supervisor's due contexts and the flows' check times. */
+  readonly sweep: SweepStore;
 
   constructor(
-    readonly redis: Redis,
+    private readonly redis: Redis,
     readonly keys: Keys = new Keys(),
     readonly now: () => number = epochSeconds,
   ) {
     const l = layouts(keys);
     this.actors = new Repository(redis, l.actor, now);
     this.contexts = new Repository(redis, l.context, now);
-    this.flows = new Repository(redis, l.flow, now);
     this.jobs = new Repository(redis, l.job, now);
-    this.messages = new Repository(redis, l.message, now);
     this.runners = new Repository(redis, l.runner, now);
+    this.flows = new FlowStore(redis, keys);
+    this.messages = new MessageStore(redis, keys, now);
     this.actorKeys = new ActorKeys(redis, keys);
     this.contextAdmin = new ContextAdmin(redis, keys, now);
-    this.flowStore = new FlowStore(redis, keys);
     this.dispatch = new DispatchStore(redis, keys);
-    this.messageStore = new MessageStore(redis, keys, now);
     this.deadLetters = new DeadLetters(redis, keys);
+    this.nonces = new NonceStore(redis, keys);
+    this.sweep = new SweepStore(redis, keys);
   }
 
   /** One round trip to Redis; resolves with how long it took. */
@@ -65,4 +70,9 @@ export class Store {
     await callRedis(() => this.redis.exec(["PING"]));
     return { latencyMs: Date.now() - started };
   }
+}
+
+/** A Store over a new client of the Upstash-protocol endpoint `config` names. */
+export function connectStore(config: RedisConfig, keys: Keys = new Keys(), now: () => number = epochSeconds): Store {
+  return new Store(connectRedis(config), keys, now);
 }

@@ -1,4 +1,4 @@
-import type { Redis } from "../../shared/store/index.js";
+import type { Redis } from "../../shared/store/redis.js";
 
 /** A key prefix no other test file uses, so each file starts from an empty keyspace. */
 export function freshPrefix(label: string): string {

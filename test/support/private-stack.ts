@@ -12,7 +12,7 @@ import { actorKeyId, generateKeyPair, type PrivateJwk } from "../../shared/auth/
 import { ApiError, CoordinatorClient, signerFromJwk } from "../../shared/client/index.js";
 import type { FlowView } from "../../shared/model/index.js";
 import { Keys } from "../../shared/keys.js";
-import { connectRedis, type Redis } from "../../shared/store/index.js";
+import { connectRedis, type Redis } from "../../shared/store/redis.js";
 import { eventually } from "./eventually.js";
 import { watchProcess, type WatchedProcess } from "./process.js";
 import { registerReferenceRunner, writeKeyFile, type RegisteredReferenceRunner, type RegisteredRunner } from "./runner-process.js";

@@ -2,7 +2,7 @@ import { writeFileSync } from "node:fs";
 import path from "node:path";
 import { freePort } from "../../infra/redis-server.js";
 import { startWranglerDev } from "../../infra/wrangler.js";
-import { connectRedis } from "../../shared/store/index.js";
+import { connectRedis } from "../../shared/store/redis.js";
 import { deletePrefix, freshPrefix } from "./prefix.js";
 import { readTestStackConfig } from "./stack-config.js";
 

@@ -2,13 +2,16 @@ import { createExecutionContext, createScheduledController, runInDurableObject, 
 import { env } from "cloudflare:workers";
 import { expect } from "vitest";
 import worker from "../../functions/index.js";
-import type { Env } from "../../functions/env.js";
-import { coordinatorStub, scopeFor } from "../../functions/flow/scope.js";
+import type { Env } from "../../functions/core/env.js";
+import { scopeFor, type FlowScope } from "../../functions/core/scopes.js";
+import { coordinatorStub, dispatcherStub } from "../../functions/core/stubs.js";
+import type { Dispatcher } from "../../functions/dispatch/dispatcher.js";
+import type { FlowCoordinator } from "../../functions/flow/coordinator.js";
 import { actorKeyId, generateKeyPair, importPrivateKey, signRequest, type PrivateJwk } from "../../shared/auth/index.js";
 import { ApiError, CoordinatorClient, signerFromJwk } from "../../shared/client/index.js";
 import type { Actor } from "../../shared/model/index.js";
 import { Keys } from "../../shared/keys.js";
-import { connectRedis } from "../../shared/store/index.js";
+import { connectRedis } from "../../shared/store/redis.js";
 import { deletePrefix, freshPrefix } from "../support/prefix.js";
 
 /** The base URL tests address the Worker by; it never leaves the isolate. */
@@ -30,6 +33,8 @@ export function testWorker(label: string, overrides: Partial<Env> = {}) {
   };
   const redis = connectRedis({ url: env.UPSTASH_REDIS_REST_URL, token: env.UPSTASH_REDIS_REST_TOKEN });
   const anonymous = new CoordinatorClient({ baseUrl: BASE, fetch });
+  /** The stub of a scope's FlowCoordinator, typed with its class for runInDurableObject. */
+  const objectOf = (scope: FlowScope) => ({ scope, stub: coordinatorStub(workerEnv, scope) as unknown as DurableObjectStub<FlowCoordinator> });
   return {
     prefix,
     /** Every key of this file's prefix, built as the coordinator builds it. */
@@ -56,13 +61,15 @@ export function testWorker(label: string, overrides: Partial<Env> = {}) {
     },
     /** A flow's FlowCoordinator (its Durable Object) and the scope it is called with. */
     flowStub(contextId: number, flowId: number) {
-      const scope = scopeFor({ prefix, origin: BASE }, contextId, { flowId });
-      return { scope, stub: coordinatorStub(workerEnv, scope) };
+      return objectOf(scopeFor({ prefix, origin: BASE }, contextId, { flowId }));
     },
     /** The FlowCoordinator of a job run outside any flow, and its scope. */
     jobStub(contextId: number, callerId: number, jobId: number) {
-      const scope = scopeFor({ prefix, origin: BASE }, contextId, { callerId, jobId });
-      return { scope, stub: coordinatorStub(workerEnv, scope) };
+      return objectOf(scopeFor({ prefix, origin: BASE }, contextId, { callerId, jobId }));
+    },
+    /** A context's Dispatcher (its Durable Object), typed with its class for runInDurableObject. */
+    dispatcherStub(contextId: number) {
+      return dispatcherStub(workerEnv, { prefix, contextId, origin: BASE }) as unknown as DurableObjectStub<Dispatcher>;
     },
     cleanup: () => deletePrefix(redis, prefix),
   };

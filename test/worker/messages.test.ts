@@ -1,6 +1,5 @@
 import { runInDurableObject } from "cloudflare:test";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
-import { dispatcherStub } from "../../functions/dispatch/scope.js";
 import type { CoordinatorClient } from "../../shared/client/index.js";
 import type { Message } from "../../shared/model/index.js";
 import { eventually } from "../support/eventually.js";
@@ -110,7 +109,7 @@ describe("messages a relay took and never settled", () => {
     await w.redis.exec(["HSET", w.keys.context(own), "paused", "false"]);
 
     const scope = { prefix: w.prefix, contextId: own, origin: "http://coordinator.test" };
-    const stub = dispatcherStub(w.env, scope);
+    const stub = w.dispatcherStub(own);
     await stub.wake(scope, {}); // binds its scope
     // Its alarm rings (a safety net): nothing is due yet, so it comes back when the message is.
     await runInDurableObject(stub, (instance) => instance.alarm());

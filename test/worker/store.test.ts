@@ -2,8 +2,9 @@ import { env } from "cloudflare:workers";
 import { afterAll, describe, expect, it } from "vitest";
 import { ZodError } from "zod";
 import { Keys } from "../../shared/keys.js";
-import type { RunnerJob } from "../../shared/model/index.js";
-import { ConflictError, CorruptRecordError, NotFoundError, Store, connectRedis } from "../../shared/store/index.js";
+import type { Message, RunnerJob } from "../../shared/model/index.js";
+import { ConflictError, CorruptRecordError, NotFoundError, Store } from "../../shared/store/index.js";
+import { connectRedis } from "../../shared/store/redis.js";
 import { deletePrefix, freshPrefix } from "../support/prefix.js";
 
 // Runs inside workerd, as the coordinator does, against real Redis through the REST endpoint.
@@ -98,63 +99,63 @@ describe("flows, jobs and messages in a context", () => {
   });
 
   it("pages a listing with offset and next", async () => {
-    for (let i = 0; i < 5; i++) {
-      await store.flows.create({ caller_id: 12, context_id: 9, jobs: [], env_vars: {}, result: {}, status: "dispatched" });
-    }
-    const first = await store.flows.list({ context_id: 9 }, 0, 2);
-    expect(first.items.map((f) => f.id)).toEqual([1, 2]);
+    for (let i = 0; i < 5; i++) await store.jobs.create(jobFields(9, 12));
+    const first = await store.jobs.list({ context_id: 9 }, 0, 2);
+    expect(first.items.map((j) => j.id)).toEqual([1, 2]);
     expect(first).toMatchObject({ total: 5, next: 2 });
-    const last = await store.flows.list({ context_id: 9 }, 4, 2);
-    expect(last.items.map((f) => f.id)).toEqual([5]);
+    const last = await store.jobs.list({ context_id: 9 }, 4, 2);
+    expect(last.items.map((j) => j.id)).toEqual([5]);
     expect(last.next).toBeUndefined();
   });
 
   it("stores messages with embedded jobs and logs as JSON and reads them back", async () => {
     const job = await store.jobs.create(jobFields(7, 12));
-    const message = await store.messages.create({
-      caller_id: 12, context_id: 7, message: "run it", message_type: "job", message_format_type: "text",
+    const id = await store.messages.allocateIds(7, 12);
+    const message: Message = {
+      id, caller_id: 12, context_id: 7, message: "run it", message_type: "job", message_format_type: "text",
       timeout: 30, timeout_ack: 10, timeout_result: 60, job: [job],
-      logs: [{ timestamp: 1.5, stream: "stdout", message: "héllo" }], status: "dispatched",
-    });
-    expect(await store.messages.load({ context_id: 7, caller_id: 12, id: message.id })).toEqual(message);
+      logs: [{ timestamp: 1.5, stream: "stdout", message: "héllo" }], status: "dispatched", created_at: clock, updated_at: clock,
+    };
+    await store.messages.post(message);
+    expect(await store.messages.load({ context_id: 7, caller_id: 12, id })).toEqual(message);
   });
 });
 
 describe("what the store refuses", () => {
   it("validates an update before writing anything", async () => {
-    const flow = await store.flows.create({ caller_id: 1, context_id: 10, jobs: [], env_vars: {}, result: {}, status: "dispatched" });
-    await expect(store.flows.update({ context_id: 10, id: flow.id }, { status: "bogus" as "started" })).rejects.toBeInstanceOf(ZodError);
-    expect((await store.flows.load({ context_id: 10, id: flow.id })).status).toBe("dispatched");
-    await expect(store.flows.update({ context_id: 10, id: 999 }, { status: "started" })).rejects.toBeInstanceOf(NotFoundError);
+    const job = await store.jobs.create(jobFields(10, 1));
+    const ref = { context_id: 10, caller_id: 1, id: job.id };
+    await expect(store.jobs.update(ref, { status: "bogus" as "started" })).rejects.toBeInstanceOf(ZodError);
+    expect((await store.jobs.load(ref)).status).toBe("dispatched");
+    await expect(store.jobs.update({ ...ref, id: 999 }, { status: "started" })).rejects.toBeInstanceOf(NotFoundError);
   });
 
   it("leaves a taken record and its index untouched when a create collides", async () => {
-    const flow = await store.flows.create({ id: 50, caller_id: 1, context_id: 11, jobs: [3], env_vars: {}, result: {}, status: "dispatched" });
-    await expect(
-      store.flows.create({ id: 50, caller_id: 2, context_id: 11, jobs: [], env_vars: {}, result: {}, status: "started" }),
-    ).rejects.toBeInstanceOf(ConflictError);
-    expect(await store.flows.load({ context_id: 11, id: 50 })).toEqual(flow);
-    expect((await store.flows.list({ context_id: 11 })).total).toBe(1);
+    const job = await store.jobs.create({ ...jobFields(11, 1), id: 50 });
+    await expect(store.jobs.create({ ...jobFields(11, 1), id: 50, script: "other", status: "started" })).rejects.toBeInstanceOf(ConflictError);
+    expect(await store.jobs.load({ context_id: 11, caller_id: 1, id: 50 })).toEqual(job);
+    expect((await store.jobs.list({ context_id: 11 })).total).toBe(1);
   });
 
   it("reports a corrupt hash as CorruptRecordError naming the key and the fields", async () => {
     const keys = new Keys(prefix);
-    const flow = await store.flows.create({ caller_id: 1, context_id: 12, jobs: [], env_vars: {}, result: {}, status: "dispatched" });
-    const key = keys.flow(12, flow.id);
+    const job = await store.jobs.create(jobFields(12, 1));
+    const ref = { context_id: 12, caller_id: 1, id: job.id };
+    const key = keys.job(12, 1, job.id);
 
-    await redis.exec(["HSET", key, "jobs", "[1,", "status", "bogus"]);
-    const broken = await store.flows.load({ context_id: 12, id: flow.id }).catch((e: unknown) => e);
+    await redis.exec(["HSET", key, "env_vars", "[1,", "status", "bogus"]);
+    const broken = await store.jobs.load(ref).catch((e: unknown) => e);
     expect(broken).toBeInstanceOf(CorruptRecordError);
     expect((broken as CorruptRecordError).key).toBe(key);
-    expect((broken as CorruptRecordError).issues.map((i) => i.field)).toEqual(["jobs"]);
+    expect((broken as CorruptRecordError).issues.map((i) => i.field)).toEqual(["env_vars"]);
 
-    await redis.exec(["HSET", key, "jobs", "[]", "created_at", "yesterday"]);
-    const issues = await store.flows.load({ context_id: 12, id: flow.id }).then(() => [], (e: CorruptRecordError) => e.issues);
+    await redis.exec(["HSET", key, "env_vars", "{}", "created_at", "yesterday"]);
+    const issues = await store.jobs.load(ref).then(() => [], (e: CorruptRecordError) => e.issues);
     expect(issues).toEqual([{ field: "created_at", message: expect.stringContaining("integer") }]);
 
     await redis.exec(["HSET", key, "created_at", "1"]);
     await redis.exec(["HDEL", key, "caller_id"]);
-    const missing = await store.flows.load({ context_id: 12, id: flow.id }).then(() => [], (e: CorruptRecordError) => e.issues);
+    const missing = await store.jobs.load(ref).then(() => [], (e: CorruptRecordError) => e.issues);
     expect(missing.map((i) => i.field).sort()).toEqual(["caller_id", "status"]);
   });
 });

@@ -2,7 +2,7 @@ import { createRoute, z, type OpenAPIHono } from "@hono/zod-openapi";
 import { loadActor, registerActor, rotateActorKey, updateActor } from "../../service/actors.js";
 import { serviceCall } from "../call.js";
 import { body, conflict, json, PathId, schemas, signed, signedErrors } from "../schemas.js";
-import type { AppEnv } from "../store.js";
+import type { AppEnv } from "../app-env.js";
 
 const actorParams = z.object({ actorId: PathId });
 

@@ -3,7 +3,7 @@ import { PERMISSION_LISTS } from "../../../shared/auth/index.js";
 import { createContext, deleteContext, grant, loadContext, revoke, setPermissions } from "../../service/contexts.js";
 import { serviceCall } from "../call.js";
 import { body, conflict, json, PathId, schemas, signed, signedErrors } from "../schemas.js";
-import type { AppEnv } from "../store.js";
+import type { AppEnv } from "../app-env.js";
 
 const contextParams = z.object({ contextId: PathId });
 const memberParams = z.object({ contextId: PathId, list: z.enum(PERMISSION_LISTS), actorId: PathId });

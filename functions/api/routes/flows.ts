@@ -4,7 +4,7 @@ import { FlowDag, FlowStatus } from "../../../shared/model/index.js";
 import { flowDag, listFlows, loadFlow, startFlow, submitFlow } from "../../service/flows.js";
 import { flowCall } from "../call.js";
 import { body, conflict, idempotencyReused, json, named, pageOf, PageQuery, PathId, schemas, signed, signedErrors } from "../schemas.js";
-import type { AppEnv } from "../store.js";
+import type { AppEnv } from "../app-env.js";
 
 const contextParams = z.object({ contextId: PathId });
 const flowParams = z.object({ contextId: PathId, flowId: PathId });

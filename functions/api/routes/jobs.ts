@@ -3,7 +3,7 @@ import { JobView, RunnerJob } from "../../../shared/model/index.js";
 import { JobSubmission, loadJob, loadMessage, startJob, submitJob } from "../../service/jobs.js";
 import { flowCall } from "../call.js";
 import { body, conflict, json, named, PathId, schemas, signed, signedErrors } from "../schemas.js";
-import type { AppEnv } from "../store.js";
+import type { AppEnv } from "../app-env.js";
 
 const contextParams = z.object({ contextId: PathId });
 const jobParams = z.object({ contextId: PathId, callerId: PathId, jobId: PathId });

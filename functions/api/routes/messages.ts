@@ -3,7 +3,7 @@ import { MessageSubmission } from "../../../shared/model/index.js";
 import { inbox, sendMessage } from "../../service/messages.js";
 import { flowCall } from "../call.js";
 import { body, json, named, PathId, schemas, signed, signedErrors } from "../schemas.js";
-import type { AppEnv } from "../store.js";
+import type { AppEnv } from "../app-env.js";
 
 const contextParams = z.object({ contextId: PathId });
 

@@ -3,7 +3,7 @@ import { DeadLetter } from "../../../shared/model/index.js";
 import { cancelFlow, listDeadLetters, loadDeadLetter, rerunFlow, setDispatch } from "../../service/recovery.js";
 import { flowCall } from "../call.js";
 import { body, conflict, json, named, pageOf, PageQuery, PathId, schemas, signed, signedErrors } from "../schemas.js";
-import type { AppEnv } from "../store.js";
+import type { AppEnv } from "../app-env.js";
 
 const contextParams = z.object({ contextId: PathId });
 const flowParams = z.object({ contextId: PathId, flowId: PathId });

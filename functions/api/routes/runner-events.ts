@@ -1,13 +1,13 @@
 import { createRoute, z, type OpenAPIHono } from "@hono/zod-openapi";
 import { DeliveryPayload } from "../../../shared/model/index.js";
-import { RUNNER_EVENTS } from "../../flow/scope.js";
+import { RUNNER_EVENTS, type RunnerEventName } from "../../core/scopes.js";
 import { keepRefusedReport } from "../../service/recovery.js";
-import { leaseJobs, reportRunnerEvent, RunnerEventBodies, type RunnerEventName } from "../../service/runner-events.js";
+import { leaseJobs, reportRunnerEvent, RunnerEventBodies } from "../../service/runner-events.js";
 import { flowCall } from "../call.js";
-import { Problem } from "../problem.js";
+import { Problem } from "../../core/problem.js";
 import { defaultHook, validationProblem } from "../errors.js";
 import { body, conflict, json, named, PathId, signed, signedErrors } from "../schemas.js";
-import type { AppEnv } from "../store.js";
+import type { AppEnv } from "../app-env.js";
 
 const Answer = named(
   z.object({ outcome: z.enum(["applied", "duplicate"]), reason: z.string().optional(), status: z.string().optional() }),
@@ -63,7 +63,7 @@ export function registerRunnerEventRoutes(app: OpenAPIHono<AppEnv>): void {
       app.openapi(eventRoute(name, standalone), async (c) => {
         // Set by the signature check on every webhook path, which only runners get past.
         const nonce = c.var.deferredNonce;
-        if (!nonce) throw new Problem(403, "forbidden", "Forbidden", "only runners report on jobs", { needed: ["runner"] });
+        if (!nonce) throw new Problem("forbidden", "only runners report on jobs", { needed: ["runner"] });
         const answer = await reportRunnerEvent(flowCall(c), c.req.valid("param"), name, c.req.valid("json"), nonce);
         return c.json({ outcome: answer.outcome as "applied" | "duplicate", ...(answer.reason ? { reason: answer.reason } : {}), ...(answer.status ? { status: answer.status } : {}) }, 200);
       }, (result, c) => {

@@ -2,7 +2,7 @@ import { createRoute, z, type OpenAPIHono } from "@hono/zod-openapi";
 import { createRunner, deleteRunner, listRunners, loadRunner, updateRunner } from "../../service/runners.js";
 import { flowCall, serviceCall } from "../call.js";
 import { body, conflict, json, pageOf, PageQuery, PathId, schemas, signed, signedErrors } from "../schemas.js";
-import type { AppEnv } from "../store.js";
+import type { AppEnv } from "../app-env.js";
 
 const contextParams = z.object({ contextId: PathId });
 const runnerParams = z.object({ contextId: PathId, runnerId: PathId });

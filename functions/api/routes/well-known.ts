@@ -1,8 +1,8 @@
 import { createRoute, z, type OpenAPIHono } from "@hono/zod-openapi";
 import { KEY_DIRECTORY_PATH } from "../../../shared/auth/index.js";
-import { coordinatorKeys } from "../../coordinator-key.js";
+import { coordinatorKeys } from "../../core/coordinator-key.js";
 import { ProblemBody } from "../schemas.js";
-import type { AppEnv } from "../store.js";
+import type { AppEnv } from "../app-env.js";
 
 /** The media type of a key directory (the web-bot-auth convention for RFC 9421 keys). */
 const DIRECTORY_TYPE = "application/http-message-signatures-directory+json";

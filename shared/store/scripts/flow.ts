@@ -14,12 +14,13 @@ import { LuaScript } from "../script.js";
  *   KEYS[1]  the context's id counters (hash)
  *   KEYS[2]  the idempotency key (optional)
  *   ARGV[1]  flow id chosen by the caller, or "" to allocate
- *   ARGV[2]  caller id
+ *   ARGV[2]  the counter field of the caller's jobs (Keys.jobCounter)
  *   ARGV[3]  how many job ids to allocate
  *   ARGV[4]  the highest job id the caller chose (0 if none): allocation starts above it
  *   ARGV[5]  how many message ids to reserve
  *   ARGV[6]  idempotency TTL in seconds
  *   ARGV[7]  the request's digest (with KEYS[2])
+ *   ARGV[8]  the counter field of the caller's messages (Keys.messageCounter)
  * Returns {0, flowId, firstJobId, firstMessageId}, or {1, "<flow>:<job>:<message>:<digest>"}
  * (or {1, "<flow>"} as older versions wrote it) when the Idempotency-Key was seen before:
  * nothing is allocated then.
@@ -38,13 +39,13 @@ else
   local cur = tonumber(redis.call("HGET", KEYS[1], "flow") or "0")
   if flowId > cur then redis.call("HSET", KEYS[1], "flow", flowId) end
 end
-local jobField = "job:" .. ARGV[2]
+local jobField = ARGV[2]
 local count = tonumber(ARGV[3])
 local floor = tonumber(ARGV[4])
 local base = tonumber(redis.call("HGET", KEYS[1], jobField) or "0")
 if floor > base then base = floor end
 redis.call("HSET", KEYS[1], jobField, base + count)
-local lastMessage = redis.call("HINCRBY", KEYS[1], "message:" .. ARGV[2], tonumber(ARGV[5]))
+local lastMessage = redis.call("HINCRBY", KEYS[1], ARGV[8], tonumber(ARGV[5]))
 local firstMessage = lastMessage - tonumber(ARGV[5]) + 1
 if KEYS[2] then
   redis.call("SET", KEYS[2], flowId .. ":" .. (base + 1) .. ":" .. firstMessage .. ":" .. ARGV[7], "EX", tonumber(ARGV[6]))

@@ -1,5 +1,4 @@
-import type { Env } from "../env.js";
-import type { FlowCoordinator } from "./coordinator.js";
+import { parseMessageKey, parseWorkItem } from "../../shared/keys.js";
 
 /**
  * What a FlowCoordinator instance coordinates, passed with every call so an instance that lost
@@ -18,6 +17,14 @@ export interface FlowScope {
   origin: string;
 }
 
+/** What a context's Dispatcher serves: the deployment's key prefix, the context, the public origin. */
+export interface DispatchScope {
+  prefix: string;
+  contextId: number;
+  /** The coordinator's public origin (for the scopes of the flows it reaches). */
+  origin: string;
+}
+
 /** What every scope of one deployment and request shares: the key prefix and the public origin. */
 export type ScopeBase = Pick<FlowScope, "prefix" | "origin">;
 
@@ -31,6 +38,23 @@ export function scopeFor(base: ScopeBase, contextId: number, target: ScopeTarget
     : { prefix: base.prefix, contextId, flowId: 0, job: { callerId: target.callerId, id: target.jobId }, origin: base.origin };
 }
 
+/**
+ * What owns a work item (a job's attempt as queued and held in runners' slots): its flow, or for
+ * a job outside any flow (flow 0) its caller, read from the message key, and job. Null for
+ * anything that is not a work item.
+ */
+export function workItemOwner(item: string): ScopeTarget | null {
+  const work = parseWorkItem(item);
+  const message = work ? parseMessageKey(work.messageKey) : null;
+  if (!work || !message) return null;
+  return work.flowId > 0 ? { flowId: work.flowId } : { callerId: message.callerId, jobId: work.jobId };
+}
+
+/** The scope of the dispatcher of the context a flow's scope names. */
+export function dispatchScopeOf(scope: Pick<FlowScope, "prefix" | "contextId" | "origin">): DispatchScope {
+  return { prefix: scope.prefix, contextId: scope.contextId, origin: scope.origin };
+}
+
 /** The deterministic Durable Object name of a scope. */
 export function coordinatorName(scope: Pick<FlowScope, "prefix" | "contextId" | "flowId" | "job">): string {
   return scope.job
@@ -38,13 +62,16 @@ export function coordinatorName(scope: Pick<FlowScope, "prefix" | "contextId" | 
     : `${scope.prefix}${scope.contextId}:flow:${scope.flowId}`;
 }
 
-/** The stub of the FlowCoordinator that owns a scope. */
-export function coordinatorStub(env: Env, scope: FlowScope): DurableObjectStub<FlowCoordinator> {
-  return env.FLOW_COORDINATOR.get(env.FLOW_COORDINATOR.idFromName(coordinatorName(scope)));
+/** The deterministic Durable Object name of a context's dispatcher. */
+export function dispatcherName(scope: Pick<DispatchScope, "prefix" | "contextId">): string {
+  return `${scope.prefix}${scope.contextId}:dispatch`;
 }
 
 /** The runner webhooks: what a runner reports about an attempt of a job delivered to it. */
 export const RUNNER_EVENTS = ["ack", "started", "heartbeat", "result", "logs"] as const;
+
+/** The name of a runner webhook. */
+export type RunnerEventName = (typeof RUNNER_EVENTS)[number];
 
 /** The path under which a job's runner webhooks live. */
 function jobPath(scope: Pick<FlowScope, "contextId" | "flowId" | "job">, jobId: number): string {

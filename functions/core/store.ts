@@ -1,21 +1,7 @@
-import type { MiddlewareHandler } from "hono";
 import { Keys } from "../../shared/keys.js";
-import { connectRedis, Store } from "../../shared/store/index.js";
-import { readConfig, type Config } from "../config.js";
-import type { Env } from "../env.js";
-import type { AuthVariables } from "./auth.js";
+import { connectStore, type Store } from "../../shared/store/index.js";
+import type { Env } from "./env.js";
 import { Problem } from "./problem.js";
-
-/** Variables routes read from the Hono context. */
-export interface AppVariables extends Partial<AuthVariables> {
-  store: Store;
-  config: Config;
-}
-
-export interface AppEnv {
-  Bindings: Env;
-  Variables: AppVariables;
-}
 
 let cached: { signature: string; store: Store } | undefined;
 
@@ -25,22 +11,16 @@ let cached: { signature: string; store: Store } | undefined;
  */
 export function storeFor(env: Env): Store {
   if (!env.UPSTASH_REDIS_REST_URL || !env.UPSTASH_REDIS_REST_TOKEN) {
-    throw new Problem(
-      503,
-      "storage-not-configured",
-      "Storage is not configured",
-      "set the UPSTASH_REDIS_REST_URL and UPSTASH_REDIS_REST_TOKEN secrets",
-    );
+    throw new Problem("storage-not-configured", "set the UPSTASH_REDIS_REST_URL and UPSTASH_REDIS_REST_TOKEN secrets");
   }
   const signature = [env.UPSTASH_REDIS_REST_URL, env.UPSTASH_REDIS_REST_TOKEN, env.KEY_PREFIX ?? "", env.REDIS_TIMEOUT_MS ?? ""].join("\n");
   if (cached?.signature !== signature) {
     const timeoutMs = Number(env.REDIS_TIMEOUT_MS) > 0 ? Number(env.REDIS_TIMEOUT_MS) : undefined;
-    const redis = connectRedis({
-      url: env.UPSTASH_REDIS_REST_URL,
-      token: env.UPSTASH_REDIS_REST_TOKEN,
-      ...(timeoutMs ? { timeoutMs } : {}),
-    });
-    cached = { signature, store: new Store(redis, new Keys(env.KEY_PREFIX ?? "")) };
+    const store = connectStore(
+      { url: env.UPSTASH_REDIS_REST_URL, token: env.UPSTASH_REDIS_REST_TOKEN, ...(timeoutMs ? { timeoutMs } : {}) },
+      new Keys(env.KEY_PREFIX ?? ""),
+    );
+    cached = { signature, store };
   }
   return cached.store;
 }
@@ -60,10 +40,3 @@ export async function bindScope<S>(storage: DurableObjectStorage, given: S): Pro
   await storage.put("scope", given);
   return given;
 }
-
-/** Puts the Store and the settings on the context for every route. */
-export const withStore: MiddlewareHandler<AppEnv> = async (c, next) => {
-  c.set("config", readConfig(c.env));
-  c.set("store", storeFor(c.env));
-  await next();
-};

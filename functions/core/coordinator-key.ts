@@ -1,5 +1,5 @@
-import { importPrivateKey, keyThumbprint, parsePrivateJwk } from "../shared/auth/index.js";
-import { Problem } from "./api/problem.js";
+import { importPrivateKey, keyThumbprint, parsePrivateJwk } from "../../shared/auth/index.js";
+import { Problem } from "./problem.js";
 import type { Env } from "./env.js";
 
 /** One of the coordinator's signing keys: its key id (JWK thumbprint), public part and signer. */
@@ -23,7 +23,7 @@ async function load(secret: string, name: string): Promise<CoordinatorKey> {
   try {
     jwk = parsePrivateJwk(secret, name);
   } catch (error) {
-    throw new Problem(500, "misconfigured", "The coordinator is misconfigured", (error as Error).message);
+    throw new Problem("misconfigured", (error as Error).message);
   }
   return { kid: await keyThumbprint(jwk.x), x: jwk.x, key: await importPrivateKey(jwk) };
 }
@@ -37,7 +37,7 @@ export function coordinatorKeys(env: Env): Promise<CoordinatorKeys> {
   const current = env.COORDINATOR_SIGNING_KEY;
   if (!current) {
     return Promise.reject(
-      new Problem(503, "signing-key-missing", "The coordinator has no signing key", "set the COORDINATOR_SIGNING_KEY secret (an Ed25519 private JWK)"),
+      new Problem("signing-key-missing", "set the COORDINATOR_SIGNING_KEY secret (an Ed25519 private JWK)"),
     );
   }
   const source = `${current}\n${env.COORDINATOR_SIGNING_KEY_NEXT ?? ""}`;

@@ -1,29 +1,34 @@
 import type { ContentfulStatusCode } from "hono/utils/http-status";
+import { PROBLEMS, problemUri, type ProblemType } from "./problems.js";
 
 /** Extra members of a problem document, such as the field at fault. */
 export type ProblemExtensions = Record<string, unknown>;
 
 /**
- * An RFC 9457 problem: the one error type routes throw. It knows how to become an
+ * An RFC 9457 problem: the one error type routes throw. Its kind comes from the catalog
+ * (PROBLEMS), which gives its status and title; it knows how to become an
  * `application/problem+json` response, so handlers never build error bodies by hand.
- * `type` is a relative URI naming the kind of problem (`/problems/<slug>`).
  */
 export class Problem extends Error {
   override name = "Problem";
+  readonly status: ContentfulStatusCode;
+  readonly title: string;
 
   constructor(
-    readonly status: ContentfulStatusCode,
-    readonly slug: string,
-    readonly title: string,
+    readonly kind: ProblemType,
     readonly detail?: string,
     readonly extensions: ProblemExtensions = {},
     readonly headers: Record<string, string> = {},
   ) {
+    const { status, title } = PROBLEMS[kind];
     super(detail ?? title);
+    this.status = status;
+    this.title = title;
   }
 
+  /** The `type` URI: `/problems/<kind>`. */
   get type(): string {
-    return `/problems/${this.slug}`;
+    return problemUri(this.kind);
   }
 
   toJSON(): Record<string, unknown> {
@@ -46,25 +51,23 @@ export class Problem extends Error {
 
 /** A problem as plain data, to cross a Durable Object RPC boundary (error classes do not). */
 export interface ProblemData {
-  status: ContentfulStatusCode;
-  slug: string;
-  title: string;
+  kind: ProblemType;
   detail?: string;
   extensions: ProblemExtensions;
 }
 
-/** The answer of an RPC that may fail with a problem. */
-export type Outcome<T> = { ok: T } | { problem: ProblemData };
+/** The answer of a Durable Object's RPC method: its value, or the problem it ran into. */
+export type RpcResult<T> = { ok: T } | { problem: ProblemData };
 
 export function problemData(problem: Problem): ProblemData {
-  return { status: problem.status, slug: problem.slug, title: problem.title, ...(problem.detail !== undefined ? { detail: problem.detail } : {}), extensions: problem.extensions };
+  return { kind: problem.kind, ...(problem.detail !== undefined ? { detail: problem.detail } : {}), extensions: problem.extensions };
 }
 
 /** Unwraps an RPC answer: its value, or its problem thrown again as a Problem. */
-export function unwrap<T>(outcome: Outcome<T>): T {
-  if ("problem" in outcome) {
-    const p = outcome.problem;
-    throw new Problem(p.status, p.slug, p.title, p.detail, p.extensions);
+export function unwrap<T>(result: RpcResult<T>): T {
+  if ("problem" in result) {
+    const p = result.problem;
+    throw new Problem(p.kind, p.detail, p.extensions);
   }
-  return outcome.ok;
+  return result.ok;
 }

@@ -1,7 +1,7 @@
 import { z } from "zod";
-import { RETRY_DEFAULTS } from "../shared/flow/index.js";
-import { PublicKey } from "../shared/model/index.js";
-import { Problem } from "./api/problem.js";
+import { RETRY_DEFAULTS } from "../../shared/flow/index.js";
+import { PublicKey } from "../../shared/model/index.js";
+import { Problem } from "./problem.js";
 import type { Env } from "./env.js";
 
 const keyList = z
@@ -55,7 +55,7 @@ export function readConfig(env: Env): Config {
   });
   if (!parsed.success) {
     const issue = parsed.error.issues[0];
-    throw new Problem(500, "misconfigured", "The coordinator is misconfigured", `${String(issue?.path[0])}: ${issue?.message}`);
+    throw new Problem("misconfigured", `${String(issue?.path[0])}: ${issue?.message}`);
   }
   const v = parsed.data;
   const config: Config = {

@@ -1,6 +1,4 @@
-import type * as WorkerModule from "./index.js";
-import type { Dispatcher } from "./dispatch/dispatcher.js";
-import type { FlowCoordinator } from "./flow/coordinator.js";
+import type { DispatcherRpc, FlowCoordinatorRpc } from "./contracts.js";
 
 /**
  * The Worker's bindings (wrangler.toml `[vars]`, secrets, Durable Objects). Every one is listed
@@ -8,9 +6,9 @@ import type { FlowCoordinator } from "./flow/coordinator.js";
  */
 export interface Env {
   /** The FlowCoordinator Durable Objects: one per flow, named `<prefix><context>:flow:<id>`. */
-  FLOW_COORDINATOR: DurableObjectNamespace<FlowCoordinator>;
+  FLOW_COORDINATOR: DurableObjectNamespace<FlowCoordinatorRpc>;
   /** The Dispatcher Durable Objects: one per context, named `<prefix><context>:dispatch`. */
-  DISPATCHER: DurableObjectNamespace<Dispatcher>;
+  DISPATCHER: DurableObjectNamespace<DispatcherRpc>;
   /** Upstash (or local REST endpoint) URL. Secret. */
   UPSTASH_REDIS_REST_URL: string;
   /** Bearer token for that endpoint. Secret. */
@@ -42,18 +40,3 @@ export interface Env {
   /** How long an isolate may reuse a looked-up public key, in seconds (default 30; 0 = never). */
   KEY_CACHE_SECONDS?: string;
 }
-
-/* eslint-disable @typescript-eslint/no-namespace, @typescript-eslint/no-empty-object-type --
-   the runtime's types are a namespace of interfaces meant to be merged into, not module syntax. */
-declare global {
-  namespace Cloudflare {
-    // Types `env` from "cloudflare:workers" and the test integration with our bindings.
-    interface Env extends WorkerEnv {}
-    interface GlobalProps {
-      mainModule: typeof WorkerModule;
-    }
-  }
-}
-/* eslint-enable @typescript-eslint/no-namespace, @typescript-eslint/no-empty-object-type */
-
-type WorkerEnv = Env;

@@ -1,0 +1,43 @@
+import { ZodError } from "zod";
+import { ConflictError, CorruptRecordError, NotFoundError, StorageUnavailableError } from "../../shared/store/index.js";
+import { Problem } from "./problem.js";
+
+/**
+ * Maps whatever was thrown to a problem: the store's named errors to their kinds, a schema
+ * failure to 400 naming the field, and anything unexpected to a 500 that says no more than it
+ * must (the details go to the log).
+ */
+export function toProblem(error: unknown): Problem {
+  if (error instanceof Problem) return error;
+  if (error instanceof NotFoundError) return new Problem("not-found", error.message);
+  if (error instanceof ConflictError) return new Problem("conflict", error.message);
+  if (error instanceof StorageUnavailableError) return new Problem("storage-unavailable", error.message);
+  if (error instanceof CorruptRecordError) return new Problem("corrupt-record", error.message, { key: error.key, fields: error.issues });
+  if (error instanceof ZodError) return invalidInput(error);
+  return new Problem("internal", "the coordinator failed unexpectedly; see its logs");
+}
+
+/** One field at fault: where it is as the client sees it (`body.jobs.0.script`), and what is wrong. */
+export interface FieldError {
+  field: string;
+  message: string;
+}
+
+/**
+ * The 400 invalid-input problem: `field` names the first field at fault, `errors` all of them
+ * (at least one). `detail` defaults to "<first field>: <its message>".
+ */
+export function fieldProblem(errors: FieldError[], detail?: string): Problem {
+  const first = errors[0] as FieldError;
+  return new Problem("invalid-input", detail ?? `${first.field}: ${first.message}`, { field: first.field, errors });
+}
+
+/** A 400 naming every field a schema refused, under `where` (body, param, query, params …). */
+export function invalidInput(error: ZodError, where = "body"): Problem {
+  const errors = error.issues.map((issue) => ({
+    field: [where, ...issue.path.map(String)].join("."),
+    message: issue.message,
+  }));
+  // A failed parse always has an issue; should one ever come without, name the whole input.
+  return fieldProblem(errors.length > 0 ? errors : [{ field: where, message: "invalid" }]);
+}

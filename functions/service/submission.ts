@@ -1,0 +1,73 @@
+import { randomHex } from "../../shared/auth/index.js";
+import { MESSAGE_TIMEOUTS, type DagIssue, type FlowTimeouts } from "../../shared/flow/index.js";
+import type { FlowView } from "../../shared/model/index.js";
+import type { CreateFlowInput } from "../core/contracts.js";
+import { fieldProblem } from "../core/errors.js";
+import type { Problem } from "../core/problem.js";
+import { unwrap } from "../core/problem.js";
+import type { FlowScope } from "../core/scopes.js";
+import { coordinatorStub } from "../core/stubs.js";
+import type { FlowCall } from "./call.js";
+
+/*
+ * What submitting a flow and submitting a job outside any flow share: the checks of the jobs,
+ * the timeouts they run with, the trace they belong to, and the hand-over to the Durable Object
+ * that stores and runs them.
+ */
+
+/** A 400 naming every DAG issue (the first as `field`). */
+export function dagProblem(issues: DagIssue[]): Problem {
+  return fieldProblem(issues.map((i) => ({ field: `body.${i.field}`, message: i.message })));
+}
+
+/** 400 when a job pins a runner that is not registered in the context. */
+export async function checkPinnedRunners(call: FlowCall, contextId: number, jobs: { runner_id?: number | undefined }[]): Promise<void> {
+  const pinned = jobs.flatMap((job, i) => (job.runner_id !== undefined ? [{ i, id: job.runner_id }] : []));
+  if (pinned.length === 0) return;
+  const runners = new Set((await call.store.runners.list({ context_id: contextId }, 0, 1000)).items.map((r) => r.id));
+  const missing = pinned.filter((p) => !runners.has(p.id));
+  if (missing.length > 0) {
+    throw dagProblem(missing.map((m) => ({ field: `jobs.${m.i}.runner_id`, message: `runner ${m.id} is not registered in context ${contextId}` })));
+  }
+}
+
+/** The timeouts a submission (a flow, or a job outside any flow) may ask for. */
+export interface AskedTimeouts {
+  timeout?: number | undefined;
+  timeout_ack?: number | undefined;
+  timeout_result?: number | undefined;
+  retry_base_ms?: number | undefined;
+  retry_cap_ms?: number | undefined;
+}
+
+/**
+ * The timeouts of a submission: its own, else the message defaults, and for the retry backoff
+ * the deployment's (RETRY_BASE_MS, RETRY_CAP_MS). `timeout_result` stays unset unless asked for.
+ */
+export function flowTimeouts(call: FlowCall, asked: AskedTimeouts): FlowTimeouts {
+  return {
+    timeout: asked.timeout ?? MESSAGE_TIMEOUTS.timeout,
+    timeout_ack: asked.timeout_ack ?? MESSAGE_TIMEOUTS.timeout_ack,
+    ...(asked.timeout_result !== undefined ? { timeout_result: asked.timeout_result } : {}),
+    retry_base_ms: asked.retry_base_ms ?? call.config.retryBaseMs,
+    retry_cap_ms: asked.retry_cap_ms ?? call.config.retryCapMs,
+  };
+}
+
+/** A fresh W3C trace id, or the one of the request's `traceparent`. */
+export function traceId(request: Request): string {
+  const parent = request.headers.get("traceparent");
+  const match = parent ? /^[0-9a-f]{2}-([0-9a-f]{32})-[0-9a-f]{16}-[0-9a-f]{2}$/.exec(parent) : null;
+  if (match?.[1] && !/^0+$/.test(match[1])) return match[1];
+  return randomHex(16);
+}
+
+/** Has the Durable Object of `scope` store the resolved jobs (all or nothing) and maybe start them. */
+export async function createInObject(
+  call: FlowCall,
+  scope: FlowScope,
+  input: Omit<CreateFlowInput, "timeouts" | "traceId"> & { timeouts: AskedTimeouts },
+): Promise<FlowView> {
+  const create: CreateFlowInput = { ...input, timeouts: flowTimeouts(call, input.timeouts), traceId: traceId(call.request) };
+  return unwrap(await coordinatorStub(call.env, scope).create(scope, create));
+}

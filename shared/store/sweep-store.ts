@@ -1,0 +1,87 @@
+import { deadlineMember, parseDeadlineMember, type DeadlineOwner, type Keys } from "../keys.js";
+import { callRedis, type Redis } from "./redis.js";
+
+/** What a context has that the supervisor's sweep should look at again, and when. */
+export interface ContextChecks {
+  /** The earliest check time of its flows (epoch ms), if any has one. */
+  firstCheck?: number;
+  /** Messages waiting in msg_out. */
+  waitingMail: number;
+  /** When the oldest message the relay holds must be settled (epoch ms), if it holds any. */
+  firstInFlight?: number;
+}
+
+/**
+ * The supervisor's bookkeeping: `sweep:due`, the contexts with something due and when, and each
+ * context's deadline set, its flows by next check time. Every call is one command (one round
+ * trip), so an idle sweep costs exactly one.
+ */
+export class SweepStore {
+  constructor(
+    private readonly redis: Redis,
+    private readonly keys: Keys,
+  ) {}
+
+  /** Contexts due at `now`, at most `limit`. */
+  async dueContexts(now: number, limit: number): Promise<number[]> {
+    const due = await callRedis(() => this.redis.exec<string[]>(["ZRANGEBYSCORE", this.keys.sweepDue(), "-inf", String(now), "LIMIT", "0", String(limit)]));
+    return due.map(Number);
+  }
+
+  /** Makes a context due by `at` at the latest (an earlier due time stands). */
+  async dueBy(contextId: number, at: number): Promise<void> {
+    await callRedis(() => this.redis.exec(["ZADD", this.keys.sweepDue(), "LT", String(at), String(contextId)]));
+  }
+
+  /** Sets when a context is next due; undefined: it has nothing to look at. */
+  async reschedule(contextId: number, at: number | undefined): Promise<void> {
+    await callRedis(() =>
+      at === undefined
+        ? this.redis.exec(["ZREM", this.keys.sweepDue(), String(contextId)])
+        : this.redis.exec(["ZADD", this.keys.sweepDue(), String(at), String(contextId)]),
+    );
+  }
+
+  /** How many contexts there are, and how many are due now (for metrics; one round trip). */
+  async overview(now: number): Promise<{ contexts: number; due: number }> {
+    const [contexts, due] = await callRedis(async () => {
+      const p = this.redis.pipeline();
+      p.zcard(this.keys.contextIndex());
+      p.zcount(this.keys.sweepDue(), "-inf", now);
+      return (await p.exec()) as [number, number];
+    });
+    return { contexts: Number(contexts), due: Number(due) };
+  }
+
+  /** The flows (and jobs outside flows) of a context whose check time has come, at most `limit`. */
+  async dueOwners(contextId: number, now: number, limit: number): Promise<DeadlineOwner[]> {
+    const members = await callRedis(() => this.redis.exec<string[]>(["ZRANGEBYSCORE", this.keys.deadlines(contextId), "-inf", String(now), "LIMIT", "0", String(limit)]));
+    return members.flatMap((m) => parseDeadlineMember(String(m)) ?? []);
+  }
+
+  /** Sets (or, with undefined, clears) the check time of a flow or of a job outside any flow. */
+  async setCheck(contextId: number, owner: DeadlineOwner, at: number | undefined): Promise<void> {
+    const member = deadlineMember(owner);
+    await callRedis(() =>
+      at === undefined
+        ? this.redis.exec(["ZREM", this.keys.deadlines(contextId), member])
+        : this.redis.exec(["ZADD", this.keys.deadlines(contextId), String(at), member]),
+    );
+  }
+
+  /** What a context still has for the sweep: its earliest check, waiting mail, mail in flight (one round trip). */
+  async checks(contextId: number): Promise<ContextChecks> {
+    const [first, waiting, inflight] = await callRedis(async () => {
+      const p = this.redis.pipeline();
+      p.zrange(this.keys.deadlines(contextId), 0, 0, { withScores: true });
+      p.llen(this.keys.msgOut(contextId));
+      p.zrange(this.keys.inflight(contextId), 0, 0, { withScores: true });
+      return (await p.exec()) as [string[], number, string[]];
+    });
+    return {
+      ...(first.length === 2 ? { firstCheck: Number(first[1]) } : {}),
+      waitingMail: Number(waiting),
+      ...(inflight.length === 2 ? { firstInFlight: Number(inflight[1]) } : {}),
+    };
+  }
+}
