@@ -1,6 +1,8 @@
-import { createServer as createHttpServer, type IncomingMessage, type Server, type ServerResponse } from "node:http";
 import { createServer as createHttpsServer } from "node:https";
 import type { AddressInfo } from "node:net";
+import { serve, type ServerType } from "@hono/node-server";
+import { Hono, type Context } from "hono";
+import type { ContentfulStatusCode } from "hono/utils/http-status";
 import { AuthError, verifyRequest } from "../shared/auth/index.js";
 import type { DeliveryPayload } from "../shared/model/index.js";
 import type { CoordinatorKeyDirectory } from "./coordinator-keys.js";
@@ -65,136 +67,169 @@ const MAX_BODY_BYTES = 4 * 1024 * 1024;
  * `GET /health` answers without a signature (it tells nothing but load and draining).
  */
 export async function startPushServer(options: PushServerOptions): Promise<PushServer> {
-  const nonces = new NonceLedger((2 * options.skewSeconds + 60) * 1000);
-  const handler = (req: IncomingMessage, res: ServerResponse) => {
-    handle(req, res, options, nonces).catch((error: Error) => {
-      options.log.warn(`delivery handling failed: ${error.message}`);
-      if (!res.headersSent) problem(res, 500, "internal", error.message);
-      else res.end();
-    });
+  const app = pushApp(options, new NonceLedger((2 * options.skewSeconds + 60) * 1000));
+  const base = {
+    fetch: app.fetch,
+    port: options.port,
+    hostname: options.host,
+    // The runner may run in-process next to other code (tests, an embedding app) that uses
+    // fetch: its global Request/Response must stay Node's own.
+    overrideGlobalObjects: false,
   };
-  const server: Server = options.tls ? createHttpsServer({ cert: options.tls.cert, key: options.tls.key }, handler) : createHttpServer(handler);
-  await new Promise<void>((resolve, reject) => {
+  const server = options.tls
+    ? serve({ ...base, createServer: createHttpsServer, serverOptions: { cert: options.tls.cert, key: options.tls.key } })
+    : serve(base);
+  const { port } = await new Promise<AddressInfo>((resolve, reject) => {
     server.once("error", reject);
-    server.listen(options.port, options.host, () => {
+    server.once("listening", () => {
       server.off("error", reject);
-      resolve();
+      resolve(server.address() as AddressInfo);
     });
   });
-  const { port } = server.address() as AddressInfo;
   const host = options.host.includes(":") ? `[${options.host}]` : options.host;
   return {
     url: `${options.tls ? "https" : "http"}://${host}:${port}/`,
-    close: () =>
-      new Promise<void>((resolve) => {
-        server.close(() => resolve());
-        server.closeAllConnections();
-      }),
+    close: () => stop(server),
   };
 }
 
-async function handle(req: IncomingMessage, res: ServerResponse, options: PushServerOptions, nonces: NonceLedger): Promise<void> {
-  if (req.method === "GET" && (req.url === "/health" || req.url?.startsWith("/health?"))) return json(res, 200, options.health());
-  if (req.method !== "POST") {
-    res.setHeader("allow", "POST");
-    return problem(res, 405, "method-not-allowed", "deliveries are POSTed");
-  }
-  const body = await readBody(req);
-  if (!body) return problem(res, 413, "too-large", `a delivery is at most ${MAX_BODY_BYTES} bytes`);
+function pushApp(options: PushServerOptions, nonces: NonceLedger): Hono {
+  // Routes match the path as sent, without Hono's percent-decoding.
+  const app = new Hono({ getPath: (request) => new URL(request.url).pathname });
+  // Hono routes HEAD to GET handlers: HEAD /health stays a 405, as every non-POST but GET /health.
+  app.get("/health", (c) => (c.req.method === "GET" ? json(c, 200, options.health()) : notAllowed(c)));
+  // Any path: the coordinator POSTs to the address the runner registered, whatever its path.
+  app.post("*", (c) => deliver(c, options, nonces));
+  app.notFound(notAllowed);
+  app.onError((error, c) => {
+    options.log.warn(`delivery handling failed: ${error.message}`);
+    return problem(c, 500, "internal", error.message);
+  });
+  return app;
+}
 
-  const request = toRequest(req, options.tls !== undefined);
+function notAllowed(c: Context): Response {
+  return problem(c, 405, "method-not-allowed", "deliveries are POSTed", { allow: "POST" });
+}
+
+async function deliver(c: Context, options: PushServerOptions, nonces: NonceLedger): Promise<Response> {
+  const body = await readBody(c.req.raw);
+  if (!body) return problem(c, 413, "too-large", `a delivery is at most ${MAX_BODY_BYTES} bytes`);
+
   const now = Math.floor(Date.now() / 1000);
   let nonce: string;
   try {
-    const verified = await verifyRequest(request, { body, now, skewSeconds: options.skewSeconds, resolveKey: (kid) => options.keys.resolve(kid) });
+    const verified = await verifyRequest(signedRequest(c), { body, now, skewSeconds: options.skewSeconds, resolveKey: (kid) => options.keys.resolve(kid) });
     nonce = `${verified.keyid} ${verified.nonce}`;
   } catch (error) {
     if (!(error instanceof AuthError)) throw error;
     options.log.warn(`refused an unauthenticated delivery (401 ${error.code}): ${error.message}`);
-    return problem(res, 401, error.code, error.message);
+    return problem(c, 401, error.code, error.message);
   }
   if (!nonces.use(nonce)) {
     options.log.warn("refused a replayed delivery (401 nonce-replayed)");
-    return problem(res, 401, "nonce-replayed", "this signature's nonce was already used");
+    return problem(c, 401, "nonce-replayed", "this signature's nonce was already used");
   }
 
   let raw: unknown;
   try {
     raw = JSON.parse(new TextDecoder().decode(body));
   } catch {
-    return problem(res, 400, "invalid-body", "the body is not JSON");
+    return problem(c, 400, "invalid-body", "the body is not JSON");
   }
   if (raw && typeof raw === "object" && "cancel" in raw) {
-    const c = (raw as { cancel: Partial<CancelRequest> }).cancel;
-    if (!c || typeof c.message_id !== "number" || typeof c.attempt !== "number" || typeof c.caller_id !== "number" || typeof c.context_id !== "number") {
-      return problem(res, 400, "invalid-body", "a cancel names context_id, caller_id, message_id and attempt");
+    const cancel = (raw as { cancel: Partial<CancelRequest> }).cancel;
+    if (!cancel || typeof cancel.message_id !== "number" || typeof cancel.attempt !== "number" || typeof cancel.caller_id !== "number" || typeof cancel.context_id !== "number") {
+      return problem(c, 400, "invalid-body", "a cancel names context_id, caller_id, message_id and attempt");
     }
-    const stopped = options.cancel({ ...(c as CancelRequest), reason: String(c.reason ?? "cancelled") });
-    options.log.info(`cancel of message ${c.caller_id}:${c.message_id} attempt ${c.attempt}: ${stopped ? "stopping it" : "not running here"}`);
-    return json(res, 200, { cancelled: stopped });
+    const stopped = options.cancel({ ...(cancel as CancelRequest), reason: String(cancel.reason ?? "cancelled") });
+    options.log.info(`cancel of message ${cancel.caller_id}:${cancel.message_id} attempt ${cancel.attempt}: ${stopped ? "stopping it" : "not running here"}`);
+    return json(c, 200, { cancelled: stopped });
   }
   const payload = options.parse(raw);
   if (typeof payload === "string") {
     options.log.warn(`refused a malformed delivery (400): ${payload}`);
-    return problem(res, 400, "invalid-body", payload);
+    return problem(c, 400, "invalid-body", payload);
   }
   const acceptance = options.accept(payload);
   const key = `${payload.message.caller_id}:${payload.message.id} attempt ${payload.attempt}`;
   switch (acceptance) {
     case "accepted":
-      return json(res, 202, { accepted: key });
+      return json(c, 202, { accepted: key });
     case "duplicate":
-      return json(res, 200, { duplicate: key });
+      return json(c, 200, { duplicate: key });
     case "busy":
       options.log.info(`refused delivery of message ${key}: at the concurrency limit (429)`);
-      res.setHeader("retry-after", "1");
-      return problem(res, 429, "busy", "this runner is at its concurrency limit");
+      return problem(c, 429, "busy", "this runner is at its concurrency limit", { "retry-after": "1" });
     case "draining":
       options.log.info(`refused delivery of message ${key}: draining (503)`);
-      return problem(res, 503, "draining", "this runner is draining: it takes no new work");
+      return problem(c, 503, "draining", "this runner is draining: it takes no new work");
     default:
       options.log.warn(`refused delivery of message ${key} (422): ${acceptance.refused}`);
-      return problem(res, 422, "refused", acceptance.refused);
+      return problem(c, 422, "refused", acceptance.refused);
   }
 }
 
-/** Reads the body, or null when it is larger than MAX_BODY_BYTES. */
-async function readBody(req: IncomingMessage): Promise<Uint8Array<ArrayBuffer> | null> {
-  const chunks: Buffer[] = [];
+/**
+ * The raw body, read once and before anything parses it (the signature covers these exact
+ * bytes), or null when it is larger than MAX_BODY_BYTES: on its declared Content-Length up
+ * front, or while reading a chunked body.
+ */
+async function readBody(request: Request): Promise<Uint8Array<ArrayBuffer> | null> {
+  const declared = request.headers.get("content-length");
+  if (Number(declared ?? 0) > MAX_BODY_BYTES) return null;
+  // Node's parser holds a body to its declared length, so only a chunked one needs counting.
+  if (declared !== null || !request.body) return new Uint8Array(await request.arrayBuffer());
+  const reader = request.body.getReader();
+  const chunks: Uint8Array[] = [];
   let size = 0;
-  for await (const chunk of req as AsyncIterable<Buffer>) {
-    size += chunk.length;
+  for (let next = await reader.read(); !next.done; next = await reader.read()) {
+    size += next.value.length;
+    // No cancel: it would destroy the socket before the 413 is out; the adapter drains the rest.
     if (size > MAX_BODY_BYTES) return null;
-    chunks.push(chunk);
+    chunks.push(next.value);
   }
   const out = new Uint8Array(new ArrayBuffer(size));
-  out.set(Buffer.concat(chunks));
+  let offset = 0;
+  for (const chunk of chunks) {
+    out.set(chunk, offset);
+    offset += chunk.length;
+  }
   return out;
 }
 
 /**
- * The request as the coordinator signed it: the target URI is rebuilt from the Host header and
- * the path (the coordinator signs the runner's registered address). A request replayed to
- * another runner with a doctored Host still names its runner in the body, which `accept` checks.
+ * The request as the coordinator signed it. Its URL is the adapter's: the scheme of the socket
+ * (https behind `tls`), the Host header and the request target, which is the runner's registered
+ * address the coordinator signed as `@target-uri`. A request replayed to another runner with a
+ * doctored Host still names its runner in the body, which `accept` checks. Host and the framing
+ * headers (which proxies rewrite) are left out, as the verifier has always seen the request.
  */
-function toRequest(req: IncomingMessage, tls: boolean): Request {
+function signedRequest(c: Context): Request {
   const headers = new Headers();
-  for (const [name, value] of Object.entries(req.headers)) {
-    if (value === undefined || ["host", "content-length", "connection", "transfer-encoding"].includes(name)) continue;
-    headers.set(name, Array.isArray(value) ? value.join(", ") : value);
+  for (const [name, value] of c.req.raw.headers) {
+    if (!["host", "content-length", "connection", "transfer-encoding"].includes(name)) headers.set(name, value);
   }
-  const url = `${tls ? "https" : "http"}://${req.headers.host ?? "localhost"}${req.url ?? "/"}`;
-  return new Request(url, { method: req.method ?? "POST", headers });
+  return new Request(c.req.url, { method: c.req.method, headers });
 }
 
-function json(res: ServerResponse, status: number, body: unknown): void {
-  res.writeHead(status, { "content-type": "application/json" }).end(JSON.stringify(body));
+function json(c: Context, status: ContentfulStatusCode, body: unknown): Response {
+  return c.body(JSON.stringify(body), status, { "content-type": "application/json" });
 }
 
-function problem(res: ServerResponse, status: number, type: string, detail: string): void {
-  res
-    .writeHead(status, { "content-type": "application/problem+json" })
-    .end(JSON.stringify({ type: `/problems/${type}`, title: type, status, detail }));
+function problem(c: Context, status: ContentfulStatusCode, type: string, detail: string, headers: Record<string, string> = {}): Response {
+  return c.body(JSON.stringify({ type: `/problems/${type}`, title: type, status, detail }), status, {
+    ...headers,
+    "content-type": "application/problem+json",
+  });
+}
+
+/** Stops listening and drops open (keep-alive) connections, so `close` does not wait on idle clients. */
+function stop(server: ServerType): Promise<void> {
+  return new Promise((resolve) => {
+    server.close(() => resolve());
+    if ("closeAllConnections" in server) server.closeAllConnections();
+  });
 }
 
 /** Nonces seen while their signatures could still be fresh: a replayed delivery is refused. */

@@ -1,8 +1,16 @@
 /**
  * RESP2, the wire protocol of redis-server: an encoder for commands and a streaming parser for
- * replies. Written here (rather than taken from a client library) because the REST endpoint must
- * see replies exactly as Redis sent them: a status reply (`+OK`) and a bulk string are encoded
- * differently on the Upstash wire, and errors nested in EXEC or Lua tables must survive as errors.
+ * replies. Written here rather than taken from a client library, and kept so when the HTTP side
+ * moved to Hono, because:
+ * - the REST endpoint must see replies exactly as Redis sent them: a status reply (`+OK`) and a
+ *   bulk string are encoded differently on the Upstash wire, and an error is a value in its place
+ *   (a pipeline entry, an EXEC slot, a Lua table item), never thrown, so it is reported where it
+ *   occurred;
+ * - no client's reconnect, offline queue or retry policy sits between a request and the socket: a
+ *   broken connection fails its own batch (503) and is dropped (connection.ts, pool.ts), so the
+ *   storage fault tests (redis-server stopped or frozen) see Redis's behaviour, not a client's;
+ * - it is about a hundred lines, and test/unit/resp.test.ts covers every reply type, nesting and
+ *   replies split at any byte.
  */
 
 /** A simple-string reply (`+OK`, `+PONG`, `+string` from TYPE). */

@@ -1,12 +1,15 @@
-import http from "node:http";
 import { timingSafeEqual } from "node:crypto";
 import type { AddressInfo } from "node:net";
+import { serve, type HttpBindings, type ServerType } from "@hono/node-server";
+import { Hono, type Context, type MiddlewareHandler } from "hono";
+import type { ContentfulStatusCode } from "hono/utils/http-status";
 import { CommandError, toCommand, toCommandList, type Command } from "./commands.js";
 import { parseRedisUrl, RedisUnavailableError } from "./connection.js";
 import { toOutcome } from "./encoding.js";
 import { ConnectionPool } from "./pool.js";
 import { ErrorReply, type Reply } from "./resp.js";
 
+/** Where the endpoint listens, the Redis it fronts, and its limits. */
 export interface RestServerOptions {
   redisUrl: string;
   token: string;
@@ -19,6 +22,7 @@ export interface RestServerOptions {
   acquireTimeoutMs: number;
 }
 
+/** The endpoint's defaults; `npm run redis-rest` overrides them from the environment. */
 export const DEFAULT_REST_OPTIONS = {
   redisUrl: "redis://127.0.0.1:6379",
   port: 8079,
@@ -29,9 +33,11 @@ export const DEFAULT_REST_OPTIONS = {
   acquireTimeoutMs: 10_000,
 } as const;
 
+/** A listening REST endpoint. */
 export interface RestServer {
   /** Base URL to hand to `@upstash/redis` as `url`. */
   url: string;
+  /** Stops listening, drops open connections and closes the Redis pool. */
   close(): Promise<void>;
 }
 
@@ -50,6 +56,9 @@ class HttpError extends Error {
   }
 }
 
+/** The Node request next to Hono's view of it, and the body read once by `limitBody`. */
+type RestEnv = { Bindings: HttpBindings; Variables: { body: Buffer } };
+
 /**
  * Starts the Upstash-compatible REST endpoint: `POST /` (one command), `POST /pipeline`,
  * `POST /multi-exec` (MULTI/EXEC on one connection) and the path form `/<command>/<arg>...`,
@@ -62,28 +71,18 @@ export async function startRestServer(options: RestServerOptions): Promise<RestS
     connectTimeoutMs: options.connectTimeoutMs,
     acquireTimeoutMs: options.acquireTimeoutMs,
   });
-  const expectedAuth = Buffer.from(`Bearer ${options.token}`);
+  const app = restApp(pool, Buffer.from(`Bearer ${options.token}`), options.maxBodyBytes);
 
-  const server = http.createServer((req, res) => {
-    handle(req, pool, expectedAuth, options.maxBodyBytes)
-      .catch((error: unknown) => failure(error))
-      .then((answer) => {
-        const body = JSON.stringify(answer.body);
-        res.writeHead(answer.status, {
-          "content-type": "application/json",
-          "content-length": Buffer.byteLength(body),
-        });
-        res.end(body);
-      })
-      .catch(() => res.destroy());
+  const server = serve({
+    fetch: app.fetch,
+    port: options.port,
+    hostname: options.host,
+    // This server runs inside other processes (the test runner, the dev stack) that use fetch
+    // for their own work: their global Request/Response must stay Node's own.
+    overrideGlobalObjects: false,
+    serverOptions: { keepAliveTimeout: 30_000 },
   });
-  server.keepAliveTimeout = 30_000;
-
-  await new Promise<void>((resolve, reject) => {
-    server.once("error", reject);
-    server.listen(options.port, options.host, () => resolve());
-  });
-  const { port } = server.address() as AddressInfo;
+  const { port } = await listening(server);
   const host = options.host.includes(":") ? `[${options.host}]` : options.host;
   return {
     url: `http://${host}:${port}`,
@@ -91,46 +90,113 @@ export async function startRestServer(options: RestServerOptions): Promise<RestS
       new Promise<void>((resolve) => {
         pool.close();
         server.close(() => resolve());
-        server.closeAllConnections();
+        if ("closeAllConnections" in server) server.closeAllConnections();
       }),
   };
 }
 
-async function handle(
-  req: http.IncomingMessage,
-  pool: ConnectionPool,
-  expectedAuth: Buffer,
-  maxBodyBytes: number,
-): Promise<Answer> {
-  const auth = Buffer.from(req.headers.authorization ?? "");
-  if (auth.length !== expectedAuth.length || !timingSafeEqual(auth, expectedAuth)) {
-    req.resume();
-    return { status: 401, body: { error: "Unauthorized" } };
-  }
-  const base64 = String(req.headers["upstash-encoding"] ?? "").toLowerCase() === "base64";
-  const path = new URL(req.url ?? "/", "http://localhost").pathname;
-  const body = await readBody(req, maxBodyBytes);
+/** Where `serve` ended up listening (the real port when 0 was asked for). */
+function listening(server: ServerType): Promise<AddressInfo> {
+  return new Promise((resolve, reject) => {
+    server.once("error", reject);
+    server.once("listening", () => resolve(server.address() as AddressInfo));
+  });
+}
 
-  if (req.method === "POST" && (path === "/" || path === "")) {
-    const [reply] = await pool.run([toCommand(parseJson(body))]);
-    return single(reply ?? null, base64);
-  }
-  if (req.method === "POST" && path === "/pipeline") {
-    const replies = await pool.run(toCommandList(parseJson(body)));
-    return { status: 200, body: replies.map((r) => toOutcome(r, base64)) };
-  }
-  if (req.method === "POST" && path === "/multi-exec") {
-    return multiExec(pool, toCommandList(parseJson(body)), base64);
-  }
-  if ((req.method === "GET" || req.method === "POST") && path.length > 1) {
+function restApp(pool: ConnectionPool, expectedAuth: Buffer, maxBodyBytes: number): Hono<RestEnv> {
+  // Routes match the path as sent, percent-escapes and all (Hono decodes by default): `/%70ipeline`
+  // is a command named `pipeline` in the path form, not the pipeline endpoint.
+  const app = new Hono<RestEnv>({ getPath: (request) => new URL(request.url).pathname });
+  app.use(bearer(expectedAuth), limitBody(maxBodyBytes));
+
+  app.post("/", async (c) => {
+    const [reply] = await pool.run([toCommand(parseJson(c.var.body))]);
+    return send(c, single(reply ?? null, base64(c)));
+  });
+  app.post("/pipeline", async (c) => {
+    const replies = await pool.run(toCommandList(parseJson(c.var.body)));
+    return send(c, { status: 200, body: replies.map((r) => toOutcome(r, base64(c))) });
+  });
+  app.post("/multi-exec", async (c) => send(c, await multiExec(pool, toCommandList(parseJson(c.var.body)), base64(c))));
+  app.on(["GET", "POST"], "/*", async (c) => {
     // The path form: `/set/key/value`; a POST body is the last argument (the one way to send
-    // bytes a URL cannot carry comfortably).
+    // bytes a URL cannot carry comfortably). Hono routes HEAD here as GET: it is no command.
+    const path = c.req.path;
+    if (path.length <= 1 || c.req.method === "HEAD") return c.notFound();
     const args = path.slice(1).split("/").map(decodeURIComponent);
-    if (req.method === "POST" && body.length > 0) args.push(body.toString("utf8"));
+    if (c.req.method === "POST" && c.var.body.length > 0) args.push(c.var.body.toString("utf8"));
     const [reply] = await pool.run([toCommand(args)]);
-    return single(reply ?? null, base64);
+    return send(c, single(reply ?? null, base64(c)));
+  });
+
+  app.notFound((c) => {
+    const status = c.req.method === "POST" || c.req.method === "GET" ? 404 : 405;
+    return send(c, failure(new HttpError(status, "ERR unknown endpoint")));
+  });
+  app.onError((error, c) => send(c, failure(error)));
+  return app;
+}
+
+/**
+ * `Authorization: Bearer <token>`, compared in constant time. Not hono/bearer-auth, which
+ * answers some malformed headers 400 and adds WWW-Authenticate: every refusal here is 401
+ * `{"error":"Unauthorized"}`. Node's parsed header keeps the first of repeated Authorization
+ * lines, where Fetch Headers would join them.
+ */
+function bearer(expected: Buffer): MiddlewareHandler<RestEnv> {
+  return async (c, next) => {
+    const auth = Buffer.from(c.env.incoming.headers.authorization ?? "");
+    if (auth.length !== expected.length || !timingSafeEqual(auth, expected)) {
+      return send(c, { status: 401, body: { error: "Unauthorized" } });
+    }
+    await next();
+  };
+}
+
+/**
+ * Reads the whole body once, before routing, refusing it with 413 past `limit` bytes: up front
+ * on its declared Content-Length (whatever the method), or while reading a chunked body.
+ * Not hono/body-limit: its chunked path rebuilds the Request with the global constructor, which
+ * fails on the adapter's lightweight Request unless the adapter overrides the globals.
+ */
+function limitBody(limit: number): MiddlewareHandler<RestEnv> {
+  return async (c, next) => {
+    const body = await readBody(c.req.raw, limit);
+    if (!body) return send(c, failure(new HttpError(413, `ERR max request size exceeded (${limit} bytes)`)));
+    c.set("body", body);
+    await next();
+  };
+}
+
+/** The body, or null when it is larger than `limit`. */
+async function readBody(request: Request, limit: number): Promise<Buffer | null> {
+  const declared = request.headers.get("content-length");
+  if (Number(declared ?? 0) > limit) return null;
+  // Node's parser holds a body to its declared length, so only a chunked one needs counting.
+  if (declared !== null || !request.body) return Buffer.from(await request.arrayBuffer());
+  const reader = request.body.getReader();
+  const chunks: Uint8Array[] = [];
+  let size = 0;
+  for (let next = await reader.read(); !next.done; next = await reader.read()) {
+    size += next.value.length;
+    // No cancel: it would destroy the socket before the 413 is out; the adapter drains the rest.
+    if (size > limit) return null;
+    chunks.push(next.value);
   }
-  throw new HttpError(req.method === "POST" || req.method === "GET" ? 404 : 405, "ERR unknown endpoint");
+  return Buffer.concat(chunks);
+}
+
+function base64(c: Context<RestEnv>): boolean {
+  return (c.req.header("upstash-encoding") ?? "").toLowerCase() === "base64";
+}
+
+/** The JSON answer, with its Content-Length stated (Hono keeps it on the bodiless HEAD answer). */
+function send(c: Context<RestEnv>, answer: Answer): Response {
+  const text = JSON.stringify(answer.body);
+  return c.body(text, answer.status as ContentfulStatusCode, {
+    "content-type": "application/json",
+    "content-length": String(Buffer.byteLength(text)),
+  });
 }
 
 /**
@@ -154,30 +220,6 @@ async function multiExec(pool: ConnectionPool, commands: Command[], base64: bool
   }
   if (!Array.isArray(exec)) return { status: 400, body: { error: "ERR transaction was not executed" } };
   return { status: 200, body: exec.map((r) => toOutcome(r, base64)) };
-}
-
-function readBody(req: http.IncomingMessage, limit: number): Promise<Buffer> {
-  const declared = Number(req.headers["content-length"] ?? 0);
-  if (declared > limit) {
-    req.resume();
-    return Promise.reject(new HttpError(413, `ERR max request size exceeded (${limit} bytes)`));
-  }
-  return new Promise((resolve, reject) => {
-    const chunks: Buffer[] = [];
-    let size = 0;
-    req.on("data", (chunk: Buffer) => {
-      size += chunk.length;
-      if (size > limit) {
-        req.removeAllListeners("data");
-        req.resume();
-        reject(new HttpError(413, `ERR max request size exceeded (${limit} bytes)`));
-        return;
-      }
-      chunks.push(chunk);
-    });
-    req.on("end", () => resolve(Buffer.concat(chunks)));
-    req.on("error", reject);
-  });
 }
 
 function parseJson(body: Buffer): unknown {
