@@ -41,7 +41,7 @@ describe("concurrency and bad input", () => {
     const proc = await runner.start();
     // Registering the runner woke the dispatcher; the sweep only looks at contexts due in
     // sweep:due: make this one due, then fire cron twice at once, while the dispatcher works.
-    await stack.redis.exec(["ZADD", "sweep:due", "1", String(ctx)]);
+    await stack.redis.exec(["ZADD", stack.keys.sweepDue(), "1", String(ctx)]);
     const sweeps = await Promise.all([stack.sweep(), stack.sweep()]);
     expect(sweeps.map((s) => s.status)).toEqual([200, 200]);
 

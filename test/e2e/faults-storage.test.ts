@@ -66,7 +66,7 @@ async function flowIds(contextId: number): Promise<number[]> {
 
 /** The context's job and message records in Redis (a half-written flow would leave some). */
 async function records(contextId: number): Promise<string[]> {
-  const keys = await stack.redis.exec<string[]>(["KEYS", `ctx:{${contextId}}:*`]);
+  const keys = await stack.redis.exec<string[]>(["KEYS", `${stack.keys.namespace(contextId)}*`]);
   return keys.filter((k) => /:(flow|job|message):/.test(k) || k.endsWith(":msg_out"));
 }
 
@@ -196,7 +196,7 @@ describe("storage faults", () => {
     const delivery = await eventually(async () => held[0], 20_000);
 
     // Redis goes away behind the REST endpoint while the delivery is in flight.
-    const slots = `ctx:{${ctx}}:runner:${runner.id}:slots`;
+    const slots = stack.keys.runnerSlots(ctx, runner.id);
     await stack.refuseStorage();
     try {
       delivery.writeHead(503).end(); // busy: the dispatcher must put the attempt back in its queue

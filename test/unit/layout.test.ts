@@ -2,20 +2,43 @@ import { readdirSync, readFileSync, statSync } from "node:fs";
 import path from "node:path";
 import { describe, expect, it } from "vitest";
 
-// DESIGN.md's layout rules, checked on the source itself: who may import whom, no runtime
-// import cycles, and files small enough to read.
+// The layers of docs/architecture.md, checked on the source itself: every folder has a rule
+// naming what it may import, no import (type-only ones included) points where its rule does not
+// allow, there is no import cycle at all, only the storage layer talks to Redis, and files stay
+// small enough to read.
 
 const root = path.resolve(import.meta.dirname, "../..");
 const AREAS = ["functions", "shared", "runner", "cli", "infra"] as const;
-type Area = (typeof AREAS)[number];
 
-const MAY_IMPORT: Record<Area, Area[]> = {
-  functions: ["functions", "shared"],
-  shared: ["shared"],
-  runner: ["runner", "shared"],
-  cli: ["cli", "shared"],
-  infra: ["infra", "shared"],
+const SHARED = ["shared/model", "shared/keys.ts", "shared/auth", "shared/flow", "shared/store", "shared/client"];
+const FUNCTIONS_BELOW_API = ["functions/core", ...SHARED];
+
+/**
+ * Every unit (a folder, or a file on its own) and the units it may import besides itself. A file
+ * belongs to the unit with the longest matching path. Read from the bottom up: shared/model
+ * imports nothing; the Worker's entry (functions/index.ts) sits on top of everything it exports.
+ */
+const MAY_IMPORT: Record<string, string[]> = {
+  "shared/model": [],
+  "shared/keys.ts": ["shared/model"],
+  "shared/auth": ["shared/model"],
+  "shared/flow": ["shared/model"],
+  "shared/store": ["shared/model", "shared/keys.ts", "shared/auth", "shared/flow"],
+  "shared/client": ["shared/model", "shared/auth", "shared/flow"],
+  "functions/core": SHARED,
+  "functions/flow": FUNCTIONS_BELOW_API,
+  "functions/dispatch": FUNCTIONS_BELOW_API,
+  "functions/supervisor": FUNCTIONS_BELOW_API,
+  "functions/service": FUNCTIONS_BELOW_API,
+  "functions/api": ["functions/service", ...FUNCTIONS_BELOW_API],
+  "functions/index.ts": ["functions/api", "functions/supervisor", "functions/flow", "functions/dispatch", ...FUNCTIONS_BELOW_API],
+  runner: SHARED,
+  cli: SHARED,
+  infra: SHARED,
 };
+
+/** Only these may import the Redis client (the storage layer itself): everything else goes through Store. */
+const REDIS_CLIENT = { module: /^@upstash\/redis/, file: path.join(root, "shared/store/redis.ts"), allowed: "shared/store" };
 
 const MAX_LINES = 400;
 
@@ -31,59 +54,96 @@ function sourceFiles(dir: string): string[] {
   return files;
 }
 
-/** Relative imports that exist at run time (`import type` and `export type` are left out). */
-function runtimeImports(file: string): string[] {
+/** Every import and re-export of a file, `import type` included: relative ones resolved to files, packages as named. */
+function importsOf(file: string): { relative: string[]; packages: string[] } {
   const text = readFileSync(file, "utf8");
-  const found: string[] = [];
-  const pattern = /^\s*(?:import|export)\s+(?!type\b)(?:[^'";]*?\sfrom\s+)?["'](\.[^"']+)["']/gm;
+  const relative: string[] = [];
+  const packages: string[] = [];
+  const pattern = /^\s*(?:import|export)\s+(?:type\s+)?(?:[^'";]*?\sfrom\s+)?["']([^"']+)["']/gm;
   for (const match of text.matchAll(pattern)) {
-    const target = path.resolve(path.dirname(file), (match[1] as string).replace(/\.js$/, ".ts"));
-    found.push(target);
+    const spec = match[1] as string;
+    if (spec.startsWith(".")) relative.push(path.resolve(path.dirname(file), spec.replace(/\.js$/, ".ts")));
+    else packages.push(spec);
   }
-  return found;
+  return { relative, packages };
 }
 
+const rel = (file: string) => path.relative(root, file).split(path.sep).join("/");
 const files = AREAS.flatMap((area) => sourceFiles(path.join(root, area)));
-const areaOf = (file: string) => path.relative(root, file).split(path.sep)[0] as Area;
+const graph = new Map(files.map((f) => [f, importsOf(f)]));
+
+/** The unit a file belongs to: the longest rule path that is the file or a folder holding it. */
+function unitOf(file: string): string | undefined {
+  const r = rel(file);
+  return Object.keys(MAY_IMPORT)
+    .filter((unit) => r === unit || r.startsWith(`${unit}/`))
+    .sort((a, b) => b.length - a.length)[0];
+}
 
 describe("source layout", () => {
   it("finds every area's source files (a folder moved away would make the checks below vacuous)", () => {
-    const empty = AREAS.filter((area) => !files.some((file) => areaOf(file) === area));
+    const empty = AREAS.filter((area) => !files.some((file) => rel(file).startsWith(`${area}/`)));
     expect(empty).toEqual([]);
+    expect([...graph.values()].flatMap((i) => i.relative).length).toBeGreaterThan(100); // the parser does find imports
   });
 
-  it("keeps imports inside what DESIGN.md allows (shared imports nothing outside shared)", () => {
-    const violations = files.flatMap((file) =>
-      runtimeImports(file)
-        .filter((target) => !MAY_IMPORT[areaOf(file)].includes(areaOf(target)))
-        .map((target) => `${path.relative(root, file)} → ${path.relative(root, target)}`),
-    );
+  it("gives every file a layer: a new folder needs a rule", () => {
+    expect(files.filter((f) => !unitOf(f)).map(rel)).toEqual([]);
+  });
+
+  it("keeps every import, type-only ones included, inside what its layer allows", () => {
+    const violations = files.flatMap((file) => {
+      const from = unitOf(file) as string;
+      return (graph.get(file)?.relative ?? [])
+        .filter((target) => {
+          const to = unitOf(target);
+          return to !== from && !(to && MAY_IMPORT[from]?.includes(to));
+        })
+        .map((target) => `${rel(file)} (${from}) → ${rel(target)} (${unitOf(target) ?? "outside every layer"})`);
+    });
     expect(violations).toEqual([]);
   });
 
-  it("has no runtime import cycles", () => {
-    const graph = new Map(files.map((f) => [f, runtimeImports(f)]));
-    expect([...graph.values()].flat().length).toBeGreaterThan(10); // the parser does find imports
+  it("has no import cycle, not even through type-only imports", () => {
     const state = new Map<string, "visiting" | "done">();
     const cycles: string[] = [];
     const visit = (file: string, trail: string[]) => {
       if (state.get(file) === "done") return;
       if (state.get(file) === "visiting") {
-        cycles.push([...trail.slice(trail.indexOf(file)), file].map((f) => path.relative(root, f)).join(" → "));
+        cycles.push([...trail.slice(trail.indexOf(file)), file].map(rel).join(" → "));
         return;
       }
       state.set(file, "visiting");
-      for (const next of graph.get(file) ?? []) visit(next, [...trail, file]);
+      for (const next of graph.get(file)?.relative ?? []) visit(next, [...trail, file]);
       state.set(file, "done");
     };
     for (const file of files) visit(file, []);
     expect(cycles).toEqual([]);
   });
 
+  it("lets only the storage layer import the Redis client", () => {
+    const outside = files.filter((file) => !rel(file).startsWith(`${REDIS_CLIENT.allowed}/`));
+    const offenders = outside.filter((file) => {
+      const { relative, packages } = graph.get(file) ?? { relative: [], packages: [] };
+      return packages.some((p) => REDIS_CLIENT.module.test(p)) || relative.includes(REDIS_CLIENT.file);
+    });
+    expect(offenders.map(rel)).toEqual([]);
+  });
+
+  it("has tests build Redis keys through Keys, never by hand", () => {
+    // keys.test.ts checks the layout itself; this file holds the pattern.
+    const tests = sourceFiles(path.join(root, "test")).filter((f) => !/(keys|layout)\.test\.ts$/.test(f));
+    const literal = /ctx:\{|sweep:due|["'`](?:index|queue|nonce|idem):|:slots["'`]|["'`]msg_(?:out|in)\b/;
+    const handmade = tests.flatMap((file) =>
+      readFileSync(file, "utf8")
+        .split("\n")
+        .flatMap((line, i) => (literal.test(line) && !line.trim().startsWith("//") ? [`${rel(file)}:${i + 1}: ${line.trim()}`] : [])),
+    );
+    expect(handmade).toEqual([]);
+  });
+
   it(`keeps source files under ${MAX_LINES} lines`, () => {
-    const long = files
-      .map((file) => ({ file: path.relative(root, file), lines: readFileSync(file, "utf8").split("\n").length }))
-      .filter((f) => f.lines > MAX_LINES);
+    const long = files.map((file) => ({ file: rel(file), lines: readFileSync(file, "utf8").split("\n").length })).filter((f) => f.lines > MAX_LINES);
     expect(long).toEqual([]);
   });
 });

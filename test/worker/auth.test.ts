@@ -197,7 +197,7 @@ describe("permissions", () => {
     await admin.client.deleteContext(doomed.id);
     const gone = await send(await signed("GET", `/v1/contexts/${doomed.id}`, admin.jwk, actorKeyId(admin.id)));
     expect([gone.status, gone.type]).toEqual([404, "/problems/not-found"]);
-    expect(await keysUnder(w.redis, `${w.prefix}ctx:{${doomed.id}}:`)).toEqual([]);
+    expect(await keysUnder(w.redis, w.keys.namespace(doomed.id))).toEqual([]);
     const runnerCall = await send(await signed("GET", `/v1/contexts/${doomed.id}/runners/${runner.id}`, key, runnerKeyId(doomed.id, runner.id)));
     expect(runnerCall.status).toBe(401);
   });

@@ -1,6 +1,7 @@
 import { abortAllDurableObjects, evictDurableObject, runInDurableObject } from "cloudflare:test";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
 import { generateKeyPair } from "../../shared/auth/index.js";
+import { deadlineMember } from "../../shared/keys.js";
 import { eventually } from "../support/eventually.js";
 import { ringAlarm, takeAlarm, testWorker, waitUntilPast } from "./harness.js";
 import { jobName, PullRunner } from "./pull-runner.js";
@@ -146,12 +147,12 @@ describe("the supervisor's sweep", () => {
     await waitUntilPast(alarm as number);
     expect((await admin.client.loadFlow(ctx, flow.id)).status).toBe("started");
 
-    await w.redis.exec(["ZADD", `${w.prefix}sweep:due`, "1", String(ctx)]);
+    await w.redis.exec(["ZADD", w.keys.sweepDue(), "1", String(ctx)]);
     await w.sweep();
     const view = await admin.client.loadFlow(ctx, flow.id);
     expect(view.status).toBe("error");
     expect(view.error).toMatchObject({ name: "late", reason: "attempt 1 was not delivered to a runner within 3 s: waiting for a pull runner of script type sh to lease it" });
-    const entry = await w.redis.exec<string | null>(["ZSCORE", `${w.prefix}ctx:{${ctx}}:deadlines`, `flow:${flow.id}`]);
+    const entry = await w.redis.exec<string | null>(["ZSCORE", w.keys.deadlines(ctx), deadlineMember({ flowId: flow.id })]);
     expect(entry).toBeNull();
   });
 });
