@@ -51,7 +51,7 @@ export function flowLines(view: FlowView): string[] {
     `${STATUS_MARK[j.status]} ${j.status}`,
     String(j.attempt),
     j.runner_id === undefined ? "-" : String(j.runner_id),
-    j.dependends.length > 0 ? j.dependends.map((id) => keyOf.get(id) ?? String(id)).join(", ") : "-",
+    j.depends.length > 0 ? j.depends.map((id) => keyOf.get(id) ?? String(id)).join(", ") : "-",
     j.status === "error" ? (j.error ?? "error") : j.waiting ? `waits: ${waitingText(j.waiting)}` : resultText(j.result ?? {}) || "-",
   ]);
   return [

@@ -105,8 +105,8 @@ function locator(text: string): FlowFile["locate"] {
         }
         node = item;
       } else if (isMap(node)) {
-        // The API names `dependends` also when the file used its alias `depends`.
-        const keys = segment === "dependends" ? ["dependends", "depends"] : [segment];
+        // The API names `depends` also when the file used its alias `dependends`.
+        const keys = segment === "depends" ? ["depends", "dependends"] : [segment];
         const pair = node.items.find((p) => isScalar(p.key) && keys.includes(String(p.key.value)));
         if (!pair) break;
         line = lineOf(pair.key as Node);

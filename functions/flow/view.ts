@@ -7,7 +7,7 @@ const secs = (ms: number) => Math.floor(ms / 1000);
 function ownWaiting(state: FlowState, job: JobState): JobWaiting | undefined {
   if (state.status !== "started") return undefined;
   if (job.status === "waiting_for_prerequisites") {
-    const open = job.dependends.map((id) => state.jobs[id] as JobState).filter((dep) => dep.status !== "finished");
+    const open = job.depends.map((id) => state.jobs[id] as JobState).filter((dep) => dep.status !== "finished");
     return { reason: "dependencies", detail: `waiting for ${open.map(jobKey).join(", ") || "its dependencies"}` };
   }
   if (job.status !== "dispatched") return undefined;
@@ -33,7 +33,7 @@ function jobView(state: FlowState, job: JobState, dispatch: Map<number, JobWaiti
     script_type: job.spec.script_type,
     status: job.status,
     attempt: job.attempt,
-    dependends: job.dependends,
+    depends: job.depends,
     ...(job.delivery ? { runner_id: job.delivery.runnerId, delivery: job.delivery.state } : {}),
     ...(job.result ? { result: job.result } : {}),
     ...(job.error ? { error: job.error } : {}),

@@ -118,7 +118,7 @@ export async function flowDag(call: FlowCall, contextId: number, flowId: number)
     flow_id: view.id,
     status: view.status,
     nodes: view.jobs.map((j) => ({ id: j.id, key: j.key, ...(j.name ? { name: j.name } : {}), script_type: j.script_type, status: j.status, attempt: j.attempt, ...(j.runner_id !== undefined ? { runner_id: j.runner_id } : {}) })),
-    edges: view.jobs.flatMap((j) => j.dependends.map((from) => ({ from, to: j.id }))),
+    edges: view.jobs.flatMap((j) => j.depends.map((from) => ({ from, to: j.id }))),
   };
 }
 

@@ -24,8 +24,8 @@ export type JobWithStatus = RunnerJob & { live?: JobView };
 export async function submitJob(call: FlowCall, contextId: number, input: JobSubmission): Promise<{ job: JobWithStatus; view: FlowView }> {
   const callerId = requireActor(call);
   await contextFor(call, contextId, "admin");
-  if (input.job.dependends.length > 0) {
-    throw dagProblem([{ field: "job.dependends", message: "a job outside a flow cannot depend on other jobs; submit a flow" }]);
+  if (input.job.depends.length > 0) {
+    throw dagProblem([{ field: "job.depends", message: "a job outside a flow cannot depend on other jobs; submit a flow" }]);
   }
   const reservation = await call.store.flows.reserve({
     contextId,

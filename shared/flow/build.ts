@@ -52,9 +52,9 @@ export function specOf(job: Omit<JobSpec, "runner_id"> & { runner_id?: number | 
   };
 }
 
-/** Fills every job's `dependents` from the others' `dependends` (kept for speed, never stored). */
+/** Fills every job's `dependents` from the others' `depends` (kept for speed, never stored). */
 export function linkDependents(jobs: Record<number, JobState>, order: number[]): void {
-  for (const id of order) for (const dep of (jobs[id] as JobState).dependends) jobs[dep]?.dependents.push(id);
+  for (const id of order) for (const dep of (jobs[id] as JobState).depends) jobs[dep]?.dependents.push(id);
 }
 
 /** The machine's state of a flow that was just created (status dispatched, nothing sent yet). */
@@ -65,7 +65,7 @@ export function newFlowState(input: NewFlow): FlowState {
     jobs[job.id] = {
       id: job.id,
       ...(job.name ? { name: job.name } : {}),
-      dependends: job.dependends,
+      depends: job.depends,
       dependents: [],
       spec: specOf(job),
       messageBase: nextMessage,

@@ -7,9 +7,9 @@ export interface DagIssue {
 }
 
 /** A job of a validated DAG: its final id and its dependencies as ids. */
-export interface DagJob extends Omit<FlowJobInput, "dependends"> {
+export interface DagJob extends Omit<FlowJobInput, "depends"> {
   id: number;
-  dependends: number[];
+  depends: number[];
 }
 
 function label(job: FlowJobInput, index: number): string {
@@ -42,10 +42,10 @@ export function resolveDag(jobs: FlowJobInput[], allocate: () => number): { jobs
   const find = (ref: JobRef): number | undefined => (typeof ref === "number" ? byId.get(ref) : byName.get(ref));
 
   const edges: number[][] = jobs.map((job, i) =>
-    job.dependends.flatMap((ref, d) => {
+    job.depends.flatMap((ref, d) => {
       const target = find(ref);
       if (target === undefined) {
-        issues.push({ field: `jobs.${i}.dependends.${d}`, message: `job ${label(job, i)} depends on ${JSON.stringify(ref)}, which is not a job of this flow` });
+        issues.push({ field: `jobs.${i}.depends.${d}`, message: `job ${label(job, i)} depends on ${JSON.stringify(ref)}, which is not a job of this flow` });
         return [];
       }
       return [target];
@@ -56,7 +56,7 @@ export function resolveDag(jobs: FlowJobInput[], allocate: () => number): { jobs
   const cycle = findCycle(edges);
   if (cycle) {
     const names = [...cycle, cycle[0] as number].map((i) => label(jobs[i] as FlowJobInput, i));
-    return { issues: [{ field: `jobs.${cycle[0]}.dependends`, message: `the jobs form a dependency cycle: ${names.join(" → ")} (→ reads "depends on")` }] };
+    return { issues: [{ field: `jobs.${cycle[0]}.depends`, message: `the jobs form a dependency cycle: ${names.join(" → ")} (→ reads "depends on")` }] };
   }
 
   // An allocated id may be one the submission gives another job: skip it, or two jobs would share it.
@@ -67,7 +67,7 @@ export function resolveDag(jobs: FlowJobInput[], allocate: () => number): { jobs
     return id;
   });
   return {
-    jobs: jobs.map((job, i) => ({ ...job, id: ids[i] as number, dependends: [...new Set((edges[i] as number[]).map((t) => ids[t] as number))] })),
+    jobs: jobs.map((job, i) => ({ ...job, id: ids[i] as number, depends: [...new Set((edges[i] as number[]).map((t) => ids[t] as number))] })),
   };
 }
 

@@ -24,7 +24,7 @@ export function jobEnvironment(flow: FlowState, job: JobState): EnvVars {
   env.JOB_ATTEMPT = String(job.attempt);
   if (flow.traceId) env.TRACE_ID = flow.traceId;
   const inputs: Record<string, ResultMap> = {};
-  for (const depId of job.dependends) {
+  for (const depId of job.depends) {
     const dep = flow.jobs[depId] as JobState;
     const key = jobKey(dep);
     const result = dep.result ?? {};

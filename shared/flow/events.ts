@@ -55,16 +55,16 @@ export type FlowEffect =
   | { type: "flowRerun"; jobs: number[] };
 
 /** How an event was taken: applied, already applied (a replay), or refused and why. */
-export type Outcome = "applied" | "duplicate" | "stale" | "wrong-runner" | "not-applicable";
+export type TransitionOutcome = "applied" | "duplicate" | "stale" | "wrong-runner" | "not-applicable";
 
 export interface Transition {
   state: FlowState;
   effects: FlowEffect[];
-  outcome: Outcome;
+  outcome: TransitionOutcome;
   /** Why an event was not applied, for the caller. */
   reason?: string;
 }
 
-export function unchanged(state: FlowState, outcome: Exclude<Outcome, "applied">, reason: string): Transition {
+export function unchanged(state: FlowState, outcome: Exclude<TransitionOutcome, "applied">, reason: string): Transition {
   return { state, effects: [], outcome, reason };
 }

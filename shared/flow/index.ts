@@ -4,7 +4,7 @@ export { jobEnvironment } from "./env.js";
 export { failedJobs, messagesNeeded, newFlowState, rerunBases } from "./build.js";
 export { apply, deadlineEvent, dueDeadlines, nearestDeadline } from "./machine.js";
 export { RETRY_DEFAULTS } from "./draft.js";
-export type { FlowEffect, FlowEvent, Outcome, Transition } from "./machine.js";
+export type { FlowEffect, FlowEvent, TransitionOutcome, Transition } from "./machine.js";
 export { attemptBlock, jobKey, messageId, resultMessageId } from "./state.js";
 export type { Deadline, Delivery, FlowState, FlowTimeouts, JobState } from "./state.js";
 export { FLOW_LIMITS, FlowJobInput, FlowSubmission, MESSAGE_TIMEOUTS, MessageTimeouts } from "./submission.js";

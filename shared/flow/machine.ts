@@ -12,7 +12,7 @@ import { jobKey, type Deadline, type FlowState, type JobState } from "./state.js
  * says why.
  */
 
-export type { FlowEffect, FlowEvent, Outcome, Transition } from "./events.js";
+export type { FlowEffect, FlowEvent, TransitionOutcome, Transition } from "./events.js";
 
 /** Applies one event. Never throws for a well-typed event; refuses what does not fit. */
 export function apply(state: FlowState, event: FlowEvent): Transition {
@@ -43,7 +43,7 @@ function start(state: FlowState, at: number): Transition {
   d.flow.startedAt = at;
   d.effects.push({ type: "flowStarted" });
   for (const id of state.order) {
-    if (d.job(id).dependends.length === 0) dispatch(d, id, at);
+    if (d.job(id).depends.length === 0) dispatch(d, id, at);
     else d.update(id, { status: "waiting_for_prerequisites" });
   }
   return d.done();

@@ -10,7 +10,7 @@ export function finish(d: Draft, id: number, result: ResultMap, at: number): voi
   if (d.flow.status !== "started") return;
   for (const dependent of job.dependents) {
     const next = d.job(dependent);
-    if (next.status === "waiting_for_prerequisites" && next.dependends.every((dep) => d.job(dep).status === "finished")) {
+    if (next.status === "waiting_for_prerequisites" && next.depends.every((dep) => d.job(dep).status === "finished")) {
       dispatch(d, dependent, at);
     }
   }
@@ -124,6 +124,6 @@ export function rerun(d: Draft, again: number[], bases: Record<number, number>, 
   }
   d.effects.push({ type: "flowRerun", jobs: again });
   for (const id of again) {
-    if (d.job(id).dependends.every((dep) => d.job(dep).status === "finished")) dispatch(d, id, at);
+    if (d.job(id).depends.every((dep) => d.job(dep).status === "finished")) dispatch(d, id, at);
   }
 }

@@ -76,7 +76,7 @@ export function rebuildState(records: StoredRecords): FlowState {
     const job: JobState = {
       id,
       ...(record.name ? { name: record.name } : {}),
-      dependends: record.dependends,
+      depends: record.depends,
       dependents: [],
       spec: specOf(record),
       messageBase: record.message_base ?? 0,
@@ -101,7 +101,7 @@ export function rebuildState(records: StoredRecords): FlowState {
       if (notes?.heartbeatAt !== undefined) job.heartbeatAt = notes.heartbeatAt;
       job.deadline = notes?.deadline ?? { kind: "delivery", attempt, at: (latest.created_at + timeouts.timeout) * 1000 };
     } else {
-      job.status = started && record.dependends.length > 0 ? "waiting_for_prerequisites" : "dispatched";
+      job.status = started && record.depends.length > 0 ? "waiting_for_prerequisites" : "dispatched";
     }
     jobs[id] = job;
   }

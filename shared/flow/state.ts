@@ -42,7 +42,7 @@ export interface Delivery {
 export interface JobState {
   id: number;
   name?: string | undefined;
-  dependends: number[];
+  depends: number[];
   /** Jobs that depend on this one (derived, kept for speed). */
   dependents: number[];
   spec: JobSpec;

@@ -21,7 +21,8 @@ export type JobRef = z.infer<typeof JobRef>;
 
 /**
  * One job of a flow submission. `id` is optional (allocated when absent); `name` lets other jobs
- * depend on it without knowing its id. `dependends` (alias `depends`) lists ids or names.
+ * depend on it without knowing its id. `depends` lists ids or names; `dependends`, the name the
+ * herocoordinator model gives it, is accepted as an alias.
  */
 export const FlowJobInput = z
   .object({
@@ -35,17 +36,17 @@ export const FlowJobInput = z
     retries: z.int().min(0).max(255).default(JOB_DEFAULTS.retries),
     env_vars: EnvVars.default({}),
     prerequisites: z.array(z.string().max(256)).max(256).default([]),
-    dependends: z.array(JobRef).max(FLOW_LIMITS.dependenciesPerJob).optional(),
     depends: z.array(JobRef).max(FLOW_LIMITS.dependenciesPerJob).optional(),
+    dependends: z.array(JobRef).max(FLOW_LIMITS.dependenciesPerJob).optional(),
     runner_id: Id.optional(),
   })
   .strict()
   .superRefine((job, ctx) => {
     if (job.dependends !== undefined && job.depends !== undefined) {
-      ctx.addIssue({ code: "custom", path: ["depends"], message: "give dependends or its alias depends, not both" });
+      ctx.addIssue({ code: "custom", path: ["dependends"], message: "give depends or its alias dependends, not both" });
     }
   })
-  .transform(({ depends, dependends, ...job }) => ({ ...job, dependends: dependends ?? depends ?? [] }));
+  .transform(({ depends, dependends, ...job }) => ({ ...job, depends: depends ?? dependends ?? [] }));
 export type FlowJobInput = z.output<typeof FlowJobInput>;
 
 /** Message timeouts of a flow's jobs, in seconds (defaults in MESSAGE_TIMEOUTS). */

@@ -19,7 +19,7 @@ export const FlowTimeoutsRecord = z
   .strict();
 
 /**
- * A workflow: a DAG of jobs (edges live in each job's `dependends`). `result` aggregates the jobs'
+ * A workflow: a DAG of jobs (edges live in each job's `depends`). `result` aggregates the jobs'
  * result maps by job key (the job's name, or its id when unnamed), so two jobs may use the same
  * result key without clobbering each other. Extensions beyond the seeds: `error`, `timeouts`,
  * `trace_id`, `started_at`, `ended_at`.

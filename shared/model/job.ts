@@ -24,7 +24,7 @@ export const RunnerJob = z
     env_vars: EnvVars,
     result: ResultMap,
     prerequisites: z.array(z.string().max(256)).max(256),
-    dependends: z.array(Id),
+    depends: z.array(Id),
     runner_id: Id.optional(),
     name: z.string().max(64).optional(),
     message_base: Id.optional(),

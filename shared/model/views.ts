@@ -32,7 +32,7 @@ export const JobView = z
     script_type: ScriptType,
     status: JobStatus,
     attempt: z.int().min(0),
-    dependends: z.array(Id),
+    depends: z.array(Id),
     runner_id: Id.optional(),
     delivery: z.enum(["assigned", "delivered", "acknowledged"]).optional(),
     result: ResultMap.optional(),

@@ -40,7 +40,7 @@ export function jobRecord(state: FlowState, job: JobState, now: number): RunnerJ
     env_vars: job.spec.env_vars,
     result: job.result ?? {},
     prerequisites: job.spec.prerequisites,
-    dependends: job.dependends,
+    depends: job.depends,
     ...(job.spec.runner_id !== undefined ? { runner_id: job.spec.runner_id } : {}),
     ...(job.name !== undefined ? { name: job.name } : {}),
     message_base: job.messageBase,

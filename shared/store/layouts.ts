@@ -30,7 +30,7 @@ export const codecs = {
     fields: {
       id: "int", caller_id: "int", context_id: "int", flow_id: "int", script: "str", script_type: "str",
       timeout: "int", retries: "int", env_vars: "json", result: "json", prerequisites: "json",
-      dependends: "json", runner_id: "int", name: "str", message_base: "int", attempt: "int", attempt_floor: "int", error: "str", timeouts: "json",
+      depends: "json", runner_id: "int", name: "str", message_base: "int", attempt: "int", attempt_floor: "int", error: "str", timeouts: "json",
       created_at: "int", updated_at: "int", status: "str",
     },
   },

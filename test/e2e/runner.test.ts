@@ -205,7 +205,7 @@ describe("the reference runner", () => {
     const now = Math.floor(Date.now() / 1000);
     const job = {
       id: 7, caller_id: actorId, context_id: contextId, flow_id: 1, script: `touch ${marker}`, script_type: "sh", timeout: 10, retries: 0,
-      env_vars: {}, result: {}, prerequisites: [], dependends: [], created_at: now, updated_at: now, status: "dispatched",
+      env_vars: {}, result: {}, prerequisites: [], depends: [], created_at: now, updated_at: now, status: "dispatched",
     };
     const base = `${worker.url}/v1/contexts/${contextId}/flows/1/jobs/7`;
     const delivery = {

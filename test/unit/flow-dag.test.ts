@@ -22,28 +22,28 @@ describe("FlowJobInput", () => {
       retries: 0,
       env_vars: {},
       prerequisites: [],
-      dependends: [],
+      depends: [],
     });
   });
 
-  it("accepts depends as an alias of dependends", () => {
-    expect(FlowJobInput.parse(jobIn({ depends: [1, "a"] })).dependends).toEqual([1, "a"]);
-    expect(FlowJobInput.parse(jobIn({ dependends: [2] })).dependends).toEqual([2]);
-    expect(FlowJobInput.parse(jobIn({ depends: [] })).dependends).toEqual([]);
+  it("accepts the model's dependends as an alias of depends", () => {
+    expect(FlowJobInput.parse(jobIn({ depends: [1, "a"] })).depends).toEqual([1, "a"]);
+    expect(FlowJobInput.parse(jobIn({ dependends: [2] })).depends).toEqual([2]);
+    expect(FlowJobInput.parse(jobIn({ dependends: [] })).depends).toEqual([]);
   });
 
-  it("refuses both dependends and depends, naming depends", () => {
+  it("refuses both depends and dependends, naming the alias", () => {
     const out = FlowJobInput.safeParse(jobIn({ depends: [1], dependends: [1] }));
     expect(out.success).toBe(false);
-    expect(out.error?.issues.map((i) => i.path)).toEqual([["depends"]]);
+    expect(out.error?.issues.map((i) => i.path)).toEqual([["dependends"]]);
   });
 
   it("refuses unknown fields, bad names and bad references", () => {
     expect(FlowJobInput.safeParse({ ...jobIn(), extra: 1 }).success).toBe(false);
     for (const name of ["1abc", "", "a b", "x".repeat(65)]) expect(FlowJobInput.safeParse(jobIn({ name })).success).toBe(false);
     expect(FlowJobInput.safeParse(jobIn({ name: "_a.b-c9" })).success).toBe(true);
-    expect(FlowJobInput.safeParse(jobIn({ dependends: [0] })).success).toBe(false);
-    expect(FlowJobInput.safeParse(jobIn({ dependends: ["no spaces"] })).success).toBe(false);
+    expect(FlowJobInput.safeParse(jobIn({ depends: [0] })).success).toBe(false);
+    expect(FlowJobInput.safeParse(jobIn({ depends: ["no spaces"] })).success).toBe(false);
     expect(FlowJobInput.safeParse(jobIn({ id: 0 })).success).toBe(false);
   });
 
@@ -73,7 +73,7 @@ describe("FlowSubmission", () => {
 
   it("names the job at fault", () => {
     const out = FlowSubmission.safeParse({ jobs: [jobIn(), jobIn({ depends: ["a"], dependends: ["a"] })] });
-    expect(out.error?.issues.map((i) => i.path)).toEqual([["jobs", 1, "depends"]]);
+    expect(out.error?.issues.map((i) => i.path)).toEqual([["jobs", 1, "dependends"]]);
     const big = FlowSubmission.safeParse({ jobs: [jobIn(), jobIn(), jobIn({ script: "x".repeat(20_000) })] });
     expect(big.error?.issues.map((i) => i.path)).toEqual([["jobs", 2, "script"]]);
   });
@@ -98,16 +98,16 @@ describe("resolveDag: ids", () => {
 
   it("does not allocate when the DAG has issues", () => {
     const allocate = vi.fn(() => 1);
-    expect("issues" in resolveDag(parse([jobIn({ dependends: ["missing"] })]), allocate)).toBe(true);
-    expect("issues" in resolveDag(parse([jobIn({ name: "a", dependends: ["a"] })]), allocate)).toBe(true);
+    expect("issues" in resolveDag(parse([jobIn({ depends: ["missing"] })]), allocate)).toBe(true);
+    expect("issues" in resolveDag(parse([jobIn({ name: "a", depends: ["a"] })]), allocate)).toBe(true);
     expect(allocate).not.toHaveBeenCalled();
   });
 
   it("never hands out an allocated id that a job of the flow already has", () => {
     // The allocator knows nothing of the ids given in the submission.
-    const jobs = jobsOf([jobIn({ id: 100, name: "a" }), jobIn({ name: "b", dependends: ["a"] }), jobIn({ id: 101 })]);
+    const jobs = jobsOf([jobIn({ id: 100, name: "a" }), jobIn({ name: "b", depends: ["a"] }), jobIn({ id: 101 })]);
     expect(jobs.map((j) => j.id)).toEqual([100, 102, 101]);
-    expect(jobs[1]?.dependends).toEqual([100]);
+    expect(jobs[1]?.depends).toEqual([100]);
   });
 
   it("refuses duplicate ids and names, naming the later job", () => {
@@ -124,9 +124,9 @@ describe("resolveDag: references", () => {
       jobIn({ name: "fetch" }),
       jobIn({ id: 42 }),
       jobIn({ name: "merge", depends: ["fetch", 42] }),
-      jobIn({ dependends: ["merge", "fetch", 42] }),
+      jobIn({ depends: ["merge", "fetch", 42] }),
     ]);
-    expect(jobs.map((j) => [j.id, j.dependends])).toEqual([
+    expect(jobs.map((j) => [j.id, j.depends])).toEqual([
       [100, []],
       [42, []],
       [101, [100, 42]],
@@ -135,25 +135,25 @@ describe("resolveDag: references", () => {
   });
 
   it("lists a job referred to by id and by name once", () => {
-    const jobs = jobsOf([jobIn({ id: 3, name: "a" }), jobIn({ dependends: ["a", 3, "a"] })]);
-    expect(jobs[1]?.dependends).toEqual([3]);
+    const jobs = jobsOf([jobIn({ id: 3, name: "a" }), jobIn({ depends: ["a", 3, "a"] })]);
+    expect(jobs[1]?.depends).toEqual([3]);
   });
 
   it("may refer to a later job of the list", () => {
-    const jobs = jobsOf([jobIn({ dependends: ["b"] }), jobIn({ name: "b" })]);
-    expect(jobs[0]?.dependends).toEqual([101]);
+    const jobs = jobsOf([jobIn({ depends: ["b"] }), jobIn({ name: "b" })]);
+    expect(jobs[0]?.depends).toEqual([101]);
   });
 
   it("names each unknown dependency by job and place", () => {
     const issues = issuesOf([jobIn({ name: "a" }), jobIn({ name: "b", depends: ["a", "nope", 77] })]);
-    expect(issues.map((i) => i.field)).toEqual(["jobs.1.dependends.1", "jobs.1.dependends.2"]);
+    expect(issues.map((i) => i.field)).toEqual(["jobs.1.depends.1", "jobs.1.depends.2"]);
     expect(issues[0]?.message).toContain('job b depends on "nope"');
     expect(issues[1]?.message).toContain("77");
   });
 
   it("does not resolve a name by id or an id by name", () => {
     // Job 100 is allocated, so it cannot be referred to by an id the submitter did not know.
-    expect(issuesOf([jobIn({ name: "a" }), jobIn({ dependends: [100] })]).map((i) => i.field)).toEqual(["jobs.1.dependends.0"]);
+    expect(issuesOf([jobIn({ name: "a" }), jobIn({ depends: [100] })]).map((i) => i.field)).toEqual(["jobs.1.depends.0"]);
   });
 });
 
@@ -165,45 +165,45 @@ describe("resolveDag: cycles", () => {
   }
 
   it("refuses a job that depends on itself", () => {
-    const issue = cycleOf([jobIn({ name: "x" }), jobIn({ name: "a", dependends: ["a"] })]);
-    expect(issue.field).toBe("jobs.1.dependends");
+    const issue = cycleOf([jobIn({ name: "x" }), jobIn({ name: "a", depends: ["a"] })]);
+    expect(issue.field).toBe("jobs.1.depends");
     expect(issue.message).toContain("a → a");
   });
 
   it("names a longer cycle's jobs in dependency order", () => {
     const issue = cycleOf([
-      jobIn({ name: "a", dependends: ["b"] }),
-      jobIn({ name: "b", dependends: ["c"] }),
-      jobIn({ name: "c", dependends: ["a"] }),
+      jobIn({ name: "a", depends: ["b"] }),
+      jobIn({ name: "b", depends: ["c"] }),
+      jobIn({ name: "c", depends: ["a"] }),
     ]);
     expect(issue.message).toContain("a → b → c → a");
-    expect(issue.field).toBe("jobs.0.dependends");
+    expect(issue.field).toBe("jobs.0.depends");
   });
 
   it("names only the jobs on the cycle, not the path that led to it", () => {
     const issue = cycleOf([
-      jobIn({ name: "entry", dependends: ["p"] }),
-      jobIn({ name: "p", dependends: ["q"] }),
-      jobIn({ name: "q", dependends: ["r"] }),
-      jobIn({ name: "r", dependends: ["p"] }),
+      jobIn({ name: "entry", depends: ["p"] }),
+      jobIn({ name: "p", depends: ["q"] }),
+      jobIn({ name: "q", depends: ["r"] }),
+      jobIn({ name: "r", depends: ["p"] }),
     ]);
     expect(issue.message).toMatch(/: p → q → r → p /);
-    expect(issue.field).toBe("jobs.1.dependends");
+    expect(issue.field).toBe("jobs.1.depends");
   });
 
   it("labels unnamed jobs by id or by place", () => {
-    const issue = cycleOf([jobIn({ id: 8, dependends: [2] }), jobIn({ dependends: [8] }), jobIn({ id: 2, dependends: [8] })]);
+    const issue = cycleOf([jobIn({ id: 8, depends: [2] }), jobIn({ depends: [8] }), jobIn({ id: 2, depends: [8] })]);
     expect(issue.message).toMatch(/#8 → #2 → #8/);
-    const unnamed = cycleOf([jobIn({ id: 8 }), jobIn({ id: 2, dependends: [8, 9] }), jobIn({ id: 9, dependends: [2] })]);
+    const unnamed = cycleOf([jobIn({ id: 8 }), jobIn({ id: 2, depends: [8, 9] }), jobIn({ id: 9, depends: [2] })]);
     expect(unnamed.message).toContain("#2 → #9 → #2");
   });
 
   it("finds a cycle among valid diamonds", () => {
     const issue = cycleOf([
       jobIn({ name: "top" }),
-      jobIn({ name: "l", dependends: ["top"] }),
-      jobIn({ name: "r", dependends: ["top", "bottom"] }),
-      jobIn({ name: "bottom", dependends: ["l", "r"] }),
+      jobIn({ name: "l", depends: ["top"] }),
+      jobIn({ name: "r", depends: ["top", "bottom"] }),
+      jobIn({ name: "bottom", depends: ["l", "r"] }),
     ]);
     expect(issue.message).toContain("r → bottom → r");
   });
@@ -213,15 +213,15 @@ describe("resolveDag: size", () => {
   const chain = (n: number, dependsOn: (i: number) => number | undefined): JobIn[] =>
     Array.from({ length: n }, (_, i) => {
       const dep = dependsOn(i);
-      return jobIn({ name: `j${i}`, ...(dep !== undefined ? { dependends: [`j${dep}`] } : {}) });
+      return jobIn({ name: `j${i}`, ...(dep !== undefined ? { depends: [`j${dep}`] } : {}) });
     });
 
   it("resolves a 1,000-job chain in either direction without deep recursion", () => {
     const forward = jobsOf(chain(1000, (i) => (i > 0 ? i - 1 : undefined)));
     expect(forward).toHaveLength(1000);
-    expect(forward[999]?.dependends).toEqual([100 + 998]);
+    expect(forward[999]?.depends).toEqual([100 + 998]);
     const backward = jobsOf(chain(1000, (i) => (i < 999 ? i + 1 : undefined)));
-    expect(backward[0]?.dependends).toEqual([101]);
+    expect(backward[0]?.depends).toEqual([101]);
   });
 
   it("names a 1,000-job cycle", () => {
@@ -231,7 +231,7 @@ describe("resolveDag: size", () => {
   });
 
   it("resolves a dense 1,000-job DAG", () => {
-    const jobs = jobsOf(Array.from({ length: 1000 }, (_, i) => jobIn({ id: i + 1, dependends: Array.from({ length: Math.min(i, 40) }, (_, k) => i - k) })));
-    expect(jobs[999]?.dependends).toHaveLength(40);
+    const jobs = jobsOf(Array.from({ length: 1000 }, (_, i) => jobIn({ id: i + 1, depends: Array.from({ length: Math.min(i, 40) }, (_, k) => i - k) })));
+    expect(jobs[999]?.depends).toHaveLength(40);
   });
 });

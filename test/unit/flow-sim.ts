@@ -80,7 +80,7 @@ function freezeNew(next: FlowState, prev?: FlowState, touched?: number[]): void 
   for (const id of large && touched ? touched : next.order) {
     const job = next.jobs[id] as JobState;
     if (prev && prev.jobs[id] === job) continue;
-    for (const part of [job.delivery, job.deadline, job.result, job.dependends, job.dependents]) if (part) Object.freeze(part);
+    for (const part of [job.delivery, job.deadline, job.result, job.depends, job.dependents]) if (part) Object.freeze(part);
     Object.freeze(job);
   }
 }
@@ -117,7 +117,7 @@ export class Driver {
       if (effect.type !== "dispatch") continue;
       this.dispatches.set(effect.job, (this.dispatches.get(effect.job) ?? 0) + 1);
       const job = t.state.jobs[effect.job] as JobState;
-      const unfinished = job.dependends.filter((dep) => t.state.jobs[dep]?.status !== "finished");
+      const unfinished = job.depends.filter((dep) => t.state.jobs[dep]?.status !== "finished");
       if (unfinished.length > 0) throw new Error(`flow machine: job ${effect.job} dispatched before ${unfinished.join(",")} finished`);
       if (job.attempt !== effect.attempt) throw new Error(`flow machine: dispatch of ${effect.job} names attempt ${effect.attempt}, job has ${job.attempt}`);
     }
@@ -176,7 +176,7 @@ export function shapeJobs(shape: DagShape, fields: (i: number) => Partial<JobIn>
     jobIn({
       ...(i % 3 !== 1 ? { id: i + 1 } : {}),
       ...(i % 3 !== 0 ? { name: `j${i}` } : {}),
-      dependends: dependencies(shape, i).map(ref),
+      depends: dependencies(shape, i).map(ref),
       ...fields(i),
     }),
   );

@@ -47,12 +47,12 @@ describe("submission", () => {
   it("refuses a cycle, naming it", async () => {
     const e = await refused({ jobs: [sh("a", ["c"]), sh("b", ["a"]), sh("c", ["b"])] });
     expect(e.status).toBe(400);
-    expect(e.problem.field).toBe("body.jobs.0.dependends");
+    expect(e.problem.field).toBe("body.jobs.0.depends");
     expect(e.problem.detail).toContain("a → c → b → a");
   });
 
   it("refuses unknown dependencies, duplicates and limits, naming the job", async () => {
-    expect((await refused({ jobs: [sh("a", ["nope"])] })).problem.field).toBe("body.jobs.0.dependends.0");
+    expect((await refused({ jobs: [sh("a", ["nope"])] })).problem.field).toBe("body.jobs.0.depends.0");
     expect((await refused({ jobs: [sh("a"), sh("a")] })).problem.field).toBe("body.jobs.1.name");
     expect((await refused({ jobs: [{ ...sh("a"), id: 5 }, { ...sh("b"), id: 5 }] })).problem.field).toBe("body.jobs.1.id");
     expect((await refused({ jobs: Array.from({ length: 1001 }, (_, i) => sh(`j${i}`)) })).problem.field).toBe("body.jobs");

@@ -31,7 +31,7 @@ function jobFields(contextId: number, callerId: number): Omit<RunnerJob, "id" | 
     env_vars: { A: "1" },
     result: {},
     prerequisites: [],
-    dependends: [],
+    depends: [],
     status: "dispatched",
   };
 }
