@@ -5,6 +5,7 @@ import { limitHeaders } from "./limits.js";
 import { countRequests } from "./metrics.js";
 import { registerOperations } from "./operations.js";
 import { Problem } from "../core/problem.js";
+import { problemTable } from "../core/problems.js";
 import { registerRpc } from "./rpc.js";
 import { registerActorRoutes } from "./routes/actors.js";
 import { registerContextRoutes } from "./routes/contexts.js";
@@ -54,7 +55,7 @@ export function createApp(): OpenAPIHono<AppEnv> {
     info: {
       title: "Flow coordinator",
       version: "0.1.0",
-      description: "Flows (DAGs of jobs) dispatched to external runners. Errors are RFC 9457 problem documents.",
+      description: `Flows (DAGs of jobs) dispatched to external runners. Errors are RFC 9457 problem documents; their types:\n\n${problemTable()}`,
     },
   });
   return app;

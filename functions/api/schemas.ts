@@ -1,5 +1,5 @@
-import { zodToOpenAPIRegistry } from "@asteasolutions/zod-to-openapi";
 import { z } from "@hono/zod-openapi";
+import { PROBLEMS, problemUri, type ProblemType } from "../core/problems.js";
 import {
   Actor,
   Flow,
@@ -21,33 +21,32 @@ import {
 } from "../../shared/model/index.js";
 
 /**
- * Names a shared schema for the OpenAPI document (a `$ref` component). The shared schemas are
- * plain zod, built before @hono/zod-openapi may have extended zod, so their `.openapi()` method
- * cannot be relied on; the generator's registry takes the name directly instead.
+ * A schema named for the OpenAPI document (a `$ref` component) with zod's own metadata, which
+ * the generator reads. The shared models are named where they are defined, so schemas built from
+ * them refer to them by name too; this is for the shapes only routes know.
  */
-export function named<T extends z.ZodType>(schema: T, refId: string): T {
-  zodToOpenAPIRegistry.add(schema, { _internal: { refId } });
-  return schema;
+export function named<T extends z.ZodType>(schema: T, id: string): T {
+  return schema.meta({ id });
 }
 
-/** The shared zod schemas, named; validation is the schemas' own. */
+/** The shared models every route answers with (each named in shared/model). */
 export const schemas = {
-  Actor: named(Actor, "Actor"),
-  Context: named(Context, "Context"),
-  Runner: named(Runner, "Runner"),
-  RunnerDispatch: named(RunnerDispatch, "RunnerDispatch"),
-  RunnerWithDispatch: named(RunnerWithDispatch, "RunnerWithDispatch"),
-  Flow: named(Flow, "Flow"),
-  FlowView: named(FlowView, "FlowView"),
-  RunnerJob: named(RunnerJob, "RunnerJob"),
-  Message: named(Message, "Message"),
-  ActorRegistration: named(ActorRegistration, "ActorRegistration"),
-  ActorUpdate: named(ActorUpdate, "ActorUpdate"),
-  KeyRotation: named(KeyRotation, "KeyRotation"),
-  ContextCreation: named(ContextCreation, "ContextCreation"),
-  PermissionsUpdate: named(PermissionsUpdate, "PermissionsUpdate"),
-  RunnerRegistration: named(RunnerRegistration, "RunnerRegistration"),
-  RunnerUpdate: named(RunnerUpdate, "RunnerUpdate"),
+  Actor,
+  Context,
+  Runner,
+  RunnerDispatch,
+  RunnerWithDispatch,
+  Flow,
+  FlowView,
+  RunnerJob,
+  Message,
+  ActorRegistration,
+  ActorUpdate,
+  KeyRotation,
+  ContextCreation,
+  PermissionsUpdate,
+  RunnerRegistration,
+  RunnerUpdate,
 };
 
 /** An id in a path: a u32 above zero. */
@@ -64,9 +63,12 @@ export function pageOf<T extends z.ZodType>(item: T, name: string) {
   return z.object({ items: z.array(item), total: z.int(), next: z.int().optional() }).openapi(name);
 }
 
+const PROBLEM_URIS = Object.keys(PROBLEMS).map((kind) => problemUri(kind as ProblemType)) as [string, ...string[]];
+
+/** An RFC 9457 problem document; `type` is one of the catalog's (PROBLEMS, listed in the document's description). */
 export const ProblemBody = z
   .object({
-    type: z.string(),
+    type: z.enum(PROBLEM_URIS),
     title: z.string(),
     status: z.int(),
     detail: z.string().optional(),

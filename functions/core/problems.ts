@@ -35,6 +35,12 @@ export const PROBLEMS = {
 /** The name of a kind of problem: its `type` is `/problems/<name>`. */
 export type ProblemType = keyof typeof PROBLEMS;
 
+/** The catalog as a Markdown table (type, status, meaning): the OpenAPI document and the README show it. */
+export function problemTable(): string {
+  const rows = Object.entries(PROBLEMS).map(([kind, p]) => `| \`${problemUri(kind as ProblemType)}\` | ${p.status} | ${p.meaning} |`);
+  return ["| type | status | meaning |", "|---|---|---|", ...rows].join("\n");
+}
+
 /** The `type` URI of a kind of problem. */
 export function problemUri(type: ProblemType): string {
   return `/problems/${type}`;

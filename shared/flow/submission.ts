@@ -79,6 +79,6 @@ export const FlowSubmission = z
     start: z.boolean().default(false),
     timeouts: MessageTimeouts.default({}),
   })
-  .strict();
+  .strict().meta({ id: "FlowSubmission" });
 export type FlowSubmission = z.output<typeof FlowSubmission>;
 export type FlowSubmissionInput = z.input<typeof FlowSubmission>;

@@ -10,5 +10,5 @@ export const Actor = z
     created_at: Timestamp,
     updated_at: Timestamp,
   })
-  .strict();
+  .strict().meta({ id: "Actor" });
 export type Actor = z.infer<typeof Actor>;

@@ -18,5 +18,5 @@ export const Context = z
     created_at: Timestamp,
     updated_at: Timestamp,
   })
-  .strict();
+  .strict().meta({ id: "Context" });
 export type Context = z.infer<typeof Context>;

@@ -22,5 +22,5 @@ export const DeadLetter = z
     payload: z.string().optional(),
     at: Timestamp,
   })
-  .strict();
+  .strict().meta({ id: "DeadLetter" });
 export type DeadLetter = z.infer<typeof DeadLetter>;

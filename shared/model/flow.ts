@@ -41,5 +41,5 @@ export const Flow = z
     started_at: Timestamp.optional(),
     ended_at: Timestamp.optional(),
   })
-  .strict();
+  .strict().meta({ id: "Flow" });
 export type Flow = z.infer<typeof Flow>;

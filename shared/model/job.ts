@@ -36,7 +36,7 @@ export const RunnerJob = z
     updated_at: Timestamp,
     status: JobStatus,
   })
-  .strict();
+  .strict().meta({ id: "RunnerJob" });
 export type RunnerJob = z.infer<typeof RunnerJob>;
 
 /** Defaults for a job's optional inputs. */

@@ -16,13 +16,13 @@ export const ActorRegistration = z
     pubkey: PublicKey,
     address: z.array(Address).max(16).default([]),
   })
-  .strict();
+  .strict().meta({ id: "ActorRegistration" });
 
 /** `PATCH /v1/actors/{id}`: an actor changes its own addresses. */
-export const ActorUpdate = z.object({ address: z.array(Address).max(16) }).strict();
+export const ActorUpdate = z.object({ address: z.array(Address).max(16) }).strict().meta({ id: "ActorUpdate" });
 
 /** `PUT /v1/actors/{id}/key`: signed by the current key, countersigned (`new-key`) by the new one. */
-export const KeyRotation = z.object({ pubkey: PublicKey }).strict();
+export const KeyRotation = z.object({ pubkey: PublicKey }).strict().meta({ id: "KeyRotation" });
 
 /** `POST /v1/contexts`: the creator always becomes an admin. */
 export const ContextCreation = z
@@ -32,12 +32,12 @@ export const ContextCreation = z
     readers: ActorIds.default([]),
     executors: ActorIds.default([]),
   })
-  .strict();
+  .strict().meta({ id: "ContextCreation" });
 
 /** `PUT /v1/contexts/{id}/permissions`: replaces all three lists; at least one admin must remain. */
 export const PermissionsUpdate = z
   .object({ admins: ActorIds.min(1, "a context needs at least one admin"), readers: ActorIds, executors: ActorIds })
-  .strict();
+  .strict().meta({ id: "PermissionsUpdate" });
 
 /** `POST /v1/contexts/{id}/runners`. */
 export const RunnerRegistration = z
@@ -51,7 +51,7 @@ export const RunnerRegistration = z
     script_types: Runner.shape.script_types.optional(),
     concurrency: Runner.shape.concurrency.default(1),
   })
-  .strict();
+  .strict().meta({ id: "RunnerRegistration" });
 
 /** `PATCH /v1/contexts/{id}/runners/{id}`. */
 export const RunnerUpdate = z
@@ -63,7 +63,7 @@ export const RunnerUpdate = z
     script_types: Runner.shape.script_types.optional(),
     concurrency: Runner.shape.concurrency.optional(),
   })
-  .strict();
+  .strict().meta({ id: "RunnerUpdate" });
 
 export type ActorRegistration = z.input<typeof ActorRegistration>;
 export type ActorUpdate = z.input<typeof ActorUpdate>;
@@ -81,5 +81,5 @@ export const MessageSubmission = z
     subject: z.string().max(256).optional(),
     message: z.string().min(1).max(65_536),
   })
-  .strict();
+  .strict().meta({ id: "MessageSubmission" });
 export type MessageSubmission = z.input<typeof MessageSubmission>;

@@ -21,7 +21,7 @@ export const Runner = z
     created_at: Timestamp,
     updated_at: Timestamp,
   })
-  .strict();
+  .strict().meta({ id: "Runner" });
 export type Runner = z.infer<typeof Runner>;
 
 /** The seeds' default topic for a runner: `runner<id>`. */
@@ -42,9 +42,9 @@ export const RunnerDispatch = z
     failures: z.int().min(0).optional(),
     retry_at: Timestamp.optional(),
   })
-  .strict();
+  .strict().meta({ id: "RunnerDispatch" });
 export type RunnerDispatch = z.infer<typeof RunnerDispatch>;
 
 /** A runner as `GET …/runners/{r}` shows it: the record and how dispatch stands with it. */
-export const RunnerWithDispatch = Runner.safeExtend({ dispatch: RunnerDispatch });
+export const RunnerWithDispatch = Runner.safeExtend({ dispatch: RunnerDispatch }).meta({ id: "RunnerWithDispatch" });
 export type RunnerWithDispatch = z.infer<typeof RunnerWithDispatch>;

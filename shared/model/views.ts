@@ -66,7 +66,7 @@ export const FlowView = z
     }),
     jobs: z.array(JobView),
   })
-  .strict();
+  .strict().meta({ id: "FlowView" });
 export type FlowView = z.infer<typeof FlowView>;
 
 /** `flow.dag`: nodes with statuses, edges from a dependency to its dependent. */
@@ -81,5 +81,5 @@ export const FlowDag = z
     ),
     edges: z.array(z.object({ from: Id, to: Id }).strict()),
   })
-  .strict();
+  .strict().meta({ id: "FlowDag" });
 export type FlowDag = z.infer<typeof FlowDag>;

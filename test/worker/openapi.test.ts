@@ -1,4 +1,5 @@
 import { describe, expect, it } from "vitest";
+import { PROBLEMS, problemTable } from "../../functions/core/problems.js";
 import { testWorker } from "./harness.js";
 
 const w = testWorker("openapi");
@@ -7,7 +8,7 @@ describe("GET /openapi.json", () => {
   it("is generated from the routes' schemas", async () => {
     const res = await w.fetch(new Request("http://coordinator.test/openapi.json"));
     expect(res.status).toBe(200);
-    const doc = (await res.json()) as { openapi: string; paths: Record<string, Record<string, unknown>>; components: { schemas: Record<string, unknown>; securitySchemes: Record<string, unknown> } };
+    const doc = (await res.json()) as { openapi: string; info: { description: string }; paths: Record<string, Record<string, unknown>>; components: { schemas: Record<string, unknown>; securitySchemes: Record<string, unknown> } };
     expect(doc.openapi).toBe("3.1.0");
     expect(Object.keys(doc.paths)).toEqual(
       expect.arrayContaining([
@@ -20,6 +21,10 @@ describe("GET /openapi.json", () => {
     expect(Object.keys(doc.components.schemas)).toEqual(expect.arrayContaining(["Actor", "Context", "Runner", "ActorRegistration", "RunnerRegistration", "Problem"]));
     expect(doc.components.securitySchemes).toHaveProperty("httpSignature");
     expect(doc.paths["/v1/contexts"]).toHaveProperty("post");
+    // The problem catalog: every type a Problem may carry, and the table in the description.
+    const problem = doc.components.schemas.Problem as { properties: { type: { enum: string[] } } };
+    expect(problem.properties.type.enum).toEqual(Object.keys(PROBLEMS).map((k) => `/problems/${k}`));
+    expect(doc.info.description).toContain(problemTable());
   });
 
   it("publishes the coordinator's key at the well-known URL with its thumbprint as kid", async () => {

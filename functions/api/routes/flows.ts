@@ -3,12 +3,11 @@ import { FlowSubmission } from "../../../shared/flow/index.js";
 import { FlowDag, FlowStatus } from "../../../shared/model/index.js";
 import { flowDag, listFlows, loadFlow, startFlow, submitFlow } from "../../service/flows.js";
 import { flowCall } from "../call.js";
-import { body, conflict, idempotencyReused, json, named, pageOf, PageQuery, PathId, schemas, signed, signedErrors } from "../schemas.js";
+import { body, conflict, idempotencyReused, json, pageOf, PageQuery, PathId, schemas, signed, signedErrors } from "../schemas.js";
 import type { AppEnv } from "../app-env.js";
 
 const contextParams = z.object({ contextId: PathId });
 const flowParams = z.object({ contextId: PathId, flowId: PathId });
-const Dag = named(FlowDag, "FlowDag");
 const FlowPage = pageOf(schemas.Flow, "FlowPage");
 
 const submit = createRoute({
@@ -22,7 +21,7 @@ const submit = createRoute({
   request: {
     params: contextParams,
     headers: z.object({ "idempotency-key": z.string().min(1).max(128).regex(/^[\x21-\x7e]+$/).optional() }),
-    ...body(named(FlowSubmission, "FlowSubmission")),
+    ...body(FlowSubmission),
   },
   responses: { 201: json(schemas.FlowView, "Created"), 200: json(schemas.FlowView, "The flow this Idempotency-Key created before (finished now if the first request's answer was lost)"), ...signedErrors, ...conflict, ...idempotencyReused },
 });
@@ -54,7 +53,7 @@ const dag = createRoute({
   summary: "The flow's DAG: nodes with statuses, edges dependency → dependent (readers)",
   security: signed,
   request: { params: flowParams },
-  responses: { 200: json(Dag, "The DAG"), ...signedErrors },
+  responses: { 200: json(FlowDag, "The DAG"), ...signedErrors },
 });
 
 const start = createRoute({

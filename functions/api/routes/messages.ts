@@ -2,7 +2,7 @@ import { createRoute, z, type OpenAPIHono } from "@hono/zod-openapi";
 import { MessageSubmission } from "../../../shared/model/index.js";
 import { inbox, sendMessage } from "../../service/messages.js";
 import { flowCall } from "../call.js";
-import { body, json, named, PathId, schemas, signed, signedErrors } from "../schemas.js";
+import { body, json, PathId, schemas, signed, signedErrors } from "../schemas.js";
 import type { AppEnv } from "../app-env.js";
 
 const contextParams = z.object({ contextId: PathId });
@@ -14,7 +14,7 @@ const send = createRoute({
   summary: "Send a chat line or a mail to another member of the context (members)",
   description: "Stored and put on msg_out in one step, relayed at once into the recipient's inbox and POSTed (signed) to its https addresses.",
   security: signed,
-  request: { params: contextParams, ...body(named(MessageSubmission, "MessageSubmission")) },
+  request: { params: contextParams, ...body(MessageSubmission) },
   responses: { 201: json(schemas.Message, "Sent"), ...signedErrors },
 });
 

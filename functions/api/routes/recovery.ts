@@ -7,7 +7,6 @@ import type { AppEnv } from "../app-env.js";
 
 const contextParams = z.object({ contextId: PathId });
 const flowParams = z.object({ contextId: PathId, flowId: PathId });
-const DeadLetterBody = named(DeadLetter, "DeadLetter");
 const Dispatch = named(z.object({ context_id: z.int(), paused: z.boolean() }), "DispatchState");
 
 const cancel = createRoute({
@@ -61,7 +60,7 @@ const list = createRoute({
   description: "Jobs out of retries, messages no runner took, runners' reports that could not be read, refused messages: each with the reason and the attempts.",
   security: signed,
   request: { params: contextParams, query: PageQuery },
-  responses: { 200: json(pageOf(DeadLetterBody, "DeadLetterPage"), "A page of dead letters"), ...signedErrors },
+  responses: { 200: json(pageOf(DeadLetter, "DeadLetterPage"), "A page of dead letters"), ...signedErrors },
 });
 
 const show = createRoute({
@@ -71,7 +70,7 @@ const show = createRoute({
   summary: "One dead letter (readers)",
   security: signed,
   request: { params: z.object({ contextId: PathId, id: z.string().min(1).max(200) }) },
-  responses: { 200: json(DeadLetterBody, "The dead letter"), ...signedErrors },
+  responses: { 200: json(DeadLetter, "The dead letter"), ...signedErrors },
 });
 
 /** Cancel, re-run, pause and resume, and the dead letters. */

@@ -13,7 +13,6 @@ const Answer = named(
   z.object({ outcome: z.enum(["applied", "duplicate"]), reason: z.string().optional(), status: z.string().optional() }),
   "RunnerEventAnswer",
 );
-const Delivery = named(DeliveryPayload, "Delivery");
 
 const FlowJobParams = z.object({ contextId: PathId, flowId: PathId, jobId: PathId });
 const LoneJobParams = z.object({ contextId: PathId, callerId: PathId, jobId: PathId });
@@ -53,7 +52,7 @@ const lease = createRoute({
   description: "Returns up to `max` deliveries (the same payload a push runner receives); acknowledge each through its `ack` callback.",
   security: signed,
   request: { params: z.object({ contextId: PathId, runnerId: PathId }), ...body(z.object({ max: z.int().min(1).max(100).default(1) }).strict()) },
-  responses: { 200: json(z.object({ deliveries: z.array(Delivery) }), "Leased (possibly none)"), ...signedErrors, ...conflict },
+  responses: { 200: json(z.object({ deliveries: z.array(DeliveryPayload) }), "Leased (possibly none)"), ...signedErrors, ...conflict },
 });
 
 /** The runner webhooks and the pull lease. */

@@ -1,0 +1,21 @@
+import { readFileSync } from "node:fs";
+import path from "node:path";
+import { describe, expect, it } from "vitest";
+import { PROBLEMS, problemTable } from "../../functions/core/problems.js";
+
+// The problem catalog is published twice (README, OpenAPI): both come from PROBLEMS.
+
+describe("the problem catalog", () => {
+  it("is in the README as it is in the code", () => {
+    const readme = readFileSync(path.resolve(import.meta.dirname, "../../README.md"), "utf8");
+    expect(readme).toContain(problemTable());
+  });
+
+  it("gives every kind a client-error or server-error status, a title and a meaning", () => {
+    for (const [kind, p] of Object.entries(PROBLEMS)) {
+      expect(p.status, kind).toBeGreaterThanOrEqual(400);
+      expect(p.title.length, kind).toBeGreaterThan(0);
+      expect(p.meaning, kind).toMatch(/\.$/);
+    }
+  });
+});
