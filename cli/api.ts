@@ -49,7 +49,9 @@ export async function attemptStderr(
     const job = JobRecord.parse(await client.request("GET", `/v1/contexts/${contextId}/jobs/${callerId}/${jobId}`));
     if (job.message_base === undefined || attempt < 1) return undefined;
     const messageId = job.message_base + attempt - 1;
-    const message = MessageText.parse(await client.request("GET", `/v1/contexts/${contextId}/messages/${callerId}/${messageId}`));
+    const message = MessageText.parse(
+      await client.request("GET", `/v1/contexts/${contextId}/messages/${callerId}/${messageId}`),
+    );
     const lines = message.logs.filter((l) => l.stream === "stderr").map((l) => l.message);
     return lines.slice(-count);
   } catch {
@@ -58,7 +60,12 @@ export async function attemptStderr(
 }
 
 /** `GET /v1/contexts/{c}/inbox?max&pop`: the caller's messages, oldest first. */
-export async function readInbox(client: CoordinatorClient, contextId: number, max: number, pop: boolean): Promise<MessageText[]> {
+export async function readInbox(
+  client: CoordinatorClient,
+  contextId: number,
+  max: number,
+  pop: boolean,
+): Promise<MessageText[]> {
   const answer = z
     .object({ messages: z.array(MessageText) })
     .parse(await client.request("GET", `/v1/contexts/${contextId}/inbox?max=${max}&pop=${pop}`));
@@ -75,6 +82,10 @@ export interface MessageInput {
 }
 
 /** `POST /v1/contexts/{c}/messages`: sends a chat line or a mail; answers the stored message. */
-export async function sendMessage(client: CoordinatorClient, contextId: number, input: MessageInput): Promise<MessageText> {
+export async function sendMessage(
+  client: CoordinatorClient,
+  contextId: number,
+  input: MessageInput,
+): Promise<MessageText> {
   return MessageText.parse(await client.request("POST", `/v1/contexts/${contextId}/messages`, input));
 }

@@ -18,10 +18,18 @@ export type OptionSpecs = Record<string, OptionSpec>;
 
 /** The options every command accepts; their values reach commands through `Invocation.globals`. */
 export const GLOBAL_OPTIONS = {
-  url: { type: "string", value: "<url>", help: "coordinator URL (env FLOWC_URL, profile \"url\")" },
-  "key-file": { type: "string", value: "<file>", help: "your private key file (env FLOWC_KEY_FILE, profile \"key_file\")" },
-  actor: { type: "string", value: "<id>", help: "your actor id (env FLOWC_ACTOR_ID, profile \"actor_id\")" },
-  profile: { type: "string", value: "<file>", help: "profile file (env FLOWC_PROFILE; default ~/.config/flowc/profile.json)" },
+  url: { type: "string", value: "<url>", help: 'coordinator URL (env FLOWC_URL, profile "url")' },
+  "key-file": {
+    type: "string",
+    value: "<file>",
+    help: 'your private key file (env FLOWC_KEY_FILE, profile "key_file")',
+  },
+  actor: { type: "string", value: "<id>", help: 'your actor id (env FLOWC_ACTOR_ID, profile "actor_id")' },
+  profile: {
+    type: "string",
+    value: "<file>",
+    help: "profile file (env FLOWC_PROFILE; default ~/.config/flowc/profile.json)",
+  },
   json: { type: "boolean", help: "print the raw JSON answer instead of text" },
   help: { type: "boolean", short: "h", help: "show help (flowc <command> --help for one command)" },
 } as const satisfies OptionSpecs;
@@ -88,7 +96,10 @@ export class ParsedOptions {
  * or too few positionals are usage errors naming the command. Global options are accepted
  * anywhere, so `flowc --json actor show` and `flowc actor show --json` mean the same.
  */
-export function parseCommandArgs(command: Command, argv: string[]): { options: ParsedOptions; args: string[]; globals: GlobalFlags } {
+export function parseCommandArgs(
+  command: Command,
+  argv: string[],
+): { options: ParsedOptions; args: string[]; globals: GlobalFlags } {
   const specs: OptionSpecs = { ...GLOBAL_OPTIONS, ...command.options };
   let parsed;
   try {
@@ -157,7 +168,8 @@ function parseArgsMessage(error: unknown): string {
   if (code === "ERR_PARSE_ARGS_UNKNOWN_OPTION" && option) return `unknown option ${option}`;
   if (code === "ERR_PARSE_ARGS_INVALID_OPTION_VALUE" && option) {
     if (/argument missing/.test(message)) return `option ${option} needs a value`;
-    if (/ambiguous/.test(message)) return `option ${option} needs a value; write ${option}=<value> for one starting with -`;
+    if (/ambiguous/.test(message))
+      return `option ${option} needs a value; write ${option}=<value> for one starting with -`;
     return `option ${option} takes no value`;
   }
   return message.split(". ")[0] ?? message;
@@ -173,7 +185,8 @@ export function isIdText(text: string): boolean {
 
 /** Parses an id (a positive 32-bit integer, as the API's ids are) from an argument or option. */
 export function parseId(text: string, what: string, command: string): number {
-  if (!isIdText(text)) throw new UsageError(`${what} must be a positive integer id, not ${JSON.stringify(text)}`, command);
+  if (!isIdText(text))
+    throw new UsageError(`${what} must be a positive integer id, not ${JSON.stringify(text)}`, command);
   return Number(text);
 }
 
@@ -181,7 +194,11 @@ export function parseId(text: string, what: string, command: string): number {
  * The `<context> <id>` arguments most commands on one object take; `label` names the second in
  * errors (`<flow>`, `<runner>`). The command's `args` guarantee both are present.
  */
-export function contextAndId(invocation: Invocation, label: string, command: string): { contextId: number; id: number } {
+export function contextAndId(
+  invocation: Invocation,
+  label: string,
+  command: string,
+): { contextId: number; id: number } {
   const [contextText = "", idText = ""] = invocation.args;
   return { contextId: parseId(contextText, "<context>", command), id: parseId(idText, label, command) };
 }

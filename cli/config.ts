@@ -53,7 +53,8 @@ export function readProfile(file: string): Profile | null {
   } catch {
     throw new ConfigError(`the profile ${file} is not JSON; fix it or run flowc init again`);
   }
-  if (!value || typeof value !== "object" || Array.isArray(value)) throw new ConfigError(`the profile ${file} must be a JSON object`);
+  if (!value || typeof value !== "object" || Array.isArray(value))
+    throw new ConfigError(`the profile ${file} must be a JSON object`);
   const raw = value as Record<string, unknown>;
   const profile: Profile = {};
   if (raw.url !== undefined) {
@@ -65,7 +66,8 @@ export function readProfile(file: string): Profile | null {
     profile.key_file = raw.key_file;
   }
   if (raw.actor_id !== undefined && raw.actor_id !== null) {
-    if (!Id.safeParse(raw.actor_id).success) throw new ConfigError(`the profile ${file}: "actor_id" must be a positive integer`);
+    if (!Id.safeParse(raw.actor_id).success)
+      throw new ConfigError(`the profile ${file}: "actor_id" must be a positive integer`);
     profile.actor_id = raw.actor_id as number;
   }
   return profile;
@@ -83,7 +85,12 @@ export function writeProfile(file: string, profile: Profile): void {
 }
 
 /** Applies the precedence rules. A malformed flag is a usage error; a malformed variable or profile field a config error. */
-export function resolveConfig(globals: GlobalFlags, env: NodeJS.ProcessEnv, cwd: string, command: string): ResolvedConfig {
+export function resolveConfig(
+  globals: GlobalFlags,
+  env: NodeJS.ProcessEnv,
+  cwd: string,
+  command: string,
+): ResolvedConfig {
   const file = profilePath(globals, env, cwd);
   const profile = readProfile(file);
   const config: ResolvedConfig = { profilePath: file, profile };
@@ -93,10 +100,13 @@ export function resolveConfig(globals: GlobalFlags, env: NodeJS.ProcessEnv, cwd:
   else if (env.FLOWC_URL) config.url = { value: env.FLOWC_URL, source: "FLOWC_URL" };
   else if (profile?.url) config.url = { value: profile.url, source: inProfile("url") };
 
-  if (globals.keyFile !== undefined) config.keyFile = { value: path.resolve(cwd, globals.keyFile), source: "--key-file" };
-  else if (env.FLOWC_KEY_FILE) config.keyFile = { value: path.resolve(cwd, env.FLOWC_KEY_FILE), source: "FLOWC_KEY_FILE" };
+  if (globals.keyFile !== undefined)
+    config.keyFile = { value: path.resolve(cwd, globals.keyFile), source: "--key-file" };
+  else if (env.FLOWC_KEY_FILE)
+    config.keyFile = { value: path.resolve(cwd, env.FLOWC_KEY_FILE), source: "FLOWC_KEY_FILE" };
   // A relative key_file belongs with the profile (both may be moved together), not with the cwd.
-  else if (profile?.key_file) config.keyFile = { value: path.resolve(path.dirname(file), profile.key_file), source: inProfile("key_file") };
+  else if (profile?.key_file)
+    config.keyFile = { value: path.resolve(path.dirname(file), profile.key_file), source: inProfile("key_file") };
 
   if (globals.actor !== undefined) {
     config.actorId = { value: parseActorId(globals.actor, "--actor", command), source: "--actor" };
@@ -118,7 +128,9 @@ function parseActorId(text: string, source: string, command?: string): number {
 /** The coordinator URL, checked to be http(s); the error says every place it can be set. */
 export function requireUrl(config: ResolvedConfig): string {
   if (!config.url) {
-    throw new ConfigError(`no coordinator URL: pass --url, set FLOWC_URL, or set "url" in the profile ${config.profilePath} (${PROFILE_HELP})`);
+    throw new ConfigError(
+      `no coordinator URL: pass --url, set FLOWC_URL, or set "url" in the profile ${config.profilePath} (${PROFILE_HELP})`,
+    );
   }
   if (!WebUrl.safeParse(config.url.value).success) {
     throw new ConfigError(`${config.url.source}: ${JSON.stringify(config.url.value)} is not an http(s) URL`);

@@ -53,7 +53,8 @@ export class NetworkError extends Error {
  * `TypeError: fetch failed` and hides the system error (ECONNREFUSED, ENOTFOUND) in `cause`.
  */
 function networkReason(error: unknown): string {
-  if (error instanceof Error && (error.name === "TimeoutError" || error.name === "AbortError")) return "no answer in time";
+  if (error instanceof Error && (error.name === "TimeoutError" || error.name === "AbortError"))
+    return "no answer in time";
   let current: unknown = error;
   for (let depth = 0; depth < 5 && current instanceof Error; depth++) {
     const code = (current as { code?: unknown }).code;
@@ -66,7 +67,10 @@ function networkReason(error: unknown): string {
 
 /** Words of a problem title as a type slug, to tell whether the type adds anything to the title. */
 function slug(title: string): string {
-  return title.toLowerCase().replace(/[^a-z0-9]+/g, "-").replace(/^-|-$/g, "");
+  return title
+    .toLowerCase()
+    .replace(/[^a-z0-9]+/g, "-")
+    .replace(/^-|-$/g, "");
 }
 
 /** One line for an API error: status, title, the problem code when it says more, detail, and the lists a 403 needs. */
@@ -74,7 +78,8 @@ export function describeApiError(error: ApiError): string {
   const { problem } = error;
   const code = error.code !== slug(problem.title) && error.code !== "about:blank" ? ` [${error.code}]` : "";
   const detail = problem.detail ? `: ${problem.detail}` : "";
-  const needed = Array.isArray(problem.needed) && problem.needed.length > 0 ? ` (needed: ${problem.needed.join(", ")})` : "";
+  const needed =
+    Array.isArray(problem.needed) && problem.needed.length > 0 ? ` (needed: ${problem.needed.join(", ")})` : "";
   return `${error.status} ${problem.title}${code}${detail}${needed}`;
 }
 

@@ -24,7 +24,9 @@ export function resultText(result: Record<string, string>): string {
 
 /** Why a job waits, in words, with when that ends if it is known. */
 export function waitingText(waiting: JobWaiting): string {
-  return waiting.until !== undefined && waiting.reason === "backoff" ? `${waiting.detail} (at ${timestamp(waiting.until)})` : waiting.detail;
+  return waiting.until !== undefined && waiting.reason === "backoff"
+    ? `${waiting.detail} (at ${timestamp(waiting.until)})`
+    : waiting.detail;
 }
 
 function when(seconds: number | undefined): string {
@@ -32,7 +34,10 @@ function when(seconds: number | undefined): string {
 }
 
 /** Why a flow failed, in words: `job verify failed: exit code 3`. */
-export function flowErrorText(error: Flow["error"], keyOf: (id: number) => string | undefined = () => undefined): string {
+export function flowErrorText(
+  error: Flow["error"],
+  keyOf: (id: number) => string | undefined = () => undefined,
+): string {
   if (!error) return "-";
   if (error.job === 0) return `cancelled: ${error.reason}`;
   return `job ${keyOf(error.job) ?? error.name ?? error.job} failed: ${error.reason}`;
@@ -43,7 +48,9 @@ export function flowLines(view: FlowView): string[] {
   const keyOf = new Map(view.jobs.map((j) => [j.id, j.key]));
   const { progress } = view;
   const ended = progress.finished + progress.error;
-  const env = Object.entries(view.env_vars).map(([k, v]) => `${k}=${v}`).join(", ");
+  const env = Object.entries(view.env_vars)
+    .map(([k, v]) => `${k}=${v}`)
+    .join(", ");
   const rows = view.jobs.map((j) => [
     j.key,
     String(j.id),
@@ -52,7 +59,11 @@ export function flowLines(view: FlowView): string[] {
     String(j.attempt),
     j.runner_id === undefined ? "-" : String(j.runner_id),
     j.depends.length > 0 ? j.depends.map((id) => keyOf.get(id) ?? String(id)).join(", ") : "-",
-    j.status === "error" ? (j.error ?? "error") : j.waiting ? `waits: ${waitingText(j.waiting)}` : resultText(j.result ?? {}) || "-",
+    j.status === "error"
+      ? (j.error ?? "error")
+      : j.waiting
+        ? `waits: ${waitingText(j.waiting)}`
+        : resultText(j.result ?? {}) || "-",
   ]);
   return [
     ...fields([
@@ -60,7 +71,10 @@ export function flowLines(view: FlowView): string[] {
       ["context", String(view.context_id)],
       ["caller", `actor ${view.caller_id}`],
       ["status", view.status],
-      ["progress", `${ended} of ${progress.total} jobs ended (${progress.finished} finished, ${progress.error} error, ${progress.started} running)`],
+      [
+        "progress",
+        `${ended} of ${progress.total} jobs ended (${progress.finished} finished, ${progress.error} error, ${progress.started} running)`,
+      ],
       ["started", when(view.started_at)],
       ["ended", when(view.ended_at)],
       ["error", flowErrorText(view.error, (id) => keyOf.get(id))],

@@ -27,7 +27,10 @@ export function readFlowFile(given: string, cwd: string): FlowFile {
     text = readFileSync(file, "utf8");
   } catch (error) {
     const code = (error as NodeJS.ErrnoException).code;
-    throw new Error(`cannot read the flow file ${given}: ${code === "ENOENT" ? "no such file" : (code ?? (error as Error).message)}`, { cause: error });
+    throw new Error(
+      `cannot read the flow file ${given}: ${code === "ENOENT" ? "no such file" : (code ?? (error as Error).message)}`,
+      { cause: error },
+    );
   }
   const value = /\.json$/i.test(file) ? parseJson(text, given) : parseYaml(text, given);
   if (!value || typeof value !== "object" || Array.isArray(value)) {
@@ -35,7 +38,8 @@ export function readFlowFile(given: string, cwd: string): FlowFile {
   }
   const body = value as Record<string, unknown>;
   stringEnv(body);
-  if (Array.isArray(body.jobs)) for (const job of body.jobs) if (job && typeof job === "object") stringEnv(job as Record<string, unknown>);
+  if (Array.isArray(body.jobs))
+    for (const job of body.jobs) if (job && typeof job === "object") stringEnv(job as Record<string, unknown>);
   return { name: given, body, locate: locator(text) };
 }
 
@@ -49,7 +53,9 @@ function parseJson(text: string, name: string): unknown {
     const reason = message.replace(/ in JSON at position.*$/s, "").replace(/^JSON\.parse: /, "");
     if (Number.isNaN(position)) throw new Error(`${name}: not valid JSON: ${reason}`, { cause: error });
     const before = text.slice(0, position).split("\n");
-    throw new Error(`${name}:${before.length}:${(before.at(-1)?.length ?? 0) + 1}: not valid JSON: ${reason}`, { cause: error });
+    throw new Error(`${name}:${before.length}:${(before.at(-1)?.length ?? 0) + 1}: not valid JSON: ${reason}`, {
+      cause: error,
+    });
   }
 }
 
@@ -63,7 +69,8 @@ function parseYaml(text: string, name: string): unknown {
     return `${name}${at ? `:${at.line}:${at.col}` : ""}: ${reason}`;
   });
   if (problems.length === 1) throw new Error(problems[0]);
-  if (problems.length > 1) throw new DetailedError(`${problems[0] as string} (and ${problems.length - 1} more)`, problems.slice(1));
+  if (problems.length > 1)
+    throw new DetailedError(`${problems[0] as string} (and ${problems.length - 1} more)`, problems.slice(1));
   return doc.toJS();
 }
 
@@ -85,7 +92,10 @@ function locator(text: string): FlowFile["locate"] {
   const doc = parseDocument(text, { lineCounter });
   const lineOf = (node: Node | null | undefined) => (node?.range ? lineCounter.linePos(node.range[0]).line : 1);
   return (field, message) => {
-    const segments = field.replace(/^body\.?/, "").split(".").filter(Boolean);
+    const segments = field
+      .replace(/^body\.?/, "")
+      .split(".")
+      .filter(Boolean);
     // "Unrecognized key: "foo"" is reported on the object; the key itself is more useful.
     const unknownKey = message ? /^Unrecognized keys?: "([^"]+)"/.exec(message)?.[1] : undefined;
     if (unknownKey !== undefined) segments.push(unknownKey);

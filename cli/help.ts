@@ -3,7 +3,10 @@ import { GLOBAL_OPTIONS, type Command, type OptionSpecs } from "./command.js";
 function optionLines(specs: OptionSpecs): string[] {
   const labels = Object.entries(specs).map(([name, spec]) => {
     const long = `--${name}${spec.value ? ` ${spec.value}` : ""}`;
-    return [spec.short ? `-${spec.short}, ${long}` : `    ${long}`, spec.help + (spec.multiple ? " (repeatable)" : "")] as const;
+    return [
+      spec.short ? `-${spec.short}, ${long}` : `    ${long}`,
+      spec.help + (spec.multiple ? " (repeatable)" : ""),
+    ] as const;
   });
   const width = Math.max(...labels.map(([label]) => label.length));
   return labels.map(([label, help]) => `  ${label.padEnd(width)}  ${help}`);

@@ -8,7 +8,8 @@ function readText(file: string, source: string): string {
     return readFileSync(file, "utf8");
   } catch (error) {
     const code = (error as NodeJS.ErrnoException).code;
-    if (code === "ENOENT") throw new ConfigError(`key file ${file} does not exist (from ${source}); flowc keygen --out ${file} makes one`);
+    if (code === "ENOENT")
+      throw new ConfigError(`key file ${file} does not exist (from ${source}); flowc keygen --out ${file} makes one`);
     if (code === "EACCES") throw new ConfigError(`key file ${file} is not readable (from ${source})`);
     throw new ConfigError(`cannot read key file ${file} (from ${source}): ${(error as Error).message}`);
   }
@@ -52,7 +53,8 @@ export function writePrivateKey(file: string, jwk: PrivateJwk, force: boolean): 
     writeFileSync(file, `${JSON.stringify(jwk)}\n`, { mode: 0o600, flag: force ? "w" : "wx" });
   } catch (error) {
     const code = (error as NodeJS.ErrnoException).code;
-    if (code === "EEXIST") throw new ConfigError(`${file} already exists; pass --force to overwrite it (its key is lost then)`);
+    if (code === "EEXIST")
+      throw new ConfigError(`${file} already exists; pass --force to overwrite it (its key is lost then)`);
     throw new ConfigError(`cannot write ${file}: ${(error as Error).message}`);
   }
   // `mode` applies only when the file is created; an overwritten file keeps its old bits.

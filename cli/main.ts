@@ -67,7 +67,10 @@ function resolveCommand(argv: string[]): Resolved {
   const [, second] = commandWords(argv, 2);
   if (second === undefined) {
     if (wantsHelp(argv)) return { help: groupHelp(word, group), rest: [] };
-    throw new UsageError(`missing command after "${word}": one of ${group.map((c) => c.name.split(" ")[1]).join(", ")}`, word);
+    throw new UsageError(
+      `missing command after "${word}": one of ${group.map((c) => c.name.split(" ")[1]).join(", ")}`,
+      word,
+    );
   }
   const name = `${word} ${argv[second]}`;
   const command = group.find((c) => c.name === name);
@@ -76,7 +79,13 @@ function resolveCommand(argv: string[]): Resolved {
 }
 
 /** Runs the CLI on `argv` and returns the exit code; never throws. */
-export async function main(argv: string[], env: NodeJS.ProcessEnv, cwd: string, stdout: Writer, stderr: Writer): Promise<number> {
+export async function main(
+  argv: string[],
+  env: NodeJS.ProcessEnv,
+  cwd: string,
+  stdout: Writer,
+  stderr: Writer,
+): Promise<number> {
   try {
     const resolved = resolveCommand(argv);
     if (resolved.help !== undefined) {

@@ -70,7 +70,11 @@ export function fields(rows: [string, string][]): string[] {
 /** A small table: a header row, then one row per item, columns padded to their widest cell. */
 export function table(headers: string[], rows: string[][]): string[] {
   const widths = headers.map((h, i) => Math.max(h.length, ...rows.map((r) => (r[i] ?? "").length)));
-  const line = (cells: string[]) => cells.map((c, i) => c.padEnd(widths[i] ?? 0)).join("  ").trimEnd();
+  const line = (cells: string[]) =>
+    cells
+      .map((c, i) => c.padEnd(widths[i] ?? 0))
+      .join("  ")
+      .trimEnd();
   return [line(headers), ...rows.map(line)];
 }
 
@@ -100,7 +104,8 @@ export function plural(n: number, word: string, many = `${word}s`): string {
  * its end. `noun` is one item, e.g. `runner`; `where` is the list's owner, e.g. `context 1`.
  */
 export function pageLines(page: Page<unknown>, rows: string[], noun: string, where: string): string[] {
-  if (page.items.length === 0) return [page.total > 0 ? `no ${noun}s at this offset (${where} has ${page.total})` : `no ${noun}s in ${where}`];
+  if (page.items.length === 0)
+    return [page.total > 0 ? `no ${noun}s at this offset (${where} has ${page.total})` : `no ${noun}s in ${where}`];
   const more = page.next !== undefined ? `; next page: --offset ${page.next}` : "";
   return [...rows, `${page.items.length} of ${plural(page.total, noun)} in ${where}${more}`];
 }

@@ -55,16 +55,33 @@ export function keySession(invocation: Invocation, commandName: string): Session
   const url = requireUrl(config);
   const keyFile = requireKeyFile(config);
   const jwk = readPrivateKey(keyFile.value, keyFile.source);
-  return { config, url, keyFile: keyFile.value, jwk, client: new CoordinatorClient({ baseUrl: url, fetch: networkFetch(url) }) };
+  return {
+    config,
+    url,
+    keyFile: keyFile.value,
+    jwk,
+    client: new CoordinatorClient({ baseUrl: url, fetch: networkFetch(url) }),
+  };
 }
 
 /** A session signing as the configured actor; the settings are checked before any key is read. */
-export async function actorSession(invocation: Invocation, commandName: string, hooks: SessionHooks = {}): Promise<ActorSession> {
+export async function actorSession(
+  invocation: Invocation,
+  commandName: string,
+  hooks: SessionHooks = {},
+): Promise<ActorSession> {
   const config = resolveConfig(invocation.globals, invocation.env, invocation.cwd, commandName);
   const url = requireUrl(config);
   const keyFile = requireKeyFile(config);
   const actorId = requireActorId(config);
   const jwk = readPrivateKey(keyFile.value, keyFile.source);
   const signer = await signerFromJwk(jwk, actorKeyId(actorId));
-  return { config, url, keyFile: keyFile.value, jwk, actorId, client: new CoordinatorClient({ baseUrl: url, signer, fetch: networkFetch(url, hooks) }) };
+  return {
+    config,
+    url,
+    keyFile: keyFile.value,
+    jwk,
+    actorId,
+    client: new CoordinatorClient({ baseUrl: url, signer, fetch: networkFetch(url, hooks) }),
+  };
 }

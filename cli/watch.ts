@@ -73,14 +73,21 @@ function bar(view: FlowView, startedAt: number): string {
  * terminal. Polls every 500 ms, doubling up to 2 s while nothing changes. Resolves with the
  * final view (and what failed jobs wrote to stderr); printing the summary is `printOutcome`'s.
  */
-export async function watchFlow(client: CoordinatorClient, contextId: number, flowId: number, out: Output): Promise<WatchOutcome> {
+export async function watchFlow(
+  client: CoordinatorClient,
+  contextId: number,
+  flowId: number,
+  out: Output,
+): Promise<WatchOutcome> {
   const began = Date.now();
   const seen = new Map<number, Seen>();
   const stderr = new Map<number, string[]>();
   let interval: number = WATCH_INTERVALS.fastMs;
   let hinted = false;
   let view = await client.loadFlow(contextId, flowId);
-  out.line(`watching flow ${flowId} in context ${contextId}: ${plural(view.jobs.length, "job")} (${view.jobs.map((j) => j.key).join(", ")})`);
+  out.line(
+    `watching flow ${flowId} in context ${contextId}: ${plural(view.jobs.length, "job")} (${view.jobs.map((j) => j.key).join(", ")})`,
+  );
   for (;;) {
     const changed = await printChanges(client, view, seen, stderr, out);
     if (ended(view)) {
@@ -99,22 +106,43 @@ export async function watchFlow(client: CoordinatorClient, contextId: number, fl
 }
 
 /** Prints a line per job that changed; true when any did. */
-async function printChanges(client: CoordinatorClient, view: FlowView, seen: Map<number, Seen>, stderr: Map<number, string[]>, out: Output): Promise<boolean> {
+async function printChanges(
+  client: CoordinatorClient,
+  view: FlowView,
+  seen: Map<number, Seen>,
+  stderr: Map<number, string[]>,
+  out: Output,
+): Promise<boolean> {
   let changed = false;
   const total = view.jobs.length;
   for (const job of view.jobs) {
     const before = seen.get(job.id);
     const waits = job.waiting && NEWS.has(job.waiting.reason) ? job.waiting.reason : undefined;
-    if (before && before.status === job.status && before.attempt === job.attempt && before.error === job.error && before.waits === waits) continue;
-    const now: Seen = { status: job.status, attempt: job.attempt, error: job.error, failed: before?.failed ?? 0, waits };
+    if (
+      before &&
+      before.status === job.status &&
+      before.attempt === job.attempt &&
+      before.error === job.error &&
+      before.waits === waits
+    )
+      continue;
+    const now: Seen = {
+      status: job.status,
+      attempt: job.attempt,
+      error: job.error,
+      failed: before?.failed ?? 0,
+      waits,
+    };
     seen.set(job.id, now);
     changed = true;
     if (waits && waits !== before?.waits && job.waiting) {
       out.line(`  … ${job.key} waits: ${job.waiting.detail}`);
-      if (before && before.status === job.status && before.attempt === job.attempt && before.error === job.error) continue;
+      if (before && before.status === job.status && before.attempt === job.attempt && before.error === job.error)
+        continue;
     }
     // The first look at a job that has not done anything yet is not news.
-    if (!before && (job.status === "dispatched" || job.status === "waiting_for_prerequisites") && job.attempt <= 1) continue;
+    if (!before && (job.status === "dispatched" || job.status === "waiting_for_prerequisites") && job.attempt <= 1)
+      continue;
     // Counted over what has been printed so far, so two jobs ending in one poll count up 3, 4.
     const done = [...seen.values()].filter((s) => s.status === "finished" || s.status === "error").length;
     const counter = `  [${done}/${total}]`;
@@ -135,14 +163,21 @@ async function jobLines(
   stderr: Map<number, string[]>,
 ): Promise<string[]> {
   const said = async () => {
-    const lines = await attemptStderr(client, { contextId: view.context_id, callerId: view.caller_id, jobId: job.id, attempt: job.attempt });
+    const lines = await attemptStderr(client, {
+      contextId: view.context_id,
+      callerId: view.caller_id,
+      jobId: job.id,
+      attempt: job.attempt,
+    });
     if (lines) stderr.set(job.id, lines);
     return (lines ?? []).map((text) => `  stderr | ${text}`);
   };
   const attempt = job.attempt > 1 ? `, attempt ${job.attempt}` : "";
   switch (job.status) {
     case "started":
-      return [`→ ${job.key} started (${job.runner_id !== undefined ? `runner ${job.runner_id}` : "runner ?"}${attempt})`];
+      return [
+        `→ ${job.key} started (${job.runner_id !== undefined ? `runner ${job.runner_id}` : "runner ?"}${attempt})`,
+      ];
     case "finished": {
       const result = resultText(job.result ?? {});
       return [`✓ ${job.key} finished${result ? `  ${result}` : ""}`];
@@ -165,7 +200,9 @@ async function jobLines(
       // (Attempt 0 → 1 is the first dispatch, once its dependencies are done.)
       if (before.attempt >= 1 && job.attempt > before.attempt && now.failed < before.attempt) {
         now.failed = before.attempt;
-        return [`↻ ${job.key} retrying (attempt ${job.attempt})${job.error !== undefined ? ` after: ${job.error}` : ""}`];
+        return [
+          `↻ ${job.key} retrying (attempt ${job.attempt})${job.error !== undefined ? ` after: ${job.error}` : ""}`,
+        ];
       }
       return [];
     }
@@ -178,19 +215,27 @@ async function jobLines(
  */
 export function printOutcome({ view, stderr }: WatchOutcome, out: Output): number {
   // The coordinator keeps whole seconds: a flow inside one second took "under a second".
-  const took = view.started_at !== undefined && view.ended_at !== undefined ? view.ended_at - view.started_at : undefined;
+  const took =
+    view.started_at !== undefined && view.ended_at !== undefined ? view.ended_at - view.started_at : undefined;
   const seconds = took === undefined ? "" : took === 0 ? " in under a second" : ` in ${took} s`;
   const lines: string[] = [];
   if (view.status === "finished") {
     lines.push(`flow ${view.id} finished${seconds}`);
   } else {
     const failed = view.error ? view.jobs.find((j) => j.id === view.error?.job) : undefined;
-    const who = view.error ? (view.error.job === 0 ? "the flow was cancelled" : `job ${failed?.key ?? view.error.name ?? view.error.job} failed`) : "";
+    const who = view.error
+      ? view.error.job === 0
+        ? "the flow was cancelled"
+        : `job ${failed?.key ?? view.error.name ?? view.error.job} failed`
+      : "";
     lines.push(`flow ${view.id} error${seconds}${who ? `: ${who}` : ""}${view.error ? `: ${view.error.reason}` : ""}`);
     for (const text of (failed && stderr.get(failed.id)) || []) lines.push(`  stderr | ${text}`);
   }
   // In the flow's job order, not the order the jobs happened to end in.
-  const keys = [...view.jobs.map((j) => j.key).filter((k) => k in view.result), ...Object.keys(view.result).filter((k) => !view.jobs.some((j) => j.key === k))];
+  const keys = [
+    ...view.jobs.map((j) => j.key).filter((k) => k in view.result),
+    ...Object.keys(view.result).filter((k) => !view.jobs.some((j) => j.key === k)),
+  ];
   if (keys.length > 0) {
     const width = Math.max(...keys.map((k) => k.length));
     lines.push("result:");

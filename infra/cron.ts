@@ -28,7 +28,9 @@ export function fireCrons(workerUrl: string, crons: string[], log: (line: string
     (expression) =>
       new Cron(expression, { timezone: "UTC", protect: true }, async () => {
         try {
-          const res = await fetch(`${workerUrl}/__scheduled?cron=${encodeURIComponent(expression)}`, { signal: AbortSignal.timeout(60_000) });
+          const res = await fetch(`${workerUrl}/__scheduled?cron=${encodeURIComponent(expression)}`, {
+            signal: AbortSignal.timeout(60_000),
+          });
           await res.arrayBuffer();
           if (!res.ok) log(`cron ${expression}: the scheduled handler answered ${res.status}`);
         } catch (error) {

@@ -36,12 +36,19 @@ class StepFailed extends Error {
 
 /** The environment of every flowc process: the demo's profile, none of the user's own settings. */
 function cliEnv(): NodeJS.ProcessEnv {
-  const env = Object.fromEntries(Object.entries(process.env).filter(([name]) => !name.startsWith("FLOWC_") && !name.startsWith("RUNNER_")));
+  const env = Object.fromEntries(
+    Object.entries(process.env).filter(([name]) => !name.startsWith("FLOWC_") && !name.startsWith("RUNNER_")),
+  );
   return { ...env, FLOWC_PROFILE: files.profile, NO_COLOR: "1" };
 }
 
 function flowcProcess(args: string[], detached = false): ChildProcess {
-  return spawn(process.execPath, ["--import", "tsx", "cli/main.ts", ...args], { cwd: root, env: cliEnv(), stdio: ["ignore", "pipe", "pipe"], detached });
+  return spawn(process.execPath, ["--import", "tsx", "cli/main.ts", ...args], {
+    cwd: root,
+    env: cliEnv(),
+    stdio: ["ignore", "pipe", "pipe"],
+    detached,
+  });
 }
 
 /** Paths under the project shown relative to it, so the printed commands can be copied. */
@@ -70,7 +77,8 @@ async function flowc(args: string[], expected = 0): Promise<string> {
     child.once("close", (exitCode) => resolve(exitCode));
   });
   running.delete(child);
-  if (code !== expected) throw new StepFailed(`flowc ${args.slice(0, 2).join(" ")} exited with ${code ?? "a signal"}, expected ${expected}`);
+  if (code !== expected)
+    throw new StepFailed(`flowc ${args.slice(0, 2).join(" ")} exited with ${code ?? "a signal"}, expected ${expected}`);
   return stdout;
 }
 
@@ -170,18 +178,45 @@ async function demo(): Promise<void> {
   console.log("\n# A context (a tenant): the actor creating it becomes its admin.");
   const context = idFrom(await flowc(["context", "create"]), /^context (\d+) created/m, "context");
 
-  console.log("\n# A runner with a key of its own, registered for python and sh jobs pushed to its address, then started.");
+  console.log(
+    "\n# A runner with a key of its own, registered for python and sh jobs pushed to its address, then started.",
+  );
   const runnerPort = await freePort();
   await flowc(["keygen", "--out", files.runnerKey]);
   const registered = await flowc([
-    "runner", "register", context, "--key-file", files.runnerKey, "--type", "python", "--script-types", "python,sh",
-    "--address", `http://127.0.0.1:${runnerPort}/`,
+    "runner",
+    "register",
+    context,
+    "--key-file",
+    files.runnerKey,
+    "--type",
+    "python",
+    "--script-types",
+    "python,sh",
+    "--address",
+    `http://127.0.0.1:${runnerPort}/`,
   ]);
   const runnerId = idFrom(registered, /^runner (\d+) registered/m, "runner");
-  runner = await startRunner(["runner", "start", context, runnerId, "--key-file", files.runnerKey, "--listen", `127.0.0.1:${runnerPort}`]);
+  runner = await startRunner([
+    "runner",
+    "start",
+    context,
+    runnerId,
+    "--key-file",
+    files.runnerKey,
+    "--listen",
+    `127.0.0.1:${runnerPort}`,
+  ]);
 
   console.log("\n# A diamond of python and sh jobs handing results to each other (examples/diamond.yaml).");
-  const diamond = await flowc(["flow", "submit", context, path.join(root, "examples", "diamond.yaml"), "--start", "--watch"]);
+  const diamond = await flowc([
+    "flow",
+    "submit",
+    context,
+    path.join(root, "examples", "diamond.yaml"),
+    "--start",
+    "--watch",
+  ]);
   const flowId = idFrom(diamond, /^flow (\d+) submitted/m, "flow");
   await flowc(["flow", "dag", context, flowId]);
 
@@ -231,7 +266,8 @@ try {
     console.error(`\ndemo failed: ${(error as Error).message}`);
     try {
       const log = readFileSync(files.runnerLog, "utf8").trim();
-      if (log) console.error(`the runner's last lines (${rel(files.runnerLog)}):\n${log.split("\n").slice(-10).join("\n")}`);
+      if (log)
+        console.error(`the runner's last lines (${rel(files.runnerLog)}):\n${log.split("\n").slice(-10).join("\n")}`);
     } catch {
       // no runner log yet: it failed before the runner started
     }

@@ -71,7 +71,12 @@ export async function startLocalStack(options: LocalStackOptions): Promise<Local
     }
 
     const restToken = randomBytes(24).toString("base64url");
-    const rest: RestServer = await startRestServer({ ...DEFAULT_REST_OPTIONS, redisUrl, port: options.restPort, token: restToken });
+    const rest: RestServer = await startRestServer({
+      ...DEFAULT_REST_OPTIONS,
+      redisUrl,
+      port: options.restPort,
+      token: restToken,
+    });
     started.push({ stop: () => rest.close() });
     options.log(`redis-rest    ${rest.url}  (Upstash REST protocol, token in .dev/worker.env)`);
 
@@ -101,7 +106,9 @@ export async function startLocalStack(options: LocalStackOptions): Promise<Local
     const crons = cronsOf(WRANGLER_TOML);
     const firer = fireCrons(worker.url, crons, options.log);
     started.push({ stop: async () => firer.stop() });
-    options.log(`cron          ${crons.join(", ") || "none"}  (the scheduled handler, fired on schedule as in production)`);
+    options.log(
+      `cron          ${crons.join(", ") || "none"}  (the scheduled handler, fired on schedule as in production)`,
+    );
 
     return { redisUrl, restUrl: rest.url, restToken, workerUrl: worker.url, stop: stopAll };
   } catch (error) {

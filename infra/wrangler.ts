@@ -45,16 +45,26 @@ export async function startWranglerDev(options: WranglerDevOptions): Promise<Wra
     );
   }
   const persistTo = options.persistTo ?? mkdtempSync(path.join(tmpdir(), "wrangler-state-"));
-  const wranglerBin = path.join(path.dirname(createRequire(import.meta.url).resolve("wrangler/package.json")), "bin", "wrangler.js");
+  const wranglerBin = path.join(
+    path.dirname(createRequire(import.meta.url).resolve("wrangler/package.json")),
+    "bin",
+    "wrangler.js",
+  );
   const args = [
-    wranglerBin, "dev",
-    "--ip", "127.0.0.1",
-    "--port", String(options.port),
-    "--env-file", options.envFile,
+    wranglerBin,
+    "dev",
+    "--ip",
+    "127.0.0.1",
+    "--port",
+    String(options.port),
+    "--env-file",
+    options.envFile,
     "--test-scheduled",
     "--show-interactive-dev-session=false",
-    "--inspector-port", "0",
-    "--persist-to", persistTo,
+    "--inspector-port",
+    "0",
+    "--persist-to",
+    persistTo,
     ...Object.entries(options.vars ?? {}).flatMap(([name, value]) => ["--var", `${name}:${value}`]),
   ];
   const child = spawn(process.execPath, args, {

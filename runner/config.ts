@@ -95,7 +95,8 @@ export async function readConfig(argv: string[], env: NodeJS.ProcessEnv, cwd: st
   const keyFile = file(need(pick(values["key-file"], "RUNNER_KEY_FILE"), "key-file", "RUNNER_KEY_FILE"));
 
   const modeText = values.pull ? "pull" : (pick(undefined, "RUNNER_MODE") ?? "push");
-  if (modeText !== "push" && modeText !== "pull") throw new UsageError(`RUNNER_MODE must be push or pull, not ${JSON.stringify(modeText)}`);
+  if (modeText !== "push" && modeText !== "pull")
+    throw new UsageError(`RUNNER_MODE must be push or pull, not ${JSON.stringify(modeText)}`);
   const concurrency = positive(pick(values.concurrency, "RUNNER_CONCURRENCY") ?? "4", "--concurrency");
   const heartbeatSeconds = positive(pick(values.heartbeat, "RUNNER_HEARTBEAT") ?? "10", "--heartbeat");
   const scriptTypes = (pick(values["script-types"], "RUNNER_SCRIPT_TYPES") ?? "python,sh")
@@ -121,14 +122,19 @@ export async function readConfig(argv: string[], env: NodeJS.ProcessEnv, cwd: st
     const cert = pick(values["tls-cert"], "RUNNER_TLS_CERT");
     const key = pick(values["tls-key"], "RUNNER_TLS_KEY");
     if ((cert === undefined) !== (key === undefined)) throw new UsageError("--tls-cert and --tls-key go together");
-    if (cert && key) options.tls = { cert: Buffer.from(await readText(file(cert), "--tls-cert")), key: Buffer.from(await readText(file(key), "--tls-key")) };
+    if (cert && key)
+      options.tls = {
+        cert: Buffer.from(await readText(file(cert), "--tls-cert")),
+        key: Buffer.from(await readText(file(key), "--tls-key")),
+      };
   }
   return { help: false, options };
 }
 
 function positive(text: string, option: string): number {
   const n = Number(text);
-  if (!/^\d+$/.test(text) || !Number.isSafeInteger(n) || n < 1) throw new UsageError(`${option} must be a positive integer, not ${JSON.stringify(text)}`);
+  if (!/^\d+$/.test(text) || !Number.isSafeInteger(n) || n < 1)
+    throw new UsageError(`${option} must be a positive integer, not ${JSON.stringify(text)}`);
   return n;
 }
 
@@ -144,6 +150,8 @@ async function readText(file: string, option: string): Promise<string> {
   try {
     return await readFile(file, "utf8");
   } catch (error) {
-    throw new UsageError(`${option}: cannot read ${file}: ${(error as NodeJS.ErrnoException).code ?? (error as Error).message}`);
+    throw new UsageError(
+      `${option}: cannot read ${file}: ${(error as NodeJS.ErrnoException).code ?? (error as Error).message}`,
+    );
   }
 }

@@ -67,7 +67,11 @@ class AttemptReports {
       try {
         if (this.lost.signal.aborted) return undefined;
         const body = { attempt: this.payload.attempt, ...extra };
-        const outcome = await this.deps.reporter.post(this.payload.callbacks[name], body, retryForMs === undefined ? {} : { retryForMs });
+        const outcome = await this.deps.reporter.post(
+          this.payload.callbacks[name],
+          body,
+          retryForMs === undefined ? {} : { retryForMs },
+        );
         if (!outcome.ok) {
           this.deps.log.warn(`${this.label}: ${name} not taken: ${outcome.detail}`);
           if (outcome.stop) this.lost.abort(`the coordinator refused ${name} (${outcome.detail})`);
@@ -96,7 +100,11 @@ export function describeAttempt(payload: DeliveryPayload, job: RunnerJob): strin
  * runs the script with its executor in a fresh work dir, reports `started`, heartbeats and
  * batched logs while it runs, then the result with the last logs. Never throws.
  */
-export async function runDelivery(payload: DeliveryPayload, deps: JobDeps, options: { ack: boolean; cancel?: AbortSignal }): Promise<JobEnd> {
+export async function runDelivery(
+  payload: DeliveryPayload,
+  deps: JobDeps,
+  options: { ack: boolean; cancel?: AbortSignal },
+): Promise<JobEnd> {
   const job = payload.message.job[0] as RunnerJob;
   const label = describeAttempt(payload, job);
   const reports = new AttemptReports(payload, deps, label);
@@ -139,7 +147,9 @@ export async function runDelivery(payload: DeliveryPayload, deps: JobDeps, optio
     } finally {
       clearInterval(heartbeat);
       logs = batcher.rest();
-      await rm(dir, { recursive: true, force: true }).catch((error: Error) => deps.log.warn(`cannot remove ${dir}: ${error.message}`));
+      await rm(dir, { recursive: true, force: true }).catch((error: Error) =>
+        deps.log.warn(`cannot remove ${dir}: ${error.message}`),
+      );
     }
   }
 

@@ -50,7 +50,11 @@ if (process.argv[1] && import.meta.url === pathToFileURL(process.argv[1]).href) 
   // `npm run runner` runs in the package's folder; INIT_CWD is where the user typed it (only when
   // this process is that script: one started under another inherits an INIT_CWD not its own).
   const { INIT_CWD, npm_lifecycle_event } = process.env;
-  process.exitCode = await main(process.argv.slice(2), process.env, npm_lifecycle_event === "runner" && INIT_CWD ? INIT_CWD : process.cwd());
+  process.exitCode = await main(
+    process.argv.slice(2),
+    process.env,
+    npm_lifecycle_event === "runner" && INIT_CWD ? INIT_CWD : process.cwd(),
+  );
   // Sockets kept alive by fetch must not hold the process open once the runner is done.
   process.exit();
 }

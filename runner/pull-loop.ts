@@ -38,7 +38,9 @@ export interface PullLoop {
  */
 export function startPullLoop(options: PullLoopOptions): PullLoop {
   const stopping = new AbortController();
-  const stopped = new Promise<void>((resolve) => stopping.signal.addEventListener("abort", () => resolve(), { once: true }));
+  const stopped = new Promise<void>((resolve) =>
+    stopping.signal.addEventListener("abort", () => resolve(), { once: true }),
+  );
   const path = `/v1/contexts/${options.contextId}/runners/${options.runnerId}/lease`;
   const loop = (async () => {
     let delay = PULL_MIN_DELAY_MS;

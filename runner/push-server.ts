@@ -77,7 +77,11 @@ export async function startPushServer(options: PushServerOptions): Promise<PushS
     overrideGlobalObjects: false,
   };
   const server = options.tls
-    ? serve({ ...base, createServer: createHttpsServer, serverOptions: { cert: options.tls.cert, key: options.tls.key } })
+    ? serve({
+        ...base,
+        createServer: createHttpsServer,
+        serverOptions: { cert: options.tls.cert, key: options.tls.key },
+      })
     : serve(base);
   const { port } = await new Promise<AddressInfo>((resolve, reject) => {
     server.once("error", reject);
@@ -119,7 +123,12 @@ async function deliver(c: Context, options: PushServerOptions, nonces: NonceLedg
   const now = Math.floor(Date.now() / 1000);
   let nonce: string;
   try {
-    const verified = await verifyRequest(signedRequest(c), { body, now, skewSeconds: options.skewSeconds, resolveKey: (kid) => options.keys.resolve(kid) });
+    const verified = await verifyRequest(signedRequest(c), {
+      body,
+      now,
+      skewSeconds: options.skewSeconds,
+      resolveKey: (kid) => options.keys.resolve(kid),
+    });
     nonce = `${verified.keyid} ${verified.nonce}`;
   } catch (error) {
     if (!(error instanceof AuthError)) throw error;
@@ -139,11 +148,19 @@ async function deliver(c: Context, options: PushServerOptions, nonces: NonceLedg
   }
   if (raw && typeof raw === "object" && "cancel" in raw) {
     const cancel = (raw as { cancel: Partial<CancelRequest> }).cancel;
-    if (!cancel || typeof cancel.message_id !== "number" || typeof cancel.attempt !== "number" || typeof cancel.caller_id !== "number" || typeof cancel.context_id !== "number") {
+    if (
+      !cancel ||
+      typeof cancel.message_id !== "number" ||
+      typeof cancel.attempt !== "number" ||
+      typeof cancel.caller_id !== "number" ||
+      typeof cancel.context_id !== "number"
+    ) {
       return problem(c, 400, "invalid-body", "a cancel names context_id, caller_id, message_id and attempt");
     }
     const stopped = options.cancel({ ...(cancel as CancelRequest), reason: String(cancel.reason ?? "cancelled") });
-    options.log.info(`cancel of message ${cancel.caller_id}:${cancel.message_id} attempt ${cancel.attempt}: ${stopped ? "stopping it" : "not running here"}`);
+    options.log.info(
+      `cancel of message ${cancel.caller_id}:${cancel.message_id} attempt ${cancel.attempt}: ${stopped ? "stopping it" : "not running here"}`,
+    );
     return json(c, 200, { cancelled: stopped });
   }
   const payload = options.parse(raw);
@@ -217,7 +234,13 @@ function json(c: Context, status: ContentfulStatusCode, body: unknown): Response
   return c.body(JSON.stringify(body), status, { "content-type": "application/json" });
 }
 
-function problem(c: Context, status: ContentfulStatusCode, type: string, detail: string, headers: Record<string, string> = {}): Response {
+function problem(
+  c: Context,
+  status: ContentfulStatusCode,
+  type: string,
+  detail: string,
+  headers: Record<string, string> = {},
+): Response {
   return c.body(JSON.stringify({ type: `/problems/${type}`, title: type, status, detail }), status, {
     ...headers,
     "content-type": "application/problem+json",

@@ -82,13 +82,18 @@ export class Reporter {
   }
 
   private async once(target: string, body: unknown): Promise<PostOutcome | { retry: string }> {
-    const request = new Request(target, { method: "POST", headers: { "content-type": "application/json" }, body: JSON.stringify(body) });
+    const request = new Request(target, {
+      method: "POST",
+      headers: { "content-type": "application/json" },
+      body: JSON.stringify(body),
+    });
     const signed = await signRequest(request, this.options.signer);
     const response = await fetch(signed, { signal: AbortSignal.timeout(REQUEST_TIMEOUT_MS) });
     const text = await response.text();
     const parsed = parseAnswerBody(text);
     if (response.ok) return { ok: true, status: response.status, body: parsed };
-    if (response.status >= 500 || response.status === 429) return { retry: `${response.status} ${describe(parsed, text)}` };
+    if (response.status >= 500 || response.status === 429)
+      return { retry: `${response.status} ${describe(parsed, text)}` };
     const type = problemType(parsed);
     // 409 stale-attempt: the coordinator moved on to another attempt; 403: not this runner's job.
     const stop = response.status === 403 || (response.status === 409 && type === "stale-attempt");
@@ -97,7 +102,8 @@ export class Reporter {
 }
 
 function problemType(parsed: unknown): string | undefined {
-  const type = parsed && typeof parsed === "object" && "type" in parsed ? String((parsed as { type: unknown }).type) : undefined;
+  const type =
+    parsed && typeof parsed === "object" && "type" in parsed ? String((parsed as { type: unknown }).type) : undefined;
   return type?.split("/").pop();
 }
 

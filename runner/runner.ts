@@ -66,7 +66,8 @@ export async function startRunner(options: RunnerOptions): Promise<RunnerHandle>
   const log = options.log ?? consoleLog;
   const concurrency = options.concurrency ?? 4;
   const scriptTypes = options.scriptTypes ?? ["python", "sh"];
-  if (!Number.isInteger(concurrency) || concurrency < 1) throw new Error(`concurrency must be a positive integer, not ${concurrency}`);
+  if (!Number.isInteger(concurrency) || concurrency < 1)
+    throw new Error(`concurrency must be a positive integer, not ${concurrency}`);
   registerBuiltinExecutors();
   const missing = scriptTypes.filter((t) => !executorFor(t));
   if (missing.length > 0) throw new Error(`no executor is registered for script type ${missing.join(", ")}`);
@@ -126,7 +127,8 @@ export async function startRunner(options: RunnerOptions): Promise<RunnerHandle>
     if (draining) return "draining";
     if (running.size >= concurrency) return "busy";
     const type = (payload.message.job[0] as { script_type: string }).script_type;
-    if (!deps.executorFor(type)) return { refused: `this runner does not run ${type} scripts (it runs ${scriptTypes.join(", ")})` };
+    if (!deps.executorFor(type))
+      return { refused: `this runner does not run ${type} scripts (it runs ${scriptTypes.join(", ")})` };
     start(payload, false);
     return "accepted";
   };
@@ -152,7 +154,9 @@ export async function startRunner(options: RunnerOptions): Promise<RunnerHandle>
       health: () => ({ status: draining ? "draining" : "ok", running: running.size, concurrency }),
       log,
     });
-    log.info(`runner ${options.runnerId} of context ${options.contextId} listening on ${server.url} (concurrency ${concurrency}, ${scriptTypes.join(", ")})`);
+    log.info(
+      `runner ${options.runnerId} of context ${options.contextId} listening on ${server.url} (concurrency ${concurrency}, ${scriptTypes.join(", ")})`,
+    );
   } else {
     pull = startPullLoop({
       reporter,
@@ -168,7 +172,9 @@ export async function startRunner(options: RunnerOptions): Promise<RunnerHandle>
       },
       log,
     });
-    log.info(`runner ${options.runnerId} of context ${options.contextId} pulling from ${options.url} (concurrency ${concurrency}, ${scriptTypes.join(", ")})`);
+    log.info(
+      `runner ${options.runnerId} of context ${options.contextId} pulling from ${options.url} (concurrency ${concurrency}, ${scriptTypes.join(", ")})`,
+    );
   }
 
   let drained: Promise<void> | undefined;
@@ -205,7 +211,12 @@ function attemptKey(ref: AttemptRef): string {
 
 /** The attempt key of a delivery. */
 function deliveryKey(p: DeliveryPayload): string {
-  return attemptKey({ context_id: p.context_id, caller_id: p.message.caller_id, message_id: p.message.id, attempt: p.attempt });
+  return attemptKey({
+    context_id: p.context_id,
+    caller_id: p.message.caller_id,
+    message_id: p.message.id,
+    attempt: p.attempt,
+  });
 }
 
 /**
@@ -219,7 +230,10 @@ function parser(reporter: Reporter, log: RunnerLog): (raw: unknown) => DeliveryP
   return (raw) => {
     const callbacks = (raw as { callbacks?: unknown } | null)?.callbacks;
     if (callbacks && typeof callbacks === "object") {
-      const fixed = Object.entries(callbacks).map(([name, url]) => [name, typeof url === "string" && url.startsWith("/") ? reporter.resolve(url) : url]);
+      const fixed = Object.entries(callbacks).map(([name, url]) => [
+        name,
+        typeof url === "string" && url.startsWith("/") ? reporter.resolve(url) : url,
+      ]);
       if (fixed.some(([name, url]) => url !== (callbacks as Record<string, unknown>)[name as string])) {
         if (!warned) log.warn("the coordinator sent callback paths without an origin; resolving them against --url");
         warned = true;

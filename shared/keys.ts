@@ -38,7 +38,9 @@ export class Keys {
    * live in its context's slot, so a transition script can consume one in the same round trip.
    */
   nonce(keyid: string, nonce: string, contextId?: number): string {
-    return contextId === undefined ? `${this.prefix}nonce:${keyid}:${nonce}` : `${this.namespace(contextId)}nonce:${keyid}:${nonce}`;
+    return contextId === undefined
+      ? `${this.prefix}nonce:${keyid}:${nonce}`
+      : `${this.namespace(contextId)}nonce:${keyid}:${nonce}`;
   }
 
   /** Hash of id counters for global objects (fields `actor`, `context`). */
@@ -220,7 +222,8 @@ export function parseDeadlineMember(member: string): DeadlineOwner | null {
 export const deadLetterIds = {
   job: (flowId: number, jobId: number, attempt: number): string => `${flowId}:${jobId}:${attempt}`,
   message: (callerId: number, messageId: number): string => `message:${callerId}:${messageId}`,
-  payload: (flowId: number, jobId: number, runnerId: number, at: number): string => `payload:${flowId}:${jobId}:${runnerId}:${at}`,
+  payload: (flowId: number, jobId: number, runnerId: number, at: number): string =>
+    `payload:${flowId}:${jobId}:${runnerId}:${at}`,
 };
 
 /** The kinds of context objects that have an index for listing. */

@@ -10,17 +10,22 @@ import { fields, shortKey, timestamp, type Output } from "../output.js";
 import { actorSession, keySession, type Session } from "../session.js";
 
 function describeAddress(address: Address): string {
-  return address.type === "https" ? address.url : `mycelium ${address.address}${address.topic ? ` (topic ${address.topic})` : ""}`;
+  return address.type === "https"
+    ? address.url
+    : `mycelium ${address.address}${address.topic ? ` (topic ${address.topic})` : ""}`;
 }
 
 function printActor(out: Output, actor: Actor): void {
-  out.result(actor, fields([
-    ["actor", String(actor.id)],
-    ["pubkey", actor.pubkey],
-    ["address", actor.address.length > 0 ? actor.address.map(describeAddress).join(", ") : "-"],
-    ["created", timestamp(actor.created_at)],
-    ["updated", timestamp(actor.updated_at)],
-  ]));
+  out.result(
+    actor,
+    fields([
+      ["actor", String(actor.id)],
+      ["pubkey", actor.pubkey],
+      ["address", actor.address.length > 0 ? actor.address.map(describeAddress).join(", ") : "-"],
+      ["created", timestamp(actor.created_at)],
+      ["updated", timestamp(actor.updated_at)],
+    ]),
+  );
 }
 
 /**
@@ -32,7 +37,9 @@ function rememberActorId(session: Session, actorId: number, out: Output): void {
   const keyFile = config.keyFile?.value;
   const profileKey = profileKeyFile(config);
   if (profileKey !== undefined && profileKey !== keyFile) {
-    out.note(`actor id not saved: the profile ${config.profilePath} names another key file; use --actor ${actorId} or FLOWC_ACTOR_ID=${actorId}`);
+    out.note(
+      `actor id not saved: the profile ${config.profilePath} names another key file; use --actor ${actorId} or FLOWC_ACTOR_ID=${actorId}`,
+    );
     return;
   }
   if (config.profile?.actor_id === actorId) return;
@@ -46,17 +53,31 @@ const register: Command = {
   usage: "actor register [--id <n>] [--address <https url>]... [--operator-key <file>]",
   options: {
     id: { type: "string", value: "<n>", help: "ask for this actor id (default: the next free one)" },
-    address: { type: "string", multiple: true, value: "<url>", help: "an https URL results are delivered to (repeatable)" },
-    "operator-key": { type: "string", value: "<file>", help: "an operator's private key, when the coordinator requires a countersignature" },
+    address: {
+      type: "string",
+      multiple: true,
+      value: "<url>",
+      help: "an https URL results are delivered to (repeatable)",
+    },
+    "operator-key": {
+      type: "string",
+      value: "<file>",
+      help: "an operator's private key, when the coordinator requires a countersignature",
+    },
   },
-  details: "The request is signed by your key itself (proof of possession). Registering a registered key again returns its actor.",
-  examples: ["flowc actor register", "flowc actor register --address https://me.example/results --operator-key operator.json"],
+  details:
+    "The request is signed by your key itself (proof of possession). Registering a registered key again returns its actor.",
+  examples: [
+    "flowc actor register",
+    "flowc actor register --address https://me.example/results --operator-key operator.json",
+  ],
   async run(invocation) {
     const { options, out, cwd } = invocation;
     const session = keySession(invocation, "actor register");
     const idText = options.string("id");
     const address = options.list("address").map((url): Address => {
-      if (!WebUrl.safeParse(url).success) throw new UsageError(`--address must be an http(s) URL, not ${JSON.stringify(url)}`, "actor register");
+      if (!WebUrl.safeParse(url).success)
+        throw new UsageError(`--address must be an http(s) URL, not ${JSON.stringify(url)}`, "actor register");
       return { type: "https", url };
     });
     const operatorFile = options.string("operator-key");
@@ -94,8 +115,12 @@ const rotateKey: Command = {
   options: {
     "new-key": { type: "string", value: "<file>", help: "the new private key (flowc keygen makes one)" },
   },
-  details: "Signed by the current key and countersigned by the new one; the old key stops working at once.\nThe profile's key_file is then set to the new file.",
-  examples: ["flowc keygen --out ~/.config/flowc/key-2.json", "flowc actor rotate-key --new-key ~/.config/flowc/key-2.json"],
+  details:
+    "Signed by the current key and countersigned by the new one; the old key stops working at once.\nThe profile's key_file is then set to the new file.",
+  examples: [
+    "flowc keygen --out ~/.config/flowc/key-2.json",
+    "flowc actor rotate-key --new-key ~/.config/flowc/key-2.json",
+  ],
   async run(invocation) {
     const { options, cwd, out } = invocation;
     const given = options.string("new-key");
@@ -107,7 +132,8 @@ const rotateKey: Command = {
     saveToProfile(session.config, { key_file: file, actor_id: actor.id });
     out.note(`key_file in ${session.config.profilePath} now names ${file}`);
     const source = session.config.keyFile?.source;
-    if (source === "--key-file" || source === "FLOWC_KEY_FILE") out.note(`${source} still names the old key: point it at ${file}`);
+    if (source === "--key-file" || source === "FLOWC_KEY_FILE")
+      out.note(`${source} still names the old key: point it at ${file}`);
     out.result(actor, [`actor ${actor.id} now uses key ${shortKey(actor.pubkey)} (${file})`]);
   },
 };

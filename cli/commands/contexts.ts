@@ -19,7 +19,8 @@ function contextLines(context: Context): string[] {
 /** A permission list by name; the singular (`reader`) is accepted too, since it reads naturally. */
 function parseList(text: string, command: string): PermissionList {
   const list = PERMISSION_LISTS.find((name) => name === text || name === `${text}s`);
-  if (!list) throw new UsageError(`<list> must be one of ${PERMISSION_LISTS.join(", ")}, not ${JSON.stringify(text)}`, command);
+  if (!list)
+    throw new UsageError(`<list> must be one of ${PERMISSION_LISTS.join(", ")}, not ${JSON.stringify(text)}`, command);
   return list;
 }
 
@@ -74,7 +75,10 @@ function permissionCommand(verb: "grant" | "revoke"): Command {
   const name = `context ${verb}`;
   return {
     name,
-    summary: verb === "grant" ? "add an actor to a permission list (admins)" : "remove an actor from a permission list (admins)",
+    summary:
+      verb === "grant"
+        ? "add an actor to a permission list (admins)"
+        : "remove an actor from a permission list (admins)",
     usage: `context ${verb} <context> <admins|readers|executors> <actor>`,
     args: ["context", "list", "actor"],
     details:
@@ -89,7 +93,9 @@ function permissionCommand(verb: "grant" | "revoke"): Command {
       const actorId = parseId(actorText, "<actor>", name);
       const session = await actorSession(invocation, name);
       const context =
-        verb === "grant" ? await session.client.grant(contextId, list, actorId) : await session.client.revoke(contextId, list, actorId);
+        verb === "grant"
+          ? await session.client.grant(contextId, list, actorId)
+          : await session.client.revoke(contextId, list, actorId);
       const what = verb === "grant" ? `actor ${actorId} added to ${list}` : `actor ${actorId} removed from ${list}`;
       invocation.out.result(context, [`${what} of context ${contextId} (${list}: ${ids(context[list])})`]);
     },
@@ -108,7 +114,10 @@ const remove: Command = {
   async run(invocation) {
     const id = parseId(invocation.args[0] ?? "", "<context>", "context delete");
     if (!invocation.options.flag("yes")) {
-      throw new UsageError(`not deleting context ${id} without --yes: it removes everything in the context`, "context delete");
+      throw new UsageError(
+        `not deleting context ${id} without --yes: it removes everything in the context`,
+        "context delete",
+      );
     }
     const session = await actorSession(invocation, "context delete");
     await session.client.deleteContext(id);
@@ -117,4 +126,10 @@ const remove: Command = {
 };
 
 /** The `context` commands. */
-export const contextCommands: Command[] = [create, show, permissionCommand("grant"), permissionCommand("revoke"), remove];
+export const contextCommands: Command[] = [
+  create,
+  show,
+  permissionCommand("grant"),
+  permissionCommand("revoke"),
+  remove,
+];

@@ -36,7 +36,11 @@ const submit: Command = {
   options: {
     start: { type: "boolean", help: "start it at once (otherwise: flowc flow start)" },
     watch: { type: "boolean", help: "then watch it to its end, as flowc flow watch does (exit 1 if it errors)" },
-    "idempotency-key": { type: "string", value: "<key>", help: "submitting again with the same key returns the first flow instead of a new one" },
+    "idempotency-key": {
+      type: "string",
+      value: "<key>",
+      help: "submitting again with the same key returns the first flow instead of a new one",
+    },
   },
   details: [
     "The file is the API's FlowSubmission: env_vars, jobs (name, script_type, script, depends,",
@@ -44,7 +48,10 @@ const submit: Command = {
     "name the file's line and column; fields the coordinator refuses are shown as file:line: field.",
     "Prints the flow id (with --json: the flow as the coordinator answered).",
   ].join("\n"),
-  examples: ["flowc flow submit 1 examples/diamond.yaml --start --watch", "flowc flow submit 1 flow.json --idempotency-key nightly-2026-11-22"],
+  examples: [
+    "flowc flow submit 1 examples/diamond.yaml --start --watch",
+    "flowc flow submit 1 flow.json --idempotency-key nightly-2026-11-22",
+  ],
   async run(invocation) {
     const { options, out } = invocation;
     const contextId = parseId(invocation.args[0] ?? "", "<context>", SUBMIT);
@@ -65,7 +72,8 @@ const submit: Command = {
     }
     const started = view.status !== "dispatched" || view.started_at !== undefined;
     const jobs = `${plural(view.jobs.length, "job")}: ${view.jobs.map((j) => j.key).join(", ")}`;
-    const how = status === 200 ? `already submitted with idempotency key ${key ?? ""}` : `submitted to context ${contextId}`;
+    const how =
+      status === 200 ? `already submitted with idempotency key ${key ?? ""}` : `submitted to context ${contextId}`;
     const next = started ? `${view.status}` : `not started (flowc flow start ${contextId} ${view.id})`;
     if (!options.flag("watch")) {
       out.result(view, [`flow ${view.id} ${how} (${jobs}); ${next}`]);
@@ -128,7 +136,11 @@ const list: Command = {
     const status = options.string("status");
     if (status !== undefined) {
       const parsed = FlowStatus.safeParse(status);
-      if (!parsed.success) throw new UsageError(`--status must be one of ${FlowStatus.options.join(", ")}, not ${JSON.stringify(status)}`, name);
+      if (!parsed.success)
+        throw new UsageError(
+          `--status must be one of ${FlowStatus.options.join(", ")}, not ${JSON.stringify(status)}`,
+          name,
+        );
       filter.status = parsed.data;
     }
     const query = { ...filter, ...pageQuery(options, name) };

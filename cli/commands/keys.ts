@@ -44,7 +44,10 @@ const init: Command = {
     const profile: Profile = { url, key_file: keyFile };
     // An actor id is only meaningful with the key it was registered with.
     const sameKey = profileKeyFile(config) === keyFile;
-    if (config.actorId && (config.actorId.source === "--actor" || config.actorId.source === "FLOWC_ACTOR_ID" || sameKey)) {
+    if (
+      config.actorId &&
+      (config.actorId.source === "--actor" || config.actorId.source === "FLOWC_ACTOR_ID" || sameKey)
+    ) {
       profile.actor_id = config.actorId.value;
     }
     writeProfile(config.profilePath, profile);

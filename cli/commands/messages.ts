@@ -34,7 +34,8 @@ const inbox: Command = {
     pop: { type: "boolean", help: "take the shown messages off the inbox (default: leave them there)" },
     max: { type: "string", value: "<n>", help: "show at most this many, oldest first, up to 100 (default 20)" },
   },
-  details: "Every flow you submit ends with a result message here: its status, each job's result, and on error the job that failed.",
+  details:
+    "Every flow you submit ends with a result message here: its status, each job's result, and on error the job that failed.",
   examples: ["flowc inbox 1", "flowc inbox 1 --pop --max 5"],
   async run(invocation) {
     const { options, out } = invocation;
@@ -60,7 +61,8 @@ const FORMATS = ["text", "md", "html"] as const;
 
 function oneOf<T extends string>(list: readonly T[], value: string | undefined, fallback: T, option: string): T {
   if (value === undefined) return fallback;
-  if (!(list as readonly string[]).includes(value)) throw new UsageError(`${option} must be one of ${list.join(", ")}, not ${JSON.stringify(value)}`, "message send");
+  if (!(list as readonly string[]).includes(value))
+    throw new UsageError(`${option} must be one of ${list.join(", ")}, not ${JSON.stringify(value)}`, "message send");
   return value as T;
 }
 
@@ -72,11 +74,18 @@ const send: Command = {
   options: {
     to: { type: "string", value: "<actor>", help: "the recipient's actor id" },
     type: { type: "string", value: "<type>", help: "chat (default) or mail" },
-    format: { type: "string", value: "<format>", help: "how the text is meant to be rendered: text (default), md or html" },
+    format: {
+      type: "string",
+      value: "<format>",
+      help: "how the text is meant to be rendered: text (default), md or html",
+    },
     subject: { type: "string", value: "<s>", help: "a subject line (at most 256 characters)" },
   },
   details: "Give - as <text> to read the text from stdin. The message lands in the recipient's inbox (flowc inbox).",
-  examples: ['flowc message send 1 --to 2 "the nightly flow is green again"', "flowc message send 1 --to 2 --type mail --format md --subject report - < report.md"],
+  examples: [
+    'flowc message send 1 --to 2 "the nightly flow is green again"',
+    "flowc message send 1 --to 2 --type mail --format md --subject report - < report.md",
+  ],
   async run(invocation) {
     const name = "message send";
     const { options, out } = invocation;
@@ -97,7 +106,9 @@ const send: Command = {
     if (subject !== undefined) input.subject = subject;
     const session = await actorSession(invocation, name);
     const message = await sendMessage(session.client, contextId, input);
-    out.result(message, [`message ${message.id} sent to actor ${to} in context ${contextId} (${input.message_type}, ${input.message_format_type})`]);
+    out.result(message, [
+      `message ${message.id} sent to actor ${to} in context ${contextId} (${input.message_type}, ${input.message_format_type})`,
+    ]);
   },
 };
 

@@ -33,7 +33,9 @@ const rerun: Command = {
     const session = await actorSession(invocation, name);
     const view = await session.client.rerunFlow(contextId, flowId);
     const again = view.jobs.filter((j) => j.status !== "finished").map((j) => j.key);
-    invocation.out.result(view, [`flow ${flowId} ${view.status} again: ${again.join(", ")} (watch it with flowc flow watch ${contextId} ${flowId})`]);
+    invocation.out.result(view, [
+      `flow ${flowId} ${view.status} again: ${again.join(", ")} (watch it with flowc flow watch ${contextId} ${flowId})`,
+    ]);
   },
 };
 
@@ -41,7 +43,9 @@ function dispatchCommand(paused: boolean): Command {
   const verb = paused ? "pause" : "resume";
   return {
     name: `context ${verb}`,
-    summary: paused ? "hold dispatch in a context: nothing leaves for runners until resumed (admins)" : "let dispatch go on in a paused context (admins)",
+    summary: paused
+      ? "hold dispatch in a context: nothing leaves for runners until resumed (admins)"
+      : "let dispatch go on in a paused context (admins)",
     usage: `context ${verb} <context>`,
     args: ["context"],
     examples: [`flowc context ${verb} 1`],
@@ -72,8 +76,18 @@ const letters: Command = {
       invocation.out.result(page, [`no dead letters in context ${contextId}`]);
       return;
     }
-    const rows = items.map((l) => [l.id, l.kind, l.job_key ?? (l.job_id !== undefined ? String(l.job_id) : "-"), String(l.attempts), timestamp(l.at), l.reason]);
-    invocation.out.result(page, [...table(["id", "kind", "job", "attempts", "at", "reason"], rows), `${items.length} of ${page.total} in context ${contextId}`]);
+    const rows = items.map((l) => [
+      l.id,
+      l.kind,
+      l.job_key ?? (l.job_id !== undefined ? String(l.job_id) : "-"),
+      String(l.attempts),
+      timestamp(l.at),
+      l.reason,
+    ]);
+    invocation.out.result(page, [
+      ...table(["id", "kind", "job", "attempts", "at", "reason"], rows),
+      `${items.length} of ${page.total} in context ${contextId}`,
+    ]);
   },
 };
 

@@ -22,14 +22,23 @@ const FORWARDED: NodeJS.Signals[] = ["SIGINT", "SIGTERM", "SIGHUP"];
 const start: Command = {
   name: NAME,
   summary: "run the reference runner (python, sh) as a registered runner, in the foreground",
-  usage: "runner start <context> <runner> --key-file <runner key> [--pull] [--listen <host:port>] [--concurrency <n>] [--work-dir <dir>]",
+  usage:
+    "runner start <context> <runner> --key-file <runner key> [--pull] [--listen <host:port>] [--concurrency <n>] [--work-dir <dir>]",
   args: ["context", "runner"],
   options: {
     "key-file": { type: "string", value: "<file>", help: "the runner's private key (the one it was registered with)" },
     pull: { type: "boolean", help: "lease jobs from the context's queues instead of taking pushed deliveries" },
-    listen: { type: "string", value: "<host:port>", help: "push: where to listen (default 127.0.0.1:8090; the address it was registered with)" },
+    listen: {
+      type: "string",
+      value: "<host:port>",
+      help: "push: where to listen (default 127.0.0.1:8090; the address it was registered with)",
+    },
     concurrency: { type: "string", value: "<n>", help: "jobs at once (default 4)" },
-    "work-dir": { type: "string", value: "<dir>", help: "where each job gets a fresh working directory (default <tmp>/flow-runner)" },
+    "work-dir": {
+      type: "string",
+      value: "<dir>",
+      help: "where each job gets a fresh working directory (default <tmp>/flow-runner)",
+    },
   },
   details: [
     "Starts runner/main.ts of this checkout with the coordinator URL of your profile (or --url /",
@@ -62,14 +71,18 @@ const start: Command = {
       args.push("--listen", listen);
     }
     const concurrency = options.string("concurrency");
-    if (concurrency !== undefined) args.push("--concurrency", String(parseCount(concurrency, "--concurrency", NAME, 1)));
+    if (concurrency !== undefined)
+      args.push("--concurrency", String(parseCount(concurrency, "--concurrency", NAME, 1)));
     const workDir = options.string("work-dir");
     if (workDir !== undefined) args.push("--work-dir", path.resolve(cwd, workDir));
 
     await checkRegistration(invocation, { contextId, runnerId, pubkey, keyFile, listen, pull: options.flag("pull") });
 
     const entry = path.join(ROOT, "runner", "main.ts");
-    if (!existsSync(entry)) throw new ConfigError(`the reference runner is not at ${entry}: flowc runner start works from the project's checkout`);
+    if (!existsSync(entry))
+      throw new ConfigError(
+        `the reference runner is not at ${entry}: flowc runner start works from the project's checkout`,
+      );
     out.note(`starting the reference runner ${runnerId} of context ${contextId} against ${url} (Ctrl-C drains it)`);
     return runForeground(process.execPath, ["--import", "tsx", entry, ...args], ROOT, invocation.env);
   },
@@ -83,7 +96,14 @@ const start: Command = {
  */
 async function checkRegistration(
   invocation: Invocation,
-  expected: { contextId: number; runnerId: number; pubkey: string; keyFile: string; listen: string | undefined; pull: boolean },
+  expected: {
+    contextId: number;
+    runnerId: number;
+    pubkey: string;
+    keyFile: string;
+    listen: string | undefined;
+    pull: boolean;
+  },
 ): Promise<void> {
   const { contextId, runnerId, pubkey, keyFile } = expected;
   let runner;
@@ -91,7 +111,9 @@ async function checkRegistration(
     runner = await (await actorSession(invocation, NAME)).client.loadRunner(contextId, runnerId);
   } catch (error) {
     if (error instanceof ApiError && error.status === 404) {
-      throw new ConfigError(`runner ${runnerId} is not registered in context ${contextId} (flowc runner list ${contextId} shows its runners)`);
+      throw new ConfigError(
+        `runner ${runnerId} is not registered in context ${contextId} (flowc runner list ${contextId} shows its runners)`,
+      );
     }
     return;
   }
@@ -101,12 +123,19 @@ async function checkRegistration(
     );
   }
   const out = invocation.out;
-  if (expected.pull && !runner.local) out.note(`runner ${runnerId} is registered for push (${runner.address}), not pull: it will get no jobs by pulling`);
-  if (!expected.pull && runner.address === "") out.note(`runner ${runnerId} is registered without an address: pass --pull, or nothing will be pushed to it`);
+  if (expected.pull && !runner.local)
+    out.note(`runner ${runnerId} is registered for push (${runner.address}), not pull: it will get no jobs by pulling`);
+  if (!expected.pull && runner.address === "")
+    out.note(`runner ${runnerId} is registered without an address: pass --pull, or nothing will be pushed to it`);
   // Only for a local address: a public one may well sit behind a proxy on another port.
   const port = expected.listen?.split(":").pop() ?? "8090";
   const address = runner.address === "" ? undefined : new URL(runner.address);
-  if (!expected.pull && address && ["127.0.0.1", "localhost", "[::1]"].includes(address.hostname) && (address.port || "80") !== port) {
+  if (
+    !expected.pull &&
+    address &&
+    ["127.0.0.1", "localhost", "[::1]"].includes(address.hostname) &&
+    (address.port || "80") !== port
+  ) {
     out.note(`runner ${runnerId} is registered with address ${runner.address}, but listens on port ${port}`);
   }
 }

@@ -1,6 +1,22 @@
 import path from "node:path";
-import { PublicKey, RunnerType, ScriptType, WebUrl, type Runner, type RunnerRegistration, type RunnerWithDispatch } from "../../shared/model/index.js";
-import { contextAndId, pageOptions, pageQuery, parseCount, parseId, type Command, type ParsedOptions } from "../command.js";
+import {
+  PublicKey,
+  RunnerType,
+  ScriptType,
+  WebUrl,
+  type Runner,
+  type RunnerRegistration,
+  type RunnerWithDispatch,
+} from "../../shared/model/index.js";
+import {
+  contextAndId,
+  pageOptions,
+  pageQuery,
+  parseCount,
+  parseId,
+  type Command,
+  type ParsedOptions,
+} from "../command.js";
 import { UsageError } from "../errors.js";
 import { readPublicKey } from "../keyfile.js";
 import { fields, pageLines, shortKey, table, timestamp } from "../output.js";
@@ -26,7 +42,10 @@ function runnerLines(runner: Runner | RunnerWithDispatch): string[] {
           ["in flight", `${dispatch.in_flight} of ${runner.concurrency}`],
           ...(dispatch.last_error !== undefined
             ? [
-                ["last error", `${dispatch.last_error} (${dispatch.last_error_at !== undefined ? timestamp(dispatch.last_error_at) : "?"}, ${dispatch.failures ?? 1} in a row)`],
+                [
+                  "last error",
+                  `${dispatch.last_error} (${dispatch.last_error_at !== undefined ? timestamp(dispatch.last_error_at) : "?"}, ${dispatch.failures ?? 1} in a row)`,
+                ],
                 ["retry at", dispatch.retry_at !== undefined ? timestamp(dispatch.retry_at) : "-"],
               ]
             : []),
@@ -57,25 +76,40 @@ function runnerPubkey(options: ParsedOptions, cwd: string): string {
 
 function registration(options: ParsedOptions, cwd: string): RunnerRegistration {
   const type = options.string("type");
-  if (type === undefined) throw new UsageError(`missing option --type (one of ${RunnerType.options.join(", ")})`, REGISTER);
+  if (type === undefined)
+    throw new UsageError(`missing option --type (one of ${RunnerType.options.join(", ")})`, REGISTER);
   const runnerType = RunnerType.safeParse(type);
-  if (!runnerType.success) throw new UsageError(`--type must be one of ${RunnerType.options.join(", ")}, not ${JSON.stringify(type)}`, REGISTER);
+  if (!runnerType.success)
+    throw new UsageError(
+      `--type must be one of ${RunnerType.options.join(", ")}, not ${JSON.stringify(type)}`,
+      REGISTER,
+    );
   const input: RunnerRegistration = { pubkey: runnerPubkey(options, cwd), runner_type: runnerType.data };
 
   const address = options.string("address");
   if (address !== undefined) {
-    if (!WebUrl.safeParse(address).success) throw new UsageError(`--address must be an http(s) URL, not ${JSON.stringify(address)}`, REGISTER);
+    if (!WebUrl.safeParse(address).success)
+      throw new UsageError(`--address must be an http(s) URL, not ${JSON.stringify(address)}`, REGISTER);
     input.address = address;
   }
   if (options.flag("local")) input.local = true;
   const scriptTypes = options.string("script-types");
   if (scriptTypes !== undefined) {
-    input.script_types = scriptTypes.split(",").map((s) => s.trim()).filter(Boolean).map((s) => {
-      const parsed = ScriptType.safeParse(s);
-      if (!parsed.success) throw new UsageError(`--script-types: ${JSON.stringify(s)} is not one of ${ScriptType.options.join(", ")}`, REGISTER);
-      return parsed.data;
-    });
-    if (input.script_types.length === 0) throw new UsageError("--script-types needs at least one script type", REGISTER);
+    input.script_types = scriptTypes
+      .split(",")
+      .map((s) => s.trim())
+      .filter(Boolean)
+      .map((s) => {
+        const parsed = ScriptType.safeParse(s);
+        if (!parsed.success)
+          throw new UsageError(
+            `--script-types: ${JSON.stringify(s)} is not one of ${ScriptType.options.join(", ")}`,
+            REGISTER,
+          );
+        return parsed.data;
+      });
+    if (input.script_types.length === 0)
+      throw new UsageError("--script-types needs at least one script type", REGISTER);
   }
   const concurrency = options.string("concurrency");
   if (concurrency !== undefined) input.concurrency = parseCount(concurrency, "--concurrency", REGISTER, 1);
@@ -93,11 +127,19 @@ const register: Command = {
   args: ["context"],
   options: {
     pubkey: { type: "string", value: "<x>", help: "the runner's Ed25519 public key (a JWK's x)" },
-    "key-file": { type: "string", value: "<file>", help: "the runner's key file (private or public JWK): its public key is used" },
+    "key-file": {
+      type: "string",
+      value: "<file>",
+      help: "the runner's key file (private or public JWK): its public key is used",
+    },
     type: { type: "string", value: "<type>", help: `runner type: ${RunnerType.options.join(", ")}` },
     address: { type: "string", value: "<url>", help: "https URL jobs are pushed to" },
     local: { type: "boolean", help: "the runner pulls jobs from the context's queues (the default without --address)" },
-    "script-types": { type: "string", value: "<list>", help: `comma-separated: ${ScriptType.options.join(", ")} (default: the runner type)` },
+    "script-types": {
+      type: "string",
+      value: "<list>",
+      help: `comma-separated: ${ScriptType.options.join(", ")} (default: the runner type)`,
+    },
     concurrency: { type: "string", value: "<n>", help: "jobs it runs at once (default 1)" },
     id: { type: "string", value: "<n>", help: "ask for this runner id" },
     topic: { type: "string", value: "<topic>", help: "its topic (default runner<id>)" },
@@ -135,7 +177,14 @@ const list: Command = {
     const query = pageQuery(invocation.options, name);
     const session = await actorSession(invocation, name);
     const page = await session.client.listRunners(contextId, query);
-    const rows = page.items.map((r) => [String(r.id), r.runner_type, r.script_types.join(","), String(r.concurrency), delivery(r), shortKey(r.pubkey)]);
+    const rows = page.items.map((r) => [
+      String(r.id),
+      r.runner_type,
+      r.script_types.join(","),
+      String(r.concurrency),
+      delivery(r),
+      shortKey(r.pubkey),
+    ]);
     const lines = table(["ID", "TYPE", "SCRIPTS", "CONCURRENCY", "DELIVERY", "PUBKEY"], rows);
     invocation.out.result(page, pageLines(page, lines, "runner", `context ${contextId}`));
   },
@@ -165,7 +214,9 @@ const remove: Command = {
     const { contextId, id } = contextAndId(invocation, "<runner>", "runner remove");
     const session = await actorSession(invocation, "runner remove");
     await session.client.deleteRunner(contextId, id);
-    invocation.out.result({ context_id: contextId, runner_id: id, removed: true }, [`runner ${id} removed from context ${contextId}`]);
+    invocation.out.result({ context_id: contextId, runner_id: id, removed: true }, [
+      `runner ${id} removed from context ${contextId}`,
+    ]);
   },
 };
 

@@ -12,7 +12,9 @@ import type { AppEnv } from "./app-env.js";
  * Runner webhooks whose nonce the job's Durable Object checks in its own storage (the signed
  * URL can only reach that object), sparing a storage command per report.
  */
-const DEFERRED_NONCE = new RegExp(`^/v1/contexts/\\d+/(flows/\\d+/jobs/\\d+|jobs/\\d+/\\d+)/(${RUNNER_EVENTS.join("|")})$`);
+const DEFERRED_NONCE = new RegExp(
+  `^/v1/contexts/\\d+/(flows/\\d+/jobs/\\d+|jobs/\\d+/\\d+)/(${RUNNER_EVENTS.join("|")})$`,
+);
 
 /** Looks up the public key a keyid names: an actor's, a runner's, or the bare key itself. */
 function keyResolver(store: Store, config: Config): (keyid: string) => Promise<CryptoKey | null> {
@@ -41,7 +43,12 @@ export const authenticate: MiddlewareHandler<AppEnv> = async (c, next) => {
   const now = Math.floor(Date.now() / 1000);
   let verified;
   try {
-    verified = await verifyRequest(c.req.raw, { body, now, skewSeconds: config.skewSeconds, resolveKey: keyResolver(store, config) });
+    verified = await verifyRequest(c.req.raw, {
+      body,
+      now,
+      skewSeconds: config.skewSeconds,
+      resolveKey: keyResolver(store, config),
+    });
   } catch (error) {
     throw error instanceof AuthError ? unauthorized(error) : error;
   }
@@ -51,7 +58,9 @@ export const authenticate: MiddlewareHandler<AppEnv> = async (c, next) => {
   if (DEFERRED_NONCE.test(c.req.path)) {
     // Runner webhooks take reports from runners only: anyone else is refused before the body is read.
     if (principal.kind !== "runner") {
-      throw new Problem("forbidden", `only runners report on jobs; this request is signed as ${verified.keyid}`, { needed: ["runner"] });
+      throw new Problem("forbidden", `only runners report on jobs; this request is signed as ${verified.keyid}`, {
+        needed: ["runner"],
+      });
     }
     c.set("deferredNonce", { keyid: verified.keyid, value: verified.nonce, ttlMs: ttlSeconds * 1000 });
     c.set("principal", principal);
@@ -59,9 +68,16 @@ export const authenticate: MiddlewareHandler<AppEnv> = async (c, next) => {
     await next();
     return;
   }
-  const fresh = await store.nonces.claim(verified.keyid, verified.nonce, principal.kind === "runner" ? principal.contextId : undefined, ttlSeconds);
+  const fresh = await store.nonces.claim(
+    verified.keyid,
+    verified.nonce,
+    principal.kind === "runner" ? principal.contextId : undefined,
+    ttlSeconds,
+  );
   if (!fresh) {
-    throw unauthorized(new AuthError("nonce-replayed", "this nonce was already used: sign every request with a new nonce"));
+    throw unauthorized(
+      new AuthError("nonce-replayed", "this nonce was already used: sign every request with a new nonce"),
+    );
   }
   c.set("principal", principal);
   c.set("body", body);

@@ -20,7 +20,9 @@ export function defaultHook(result: ValidationResult): void {
 /** A client error Hono itself raised (a body that is not JSON, the wrong media type) as a problem. */
 function fromHttpException(error: HTTPException): Problem {
   return error.status === 415
-    ? new Problem("unsupported-media-type", "send the body as JSON with content-type: application/json", { field: "header.content-type" })
+    ? new Problem("unsupported-media-type", "send the body as JSON with content-type: application/json", {
+        field: "header.content-type",
+      })
     : new Problem("bad-request", error.message || "the request could not be read", { field: "body" });
 }
 

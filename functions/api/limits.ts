@@ -18,9 +18,13 @@ export const limitHeaders: MiddlewareHandler<AppEnv> = async (c, next) => {
     if (size > largest.size) largest = { name, size };
   }
   if (total > HEADER_LIMITS.total || largest.size > HEADER_LIMITS.each) {
-    throw new Problem("headers-too-large", `the ${largest.name} header is ${largest.size} bytes and all headers ${total} bytes; at most ${HEADER_LIMITS.each} and ${HEADER_LIMITS.total}`, {
-      field: `header.${largest.name}`,
-    });
+    throw new Problem(
+      "headers-too-large",
+      `the ${largest.name} header is ${largest.size} bytes and all headers ${total} bytes; at most ${HEADER_LIMITS.each} and ${HEADER_LIMITS.total}`,
+      {
+        field: `header.${largest.name}`,
+      },
+    );
   }
   await next();
 };

@@ -30,7 +30,11 @@ function count(name: string, labels: Record<string, string> = {}, by = 1): void 
 export const countRequests: MiddlewareHandler<AppEnv> = async (c, next) => {
   started ??= Date.now();
   await next();
-  count("coordinator_http_requests_total", { method: c.req.method, route: c.req.routePath, status: String(c.res.status) });
+  count("coordinator_http_requests_total", {
+    method: c.req.method,
+    route: c.req.routePath,
+    status: String(c.res.status),
+  });
 };
 
 /** The counters and the given gauges as Prometheus text (version 0.0.4). */
@@ -40,8 +44,12 @@ export function renderMetrics(gauges: Record<string, { help: string; value: numb
     "# TYPE coordinator_http_requests_total counter",
   ];
   for (const [k, v] of counters) if (k.startsWith("coordinator_http_requests_total")) lines.push(`${k} ${v}`);
-  lines.push("# HELP coordinator_isolate_uptime_seconds Seconds since this isolate served its first request.", "# TYPE coordinator_isolate_uptime_seconds gauge");
+  lines.push(
+    "# HELP coordinator_isolate_uptime_seconds Seconds since this isolate served its first request.",
+    "# TYPE coordinator_isolate_uptime_seconds gauge",
+  );
   lines.push(`coordinator_isolate_uptime_seconds ${Math.floor((Date.now() - (started ?? Date.now())) / 1000)}`);
-  for (const [name, g] of Object.entries(gauges)) lines.push(`# HELP ${name} ${g.help}`, `# TYPE ${name} gauge`, `${name} ${g.value}`);
+  for (const [name, g] of Object.entries(gauges))
+    lines.push(`# HELP ${name} ${g.help}`, `# TYPE ${name} gauge`, `${name} ${g.value}`);
   return `${lines.join("\n")}\n`;
 }

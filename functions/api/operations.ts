@@ -10,9 +10,15 @@ import type { AppEnv } from "./app-env.js";
 const VERSION = "0.1.0";
 
 const HealthBody = z
-  .object({ status: z.literal("ok"), redis: z.object({ reachable: z.literal(true), latency_ms: z.number() }), time: z.string() })
+  .object({
+    status: z.literal("ok"),
+    redis: z.object({ reachable: z.literal(true), latency_ms: z.number() }),
+    time: z.string(),
+  })
   .openapi("Health");
-const ReadyBody = z.object({ ready: z.literal(true), redis: z.literal("reachable"), signing_key: z.string() }).openapi("Ready");
+const ReadyBody = z
+  .object({ ready: z.literal(true), redis: z.literal("reachable"), signing_key: z.string() })
+  .openapi("Ready");
 const InfoBody = z
   .object({
     name: z.string(),
@@ -27,14 +33,20 @@ const InfoBody = z
   })
   .openapi("Info");
 
-const unavailable = (description: string) => ({ description, content: { "application/problem+json": { schema: ProblemBody } } });
+const unavailable = (description: string) => ({
+  description,
+  content: { "application/problem+json": { schema: ProblemBody } },
+});
 
 const health = createRoute({
   method: "get",
   path: "/health",
   summary: "Liveness with a real storage round trip",
   tags: ["operations"],
-  responses: { 200: { description: "Redis answered", content: { "application/json": { schema: HealthBody } } }, 503: unavailable("Redis is unreachable") },
+  responses: {
+    200: { description: "Redis answered", content: { "application/json": { schema: HealthBody } } },
+    503: unavailable("Redis is unreachable"),
+  },
 });
 
 const ready = createRoute({
@@ -42,7 +54,10 @@ const ready = createRoute({
   path: "/ready",
   summary: "Readiness: storage reachable and a signing key to deliver with",
   tags: ["operations"],
-  responses: { 200: { description: "Ready", content: { "application/json": { schema: ReadyBody } } }, 503: unavailable("Not ready: which part is missing") },
+  responses: {
+    200: { description: "Ready", content: { "application/json": { schema: ReadyBody } } },
+    503: unavailable("Not ready: which part is missing"),
+  },
 });
 
 const info = createRoute({
@@ -58,14 +73,18 @@ const metrics = createRoute({
   path: "/metrics",
   summary: "Prometheus metrics: this isolate's request counters, storage-wide gauges",
   tags: ["operations"],
-  responses: { 200: { description: "Prometheus text", content: { "text/plain": { schema: z.string() } } }, 503: unavailable("Redis is unreachable") },
+  responses: {
+    200: { description: "Prometheus text", content: { "text/plain": { schema: z.string() } } },
+    503: unavailable("Redis is unreachable"),
+  },
 });
 
 async function ping(c: { var: AppEnv["Variables"] }) {
   try {
     return await c.var.store.ping();
   } catch (error) {
-    if (error instanceof StorageUnavailableError) throw new Problem("storage-unavailable", error.message, { redis: { reachable: false } });
+    if (error instanceof StorageUnavailableError)
+      throw new Problem("storage-unavailable", error.message, { redis: { reachable: false } });
     throw error;
   }
 }
@@ -74,7 +93,14 @@ async function ping(c: { var: AppEnv["Variables"] }) {
 export function registerOperations(app: OpenAPIHono<AppEnv>): void {
   app.openapi(health, async (c) => {
     const { latencyMs } = await ping(c);
-    return c.json({ status: "ok" as const, redis: { reachable: true as const, latency_ms: latencyMs }, time: new Date().toISOString() }, 200);
+    return c.json(
+      {
+        status: "ok" as const,
+        redis: { reachable: true as const, latency_ms: latencyMs },
+        time: new Date().toISOString(),
+      },
+      200,
+    );
   });
   app.openapi(ready, async (c) => {
     await ping(c);

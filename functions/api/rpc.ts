@@ -27,7 +27,10 @@ interface Method<P extends z.ZodType = z.ZodType> {
   run(call: FlowCall, params: z.output<P>): Promise<unknown>;
 }
 
-function method<P extends z.ZodType>(params: P, run: (call: FlowCall, params: z.output<P>) => Promise<unknown>): Method {
+function method<P extends z.ZodType>(
+  params: P,
+  run: (call: FlowCall, params: z.output<P>) => Promise<unknown>,
+): Method {
   return { params, run } as Method;
 }
 
@@ -41,17 +44,26 @@ const METHODS: Record<string, Method> = {
   "actor.load": method(ById, (call, p) => loadActor(call, p.id)),
   "context.create": method(ContextCreation, (call, p) => createContext(call, p)),
   "context.load": method(ById, (call, p) => loadContext(call, p.id)),
-  "runner.create": method(RunnerRegistration.safeExtend({ context_id: Id }), (call, { context_id, ...rest }) => createRunner(call, context_id, rest)),
+  "runner.create": method(RunnerRegistration.safeExtend({ context_id: Id }), (call, { context_id, ...rest }) =>
+    createRunner(call, context_id, rest),
+  ),
   "runner.load": method(InContext, (call, p) => loadRunner(call, p.context_id, p.id)),
-  "flow.create": method(FlowSubmission.safeExtend({ context_id: Id, idempotency_key: z.string().min(1).max(128).optional() }), async (call, { context_id, idempotency_key, ...submission }) =>
-    (await submitFlow(call, context_id, submission, idempotency_key)).view,
+  "flow.create": method(
+    FlowSubmission.safeExtend({ context_id: Id, idempotency_key: z.string().min(1).max(128).optional() }),
+    async (call, { context_id, idempotency_key, ...submission }) =>
+      (await submitFlow(call, context_id, submission, idempotency_key)).view,
   ),
   "flow.load": method(InContext, (call, p) => loadFlow(call, p.context_id, p.id)),
   "flow.dag": method(InContext, (call, p) => flowDag(call, p.context_id, p.id)),
   "flow.start": method(InContext, (call, p) => startFlow(call, p.context_id, p.id)),
-  "job.create": method(JobSubmission.safeExtend({ context_id: Id }), async (call, { context_id, ...input }) => (await submitJob(call, context_id, input)).job),
+  "job.create": method(
+    JobSubmission.safeExtend({ context_id: Id }),
+    async (call, { context_id, ...input }) => (await submitJob(call, context_id, input)).job,
+  ),
   "job.load": method(ByCaller, (call, p) => loadJob(call, p.context_id, p.caller_id, p.id)),
-  "message.create": method(MessageSubmission.safeExtend({ context_id: Id }), (call, { context_id, ...input }) => sendMessage(call, context_id, input)),
+  "message.create": method(MessageSubmission.safeExtend({ context_id: Id }), (call, { context_id, ...input }) =>
+    sendMessage(call, context_id, input),
+  ),
   "message.load": method(ByCaller, (call, p) => loadMessage(call, p.context_id, p.caller_id, p.id)),
 };
 
@@ -59,7 +71,9 @@ const METHODS: Record<string, Method> = {
 const CODES: Record<number, number> = { 400: -32602, 401: -32001, 403: -32003, 404: -32004, 409: -32009, 503: -32053 };
 
 type RpcId = string | number | null;
-type RpcResponse = { jsonrpc: "2.0"; id: RpcId; result: unknown } | { jsonrpc: "2.0"; id: RpcId; error: { code: number; message: string; data?: unknown } };
+type RpcResponse =
+  | { jsonrpc: "2.0"; id: RpcId; result: unknown }
+  | { jsonrpc: "2.0"; id: RpcId; error: { code: number; message: string; data?: unknown } };
 
 function errorResponse(id: RpcId, code: number, message: string, problem?: Problem): RpcResponse {
   return { jsonrpc: "2.0", id, error: { code, message, ...(problem ? { data: problem.toJSON() } : {}) } };
@@ -79,7 +93,8 @@ const Envelope = z.object({
 /** Runs one call; undefined for a notification (no id), which gets no answer. */
 async function dispatch(call: FlowCall, raw: unknown): Promise<RpcResponse | undefined> {
   const envelope = Envelope.safeParse(raw);
-  if (!envelope.success) return errorResponse(null, -32600, "Invalid Request: expected {jsonrpc: \"2.0\", method, params, id}");
+  if (!envelope.success)
+    return errorResponse(null, -32600, 'Invalid Request: expected {jsonrpc: "2.0", method, params, id}');
   const { id, method: name, params } = envelope.data;
   const answer = async (): Promise<RpcResponse> => {
     const target = Object.hasOwn(METHODS, name) ? METHODS[name] : undefined;

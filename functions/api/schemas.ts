@@ -95,9 +95,13 @@ export const signedErrors = {
 } as const;
 
 /** A submission's Idempotency-Key was used before for another request. */
-export const idempotencyReused = { 422: problem("This Idempotency-Key was used for another request; use a new key") } as const;
+export const idempotencyReused = {
+  422: problem("This Idempotency-Key was used for another request; use a new key"),
+} as const;
 
-export const conflict = { 409: problem("The id is taken, or the change would leave a context without an admin") } as const;
+export const conflict = {
+  409: problem("The id is taken, or the change would leave a context without an admin"),
+} as const;
 
 /** A JSON body of a response. */
 export function json<T extends z.ZodType>(schema: T, description: string) {

@@ -7,7 +7,12 @@ import type { Env } from "./env.js";
 const keyList = z
   .string()
   .default("")
-  .transform((text) => text.split(",").map((k) => k.trim()).filter(Boolean))
+  .transform((text) =>
+    text
+      .split(",")
+      .map((k) => k.trim())
+      .filter(Boolean),
+  )
   .pipe(z.array(PublicKey));
 
 const seconds = (fallback: number) => z.coerce.number().int().min(0).default(fallback);

@@ -95,7 +95,13 @@ export interface Wake {
 export function mergeWakes(a: Wake | undefined, b: Wake | undefined): Wake {
   const freed = [...new Set([...(a?.freed ?? []), ...(b?.freed ?? [])])];
   const flag = (k: "work" | "mail" | "runners" | "reap") => (a?.[k] || b?.[k] ? { [k]: true } : {});
-  return { ...flag("work"), ...flag("mail"), ...flag("runners"), ...flag("reap"), ...(freed.length > 0 ? { freed } : {}) };
+  return {
+    ...flag("work"),
+    ...flag("mail"),
+    ...flag("runners"),
+    ...flag("reap"),
+    ...(freed.length > 0 ? { freed } : {}),
+  };
 }
 
 /** An attempt waiting for a runner: of a script type, or pinned to one runner. */

@@ -44,7 +44,9 @@ export function coordinatorKeys(env: Env): Promise<CoordinatorKeys> {
   if (cached?.source !== source) {
     const keys = (async (): Promise<CoordinatorKeys> => {
       const loaded = await load(current, "COORDINATOR_SIGNING_KEY");
-      const next = env.COORDINATOR_SIGNING_KEY_NEXT ? await load(env.COORDINATOR_SIGNING_KEY_NEXT, "COORDINATOR_SIGNING_KEY_NEXT") : undefined;
+      const next = env.COORDINATOR_SIGNING_KEY_NEXT
+        ? await load(env.COORDINATOR_SIGNING_KEY_NEXT, "COORDINATOR_SIGNING_KEY_NEXT")
+        : undefined;
       return next ? { current: loaded, next } : { current: loaded };
     })();
     cached = { source, keys };

@@ -12,7 +12,8 @@ export function toProblem(error: unknown): Problem {
   if (error instanceof NotFoundError) return new Problem("not-found", error.message);
   if (error instanceof ConflictError) return new Problem("conflict", error.message);
   if (error instanceof StorageUnavailableError) return new Problem("storage-unavailable", error.message);
-  if (error instanceof CorruptRecordError) return new Problem("corrupt-record", error.message, { key: error.key, fields: error.issues });
+  if (error instanceof CorruptRecordError)
+    return new Problem("corrupt-record", error.message, { key: error.key, fields: error.issues });
   if (error instanceof ZodError) return invalidInput(error);
   return new Problem("internal", "the coordinator failed unexpectedly; see its logs");
 }

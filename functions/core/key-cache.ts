@@ -15,7 +15,12 @@ const MAX_ENTRIES = 10_000;
  * in another isolate for that long (KEY_CACHE_SECONDS, 0 disables the cache).
  */
 export const keyCache = {
-  async get(scope: string, keyid: string, ttlSeconds: number, load: () => Promise<string | null>): Promise<CryptoKey | null> {
+  async get(
+    scope: string,
+    keyid: string,
+    ttlSeconds: number,
+    load: () => Promise<string | null>,
+  ): Promise<CryptoKey | null> {
     const id = `${scope}|${keyid}`;
     const now = Date.now();
     const hit = entries.get(id);

@@ -60,7 +60,11 @@ export interface ProblemData {
 export type RpcResult<T> = { ok: T } | { problem: ProblemData };
 
 export function problemData(problem: Problem): ProblemData {
-  return { kind: problem.kind, ...(problem.detail !== undefined ? { detail: problem.detail } : {}), extensions: problem.extensions };
+  return {
+    kind: problem.kind,
+    ...(problem.detail !== undefined ? { detail: problem.detail } : {}),
+    extensions: problem.extensions,
+  };
 }
 
 /** Unwraps an RPC answer: its value, or its problem thrown again as a Problem. */

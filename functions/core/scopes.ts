@@ -35,7 +35,13 @@ export type ScopeTarget = { flowId: number } | { callerId: number; jobId: number
 export function scopeFor(base: ScopeBase, contextId: number, target: ScopeTarget): FlowScope {
   return "flowId" in target
     ? { prefix: base.prefix, contextId, flowId: target.flowId, origin: base.origin }
-    : { prefix: base.prefix, contextId, flowId: 0, job: { callerId: target.callerId, id: target.jobId }, origin: base.origin };
+    : {
+        prefix: base.prefix,
+        contextId,
+        flowId: 0,
+        job: { callerId: target.callerId, id: target.jobId },
+        origin: base.origin,
+      };
 }
 
 /**

@@ -13,7 +13,12 @@ export function storeFor(env: Env): Store {
   if (!env.UPSTASH_REDIS_REST_URL || !env.UPSTASH_REDIS_REST_TOKEN) {
     throw new Problem("storage-not-configured", "set the UPSTASH_REDIS_REST_URL and UPSTASH_REDIS_REST_TOKEN secrets");
   }
-  const signature = [env.UPSTASH_REDIS_REST_URL, env.UPSTASH_REDIS_REST_TOKEN, env.KEY_PREFIX ?? "", env.REDIS_TIMEOUT_MS ?? ""].join("\n");
+  const signature = [
+    env.UPSTASH_REDIS_REST_URL,
+    env.UPSTASH_REDIS_REST_TOKEN,
+    env.KEY_PREFIX ?? "",
+    env.REDIS_TIMEOUT_MS ?? "",
+  ].join("\n");
   if (cached?.signature !== signature) {
     const timeoutMs = Number(env.REDIS_TIMEOUT_MS) > 0 ? Number(env.REDIS_TIMEOUT_MS) : undefined;
     const store = connectStore(

@@ -14,7 +14,11 @@ const NOTIFY_ATTEMPTS = 3;
  * inbox (`msg_in:<actor>`) exactly once, and is then POSTed, signed by the coordinator, to each
  * of the recipient's https addresses (best effort: the inbox is where it is kept).
  */
-export async function deliverToActor(store: Store, key: CoordinatorKey, message: Message): Promise<"delivered" | "refused" | "settled-before"> {
+export async function deliverToActor(
+  store: Store,
+  key: CoordinatorKey,
+  message: Message,
+): Promise<"delivered" | "refused" | "settled-before"> {
   const recipient = message.to ?? message.caller_id;
   if (!message.flow_result) {
     const context = await store.contexts.find({ id: message.context_id });
@@ -53,8 +57,14 @@ export async function deliverToActor(store: Store, key: CoordinatorKey, message:
 async function notify(url: string, message: Message, key: CoordinatorKey): Promise<void> {
   for (let attempt = 0; attempt < NOTIFY_ATTEMPTS; attempt++) {
     try {
-      const request = new Request(url, { method: "POST", headers: { "content-type": "application/json" }, body: JSON.stringify({ message }) });
-      const response = await fetch(await signRequest(request, { keyid: key.kid, key: key.key }), { signal: AbortSignal.timeout(NOTIFY_TIMEOUT_MS) });
+      const request = new Request(url, {
+        method: "POST",
+        headers: { "content-type": "application/json" },
+        body: JSON.stringify({ message }),
+      });
+      const response = await fetch(await signRequest(request, { keyid: key.kid, key: key.key }), {
+        signal: AbortSignal.timeout(NOTIFY_TIMEOUT_MS),
+      });
       await response.body?.cancel();
       if (response.ok || (response.status >= 400 && response.status < 500 && response.status !== 429)) return;
     } catch {

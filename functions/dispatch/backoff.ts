@@ -19,7 +19,12 @@ export class RunnerBackoff {
   ) {}
 
   private async all(): Promise<Map<number, RunnerHealth>> {
-    this.byRunner ??= new Map(Object.entries((await this.storage.get<Record<string, RunnerHealth>>("backoff")) ?? {}).map(([k, v]) => [Number(k), v]));
+    this.byRunner ??= new Map(
+      Object.entries((await this.storage.get<Record<string, RunnerHealth>>("backoff")) ?? {}).map(([k, v]) => [
+        Number(k),
+        v,
+      ]),
+    );
     return this.byRunner;
   }
 
@@ -39,10 +44,17 @@ export class RunnerBackoff {
     const all = await this.all();
     const failures = (all.get(runner)?.failures ?? 0) + 1;
     const ceiling = Math.min(MAX_RETRY_MS, FIRST_RETRY_MS * 2 ** (failures - 1));
-    const health: RunnerHealth = { last_error: reason, last_error_at: now, failures, retry_at: now + Math.round(ceiling * (0.5 + Math.random() / 2)) };
+    const health: RunnerHealth = {
+      last_error: reason,
+      last_error_at: now,
+      failures,
+      retry_at: now + Math.round(ceiling * (0.5 + Math.random() / 2)),
+    };
     all.set(runner, health);
     await this.save();
-    await this.store().dispatch.setHealth(this.contextId(), runner, health).catch(() => undefined);
+    await this.store()
+      .dispatch.setHealth(this.contextId(), runner, health)
+      .catch(() => undefined);
   }
 
   /** The runner took a delivery: whatever was wrong is over. */
@@ -51,7 +63,9 @@ export class RunnerBackoff {
     if (!all.has(runner)) return;
     all.delete(runner);
     await this.save();
-    await this.store().dispatch.setHealth(this.contextId(), runner, null).catch(() => undefined);
+    await this.store()
+      .dispatch.setHealth(this.contextId(), runner, null)
+      .catch(() => undefined);
   }
 
   /** Forgets runners that no longer exist. */

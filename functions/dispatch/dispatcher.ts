@@ -110,7 +110,9 @@ export class Dispatcher extends DurableObject<Env> implements DispatcherRpc {
    */
   private async watchMailInFlight(): Promise<void> {
     const { contextId } = this.scope as DispatchScope;
-    const due = await this.store().flows.firstInFlight(contextId).catch(() => Date.now() + 5_000);
+    const due = await this.store()
+      .flows.firstInFlight(contextId)
+      .catch(() => Date.now() + 5_000);
     if (due === undefined) return;
     const at = Math.max(due + 1_000, Date.now() + 1_000);
     if (this.alarmAt === null || this.alarmAt === undefined || this.alarmAt > at) {
@@ -206,7 +208,10 @@ export class Dispatcher extends DurableObject<Env> implements DispatcherRpc {
     // Rotate so runners with as many free slots take turns at being first.
     const start = this.rotation++ % push.length;
     const ordered = [...push.slice(start), ...push.slice(0, start)];
-    const { claims, free } = await store.dispatch.claim(contextId, ordered.map((r) => ({ id: r.id, concurrency: r.concurrency, queues: store.dispatch.queuesOf(r) })));
+    const { claims, free } = await store.dispatch.claim(
+      contextId,
+      ordered.map((r) => ({ id: r.id, concurrency: r.concurrency, queues: store.dispatch.queuesOf(r) })),
+    );
     // A runner left with free slots took all its queues had.
     for (const [id, n] of free) {
       if (n > 0 && claims.length < CLAIM_LIMIT) this.drained.add(id);
@@ -222,7 +227,11 @@ export class Dispatcher extends DurableObject<Env> implements DispatcherRpc {
    * Asks each claim's owner to deliver it, then settles the claims. A claim whose owner could not
    * be asked (its object unreachable) stays unsettled: the reaper asks again later.
    */
-  private async deliverAll(store: Store, claims: OwedClaim[], runnerOf: (c: OwedClaim) => Runner | undefined): Promise<void> {
+  private async deliverAll(
+    store: Store,
+    claims: OwedClaim[],
+    runnerOf: (c: OwedClaim) => Runner | undefined,
+  ): Promise<void> {
     const settlement: WorkSettlement = { delivered: [], gone: [], back: [] };
     let next = 0;
     const worker = async () => {
@@ -281,7 +290,11 @@ export class Dispatcher extends DurableObject<Env> implements DispatcherRpc {
       } catch (error) {
         if (attempt >= SETTLE_TRIES) {
           const owed = this.owedSettlement;
-          this.owedSettlement = { delivered: [...owed.delivered, ...settlement.delivered], gone: [...owed.gone, ...settlement.gone], back: [...owed.back, ...settlement.back] };
+          this.owedSettlement = {
+            delivered: [...owed.delivered, ...settlement.delivered],
+            gone: [...owed.gone, ...settlement.gone],
+            back: [...owed.back, ...settlement.back],
+          };
           throw error;
         }
         await new Promise((r) => setTimeout(r, 200 * 2 ** attempt));
@@ -307,7 +320,9 @@ export class Dispatcher extends DurableObject<Env> implements DispatcherRpc {
     const target = workItemOwner(item);
     if (!target) return { outcome: "gone", reason: `not a work item: ${item}` };
     const owner = scopeFor(scope, scope.contextId, target);
-    return unwrap(await coordinatorStub(this.env, owner).deliver(owner, item, { id: runner.id, address: runner.address }));
+    return unwrap(
+      await coordinatorStub(this.env, owner).deliver(owner, item, { id: runner.id, address: runner.address }),
+    );
   }
 
   /**
@@ -319,7 +334,13 @@ export class Dispatcher extends DurableObject<Env> implements DispatcherRpc {
     const { contextId } = this.scope as DispatchScope;
     this.reapedAt = Date.now();
     const runners = await this.runners();
-    const stale = (await store.dispatch.unsettled(contextId, runners.map((r) => r.id), Date.now() - REAP_AFTER_MS)).filter((c) => !this.delivering.has(c.item));
+    const stale = (
+      await store.dispatch.unsettled(
+        contextId,
+        runners.map((r) => r.id),
+        Date.now() - REAP_AFTER_MS,
+      )
+    ).filter((c) => !this.delivering.has(c.item));
     if (stale.length === 0) return;
     const byId = new Map(runners.map((r) => [r.id, r]));
     await this.deliverAll(store, stale, (c) => byId.get(c.runner));

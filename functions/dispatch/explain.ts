@@ -7,16 +7,35 @@ import type { WaitReason, Want } from "../core/contracts.js";
  * it; every runner for it at its concurrency; runners refusing (until when they are tried
  * again); only pull runners, which have not leased it; or it waits its turn in the queue.
  */
-export async function explainWait(store: Store, contextId: number, runners: Runner[], backoff: Map<number, RunnerHealth>, wants: Want[]): Promise<WaitReason[]> {
+export async function explainWait(
+  store: Store,
+  contextId: number,
+  runners: Runner[],
+  backoff: Map<number, RunnerHealth>,
+  wants: Want[],
+): Promise<WaitReason[]> {
   if (wants.length === 0) return [];
   if (await store.contextAdmin.isPaused(contextId)) {
     return wants.map(() => ({ reason: "paused", detail: `dispatch in context ${contextId} is paused` }));
   }
-  const held = await store.dispatch.held(contextId, runners.map((r) => r.id));
+  const held = await store.dispatch.held(
+    contextId,
+    runners.map((r) => r.id),
+  );
   return wants.map((want) => {
-    const fit = want.runnerId !== undefined ? runners.filter((r) => r.id === want.runnerId) : runners.filter((r) => r.script_types.includes(want.scriptType));
+    const fit =
+      want.runnerId !== undefined
+        ? runners.filter((r) => r.id === want.runnerId)
+        : runners.filter((r) => r.script_types.includes(want.scriptType));
     const what = want.runnerId !== undefined ? `runner ${want.runnerId}` : `script type ${want.scriptType}`;
-    if (fit.length === 0) return { reason: "no-runner", detail: want.runnerId !== undefined ? `runner ${want.runnerId} is not registered` : `no runner of ${what} is registered` };
+    if (fit.length === 0)
+      return {
+        reason: "no-runner",
+        detail:
+          want.runnerId !== undefined
+            ? `runner ${want.runnerId} is not registered`
+            : `no runner of ${what} is registered`,
+      };
     const withRoom = fit.filter((r) => (held.get(r.id) ?? 0) < r.concurrency);
     if (withRoom.length === 0) {
       const load = fit.map((r) => `runner ${r.id} holds ${held.get(r.id) ?? 0} of ${r.concurrency}`).join(", ");

@@ -14,7 +14,12 @@ const SETTLE_WITHIN_MS = 30_000;
  * attempt found on msg_out (written by an older version, which queued attempts there) is moved to
  * its runners' queue. Resolves with how many messages it took, and how many of them were attempts.
  */
-export async function relayMail(store: Store, key: CoordinatorKey, contextId: number, max: number): Promise<{ taken: number; requeued: number }> {
+export async function relayMail(
+  store: Store,
+  key: CoordinatorKey,
+  contextId: number,
+  max: number,
+): Promise<{ taken: number; requeued: number }> {
   // The sub-millisecond part makes the claim's score its own, so a late settle can tell.
   const settleBy = Date.now() + SETTLE_WITHIN_MS + Math.random();
   const keys = await store.flows.claim(contextId, max, settleBy);
@@ -39,6 +44,14 @@ export async function relayMail(store: Store, key: CoordinatorKey, contextId: nu
 async function requeueAttempt(store: Store, key: string, message: Message): Promise<void> {
   const job = message.job[0];
   if (!job) return;
-  const queue = job.runner_id !== undefined ? store.keys.pinnedQueue(message.context_id, job.runner_id) : store.keys.queue(message.context_id, job.script_type);
-  await store.dispatch.enqueue(queue, [workItem({ messageKey: key, flowId: job.flow_id, jobId: job.id, attempt: message.attempt ?? 1 }, message.avoid_runner_id)]);
+  const queue =
+    job.runner_id !== undefined
+      ? store.keys.pinnedQueue(message.context_id, job.runner_id)
+      : store.keys.queue(message.context_id, job.script_type);
+  await store.dispatch.enqueue(queue, [
+    workItem(
+      { messageKey: key, flowId: job.flow_id, jobId: job.id, attempt: message.attempt ?? 1 },
+      message.avoid_runner_id,
+    ),
+  ]);
 }

@@ -46,7 +46,12 @@ export class OutgoingMessages {
  * Asked again for the same runner (a reaped claim), it delivers again only if it never learned
  * how the first try ended; asked about an attempt that moved on, it answers `gone`.
  */
-export async function deliverAttempt(owner: AttemptOwner, outgoing: OutgoingMessages, item: string, runner: DeliveryTarget): Promise<DeliverAnswer> {
+export async function deliverAttempt(
+  owner: AttemptOwner,
+  outgoing: OutgoingMessages,
+  item: string,
+  runner: DeliveryTarget,
+): Promise<DeliverAnswer> {
   const work = parseWorkItem(item);
   if (!work) return { outcome: "gone", reason: `not a work item: ${item}` };
   const base = { job: work.jobId, attempt: work.attempt, runner: runner.id };
@@ -79,6 +84,9 @@ export async function deliverAttempt(owner: AttemptOwner, outgoing: OutgoingMess
   await owner.enqueue({ type: "unassigned", ...base, reason: sent.reason, at: Date.now() });
   const keys = owner.store().keys;
   const spec = owner.state().jobs[work.jobId]?.spec;
-  const queue = spec?.runner_id !== undefined ? keys.pinnedQueue(owner.scope.contextId, spec.runner_id) : keys.queue(owner.scope.contextId, spec?.script_type ?? message.job[0]?.script_type ?? "sh");
+  const queue =
+    spec?.runner_id !== undefined
+      ? keys.pinnedQueue(owner.scope.contextId, spec.runner_id)
+      : keys.queue(owner.scope.contextId, spec?.script_type ?? message.job[0]?.script_type ?? "sh");
   return { outcome: "refused", reason: sent.reason, queue };
 }

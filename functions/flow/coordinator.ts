@@ -1,8 +1,24 @@
 import { DurableObject } from "cloudflare:workers";
-import { failedJobs, messagesNeeded, nearestDeadline, newFlowState, rerunBases, type FlowEvent, type FlowState, type JobState } from "../../shared/flow/index.js";
+import {
+  failedJobs,
+  messagesNeeded,
+  nearestDeadline,
+  newFlowState,
+  rerunBases,
+  type FlowEvent,
+  type FlowState,
+  type JobState,
+} from "../../shared/flow/index.js";
 import type { FlowView } from "../../shared/model/index.js";
 import { deadlineOwner, type Store } from "../../shared/store/index.js";
-import type { CreateFlowInput, DeliverAnswer, DeliveryTarget, EventAnswer, EventExtras, FlowCoordinatorRpc } from "../core/contracts.js";
+import type {
+  CreateFlowInput,
+  DeliverAnswer,
+  DeliveryTarget,
+  EventAnswer,
+  EventExtras,
+  FlowCoordinatorRpc,
+} from "../core/contracts.js";
 import { coordinatorKeys } from "../core/coordinator-key.js";
 import type { Env } from "../core/env.js";
 import { toProblem } from "../core/errors.js";
@@ -37,7 +53,12 @@ export class FlowCoordinator extends DurableObject<Env> implements FlowCoordinat
   private scopeKept = false;
   private readonly nonces = new NonceLedger(this.ctx.storage);
   private readonly outgoing = new OutgoingMessages();
-  private readonly effects = new FlowEffects(this.env, this.ctx.storage, () => this.bound(), () => this.store());
+  private readonly effects = new FlowEffects(
+    this.env,
+    this.ctx.storage,
+    () => this.bound(),
+    () => this.store(),
+  );
   private readonly deadlines: Deadlines = new Deadlines({
     storage: this.ctx.storage,
     enqueue: (event) => this.commits.enqueue(event),
@@ -49,7 +70,8 @@ export class FlowCoordinator extends DurableObject<Env> implements FlowCoordinat
     store: () => this.store(),
     rebuild: (journal) => rebuildFlow(this.store(), this.bound(), journal),
     committed: async (batch) => {
-      if (batch.plan) this.outgoing.remember((m) => this.store().keys.message(m.context_id, m.caller_id, m.id), batch.plan.messages);
+      if (batch.plan)
+        this.outgoing.remember((m) => this.store().keys.message(m.context_id, m.caller_id, m.id), batch.plan.messages);
       const woken = await this.effects.committed(batch);
       // A wake still owed, or memory forgotten after a conflict: the alarm comes back soon.
       await this.deadlines.arm(this.commits.current, !woken || this.commits.current === undefined);
@@ -69,7 +91,16 @@ export class FlowCoordinator extends DurableObject<Env> implements FlowCoordinat
   async create(scope: FlowScope, input: CreateFlowInput): Promise<RpcResult<FlowView>> {
     return this.guard(scope, async () => {
       if (!this.commits.current) {
-        const state = newFlowState({ id: scope.flowId, contextId: scope.contextId, callerId: input.callerId, envVars: input.envVars, timeouts: input.timeouts, traceId: input.traceId, jobs: input.jobs, messageBase: input.messageBase });
+        const state = newFlowState({
+          id: scope.flowId,
+          contextId: scope.contextId,
+          callerId: input.callerId,
+          envVars: input.envVars,
+          timeouts: input.timeouts,
+          traceId: input.traceId,
+          jobs: input.jobs,
+          messageBase: input.messageBase,
+        });
         let created: boolean;
         try {
           created = await storeNewFlow(this.store(), this.bound(), state, input.chosen);
@@ -83,7 +114,8 @@ export class FlowCoordinator extends DurableObject<Env> implements FlowCoordinat
         await this.commits.load();
         await this.keepScope();
       }
-      if (input.start && this.commits.current?.status === "dispatched") await this.commits.enqueue({ type: "start", at: Date.now() });
+      if (input.start && this.commits.current?.status === "dispatched")
+        await this.commits.enqueue({ type: "start", at: Date.now() });
       return flowView(this.current());
     });
   }
@@ -105,7 +137,8 @@ export class FlowCoordinator extends DurableObject<Env> implements FlowCoordinat
     return this.guard(scope, async () => {
       const state = this.current();
       // The machine refuses this too; asking first keeps a refused re-run from using up ids.
-      if (state.status !== "error") throw new Problem("conflict", `only a failed flow can be re-run; flow ${state.id} is ${state.status}`);
+      if (state.status !== "error")
+        throw new Problem("conflict", `only a failed flow can be re-run; flow ${state.id} is ${state.status}`);
       const needed = messagesNeeded(failedJobs(state).map((id) => (state.jobs[id] as JobState).spec));
       const first = await this.store().messages.allocateIds(state.contextId, state.callerId, needed);
       const t = await this.commits.enqueue({ type: "rerun", bases: rerunBases(state, first), at: Date.now() });
@@ -134,7 +167,12 @@ export class FlowCoordinator extends DurableObject<Env> implements FlowCoordinat
       // The jitter of a retry's backoff is chosen here, so the machine stays pure.
       const t = await this.commits.enqueue(event.type === "failed" ? { ...event, random: Math.random() } : event, logs);
       const job = "job" in event ? t.state.jobs[event.job] : undefined;
-      return { outcome: t.outcome, ...(t.reason ? { reason: t.reason } : {}), ...(job ? { status: job.status } : {}), origin: this.bound().origin };
+      return {
+        outcome: t.outcome,
+        ...(t.reason ? { reason: t.reason } : {}),
+        ...(job ? { status: job.status } : {}),
+        origin: this.bound().origin,
+      };
     });
   }
 

@@ -1,4 +1,11 @@
-import { deadlineEvent, dueDeadlines, nearestDeadline, type FlowEvent, type FlowState, type Transition } from "../../shared/flow/index.js";
+import {
+  deadlineEvent,
+  dueDeadlines,
+  nearestDeadline,
+  type FlowEvent,
+  type FlowState,
+  type Transition,
+} from "../../shared/flow/index.js";
 
 /** How soon an object that could not act (storage away, a plan pending) tries again. */
 export const RETRY_SOON_MS = 5_000;

@@ -18,7 +18,13 @@ const DELIVERY_TIMEOUT_MS = 10_000;
 
 /** The callbacks of a job's attempt under its webhook URL. */
 function callbacks(base: string): DeliveryPayload["callbacks"] {
-  return { ack: `${base}/ack`, started: `${base}/started`, heartbeat: `${base}/heartbeat`, result: `${base}/result`, logs: `${base}/logs` };
+  return {
+    ack: `${base}/ack`,
+    started: `${base}/started`,
+    heartbeat: `${base}/heartbeat`,
+    result: `${base}/result`,
+    logs: `${base}/logs`,
+  };
 }
 
 /**
@@ -40,7 +46,11 @@ export function deliveryPayload(message: Message, runnerId: number, base: string
 }
 
 /** POSTs a job message to a push runner's address, signed with the coordinator's key. A 2xx is the ack. */
-export async function deliver(address: string, payload: DeliveryPayload, key: CoordinatorKey): Promise<DeliveryOutcome> {
+export async function deliver(
+  address: string,
+  payload: DeliveryPayload,
+  key: CoordinatorKey,
+): Promise<DeliveryOutcome> {
   const request = new Request(address, {
     method: "POST",
     headers: {
@@ -55,16 +65,32 @@ export async function deliver(address: string, payload: DeliveryPayload, key: Co
     const response = await fetch(signed, { signal: AbortSignal.timeout(DELIVERY_TIMEOUT_MS) });
     await response.body?.cancel();
     if (response.ok) return { delivered: true };
-    return { delivered: false, reason: `answered ${response.status}${response.statusText ? ` ${response.statusText}` : ""}` };
+    return {
+      delivered: false,
+      reason: `answered ${response.status}${response.statusText ? ` ${response.statusText}` : ""}`,
+    };
   } catch (error) {
     const timedOut = error instanceof Error && (error.name === "TimeoutError" || error.name === "AbortError");
-    return { delivered: false, reason: timedOut ? `did not answer within ${DELIVERY_TIMEOUT_MS / 1000} s` : `could not be reached (${(error as Error).message})` };
+    return {
+      delivered: false,
+      reason: timedOut
+        ? `did not answer within ${DELIVERY_TIMEOUT_MS / 1000} s`
+        : `could not be reached (${(error as Error).message})`,
+    };
   }
 }
 
 /** What a push runner receives to stop an attempt: the job, the attempt, and why. */
 export interface CancelPayload {
-  cancel: { context_id: number; flow_id: number; job_id: number; attempt: number; caller_id: number; message_id: number; reason: string };
+  cancel: {
+    context_id: number;
+    flow_id: number;
+    job_id: number;
+    attempt: number;
+    caller_id: number;
+    message_id: number;
+    reason: string;
+  };
 }
 
 /**
@@ -73,9 +99,15 @@ export interface CancelPayload {
  */
 export async function cancelAtRunner(address: string, payload: CancelPayload, key: CoordinatorKey): Promise<boolean> {
   if (!address) return false;
-  const request = new Request(address, { method: "POST", headers: { "content-type": "application/json" }, body: JSON.stringify(payload) });
+  const request = new Request(address, {
+    method: "POST",
+    headers: { "content-type": "application/json" },
+    body: JSON.stringify(payload),
+  });
   try {
-    const response = await fetch(await signRequest(request, { keyid: key.kid, key: key.key }), { signal: AbortSignal.timeout(DELIVERY_TIMEOUT_MS) });
+    const response = await fetch(await signRequest(request, { keyid: key.kid, key: key.key }), {
+      signal: AbortSignal.timeout(DELIVERY_TIMEOUT_MS),
+    });
     await response.body?.cancel();
     return response.ok;
   } catch {

@@ -33,7 +33,9 @@ export class FlowEffects {
     for (const step of batch.steps) {
       if (step.effects.some((e) => e.type === "flowStarted" || e.type === "flowRerun")) await this.sweepAt(batch.after);
     }
-    const cancels = batch.steps.flatMap((step) => step.effects.filter((e): e is Extract<FlowEffect, { type: "cancelJob" }> => e.type === "cancelJob"));
+    const cancels = batch.steps.flatMap((step) =>
+      step.effects.filter((e): e is Extract<FlowEffect, { type: "cancelJob" }> => e.type === "cancelJob"),
+    );
     if (cancels.length > 0) void this.cancelAtRunners(batch.after, cancels);
     return woken;
   }
@@ -54,7 +56,9 @@ export class FlowEffects {
       if (owed) await this.storage.delete(OWED);
       return true;
     } catch (error) {
-      console.warn(`flow ${scope.flowId} of context ${scope.contextId}: waking the dispatcher failed: ${(error as Error).message}`);
+      console.warn(
+        `flow ${scope.flowId} of context ${scope.contextId}: waking the dispatcher failed: ${(error as Error).message}`,
+      );
       await this.storage.put(OWED, all);
       return false;
     }
@@ -65,18 +69,33 @@ export class FlowEffects {
     const due = nearestDeadline(state);
     if (!due) return;
     // Best effort: the flow's own alarm is the first to act; the sweep is the backstop.
-    await this.store().sweep.dueBy(state.contextId, due.at).catch(() => undefined);
+    await this.store()
+      .sweep.dueBy(state.contextId, due.at)
+      .catch(() => undefined);
   }
 
   /** Tells push runners to stop the attempts a cancel ended (pull runners hear it as a 409). */
-  private async cancelAtRunners(state: FlowState, cancels: Extract<FlowEffect, { type: "cancelJob" }>[]): Promise<void> {
+  private async cancelAtRunners(
+    state: FlowState,
+    cancels: Extract<FlowEffect, { type: "cancelJob" }>[],
+  ): Promise<void> {
     try {
-      const runners = new Map<number, Runner>((await this.store().runners.list({ context_id: state.contextId }, 0, 1000)).items.map((r) => [r.id, r]));
+      const runners = new Map<number, Runner>(
+        (await this.store().runners.list({ context_id: state.contextId }, 0, 1000)).items.map((r) => [r.id, r]),
+      );
       const key = (await coordinatorKeys(this.env)).current;
       await Promise.all(
         cancels.map((c) => {
           const job = state.jobs[c.job] as JobState;
-          const cancel = { context_id: state.contextId, flow_id: state.id, job_id: c.job, attempt: c.attempt, caller_id: state.callerId, message_id: messageId(job, c.attempt), reason: c.reason };
+          const cancel = {
+            context_id: state.contextId,
+            flow_id: state.id,
+            job_id: c.job,
+            attempt: c.attempt,
+            caller_id: state.callerId,
+            message_id: messageId(job, c.attempt),
+            reason: c.reason,
+          };
           return cancelAtRunner(runners.get(c.runner)?.address ?? "", { cancel }, key);
         }),
       );
@@ -88,5 +107,9 @@ export class FlowEffects {
 
 function wakeFor(plan: Pick<PendingCommit, "queued" | "freed" | "notifies">): Wake | undefined {
   if (!plan.queued && plan.freed.length === 0 && !plan.notifies) return undefined;
-  return { ...(plan.queued ? { work: true } : {}), ...(plan.freed.length > 0 ? { freed: plan.freed } : {}), ...(plan.notifies ? { mail: true } : {}) };
+  return {
+    ...(plan.queued ? { work: true } : {}),
+    ...(plan.freed.length > 0 ? { freed: plan.freed } : {}),
+    ...(plan.notifies ? { mail: true } : {}),
+  };
 }

@@ -1,6 +1,20 @@
-import { apply, journalOf, type FlowEvent, type FlowState, type Journal, type Transition } from "../../shared/flow/index.js";
+import {
+  apply,
+  journalOf,
+  type FlowEvent,
+  type FlowState,
+  type Journal,
+  type Transition,
+} from "../../shared/flow/index.js";
 import type { Log } from "../../shared/model/index.js";
-import { NotFoundError, planCommit, RedisCommandError, type CommitPlan, type CommitStep, type Store } from "../../shared/store/index.js";
+import {
+  NotFoundError,
+  planCommit,
+  RedisCommandError,
+  type CommitPlan,
+  type CommitStep,
+  type Store,
+} from "../../shared/store/index.js";
 import { PendingCommits, type PendingCommit } from "./pending.js";
 
 /** An event waiting for the next batch, with log lines it brought and who waits for it. */
@@ -173,7 +187,9 @@ export class GroupCommit {
       }
     }
     if (conflict) {
-      console.warn(`flow ${after.id} of context ${after.contextId}: storage held part of a batch already; reading it back`);
+      console.warn(
+        `flow ${after.id} of context ${after.contextId}: storage held part of a batch already; reading it back`,
+      );
       this.state = undefined;
     } else {
       this.state = after;

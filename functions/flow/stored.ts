@@ -12,10 +12,19 @@ import type { FlowScope } from "../core/scopes.js";
  * Stores a new flow (or a job outside any flow) all or nothing. False when it exists already: a
  * retried creation, or another flow under a caller-chosen id (the caller tells them apart).
  */
-export async function storeNewFlow(store: Store, scope: FlowScope, state: FlowState, chosen: number[]): Promise<boolean> {
+export async function storeNewFlow(
+  store: Store,
+  scope: FlowScope,
+  state: FlowState,
+  chosen: number[],
+): Promise<boolean> {
   if (!scope.job) return store.flows.create(state, chosen, Date.now());
   try {
-    const { created_at: _c, updated_at: _u, ...record } = jobRecord(state, state.jobs[state.order[0] as number] as JobState, Date.now());
+    const {
+      created_at: _c,
+      updated_at: _u,
+      ...record
+    } = jobRecord(state, state.jobs[state.order[0] as number] as JobState, Date.now());
     // Without a flow record, the job keeps the timeouts it runs with (rebuildState reads them).
     await store.jobs.create({ ...record, timeouts: state.timeouts });
     return true;
@@ -29,8 +38,19 @@ export async function storeNewFlow(store: Store, scope: FlowScope, state: FlowSt
 export async function rebuildFlow(store: Store, scope: FlowScope, journal: Journal): Promise<FlowState | null> {
   if (scope.job) {
     const { jobs, messages } = await store.flows.loadJobs(scope.contextId, scope.job.callerId, [scope.job.id]);
-    return jobs.length === 0 ? null : rebuildState({ flow: null, contextId: scope.contextId, callerId: scope.job.callerId, jobs, messages, journal });
+    return jobs.length === 0
+      ? null
+      : rebuildState({ flow: null, contextId: scope.contextId, callerId: scope.job.callerId, jobs, messages, journal });
   }
   const stored = await store.flows.load(scope.contextId, scope.flowId);
-  return stored?.flow ? rebuildState({ flow: stored.flow, contextId: scope.contextId, callerId: stored.flow.caller_id, jobs: stored.jobs, messages: stored.messages, journal }) : null;
+  return stored?.flow
+    ? rebuildState({
+        flow: stored.flow,
+        contextId: scope.contextId,
+        callerId: stored.flow.caller_id,
+        jobs: stored.jobs,
+        messages: stored.messages,
+        journal,
+      })
+    : null;
 }

@@ -12,16 +12,23 @@ function ownWaiting(state: FlowState, job: JobState): JobWaiting | undefined {
   }
   if (job.status !== "dispatched") return undefined;
   if (job.deadline?.kind === "retry") {
-    return { reason: "backoff", detail: `attempt ${job.attempt} failed; attempt ${job.attempt + 1} runs after a backoff`, until: secs(job.deadline.at) };
+    return {
+      reason: "backoff",
+      detail: `attempt ${job.attempt} failed; attempt ${job.attempt + 1} runs after a backoff`,
+      until: secs(job.deadline.at),
+    };
   }
-  if (job.delivery?.state === "assigned") return { reason: "delivering", detail: `being delivered to runner ${job.delivery.runnerId}` };
+  if (job.delivery?.state === "assigned")
+    return { reason: "delivering", detail: `being delivered to runner ${job.delivery.runnerId}` };
   return undefined;
 }
 
 /** The jobs whose attempt waits for a runner (dispatched, not assigned, not backing off). */
 export function waitingForRunner(state: FlowState): JobState[] {
   if (state.status !== "started") return [];
-  return state.order.map((id) => state.jobs[id] as JobState).filter((job) => job.status === "dispatched" && !job.delivery && job.deadline?.kind !== "retry");
+  return state.order
+    .map((id) => state.jobs[id] as JobState)
+    .filter((job) => job.status === "dispatched" && !job.delivery && job.deadline?.kind !== "retry");
 }
 
 function jobView(state: FlowState, job: JobState, dispatch: Map<number, JobWaiting>): JobView {
@@ -47,7 +54,14 @@ function jobView(state: FlowState, job: JobState, dispatch: Map<number, JobWaiti
  */
 export function flowView(state: FlowState, dispatch: Map<number, JobWaiting> = new Map()): FlowView {
   const jobs = state.order.map((id) => jobView(state, state.jobs[id] as JobState, dispatch));
-  const progress = { total: jobs.length, dispatched: 0, waiting_for_prerequisites: 0, started: 0, finished: 0, error: 0 };
+  const progress = {
+    total: jobs.length,
+    dispatched: 0,
+    waiting_for_prerequisites: 0,
+    started: 0,
+    finished: 0,
+    error: 0,
+  };
   for (const job of jobs) progress[job.status]++;
   const due = nearestDeadline(state);
   return {

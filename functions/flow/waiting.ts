@@ -13,7 +13,10 @@ import { waitingForRunner } from "./view.js";
 export async function explainWaiting(env: Env, scope: FlowScope, state: FlowState): Promise<Map<number, JobWaiting>> {
   const jobs = waitingForRunner(state);
   if (jobs.length === 0) return new Map();
-  const wants = jobs.map((job) => ({ scriptType: job.spec.script_type, ...(job.spec.runner_id !== undefined ? { runnerId: job.spec.runner_id } : {}) }));
+  const wants = jobs.map((job) => ({
+    scriptType: job.spec.script_type,
+    ...(job.spec.runner_id !== undefined ? { runnerId: job.spec.runner_id } : {}),
+  }));
   const dispatch = dispatchScopeOf(scope);
   const reasons = await dispatcherStub(env, dispatch).explain(dispatch, wants);
   return new Map(
@@ -21,7 +24,11 @@ export async function explainWaiting(env: Env, scope: FlowScope, state: FlowStat
       const r = reasons[i];
       const refused = job.refused ? `; last delivery: ${job.refused}` : "";
       const waiting: JobWaiting = r
-        ? { reason: r.reason, detail: `${r.detail}${refused}`, ...(r.until !== undefined ? { until: Math.floor(r.until / 1000) } : {}) }
+        ? {
+            reason: r.reason,
+            detail: `${r.detail}${refused}`,
+            ...(r.until !== undefined ? { until: Math.floor(r.until / 1000) } : {}),
+          }
         : { reason: "queued", detail: "waiting for a runner" };
       return [job.id, waiting];
     }),
@@ -29,7 +36,12 @@ export async function explainWaiting(env: Env, scope: FlowScope, state: FlowStat
 }
 
 /** For a missed delivery deadline: why no runner took the job's attempt (undefined if that cannot be told). */
-export async function whyUndelivered(env: Env, scope: FlowScope, state: FlowState, jobId: number): Promise<string | undefined> {
+export async function whyUndelivered(
+  env: Env,
+  scope: FlowScope,
+  state: FlowState,
+  jobId: number,
+): Promise<string | undefined> {
   try {
     return (await explainWaiting(env, scope, state)).get(jobId)?.detail;
   } catch {

@@ -10,7 +10,9 @@ export function requireActor(call: ServiceCall): number {
   const p = call.principal;
   if (p.kind === "actor") return p.id;
   if (p.kind === "key") {
-    throw unauthorized(new AuthError("unknown-key", "a bare key (keyid key:...) can only register its actor; sign as actor:<id>"));
+    throw unauthorized(
+      new AuthError("unknown-key", "a bare key (keyid key:...) can only register its actor; sign as actor:<id>"),
+    );
   }
   throw new Problem("forbidden", "runners cannot do this; sign as an actor", { needed: ["actor"] });
 }
@@ -24,7 +26,9 @@ export async function contextFor(call: ServiceCall, contextId: number, access: A
   const context = await call.store.contexts.load({ id: contextId });
   const decision = decide(context, actorId, access);
   if (!decision.allowed) {
-    throw new Problem("forbidden", `actor ${actorId} needs to be in ${decision.needed.join(" or ")} of context ${contextId}`,
+    throw new Problem(
+      "forbidden",
+      `actor ${actorId} needs to be in ${decision.needed.join(" or ")} of context ${contextId}`,
       { needed: decision.needed },
     );
   }
@@ -34,6 +38,9 @@ export async function contextFor(call: ServiceCall, contextId: number, access: A
 /** Refuses plain-http addresses unless the deployment allows them (local development). */
 export function checkAddress(call: ServiceCall, field: string, url: string): void {
   if (url.startsWith("http://") && !call.config.allowInsecureHttp) {
-    throw fieldProblem([{ field, message: "must be an https URL (http is allowed only with ALLOW_INSECURE_HTTP=true)" }], `${field}: must be an https URL`);
+    throw fieldProblem(
+      [{ field, message: "must be an https URL (http is allowed only with ALLOW_INSECURE_HTTP=true)" }],
+      `${field}: must be an https URL`,
+    );
   }
 }

@@ -33,7 +33,14 @@ export async function registerActor(
     throw forbidden("registration is restricted: this key is not on the allow-list (ACTOR_ALLOWLIST)");
   }
   if (call.config.registration === "operator") {
-    await verifyCountersignature(call.request, call.body, call.config, OPERATOR_LABEL, call.config.operatorKeys, "registration needs an operator's countersignature");
+    await verifyCountersignature(
+      call.request,
+      call.body,
+      call.config,
+      OPERATOR_LABEL,
+      call.config.operatorKeys,
+      "registration needs an operator's countersignature",
+    );
   }
   input.address.forEach((a, i) => a.type === "https" && checkAddress(call, `body.address.${i}.url`, a.url));
 
@@ -44,9 +51,14 @@ export async function registerActor(
 
   let actor: Actor;
   try {
-    actor = await actors.create({ ...(input.id !== undefined ? { id: input.id } : {}), pubkey: input.pubkey, address: input.address });
+    actor = await actors.create({
+      ...(input.id !== undefined ? { id: input.id } : {}),
+      pubkey: input.pubkey,
+      address: input.address,
+    });
   } catch (error) {
-    if (error instanceof ConflictError) throw new ConflictError("actor", String(input.id), `actor id ${input.id} is taken by another key`);
+    if (error instanceof ConflictError)
+      throw new ConflictError("actor", String(input.id), `actor id ${input.id} is taken by another key`);
     throw error;
   }
   if (holderId !== null) {
@@ -84,9 +96,20 @@ export async function updateActor(call: ServiceCall, id: number, input: z.output
  * An actor replaces its key: signed by the current key, countersigned (label `new-key`) by the
  * new one. The new key must not belong to another actor; the old one stops working at once.
  */
-export async function rotateActorKey(call: ServiceCall, id: number, input: z.output<typeof KeyRotation>): Promise<Actor> {
+export async function rotateActorKey(
+  call: ServiceCall,
+  id: number,
+  input: z.output<typeof KeyRotation>,
+): Promise<Actor> {
   if (requireActor(call) !== id) throw forbidden(`only actor ${id} itself may rotate its key`);
-  await verifyCountersignature(call.request, call.body, call.config, NEW_KEY_LABEL, new Set([input.pubkey]), "a key rotation must be countersigned by the new key");
+  await verifyCountersignature(
+    call.request,
+    call.body,
+    call.config,
+    NEW_KEY_LABEL,
+    new Set([input.pubkey]),
+    "a key rotation must be countersigned by the new key",
+  );
   const current = await call.store.actors.load({ id });
   if (current.pubkey === input.pubkey) return current;
   const holder = await call.store.actorKeys.claim(input.pubkey, id);

@@ -7,7 +7,9 @@ import type { ServiceCall } from "./call.js";
 
 /** 400 naming the first actor id in the lists that is not a registered actor. */
 async function checkActorsExist(call: ServiceCall, lists: Partial<Record<PermissionList, number[]>>): Promise<void> {
-  const entries = Object.entries(lists).flatMap(([list, ids]) => (ids ?? []).map((id, i) => ({ field: `body.${list}.${i}`, id })));
+  const entries = Object.entries(lists).flatMap(([list, ids]) =>
+    (ids ?? []).map((id, i) => ({ field: `body.${list}.${i}`, id })),
+  );
   if (entries.length === 0) return;
   const found = await call.store.actors.exist(entries.map(({ id }) => ({ id })));
   const missing = entries.find((_, i) => !found[i]);
@@ -21,8 +23,16 @@ const unique = (ids: number[]) => [...new Set(ids)];
 /** Creates a context; the creator becomes an admin. */
 export async function createContext(call: ServiceCall, input: z.output<typeof ContextCreation>): Promise<Context> {
   const creator = requireActor(call);
-  const lists = { admins: unique([creator, ...input.admins]), readers: unique(input.readers), executors: unique(input.executors) };
-  await checkActorsExist(call, { admins: lists.admins.filter((id) => id !== creator), readers: lists.readers, executors: lists.executors });
+  const lists = {
+    admins: unique([creator, ...input.admins]),
+    readers: unique(input.readers),
+    executors: unique(input.executors),
+  };
+  await checkActorsExist(call, {
+    admins: lists.admins.filter((id) => id !== creator),
+    readers: lists.readers,
+    executors: lists.executors,
+  });
   return call.store.contexts.create({ ...(input.id !== undefined ? { id: input.id } : {}), ...lists });
 }
 
@@ -32,7 +42,11 @@ export function loadContext(call: ServiceCall, id: number): Promise<Context> {
 }
 
 /** Replaces all three permission lists (admins only; at least one admin stays). */
-export async function setPermissions(call: ServiceCall, id: number, input: z.output<typeof PermissionsUpdate>): Promise<Context> {
+export async function setPermissions(
+  call: ServiceCall,
+  id: number,
+  input: z.output<typeof PermissionsUpdate>,
+): Promise<Context> {
   await contextFor(call, id, "admin");
   const lists = { admins: unique(input.admins), readers: unique(input.readers), executors: unique(input.executors) };
   await checkActorsExist(call, lists);

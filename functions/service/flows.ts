@@ -11,7 +11,9 @@ import { checkPinnedRunners, createInObject, dagProblem } from "./submission.js"
 
 /** A digest of a submission as parsed, to tell a retry from another request under the same Idempotency-Key. */
 async function submissionDigest(submission: FlowSubmission): Promise<string> {
-  const bytes = new Uint8Array(await crypto.subtle.digest("SHA-256", new TextEncoder().encode(JSON.stringify(submission))));
+  const bytes = new Uint8Array(
+    await crypto.subtle.digest("SHA-256", new TextEncoder().encode(JSON.stringify(submission))),
+  );
   return [...bytes].map((b) => b.toString(16).padStart(2, "0")).join("");
 }
 
@@ -51,9 +53,14 @@ export async function submitFlow(
   let created = true;
   if ("existing" in reservation) {
     const existing = reservation.existing;
-    if (!("digest" in existing)) return { view: await existingFlow(call, contextId, existing.flowId, idempotencyKey), created: false };
+    if (!("digest" in existing))
+      return { view: await existingFlow(call, contextId, existing.flowId, idempotencyKey), created: false };
     if (existing.digest !== digest) {
-      throw new Problem("idempotency-key-reused", `Idempotency-Key ${idempotencyKey} was used for another request (flow ${existing.flowId}); use a new key for a new request`, { field: "header.idempotency-key" });
+      throw new Problem(
+        "idempotency-key-reused",
+        `Idempotency-Key ${idempotencyKey} was used for another request (flow ${existing.flowId}); use a new key for a new request`,
+        { field: "header.idempotency-key" },
+      );
     }
     ids = existing;
     created = false;
@@ -79,10 +86,16 @@ export async function submitFlow(
 }
 
 /** The flow an Idempotency-Key named when only its id was kept (keys written by older versions). */
-async function existingFlow(call: FlowCall, contextId: number, flowId: number, idempotencyKey: string | undefined): Promise<FlowView> {
+async function existingFlow(
+  call: FlowCall,
+  contextId: number,
+  flowId: number,
+  idempotencyKey: string | undefined,
+): Promise<FlowView> {
   const scope = callScope(call, contextId, { flowId });
   const view = unwrap(await coordinatorStub(call.env, scope).view(scope));
-  if (!view) throw new Problem("conflict", `Idempotency-Key ${idempotencyKey} names flow ${flowId}, which no longer exists`);
+  if (!view)
+    throw new Problem("conflict", `Idempotency-Key ${idempotencyKey} names flow ${flowId}, which no longer exists`);
   return view;
 }
 
@@ -117,7 +130,15 @@ export async function flowDag(call: FlowCall, contextId: number, flowId: number)
   return {
     flow_id: view.id,
     status: view.status,
-    nodes: view.jobs.map((j) => ({ id: j.id, key: j.key, ...(j.name ? { name: j.name } : {}), script_type: j.script_type, status: j.status, attempt: j.attempt, ...(j.runner_id !== undefined ? { runner_id: j.runner_id } : {}) })),
+    nodes: view.jobs.map((j) => ({
+      id: j.id,
+      key: j.key,
+      ...(j.name ? { name: j.name } : {}),
+      script_type: j.script_type,
+      status: j.status,
+      attempt: j.attempt,
+      ...(j.runner_id !== undefined ? { runner_id: j.runner_id } : {}),
+    })),
     edges: view.jobs.flatMap((j) => j.depends.map((from) => ({ from, to: j.id }))),
   };
 }
@@ -128,7 +149,13 @@ export function startFlow(call: FlowCall, contextId: number, flowId: number): Pr
 }
 
 /** Lists a context's flows, optionally in one status (readers). */
-export async function listFlows(call: FlowCall, contextId: number, status: FlowStatus | undefined, offset: number, limit: number): Promise<Page<Flow>> {
+export async function listFlows(
+  call: FlowCall,
+  contextId: number,
+  status: FlowStatus | undefined,
+  offset: number,
+  limit: number,
+): Promise<Page<Flow>> {
   await contextFor(call, contextId, "read");
   return call.store.flows.list(contextId, status, offset, limit);
 }

@@ -21,11 +21,17 @@ export type JobSubmission = z.output<typeof JobSubmission>;
 export type JobWithStatus = RunnerJob & { live?: JobView };
 
 /** Creates (and maybe starts) a job outside any flow (admins). It runs as a flow of one. */
-export async function submitJob(call: FlowCall, contextId: number, input: JobSubmission): Promise<{ job: JobWithStatus; view: FlowView }> {
+export async function submitJob(
+  call: FlowCall,
+  contextId: number,
+  input: JobSubmission,
+): Promise<{ job: JobWithStatus; view: FlowView }> {
   const callerId = requireActor(call);
   await contextFor(call, contextId, "admin");
   if (input.job.depends.length > 0) {
-    throw dagProblem([{ field: "job.depends", message: "a job outside a flow cannot depend on other jobs; submit a flow" }]);
+    throw dagProblem([
+      { field: "job.depends", message: "a job outside a flow cannot depend on other jobs; submit a flow" },
+    ]);
   }
   const reservation = await call.store.flows.reserve({
     contextId,
@@ -53,7 +59,11 @@ export async function submitJob(call: FlowCall, contextId: number, input: JobSub
 
 /** The live view of one job, from the Durable Object that runs it. */
 async function liveJob(call: FlowCall, record: RunnerJob): Promise<JobView | undefined> {
-  const scope = callScope(call, record.context_id, record.flow_id === 0 ? { callerId: record.caller_id, jobId: record.id } : { flowId: record.flow_id });
+  const scope = callScope(
+    call,
+    record.context_id,
+    record.flow_id === 0 ? { callerId: record.caller_id, jobId: record.id } : { flowId: record.flow_id },
+  );
   const view = unwrap(await coordinatorStub(call.env, scope).view(scope));
   return view?.jobs.find((j) => j.id === record.id);
 }
@@ -63,11 +73,18 @@ export async function loadJob(call: FlowCall, contextId: number, callerId: numbe
   await contextFor(call, contextId, "read");
   const record = await call.store.jobs.load({ context_id: contextId, caller_id: callerId, id });
   const live = await liveJob(call, record);
-  return live ? { ...record, status: live.status, ...(live.attempt > 0 ? { attempt: live.attempt } : {}), live } : record;
+  return live
+    ? { ...record, status: live.status, ...(live.attempt > 0 ? { attempt: live.attempt } : {}), live }
+    : record;
 }
 
 /** Starts a job outside any flow (admins); starting it twice changes nothing. */
-export async function startJob(call: FlowCall, contextId: number, callerId: number, id: number): Promise<JobWithStatus> {
+export async function startJob(
+  call: FlowCall,
+  contextId: number,
+  callerId: number,
+  id: number,
+): Promise<JobWithStatus> {
   await contextFor(call, contextId, "admin");
   const record = await call.store.jobs.load({ context_id: contextId, caller_id: callerId, id });
   if (record.flow_id !== 0) {
@@ -89,6 +106,11 @@ export async function loadMessage(call: FlowCall, contextId: number, callerId: n
   if (message.message_type !== "job" || !job || message.status !== "dispatched") return message;
   const live = await liveJob(call, job);
   const current = live && live.attempt === message.attempt;
-  if (current && (live.delivery === "acknowledged" || live.status === "started")) return { ...message, status: "acknowledged", ...(live.runner_id !== undefined ? { runner_id: live.runner_id } : {}) };
+  if (current && (live.delivery === "acknowledged" || live.status === "started"))
+    return {
+      ...message,
+      status: "acknowledged",
+      ...(live.runner_id !== undefined ? { runner_id: live.runner_id } : {}),
+    };
   return message;
 }

@@ -14,7 +14,11 @@ const MAX_INBOX_READ = 100;
  * on msg_out in one step, then the context's dispatcher relays it into the recipient's inbox.
  * Permissions are checked again when it is relayed.
  */
-export async function sendMessage(call: FlowCall, contextId: number, input: z.output<typeof MessageSubmission>): Promise<Message> {
+export async function sendMessage(
+  call: FlowCall,
+  contextId: number,
+  input: z.output<typeof MessageSubmission>,
+): Promise<Message> {
   const sender = requireActor(call);
   const context = await contextFor(call, contextId, "read");
   if (!isMember(context, input.to)) {

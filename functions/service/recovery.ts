@@ -22,7 +22,11 @@ export function rerunFlow(call: FlowCall, contextId: number, flowId: number): Pr
  * Pauses or resumes dispatch in a context (admins). While paused, no runner is given work (push
  * or pull) and nothing leaves msg_out; delivery deadlines wait. Resuming wakes the dispatcher.
  */
-export async function setDispatch(call: FlowCall, contextId: number, paused: boolean): Promise<{ context_id: number; paused: boolean }> {
+export async function setDispatch(
+  call: FlowCall,
+  contextId: number,
+  paused: boolean,
+): Promise<{ context_id: number; paused: boolean }> {
   await contextFor(call, contextId, "admin");
   await call.store.contextAdmin.setPaused(contextId, paused);
   if (!paused) await wakeContext(call, contextId, { work: true, mail: true });
@@ -30,7 +34,12 @@ export async function setDispatch(call: FlowCall, contextId: number, paused: boo
 }
 
 /** Lists a context's dead letters, newest first (readers). */
-export async function listDeadLetters(call: FlowCall, contextId: number, offset: number, limit: number): Promise<Page<DeadLetter>> {
+export async function listDeadLetters(
+  call: FlowCall,
+  contextId: number,
+  offset: number,
+  limit: number,
+): Promise<Page<DeadLetter>> {
   await contextFor(call, contextId, "read");
   return call.store.deadLetters.list(contextId, offset, limit);
 }
@@ -59,14 +68,24 @@ export interface RefusedReport {
 export function keepRefusedReport(call: FlowCall, refused: RefusedReport): void {
   if (refused.target !== "json" || !refused.path) return;
   const { path } = refused;
-  call.later(recordPoisonPayload(call, webhookScope(call, path), path.jobId, refused.event, refused.reason).catch(() => undefined));
+  call.later(
+    recordPoisonPayload(call, webhookScope(call, path), path.jobId, refused.event, refused.reason).catch(
+      () => undefined,
+    ),
+  );
 }
 
 /**
  * Keeps a runner's report that could not be read (a poison payload) as a dead letter: the job it
  * was about, why it was refused, and its first KiB. The report itself is answered 400.
  */
-async function recordPoisonPayload(call: FlowCall, scope: FlowScope, jobId: number, event: string, reason: string): Promise<void> {
+async function recordPoisonPayload(
+  call: FlowCall,
+  scope: FlowScope,
+  jobId: number,
+  event: string,
+  reason: string,
+): Promise<void> {
   const runner = call.principal.kind === "runner" ? call.principal.id : 0;
   const text = new TextDecoder().decode(call.body.slice(0, 1024));
   await call.store.deadLetters.add({

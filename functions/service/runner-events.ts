@@ -13,7 +13,11 @@ export type WebhookPath = { contextId: number; jobId: number } & ({ flowId: numb
 
 /** The scope of the FlowCoordinator a webhook path reaches. */
 export function webhookScope(call: FlowCall, path: WebhookPath): FlowScope {
-  return callScope(call, path.contextId, "callerId" in path ? { callerId: path.callerId, jobId: path.jobId } : { flowId: path.flowId });
+  return callScope(
+    call,
+    path.contextId,
+    "callerId" in path ? { callerId: path.callerId, jobId: path.jobId } : { flowId: path.flowId },
+  );
 }
 
 const Attempt = z.int().min(1).max(1000);
@@ -82,7 +86,10 @@ export async function reportRunnerEvent(
   const scope = webhookScope(call, path);
   const logs = "logs" in body ? body.logs : undefined; // results and log reports carry lines
   const answer = unwrap(
-    await coordinatorStub(call.env, scope).handle(scope, toEvent(name, body, path.jobId, runner), { nonce, ...(logs && logs.length > 0 ? { logs } : {}) }),
+    await coordinatorStub(call.env, scope).handle(scope, toEvent(name, body, path.jobId, runner), {
+      nonce,
+      ...(logs && logs.length > 0 ? { logs } : {}),
+    }),
   );
   switch (answer.outcome) {
     case "applied":
@@ -106,13 +113,22 @@ export async function reportRunnerEvent(
  * runner acknowledges through `ack`) and hands out its delivery. A claim whose owner could not be
  * reached stays unsettled, and the context's dispatcher asks that owner again later.
  */
-export async function leaseJobs(call: FlowCall, contextId: number, runnerId: number, max: number): Promise<DeliveryPayload[]> {
+export async function leaseJobs(
+  call: FlowCall,
+  contextId: number,
+  runnerId: number,
+  max: number,
+): Promise<DeliveryPayload[]> {
   const caller = runnerOf(call, contextId);
   if (caller !== runnerId) throw new Problem("forbidden", `runner ${caller} cannot lease for runner ${runnerId}`);
   const runner = await call.store.runners.load({ context_id: contextId, id: runnerId });
   if (!runner.local) throw new Problem("conflict", `runner ${runnerId} is not a pull (local) runner`);
   const { store } = call;
-  const { claims } = await store.dispatch.claim(contextId, [{ id: runnerId, concurrency: runner.concurrency, queues: store.dispatch.queuesOf(runner) }], max);
+  const { claims } = await store.dispatch.claim(
+    contextId,
+    [{ id: runnerId, concurrency: runner.concurrency, queues: store.dispatch.queuesOf(runner) }],
+    max,
+  );
   const out: DeliveryPayload[] = [];
   const settlement: WorkSettlement = { delivered: [], gone: [], back: [] };
   await Promise.all(
@@ -124,7 +140,9 @@ export async function leaseJobs(call: FlowCall, contextId: number, runnerId: num
       }
       const scope = callScope(call, contextId, owner);
       try {
-        const answer = unwrap(await coordinatorStub(call.env, scope).deliver(scope, claim.item, { id: runnerId, address: "" }));
+        const answer = unwrap(
+          await coordinatorStub(call.env, scope).deliver(scope, claim.item, { id: runnerId, address: "" }),
+        );
         if (answer.outcome === "delivered" && answer.payload) {
           out.push(answer.payload);
           settlement.delivered.push(claim);
@@ -134,7 +152,8 @@ export async function leaseJobs(call: FlowCall, contextId: number, runnerId: num
           settlement.gone.push(claim);
         }
       } catch (error) {
-        if (error instanceof Problem && error.status === 404) settlement.gone.push(claim); // its flow no longer exists
+        if (error instanceof Problem && error.status === 404)
+          settlement.gone.push(claim); // its flow no longer exists
         else console.warn(`lease: the owner of ${claim.item} could not be asked: ${(error as Error).message}`);
       }
     }),

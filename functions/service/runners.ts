@@ -1,6 +1,12 @@
 import type { z } from "zod";
 import { runnerKeyId } from "../../shared/auth/index.js";
-import { ScriptType, type Runner, type RunnerRegistration, type RunnerUpdate, type RunnerWithDispatch } from "../../shared/model/index.js";
+import {
+  ScriptType,
+  type Runner,
+  type RunnerRegistration,
+  type RunnerUpdate,
+  type RunnerWithDispatch,
+} from "../../shared/model/index.js";
 import type { Page } from "../../shared/store/index.js";
 import { fieldProblem } from "../core/errors.js";
 import { keyCache } from "../core/key-cache.js";
@@ -13,16 +19,28 @@ import { wakeContext } from "./wake.js";
  * from `queue:<script_type>`); `script_types` defaults to the runner type when that is a script
  * type; `topic` defaults to `runner<id>`.
  */
-export async function createRunner(call: FlowCall, contextId: number, input: z.output<typeof RunnerRegistration>): Promise<Runner> {
+export async function createRunner(
+  call: FlowCall,
+  contextId: number,
+  input: z.output<typeof RunnerRegistration>,
+): Promise<Runner> {
   await contextFor(call, contextId, "admin");
   if (input.address) checkAddress(call, "body.address", input.address);
   const local = input.local ?? input.address === "";
   if (!local && input.address === "") {
-    throw fieldProblem([{ field: "body.address", message: "a runner needs an https address for push delivery, or local: true to pull jobs" }]);
+    throw fieldProblem([
+      {
+        field: "body.address",
+        message: "a runner needs an https address for push delivery, or local: true to pull jobs",
+      },
+    ]);
   }
   const asScriptType = ScriptType.safeParse(input.runner_type);
   const scriptTypes = input.script_types ?? (asScriptType.success ? [asScriptType.data] : undefined);
-  if (!scriptTypes) throw fieldProblem([{ field: "body.script_types", message: `required: runner type ${input.runner_type} is not a script type` }]);
+  if (!scriptTypes)
+    throw fieldProblem([
+      { field: "body.script_types", message: `required: runner type ${input.runner_type} is not a script type` },
+    ]);
   const runner = await call.store.runners.create({
     ...(input.id !== undefined ? { id: input.id } : {}),
     context_id: contextId,
@@ -40,7 +58,12 @@ export async function createRunner(call: FlowCall, contextId: number, input: z.o
 }
 
 /** Lists a context's runners (readers). */
-export async function listRunners(call: ServiceCall, contextId: number, offset: number, limit: number): Promise<Page<Runner>> {
+export async function listRunners(
+  call: ServiceCall,
+  contextId: number,
+  offset: number,
+  limit: number,
+): Promise<Page<Runner>> {
   await contextFor(call, contextId, "read");
   return call.store.runners.list({ context_id: contextId }, offset, limit);
 }
@@ -54,26 +77,44 @@ export async function loadRunner(call: ServiceCall, contextId: number, id: numbe
   const itself = p.kind === "runner" && p.contextId === contextId && p.id === id;
   if (!itself) await contextFor(call, contextId, "read");
   const runner = await call.store.runners.load({ context_id: contextId, id });
-  const [held, health] = await Promise.all([call.store.dispatch.held(contextId, [id]), call.store.dispatch.health(contextId)]);
+  const [held, health] = await Promise.all([
+    call.store.dispatch.held(contextId, [id]),
+    call.store.dispatch.health(contextId),
+  ]);
   const trouble = health.get(id);
   const secs = (ms: number) => Math.floor(ms / 1000);
   return {
     ...runner,
     dispatch: {
       in_flight: held.get(id) ?? 0,
-      ...(trouble ? { last_error: trouble.last_error, last_error_at: secs(trouble.last_error_at), failures: trouble.failures, retry_at: secs(trouble.retry_at) } : {}),
+      ...(trouble
+        ? {
+            last_error: trouble.last_error,
+            last_error_at: secs(trouble.last_error_at),
+            failures: trouble.failures,
+            retry_at: secs(trouble.retry_at),
+          }
+        : {}),
     },
   };
 }
 
 /** Changes a runner (admins only). A new key takes effect at once in this isolate. */
-export async function updateRunner(call: FlowCall, contextId: number, id: number, input: z.output<typeof RunnerUpdate>): Promise<Runner> {
+export async function updateRunner(
+  call: FlowCall,
+  contextId: number,
+  id: number,
+  input: z.output<typeof RunnerUpdate>,
+): Promise<Runner> {
   await contextFor(call, contextId, "admin");
   if (input.address) checkAddress(call, "body.address", input.address);
   const current = await call.store.runners.load({ context_id: contextId, id });
   const address = input.address ?? current.address;
   const local = input.local ?? current.local;
-  if (!local && address === "") throw fieldProblem([{ field: "body.address", message: "a runner that does not pull (local: false) needs an https address" }]);
+  if (!local && address === "")
+    throw fieldProblem([
+      { field: "body.address", message: "a runner that does not pull (local: false) needs an https address" },
+    ]);
   const patch = Object.fromEntries(Object.entries(input).filter(([, v]) => v !== undefined));
   const updated = await call.store.runners.update({ context_id: contextId, id }, patch);
   keyCache.forget(call.store.keys.prefix, runnerKeyId(contextId, id));

@@ -21,13 +21,22 @@ export function dagProblem(issues: DagIssue[]): Problem {
 }
 
 /** 400 when a job pins a runner that is not registered in the context. */
-export async function checkPinnedRunners(call: FlowCall, contextId: number, jobs: { runner_id?: number | undefined }[]): Promise<void> {
+export async function checkPinnedRunners(
+  call: FlowCall,
+  contextId: number,
+  jobs: { runner_id?: number | undefined }[],
+): Promise<void> {
   const pinned = jobs.flatMap((job, i) => (job.runner_id !== undefined ? [{ i, id: job.runner_id }] : []));
   if (pinned.length === 0) return;
   const runners = new Set((await call.store.runners.list({ context_id: contextId }, 0, 1000)).items.map((r) => r.id));
   const missing = pinned.filter((p) => !runners.has(p.id));
   if (missing.length > 0) {
-    throw dagProblem(missing.map((m) => ({ field: `jobs.${m.i}.runner_id`, message: `runner ${m.id} is not registered in context ${contextId}` })));
+    throw dagProblem(
+      missing.map((m) => ({
+        field: `jobs.${m.i}.runner_id`,
+        message: `runner ${m.id} is not registered in context ${contextId}`,
+      })),
+    );
   }
 }
 
@@ -68,6 +77,10 @@ export async function createInObject(
   scope: FlowScope,
   input: Omit<CreateFlowInput, "timeouts" | "traceId"> & { timeouts: AskedTimeouts },
 ): Promise<FlowView> {
-  const create: CreateFlowInput = { ...input, timeouts: flowTimeouts(call, input.timeouts), traceId: traceId(call.request) };
+  const create: CreateFlowInput = {
+    ...input,
+    timeouts: flowTimeouts(call, input.timeouts),
+    traceId: traceId(call.request),
+  };
   return unwrap(await coordinatorStub(call.env, scope).create(scope, create));
 }

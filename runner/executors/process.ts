@@ -70,7 +70,12 @@ interface ProcessEnd {
 /** Runs one process in its own group, streaming its lines, enforcing timeout and abort. */
 function runProcess(file: string, args: string[], request: ExecutionRequest): Promise<ProcessEnd> {
   return new Promise((resolve) => {
-    const child = spawn(file, args, { cwd: request.workDir, env: request.env, detached: true, stdio: ["ignore", "pipe", "pipe"] });
+    const child = spawn(file, args, {
+      cwd: request.workDir,
+      env: request.env,
+      detached: true,
+      stdio: ["ignore", "pipe", "pipe"],
+    });
     let killedFor: string | undefined;
     let graceTimer: NodeJS.Timeout | undefined;
     const killGroup = (signal: NodeJS.Signals) => {
@@ -88,7 +93,9 @@ function runProcess(file: string, args: string[], request: ExecutionRequest): Pr
       graceTimer = setTimeout(() => killGroup("SIGKILL"), KILL_GRACE_MS);
     };
     const timeoutTimer =
-      request.timeoutSeconds > 0 ? setTimeout(() => end(`killed after timeout of ${request.timeoutSeconds} s`), request.timeoutSeconds * 1000) : undefined;
+      request.timeoutSeconds > 0
+        ? setTimeout(() => end(`killed after timeout of ${request.timeoutSeconds} s`), request.timeoutSeconds * 1000)
+        : undefined;
     const onAbort = () => end(`killed: ${String(request.signal.reason ?? "aborted")}`);
     if (request.signal.aborted) onAbort();
     else request.signal.addEventListener("abort", onAbort, { once: true });
@@ -118,7 +125,11 @@ function runProcess(file: string, args: string[], request: ExecutionRequest): Pr
 }
 
 /** Splits a stream into lines (UTF-8 safe, long lines cut); resolves when the stream closed. */
-function lines(stream: Readable, name: Log["stream"], onLine: (stream: Log["stream"], line: string) => void): Promise<void> {
+function lines(
+  stream: Readable,
+  name: Log["stream"],
+  onLine: (stream: Log["stream"], line: string) => void,
+): Promise<void> {
   const decoder = new StringDecoder("utf8");
   let partial = "";
   const emit = (text: string) => {
@@ -155,7 +166,8 @@ export async function readResultFile(file: string): Promise<ResultMap> {
   } catch {
     return {};
   }
-  if (size > MAX_RESULT_BYTES) throw new Error(`RESULT_FILE is ${size} bytes; at most ${MAX_RESULT_BYTES} are accepted`);
+  if (size > MAX_RESULT_BYTES)
+    throw new Error(`RESULT_FILE is ${size} bytes; at most ${MAX_RESULT_BYTES} are accepted`);
   return parseResult(await readFile(file, "utf8"));
 }
 
@@ -169,7 +181,8 @@ export function parseResult(text: string): ResultMap {
     } catch (error) {
       throw new Error(`RESULT_FILE is not valid JSON: ${(error as Error).message}`, { cause: error });
     }
-    if (value === null || typeof value !== "object" || Array.isArray(value)) throw new Error("RESULT_FILE holds JSON that is not an object");
+    if (value === null || typeof value !== "object" || Array.isArray(value))
+      throw new Error("RESULT_FILE holds JSON that is not an object");
     for (const [key, v] of Object.entries(value)) {
       if (key === "") throw new Error("RESULT_FILE has an empty key");
       result[key] = typeof v === "string" ? v : JSON.stringify(v);

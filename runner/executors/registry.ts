@@ -21,7 +21,8 @@ export interface ExecutionRequest {
 }
 
 /** How an attempt ended: `finished` with a result map, or `error` with a reason. */
-export type ExecutionOutcome = { status: "finished"; result: ResultMap } | { status: "error"; error: string; result?: ResultMap };
+export type ExecutionOutcome =
+  { status: "finished"; result: ResultMap } | { status: "error"; error: string; result?: ResultMap };
 
 /** Runs jobs of one script type. Must not throw for a failing job: return an `error` outcome. */
 export interface Executor {

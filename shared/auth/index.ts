@@ -2,7 +2,14 @@ export { contentDigest, checkContentDigest } from "./digest.js";
 export { randomHex, randomToken, toBase64Url } from "./encoding.js";
 export { actorKeyId, bareKeyId, parseKeyId, runnerKeyId } from "./keyid.js";
 export type { KeyId } from "./keyid.js";
-export { generateKeyPair, importPrivateKey, importPublicKey, keyThumbprint, parsePrivateJwk, PrivateJwk } from "./keys.js";
+export {
+  generateKeyPair,
+  importPrivateKey,
+  importPublicKey,
+  keyThumbprint,
+  parsePrivateJwk,
+  PrivateJwk,
+} from "./keys.js";
 export { PRIMARY_LABEL, signRequest } from "./sign.js";
 export type { RequestSigner, SignOptions } from "./sign.js";
 export { AuthError, verifyRequest } from "./verify.js";

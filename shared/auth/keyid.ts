@@ -7,9 +7,7 @@ import { MAX_ID, PublicKey } from "../model/common.js";
  * - `key:<pubkey>` a bare key, only good for registering the actor that owns it.
  */
 export type KeyId =
-  | { kind: "actor"; id: number }
-  | { kind: "runner"; contextId: number; id: number }
-  | { kind: "key"; pubkey: string };
+  { kind: "actor"; id: number } | { kind: "runner"; contextId: number; id: number } | { kind: "key"; pubkey: string };
 
 export function actorKeyId(id: number): string {
   return `actor:${id}`;
@@ -36,6 +34,7 @@ export function parseKeyId(keyid: string): KeyId | null {
   if (kind === "runner" && a !== undefined && b !== undefined && isId(a) && isId(b)) {
     return { kind, contextId: Number(a), id: Number(b) };
   }
-  if (kind === "key" && a !== undefined && b === undefined && PublicKey.safeParse(a).success) return { kind, pubkey: a };
+  if (kind === "key" && a !== undefined && b === undefined && PublicKey.safeParse(a).success)
+    return { kind, pubkey: a };
   return null;
 }

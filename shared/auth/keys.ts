@@ -11,7 +11,10 @@ export const PrivateJwk = z.object({
   kty: z.literal("OKP"),
   crv: z.literal("Ed25519"),
   x: PublicKey,
-  d: z.string().length(43).regex(/^[A-Za-z0-9_-]+$/),
+  d: z
+    .string()
+    .length(43)
+    .regex(/^[A-Za-z0-9_-]+$/),
 });
 export type PrivateJwk = z.infer<typeof PrivateJwk>;
 

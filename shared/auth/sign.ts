@@ -27,7 +27,11 @@ export const SIGNED_COMPONENTS = ["@method", "@target-uri"] as const;
  * a body, its `Content-Digest` (RFC 9530, sha-256), with `created`, `keyid`, `nonce` and
  * `alg="ed25519"`. Returns a new Request; call again with another label to add a signature.
  */
-export async function signRequest(request: Request, signer: RequestSigner, options: SignOptions = {}): Promise<Request> {
+export async function signRequest(
+  request: Request,
+  signer: RequestSigner,
+  options: SignOptions = {},
+): Promise<Request> {
   const body = new Uint8Array(await request.clone().arrayBuffer());
   const headers = new Headers(request.headers);
   const components: string[] = [...SIGNED_COMPONENTS];

@@ -55,13 +55,18 @@ const ED25519_SIGNATURE_BYTES = 64;
  */
 export async function verifyRequest(request: Request, options: VerifyOptions): Promise<VerifiedRequest> {
   if (!request.headers.has("signature") || !request.headers.has("signature-input")) {
-    throw new AuthError("signature-missing", "the request is not signed: Signature and Signature-Input headers are required");
+    throw new AuthError(
+      "signature-missing",
+      "the request is not signed: Signature and Signature-Input headers are required",
+    );
   }
   const hasBody = options.body.length > 0;
   if (hasBody) {
     const digest = await checkContentDigest(request.headers.get("content-digest"), options.body);
-    if (digest === "missing") throw new AuthError("signature-missing", "a request with a body needs a Content-Digest header (sha-256)");
-    if (digest === "malformed") throw new AuthError("signature-malformed", "Content-Digest is not a sha-256 structured-field digest");
+    if (digest === "missing")
+      throw new AuthError("signature-missing", "a request with a body needs a Content-Digest header (sha-256)");
+    if (digest === "malformed")
+      throw new AuthError("signature-malformed", "Content-Digest is not a sha-256 structured-field digest");
     if (digest === "mismatch") throw new AuthError("digest-mismatch", "the body does not match its Content-Digest");
   }
 
@@ -82,21 +87,35 @@ export async function verifyRequest(request: Request, options: VerifyOptions): P
         if (typeof created !== "number" || typeof keyid !== "string" || typeof nonce !== "string") {
           throw (failure = new AuthError("signature-malformed", "created must be an integer, keyid and nonce strings"));
         }
-        if (!NONCE.test(nonce)) throw (failure = new AuthError("signature-malformed", "nonce must be 16 to 128 base64url characters"));
+        if (!NONCE.test(nonce))
+          throw (failure = new AuthError("signature-malformed", "nonce must be 16 to 128 base64url characters"));
         if (created > options.now + options.skewSeconds) {
-          throw (failure = new AuthError("signature-from-future", `created is ${created - options.now} s in the future (allowed skew ${options.skewSeconds} s)`));
+          throw (failure = new AuthError(
+            "signature-from-future",
+            `created is ${created - options.now} s in the future (allowed skew ${options.skewSeconds} s)`,
+          ));
         }
         if (created < options.now - options.skewSeconds || (typeof expires === "number" && expires < options.now)) {
-          throw (failure = new AuthError("signature-expired", `the signature is ${options.now - created} s old (allowed ${options.skewSeconds} s)`));
+          throw (failure = new AuthError(
+            "signature-expired",
+            `the signature is ${options.now - created} s old (allowed ${options.skewSeconds} s)`,
+          ));
         }
         if (candidate.signature.length !== ED25519_SIGNATURE_BYTES) {
-          throw (failure = new AuthError("signature-malformed", `an Ed25519 signature is ${ED25519_SIGNATURE_BYTES} bytes, not ${candidate.signature.length}`));
+          throw (failure = new AuthError(
+            "signature-malformed",
+            `an Ed25519 signature is ${ED25519_SIGNATURE_BYTES} bytes, not ${candidate.signature.length}`,
+          ));
         }
         const key = await options.resolveKey(keyid);
         if (!key) throw (failure = new AuthError("unknown-key", `no key is registered as ${JSON.stringify(keyid)}`));
         const verifier = webcrypto.verifier(key);
         // WebCrypto throws on input it cannot even try: that is a signature that does not verify.
-        return { ...verifier, verify: async (data: Uint8Array, signature: Uint8Array) => Promise.resolve(verifier.verify(data, signature)).catch(() => false) };
+        return {
+          ...verifier,
+          verify: async (data: Uint8Array, signature: Uint8Array) =>
+            Promise.resolve(verifier.verify(data, signature)).catch(() => false),
+        };
       },
     });
     return {

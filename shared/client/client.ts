@@ -1,5 +1,13 @@
 import type { z } from "zod";
-import { actorKeyId, bareKeyId, importPrivateKey, KEY_DIRECTORY_PATH, signRequest, type PrivateJwk, type RequestSigner } from "../auth/index.js";
+import {
+  actorKeyId,
+  bareKeyId,
+  importPrivateKey,
+  KEY_DIRECTORY_PATH,
+  signRequest,
+  type PrivateJwk,
+  type RequestSigner,
+} from "../auth/index.js";
 import type { FlowSubmissionInput } from "../flow/index.js";
 import {
   Actor,
@@ -105,7 +113,11 @@ export class CoordinatorClient {
    * Registers the actor owning `jwk`: signs with the bare key (proof of possession), plus an
    * operator's countersignature when the deployment asks for one.
    */
-  async registerActor(jwk: PrivateJwk, input: Omit<ActorRegistration, "pubkey"> = {}, operator?: RequestSigner): Promise<Actor> {
+  async registerActor(
+    jwk: PrivateJwk,
+    input: Omit<ActorRegistration, "pubkey"> = {},
+    operator?: RequestSigner,
+  ): Promise<Actor> {
     const self = this.as(await signerFromJwk(jwk, bareKeyId(jwk.x)));
     const countersigners = operator ? [{ label: "operator", signer: operator }] : [];
     return Actor.parse(await self.request("POST", "/v1/actors", { ...input, pubkey: jwk.x }, { countersigners }));
@@ -122,7 +134,14 @@ export class CoordinatorClient {
   /** Replaces actor `id`'s key with `next`; returns the actor and a client signing with the new key. */
   async rotateKey(id: number, next: PrivateJwk): Promise<{ actor: Actor; client: CoordinatorClient }> {
     const countersigner = await signerFromJwk(next, bareKeyId(next.x));
-    const actor = Actor.parse(await this.request("PUT", `/v1/actors/${id}/key`, { pubkey: next.x }, { countersigners: [{ label: "new-key", signer: countersigner }] }));
+    const actor = Actor.parse(
+      await this.request(
+        "PUT",
+        `/v1/actors/${id}/key`,
+        { pubkey: next.x },
+        { countersigners: [{ label: "new-key", signer: countersigner }] },
+      ),
+    );
     return { actor, client: this.as(await signerFromJwk(next, actorKeyId(id))) };
   }
 
@@ -181,7 +200,11 @@ export class CoordinatorClient {
    * Submits a flow (`start: true` starts it at once). With `idempotencyKey`, a retried submission
    * answers the flow the first one created instead of creating another.
    */
-  async submitFlow(contextId: number, input: FlowSubmissionInput, options: { idempotencyKey?: string } = {}): Promise<FlowView> {
+  async submitFlow(
+    contextId: number,
+    input: FlowSubmissionInput,
+    options: { idempotencyKey?: string } = {},
+  ): Promise<FlowView> {
     const headers: Record<string, string> = options.idempotencyKey ? { "idempotency-key": options.idempotencyKey } : {};
     return FlowView.parse(await this.request("POST", `/v1/contexts/${contextId}/flows`, input, { headers }));
   }
@@ -206,7 +229,9 @@ export class CoordinatorClient {
 
   /** Stops a flow: nothing more is dispatched, runners of in-flight jobs are told to stop. */
   async cancelFlow(contextId: number, flowId: number, reason?: string): Promise<FlowView> {
-    return FlowView.parse(await this.request("POST", `/v1/contexts/${contextId}/flows/${flowId}/cancel`, reason ? { reason } : {}));
+    return FlowView.parse(
+      await this.request("POST", `/v1/contexts/${contextId}/flows/${flowId}/cancel`, reason ? { reason } : {}),
+    );
   }
 
   /** Runs a failed flow again from its failed jobs; finished jobs keep their results. */
@@ -218,7 +243,10 @@ export class CoordinatorClient {
 
   /** Holds (`paused: true`) or lets go on (`false`) all dispatch of a context. */
   async setPaused(contextId: number, paused: boolean): Promise<{ context_id: number; paused: boolean }> {
-    return (await this.request("POST", `/v1/contexts/${contextId}/${paused ? "pause" : "resume"}`)) as { context_id: number; paused: boolean };
+    return (await this.request("POST", `/v1/contexts/${contextId}/${paused ? "pause" : "resume"}`)) as {
+      context_id: number;
+      paused: boolean;
+    };
   }
 
   /** What the coordinator gave up on in a context, newest first. */
@@ -227,12 +255,16 @@ export class CoordinatorClient {
   }
 
   async loadDeadLetter(contextId: number, id: string): Promise<DeadLetter> {
-    return DeadLetter.parse(await this.request("GET", `/v1/contexts/${contextId}/deadletters/${encodeURIComponent(id)}`));
+    return DeadLetter.parse(
+      await this.request("GET", `/v1/contexts/${contextId}/deadletters/${encodeURIComponent(id)}`),
+    );
   }
 
   /** GETs a page of a list route, each item parsed by `schema`. */
   private async page<T>(path: string, query: PageQuery & { status?: string }, schema: z.ZodType<T>): Promise<Page<T>> {
-    const search = new URLSearchParams(Object.entries(query).flatMap(([k, v]) => (v === undefined ? [] : [[k, String(v)]]))).toString();
+    const search = new URLSearchParams(
+      Object.entries(query).flatMap(([k, v]) => (v === undefined ? [] : [[k, String(v)]])),
+    ).toString();
     const answer = (await this.request("GET", `${path}${search ? `?${search}` : ""}`)) as Page<unknown>;
     return { ...answer, items: answer.items.map((item) => schema.parse(item)) };
   }
@@ -247,7 +279,8 @@ export class CoordinatorClient {
   }
 }
 
-type RpcAnswer = { jsonrpc: "2.0"; id: unknown; result: unknown } | { jsonrpc: "2.0"; id: unknown; error: RpcErrorObject };
+type RpcAnswer =
+  { jsonrpc: "2.0"; id: unknown; result: unknown } | { jsonrpc: "2.0"; id: unknown; error: RpcErrorObject };
 
 /** A JSON-RPC error object; `data` carries the problem document. */
 export interface RpcErrorObject {
@@ -270,8 +303,17 @@ async function readAnswer(response: Response): Promise<unknown> {
       parsed && typeof parsed === "object" && "type" in parsed
         ? (parsed as ProblemDocument)
         : parsed && typeof parsed === "object" && "error" in parsed
-          ? ((parsed as { error: RpcErrorObject }).error.data ?? { type: "about:blank", title: response.statusText, status: response.status })
-          : { type: "about:blank", title: response.statusText || "Error", status: response.status, detail: text.slice(0, 200) };
+          ? ((parsed as { error: RpcErrorObject }).error.data ?? {
+              type: "about:blank",
+              title: response.statusText,
+              status: response.status,
+            })
+          : {
+              type: "about:blank",
+              title: response.statusText || "Error",
+              status: response.status,
+              detail: text.slice(0, 200),
+            };
     throw new ApiError(response.status, problem);
   }
   return parsed;

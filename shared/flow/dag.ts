@@ -30,12 +30,14 @@ export function resolveDag(jobs: FlowJobInput[], allocate: () => number): { jobs
   jobs.forEach((job, i) => {
     if (job.id !== undefined) {
       const seen = byId.get(job.id);
-      if (seen !== undefined) issues.push({ field: `jobs.${i}.id`, message: `duplicate id ${job.id} (also jobs.${seen})` });
+      if (seen !== undefined)
+        issues.push({ field: `jobs.${i}.id`, message: `duplicate id ${job.id} (also jobs.${seen})` });
       else byId.set(job.id, i);
     }
     if (job.name !== undefined) {
       const seen = byName.get(job.name);
-      if (seen !== undefined) issues.push({ field: `jobs.${i}.name`, message: `duplicate name ${job.name} (also jobs.${seen})` });
+      if (seen !== undefined)
+        issues.push({ field: `jobs.${i}.name`, message: `duplicate name ${job.name} (also jobs.${seen})` });
       else byName.set(job.name, i);
     }
   });
@@ -45,7 +47,10 @@ export function resolveDag(jobs: FlowJobInput[], allocate: () => number): { jobs
     job.depends.flatMap((ref, d) => {
       const target = find(ref);
       if (target === undefined) {
-        issues.push({ field: `jobs.${i}.depends.${d}`, message: `job ${label(job, i)} depends on ${JSON.stringify(ref)}, which is not a job of this flow` });
+        issues.push({
+          field: `jobs.${i}.depends.${d}`,
+          message: `job ${label(job, i)} depends on ${JSON.stringify(ref)}, which is not a job of this flow`,
+        });
         return [];
       }
       return [target];
@@ -56,7 +61,14 @@ export function resolveDag(jobs: FlowJobInput[], allocate: () => number): { jobs
   const cycle = findCycle(edges);
   if (cycle) {
     const names = [...cycle, cycle[0] as number].map((i) => label(jobs[i] as FlowJobInput, i));
-    return { issues: [{ field: `jobs.${cycle[0]}.depends`, message: `the jobs form a dependency cycle: ${names.join(" → ")} (→ reads "depends on")` }] };
+    return {
+      issues: [
+        {
+          field: `jobs.${cycle[0]}.depends`,
+          message: `the jobs form a dependency cycle: ${names.join(" → ")} (→ reads "depends on")`,
+        },
+      ],
+    };
   }
 
   // An allocated id may be one the submission gives another job: skip it, or two jobs would share it.
@@ -67,7 +79,11 @@ export function resolveDag(jobs: FlowJobInput[], allocate: () => number): { jobs
     return id;
   });
   return {
-    jobs: jobs.map((job, i) => ({ ...job, id: ids[i] as number, depends: [...new Set((edges[i] as number[]).map((t) => ids[t] as number))] })),
+    jobs: jobs.map((job, i) => ({
+      ...job,
+      id: ids[i] as number,
+      depends: [...new Set((edges[i] as number[]).map((t) => ids[t] as number))],
+    })),
   };
 }
 

@@ -51,8 +51,14 @@ export function deadline(kind: DeadlineKind, attempt: number, at: number, second
  */
 export function leaseDeadline(flow: FlowState, job: JobState, at: number, startedAt: number | undefined): Deadline {
   const timeoutMs = job.spec.timeout * 1000;
-  const silenceMs = flow.timeouts.timeout_result !== undefined ? flow.timeouts.timeout_result * 1000 : timeoutMs > 0 ? timeoutMs + GRACE_MS : NO_TIMEOUT_SILENCE_MS;
-  const hardStop = startedAt !== undefined && timeoutMs > 0 ? startedAt + timeoutMs + GRACE_MS : Number.POSITIVE_INFINITY;
+  const silenceMs =
+    flow.timeouts.timeout_result !== undefined
+      ? flow.timeouts.timeout_result * 1000
+      : timeoutMs > 0
+        ? timeoutMs + GRACE_MS
+        : NO_TIMEOUT_SILENCE_MS;
+  const hardStop =
+    startedAt !== undefined && timeoutMs > 0 ? startedAt + timeoutMs + GRACE_MS : Number.POSITIVE_INFINITY;
   return at + silenceMs < hardStop
     ? { kind: "result", attempt: job.attempt, at: at + silenceMs, why: "silent" }
     : { kind: "result", attempt: job.attempt, at: hardStop, why: "timeout" };

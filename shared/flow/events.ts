@@ -65,6 +65,10 @@ export interface Transition {
   reason?: string;
 }
 
-export function unchanged(state: FlowState, outcome: Exclude<TransitionOutcome, "applied">, reason: string): Transition {
+export function unchanged(
+  state: FlowState,
+  outcome: Exclude<TransitionOutcome, "applied">,
+  reason: string,
+): Transition {
   return { state, effects: [], outcome, reason };
 }

@@ -21,7 +21,9 @@ export function apply(state: FlowState, event: FlowEvent): Transition {
       return start(state, event.at);
     case "cancel": {
       const d = new Draft(state);
-      return cancel(d, event.reason, event.at) ? d.done() : unchanged(state, "duplicate", `the flow already ${state.status}`);
+      return cancel(d, event.reason, event.at)
+        ? d.done()
+        : unchanged(state, "duplicate", `the flow already ${state.status}`);
     }
     case "rerun":
       return reRun(state, event);
@@ -50,7 +52,8 @@ function start(state: FlowState, at: number): Transition {
 }
 
 function reRun(state: FlowState, event: Extract<FlowEvent, { type: "rerun" }>): Transition {
-  if (state.status !== "error") return unchanged(state, "not-applicable", `only a failed flow can be re-run; this one is ${state.status}`);
+  if (state.status !== "error")
+    return unchanged(state, "not-applicable", `only a failed flow can be re-run; this one is ${state.status}`);
   const failed = failedJobs(state);
   const missing = failed.find((id) => event.bases[id] === undefined);
   if (missing !== undefined) return unchanged(state, "not-applicable", `no message ids for job ${missing}`);
@@ -65,23 +68,40 @@ function onJobEvent(state: FlowState, event: JobEvent): Transition {
   const job = state.jobs[event.job];
   if (!job) return unchanged(state, "not-applicable", `job ${event.job} is not part of this flow`);
   if (event.attempt !== job.attempt) {
-    return unchanged(state, "stale", `attempt ${event.attempt} is not the current attempt (${job.attempt}) of job ${jobKey(job)}`);
+    return unchanged(
+      state,
+      "stale",
+      `attempt ${event.attempt} is not the current attempt (${job.attempt}) of job ${jobKey(job)}`,
+    );
   }
   if (event.type === "assigned") return assign(state, job, event);
   if (event.type === "unassigned") {
     if (job.status !== "dispatched" || job.delivery?.runnerId !== event.runner || job.delivery.state !== "assigned") {
-      return unchanged(state, "stale", `attempt ${job.attempt} of job ${jobKey(job)} is not waiting on runner ${event.runner}`);
+      return unchanged(
+        state,
+        "stale",
+        `attempt ${job.attempt} of job ${jobKey(job)} is not waiting on runner ${event.runner}`,
+      );
     }
     const d = new Draft(state);
-    d.update(job.id, { delivery: undefined, ...(event.reason ? { refused: `runner ${event.runner} ${event.reason}` } : {}) });
+    d.update(job.id, {
+      delivery: undefined,
+      ...(event.reason ? { refused: `runner ${event.runner} ${event.reason}` } : {}),
+    });
     return d.done();
   }
-  if (job.deadline?.kind === "retry") return unchanged(state, "stale", `attempt ${job.attempt} of job ${jobKey(job)} already failed`);
+  if (job.deadline?.kind === "retry")
+    return unchanged(state, "stale", `attempt ${job.attempt} of job ${jobKey(job)} already failed`);
   if (!job.delivery || job.delivery.runnerId !== event.runner) {
-    return unchanged(state, "wrong-runner", `attempt ${job.attempt} of job ${jobKey(job)} was not given to runner ${event.runner}`);
+    return unchanged(
+      state,
+      "wrong-runner",
+      `attempt ${job.attempt} of job ${jobKey(job)} was not given to runner ${event.runner}`,
+    );
   }
   if (ENDED.has(job.status)) {
-    const same = (event.type === "finished" && job.status === "finished") || (event.type === "failed" && job.status === "error");
+    const same =
+      (event.type === "finished" && job.status === "finished") || (event.type === "failed" && job.status === "error");
     return unchanged(state, same ? "duplicate" : "stale", `attempt ${job.attempt} of job ${jobKey(job)} already ended`);
   }
   const d = new Draft(state);
@@ -92,16 +112,26 @@ function onJobEvent(state: FlowState, event: JobEvent): Transition {
       d.update(job.id, {
         refused: undefined,
         delivery: { ...delivery, state: event.acknowledged ? "acknowledged" : "delivered", at: event.at },
-        deadline: event.acknowledged ? leaseDeadline(state, job, event.at, job.startedAt) : deadline("ack", job.attempt, event.at, state.timeouts.timeout_ack),
+        deadline: event.acknowledged
+          ? leaseDeadline(state, job, event.at, job.startedAt)
+          : deadline("ack", job.attempt, event.at, state.timeouts.timeout_ack),
       });
       return d.done();
     case "acknowledged":
       if (delivery.state === "acknowledged") return unchanged(state, "duplicate", "already acknowledged");
-      d.update(job.id, { delivery: { ...delivery, state: "acknowledged", at: event.at }, deadline: leaseDeadline(state, job, event.at, job.startedAt) });
+      d.update(job.id, {
+        delivery: { ...delivery, state: "acknowledged", at: event.at },
+        deadline: leaseDeadline(state, job, event.at, job.startedAt),
+      });
       return d.done();
     case "started":
       if (job.status === "started") return unchanged(state, "duplicate", "already started");
-      d.update(job.id, { status: "started", startedAt: event.at, delivery: { ...delivery, state: "acknowledged" }, deadline: leaseDeadline(state, job, event.at, event.at) });
+      d.update(job.id, {
+        status: "started",
+        startedAt: event.at,
+        delivery: { ...delivery, state: "acknowledged" },
+        deadline: leaseDeadline(state, job, event.at, event.at),
+      });
       return d.done();
     case "heartbeat":
     case "logs":
@@ -133,19 +163,28 @@ function assign(state: FlowState, job: JobState, event: Extract<FlowEvent, { typ
   if (job.delivery) {
     return job.delivery.runnerId === event.runner
       ? unchanged(state, "duplicate", "already assigned to this runner")
-      : unchanged(state, "wrong-runner", `attempt ${job.attempt} of job ${jobKey(job)} is assigned to runner ${job.delivery.runnerId}`);
+      : unchanged(
+          state,
+          "wrong-runner",
+          `attempt ${job.attempt} of job ${jobKey(job)} is assigned to runner ${job.delivery.runnerId}`,
+        );
   }
-  if (job.status !== "dispatched" || job.deadline?.kind === "retry") return unchanged(state, "stale", `job ${jobKey(job)} is not waiting for a runner`);
+  if (job.status !== "dispatched" || job.deadline?.kind === "retry")
+    return unchanged(state, "stale", `job ${jobKey(job)} is not waiting for a runner`);
   const d = new Draft(state);
   d.update(job.id, { delivery: { runnerId: event.runner, state: "assigned", at: event.at } });
   return d.done();
 }
 
 /** The pending deadline an event names, if it is the job's current one. */
-function pending(state: FlowState, event: { job: number; attempt: number; kind: Deadline["kind"] }): { job: JobState; due: Deadline } | undefined {
+function pending(
+  state: FlowState,
+  event: { job: number; attempt: number; kind: Deadline["kind"] },
+): { job: JobState; due: Deadline } | undefined {
   const job = state.jobs[event.job];
   const due = job?.deadline;
-  if (!job || !due || due.kind !== event.kind || due.attempt !== event.attempt || job.attempt !== event.attempt) return undefined;
+  if (!job || !due || due.kind !== event.kind || due.attempt !== event.attempt || job.attempt !== event.attempt)
+    return undefined;
   return { job, due };
 }
 
@@ -225,7 +264,14 @@ export function dueDeadlines(state: FlowState, now: number): (Deadline & { job: 
  * context is not late: its delivery clock starts again (postponed) instead. `random` is the
  * jitter of the retry that a missed deadline may lead to, chosen by the shell.
  */
-export function deadlineEvent(state: FlowState, due: Deadline & { job: number }, now: number, paused: boolean, random: number, why?: string): FlowEvent {
+export function deadlineEvent(
+  state: FlowState,
+  due: Deadline & { job: number },
+  now: number,
+  paused: boolean,
+  random: number,
+  why?: string,
+): FlowEvent {
   const { job, attempt, kind } = due;
   return paused && kind === "delivery"
     ? { type: "postponed", job, attempt, kind, until: now + state.timeouts.timeout * 1000, at: now }

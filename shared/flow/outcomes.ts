@@ -62,7 +62,11 @@ export function fail(d: Draft, id: number, reason: string, at: number, random: n
       const o = d.job(other);
       const backingOff = o.deadline?.kind === "retry";
       if (o.status !== "waiting_for_prerequisites" && !backingOff) continue;
-      d.update(other, { status: "error", error: backingOff ? o.error : `not run: the flow failed (job ${jobKey(job)})`, deadline: undefined });
+      d.update(other, {
+        status: "error",
+        error: backingOff ? o.error : `not run: the flow failed (job ${jobKey(job)})`,
+        deadline: undefined,
+      });
       d.effects.push({ type: "jobEnded", job: other });
     }
   }
@@ -92,7 +96,8 @@ export function cancel(d: Draft, reason: string, at: number): boolean {
     const job = d.job(id);
     if (ENDED.has(job.status)) continue;
     changed = true;
-    if (job.delivery) d.effects.push({ type: "cancelJob", job: id, attempt: job.attempt, runner: job.delivery.runnerId, reason });
+    if (job.delivery)
+      d.effects.push({ type: "cancelJob", job: id, attempt: job.attempt, runner: job.delivery.runnerId, reason });
     d.update(id, { status: "error", error: why, deadline: undefined });
     d.effects.push({ type: "jobEnded", job: id });
   }

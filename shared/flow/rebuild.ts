@@ -59,7 +59,8 @@ interface StoredRecords {
 export function rebuildState(records: StoredRecords): FlowState {
   const { flow, journal = {} } = records;
   // A job outside any flow keeps its own timeouts; records older than that get the defaults.
-  const timeouts: FlowTimeouts = flow?.timeouts ?? records.jobs[0]?.timeouts ?? { timeout: MESSAGE_TIMEOUTS.timeout, timeout_ack: MESSAGE_TIMEOUTS.timeout_ack };
+  const timeouts: FlowTimeouts = flow?.timeouts ??
+    records.jobs[0]?.timeouts ?? { timeout: MESSAGE_TIMEOUTS.timeout, timeout_ack: MESSAGE_TIMEOUTS.timeout_ack };
   const order = flow ? flow.jobs : records.jobs.map((j) => j.id);
   const byId = new Map(records.jobs.map((j) => [j.id, j]));
   const jobs: Record<number, JobState> = {};
@@ -87,7 +88,8 @@ export function rebuildState(records: StoredRecords): FlowState {
     if (ended) {
       if (record.status === "finished") job.result = record.result;
       if (record.error !== undefined) job.error = record.error;
-      if (latest?.runner_id !== undefined) job.delivery = { runnerId: latest.runner_id, state: "acknowledged", at: (latest.ended_at ?? 0) * 1000 };
+      if (latest?.runner_id !== undefined)
+        job.delivery = { runnerId: latest.runner_id, state: "acknowledged", at: (latest.ended_at ?? 0) * 1000 };
     } else if (attempt > 0 && latest && latest.ended_at !== undefined) {
       // The attempt ended but the job did not: it was waiting out a retry's backoff.
       job.status = "dispatched";
@@ -99,7 +101,11 @@ export function rebuildState(records: StoredRecords): FlowState {
       if (notes?.refused !== undefined) job.refused = notes.refused;
       if (notes?.startedAt !== undefined) job.startedAt = notes.startedAt;
       if (notes?.heartbeatAt !== undefined) job.heartbeatAt = notes.heartbeatAt;
-      job.deadline = notes?.deadline ?? { kind: "delivery", attempt, at: (latest.created_at + timeouts.timeout) * 1000 };
+      job.deadline = notes?.deadline ?? {
+        kind: "delivery",
+        attempt,
+        at: (latest.created_at + timeouts.timeout) * 1000,
+      };
     } else {
       job.status = started && record.depends.length > 0 ? "waiting_for_prerequisites" : "dispatched";
     }

@@ -1,5 +1,13 @@
 import type { z } from "zod";
-import type { EnvVars, FlowErrorInfo, FlowStatus, FlowTimeoutsRecord, JobStatus, ResultMap, ScriptType } from "../model/index.js";
+import type {
+  EnvVars,
+  FlowErrorInfo,
+  FlowStatus,
+  FlowTimeoutsRecord,
+  JobStatus,
+  ResultMap,
+  ScriptType,
+} from "../model/index.js";
 
 /** What a job runs: the parts of its RunnerJob record that never change. */
 export interface JobSpec {

@@ -75,10 +75,14 @@ export const FlowSubmission = z
   .object({
     id: Id.optional(),
     env_vars: EnvVars.default({}),
-    jobs: z.array(FlowJobInput).min(1, "a flow has at least one job").max(FLOW_LIMITS.jobsPerFlow, `a flow has at most ${FLOW_LIMITS.jobsPerFlow} jobs`),
+    jobs: z
+      .array(FlowJobInput)
+      .min(1, "a flow has at least one job")
+      .max(FLOW_LIMITS.jobsPerFlow, `a flow has at most ${FLOW_LIMITS.jobsPerFlow} jobs`),
     start: z.boolean().default(false),
     timeouts: MessageTimeouts.default({}),
   })
-  .strict().meta({ id: "FlowSubmission" });
+  .strict()
+  .meta({ id: "FlowSubmission" });
 export type FlowSubmission = z.output<typeof FlowSubmission>;
 export type FlowSubmissionInput = z.input<typeof FlowSubmission>;

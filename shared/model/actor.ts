@@ -10,5 +10,6 @@ export const Actor = z
     created_at: Timestamp,
     updated_at: Timestamp,
   })
-  .strict().meta({ id: "Actor" });
+  .strict()
+  .meta({ id: "Actor" });
 export type Actor = z.infer<typeof Actor>;

@@ -18,5 +18,6 @@ export const Context = z
     created_at: Timestamp,
     updated_at: Timestamp,
   })
-  .strict().meta({ id: "Context" });
+  .strict()
+  .meta({ id: "Context" });
 export type Context = z.infer<typeof Context>;

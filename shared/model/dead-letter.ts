@@ -22,5 +22,6 @@ export const DeadLetter = z
     payload: z.string().optional(),
     at: Timestamp,
   })
-  .strict().meta({ id: "DeadLetter" });
+  .strict()
+  .meta({ id: "DeadLetter" });
 export type DeadLetter = z.infer<typeof DeadLetter>;

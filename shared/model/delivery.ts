@@ -20,5 +20,6 @@ export const DeliveryPayload = z
       .object({ ack: z.url(), started: z.url(), heartbeat: z.url(), result: z.url(), logs: z.url() })
       .strict(),
   })
-  .strict().meta({ id: "Delivery" });
+  .strict()
+  .meta({ id: "Delivery" });
 export type DeliveryPayload = z.infer<typeof DeliveryPayload>;

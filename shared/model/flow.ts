@@ -41,5 +41,6 @@ export const Flow = z
     started_at: Timestamp.optional(),
     ended_at: Timestamp.optional(),
   })
-  .strict().meta({ id: "Flow" });
+  .strict()
+  .meta({ id: "Flow" });
 export type Flow = z.infer<typeof Flow>;

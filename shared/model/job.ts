@@ -36,7 +36,8 @@ export const RunnerJob = z
     updated_at: Timestamp,
     status: JobStatus,
   })
-  .strict().meta({ id: "RunnerJob" });
+  .strict()
+  .meta({ id: "RunnerJob" });
 export type RunnerJob = z.infer<typeof RunnerJob>;
 
 /** Defaults for a job's optional inputs. */

@@ -48,5 +48,6 @@ export const Message = z
     subject: z.string().max(256).optional(),
     flow_result: FlowResultInfo.optional(),
   })
-  .strict().meta({ id: "Message" });
+  .strict()
+  .meta({ id: "Message" });
 export type Message = z.infer<typeof Message>;

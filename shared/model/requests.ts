@@ -16,10 +16,14 @@ export const ActorRegistration = z
     pubkey: PublicKey,
     address: z.array(Address).max(16).default([]),
   })
-  .strict().meta({ id: "ActorRegistration" });
+  .strict()
+  .meta({ id: "ActorRegistration" });
 
 /** `PATCH /v1/actors/{id}`: an actor changes its own addresses. */
-export const ActorUpdate = z.object({ address: z.array(Address).max(16) }).strict().meta({ id: "ActorUpdate" });
+export const ActorUpdate = z
+  .object({ address: z.array(Address).max(16) })
+  .strict()
+  .meta({ id: "ActorUpdate" });
 
 /** `PUT /v1/actors/{id}/key`: signed by the current key, countersigned (`new-key`) by the new one. */
 export const KeyRotation = z.object({ pubkey: PublicKey }).strict().meta({ id: "KeyRotation" });
@@ -32,12 +36,14 @@ export const ContextCreation = z
     readers: ActorIds.default([]),
     executors: ActorIds.default([]),
   })
-  .strict().meta({ id: "ContextCreation" });
+  .strict()
+  .meta({ id: "ContextCreation" });
 
 /** `PUT /v1/contexts/{id}/permissions`: replaces all three lists; at least one admin must remain. */
 export const PermissionsUpdate = z
   .object({ admins: ActorIds.min(1, "a context needs at least one admin"), readers: ActorIds, executors: ActorIds })
-  .strict().meta({ id: "PermissionsUpdate" });
+  .strict()
+  .meta({ id: "PermissionsUpdate" });
 
 /** `POST /v1/contexts/{id}/runners`. */
 export const RunnerRegistration = z
@@ -51,7 +57,8 @@ export const RunnerRegistration = z
     script_types: Runner.shape.script_types.optional(),
     concurrency: Runner.shape.concurrency.default(1),
   })
-  .strict().meta({ id: "RunnerRegistration" });
+  .strict()
+  .meta({ id: "RunnerRegistration" });
 
 /** `PATCH /v1/contexts/{id}/runners/{id}`. */
 export const RunnerUpdate = z
@@ -63,7 +70,8 @@ export const RunnerUpdate = z
     script_types: Runner.shape.script_types.optional(),
     concurrency: Runner.shape.concurrency.optional(),
   })
-  .strict().meta({ id: "RunnerUpdate" });
+  .strict()
+  .meta({ id: "RunnerUpdate" });
 
 export type ActorRegistration = z.input<typeof ActorRegistration>;
 export type ActorUpdate = z.input<typeof ActorUpdate>;
@@ -81,5 +89,6 @@ export const MessageSubmission = z
     subject: z.string().max(256).optional(),
     message: z.string().min(1).max(65_536),
   })
-  .strict().meta({ id: "MessageSubmission" });
+  .strict()
+  .meta({ id: "MessageSubmission" });
 export type MessageSubmission = z.input<typeof MessageSubmission>;

@@ -21,7 +21,8 @@ export const Runner = z
     created_at: Timestamp,
     updated_at: Timestamp,
   })
-  .strict().meta({ id: "Runner" });
+  .strict()
+  .meta({ id: "Runner" });
 export type Runner = z.infer<typeof Runner>;
 
 /** The seeds' default topic for a runner: `runner<id>`. */
@@ -42,7 +43,8 @@ export const RunnerDispatch = z
     failures: z.int().min(0).optional(),
     retry_at: Timestamp.optional(),
   })
-  .strict().meta({ id: "RunnerDispatch" });
+  .strict()
+  .meta({ id: "RunnerDispatch" });
 export type RunnerDispatch = z.infer<typeof RunnerDispatch>;
 
 /** A runner as `GET …/runners/{r}` shows it: the record and how dispatch stands with it. */

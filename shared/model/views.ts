@@ -16,7 +16,17 @@ import { FlowErrorInfo } from "./flow.js";
  */
 export const JobWaiting = z
   .object({
-    reason: z.enum(["dependencies", "backoff", "paused", "no-runner", "runners-busy", "runner-refusing", "pull", "queued", "delivering"]),
+    reason: z.enum([
+      "dependencies",
+      "backoff",
+      "paused",
+      "no-runner",
+      "runners-busy",
+      "runner-refusing",
+      "pull",
+      "queued",
+      "delivering",
+    ]),
     detail: z.string(),
     until: Timestamp.optional(),
   })
@@ -66,7 +76,8 @@ export const FlowView = z
     }),
     jobs: z.array(JobView),
   })
-  .strict().meta({ id: "FlowView" });
+  .strict()
+  .meta({ id: "FlowView" });
 export type FlowView = z.infer<typeof FlowView>;
 
 /** `flow.dag`: nodes with statuses, edges from a dependency to its dependent. */
@@ -76,10 +87,19 @@ export const FlowDag = z
     status: FlowStatus,
     nodes: z.array(
       z
-        .object({ id: Id, key: z.string(), name: z.string().optional(), script_type: ScriptType, status: JobStatus, attempt: z.int().min(0), runner_id: Id.optional() })
+        .object({
+          id: Id,
+          key: z.string(),
+          name: z.string().optional(),
+          script_type: ScriptType,
+          status: JobStatus,
+          attempt: z.int().min(0),
+          runner_id: Id.optional(),
+        })
         .strict(),
     ),
     edges: z.array(z.object({ from: Id, to: Id }).strict()),
   })
-  .strict().meta({ id: "FlowDag" });
+  .strict()
+  .meta({ id: "FlowDag" });
 export type FlowDag = z.infer<typeof FlowDag>;

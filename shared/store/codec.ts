@@ -72,7 +72,10 @@ export function decodeRecord<T>(codec: RecordCodec<T>, key: string, hash: Record
 export function parseStored<T>(schema: z.ZodType<T>, key: string, value: unknown, whole = "(record)"): T {
   const parsed = schema.safeParse(value);
   if (parsed.success) return parsed.data;
-  throw new CorruptRecordError(key, parsed.error.issues.map((issue) => ({ field: issue.path.join(".") || whole, message: issue.message })));
+  throw new CorruptRecordError(
+    key,
+    parsed.error.issues.map((issue) => ({ field: issue.path.join(".") || whole, message: issue.message })),
+  );
 }
 
 /** Decodes a script's `{key, {field, value, …}, key, …}` reply (inboxes, leases) into records. */

@@ -32,13 +32,20 @@ export class ContextAdmin {
   async setPaused(contextId: number, paused: boolean): Promise<void> {
     const fields = encodePairs(codecs.context, { ...(paused ? { paused } : {}), updated_at: this.now() });
     const removed = paused ? [] : ["paused"];
-    const updated = await updateRecord.run(this.redis, [this.keys.context(contextId)], [removed.length, ...removed, ...fields]);
+    const updated = await updateRecord.run(
+      this.redis,
+      [this.keys.context(contextId)],
+      [removed.length, ...removed, ...fields],
+    );
     if (updated !== 1) throw new NotFoundError("context", String(contextId));
   }
 
   /** Whether dispatch is held in the context. */
   async isPaused(contextId: number): Promise<boolean> {
-    return (await callRedis(() => this.redis.exec<string | null>(["HGET", this.keys.context(contextId), "paused"]))) === "true";
+    return (
+      (await callRedis(() => this.redis.exec<string | null>(["HGET", this.keys.context(contextId), "paused"]))) ===
+      "true"
+    );
   }
 
   /**
@@ -54,10 +61,24 @@ export class ContextAdmin {
     await callRedis(() => this.redis.exec(["ZREM", this.keys.contextIndex(), String(contextId)]));
   }
 
-  private async change(contextId: number, list: PermissionList, actorId: number, op: "grant" | "revoke"): Promise<boolean> {
-    const result = await changePermission.run(this.redis, [this.keys.context(contextId)], [list, actorId, op, this.now()]);
+  private async change(
+    contextId: number,
+    list: PermissionList,
+    actorId: number,
+    op: "grant" | "revoke",
+  ): Promise<boolean> {
+    const result = await changePermission.run(
+      this.redis,
+      [this.keys.context(contextId)],
+      [list, actorId, op, this.now()],
+    );
     if (result === -1) throw new NotFoundError("context", String(contextId));
-    if (result === -2) throw new ConflictError("context", String(contextId), `actor ${actorId} is the last admin of context ${contextId}; grant another admin first`);
+    if (result === -2)
+      throw new ConflictError(
+        "context",
+        String(contextId),
+        `actor ${actorId} is the last admin of context ${contextId}; grant another admin first`,
+      );
     return result === 1;
   }
 }

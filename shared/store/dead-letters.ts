@@ -38,14 +38,28 @@ export class DeadLetters {
 
   async add(entry: DeadLetter): Promise<void> {
     const ctx = entry.context_id;
-    await addDeadLetter.run(this.redis, [this.keys.deadLetters(ctx), this.keys.deadLetterIndex(ctx)], [entry.id, JSON.stringify(entry), Date.now()]);
+    await addDeadLetter.run(
+      this.redis,
+      [this.keys.deadLetters(ctx), this.keys.deadLetterIndex(ctx)],
+      [entry.id, JSON.stringify(entry), Date.now()],
+    );
   }
 
   async list(contextId: number, offset: number, limit: number): Promise<Page<DeadLetter>> {
-    const { members: ids, total } = await readIndexPage(this.redis, this.keys.deadLetterIndex(contextId), offset, limit, true);
+    const { members: ids, total } = await readIndexPage(
+      this.redis,
+      this.keys.deadLetterIndex(contextId),
+      offset,
+      limit,
+      true,
+    );
     if (ids.length === 0) return toPage([], offset, 0, total);
-    const values = await callRedis(() => this.redis.exec<(string | null)[]>(["HMGET", this.keys.deadLetters(contextId), ...ids]));
-    const items = values.flatMap((v, i) => (v === null ? [] : [parse(`${this.keys.deadLetters(contextId)}#${ids[i]}`, v)]));
+    const values = await callRedis(() =>
+      this.redis.exec<(string | null)[]>(["HMGET", this.keys.deadLetters(contextId), ...ids]),
+    );
+    const items = values.flatMap((v, i) =>
+      v === null ? [] : [parse(`${this.keys.deadLetters(contextId)}#${ids[i]}`, v)],
+    );
     return toPage(items, offset, ids.length, total);
   }
 

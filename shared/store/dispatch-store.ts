@@ -57,14 +57,22 @@ export class DispatchStore {
 
   /** The queues a runner takes work from, in order: jobs pinned to it, then its script types'. */
   queuesOf(runner: Pick<Runner, "context_id" | "id" | "script_types">): string[] {
-    return [this.keys.pinnedQueue(runner.context_id, runner.id), ...runner.script_types.map((t) => this.keys.queue(runner.context_id, t))];
+    return [
+      this.keys.pinnedQueue(runner.context_id, runner.id),
+      ...runner.script_types.map((t) => this.keys.queue(runner.context_id, t)),
+    ];
   }
 
   /**
    * Gives ready attempts to runners with free slots, atomically (none while the context is
    * paused). Resolves with the claims and each runner's free slots afterwards.
    */
-  async claim(contextId: number, runners: ClaimRunner[], limit = CLAIM_LIMIT, now = Date.now()): Promise<{ claims: Claim[]; free: Map<number, number> }> {
+  async claim(
+    contextId: number,
+    runners: ClaimRunner[],
+    limit = CLAIM_LIMIT,
+    now = Date.now(),
+  ): Promise<{ claims: Claim[]; free: Map<number, number> }> {
     if (runners.length === 0 || limit <= 0) return { claims: [], free: new Map() };
     const queues: string[] = [];
     const position = (queue: string) => {
@@ -76,12 +84,26 @@ export class DispatchStore {
       const positions = r.queues.map(position);
       return [r.id, r.concurrency, positions.length, ...positions];
     });
-    const keys = [this.keys.context(contextId), ...queues, ...runners.map((r) => this.keys.runnerSlots(contextId, r.id))];
-    const reply = (await claimWork.run(this.redis, keys, [now, queues.length, runners.length, Math.min(limit, CLAIM_LIMIT), ...perRunner])) as [unknown[], unknown[]];
+    const keys = [
+      this.keys.context(contextId),
+      ...queues,
+      ...runners.map((r) => this.keys.runnerSlots(contextId, r.id)),
+    ];
+    const reply = (await claimWork.run(this.redis, keys, [
+      now,
+      queues.length,
+      runners.length,
+      Math.min(limit, CLAIM_LIMIT),
+      ...perRunner,
+    ])) as [unknown[], unknown[]];
     const [flat, free] = reply;
     const claims: Claim[] = [];
     for (let i = 0; i + 2 < flat.length; i += 3) {
-      claims.push({ runner: (runners[Number(flat[i]) - 1] as ClaimRunner).id, item: String(flat[i + 1]), queue: queues[Number(flat[i + 2]) - 1] as string });
+      claims.push({
+        runner: (runners[Number(flat[i]) - 1] as ClaimRunner).id,
+        item: String(flat[i + 1]),
+        queue: queues[Number(flat[i + 2]) - 1] as string,
+      });
     }
     return { claims, free: new Map(runners.map((r, i) => [r.id, Number(free[i] ?? 0)])) };
   }
@@ -116,8 +138,10 @@ export class DispatchStore {
       return String(p + 1);
     };
     const args: string[] = [String(DELIVERED_SCORE)];
-    for (const [runner, items] of delivered) args.push("D", at(this.keys.runnerSlots(contextId, runner)), String(items.length), ...items);
-    for (const [runner, items] of byRunner(s.gone)) args.push("G", at(this.keys.runnerSlots(contextId, runner)), String(items.length), ...items);
+    for (const [runner, items] of delivered)
+      args.push("D", at(this.keys.runnerSlots(contextId, runner)), String(items.length), ...items);
+    for (const [runner, items] of byRunner(s.gone))
+      args.push("G", at(this.keys.runnerSlots(contextId, runner)), String(items.length), ...items);
     for (const c of s.back) args.push("B", at(this.keys.runnerSlots(contextId, c.runner)), at(c.queue), "1", c.item);
     await settleWork.run(this.redis, keys, args);
   }
@@ -127,7 +151,8 @@ export class DispatchStore {
     if (runnerIds.length === 0) return [];
     const replies = await callRedis(async () => {
       const p = this.redis.pipeline();
-      for (const id of runnerIds) p.zrange(this.keys.runnerSlots(contextId, id), "-inf", `(${before}`, { byScore: true });
+      for (const id of runnerIds)
+        p.zrange(this.keys.runnerSlots(contextId, id), "-inf", `(${before}`, { byScore: true });
       return (await p.exec()) as string[][];
     });
     return runnerIds.flatMap((runner, i) => (replies[i] ?? []).map((item) => ({ runner, item: String(item) })));
@@ -166,6 +191,8 @@ export class DispatchStore {
   /** Records a runner's delivery trouble, or (null) that it is over. */
   async setHealth(contextId: number, runnerId: number, health: RunnerHealth | null): Promise<void> {
     const key = this.keys.runnerHealth(contextId);
-    await callRedis(() => (health ? this.redis.hset(key, { [runnerId]: JSON.stringify(health) }) : this.redis.hdel(key, String(runnerId))));
+    await callRedis(() =>
+      health ? this.redis.hset(key, { [runnerId]: JSON.stringify(health) }) : this.redis.hdel(key, String(runnerId)),
+    );
   }
 }

@@ -48,7 +48,12 @@ function deadlineMember(state: FlowState): string {
 
 /** The work item of a job's attempt, as queued and as held in a runner's slots. */
 export function attemptItem(keys: Keys, state: FlowState, job: JobState, attempt: number): string {
-  return workItem({ messageKey: keys.message(state.contextId, state.callerId, messageId(job, attempt)), flowId: state.id, jobId: job.id, attempt });
+  return workItem({
+    messageKey: keys.message(state.contextId, state.callerId, messageId(job, attempt)),
+    flowId: state.id,
+    jobId: job.id,
+    attempt,
+  });
 }
 
 /**
@@ -107,7 +112,12 @@ export function planCommit(keys: Keys, steps: CommitStep[], now: number): Commit
       switch (effect.type) {
         case "flowStarted": {
           if (!standalone) {
-            ops.push(["H", flowKey, encodePairs(codecs.flow, { status: "started", started_at: secs, updated_at: secs }), 1]);
+            ops.push([
+              "H",
+              flowKey,
+              encodePairs(codecs.flow, { status: "started", started_at: secs, updated_at: secs }),
+              1,
+            ]);
             ops.push(["R", keys.flowsByStatus(ctx, "dispatched"), [String(state.id)]]);
             ops.push(["Z", keys.flowsByStatus(ctx, "started"), [String(state.id), String(state.id)]]);
           }
@@ -121,8 +131,14 @@ export function planCommit(keys: Keys, steps: CommitStep[], now: number): Commit
           const key = keys.message(ctx, state.callerId, message.id);
           ops.push(["H", key, encodePairs(codecs.message, message), 2]);
           messages.push(message);
-          const queue = job.spec.runner_id !== undefined ? keys.pinnedQueue(ctx, job.spec.runner_id) : keys.queue(ctx, job.spec.script_type);
-          queued.set(queue, [...(queued.get(queue) ?? []), workItem({ messageKey: key, flowId: state.id, jobId: job.id, attempt: effect.attempt }, job.previousRunner)]);
+          const queue =
+            job.spec.runner_id !== undefined
+              ? keys.pinnedQueue(ctx, job.spec.runner_id)
+              : keys.queue(ctx, job.spec.script_type);
+          queued.set(queue, [
+            ...(queued.get(queue) ?? []),
+            workItem({ messageKey: key, flowId: state.id, jobId: job.id, attempt: effect.attempt }, job.previousRunner),
+          ]);
           queuedAny = true;
           break;
         }
@@ -131,8 +147,19 @@ export function planCommit(keys: Keys, steps: CommitStep[], now: number): Commit
           // The failed attempt's runner is the one the retry will avoid.
           release(job, effect.attempt, job.previousRunner);
           const messageKey = keys.message(ctx, state.callerId, messageId(job, effect.attempt));
-          ops.push(["H", messageKey, encodePairs(codecs.message, { status: "error", ended_at: secs, updated_at: secs, runner_id: job.previousRunner }), 3]);
-          if (step.logs?.job === job.id && step.logs.lines.length > 0) ops.push(["L", messageKey, [JSON.stringify(step.logs.lines)]]);
+          ops.push([
+            "H",
+            messageKey,
+            encodePairs(codecs.message, {
+              status: "error",
+              ended_at: secs,
+              updated_at: secs,
+              runner_id: job.previousRunner,
+            }),
+            3,
+          ]);
+          if (step.logs?.job === job.id && step.logs.lines.length > 0)
+            ops.push(["L", messageKey, [JSON.stringify(step.logs.lines)]]);
           break;
         }
         case "deadLetter": {
@@ -164,7 +191,16 @@ export function planCommit(keys: Keys, steps: CommitStep[], now: number): Commit
           for (const id of effect.jobs) {
             const job = state.jobs[id] as JobState;
             const jobHash = keys.job(ctx, state.callerId, id);
-            ops.push(["H", jobHash, encodePairs(codecs.job, { status: job.status, message_base: job.messageBase, attempt_floor: job.attemptFloor, updated_at: secs })]);
+            ops.push([
+              "H",
+              jobHash,
+              encodePairs(codecs.job, {
+                status: job.status,
+                message_base: job.messageBase,
+                attempt_floor: job.attemptFloor,
+                updated_at: secs,
+              }),
+            ]);
             ops.push(["D", jobHash, ["error"]]);
           }
           const due = nearestDeadline(state);
@@ -186,18 +222,31 @@ export function planCommit(keys: Keys, steps: CommitStep[], now: number): Commit
             };
             // ended_at is new on the first write of this outcome, and only then.
             ops.push(["H", messageKey, encodePairs(codecs.message, final), 3]);
-            if (step.logs?.job === job.id && step.logs.lines.length > 0) ops.push(["L", messageKey, [JSON.stringify(step.logs.lines)]]);
+            if (step.logs?.job === job.id && step.logs.lines.length > 0)
+              ops.push(["L", messageKey, [JSON.stringify(step.logs.lines)]]);
           }
           ops.push([
             "H",
             keys.job(ctx, state.callerId, job.id),
-            encodePairs(codecs.job, { status: job.status, result: job.result ?? {}, error: job.error, attempt: job.attempt, updated_at: secs }),
+            encodePairs(codecs.job, {
+              status: job.status,
+              result: job.result ?? {},
+              error: job.error,
+              attempt: job.attempt,
+              updated_at: secs,
+            }),
           ]);
           break;
         }
         case "flowEnded": {
           if (!standalone) {
-            const final = { status: state.status, result: state.result, error: state.error, ended_at: secs, updated_at: secs };
+            const final = {
+              status: state.status,
+              result: state.result,
+              error: state.error,
+              ended_at: secs,
+              updated_at: secs,
+            };
             ops.push(["H", flowKey, encodePairs(codecs.flow, final), 1]);
             ops.push(["R", keys.flowsByStatus(ctx, "started"), [String(state.id)]]);
             ops.push(["Z", keys.flowsByStatus(ctx, state.status), [String(state.id), String(state.id)]]);
@@ -216,10 +265,17 @@ export function planCommit(keys: Keys, steps: CommitStep[], now: number): Commit
     }
     for (const [queue, items] of queued) ops.push(["P", queue, items]);
     if (posted.length > 0) ops.push(["P", keys.msgOut(ctx), posted]);
-    if (step.logs && !step.effects.some((e) => (e.type === "jobEnded" || e.type === "attemptFailed") && e.job === step.logs?.job)) {
+    if (
+      step.logs &&
+      !step.effects.some((e) => (e.type === "jobEnded" || e.type === "attemptFailed") && e.job === step.logs?.job)
+    ) {
       const job = state.jobs[step.logs.job] as JobState;
       if (job.attempt > 0 && step.logs.lines.length > 0) {
-        ops.push(["L", keys.message(ctx, state.callerId, messageId(job, job.attempt)), [JSON.stringify(step.logs.lines)]]);
+        ops.push([
+          "L",
+          keys.message(ctx, state.callerId, messageId(job, job.attempt)),
+          [JSON.stringify(step.logs.lines)],
+        ]);
       }
     }
     if (ops.length === 0) continue;
@@ -239,5 +295,13 @@ export function planCommit(keys: Keys, steps: CommitStep[], now: number): Commit
     args.push("0", String(frees.size));
     for (const [key, { items }] of frees) args.push("R", at(key), String(items.length), ...items);
   }
-  return { keys: keyList, args, messages, sections, queued: queuedAny, freed: [...frees.values()].map((f) => f.runner), notifies };
+  return {
+    keys: keyList,
+    args,
+    messages,
+    sections,
+    queued: queuedAny,
+    freed: [...frees.values()].map((f) => f.runner),
+    notifies,
+  };
 }

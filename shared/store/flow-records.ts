@@ -1,4 +1,12 @@
-import { jobEnvironment, jobKey, messageId, resultMessageId, MESSAGE_TIMEOUTS, type FlowState, type JobState } from "../flow/index.js";
+import {
+  jobEnvironment,
+  jobKey,
+  messageId,
+  resultMessageId,
+  MESSAGE_TIMEOUTS,
+  type FlowState,
+  type JobState,
+} from "../flow/index.js";
 import type { Flow, Message, RunnerJob } from "../model/index.js";
 
 /**

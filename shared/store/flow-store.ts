@@ -82,7 +82,14 @@ export class FlowStore {
       const [flowId, firstJobId, firstMessageId, digest] = String(reply[1]).split(":");
       return digest === undefined
         ? { existing: { flowId: Number(flowId) } }
-        : { existing: { flowId: Number(flowId), firstJobId: Number(firstJobId), firstMessageId: Number(firstMessageId), digest } };
+        : {
+            existing: {
+              flowId: Number(flowId),
+              firstJobId: Number(firstJobId),
+              firstMessageId: Number(firstMessageId),
+              digest,
+            },
+          };
     }
     return { flowId: Number(reply[1]), firstJobId: Number(reply[2]), firstMessageId: Number(reply[3]) };
   }
@@ -94,7 +101,12 @@ export class FlowStore {
   async create(state: FlowState, chosen: number[], now: number): Promise<boolean> {
     const ctx = state.contextId;
     const flowFields = encodePairs(codecs.flow, flowRecord(state, now));
-    const keys = [this.keys.flow(ctx, state.id), this.keys.index(ctx, "flow"), this.keys.flowsByStatus(ctx, state.status), this.keys.index(ctx, "job")];
+    const keys = [
+      this.keys.flow(ctx, state.id),
+      this.keys.index(ctx, "flow"),
+      this.keys.flowsByStatus(ctx, state.status),
+      this.keys.index(ctx, "job"),
+    ];
     const args: (string | number)[] = [state.id, flowFields.length / 2, ...flowFields];
     for (const id of state.order) {
       const job = state.jobs[id];
@@ -109,7 +121,11 @@ export class FlowStore {
     if (result === -1) return false;
     if (result < -1) {
       const jobId = state.order[-result - 2];
-      throw new ConflictError("job", String(jobId), `job id ${jobId} is taken by another job of actor ${state.callerId}`);
+      throw new ConflictError(
+        "job",
+        String(jobId),
+        `job id ${jobId} is taken by another job of actor ${state.callerId}`,
+      );
     }
     return true;
   }
@@ -137,7 +153,12 @@ export class FlowStore {
     const jobs = jobHashes.flatMap((h, i) => (h ? [decodeRecord(codecs.job, jobKeys[i] as string, h)] : []));
     const wanted = jobs.flatMap((job) =>
       // The current run's attempts: after a re-run they start past attempt_floor.
-      job.message_base === undefined ? [] : Array.from({ length: attemptBlock(job) }, (_, a) => ({ job: job.id, id: (job.message_base as number) + (job.attempt_floor ?? 0) + a })),
+      job.message_base === undefined
+        ? []
+        : Array.from({ length: attemptBlock(job) }, (_, a) => ({
+            job: job.id,
+            id: (job.message_base as number) + (job.attempt_floor ?? 0) + a,
+          })),
     );
     const messageKeys = wanted.map((w) => this.keys.message(contextId, callerId, w.id));
     const messageHashes = await readHashes(this.redis, messageKeys);

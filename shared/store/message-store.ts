@@ -30,27 +30,45 @@ export class MessageStore {
   /** Allocates `count` consecutive message ids in the sender's space; resolves with the first. */
   async allocateIds(contextId: number, callerId: number, count = 1): Promise<number> {
     const counter = this.layout.counter({ context_id: contextId, caller_id: callerId });
-    const last = Number(await callRedis(() => this.redis.exec<number>(["HINCRBY", counter.key, counter.field, String(count)])));
+    const last = Number(
+      await callRedis(() => this.redis.exec<number>(["HINCRBY", counter.key, counter.field, String(count)])),
+    );
     return last - count + 1;
   }
 
   /** Stores a message and puts it on msg_out in one step. */
   async post(message: Message): Promise<void> {
     const keys = [this.layout.key(message), this.layout.indexKey(message), this.keys.msgOut(message.context_id)];
-    const args = [this.layout.indexMember(message), message.id, crypto.randomUUID(), ...encodePairs(codecs.message, message)];
-    if ((await createRecord.run(this.redis, keys, args)) !== 1) throw new ConflictError("message", String(message.id), `message id ${message.id} is taken`);
+    const args = [
+      this.layout.indexMember(message),
+      message.id,
+      crypto.randomUUID(),
+      ...encodePairs(codecs.message, message),
+    ];
+    if ((await createRecord.run(this.redis, keys, args)) !== 1)
+      throw new ConflictError("message", String(message.id), `message id ${message.id} is taken`);
   }
 
   /** Puts a relayed message into its recipient's inbox (once), or marks it refused. */
   async settle(message: Message, outcome: { deliver: true } | { deliver: false; reason: string }): Promise<boolean> {
     const inbox = this.keys.msgIn(message.context_id, message.to ?? message.caller_id);
     const args = outcome.deliver ? ["deliver", this.now()] : ["refuse", this.now(), outcome.reason.slice(0, 256)];
-    return (await settleMessage.run(this.redis, [this.layout.key(message), inbox, this.keys.inflight(message.context_id)], args)) === 1;
+    return (
+      (await settleMessage.run(
+        this.redis,
+        [this.layout.key(message), inbox, this.keys.inflight(message.context_id)],
+        args,
+      )) === 1
+    );
   }
 
   /** An actor's oldest messages, popped (marked processed) or only looked at. */
   async inbox(contextId: number, actorId: number, max: number, pop: boolean): Promise<Message[]> {
-    const reply = await readInbox.run(this.redis, [this.keys.msgIn(contextId, actorId)], [max, pop ? "pop" : "peek", this.now()]);
+    const reply = await readInbox.run(
+      this.redis,
+      [this.keys.msgIn(contextId, actorId)],
+      [max, pop ? "pop" : "peek", this.now()],
+    );
     return decodeKeyedHashes(codecs.message, reply).map(({ record }) => record);
   }
 }

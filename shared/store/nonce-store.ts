@@ -17,7 +17,9 @@ export class NonceStore {
   async claim(keyid: string, nonce: string, contextId: number | undefined, ttlSeconds: number): Promise<boolean> {
     const token = crypto.randomUUID();
     const key = this.keys.nonce(keyid, nonce, contextId);
-    const previous = await callRedis(() => this.redis.exec<string | null>(["SET", key, token, "NX", "GET", "EX", String(ttlSeconds)]));
+    const previous = await callRedis(() =>
+      this.redis.exec<string | null>(["SET", key, token, "NX", "GET", "EX", String(ttlSeconds)]),
+    );
     return previous === null || previous === token;
   }
 }

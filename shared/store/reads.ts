@@ -8,7 +8,13 @@ export type { Page };
  * One page of an index sorted set: `limit` members from `offset` (highest score first with
  * `rev`) and the index's size, in one round trip.
  */
-export async function readIndexPage(redis: Redis, index: string, offset: number, limit: number, rev = false): Promise<{ members: string[]; total: number }> {
+export async function readIndexPage(
+  redis: Redis,
+  index: string,
+  offset: number,
+  limit: number,
+  rev = false,
+): Promise<{ members: string[]; total: number }> {
   const [members, total] = await callRedis(async () => {
     const p = redis.pipeline();
     if (rev) p.zrange(index, offset, offset + limit - 1, { rev: true });

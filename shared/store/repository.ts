@@ -157,10 +157,16 @@ export class Repository<T extends RecordRef & { created_at: number; updated_at: 
     const key = this.layout.key(record);
     const index = { key: this.layout.indexKey(record), member: this.layout.indexMember(record) };
     const keys = this.layout.indexInSlot ? [key, index.key] : [key];
-    const created = await createRecord.run(this.redis, keys, [index.member, record.id, crypto.randomUUID(), ...encodePairs(this.layout.codec, record)]);
+    const created = await createRecord.run(this.redis, keys, [
+      index.member,
+      record.id,
+      crypto.randomUUID(),
+      ...encodePairs(this.layout.codec, record),
+    ]);
     if (created !== 1) return false;
     // A global index is written after the record: at worst it briefly lags, never points ahead.
-    if (!this.layout.indexInSlot) await callRedis(() => this.redis.exec(["ZADD", index.key, String(record.id), index.member]));
+    if (!this.layout.indexInSlot)
+      await callRedis(() => this.redis.exec(["ZADD", index.key, String(record.id), index.member]));
     return true;
   }
 }
@@ -174,7 +180,10 @@ function parseMember(member: string, scope: Omit<RecordRef, "id">): RecordRef {
 }
 
 function describe(ref: RecordRef): string {
-  const parts = [ref.context_id !== undefined ? `context ${ref.context_id}` : "", ref.caller_id !== undefined ? `caller ${ref.caller_id}` : ""]
+  const parts = [
+    ref.context_id !== undefined ? `context ${ref.context_id}` : "",
+    ref.caller_id !== undefined ? `caller ${ref.caller_id}` : "",
+  ]
     .filter(Boolean)
     .join(", ");
   return parts ? `${ref.id} (${parts})` : String(ref.id);

@@ -24,7 +24,17 @@ export class SweepStore {
 
   /** Contexts due at `now`, at most `limit`. */
   async dueContexts(now: number, limit: number): Promise<number[]> {
-    const due = await callRedis(() => this.redis.exec<string[]>(["ZRANGEBYSCORE", this.keys.sweepDue(), "-inf", String(now), "LIMIT", "0", String(limit)]));
+    const due = await callRedis(() =>
+      this.redis.exec<string[]>([
+        "ZRANGEBYSCORE",
+        this.keys.sweepDue(),
+        "-inf",
+        String(now),
+        "LIMIT",
+        "0",
+        String(limit),
+      ]),
+    );
     return due.map(Number);
   }
 
@@ -55,7 +65,17 @@ export class SweepStore {
 
   /** The flows (and jobs outside flows) of a context whose check time has come, at most `limit`. */
   async dueOwners(contextId: number, now: number, limit: number): Promise<DeadlineOwner[]> {
-    const members = await callRedis(() => this.redis.exec<string[]>(["ZRANGEBYSCORE", this.keys.deadlines(contextId), "-inf", String(now), "LIMIT", "0", String(limit)]));
+    const members = await callRedis(() =>
+      this.redis.exec<string[]>([
+        "ZRANGEBYSCORE",
+        this.keys.deadlines(contextId),
+        "-inf",
+        String(now),
+        "LIMIT",
+        "0",
+        String(limit),
+      ]),
+    );
     return members.flatMap((m) => parseDeadlineMember(String(m)) ?? []);
   }
 

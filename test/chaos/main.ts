@@ -19,7 +19,9 @@ if (!Number.isInteger(seed) || !(minutes > 0)) {
   console.error("usage: npm run chaos -- [--seed <integer>] [--minutes <number>]");
   process.exit(2);
 }
-console.log(`chaos soak: seed ${seed}, ${minutes} min of faults (npm run chaos -- --seed ${seed} --minutes ${minutes} repeats it)`);
+console.log(
+  `chaos soak: seed ${seed}, ${minutes} min of faults (npm run chaos -- --seed ${seed} --minutes ${minutes} repeats it)`,
+);
 const report = await soak({ seed, durationMs: minutes * 60_000, log: (line) => console.log(`  ${line}`) });
 console.log(`\n${report.flows} flows, ${report.faults.length} faults; invariants:`);
 for (const i of report.invariants) console.log(`  ${i.held ? "ok  " : "FAIL"}  ${i.name}: ${i.detail}`);

@@ -9,16 +9,32 @@ type Job = FlowSubmissionInput["jobs"][number];
  * holds "doomed"; runners are told to fail those); the others must finish.
  */
 export function flowShape(random: Random, prefix: string, retries: number): { jobs: Job[]; doomed: string[] } {
-  const job = (name: string, depends: string[] = []): Job => ({ name: `${prefix}-${name}`, script: "true", script_type: "sh", retries, depends: depends.map((d) => `${prefix}-${d}`) });
+  const job = (name: string, depends: string[] = []): Job => ({
+    name: `${prefix}-${name}`,
+    script: "true",
+    script_type: "sh",
+    retries,
+    depends: depends.map((d) => `${prefix}-${d}`),
+  });
   const shapes: (() => Job[])[] = [
     () => Array.from({ length: 2 + Math.floor(random() * 4) }, (_, i) => job(`c${i}`, i === 0 ? [] : [`c${i - 1}`])),
     () => [job("top"), job("left", ["top"]), job("right", ["top"]), job("bottom", ["left", "right"])],
     () => {
       const width = 2 + Math.floor(random() * 5);
       const middle = Array.from({ length: width }, (_, i) => job(`m${i}`, ["src"]));
-      return [job("src"), ...middle, job("sink", middle.map((_, i) => `m${i}`))];
+      return [
+        job("src"),
+        ...middle,
+        job(
+          "sink",
+          middle.map((_, i) => `m${i}`),
+        ),
+      ];
     },
-    () => Array.from({ length: 9 }, (_, i) => job(`l${i}`, i < 3 ? [] : [0, 1, 2].map((k) => `l${Math.floor(i / 3) * 3 - 3 + k}`))),
+    () =>
+      Array.from({ length: 9 }, (_, i) =>
+        job(`l${i}`, i < 3 ? [] : [0, 1, 2].map((k) => `l${Math.floor(i / 3) * 3 - 3 + k}`)),
+      ),
     () => [job("alone")],
   ];
   const jobs = (shapes[Math.floor(random() * shapes.length)] as () => Job[])();

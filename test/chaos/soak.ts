@@ -67,7 +67,12 @@ export async function soak(options: SoakOptions): Promise<SoakReport> {
   }
 }
 
-async function run(stack: PrivateStack, options: SoakOptions, random: { flows: Random; faults: Random }, log: (line: string) => void): Promise<SoakReport> {
+async function run(
+  stack: PrivateStack,
+  options: SoakOptions,
+  random: { flows: Random; faults: Random },
+  log: (line: string) => void,
+): Promise<SoakReport> {
   const statuses: number[] = [];
   const recording = async (request: Request) => {
     const response = await fetch(request);
@@ -83,7 +88,12 @@ async function run(stack: PrivateStack, options: SoakOptions, random: { flows: R
   const runners: SoakRunner[] = [];
   for (const [i, extra] of [{ WORK_MS: "50" }, { WORK_MS: "100", CHAOS: "1" }, { WORK_MS: "30" }].entries()) {
     const refuse = path.join(stack.dir, `refuse-${i}`);
-    const registered = await stack.registerTestRunner(client, ctx, { ...extra, FAIL_MATCH: "doomed", REPORT_RETRY_MS: "90000", REFUSE_FILE: refuse }, 4 + i);
+    const registered = await stack.registerTestRunner(
+      client,
+      ctx,
+      { ...extra, FAIL_MATCH: "doomed", REPORT_RETRY_MS: "90000", REFUSE_FILE: refuse },
+      4 + i,
+    );
     runners.push({ registered, procs: [await registered.start()], refuse });
   }
 
@@ -111,7 +121,10 @@ async function run(stack: PrivateStack, options: SoakOptions, random: { flows: R
       await sleep(2_000 + random.faults() * 6_000);
     }
   })();
-  const loops = await Promise.allSettled([submitter.catch((e: unknown) => ((halted = true), Promise.reject(e))), injector.catch((e: unknown) => ((halted = true), Promise.reject(e)))]);
+  const loops = await Promise.allSettled([
+    submitter.catch((e: unknown) => ((halted = true), Promise.reject(e))),
+    injector.catch((e: unknown) => ((halted = true), Promise.reject(e))),
+  ]);
   await heal(stack, runners);
   const failed = loops.find((l): l is PromiseRejectedResult => l.status === "rejected");
   if (failed) throw failed.reason;
@@ -126,7 +139,12 @@ async function run(stack: PrivateStack, options: SoakOptions, random: { flows: R
  * Submits with an Idempotency-Key, retrying with the same key while storage is away (503) or the
  * Worker cannot be reached (it is being restarted).
  */
-async function submitWithKey(client: CoordinatorClient, ctx: number, body: FlowSubmissionInput, key: string): Promise<FlowView> {
+async function submitWithKey(
+  client: CoordinatorClient,
+  ctx: number,
+  body: FlowSubmissionInput,
+  key: string,
+): Promise<FlowView> {
   for (;;) {
     try {
       return await client.submitFlow(ctx, body, { idempotencyKey: key });
@@ -192,7 +210,13 @@ async function heal(stack: PrivateStack, runners: SoakRunner[]): Promise<void> {
 }
 
 /** Waits for every flow to end (sweeping now and then to hurry the backstop); the views by flow id. */
-async function settle(stack: PrivateStack, client: CoordinatorClient, ctx: number, flows: { view: FlowView }[], settleMs: number): Promise<Map<number, FlowView>> {
+async function settle(
+  stack: PrivateStack,
+  client: CoordinatorClient,
+  ctx: number,
+  flows: { view: FlowView }[],
+  settleMs: number,
+): Promise<Map<number, FlowView>> {
   const ends = new Map<number, FlowView>();
   const deadline = Date.now() + settleMs;
   while (Date.now() < deadline && ends.size < flows.length) {
@@ -209,36 +233,73 @@ async function settle(stack: PrivateStack, client: CoordinatorClient, ctx: numbe
   return ends;
 }
 
-async function check(stack: PrivateStack, client: CoordinatorClient, ctx: number, runners: SoakRunner[], flows: { view: FlowView; doomed: string[] }[], ends: Map<number, FlowView>, statuses: number[]): Promise<Invariant[]> {
+async function check(
+  stack: PrivateStack,
+  client: CoordinatorClient,
+  ctx: number,
+  runners: SoakRunner[],
+  flows: { view: FlowView; doomed: string[] }[],
+  ends: Map<number, FlowView>,
+  statuses: number[],
+): Promise<Invariant[]> {
   const invariants: Invariant[] = [];
   const add = (name: string, held: boolean, detail: string) => invariants.push({ name, held, detail });
 
   const open = flows.filter((f) => !ends.has(f.view.id)).map((f) => f.view.id);
   const stuck = await Promise.all(open.slice(0, 3).map((id) => describeFlow(stack, client, ctx, id)));
-  add("every flow reached its end", open.length === 0, open.length === 0 ? `${flows.length} flows ended` : `still running: flows ${open.join(", ")}; ${stuck.join("; ")}`);
+  add(
+    "every flow reached its end",
+    open.length === 0,
+    open.length === 0 ? `${flows.length} flows ended` : `still running: flows ${open.join(", ")}; ${stuck.join("; ")}`,
+  );
 
   const wrong: string[] = [];
   for (const { view, doomed } of flows) {
     const end = ends.get(view.id);
     if (!end) continue;
-    if (doomed.length === 0 && end.status !== "finished") wrong.push(`flow ${view.id} ${end.status}: ${end.error?.reason}`);
-    if (doomed.length > 0 && (end.status !== "error" || !doomed.includes(end.error?.name ?? "") || !/failed on purpose/.test(end.error?.reason ?? ""))) {
-      wrong.push(`flow ${view.id} (doomed ${doomed.join(", ")}) ${end.status}: ${end.error?.name}: ${end.error?.reason}`);
+    if (doomed.length === 0 && end.status !== "finished")
+      wrong.push(`flow ${view.id} ${end.status}: ${end.error?.reason}`);
+    if (
+      doomed.length > 0 &&
+      (end.status !== "error" ||
+        !doomed.includes(end.error?.name ?? "") ||
+        !/failed on purpose/.test(end.error?.reason ?? ""))
+    ) {
+      wrong.push(
+        `flow ${view.id} (doomed ${doomed.join(", ")}) ${end.status}: ${end.error?.name}: ${end.error?.reason}`,
+      );
     }
   }
   const doomedFlows = flows.filter((f) => f.doomed.length > 0).length;
-  add("each flow ended as it must: finished, or error naming the job that failed on purpose", wrong.length === 0, wrong.length === 0 ? `${flows.length - doomedFlows} finished, ${doomedFlows} errored on their doomed job` : wrong.slice(0, 5).join("; "));
+  add(
+    "each flow ended as it must: finished, or error naming the job that failed on purpose",
+    wrong.length === 0,
+    wrong.length === 0
+      ? `${flows.length - doomedFlows} finished, ${doomedFlows} errored on their doomed job`
+      : wrong.slice(0, 5).join("; "),
+  );
 
   const output = runners.flatMap((r) => r.procs.map((p) => p.output()));
   const runs = runsIn(...output);
   const counts = new Map<string, number>();
   for (const r of runs) counts.set(`${r.flow}:${r.job}`, (counts.get(`${r.flow}:${r.job}`) ?? 0) + 1);
   const over = [...counts].filter(([, n]) => n > RETRIES + 1);
-  add(`each job ran at most retries + 1 = ${RETRIES + 1} times (counted at the runners)`, over.length === 0, over.length === 0 ? `${runs.length} runs of ${counts.size} jobs, at most ${Math.max(0, ...counts.values())} of one job` : over.slice(0, 5).map(([k, n]) => `${k} ran ${n} times`).join("; "));
+  add(
+    `each job ran at most retries + 1 = ${RETRIES + 1} times (counted at the runners)`,
+    over.length === 0,
+    over.length === 0
+      ? `${runs.length} runs of ${counts.size} jobs, at most ${Math.max(0, ...counts.values())} of one job`
+      : over
+          .slice(0, 5)
+          .map(([k, n]) => `${k} ran ${n} times`)
+          .join("; "),
+  );
 
   const slots = await eventually(
     async () => {
-      const held = await Promise.all(runners.map((r) => stack.redis.exec<number>(["ZCARD", stack.keys.runnerSlots(ctx, r.registered.id)])));
+      const held = await Promise.all(
+        runners.map((r) => stack.redis.exec<number>(["ZCARD", stack.keys.runnerSlots(ctx, r.registered.id)])),
+      );
       if (held.every((n) => n === 0)) return held;
       await stack.sweep().catch(() => undefined);
       return undefined;
@@ -246,13 +307,22 @@ async function check(stack: PrivateStack, client: CoordinatorClient, ctx: number
     60_000,
     2_000,
     "every slot free",
-  ).catch(async () => Promise.all(runners.map((r) => stack.redis.exec<number>(["ZCARD", stack.keys.runnerSlots(ctx, r.registered.id)]))));
-  add("no runner slot leaked", slots.every((n) => n === 0), `slots held: ${slots.join(", ")}`);
+  ).catch(async () =>
+    Promise.all(runners.map((r) => stack.redis.exec<number>(["ZCARD", stack.keys.runnerSlots(ctx, r.registered.id)]))),
+  );
+  add(
+    "no runner slot leaked",
+    slots.every((n) => n === 0),
+    `slots held: ${slots.join(", ")}`,
+  );
 
   const lists = [stack.keys.queue(ctx, "sh"), stack.keys.msgOut(ctx)];
   const left = await eventually(
     async () => {
-      const lengths = await Promise.all([...lists.map((k) => stack.redis.exec<number>(["LLEN", k])), stack.redis.exec<number>(["ZCARD", stack.keys.inflight(ctx)])]);
+      const lengths = await Promise.all([
+        ...lists.map((k) => stack.redis.exec<number>(["LLEN", k])),
+        stack.redis.exec<number>(["ZCARD", stack.keys.inflight(ctx)]),
+      ]);
       if (lengths.every((n) => n === 0)) return lengths;
       await stack.sweep().catch(() => undefined);
       return undefined;
@@ -260,23 +330,53 @@ async function check(stack: PrivateStack, client: CoordinatorClient, ctx: number
     90_000,
     2_000,
     "nothing waiting",
-  ).catch(async () => Promise.all([...lists.map((k) => stack.redis.exec<number>(["LLEN", k])), stack.redis.exec<number>(["ZCARD", stack.keys.inflight(ctx)])]));
-  add("no message left waiting or in flight", left.every((n) => n === 0), `queue ${left[0]}, msg_out ${left[1]}, in flight ${left[2]}`);
+  ).catch(async () =>
+    Promise.all([
+      ...lists.map((k) => stack.redis.exec<number>(["LLEN", k])),
+      stack.redis.exec<number>(["ZCARD", stack.keys.inflight(ctx)]),
+    ]),
+  );
+  add(
+    "no message left waiting or in flight",
+    left.every((n) => n === 0),
+    `queue ${left[0]}, msg_out ${left[1]}, in flight ${left[2]}`,
+  );
 
-  const runnerAnswers = output.flatMap((o) => [...o.matchAll(/^answered \S+ .* (\d{3}) \S+$/gm)].map((m) => Number(m[1])));
+  const runnerAnswers = output.flatMap((o) =>
+    [...o.matchAll(/^answered \S+ .* (\d{3}) \S+$/gm)].map((m) => Number(m[1])),
+  );
   const fives = [...statuses, ...runnerAnswers].filter((s) => s >= 500 && s !== 503);
-  const crashes = stack.workerLog().split("\n").filter((l) => /FlowCoordinator:|Internal error|Uncaught/.test(l));
+  const crashes = stack
+    .workerLog()
+    .split("\n")
+    .filter((l) => /FlowCoordinator:|Internal error|Uncaught/.test(l));
   const fiveOhThrees = [...statuses, ...runnerAnswers].filter((s) => s === 503).length;
-  add("no 5xx but 503 while storage was away; no internal error in the Worker's log", fives.length === 0 && crashes.length === 0, `${statuses.length + runnerAnswers.length} answers, ${fiveOhThrees} × 503, other 5xx: ${fives.length}${crashes.length > 0 ? `; the Worker logged: ${crashes.slice(0, 3).join(" | ")}` : ""}`);
+  add(
+    "no 5xx but 503 while storage was away; no internal error in the Worker's log",
+    fives.length === 0 && crashes.length === 0,
+    `${statuses.length + runnerAnswers.length} answers, ${fiveOhThrees} × 503, other 5xx: ${fives.length}${crashes.length > 0 ? `; the Worker logged: ${crashes.slice(0, 3).join(" | ")}` : ""}`,
+  );
   return invariants;
 }
 
 /** A flow as the API shows it, and what the Worker logged about it: for a flow that did not end. */
-async function describeFlow(stack: PrivateStack, client: CoordinatorClient, ctx: number, flowId: number): Promise<string> {
+async function describeFlow(
+  stack: PrivateStack,
+  client: CoordinatorClient,
+  ctx: number,
+  flowId: number,
+): Promise<string> {
   const view = await client.loadFlow(ctx, flowId).catch((error: unknown) => `unreadable: ${(error as Error).message}`);
-  const said = stack.workerLog().split("\n").filter((l) => l.includes(`flow ${flowId} `)).slice(-5);
+  const said = stack
+    .workerLog()
+    .split("\n")
+    .filter((l) => l.includes(`flow ${flowId} `))
+    .slice(-5);
   if (typeof view === "string") return `flow ${flowId} ${view}`;
-  const jobs = view.jobs.map((j) => `${j.key} ${j.status} attempt ${j.attempt}${j.runner_id !== undefined ? ` runner ${j.runner_id} ${j.delivery}` : ""}${j.waiting ? ` (${j.waiting.reason}: ${j.waiting.detail})` : ""}`);
+  const jobs = view.jobs.map(
+    (j) =>
+      `${j.key} ${j.status} attempt ${j.attempt}${j.runner_id !== undefined ? ` runner ${j.runner_id} ${j.delivery}` : ""}${j.waiting ? ` (${j.waiting.reason}: ${j.waiting.detail})` : ""}`,
+  );
   return `flow ${flowId} ${view.status}, next deadline ${view.next_deadline ?? "none"} (now ${Math.floor(Date.now() / 1000)}): ${jobs.join(", ")}${said.length > 0 ? `; the Worker said: ${said.join(" | ")}` : ""}`;
 }
 

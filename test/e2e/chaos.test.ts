@@ -10,5 +10,8 @@ it("keeps every invariant through a minute of random faults", async () => {
   const report = await soak({ seed, durationMs: 50_000, log: (line) => console.log(`chaos ${seed}: ${line}`) });
   const table = report.invariants.map((i) => `${i.held ? "ok  " : "FAIL"}  ${i.name}: ${i.detail}`).join("\n");
   console.log(`chaos soak seed ${seed}: ${report.flows} flows, faults: ${report.faults.join("; ")}\n${table}`);
-  expect(report.invariants.filter((i) => !i.held), `seed ${seed}\n${table}`).toEqual([]);
+  expect(
+    report.invariants.filter((i) => !i.held),
+    `seed ${seed}\n${table}`,
+  ).toEqual([]);
 }, 480_000);

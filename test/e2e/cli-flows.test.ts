@@ -42,11 +42,37 @@ beforeAll(async () => {
   const runnerKey = path.join(owner.home, "runner.json");
   expect((await owner.run("keygen", "--out", runnerKey)).code).toBe(0);
   const port = await freePort();
-  const runnerReg = await owner.run("runner", "register", contextId, "--key-file", runnerKey, "--type", "python", "--script-types", "python,sh", "--address", `http://127.0.0.1:${port}/`);
+  const runnerReg = await owner.run(
+    "runner",
+    "register",
+    contextId,
+    "--key-file",
+    runnerKey,
+    "--type",
+    "python",
+    "--script-types",
+    "python,sh",
+    "--address",
+    `http://127.0.0.1:${port}/`,
+  );
   expect(runnerReg.code, runnerReg.stderr).toBe(0);
   runnerId = /^runner (\d+) registered/.exec(runnerReg.stdout)?.[1] as string;
 
-  runner = startFlowc(["runner", "start", contextId, runnerId, "--key-file", runnerKey, "--listen", `127.0.0.1:${port}`, "--work-dir", path.join(tmp, "work")], owner.env);
+  runner = startFlowc(
+    [
+      "runner",
+      "start",
+      contextId,
+      runnerId,
+      "--key-file",
+      runnerKey,
+      "--listen",
+      `127.0.0.1:${port}`,
+      "--work-dir",
+      path.join(tmp, "work"),
+    ],
+    owner.env,
+  );
   await runner.waitForLine(/listening on http:\/\/127\.0\.0\.1:\d+\//, 30_000);
 });
 
@@ -64,15 +90,26 @@ describe("flowc flows", () => {
     expect(run.code, run.stdout + run.stderr).toBe(0);
     expect(run.stderr).toBe("");
     expect(run.stdout).not.toContain("\x1b"); // not a terminal: plain lines only
-    diamondId = /^flow (\d+) submitted to context \d+ \(4 jobs: fetch, square, double, sum\); started$/m.exec(run.stdout)?.[1] as string;
+    diamondId = /^flow (\d+) submitted to context \d+ \(4 jobs: fetch, square, double, sum\); started$/m.exec(
+      run.stdout,
+    )?.[1] as string;
     expect(Number(diamondId)).toBeGreaterThan(0);
     const lines = run.stdout.split("\n");
-    for (const [key, result] of [["fetch", "n=7"], ["square", "n=49"], ["double", "n=14"], ["sum", "total=63"]]) {
+    for (const [key, result] of [
+      ["fetch", "n=7"],
+      ["square", "n=49"],
+      ["double", "n=14"],
+      ["sum", "total=63"],
+    ]) {
       expect(lines).toContainEqual(expect.stringMatching(new RegExp(`^  \\[[1-4]/4\\] ✓ ${key} finished  ${result}$`)));
     }
     expect(lines.filter((l) => /✓ \w+ finished/.test(l)).at(-1)).toMatch(/^ {2}\[4\/4\] /);
     const summary = run.stdout.slice(run.stdout.indexOf(`flow ${diamondId} finished`));
-    expect(summary).toMatch(new RegExp(`^flow ${diamondId} finished( in .*)?\\nresult:\\n {2}fetch {3}n=7\\n {2}square {2}n=49\\n {2}double {2}n=14\\n {2}sum {5}total=63\\n$`));
+    expect(summary).toMatch(
+      new RegExp(
+        `^flow ${diamondId} finished( in .*)?\\nresult:\\n {2}fetch {3}n=7\\n {2}square {2}n=49\\n {2}double {2}n=14\\n {2}sum {5}total=63\\n$`,
+      ),
+    );
 
     const json = await owner.run("flow", "watch", contextId, diamondId, "--json");
     expect(json.code, json.stderr).toBe(0);
@@ -102,7 +139,11 @@ describe("flowc flows", () => {
     expect(list.stdout).toMatch(/^ID\s+STATUS\s+JOBS\s+CREATED\s+ENDED\s+ERROR$/m);
     expect(list.stdout).toMatch(new RegExp(`^${diamondId}\\s+finished\\s+4\\s+\\S+Z\\s+\\S+Z$`, "m"));
     expect(list.stdout).toMatch(/finished flows? in context \d+$/m);
-    expectOneErrorLine(await owner.run("flow", "list", contextId, "--status", "done"), 2, /--status must be one of dispatched, started, error, finished/);
+    expectOneErrorLine(
+      await owner.run("flow", "list", contextId, "--status", "done"),
+      2,
+      /--status must be one of dispatched, started, error, finished/,
+    );
   });
 
   it("exits 1 for the failing flow, naming the job and its reason, and never runs its dependent", async () => {
@@ -130,17 +171,38 @@ describe("flowc flows", () => {
       writeFileSync(full, text);
       return full;
     };
-    const badYaml = file("bad.yaml", 'jobs:\n  - name: a\n    script_type: sh\n    script: "true"\n     depends: [b]\n');
-    expectOneErrorLine(await owner.run("flow", "submit", contextId, badYaml), 1, new RegExp(`^flowc: ${badYaml}:5:\\d+: `));
+    const badYaml = file(
+      "bad.yaml",
+      'jobs:\n  - name: a\n    script_type: sh\n    script: "true"\n     depends: [b]\n',
+    );
+    expectOneErrorLine(
+      await owner.run("flow", "submit", contextId, badYaml),
+      1,
+      new RegExp(`^flowc: ${badYaml}:5:\\d+: `),
+    );
     const badJson = file("bad.json", '{\n  "jobs": [\n    {"name": "a" "script": "true"}\n  ]\n}\n');
-    expectOneErrorLine(await owner.run("flow", "submit", contextId, badJson), 1, new RegExp(`^flowc: ${badJson}:3:\\d+: not valid JSON: `));
+    expectOneErrorLine(
+      await owner.run("flow", "submit", contextId, badJson),
+      1,
+      new RegExp(`^flowc: ${badJson}:3:\\d+: not valid JSON: `),
+    );
 
-    const cycle = file("cycle.yaml", 'jobs:\n  - name: a\n    script_type: sh\n    script: "true"\n    depends: [b]\n  - name: b\n    script_type: sh\n    script: "true"\n    depends: [a]\n');
+    const cycle = file(
+      "cycle.yaml",
+      'jobs:\n  - name: a\n    script_type: sh\n    script: "true"\n    depends: [b]\n  - name: b\n    script_type: sh\n    script: "true"\n    depends: [a]\n',
+    );
     const cycled = await owner.run("flow", "submit", contextId, cycle, "--start");
-    expectOneErrorLine(cycled, 1, new RegExp(`^flowc: ${cycle}:5: jobs\\.0\\.depends \\(job "a"\\): the jobs form a dependency cycle: a → b → a`));
+    expectOneErrorLine(
+      cycled,
+      1,
+      new RegExp(`^flowc: ${cycle}:5: jobs\\.0\\.depends \\(job "a"\\): the jobs form a dependency cycle: a → b → a`),
+    );
     expect(cycled.stdout).toBe("");
 
-    const wrong = file("wrong.yaml", 'jobs:\n  - name: a\n    script_type: ruby\n    script: "true"\n    timeout: -1\n');
+    const wrong = file(
+      "wrong.yaml",
+      'jobs:\n  - name: a\n    script_type: ruby\n    script: "true"\n    timeout: -1\n',
+    );
     const refused = await owner.run("flow", "submit", contextId, wrong);
     expect(refused.code).toBe(1);
     expect(refused.errors).toEqual([
@@ -148,15 +210,33 @@ describe("flowc flows", () => {
       expect.stringMatching(new RegExp(`^ {2}${wrong}:3: jobs\\.0\\.script_type \\(job "a"\\): Invalid option`)),
       expect.stringMatching(new RegExp(`^ {2}${wrong}:5: jobs\\.0\\.timeout \\(job "a"\\): Too small`)),
     ]);
-    expectOneErrorLine(await owner.run("flow", "submit", contextId, path.join(owner.home, "missing.yaml")), 1, /cannot read the flow file .*missing\.yaml: no such file/);
+    expectOneErrorLine(
+      await owner.run("flow", "submit", contextId, path.join(owner.home, "missing.yaml")),
+      1,
+      /cannot read the flow file .*missing\.yaml: no such file/,
+    );
     expect((await owner.run("flow", "list", contextId)).stdout).toMatch(/^2 of 2 flows in context/m); // nothing refused was stored
   });
 
   it("returns the first flow for a repeated idempotency key, and starts and watches it later", async () => {
-    const first = await owner.run("flow", "submit", contextId, example("diamond.yaml"), "--idempotency-key", "nightly-1");
+    const first = await owner.run(
+      "flow",
+      "submit",
+      contextId,
+      example("diamond.yaml"),
+      "--idempotency-key",
+      "nightly-1",
+    );
     expect(first.code, first.stderr).toBe(0);
     const id = /^flow (\d+) submitted .*; not started \(flowc flow start \d+ \d+\)$/m.exec(first.stdout)?.[1];
-    const again = await owner.run("flow", "submit", contextId, example("diamond.yaml"), "--idempotency-key", "nightly-1");
+    const again = await owner.run(
+      "flow",
+      "submit",
+      contextId,
+      example("diamond.yaml"),
+      "--idempotency-key",
+      "nightly-1",
+    );
     expect(again.stdout).toMatch(new RegExp(`^flow ${id} already submitted with idempotency key nightly-1 `));
     const started = await owner.run("flow", "start", contextId, id as string, "--watch");
     expect(started.code, started.stdout + started.stderr).toBe(0);
@@ -173,9 +253,22 @@ describe("flowc flows", () => {
     const bob = newUser(tmp, "bob", { profileVar: true });
     const bobId = await registered(bob);
     expect((await owner.run("context", "grant", contextId, "readers", bobId)).code).toBe(0);
-    const sent = await owner.run("message", "send", contextId, "--to", bobId, "--type", "mail", "--subject", "hello", "first line\nsecond line");
+    const sent = await owner.run(
+      "message",
+      "send",
+      contextId,
+      "--to",
+      bobId,
+      "--type",
+      "mail",
+      "--subject",
+      "hello",
+      "first line\nsecond line",
+    );
     expect(sent.code, sent.stderr).toBe(0);
-    const messageId = new RegExp(`^message (\\d+) sent to actor ${bobId} in context ${contextId} \\(mail, text\\)$`).exec(sent.stdout.trim())?.[1];
+    const messageId = new RegExp(
+      `^message (\\d+) sent to actor ${bobId} in context ${contextId} \\(mail, text\\)$`,
+    ).exec(sent.stdout.trim())?.[1];
     expect(Number(messageId)).toBeGreaterThan(0);
 
     const read = await bob.run("inbox", contextId, "--pop");
@@ -183,16 +276,25 @@ describe("flowc flows", () => {
     expect(read.stdout).toMatch(new RegExp(`^message ${messageId} from actor \\d+ {2}mail/text {2}\\S+Z`, "m"));
     expect(read.stdout).toContain("  subject: hello\n  | first line\n  | second line\n");
     expect(read.stdout).toMatch(/^1 message taken off the inbox$/m);
-    expect((await bob.run("inbox", contextId)).stdout.trim()).toBe(`no messages for actor ${bobId} in context ${contextId}`);
+    expect((await bob.run("inbox", contextId)).stdout.trim()).toBe(
+      `no messages for actor ${bobId} in context ${contextId}`,
+    );
 
     expectOneErrorLine(await owner.run("message", "send", contextId, "hi"), 2, /missing option --to/);
-    expectOneErrorLine(await owner.run("message", "send", contextId, "--to", bobId, "--type", "memo", "hi"), 2, /--type must be one of chat, mail/);
+    expectOneErrorLine(
+      await owner.run("message", "send", contextId, "--to", bobId, "--type", "memo", "hi"),
+      2,
+      /--type must be one of chat, mail/,
+    );
   });
 
   it("lists the failed job as a dead letter, re-runs the flow from it, and cancels a flow", async () => {
     const letters = await owner.run("deadletter", "list", contextId);
     expect(letters.code, letters.stderr).toBe(0);
-    const id = letters.stdout.split("\n").find((l) => l.startsWith(`${failingId}:`))?.split(/\s+/)[0] as string;
+    const id = letters.stdout
+      .split("\n")
+      .find((l) => l.startsWith(`${failingId}:`))
+      ?.split(/\s+/)[0] as string;
     expect(letters.stdout).toContain(`${id}  job   verify`);
     expect(id).toMatch(/^\d+:\d+:1$/);
     const shown = await owner.run("deadletter", "show", contextId, id);
@@ -233,7 +335,11 @@ describe("flowc flows", () => {
   it("drains the runner on SIGTERM through flowc runner start, which exits with the runner's code", async () => {
     expectOneErrorLine(await owner.run("runner", "start", contextId, "1"), 2, /missing option --key-file/);
     const runnerKey = path.join(owner.home, "runner.json");
-    expectOneErrorLine(await owner.run("runner", "start", contextId, "99", "--key-file", runnerKey), 1, new RegExp(`runner 99 is not registered in context ${contextId}`));
+    expectOneErrorLine(
+      await owner.run("runner", "start", contextId, "99", "--key-file", runnerKey),
+      1,
+      new RegExp(`runner 99 is not registered in context ${contextId}`),
+    );
     const r = runner as NonNullable<typeof runner>;
     r.child.kill("SIGTERM");
     expect(await r.exited).toEqual({ code: 0, signal: null });

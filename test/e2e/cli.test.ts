@@ -4,7 +4,15 @@ import { tmpdir } from "node:os";
 import path from "node:path";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
 import { freePort } from "../../infra/redis-server.js";
-import { cleanEnv, expectOneErrorLine, flowc, newUser as newUserIn, npmRun, register as registerAt, type User } from "../support/flowc.js";
+import {
+  cleanEnv,
+  expectOneErrorLine,
+  flowc,
+  newUser as newUserIn,
+  npmRun,
+  register as registerAt,
+  type User,
+} from "../support/flowc.js";
 import { startTestWorker, type TestWorker } from "../support/test-worker.js";
 
 /**
@@ -31,10 +39,20 @@ const newUser = (name: string, options: { profileVar?: boolean } = {}) => newUse
 const register = (user: User) => registerAt(user, (worker as TestWorker).url);
 
 const COMMANDS = [
-  "keygen", "init",
-  "actor register", "actor show", "actor rotate-key",
-  "context create", "context show", "context grant", "context revoke", "context delete",
-  "runner register", "runner list", "runner show", "runner remove",
+  "keygen",
+  "init",
+  "actor register",
+  "actor show",
+  "actor rotate-key",
+  "context create",
+  "context show",
+  "context grant",
+  "context revoke",
+  "context delete",
+  "runner register",
+  "runner list",
+  "runner show",
+  "runner remove",
 ];
 
 describe("flowc", () => {
@@ -77,7 +95,20 @@ describe("flowc", () => {
     expect(runnerKeygen.code).toBe(0);
     const runnerPub = (JSON.parse(readFileSync(runnerKey, "utf8")) as { x: string }).x;
 
-    const runner = await alice.run("runner", "register", String(contextId), "--key-file", runnerKey, "--type", "sh", "--local", "--script-types", "sh,python", "--concurrency", "2");
+    const runner = await alice.run(
+      "runner",
+      "register",
+      String(contextId),
+      "--key-file",
+      runnerKey,
+      "--type",
+      "sh",
+      "--local",
+      "--script-types",
+      "sh,python",
+      "--concurrency",
+      "2",
+    );
     expect(runner.code, runner.stderr).toBe(0);
     const runnerId = /^runner (\d+) registered in context (\d+) \(sh; pull; pubkey /.exec(runner.stdout)?.[1];
     expect(Number(runnerId)).toBeGreaterThan(0);
@@ -98,7 +129,9 @@ describe("flowc", () => {
     const removed = await alice.run("runner", "remove", String(contextId), String(runnerId));
     expect(removed.code, removed.stderr).toBe(0);
     expect(removed.stdout.trim()).toBe(`runner ${runnerId} removed from context ${contextId}`);
-    expect((await alice.run("runner", "list", String(contextId))).stdout.trim()).toBe(`no runners in context ${contextId}`);
+    expect((await alice.run("runner", "list", String(contextId))).stdout.trim()).toBe(
+      `no runners in context ${contextId}`,
+    );
     expectOneErrorLine(await alice.run("runner", "show", String(contextId), String(runnerId)), 1, /^flowc: 404 /);
   });
 
@@ -114,7 +147,8 @@ describe("flowc", () => {
     const contextId = /^context (\d+) created/.exec(created.stdout)?.[1] as string;
     expect(contextId).toBeDefined();
 
-    const forbidden = /^flowc: 403 Forbidden: actor \d+ needs to be in admins or readers or executors of context \d+ \(needed: admins, readers, executors\)$/;
+    const forbidden =
+      /^flowc: 403 Forbidden: actor \d+ needs to be in admins or readers or executors of context \d+ \(needed: admins, readers, executors\)$/;
     expectOneErrorLine(await bob.run("context", "show", contextId), 1, forbidden);
 
     const granted = await owner.run("context", "grant", contextId, "readers", String(bobId));
@@ -125,7 +159,11 @@ describe("flowc", () => {
     expect(shown.code, shown.stderr).toBe(0);
     expect(shown.stdout).toMatch(new RegExp(`^readers\\s+${bobId}$`, "m"));
     // A reader reads, but may not administer.
-    expectOneErrorLine(await bob.run("context", "grant", contextId, "readers", String(bobId)), 1, /^flowc: 403 .*\(needed: admins\)$/);
+    expectOneErrorLine(
+      await bob.run("context", "grant", contextId, "readers", String(bobId)),
+      1,
+      /^flowc: 403 .*\(needed: admins\)$/,
+    );
 
     const revoked = await owner.run("context", "revoke", contextId, "readers", String(bobId));
     expect(revoked.code, revoked.stderr).toBe(0);
@@ -167,9 +205,26 @@ describe("flowc", () => {
     const keygen = await erin.run("keygen", "--out", path.join(erin.home, "r.json"), "--json");
     expect(keygen.code, keygen.stderr).toBe(0);
     const { pubkey } = JSON.parse(keygen.stdout) as { pubkey: string };
-    const runner = await erin.run("runner", "register", String(contextId), "--pubkey", pubkey, "--type", "python", "--address", "http://127.0.0.1:9/jobs", "--json");
+    const runner = await erin.run(
+      "runner",
+      "register",
+      String(contextId),
+      "--pubkey",
+      pubkey,
+      "--type",
+      "python",
+      "--address",
+      "http://127.0.0.1:9/jobs",
+      "--json",
+    );
     expect(runner.code, runner.stderr).toBe(0);
-    expect(JSON.parse(runner.stdout)).toMatchObject({ context_id: contextId, pubkey, local: false, address: "http://127.0.0.1:9/jobs", script_types: ["python"] });
+    expect(JSON.parse(runner.stdout)).toMatchObject({
+      context_id: contextId,
+      pubkey,
+      local: false,
+      address: "http://127.0.0.1:9/jobs",
+      script_types: ["python"],
+    });
 
     const list = await erin.run("runner", "list", String(contextId), "--json", "--limit", "10");
     expect(list.code, list.stderr).toBe(0);
@@ -192,7 +247,11 @@ describe("flowc", () => {
     const shown = await frank.run("actor", "show");
     expect(shown.code, shown.stderr).toBe(0);
     expect(shown.stdout).toMatch(new RegExp(`^pubkey\\s+${newPub}$`, "m"));
-    expectOneErrorLine(await frank.run("actor", "show", "--key-file", oldKey), 1, /^flowc: 401 Unauthorized \[signature-invalid\]: /);
+    expectOneErrorLine(
+      await frank.run("actor", "show", "--key-file", oldKey),
+      1,
+      /^flowc: 401 Unauthorized \[signature-invalid\]: /,
+    );
   });
 
   it("answers --help on every command with usage, options and an example", async () => {
@@ -201,9 +260,14 @@ describe("flowc", () => {
     expect(top.code).toBe(0);
     expect(top.stdout).toMatch(/^Usage: flowc <command>/m);
     for (const name of COMMANDS) expect(top.stdout).toMatch(new RegExp(`^  ${name}\\s{2,}\\S`, "m"));
-    for (const option of ["--url", "--key-file", "--actor", "--profile", "--json"]) expect(top.stdout).toContain(option);
+    for (const option of ["--url", "--key-file", "--actor", "--profile", "--json"])
+      expect(top.stdout).toContain(option);
 
-    const runs = await Promise.all([...COMMANDS, "actor", "context", "runner"].map(async (name) => [name, await user.run(...name.split(" "), "--help")] as const));
+    const runs = await Promise.all(
+      [...COMMANDS, "actor", "context", "runner"].map(
+        async (name) => [name, await user.run(...name.split(" "), "--help")] as const,
+      ),
+    );
     for (const [name, run] of runs) {
       expect(run.code, `${name}: ${run.stderr}`).toBe(0);
       expect(run.stderr).toBe("");
@@ -221,10 +285,22 @@ describe("flowc", () => {
   it("exits 2 with a pointer to --help on usage errors", async () => {
     const user = newUser("typo");
     expectOneErrorLine(await user.run("frobnicate"), 2, /^flowc: unknown command "frobnicate" \(see flowc --help\)$/);
-    expectOneErrorLine(await user.run("actor", "frobnicate"), 2, /^flowc: unknown command "actor frobnicate" \(see flowc actor --help\)$/);
-    expectOneErrorLine(await user.run("actor", "show", "--frobnicate"), 2, /^flowc: unknown option --frobnicate \(see flowc actor show --help\)$/);
+    expectOneErrorLine(
+      await user.run("actor", "frobnicate"),
+      2,
+      /^flowc: unknown command "actor frobnicate" \(see flowc actor --help\)$/,
+    );
+    expectOneErrorLine(
+      await user.run("actor", "show", "--frobnicate"),
+      2,
+      /^flowc: unknown option --frobnicate \(see flowc actor show --help\)$/,
+    );
     expectOneErrorLine(await user.run("context", "grant", "1", "readers"), 2, /missing argument <actor>/);
-    expectOneErrorLine(await user.run("context", "grant", "1", "owners", "2"), 2, /<list> must be one of admins, readers, executors/);
+    expectOneErrorLine(
+      await user.run("context", "grant", "1", "owners", "2"),
+      2,
+      /<list> must be one of admins, readers, executors/,
+    );
     expectOneErrorLine(await user.run("keygen"), 2, /missing option --out/);
     const bare = await user.run();
     expect(bare.code).toBe(2);
@@ -232,7 +308,11 @@ describe("flowc", () => {
   });
 
   it("stops quietly when its reader goes away (flowc … | head)", async () => {
-    const child = spawn(process.execPath, ["--import", "tsx", "cli/main.ts", "--help"], { cwd: root, env: { ...cleanEnv(), NO_COLOR: "1" }, stdio: ["ignore", "pipe", "pipe"] });
+    const child = spawn(process.execPath, ["--import", "tsx", "cli/main.ts", "--help"], {
+      cwd: root,
+      env: { ...cleanEnv(), NO_COLOR: "1" },
+      stdio: ["ignore", "pipe", "pipe"],
+    });
     child.stdout.destroy(); // the reader is gone before the first line is written
     let stderr = "";
     child.stderr.on("data", (chunk: Buffer) => (stderr += chunk.toString()));
@@ -243,20 +323,40 @@ describe("flowc", () => {
 
   it("names what to set when configuration is missing, and the URL when it is unreachable", async () => {
     const user = newUser("nobody");
-    expectOneErrorLine(await user.run("context", "show", "1"), 1, /^flowc: no coordinator URL: pass --url, set FLOWC_URL, or set "url" in the profile /);
+    expectOneErrorLine(
+      await user.run("context", "show", "1"),
+      1,
+      /^flowc: no coordinator URL: pass --url, set FLOWC_URL, or set "url" in the profile /,
+    );
 
     const url = (worker as TestWorker).url;
     const missingKey = path.join(user.home, "missing.json");
-    expectOneErrorLine(await user.run("actor", "register", "--url", url, "--key-file", missingKey), 1, new RegExp(`^flowc: key file ${missingKey} does not exist`));
-    const viaEnv = await flowc(["actor", "show", "--url", url], { ...user.env, FLOWC_KEY_FILE: missingKey, FLOWC_ACTOR_ID: "1" });
+    expectOneErrorLine(
+      await user.run("actor", "register", "--url", url, "--key-file", missingKey),
+      1,
+      new RegExp(`^flowc: key file ${missingKey} does not exist`),
+    );
+    const viaEnv = await flowc(["actor", "show", "--url", url], {
+      ...user.env,
+      FLOWC_KEY_FILE: missingKey,
+      FLOWC_ACTOR_ID: "1",
+    });
     expectOneErrorLine(viaEnv, 1, /does not exist \(from FLOWC_KEY_FILE\)/);
 
     const key = path.join(user.home, "key.json");
     await user.run("keygen", "--out", key);
-    expectOneErrorLine(await user.run("context", "show", "1", "--url", url, "--key-file", key), 1, /^flowc: no actor id: run flowc actor register, or pass --actor, set FLOWC_ACTOR_ID/);
+    expectOneErrorLine(
+      await user.run("context", "show", "1", "--url", url, "--key-file", key),
+      1,
+      /^flowc: no actor id: run flowc actor register, or pass --actor, set FLOWC_ACTOR_ID/,
+    );
 
     const closed = `http://127.0.0.1:${await freePort()}`;
-    expectOneErrorLine(await user.run("actor", "show", "--url", closed, "--key-file", key, "--actor", "1"), 1, new RegExp(`^flowc: cannot reach the coordinator at ${closed}: ECONNREFUSED`));
+    expectOneErrorLine(
+      await user.run("actor", "show", "--url", closed, "--key-file", key, "--actor", "1"),
+      1,
+      new RegExp(`^flowc: cannot reach the coordinator at ${closed}: ECONNREFUSED`),
+    );
   });
 });
 
@@ -269,7 +369,16 @@ describe("npm scripts", () => {
     expect(existsSync(path.join(here, "relative-key.json"))).toBe(true);
     expect(existsSync(path.join(root, "relative-key.json"))).toBe(false);
 
-    const runner = await npmRun(here, "runner", ["--url", "http://127.0.0.1:9", "--context", "1", "--runner", "1", "--key-file", "missing-key.json"]);
+    const runner = await npmRun(here, "runner", [
+      "--url",
+      "http://127.0.0.1:9",
+      "--context",
+      "1",
+      "--runner",
+      "1",
+      "--key-file",
+      "missing-key.json",
+    ]);
     expect(runner.code).toBe(2);
     expect(runner.errors[0]).toBe(`runner: --key-file: cannot read ${path.join(here, "missing-key.json")}: ENOENT`);
   });

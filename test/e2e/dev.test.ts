@@ -12,7 +12,13 @@ describe("npm run dev", () => {
     const [redisPort, restPort, workerPort] = [await freePort(), await freePort(), await freePort()];
     const child = spawn("npm", ["run", "-s", "dev"], {
       cwd: root,
-      env: { ...process.env, DEV_REDIS_PORT: String(redisPort), REST_PORT: String(restPort), WORKER_PORT: String(workerPort), REDIS_URL: "" },
+      env: {
+        ...process.env,
+        DEV_REDIS_PORT: String(redisPort),
+        REST_PORT: String(restPort),
+        WORKER_PORT: String(workerPort),
+        REDIS_URL: "",
+      },
       stdio: ["ignore", "pipe", "pipe"],
       detached: true,
     });

@@ -2,7 +2,14 @@ import { afterAll, beforeAll, describe, expect, it } from "vitest";
 import type { FlowSubmissionInput } from "../../shared/flow/index.js";
 import type { FlowView } from "../../shared/model/index.js";
 import { eventually } from "../support/eventually.js";
-import { attemptsOf, flowEnd, runsIn, startPrivateStack, type PrivateStack, type TestRunnerProcess } from "../support/private-stack.js";
+import {
+  attemptsOf,
+  flowEnd,
+  runsIn,
+  startPrivateStack,
+  type PrivateStack,
+  type TestRunnerProcess,
+} from "../support/private-stack.js";
 
 // Dispatch under load, with real processes: a runner never holds more attempts than its
 // registered concurrency (counted at the runner and in Redis), the work never stalls while a
@@ -20,11 +27,19 @@ beforeAll(async () => {
 afterAll(() => stack?.stop());
 
 const shJobs = (prefix: string, n: number, extra: Partial<FlowSubmissionInput["jobs"][number]> = {}) =>
-  Array.from({ length: n }, (_, i) => ({ name: `${prefix}${i}`, script: "true", script_type: "sh" as const, ...extra }));
+  Array.from({ length: n }, (_, i) => ({
+    name: `${prefix}${i}`,
+    script: "true",
+    script_type: "sh" as const,
+    ...extra,
+  }));
 
 /** The `delivery <ms> load <n>` lines of a test runner started with TIMES=1. */
 function deliveries(proc: TestRunnerProcess): { at: number; load: number }[] {
-  return [...proc.output().matchAll(/^delivery (\d+) load (\d+)$/gm)].map((m) => ({ at: Number(m[1]), load: Number(m[2]) }));
+  return [...proc.output().matchAll(/^delivery (\d+) load (\d+)$/gm)].map((m) => ({
+    at: Number(m[1]),
+    load: Number(m[2]),
+  }));
 }
 
 /** The longest time between two deliveries, in ms. */
@@ -56,7 +71,9 @@ describe("runner concurrency is global", () => {
     const ctx = (await admin.client.createContext()).id;
     const runner = await stack.registerTestRunner(admin.client, ctx, { TIMES: "1", WORK_MS: "30" }, 1);
     const proc = await runner.start();
-    const flows = await Promise.all([0, 1, 2].map((f) => admin.client.submitFlow(ctx, { start: true, jobs: shJobs(`f${f}-`, 3) })));
+    const flows = await Promise.all(
+      [0, 1, 2].map((f) => admin.client.submitFlow(ctx, { start: true, jobs: shJobs(`f${f}-`, 3) })),
+    );
     const ends = Promise.all(flows.map((f) => flowEnd(admin.client, ctx, f.id, 60_000)));
     const most = await sampleSlots(ctx, runner.id, ends);
     for (const view of await ends) expect(view.status).toBe("finished");
@@ -71,7 +88,9 @@ describe("runner concurrency is global", () => {
     const runner = await stack.registerTestRunner(admin.client, ctx, { TIMES: "1", WORK_MS: "20" }, 50);
     const proc = await runner.start();
     const began = Date.now();
-    const flows = await Promise.all(Array.from({ length: 10 }, (_, f) => admin.client.submitFlow(ctx, { start: true, jobs: shJobs(`f${f}-`, 100) })));
+    const flows = await Promise.all(
+      Array.from({ length: 10 }, (_, f) => admin.client.submitFlow(ctx, { start: true, jobs: shJobs(`f${f}-`, 100) })),
+    );
     const ends = Promise.all(flows.map((f) => flowEnd(admin.client, ctx, f.id, 300_000)));
     const most = await sampleSlots(ctx, runner.id, ends);
     const views = await ends;
@@ -79,9 +98,14 @@ describe("runner concurrency is global", () => {
     for (const view of views) expect(view.status, JSON.stringify(view.progress)).toBe("finished");
     const seen = deliveries(proc);
     const gap = longestGap(seen);
-    console.log(`10 × 100 jobs on concurrency 50: ${took} ms, ${Math.round(1000 / (took / 1000))} jobs/s, most held at once ${most} (Redis) / ${Math.max(...seen.map((d) => d.load))} (runner), longest gap between deliveries ${gap} ms`);
+    console.log(
+      `10 × 100 jobs on concurrency 50: ${took} ms, ${Math.round(1000 / (took / 1000))} jobs/s, most held at once ${most} (Redis) / ${Math.max(...seen.map((d) => d.load))} (runner), longest gap between deliveries ${gap} ms`,
+    );
     expect(seen).toHaveLength(1000);
-    for (const flow of flows) expect(Object.values(attemptsOf(runsIn(proc.output()), flow.id)).every((a) => a.length === 1 && a[0] === 1)).toBe(true);
+    for (const flow of flows)
+      expect(Object.values(attemptsOf(runsIn(proc.output()), flow.id)).every((a) => a.length === 1 && a[0] === 1)).toBe(
+        true,
+      );
     expect(Math.max(...seen.map((d) => d.load))).toBeLessThanOrEqual(50);
     expect(most).toBeLessThanOrEqual(50);
     expect(gap).toBeLessThanOrEqual(1_500);
@@ -99,7 +123,9 @@ describe("runner concurrency is global", () => {
     const most = await sampleSlots(ctx, runner.id, end);
     expect((await end).status).toBe("finished");
     const seen = deliveries(proc);
-    console.log(`1 × 1,000 jobs on concurrency 50: ${Date.now() - began} ms, most held ${most}, longest gap ${longestGap(seen)} ms`);
+    console.log(
+      `1 × 1,000 jobs on concurrency 50: ${Date.now() - began} ms, most held ${most}, longest gap ${longestGap(seen)} ms`,
+    );
     expect(seen).toHaveLength(1000);
     expect(Math.max(...seen.map((d) => d.load))).toBeLessThanOrEqual(50);
     expect(longestGap(seen)).toBeLessThanOrEqual(1_500);
@@ -112,12 +138,21 @@ describe("runner concurrency is global", () => {
     const b = await stack.registerTestRunner(admin.client, ctx, { TIMES: "1", WORK_MS: "10" }, 12);
     const [pa, pb] = await Promise.all([a.start(), b.start()]);
     const flows: FlowView[] = [];
-    for (let i = 0; i < 100; i += 20) flows.push(...(await Promise.all(Array.from({ length: 20 }, (_, k) => admin.client.submitFlow(ctx, { start: true, jobs: shJobs(`g${i + k}-`, 10) })))));
+    for (let i = 0; i < 100; i += 20)
+      flows.push(
+        ...(await Promise.all(
+          Array.from({ length: 20 }, (_, k) =>
+            admin.client.submitFlow(ctx, { start: true, jobs: shJobs(`g${i + k}-`, 10) }),
+          ),
+        )),
+      );
     const ends = Promise.all(flows.map((f) => flowEnd(admin.client, ctx, f.id, 300_000)));
     const [mostA, mostB] = await Promise.all([sampleSlots(ctx, a.id, ends), sampleSlots(ctx, b.id, ends)]);
     for (const view of await ends) expect(view.status).toBe("finished");
     const [da, db] = [deliveries(pa), deliveries(pb)];
-    console.log(`100 × 10 jobs on runners of 8 and 12: ${da.length} and ${db.length} deliveries, most held ${mostA} and ${mostB}`);
+    console.log(
+      `100 × 10 jobs on runners of 8 and 12: ${da.length} and ${db.length} deliveries, most held ${mostA} and ${mostB}`,
+    );
     expect(da.length + db.length).toBe(1000);
     expect(da.length).toBeGreaterThan(0);
     expect(db.length).toBeGreaterThan(0);
@@ -134,26 +169,59 @@ describe("slots are freed on every path", () => {
     const ok = await stack.registerTestRunner(admin.client, ctx, { FAIL: "bad" }, 5);
     await ok.start();
     // Finished, and failed for good.
-    const done = await admin.client.submitFlow(ctx, { start: true, jobs: [{ name: "good", script: "true", script_type: "sh" }] });
-    const failed = await admin.client.submitFlow(ctx, { start: true, jobs: [{ name: "bad", script: "true", script_type: "sh" }] });
+    const done = await admin.client.submitFlow(ctx, {
+      start: true,
+      jobs: [{ name: "good", script: "true", script_type: "sh" }],
+    });
+    const failed = await admin.client.submitFlow(ctx, {
+      start: true,
+      jobs: [{ name: "bad", script: "true", script_type: "sh" }],
+    });
     expect((await flowEnd(admin.client, ctx, done.id)).status).toBe("finished");
     expect((await flowEnd(admin.client, ctx, failed.id)).status).toBe("error");
-    await eventually(async () => ((await slotsOf(ctx, ok.id)) === 0 ? true : undefined), 10_000, 50, "the slots of finished and failed attempts freed");
+    await eventually(
+      async () => ((await slotsOf(ctx, ok.id)) === 0 ? true : undefined),
+      10_000,
+      50,
+      "the slots of finished and failed attempts freed",
+    );
 
     // Timed out: a runner that acknowledges and goes silent; its slot comes back when the lease runs out.
     const silent = await stack.registerTestRunner(admin.client, ctx, { SILENT: "1" }, 5);
     await admin.client.updateRunner(ctx, ok.id, { concurrency: 1, script_types: ["python"] }); // only the silent runner takes sh now
     await silent.start();
-    const ghosted = await admin.client.submitFlow(ctx, { start: true, timeouts: { timeout_result: 2 }, jobs: [{ name: "ghost", script: "true", script_type: "sh" }] });
-    await eventually(async () => ((await slotsOf(ctx, silent.id)) === 1 ? true : undefined), 10_000, 50, "the silent runner holding the attempt");
+    const ghosted = await admin.client.submitFlow(ctx, {
+      start: true,
+      timeouts: { timeout_result: 2 },
+      jobs: [{ name: "ghost", script: "true", script_type: "sh" }],
+    });
+    await eventually(
+      async () => ((await slotsOf(ctx, silent.id)) === 1 ? true : undefined),
+      10_000,
+      50,
+      "the silent runner holding the attempt",
+    );
     const view = await flowEnd(admin.client, ctx, ghosted.id, 30_000);
     expect(view.error?.reason).toMatch(/went silent/);
     expect(await slotsOf(ctx, silent.id)).toBe(0);
 
     // Cancelled while the runner holds it.
-    const held = await admin.client.submitFlow(ctx, { start: true, jobs: [{ name: "held", script: "true", script_type: "sh" }] });
-    await eventually(async () => ((await slotsOf(ctx, silent.id)) === 1 ? true : undefined), 10_000, 50, "the silent runner holding the attempt");
+    const held = await admin.client.submitFlow(ctx, {
+      start: true,
+      jobs: [{ name: "held", script: "true", script_type: "sh" }],
+    });
+    await eventually(
+      async () => ((await slotsOf(ctx, silent.id)) === 1 ? true : undefined),
+      10_000,
+      50,
+      "the silent runner holding the attempt",
+    );
     await admin.client.cancelFlow(ctx, held.id, "enough");
-    await eventually(async () => ((await slotsOf(ctx, silent.id)) === 0 ? true : undefined), 10_000, 50, "the cancelled attempt's slot freed");
+    await eventually(
+      async () => ((await slotsOf(ctx, silent.id)) === 0 ? true : undefined),
+      10_000,
+      50,
+      "the cancelled attempt's slot freed",
+    );
   }, 120_000);
 });

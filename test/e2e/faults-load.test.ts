@@ -2,7 +2,14 @@ import { afterAll, beforeAll, describe, expect, it } from "vitest";
 import type { FlowSubmissionInput } from "../../shared/flow/index.js";
 import type { FlowView } from "../../shared/model/index.js";
 import { eventually } from "../support/eventually.js";
-import { answersIn, attemptsOf, flowEnd, runsIn, startPrivateStack, type PrivateStack } from "../support/private-stack.js";
+import {
+  answersIn,
+  attemptsOf,
+  flowEnd,
+  runsIn,
+  startPrivateStack,
+  type PrivateStack,
+} from "../support/private-stack.js";
 
 // Concurrency and bad input against real processes (redis-server, the REST endpoint, workerd
 // under `wrangler dev`, test runner processes): two sweeps and the dispatcher's own rounds taking
@@ -23,10 +30,12 @@ async function submit(contextId: number, body: FlowSubmissionInput): Promise<Flo
   return admin.client.submitFlow(contextId, { start: true, ...body });
 }
 
-const shJobs = (prefix: string, n: number) => Array.from({ length: n }, (_, i) => ({ name: `${prefix}${i}`, script: "true", script_type: "sh" as const }));
+const shJobs = (prefix: string, n: number) =>
+  Array.from({ length: n }, (_, i) => ({ name: `${prefix}${i}`, script: "true", script_type: "sh" as const }));
 
 /** What each job of `jobs` returns from the test runner on attempt 1. */
-const firstAttempts = (jobs: { name: string }[]) => Object.fromEntries(jobs.map((j) => [j.name, { job: j.name, attempt: "1" }]));
+const firstAttempts = (jobs: { name: string }[]) =>
+  Object.fromEntries(jobs.map((j) => [j.name, { job: j.name, attempt: "1" }]));
 
 describe("concurrency and bad input", () => {
   it("delivers every queued job exactly once when two sweeps and the dispatcher take from the queue at once", async () => {
@@ -50,7 +59,9 @@ describe("concurrency and bad input", () => {
       expect(view.status, JSON.stringify(view)).toBe("finished");
       expect(view.result).toEqual(firstAttempts(jobs[i] ?? []));
       expect(view.jobs.every((j) => j.status === "finished" && j.attempt === 1)).toBe(true);
-      expect(attemptsOf(runsIn(proc.output()), flow.id)).toEqual(Object.fromEntries((jobs[i] ?? []).map((j) => [j.name, [1]])));
+      expect(attemptsOf(runsIn(proc.output()), flow.id)).toEqual(
+        Object.fromEntries((jobs[i] ?? []).map((j) => [j.name, [1]])),
+      );
     }
     expect(runsIn(proc.output())).toHaveLength(12);
     expect(await stack.redis.exec<number>(["LLEN", queue])).toBe(0);
@@ -92,7 +103,10 @@ describe("concurrency and bad input", () => {
     expect(view.jobs[0]).toMatchObject({ status: "finished", attempt: 1 });
     expect(attemptsOf(runsIn(proc.output()), flow.id)).toEqual({ poisoned: [1] });
     const answers = (await answersIn(proc, "answered ", 2)).filter((l) => l.includes(` flow ${flow.id} `));
-    expect(answers).toEqual([`answered poison poisoned flow ${flow.id} attempt 1 400 invalid-input`, `answered result poisoned flow ${flow.id} attempt 1 200 applied`]);
+    expect(answers).toEqual([
+      `answered poison poisoned flow ${flow.id} attempt 1 400 invalid-input`,
+      `answered result poisoned flow ${flow.id} attempt 1 200 applied`,
+    ]);
 
     const letters = await eventually(async () => {
       const { items } = await admin.client.listDeadLetters(ctx);
@@ -121,9 +135,15 @@ describe("concurrency and bad input", () => {
     });
     const view = await flowEnd(admin.client, ctx, flow.id);
     expect(view.status).toBe("error");
-    expect(view.jobs[0], JSON.stringify(view.jobs[0])).toMatchObject({ status: "error", attempt: 2, error: "job flaky failed on purpose" });
+    expect(view.jobs[0], JSON.stringify(view.jobs[0])).toMatchObject({
+      status: "error",
+      attempt: 2,
+      error: "job flaky failed on purpose",
+    });
     expect(attemptsOf(runsIn(proc.output()), flow.id)).toEqual({ flaky: [1, 2] });
     const letters = (await admin.client.listDeadLetters(ctx)).items;
-    expect(letters.map((l) => [l.kind, l.job_key, l.attempts, l.reason])).toEqual([["job", "flaky", 2, "job flaky failed on purpose"]]);
+    expect(letters.map((l) => [l.kind, l.job_key, l.attempts, l.reason])).toEqual([
+      ["job", "flaky", 2, "job flaky failed on purpose"],
+    ]);
   });
 });

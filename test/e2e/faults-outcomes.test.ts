@@ -4,7 +4,14 @@ import { afterAll, beforeAll, describe, expect, it } from "vitest";
 import { ApiError } from "../../shared/client/index.js";
 import type { FlowSubmissionInput } from "../../shared/flow/index.js";
 import type { FlowView } from "../../shared/model/index.js";
-import { answersIn, attemptsOf, flowEnd, runsIn, startPrivateStack, type PrivateStack } from "../support/private-stack.js";
+import {
+  answersIn,
+  attemptsOf,
+  flowEnd,
+  runsIn,
+  startPrivateStack,
+  type PrivateStack,
+} from "../support/private-stack.js";
 
 // The third outcome of a storage call: it timed out (the API answered 503), yet Redis ran it
 // later. Redis stalls with CLIENT PAUSE (commands wait and run when the pause ends) and SIGSTOP;
@@ -25,7 +32,12 @@ afterAll(() => stack?.stop());
 function layered(prefix: string): FlowSubmissionInput["jobs"] {
   return Array.from({ length: 20 }, (_, i) => {
     const layer = Math.floor(i / 5);
-    return { name: `${prefix}${i}`, script: "true", script_type: "sh" as const, depends: layer === 0 ? [] : Array.from({ length: 5 }, (_, k) => `${prefix}${(layer - 1) * 5 + k}`) };
+    return {
+      name: `${prefix}${i}`,
+      script: "true",
+      script_type: "sh" as const,
+      depends: layer === 0 ? [] : Array.from({ length: 5 }, (_, k) => `${prefix}${(layer - 1) * 5 + k}`),
+    };
   });
 }
 
@@ -76,12 +88,22 @@ describe("storage calls whose outcome was unknown", () => {
         }
       }
     };
-    const bodies = Array.from({ length: 40 }, (_, i) => ({ start: true, jobs: [{ name: `k${i}a`, script: "true", script_type: "sh" as const }, { name: `k${i}b`, script: "true", script_type: "sh" as const, depends: [`k${i}a`] }] }));
-    const submissions = bodies.map((body, i) => new Promise<FlowView>((resolve) => setTimeout(resolve, i * 100)).then(() => submit(`order-${ctx}-${i}`, body)));
+    const bodies = Array.from({ length: 40 }, (_, i) => ({
+      start: true,
+      jobs: [
+        { name: `k${i}a`, script: "true", script_type: "sh" as const },
+        { name: `k${i}b`, script: "true", script_type: "sh" as const, depends: [`k${i}a`] },
+      ],
+    }));
+    const submissions = bodies.map((body, i) =>
+      new Promise<FlowView>((resolve) => setTimeout(resolve, i * 100)).then(() => submit(`order-${ctx}-${i}`, body)),
+    );
     await new Promise((r) => setTimeout(r, 1_500));
     await stack.pauseClients(8_000);
     const views = await Promise.all(submissions);
-    console.log(`40 keyed submissions across an 8 s stall: answers ${JSON.stringify(Object.fromEntries([...new Set(statuses)].map((s) => [s, statuses.filter((x) => x === s).length])))}`);
+    console.log(
+      `40 keyed submissions across an 8 s stall: answers ${JSON.stringify(Object.fromEntries([...new Set(statuses)].map((s) => [s, statuses.filter((x) => x === s).length])))}`,
+    );
     expect(statuses.filter((s) => s !== 200 && s !== 503)).toEqual([]);
     expect(new Set(views.map((v) => v.id)).size).toBe(40);
     for (const [i, view] of views.entries()) {
@@ -89,11 +111,20 @@ describe("storage calls whose outcome was unknown", () => {
       expect(end.status, JSON.stringify(end)).toBe("finished");
       ranOnce(proc.output(), view.id, bodies[i]?.jobs ?? []);
       // The key answers the same flow ever after.
-      expect((await admin.client.submitFlow(ctx, bodies[i] as FlowSubmissionInput, { idempotencyKey: `order-${ctx}-${i}` })).id).toBe(view.id);
+      expect(
+        (await admin.client.submitFlow(ctx, bodies[i] as FlowSubmissionInput, { idempotencyKey: `order-${ctx}-${i}` }))
+          .id,
+      ).toBe(view.id);
     }
     expect((await admin.client.listFlows(ctx, { limit: 100 })).total).toBe(40);
     // The same key with another request is refused, naming the header.
-    await expect(admin.client.submitFlow(ctx, { start: true, jobs: [{ name: "other", script: "true", script_type: "sh" }] }, { idempotencyKey: `order-${ctx}-0` })).rejects.toMatchObject({
+    await expect(
+      admin.client.submitFlow(
+        ctx,
+        { start: true, jobs: [{ name: "other", script: "true", script_type: "sh" }] },
+        { idempotencyKey: `order-${ctx}-0` },
+      ),
+    ).rejects.toMatchObject({
       status: 422,
       code: "idempotency-key-reused",
     });
@@ -105,7 +136,11 @@ describe("storage calls whose outcome was unknown", () => {
     const runner = await stack.registerTestRunner(admin.client, ctx, { WORK_MS: "2000", REPORT_RETRY_MS: "60000" }, 2);
     const proc = await runner.start();
     // Its lease: 4 s of silence after a report. The outage below lasts 12 s.
-    const flow = await admin.client.submitFlow(ctx, { start: true, timeouts: { timeout_result: 4 }, jobs: [{ name: "steady", script: "true", script_type: "sh", retries: 2 }] });
+    const flow = await admin.client.submitFlow(ctx, {
+      start: true,
+      timeouts: { timeout_result: 4 },
+      jobs: [{ name: "steady", script: "true", script_type: "sh", retries: 2 }],
+    });
     await proc.waitForLine(new RegExp(`^ran steady flow ${flow.id} attempt 1 `), 20_000);
     await new Promise((r) => setTimeout(r, 500)); // its started report lands
     stack.pauseRedis();

@@ -4,7 +4,14 @@ import { ApiError, signerFromJwk } from "../../shared/client/index.js";
 import type { FlowSubmissionInput } from "../../shared/flow/index.js";
 import type { DeadLetter, DeliveryPayload, Flow, FlowView } from "../../shared/model/index.js";
 import { eventually } from "../support/eventually.js";
-import { answersIn, attemptsOf, flowEnd, runsIn, startPrivateStack, type PrivateStack } from "../support/private-stack.js";
+import {
+  answersIn,
+  attemptsOf,
+  flowEnd,
+  runsIn,
+  startPrivateStack,
+  type PrivateStack,
+} from "../support/private-stack.js";
 
 // Runners failing in the ways real ones do, against real processes (redis-server, the REST
 // endpoint, workerd under `wrangler dev`, runner processes): killed mid-job, never acknowledging,
@@ -40,7 +47,9 @@ async function stored(contextId: number, flowId: number): Promise<Flow | undefin
 describe("runner faults", () => {
   it("retries on the other runner a job whose runner was killed (SIGKILL) mid-job", async () => {
     const ctx = (await admin.client.createContext()).id;
-    const registered = await Promise.all([0, 1].map(() => stack.registerReferenceRunner(admin.client, ctx, "push", ["--heartbeat", "1"])));
+    const registered = await Promise.all(
+      [0, 1].map(() => stack.registerReferenceRunner(admin.client, ctx, "push", ["--heartbeat", "1"])),
+    );
     const procs = await Promise.all(registered.map((r) => r.start()));
     const flow = await submit(ctx, {
       // A healthy attempt heartbeats every second: a lease of 3 s is never missed by one.
@@ -70,11 +79,23 @@ describe("runner faults", () => {
   it("retries a job a pull runner leased and never acknowledged, once timeout_ack passed", async () => {
     const ctx = (await admin.client.createContext()).id;
     const jwk = await generateKeyPair();
-    const mute = await admin.client.createRunner(ctx, { pubkey: jwk.x, runner_type: "sh", local: true, script_types: ["sh"] });
+    const mute = await admin.client.createRunner(ctx, {
+      pubkey: jwk.x,
+      runner_type: "sh",
+      local: true,
+      script_types: ["sh"],
+    });
     const asMute = stack.anonymous.as(await signerFromJwk(jwk, runnerKeyId(ctx, mute.id)));
     const lease = async () =>
-      ((await asMute.request("POST", `/v1/contexts/${ctx}/runners/${mute.id}/lease`, { max: 10 })) as { deliveries: DeliveryPayload[] }).deliveries;
-    const flow = await submit(ctx, { timeouts: FAST, jobs: [{ name: "leased", script_type: "sh", retries: 1, script: 'echo n=2 > "$RESULT_FILE"\n' }] });
+      (
+        (await asMute.request("POST", `/v1/contexts/${ctx}/runners/${mute.id}/lease`, { max: 10 })) as {
+          deliveries: DeliveryPayload[];
+        }
+      ).deliveries;
+    const flow = await submit(ctx, {
+      timeouts: FAST,
+      jobs: [{ name: "leased", script_type: "sh", retries: 1, script: 'echo n=2 > "$RESULT_FILE"\n' }],
+    });
     const leased = await eventually(async () => {
       const got = await lease();
       return got.length > 0 ? got : undefined;
@@ -95,7 +116,9 @@ describe("runner faults", () => {
 
     // The mute runner's acknowledgement, far too late, is refused; nothing else is left to lease.
     const [d] = leased as [DeliveryPayload];
-    const late = await asMute.request("POST", new URL(d.callbacks.ack, stack.url).pathname, { attempt: d.attempt }).catch((e: unknown) => e);
+    const late = await asMute
+      .request("POST", new URL(d.callbacks.ack, stack.url).pathname, { attempt: d.attempt })
+      .catch((e: unknown) => e);
     expect(late).toBeInstanceOf(ApiError);
     expect(late).toMatchObject({ status: 409, code: "stale-attempt" });
     expect(await lease()).toEqual([]);
@@ -108,7 +131,10 @@ describe("runner faults", () => {
     // Registered but not up yet: the first attempt can only go to the silent runner.
     const other = await stack.registerTestRunner(admin.client, ctx);
     const ghost = await silent.start();
-    const flow = await submit(ctx, { timeouts: FAST, jobs: [{ name: "ghosted", script: "true", script_type: "sh", retries: 1 }] });
+    const flow = await submit(ctx, {
+      timeouts: FAST,
+      jobs: [{ name: "ghosted", script: "true", script_type: "sh", retries: 1 }],
+    });
     await ghost.waitForLine(new RegExp(`^ran ghosted flow ${flow.id} attempt 1 `));
     const proc = await other.start();
 
@@ -127,7 +153,10 @@ describe("runner faults", () => {
     const ctx = (await admin.client.createContext()).id;
     const runner = await stack.registerTestRunner(admin.client, ctx, { LATE: "1" });
     const proc = await runner.start();
-    const flow = await submit(ctx, { timeouts: FAST, jobs: [{ name: "tardy", script: "true", script_type: "sh", retries: 1 }] });
+    const flow = await submit(ctx, {
+      timeouts: FAST,
+      jobs: [{ name: "tardy", script: "true", script_type: "sh", retries: 1 }],
+    });
 
     const view = await flowEnd(admin.client, ctx, flow.id);
     expect(view.status, JSON.stringify(view)).toBe("finished");
@@ -136,7 +165,10 @@ describe("runner faults", () => {
     expect(attemptsOf(runsIn(proc.output()), flow.id)).toEqual({ tardy: [1, 2] });
     // The first attempt's result came while the second attempt ran: refused, and only then the second's.
     const answers = await answersIn(proc, `answered result tardy flow ${flow.id} `, 2);
-    expect(answers).toEqual([`answered result tardy flow ${flow.id} attempt 1 409 stale-attempt`, `answered result tardy flow ${flow.id} attempt 2 200 applied`]);
+    expect(answers).toEqual([
+      `answered result tardy flow ${flow.id} attempt 1 409 stale-attempt`,
+      `answered result tardy flow ${flow.id} attempt 2 200 applied`,
+    ]);
     expect((await stored(ctx, flow.id))?.result).toEqual({ tardy: { job: "tardy", attempt: "2" } });
     expect((await deadLetters(ctx)).filter((l) => l.flow_id === flow.id)).toEqual([]);
   });

@@ -44,9 +44,19 @@ afterAll(() => stack?.stop());
  * A signed POST by the admin, answered as it came (status, content type, body) and timed (for the
  * log); it fails if no answer came within HANG_MS.
  */
-async function timedPost(pathname: string, body: unknown): Promise<{ status: number; type: string | null; body: ProblemBody; ms: number }> {
+async function timedPost(
+  pathname: string,
+  body: unknown,
+): Promise<{ status: number; type: string | null; body: ProblemBody; ms: number }> {
   const began = Date.now();
-  const request = await signRequest(new Request(`${stack.url}${pathname}`, { method: "POST", headers: { "content-type": "application/json" }, body: JSON.stringify(body) }), signer);
+  const request = await signRequest(
+    new Request(`${stack.url}${pathname}`, {
+      method: "POST",
+      headers: { "content-type": "application/json" },
+      body: JSON.stringify(body),
+    }),
+    signer,
+  );
   const res = await fetch(request, { signal: AbortSignal.timeout(HANG_MS) });
   const parsed = (await res.json()) as ProblemBody;
   return { status: res.status, type: res.headers.get("content-type"), body: parsed, ms: Date.now() - began };
@@ -86,7 +96,10 @@ async function submitAndRun(contextId: number, body: ReturnType<typeof twoJobs>,
   const view = await flowEnd(admin.client, contextId, body.id);
   expect(view.status, JSON.stringify(view)).toBe("finished");
   expect(view.result).toEqual({ a: { job: "a", attempt: "1" }, b: { job: "b", attempt: "1" } });
-  expect(view.jobs.map((j) => [j.key, j.status, j.attempt])).toEqual([["a", "finished", 1], ["b", "finished", 1]]);
+  expect(view.jobs.map((j) => [j.key, j.status, j.attempt])).toEqual([
+    ["a", "finished", 1],
+    ["b", "finished", 1],
+  ]);
   expect(attemptsOf(runsIn(output()), body.id)).toEqual({ a: [1], b: [1] });
 }
 
@@ -108,7 +121,9 @@ describe("storage faults", () => {
     expect(refused.type).toMatch(/^application\/problem\+json/);
     expect(refused.body).toMatchObject({ type: "/problems/storage-unavailable", status: 503 });
     expect(refused.body.detail).toMatch(REFUSED_DETAIL);
-    console.log(`REST endpoint down: the submission was answered ${refused.status} in ${refused.ms} ms: ${refused.body.detail}`);
+    console.log(
+      `REST endpoint down: the submission was answered ${refused.status} in ${refused.ms} ms: ${refused.body.detail}`,
+    );
 
     // Nothing of it was stored: no flow, no job, no message, nothing waiting to be sent.
     expect(await flowIds(ctx)).toEqual([]);
@@ -133,13 +148,19 @@ describe("storage faults", () => {
     } finally {
       stack.continueRedis();
     }
-    console.log(`redis-server frozen: the submission was answered ${refused.status} in ${refused.ms} ms (${refused.body.detail}), /health ${health.status} in ${health.ms} ms (${health.body.detail})`);
+    console.log(
+      `redis-server frozen: the submission was answered ${refused.status} in ${refused.ms} ms (${refused.body.detail}), /health ${health.status} in ${health.ms} ms (${health.body.detail})`,
+    );
     expect(refused.status, JSON.stringify(refused.body)).toBe(503);
     expect(refused.type).toMatch(/^application\/problem\+json/);
     expect(refused.body).toMatchObject({ type: "/problems/storage-unavailable", status: 503 });
     expect(refused.body.detail).toMatch(DEADLINE_DETAIL);
     expect(health.status, JSON.stringify(health.body)).toBe(503);
-    expect(health.body).toMatchObject({ type: "/problems/storage-unavailable", status: 503, redis: { reachable: false } });
+    expect(health.body).toMatchObject({
+      type: "/problems/storage-unavailable",
+      status: 503,
+      redis: { reachable: false },
+    });
     expect(health.body.detail).toMatch(DEADLINE_DETAIL);
 
     // All is well again: healthy, the refused submission left nothing, and it now runs to its end.
@@ -156,9 +177,20 @@ describe("storage faults", () => {
     const go = path.join(stack.dir, "go-result");
     const flow = await admin.client.submitFlow(ctx, {
       start: true,
-      jobs: [{ name: "held", script_type: "sh", timeout: 60, env_vars: { GO: go }, script: 'while [ ! -e "$GO" ]; do sleep 0.1; done\necho n=6 > "$RESULT_FILE"\n' }],
+      jobs: [
+        {
+          name: "held",
+          script_type: "sh",
+          timeout: 60,
+          env_vars: { GO: go },
+          script: 'while [ ! -e "$GO" ]; do sleep 0.1; done\necho n=6 > "$RESULT_FILE"\n',
+        },
+      ],
     });
-    await eventually(async () => ((await admin.client.loadFlow(ctx, flow.id)).jobs[0]?.status === "started" ? true : undefined), 20_000);
+    await eventually(
+      async () => ((await admin.client.loadFlow(ctx, flow.id)).jobs[0]?.status === "started" ? true : undefined),
+      20_000,
+    );
 
     await stack.stopRest();
     try {
@@ -202,7 +234,12 @@ describe("storage faults", () => {
       delivery.writeHead(503).end(); // busy: the dispatcher must put the attempt back in its queue
       // Storage stays away until the dispatcher tried to settle (a few times) and kept the
       // settlement for its next round.
-      await eventually(() => (stack.storageRequests().filter((body) => body.includes(slots)).length >= 3 ? true : undefined), 20_000, 100, "the dispatcher settling");
+      await eventually(
+        () => (stack.storageRequests().filter((body) => body.includes(slots)).length >= 3 ? true : undefined),
+        20_000,
+        100,
+        "the dispatcher settling",
+      );
     } finally {
       await stack.restartRest();
       await new Promise<void>((resolve) => {
@@ -217,8 +254,13 @@ describe("storage faults", () => {
 
     const view = await flowEnd(admin.client, ctx, flow.id, 30_000).catch(async (error: Error) => {
       const now = await admin.client.loadFlow(ctx, flow.id);
-      const said = stack.workerLog().split("\n").filter((l) => l.includes(`context ${ctx}`));
-      throw new Error(`${error.message}: the flow is ${JSON.stringify(now.jobs)}; slots then: ${JSON.stringify(heldSlots)}; the Worker said: ${said.join(" | ")}`);
+      const said = stack
+        .workerLog()
+        .split("\n")
+        .filter((l) => l.includes(`context ${ctx}`));
+      throw new Error(
+        `${error.message}: the flow is ${JSON.stringify(now.jobs)}; slots then: ${JSON.stringify(heldSlots)}; the Worker said: ${said.join(" | ")}`,
+      );
     });
     expect(view.status, JSON.stringify(view)).toBe("finished");
     expect(view.jobs[0]).toMatchObject({ status: "finished", attempt: 1, runner_id: runner.id });

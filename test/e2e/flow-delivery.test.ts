@@ -4,7 +4,14 @@ import { importPublicKey } from "../../shared/auth/index.js";
 import type { Message } from "../../shared/model/index.js";
 import { eventually } from "../support/eventually.js";
 import { signedServer } from "../support/http.js";
-import { answersIn, commandDelta, flowEnd, startPrivateStack, type PrivateStack, type TestRunnerProcess } from "../support/private-stack.js";
+import {
+  answersIn,
+  commandDelta,
+  flowEnd,
+  startPrivateStack,
+  type PrivateStack,
+  type TestRunnerProcess,
+} from "../support/private-stack.js";
 
 // Through a stack of this file's own (redis-server, REST endpoint, wrangler dev) and real runner
 // processes: the cost of a job, counted by Redis itself (INFO commandstats: every command,
@@ -41,7 +48,10 @@ describe("budget: Redis commands per job", () => {
       };
     });
     // Warm up: the first flow pays for loading scripts and looking up keys.
-    const warm = await admin.client.submitFlow(ctx.id, { start: true, jobs: [{ name: "w", script: "true", script_type: "sh" }] });
+    const warm = await admin.client.submitFlow(ctx.id, {
+      start: true,
+      jobs: [{ name: "w", script: "true", script_type: "sh" }],
+    });
     expect((await flowEnd(admin.client, ctx.id, warm.id)).status).toBe("finished");
     await answersIn(proc, "answered result w ", 1);
 
@@ -59,7 +69,9 @@ describe("budget: Redis commands per job", () => {
     expect(Object.keys(done.result)).toHaveLength(100);
     const { total, byCommand } = commandDelta(before, after);
     const perJob = total / 100;
-    console.log(`budget: ${total} Redis commands for 100 jobs = ${perJob.toFixed(2)} per job (goal 4, limit 6); by command: ${JSON.stringify(byCommand)}`);
+    console.log(
+      `budget: ${total} Redis commands for 100 jobs = ${perJob.toFixed(2)} per job (goal 4, limit 6); by command: ${JSON.stringify(byCommand)}`,
+    );
     expect(perJob).toBeLessThanOrEqual(6);
   });
 
@@ -92,7 +104,12 @@ describe("delivery guarantees with real processes", () => {
     });
     const done = await flowEnd(admin.client, ctx.id, ok.id);
     expect(done.status).toBe("finished");
-    expect(done.jobs.map((j) => [j.key, j.status, j.attempt])).toEqual([["a", "finished", 1], ["b", "finished", 1], ["c", "finished", 1], ["d", "finished", 1]]);
+    expect(done.jobs.map((j) => [j.key, j.status, j.attempt])).toEqual([
+      ["a", "finished", 1],
+      ["b", "finished", 1],
+      ["c", "finished", 1],
+      ["d", "finished", 1],
+    ]);
     const failing = await admin.client.submitFlow(ctx.id, {
       start: true,
       jobs: [
@@ -108,7 +125,9 @@ describe("delivery guarantees with real processes", () => {
 
   it("POSTs the flow's result, signed by the coordinator, to the actor's https address", async () => {
     const received: Message[] = [];
-    const directory = (await (await fetch(`${stack.url}/.well-known/http-message-signatures-directory`)).json()) as { keys: { kid: string; x: string }[] };
+    const directory = (await (await fetch(`${stack.url}/.well-known/http-message-signatures-directory`)).json()) as {
+      keys: { kid: string; x: string }[];
+    };
     const server = signedServer(
       async (kid) => {
         const key = directory.keys.find((k) => k.kid === kid);
@@ -125,10 +144,16 @@ describe("delivery guarantees with real processes", () => {
       await admin.client.updateActor(admin.id, { address: [{ type: "https", url: `http://127.0.0.1:${port}/inbox` }] });
       const ctx = await admin.client.createContext();
       await pushRunner(ctx.id);
-      const flow = await admin.client.submitFlow(ctx.id, { start: true, jobs: [{ name: "only", script: "true", script_type: "sh" }] });
+      const flow = await admin.client.submitFlow(ctx.id, {
+        start: true,
+        jobs: [{ name: "only", script: "true", script_type: "sh" }],
+      });
       expect((await flowEnd(admin.client, ctx.id, flow.id)).status).toBe("finished");
       const message = await eventually(async () => received.find((m) => m.flow_result?.flow_id === flow.id), 30_000);
-      expect(message).toMatchObject({ to: admin.id, flow_result: { status: "finished", result: { only: { job: "only", attempt: "1" } } } });
+      expect(message).toMatchObject({
+        to: admin.id,
+        flow_result: { status: "finished", result: { only: { job: "only", attempt: "1" } } },
+      });
     } finally {
       await admin.client.updateActor(admin.id, { address: [] });
       server.close();

@@ -14,9 +14,19 @@ const k = (name: string) => `${prefix}${name}`;
 /** The official client as an application would configure it (base64 responses, retries). */
 const redis = new Redis({ url: stack.restUrl, token: stack.restToken, enableTelemetry: false });
 /** The same without automatic deserialization: values come back exactly as stored. */
-const raw = new Redis({ url: stack.restUrl, token: stack.restToken, automaticDeserialization: false, enableTelemetry: false });
+const raw = new Redis({
+  url: stack.restUrl,
+  token: stack.restToken,
+  automaticDeserialization: false,
+  enableTelemetry: false,
+});
 /** Without base64 responses, to check the plain JSON path too. */
-const plain = new Redis({ url: stack.restUrl, token: stack.restToken, responseEncoding: false, enableTelemetry: false });
+const plain = new Redis({
+  url: stack.restUrl,
+  token: stack.restToken,
+  responseEncoding: false,
+  enableTelemetry: false,
+});
 
 afterAll(async () => {
   await deletePrefix(raw, prefix);
@@ -32,14 +42,19 @@ async function post(path: string, body: unknown, headers: Record<string, string>
 
 describe("the official @upstash/redis client against the REST endpoint", () => {
   it("round-trips unicode strings with and without base64 responses", async () => {
-    const text = "héllo wörld — 世界 🎉 \"quotes\" \\ back\nnewline";
+    const text = 'héllo wörld — 世界 🎉 "quotes" \\ back\nnewline';
     await redis.set(k("unicode"), text);
     expect(await raw.get(k("unicode"))).toBe(text);
     expect(await plain.get(k("unicode"))).toBe(text);
   });
 
   it("keeps number-like strings as strings when automatic deserialization is off", async () => {
-    for (const [name, value] of [["zero", "007"], ["exp", "1e3"], ["big", "12345678901234567890"], ["float", "1.50"]]) {
+    for (const [name, value] of [
+      ["zero", "007"],
+      ["exp", "1e3"],
+      ["big", "12345678901234567890"],
+      ["float", "1.50"],
+    ]) {
       await raw.set(k(name as string), value);
       expect(await raw.get(k(name as string))).toBe(value);
     }
@@ -49,9 +64,9 @@ describe("the official @upstash/redis client against the REST endpoint", () => {
   });
 
   it("handles hashes", async () => {
-    await raw.hset(k("hash"), { a: "1", b: "two", c: "{\"json\":true}" });
+    await raw.hset(k("hash"), { a: "1", b: "two", c: '{"json":true}' });
     expect(await raw.hincrby(k("hash"), "a", 10)).toBe(11);
-    expect(await raw.exec(["HGETALL", k("hash")])).toEqual(["a", "11", "b", "two", "c", "{\"json\":true}"]);
+    expect(await raw.exec(["HGETALL", k("hash")])).toEqual(["a", "11", "b", "two", "c", '{"json":true}']);
     expect(await redis.hgetall(k("hash"))).toEqual({ a: 11, b: "two", c: { json: true } });
     expect(await raw.hget(k("hash"), "missing")).toBeNull();
   });
@@ -79,7 +94,10 @@ describe("the official @upstash/redis client against the REST endpoint", () => {
       [id1, ["field", "one", "n", "1"]],
       [id2, ["field", "two"]],
     ]);
-    expect(await redis.xrange(k("stream"), "-", "+")).toEqual({ [id1]: { field: "one", n: 1 }, [id2]: { field: "two" } });
+    expect(await redis.xrange(k("stream"), "-", "+")).toEqual({
+      [id1]: { field: "one", n: 1 },
+      [id2]: { field: "two" },
+    });
     expect(await raw.xlen(k("stream"))).toBe(2);
   });
 
@@ -160,7 +178,13 @@ describe("the official @upstash/redis client against the REST endpoint", () => {
 
 describe("limits and failures", () => {
   it("answers 413 over the request size limit", async () => {
-    const server = await startRestServer({ ...DEFAULT_REST_OPTIONS, redisUrl: stack.redisUrl, port: 0, token: "t", maxBodyBytes: 1024 });
+    const server = await startRestServer({
+      ...DEFAULT_REST_OPTIONS,
+      redisUrl: stack.redisUrl,
+      port: 0,
+      token: "t",
+      maxBodyBytes: 1024,
+    });
     try {
       const res = await fetch(server.url, {
         method: "POST",
@@ -176,7 +200,12 @@ describe("limits and failures", () => {
 
   it("answers 503 quickly when Redis is unreachable", async () => {
     const deadPort = await freePort();
-    const server = await startRestServer({ ...DEFAULT_REST_OPTIONS, redisUrl: `redis://127.0.0.1:${deadPort}`, port: 0, token: "t" });
+    const server = await startRestServer({
+      ...DEFAULT_REST_OPTIONS,
+      redisUrl: `redis://127.0.0.1:${deadPort}`,
+      port: 0,
+      token: "t",
+    });
     try {
       const res = await fetch(server.url, { method: "POST", headers: { authorization: "Bearer t" }, body: '["PING"]' });
       expect(res.status).toBe(503);
@@ -186,24 +215,29 @@ describe("limits and failures", () => {
     }
   });
 
-  it.each(["SIGTERM", "SIGINT"] as const)("`npm run redis-rest` prints its URL once ready and stops on %s", async (signal) => {
-    const port = await freePort();
-    const child = spawn("npm", ["run", "-s", "redis-rest"], {
-      env: { ...process.env, REDIS_URL: stack.redisUrl, REST_PORT: String(port), REST_TOKEN: "proc-token" },
-      stdio: ["ignore", "pipe", "pipe"],
-      detached: true,
-    });
-    const rest = watchProcess(child, "npm run redis-rest");
-    try {
-      expect(await rest.waitForLine(/redis-rest: ready at/)).toContain(`redis-rest: ready at http://127.0.0.1:${port}`);
-      const client = new Redis({ url: `http://127.0.0.1:${port}`, token: "proc-token", enableTelemetry: false });
-      expect(await client.ping()).toBe("PONG");
-    } finally {
-      // Signal the process group: npm forwards nothing reliably, the real server must stop itself.
-      if (child.exitCode === null && child.signalCode === null) process.kill(-(child.pid as number), signal);
-    }
-    const { code } = await rest.exited;
-    expect(code === 0 || code === null).toBe(true);
-    await rest.waitForLine(new RegExp(`^redis-rest: ${signal}, stopping`));
-  });
+  it.each(["SIGTERM", "SIGINT"] as const)(
+    "`npm run redis-rest` prints its URL once ready and stops on %s",
+    async (signal) => {
+      const port = await freePort();
+      const child = spawn("npm", ["run", "-s", "redis-rest"], {
+        env: { ...process.env, REDIS_URL: stack.redisUrl, REST_PORT: String(port), REST_TOKEN: "proc-token" },
+        stdio: ["ignore", "pipe", "pipe"],
+        detached: true,
+      });
+      const rest = watchProcess(child, "npm run redis-rest");
+      try {
+        expect(await rest.waitForLine(/redis-rest: ready at/)).toContain(
+          `redis-rest: ready at http://127.0.0.1:${port}`,
+        );
+        const client = new Redis({ url: `http://127.0.0.1:${port}`, token: "proc-token", enableTelemetry: false });
+        expect(await client.ping()).toBe("PONG");
+      } finally {
+        // Signal the process group: npm forwards nothing reliably, the real server must stop itself.
+        if (child.exitCode === null && child.signalCode === null) process.kill(-(child.pid as number), signal);
+      }
+      const { code } = await rest.exited;
+      expect(code === 0 || code === null).toBe(true);
+      await rest.waitForLine(new RegExp(`^redis-rest: ${signal}, stopping`));
+    },
+  );
 });

@@ -2,7 +2,15 @@ import { existsSync, mkdirSync, mkdtempSync, readdirSync, readFileSync, rmSync, 
 import { tmpdir } from "node:os";
 import path from "node:path";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
-import { actorKeyId, generateKeyPair, importPrivateKey, keyThumbprint, parsePrivateJwk, signRequest, type RequestSigner } from "../../shared/auth/index.js";
+import {
+  actorKeyId,
+  generateKeyPair,
+  importPrivateKey,
+  keyThumbprint,
+  parsePrivateJwk,
+  signRequest,
+  type RequestSigner,
+} from "../../shared/auth/index.js";
 import { CoordinatorClient, signerFromJwk } from "../../shared/client/index.js";
 import type { FlowSubmissionInput } from "../../shared/flow/index.js";
 import type { FlowView, Message, RunnerJob } from "../../shared/model/index.js";
@@ -52,7 +60,13 @@ interface StartedRunner {
 /** A fresh context with one registered reference runner, started as a process and ready. */
 async function startRunnerIn(mode: "push" | "pull", args: string[] = []): Promise<StartedRunner> {
   const { id: contextId } = await admin.createContext();
-  const runner = await registerReferenceRunner(admin, contextId, { url: worker.url, dir: tmp, mode, args, started: runners });
+  const runner = await registerReferenceRunner(admin, contextId, {
+    url: worker.url,
+    dir: tmp,
+    mode,
+    args,
+    started: runners,
+  });
   const proc = await runner.start();
   return { contextId, runnerId: runner.id, proc, workDir: runner.workDir, address: runner.address };
 }
@@ -62,7 +76,11 @@ async function submitFlow(contextId: number, body: FlowSubmissionInput): Promise
 }
 
 function jsonPost(url: string, body: unknown): Request {
-  return new Request(url, { method: "POST", headers: { "content-type": "application/json" }, body: JSON.stringify(body) });
+  return new Request(url, {
+    method: "POST",
+    headers: { "content-type": "application/json" },
+    body: JSON.stringify(body),
+  });
 }
 
 /** Signs as the coordinator does: its key from the test stack, keyid its kid (the JWK thumbprint). */
@@ -100,21 +118,30 @@ const DIAMOND: FlowSubmissionInput = {
     {
       name: "a",
       script_type: "python",
-      script: 'import os\nwith open(os.environ["RESULT_FILE"], "w") as f:\n    f.write(f"value={os.environ[\'GREETING\']}-a\\nn=2\\n")\n',
+      script:
+        'import os\nwith open(os.environ["RESULT_FILE"], "w") as f:\n    f.write(f"value={os.environ[\'GREETING\']}-a\\nn=2\\n")\n',
     },
-    { name: "b", script_type: "sh", depends: ["a"], env_vars: { B_ONLY: "yes" }, script: 'echo "value=${DEP_A_VALUE}-b" > "$RESULT_FILE"\necho "env=$GREETING/$B_ONLY" >> "$RESULT_FILE"\n' },
+    {
+      name: "b",
+      script_type: "sh",
+      depends: ["a"],
+      env_vars: { B_ONLY: "yes" },
+      script: 'echo "value=${DEP_A_VALUE}-b" > "$RESULT_FILE"\necho "env=$GREETING/$B_ONLY" >> "$RESULT_FILE"\n',
+    },
     {
       name: "c",
       script_type: "python",
       depends: ["a"],
-      script: 'import json, os\nn = int(json.loads(os.environ["FLOW_INPUTS"])["a"]["n"])\njson.dump({"n": n * 3, "b_only": os.environ.get("B_ONLY", "-")}, open(os.environ["RESULT_FILE"], "w"))\n',
+      script:
+        'import json, os\nn = int(json.loads(os.environ["FLOW_INPUTS"])["a"]["n"])\njson.dump({"n": n * 3, "b_only": os.environ.get("B_ONLY", "-")}, open(os.environ["RESULT_FILE"], "w"))\n',
     },
     {
       name: "d",
       script_type: "sh",
       depends: ["b", "c"],
       env_vars: { SHARED: "job" },
-      script: 'printf "sum=%s+%s\\nshared=%s\\nflow=%s\\nattempt=%s\\n" "$DEP_B_VALUE" "$DEP_C_N" "$SHARED" "$FLOW_ID" "$JOB_ATTEMPT" > "$RESULT_FILE"\n',
+      script:
+        'printf "sum=%s+%s\\nshared=%s\\nflow=%s\\nattempt=%s\\n" "$DEP_B_VALUE" "$DEP_C_N" "$SHARED" "$FLOW_ID" "$JOB_ATTEMPT" > "$RESULT_FILE"\n',
     },
   ],
 };
@@ -139,13 +166,22 @@ describe("the reference runner", () => {
 
     // 120 lines: two full batches of 50, the rest in time or with the result.
     const chatty = await submitFlow(contextId, {
-      jobs: [{ name: "chatty", script_type: "sh", script: 'i=1\nwhile [ $i -le 120 ]; do echo "line $i"; i=$((i+1)); done\necho "to stderr" >&2\n' }],
+      jobs: [
+        {
+          name: "chatty",
+          script_type: "sh",
+          script: 'i=1\nwhile [ $i -le 120 ]; do echo "line $i"; i=$((i+1)); done\necho "to stderr" >&2\n',
+        },
+      ],
     });
     const ended = await flowEnd(contextId, chatty.id);
     expect(ended.status).toBe("finished");
     const jobId = (ended.jobs[0] as { id: number }).id;
     const job = (await admin.request("GET", `/v1/contexts/${contextId}/jobs/${actorId}/${jobId}`)) as RunnerJob;
-    const message = (await admin.request("GET", `/v1/contexts/${contextId}/messages/${actorId}/${job.message_base}`)) as Message;
+    const message = (await admin.request(
+      "GET",
+      `/v1/contexts/${contextId}/messages/${actorId}/${job.message_base}`,
+    )) as Message;
     const stdout = message.logs.filter((l) => l.stream === "stdout").map((l) => l.message);
     expect(stdout).toEqual(Array.from({ length: 120 }, (_, i) => `line ${i + 1}`));
     expect(message.logs.filter((l) => l.stream === "stderr").map((l) => l.message)).toEqual(["to stderr"]);
@@ -155,7 +191,12 @@ describe("the reference runner", () => {
     // answered 2xx (so the coordinator does not try elsewhere) and does not run twice.
     const base = `${worker.url}/v1/contexts/${contextId}/flows/${chatty.id}/jobs/${jobId}`;
     const again = {
-      message, context_id: contextId, flow_id: chatty.id, job_id: jobId, attempt: 1, runner_id: runnerId,
+      message,
+      context_id: contextId,
+      flow_id: chatty.id,
+      job_id: jobId,
+      attempt: 1,
+      runner_id: runnerId,
       callbacks: Object.fromEntries(["ack", "started", "heartbeat", "result", "logs"].map((n) => [n, `${base}/${n}`])),
     };
     const resent = await fetch(await signRequest(jsonPost(address, again), await coordinatorSigner()));
@@ -178,8 +219,14 @@ describe("the reference runner", () => {
     const pidFile = path.join(tmp, "timeout-bg.pid");
     const flow = await submitFlow(contextId, {
       jobs: [
-        { name: "slow", script_type: "sh", timeout: 2, env_vars: { PID_FILE: pidFile }, script: "sh -c 'sleep 100 & echo $! > \"$PID_FILE\"; sleep 100'\n" },
-        { name: "after", script_type: "sh", depends: ["slow"], script: "echo never > \"$RESULT_FILE\"\n" },
+        {
+          name: "slow",
+          script_type: "sh",
+          timeout: 2,
+          env_vars: { PID_FILE: pidFile },
+          script: "sh -c 'sleep 100 & echo $! > \"$PID_FILE\"; sleep 100'\n",
+        },
+        { name: "after", script_type: "sh", depends: ["slow"], script: 'echo never > "$RESULT_FILE"\n' },
       ],
     });
     const ended = await flowEnd(contextId, flow.id);
@@ -204,17 +251,53 @@ describe("the reference runner", () => {
     const marker = path.join(tmp, "forged-ran");
     const now = Math.floor(Date.now() / 1000);
     const job = {
-      id: 7, caller_id: actorId, context_id: contextId, flow_id: 1, script: `touch ${marker}`, script_type: "sh", timeout: 10, retries: 0,
-      env_vars: {}, result: {}, prerequisites: [], depends: [], created_at: now, updated_at: now, status: "dispatched",
+      id: 7,
+      caller_id: actorId,
+      context_id: contextId,
+      flow_id: 1,
+      script: `touch ${marker}`,
+      script_type: "sh",
+      timeout: 10,
+      retries: 0,
+      env_vars: {},
+      result: {},
+      prerequisites: [],
+      depends: [],
+      created_at: now,
+      updated_at: now,
+      status: "dispatched",
     };
     const base = `${worker.url}/v1/contexts/${contextId}/flows/1/jobs/7`;
     const delivery = {
       message: {
-        id: 70, caller_id: actorId, context_id: contextId, message: "", message_type: "job", message_format_type: "text", timeout: 60,
-        timeout_ack: 60, timeout_result: 60, job: [job], logs: [], created_at: now, updated_at: now, status: "dispatched", attempt: 1,
+        id: 70,
+        caller_id: actorId,
+        context_id: contextId,
+        message: "",
+        message_type: "job",
+        message_format_type: "text",
+        timeout: 60,
+        timeout_ack: 60,
+        timeout_result: 60,
+        job: [job],
+        logs: [],
+        created_at: now,
+        updated_at: now,
+        status: "dispatched",
+        attempt: 1,
       },
-      context_id: contextId, flow_id: 1, job_id: 7, attempt: 1, runner_id: 1,
-      callbacks: { ack: `${base}/ack`, started: `${base}/started`, heartbeat: `${base}/heartbeat`, result: `${base}/result`, logs: `${base}/logs` },
+      context_id: contextId,
+      flow_id: 1,
+      job_id: 7,
+      attempt: 1,
+      runner_id: 1,
+      callbacks: {
+        ack: `${base}/ack`,
+        started: `${base}/started`,
+        heartbeat: `${base}/heartbeat`,
+        result: `${base}/result`,
+        logs: `${base}/logs`,
+      },
     };
     const coordinator = await coordinatorSigner();
     const kid = coordinator.keyid;
@@ -235,7 +318,10 @@ describe("the reference runner", () => {
     expect(unknown).toMatchObject({ status: 401, body: { type: "/problems/unknown-key" } });
 
     const genuine = await signRequest(post(delivery), coordinator);
-    const tamperedBody = JSON.stringify({ ...delivery, message: { ...delivery.message, job: [{ ...job, script: "touch /tmp/pwned" }] } });
+    const tamperedBody = JSON.stringify({
+      ...delivery,
+      message: { ...delivery.message, job: [{ ...job, script: "touch /tmp/pwned" }] },
+    });
     const tampered = await send(new Request(url, { method: "POST", headers: genuine.headers, body: tamperedBody }));
     expect(tampered).toMatchObject({ status: 401, body: { type: "/problems/digest-mismatch" } });
 
@@ -270,7 +356,9 @@ describe("the reference runner", () => {
 
     proc.child.kill("SIGTERM");
     await proc.waitForLine(/draining: 1 job\(s\) running/);
-    const second = await submitFlow(contextId, { jobs: [{ name: "late", script_type: "sh", env_vars: { LATE: late }, script: 'touch "$LATE"\n' }] });
+    const second = await submitFlow(contextId, {
+      jobs: [{ name: "late", script_type: "sh", env_vars: { LATE: late }, script: 'touch "$LATE"\n' }],
+    });
     await proc.waitForLine(/refused delivery of message .*: draining \(503\)/);
 
     writeFileSync(go, "");

@@ -4,7 +4,12 @@
  * Calls `check` until it returns something other than undefined, and resolves with that; fails
  * once `timeoutMs` passed without it, naming `what` it waited for.
  */
-export async function eventually<T>(check: () => Promise<T | undefined> | T | undefined, timeoutMs: number, intervalMs = 100, what = "the condition"): Promise<T> {
+export async function eventually<T>(
+  check: () => Promise<T | undefined> | T | undefined,
+  timeoutMs: number,
+  intervalMs = 100,
+  what = "the condition",
+): Promise<T> {
   const deadline = Date.now() + timeoutMs;
   for (;;) {
     const value = await check();

@@ -23,18 +23,27 @@ export interface Run {
 
 /** The environment without the caller's own flowc and runner settings, so only what a test sets applies. */
 export function cleanEnv(): NodeJS.ProcessEnv {
-  return Object.fromEntries(Object.entries(process.env).filter(([name]) => !name.startsWith("FLOWC_") && !name.startsWith("RUNNER_")));
+  return Object.fromEntries(
+    Object.entries(process.env).filter(([name]) => !name.startsWith("FLOWC_") && !name.startsWith("RUNNER_")),
+  );
 }
 
 /** Runs `flowc <args>` as its own process, to its end, and collects its output. */
 export async function flowc(args: string[], env: Record<string, string>): Promise<Run> {
-  const run = await runToEnd(process.execPath, ["--import", "tsx", "cli/main.ts", ...args], { cwd: root, env: { ...cleanEnv(), NO_COLOR: "1", ...env } });
+  const run = await runToEnd(process.execPath, ["--import", "tsx", "cli/main.ts", ...args], {
+    cwd: root,
+    env: { ...cleanEnv(), NO_COLOR: "1", ...env },
+  });
   return { ...run, errors: run.stderr.split("\n").filter(Boolean) };
 }
 
 /** Starts `flowc <args>` as a long-running process (`flowc runner start`), its output watched. */
 export function startFlowc(args: string[], env: Record<string, string>): WatchedProcess {
-  const child = spawn(process.execPath, ["--import", "tsx", "cli/main.ts", ...args], { cwd: root, env: { ...cleanEnv(), NO_COLOR: "1", ...env }, stdio: ["ignore", "pipe", "pipe"] });
+  const child = spawn(process.execPath, ["--import", "tsx", "cli/main.ts", ...args], {
+    cwd: root,
+    env: { ...cleanEnv(), NO_COLOR: "1", ...env },
+    stdio: ["ignore", "pipe", "pipe"],
+  });
   return watchProcess(child, `flowc ${args.slice(0, 2).join(" ")}`);
 }
 
@@ -43,7 +52,10 @@ export function startFlowc(args: string[], env: Record<string, string>): Watched
  * would; npm's own warnings are left out of `errors`.
  */
 export async function npmRun(cwd: string, script: string, args: string[]): Promise<Run> {
-  const run = await runToEnd("npm", ["--prefix", root, "run", "-s", script, "--", ...args], { cwd, env: { ...cleanEnv(), NO_COLOR: "1" } });
+  const run = await runToEnd("npm", ["--prefix", root, "run", "-s", script, "--", ...args], {
+    cwd,
+    env: { ...cleanEnv(), NO_COLOR: "1" },
+  });
   return { ...run, errors: run.stderr.split("\n").filter((l) => l && !l.startsWith("npm warn")) };
 }
 
@@ -60,7 +72,9 @@ export interface User {
 export function newUser(dir: string, name: string, options: { profileVar?: boolean } = {}): User {
   const home = path.join(dir, name);
   mkdirSync(home, { recursive: true });
-  const profile = options.profileVar ? path.join(home, "profiles", `${name}.json`) : path.join(home, ".config", "flowc", "profile.json");
+  const profile = options.profileVar
+    ? path.join(home, "profiles", `${name}.json`)
+    : path.join(home, ".config", "flowc", "profile.json");
   const env: Record<string, string> = { HOME: home, ...(options.profileVar ? { FLOWC_PROFILE: profile } : {}) };
   return { home, env, profile, run: (...args) => flowc(args, env) };
 }

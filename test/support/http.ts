@@ -22,15 +22,24 @@ export async function refusesConnections(url: string): Promise<boolean> {
  * `resolveKey` knows, as a runner or an actor's https address must: it answers the others 401 and
  * hands the signed ones' raw bodies to `handle`, which writes the response.
  */
-export function signedServer(resolveKey: (keyid: string) => Promise<CryptoKey | null>, handle: (body: Uint8Array, res: http.ServerResponse) => void): http.Server {
+export function signedServer(
+  resolveKey: (keyid: string) => Promise<CryptoKey | null>,
+  handle: (body: Uint8Array, res: http.ServerResponse) => void,
+): http.Server {
   return http.createServer((req, res) => {
     const chunks: Buffer[] = [];
     req.on("data", (c: Buffer) => chunks.push(c));
     req.on("end", () => {
       void (async () => {
         const body = new Uint8Array(Buffer.concat(chunks));
-        const headers = new Headers(Object.entries(req.headers).flatMap(([k, v]) => (typeof v === "string" ? [[k, v] as [string, string]] : [])));
-        const request = new Request(`http://${req.headers.host}${req.url}`, { method: req.method ?? "POST", headers, body });
+        const headers = new Headers(
+          Object.entries(req.headers).flatMap(([k, v]) => (typeof v === "string" ? [[k, v] as [string, string]] : [])),
+        );
+        const request = new Request(`http://${req.headers.host}${req.url}`, {
+          method: req.method ?? "POST",
+          headers,
+          body,
+        });
         try {
           await verifyRequest(request, { body, now: Math.floor(Date.now() / 1000), skewSeconds: 300, resolveKey });
         } catch {

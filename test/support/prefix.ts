@@ -30,7 +30,14 @@ export async function deletePrefix(redis: Redis, prefix: string): Promise<number
 async function scanPrefix(redis: Redis, prefix: string, batch: (keys: string[]) => Promise<void>): Promise<void> {
   let cursor = "0";
   do {
-    const [next, keys] = await redis.exec<[string, string[]]>(["SCAN", cursor, "MATCH", `${escapeGlob(prefix)}*`, "COUNT", "1000"]);
+    const [next, keys] = await redis.exec<[string, string[]]>([
+      "SCAN",
+      cursor,
+      "MATCH",
+      `${escapeGlob(prefix)}*`,
+      "COUNT",
+      "1000",
+    ]);
     cursor = next;
     if (keys.length > 0) await batch(keys);
   } while (cursor !== "0");

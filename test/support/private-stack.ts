@@ -15,7 +15,12 @@ import { Keys } from "../../shared/keys.js";
 import { connectRedis, type Redis } from "../../shared/store/redis.js";
 import { eventually } from "./eventually.js";
 import { watchProcess, type WatchedProcess } from "./process.js";
-import { registerReferenceRunner, writeKeyFile, type RegisteredReferenceRunner, type RegisteredRunner } from "./runner-process.js";
+import {
+  registerReferenceRunner,
+  writeKeyFile,
+  type RegisteredReferenceRunner,
+  type RegisteredRunner,
+} from "./runner-process.js";
 
 const root = path.resolve(import.meta.dirname, "../..");
 /** Terminal colour codes, taken out of the Worker's output. */
@@ -57,7 +62,10 @@ export async function startPrivateStack(label: string, options: PrivateStackOpti
   /** While storage is refused: the stand-in answering on the REST port, and what it was asked. */
   let refusing: { server: http.Server; bodies: string[] } | undefined;
   const envFile = path.join(dir, "worker.env");
-  writeFileSync(envFile, `UPSTASH_REDIS_REST_URL=${restUrl}\nUPSTASH_REDIS_REST_TOKEN=${token}\nCOORDINATOR_SIGNING_KEY='${JSON.stringify(await generateKeyPair())}'\n`);
+  writeFileSync(
+    envFile,
+    `UPSTASH_REDIS_REST_URL=${restUrl}\nUPSTASH_REDIS_REST_TOKEN=${token}\nCOORDINATOR_SIGNING_KEY='${JSON.stringify(await generateKeyPair())}'\n`,
+  );
   let workerLog = "";
   const workerOptions = {
     port: await freePort(),
@@ -87,10 +95,23 @@ export async function startPrivateStack(label: string, options: PrivateStackOpti
   }
 
   /** Starts test/support/test-runner.ts as a process; resolves once it listens. */
-  async function spawnTestRunner(contextId: number, runnerId: number, jwk: PrivateJwk, extra: Record<string, string> = {}): Promise<TestRunnerProcess> {
+  async function spawnTestRunner(
+    contextId: number,
+    runnerId: number,
+    jwk: PrivateJwk,
+    extra: Record<string, string> = {},
+  ): Promise<TestRunnerProcess> {
     const child = spawn(process.execPath, ["--import", "tsx", "test/support/test-runner.ts"], {
       cwd: root,
-      env: { ...process.env, COORDINATOR_URL: worker.url, CONTEXT_ID: String(contextId), RUNNER_ID: String(runnerId), KEY_FILE: writeKeyFile(dir, contextId, runnerId, jwk), PORT: "0", ...extra },
+      env: {
+        ...process.env,
+        COORDINATOR_URL: worker.url,
+        CONTEXT_ID: String(contextId),
+        RUNNER_ID: String(runnerId),
+        KEY_FILE: writeKeyFile(dir, contextId, runnerId, jwk),
+        PORT: "0",
+        ...extra,
+      },
       stdio: ["ignore", "pipe", "inherit"],
     });
     const proc = watchProcess(child, `test runner ${runnerId} of context ${contextId}`);
@@ -115,17 +136,37 @@ export async function startPrivateStack(label: string, options: PrivateStackOpti
      * Registers a push runner of sh jobs at a free port, to be served by a test runner (with the
      * env switches of `extra`) once `start` is called: until then deliveries to it fail.
      */
-    async registerTestRunner(admin: CoordinatorClient, contextId: number, extra: Record<string, string> = {}, concurrency = 200): Promise<RegisteredRunner<TestRunnerProcess>> {
+    async registerTestRunner(
+      admin: CoordinatorClient,
+      contextId: number,
+      extra: Record<string, string> = {},
+      concurrency = 200,
+    ): Promise<RegisteredRunner<TestRunnerProcess>> {
       const jwk = await generateKeyPair();
       const port = await freePort();
-      const runner = await admin.createRunner(contextId, { pubkey: jwk.x, runner_type: "sh", address: `http://127.0.0.1:${port}/`, concurrency });
-      return { id: runner.id, jwk, port, start: () => spawnTestRunner(contextId, runner.id, jwk, { ...extra, PORT: String(port) }) };
+      const runner = await admin.createRunner(contextId, {
+        pubkey: jwk.x,
+        runner_type: "sh",
+        address: `http://127.0.0.1:${port}/`,
+        concurrency,
+      });
+      return {
+        id: runner.id,
+        jwk,
+        port,
+        start: () => spawnTestRunner(contextId, runner.id, jwk, { ...extra, PORT: String(port) }),
+      };
     },
     /**
      * Registers a reference runner (runner/) of sh and python jobs, push at a free port or pull
      * (`local`), started as a process by `start` with the extra command line `args`.
      */
-    registerReferenceRunner(admin: CoordinatorClient, contextId: number, mode: "push" | "pull", args: string[] = []): Promise<RegisteredReferenceRunner> {
+    registerReferenceRunner(
+      admin: CoordinatorClient,
+      contextId: number,
+      mode: "push" | "pull",
+      args: string[] = [],
+    ): Promise<RegisteredReferenceRunner> {
       return registerReferenceRunner(admin, contextId, { url: worker.url, dir, mode, args, started: children });
     },
     /** What the Worker (wrangler dev, workerd) printed lately: its console.log / warn / error lines. */
@@ -151,7 +192,9 @@ export async function startPrivateStack(label: string, options: PrivateStackOpti
         req.on("data", (chunk: Buffer) => (body += chunk.toString()));
         req.on("end", () => {
           bodies.push(body);
-          res.writeHead(503, { "content-type": "application/json" }).end(JSON.stringify({ error: "ERR Redis is unavailable: refused by the test" }));
+          res
+            .writeHead(503, { "content-type": "application/json" })
+            .end(JSON.stringify({ error: "ERR Redis is unavailable: refused by the test" }));
         });
       });
       await new Promise<void>((resolve, reject) => {
@@ -249,7 +292,10 @@ export async function startPrivateStack(label: string, options: PrivateStackOpti
 export type PrivateStack = Awaited<ReturnType<typeof startPrivateStack>>;
 
 /** The difference of two command counts, by command, and its total. */
-export function commandDelta(before: Map<string, number>, after: Map<string, number>): { total: number; byCommand: Record<string, number> } {
+export function commandDelta(
+  before: Map<string, number>,
+  after: Map<string, number>,
+): { total: number; byCommand: Record<string, number> } {
   const byCommand: Record<string, number> = {};
   let total = 0;
   for (const [name, calls] of after) {
@@ -268,7 +314,12 @@ export function commandDelta(before: Map<string, number>, after: Map<string, num
  * (their responses are still on the way back), so tests wait for the lines instead of reading the
  * output once.
  */
-export function answersIn(proc: { output(): string }, match: string | RegExp, count: number, timeoutMs = 10_000): Promise<string[]> {
+export function answersIn(
+  proc: { output(): string },
+  match: string | RegExp,
+  count: number,
+  timeoutMs = 10_000,
+): Promise<string[]> {
   const wanted = (line: string) => (typeof match === "string" ? line.startsWith(match) : match.test(line));
   return eventually(
     () => {
@@ -286,7 +337,12 @@ export function answersIn(proc: { output(): string }, match: string | RegExp, co
  * Waits for a flow to end (finished or error) and returns its view. A 503 (storage away, as a
  * fault test may have made it) is a reason to look again, not a failure.
  */
-export async function flowEnd(client: CoordinatorClient, contextId: number, flowId: number, timeoutMs = 60_000): Promise<FlowView> {
+export async function flowEnd(
+  client: CoordinatorClient,
+  contextId: number,
+  flowId: number,
+  timeoutMs = 60_000,
+): Promise<FlowView> {
   let last: FlowView | undefined;
   try {
     return await eventually(
@@ -304,8 +360,15 @@ export async function flowEnd(client: CoordinatorClient, contextId: number, flow
     );
   } catch (error) {
     // Say where the flow stood: which jobs wait, and why.
-    const jobs = last?.jobs.map((j) => ({ job: j.key, status: j.status, attempt: j.attempt, ...(j.waiting ? { waiting: j.waiting } : {}) }));
-    throw new Error(`${(error as Error).message}; last seen ${last?.status ?? "never"}: ${JSON.stringify(jobs)}`, { cause: error });
+    const jobs = last?.jobs.map((j) => ({
+      job: j.key,
+      status: j.status,
+      attempt: j.attempt,
+      ...(j.waiting ? { waiting: j.waiting } : {}),
+    }));
+    throw new Error(`${(error as Error).message}; last seen ${last?.status ?? "never"}: ${JSON.stringify(jobs)}`, {
+      cause: error,
+    });
   }
 }
 
@@ -323,7 +386,9 @@ export interface Run {
 export function runsIn(...outputs: string[]): Run[] {
   const runs: Run[] = [];
   for (const line of outputs.join("\n").split("\n")) {
-    const m = /^ran (\S+) flow (\d+) attempt (\d+)/.exec(line) ?? /job \d+ \(([^,]+), flow (\d+), attempt (\d+), \w+\) start$/.exec(line);
+    const m =
+      /^ran (\S+) flow (\d+) attempt (\d+)/.exec(line) ??
+      /job \d+ \(([^,]+), flow (\d+), attempt (\d+), \w+\) start$/.exec(line);
     if (m) runs.push({ job: m[1] as string, flow: Number(m[2]), attempt: Number(m[3]) });
   }
   return runs;

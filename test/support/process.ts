@@ -53,7 +53,9 @@ export function watchProcess(child: ChildProcess, name: string): WatchedProcess 
     take("err", text);
     notify();
   });
-  const exited = new Promise<{ code: number | null; signal: NodeJS.Signals | null }>((resolve) => child.once("exit", (code, signal) => resolve({ code, signal })));
+  const exited = new Promise<{ code: number | null; signal: NodeJS.Signals | null }>((resolve) =>
+    child.once("exit", (code, signal) => resolve({ code, signal })),
+  );
   child.once("close", () => {
     for (const stream of ["out", "err"] as const) {
       if (partial[stream] !== "") lines.push(partial[stream]);
@@ -79,7 +81,11 @@ export function watchProcess(child: ChildProcess, name: string): WatchedProcess 
             resolve(line);
           } else if (closed) {
             done();
-            reject(new Error(`${name} ended (exit code ${child.exitCode}, signal ${child.signalCode}) without printing ${pattern}; ${shown()}`));
+            reject(
+              new Error(
+                `${name} ended (exit code ${child.exitCode}, signal ${child.signalCode}) without printing ${pattern}; ${shown()}`,
+              ),
+            );
           }
         };
         const timer = setTimeout(() => {
@@ -116,7 +122,11 @@ export interface Finished {
  * `timeoutMs` is sent `killSignal` (SIGKILL unless told): a hung command is a failure to report,
  * not a test run to hang.
  */
-export function runToEnd(command: string, args: string[], options: SpawnOptions & { timeoutMs?: number; killSignal?: NodeJS.Signals } = {}): Promise<Finished> {
+export function runToEnd(
+  command: string,
+  args: string[],
+  options: SpawnOptions & { timeoutMs?: number; killSignal?: NodeJS.Signals } = {},
+): Promise<Finished> {
   const { timeoutMs = 90_000, killSignal = "SIGKILL", ...spawnOptions } = options;
   return new Promise((resolve, reject) => {
     const child = spawn(command, args, { ...spawnOptions, stdio: ["ignore", "pipe", "pipe"] });

@@ -17,7 +17,11 @@ const root = path.resolve(import.meta.dirname, "../..");
  */
 export function spawnRunner(args: string[]): RunnerProcess {
   const env = Object.fromEntries(Object.entries(process.env).filter(([name]) => !name.startsWith("RUNNER_")));
-  const child = spawn(process.execPath, ["--import", "tsx", "runner/main.ts", ...args], { cwd: root, env, stdio: ["ignore", "pipe", "pipe"] });
+  const child = spawn(process.execPath, ["--import", "tsx", "runner/main.ts", ...args], {
+    cwd: root,
+    env,
+    stdio: ["ignore", "pipe", "pipe"],
+  });
   return watchProcess(child, "the runner");
 }
 
@@ -61,7 +65,11 @@ export interface ReferenceRunnerOptions {
  * port or pull (`local`), to be started as a process by `start`, which resolves once it listens
  * (push) or polls (pull).
  */
-export async function registerReferenceRunner(admin: CoordinatorClient, contextId: number, options: ReferenceRunnerOptions): Promise<RegisteredReferenceRunner> {
+export async function registerReferenceRunner(
+  admin: CoordinatorClient,
+  contextId: number,
+  options: ReferenceRunnerOptions,
+): Promise<RegisteredReferenceRunner> {
   const { url, dir, mode, args = [], started } = options;
   const jwk = await generateKeyPair();
   const port = mode === "push" ? await freePort() : 0;
@@ -76,8 +84,23 @@ export async function registerReferenceRunner(admin: CoordinatorClient, contextI
   const workDir = path.join(dir, `work-${contextId}-${runner.id}`);
   const start = async () => {
     const keyFile = writeKeyFile(dir, contextId, runner.id, jwk);
-    const common = ["--url", url, "--context", String(contextId), "--runner", String(runner.id), "--key-file", keyFile, "--work-dir", workDir];
-    const proc = spawnRunner([...common, ...(mode === "push" ? ["--listen", `127.0.0.1:${port}`] : ["--pull"]), ...args]);
+    const common = [
+      "--url",
+      url,
+      "--context",
+      String(contextId),
+      "--runner",
+      String(runner.id),
+      "--key-file",
+      keyFile,
+      "--work-dir",
+      workDir,
+    ];
+    const proc = spawnRunner([
+      ...common,
+      ...(mode === "push" ? ["--listen", `127.0.0.1:${port}`] : ["--pull"]),
+      ...args,
+    ]);
     started?.push(proc);
     await proc.waitForLine(mode === "push" ? /listening on http:\/\/127\.0\.0\.1:\d+\// : /pulling from /, 30_000);
     return proc;

@@ -34,8 +34,16 @@ export async function testStackConfig(): Promise<TestStackConfig> {
 
 /** The stack's settings as recorded in the environment. */
 export function readTestStackConfig(): TestStackConfig {
-  const { TEST_REDIS_PORT, TEST_REST_PORT, TEST_REST_TOKEN, TEST_REST_URL, TEST_REDIS_URL, TEST_COORDINATOR_KEY } = process.env;
-  if (!TEST_REDIS_PORT || !TEST_REST_PORT || !TEST_REST_TOKEN || !TEST_REST_URL || !TEST_REDIS_URL || !TEST_COORDINATOR_KEY) {
+  const { TEST_REDIS_PORT, TEST_REST_PORT, TEST_REST_TOKEN, TEST_REST_URL, TEST_REDIS_URL, TEST_COORDINATOR_KEY } =
+    process.env;
+  if (
+    !TEST_REDIS_PORT ||
+    !TEST_REST_PORT ||
+    !TEST_REST_TOKEN ||
+    !TEST_REST_URL ||
+    !TEST_REDIS_URL ||
+    !TEST_COORDINATOR_KEY
+  ) {
     throw new Error("the test stack is not configured: run the tests through `npm test` (vitest.config.ts)");
   }
   return {

@@ -32,7 +32,13 @@
  */
 import { existsSync, readFileSync } from "node:fs";
 import type { AddressInfo } from "node:net";
-import { importPrivateKey, importPublicKey, parsePrivateJwk, runnerKeyId, signRequest } from "../../shared/auth/index.js";
+import {
+  importPrivateKey,
+  importPublicKey,
+  parsePrivateJwk,
+  runnerKeyId,
+  signRequest,
+} from "../../shared/auth/index.js";
 import { DeliveryPayload } from "../../shared/model/index.js";
 import { signedServer } from "./http.js";
 
@@ -63,7 +69,9 @@ const reportRetryMs = Number(process.env.REPORT_RETRY_MS ?? 30_000);
 /** Attempts taken and not reported on yet. */
 let load = 0;
 
-const directory = (await (await fetch(`${base}/.well-known/http-message-signatures-directory`)).json()) as { keys: { kid: string; x: string }[] };
+const directory = (await (await fetch(`${base}/.well-known/http-message-signatures-directory`)).json()) as {
+  keys: { kid: string; x: string }[];
+};
 const keys = new Map(await Promise.all(directory.keys.map(async (k) => [k.kid, await importPublicKey(k.x)] as const)));
 
 /**
@@ -75,7 +83,14 @@ async function report(url: string, body: unknown, label?: string): Promise<void>
   const giveUpAt = Date.now() + reportRetryMs;
   for (let attempt = 0; Date.now() < giveUpAt; attempt++) {
     try {
-      const request = await signRequest(new Request(target, { method: "POST", body: JSON.stringify(body), headers: { "content-type": "application/json" } }), signer);
+      const request = await signRequest(
+        new Request(target, {
+          method: "POST",
+          body: JSON.stringify(body),
+          headers: { "content-type": "application/json" },
+        }),
+        signer,
+      );
       const res = await fetch(request);
       const text = await res.text();
       if (label) console.log(`answered ${label} ${res.status} ${codeOf(text)}`);
@@ -108,7 +123,9 @@ async function run(payload: DeliveryPayload): Promise<void> {
   const job = payload.message.job[0];
   const name = job?.name ?? String(payload.job_id);
   const label = `${name} flow ${payload.flow_id} attempt ${payload.attempt}`;
-  console.log(`ran ${name} flow ${payload.flow_id} attempt ${payload.attempt} avoid ${payload.message.avoid_runner_id ?? "-"}`);
+  console.log(
+    `ran ${name} flow ${payload.flow_id} attempt ${payload.attempt} avoid ${payload.message.avoid_runner_id ?? "-"}`,
+  );
   if (silent) return;
   const lateKey = `${payload.flow_id}:${payload.job_id}`;
   const stale = lateResults.get(lateKey);
@@ -118,15 +135,19 @@ async function run(payload: DeliveryPayload): Promise<void> {
   }
   await report(payload.callbacks.started, { attempt: payload.attempt });
   if (workMs > 0) await new Promise((r) => setTimeout(r, workMs));
-  const body = failing.has(name) || failMatch?.test(name)
-    ? { attempt: payload.attempt, status: "error", error: `job ${name} failed on purpose` }
-    : { attempt: payload.attempt, status: "finished", result: { job: name, attempt: String(payload.attempt) } };
+  const body =
+    failing.has(name) || failMatch?.test(name)
+      ? { attempt: payload.attempt, status: "error", error: `job ${name} failed on purpose` }
+      : { attempt: payload.attempt, status: "finished", result: { job: name, attempt: String(payload.attempt) } };
   const finish = async () => {
     if (poison) await report(payload.callbacks.result, { ...body, status: "exploded" }, `poison ${label}`);
     load--;
     await report(payload.callbacks.result, body, `result ${label}`);
     if (chaos) {
-      await Promise.all([report(payload.callbacks.result, body), report(payload.callbacks.started, { attempt: payload.attempt })]);
+      await Promise.all([
+        report(payload.callbacks.result, body),
+        report(payload.callbacks.started, { attempt: payload.attempt }),
+      ]);
     }
   };
   if (late && payload.attempt === 1) {
@@ -155,7 +176,9 @@ const server = signedServer(
     }
     const attempt = `${parsed.data.flow_id}:${parsed.data.job_id}:${parsed.data.attempt}`;
     if (taken.has(attempt)) {
-      console.log(`duplicate ${parsed.data.message.job[0]?.name ?? parsed.data.job_id} flow ${parsed.data.flow_id} attempt ${parsed.data.attempt}`);
+      console.log(
+        `duplicate ${parsed.data.message.job[0]?.name ?? parsed.data.job_id} flow ${parsed.data.flow_id} attempt ${parsed.data.attempt}`,
+      );
       res.writeHead(200).end();
       return;
     }

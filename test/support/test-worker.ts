@@ -29,7 +29,13 @@ export async function startTestWorker(label: string, dir: string): Promise<TestW
     `UPSTASH_REDIS_REST_URL=${stack.restUrl}\nUPSTASH_REDIS_REST_TOKEN=${stack.restToken}\nCOORDINATOR_SIGNING_KEY='${stack.coordinatorKey}'\n`,
     { mode: 0o600 },
   );
-  const worker = await startWranglerDev({ port: await freePort(), envFile, cwd: root, vars: { KEY_PREFIX: prefix, ALLOW_INSECURE_HTTP: "true" }, readyTimeoutMs: 90_000 });
+  const worker = await startWranglerDev({
+    port: await freePort(),
+    envFile,
+    cwd: root,
+    vars: { KEY_PREFIX: prefix, ALLOW_INSECURE_HTTP: "true" },
+    readyTimeoutMs: 90_000,
+  });
   return {
     url: worker.url,
     async stop() {

@@ -22,14 +22,19 @@ describe("the local cron firer", () => {
     });
     await new Promise<void>((resolve) => server.listen(0, "127.0.0.1", resolve));
     const logged: string[] = [];
-    const firer = fireCrons(`http://127.0.0.1:${(server.address() as AddressInfo).port}`, ["* * * * * *"], (line) => logged.push(line));
+    const firer = fireCrons(`http://127.0.0.1:${(server.address() as AddressInfo).port}`, ["* * * * * *"], (line) =>
+      logged.push(line),
+    );
     try {
       await eventually(() => (hits.length >= 2 ? true : undefined), 5_000, 50, "two fires, a second apart");
     } finally {
       firer.stop();
       server.close();
     }
-    expect(hits.slice(0, 2)).toEqual(["/__scheduled?cron=*%20*%20*%20*%20*%20*", "/__scheduled?cron=*%20*%20*%20*%20*%20*"]);
+    expect(hits.slice(0, 2)).toEqual([
+      "/__scheduled?cron=*%20*%20*%20*%20*%20*",
+      "/__scheduled?cron=*%20*%20*%20*%20*%20*",
+    ]);
     expect(logged[0]).toBe("cron * * * * * *: the scheduled handler answered 500");
   });
 });

@@ -40,7 +40,8 @@ describe("FlowJobInput", () => {
 
   it("refuses unknown fields, bad names and bad references", () => {
     expect(FlowJobInput.safeParse({ ...jobIn(), extra: 1 }).success).toBe(false);
-    for (const name of ["1abc", "", "a b", "x".repeat(65)]) expect(FlowJobInput.safeParse(jobIn({ name })).success).toBe(false);
+    for (const name of ["1abc", "", "a b", "x".repeat(65)])
+      expect(FlowJobInput.safeParse(jobIn({ name })).success).toBe(false);
     expect(FlowJobInput.safeParse(jobIn({ name: "_a.b-c9" })).success).toBe(true);
     expect(FlowJobInput.safeParse(jobIn({ depends: [0] })).success).toBe(false);
     expect(FlowJobInput.safeParse(jobIn({ depends: ["no spaces"] })).success).toBe(false);
@@ -80,7 +81,10 @@ describe("FlowSubmission", () => {
 
   it("refuses timeouts under a second and unknown fields", () => {
     expect(FlowSubmission.safeParse({ jobs: [jobIn()], timeouts: { timeout_ack: 0 } }).success).toBe(false);
-    expect(FlowSubmission.safeParse({ jobs: [jobIn()], timeouts: { timeout: 5, timeout_ack: 5, timeout_result: 5 } }).success).toBe(true);
+    expect(
+      FlowSubmission.safeParse({ jobs: [jobIn()], timeouts: { timeout: 5, timeout_ack: 5, timeout_result: 5 } })
+        .success,
+    ).toBe(true);
     expect(FlowSubmission.safeParse({ jobs: [jobIn()], nope: true }).success).toBe(false);
   });
 });
@@ -153,7 +157,9 @@ describe("resolveDag: references", () => {
 
   it("does not resolve a name by id or an id by name", () => {
     // Job 100 is allocated, so it cannot be referred to by an id the submitter did not know.
-    expect(issuesOf([jobIn({ name: "a" }), jobIn({ depends: [100] })]).map((i) => i.field)).toEqual(["jobs.1.depends.0"]);
+    expect(issuesOf([jobIn({ name: "a" }), jobIn({ depends: [100] })]).map((i) => i.field)).toEqual([
+      "jobs.1.depends.0",
+    ]);
   });
 });
 
@@ -231,7 +237,11 @@ describe("resolveDag: size", () => {
   });
 
   it("resolves a dense 1,000-job DAG", () => {
-    const jobs = jobsOf(Array.from({ length: 1000 }, (_, i) => jobIn({ id: i + 1, depends: Array.from({ length: Math.min(i, 40) }, (_, k) => i - k) })));
+    const jobs = jobsOf(
+      Array.from({ length: 1000 }, (_, i) =>
+        jobIn({ id: i + 1, depends: Array.from({ length: Math.min(i, 40) }, (_, k) => i - k) }),
+      ),
+    );
     expect(jobs[999]?.depends).toHaveLength(40);
   });
 });

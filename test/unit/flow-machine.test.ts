@@ -1,5 +1,15 @@
 import { describe, expect, it } from "vitest";
-import { apply, failedJobs, jobEnvironment, messageId, messagesNeeded, nearestDeadline, rerunBases, resultMessageId, type FlowEvent } from "../../shared/flow/index.js";
+import {
+  apply,
+  failedJobs,
+  jobEnvironment,
+  messageId,
+  messagesNeeded,
+  nearestDeadline,
+  rerunBases,
+  resultMessageId,
+  type FlowEvent,
+} from "../../shared/flow/index.js";
 import { Driver, flowOf, jobIn, resolved, TIMEOUTS, type JobIn } from "./flow-sim.js";
 
 const T = 1_700_000_000_000;
@@ -15,10 +25,24 @@ const dispatched = (d: Driver): number[] => [...d.dispatches.keys()];
 
 describe("shapes", () => {
   it("runs a chain one job after the other", () => {
-    const d = started([jobIn({ name: "a" }), jobIn({ name: "b", depends: ["a"] }), jobIn({ name: "c", depends: ["b"] })]);
-    expect(d.statusOf([100, 101, 102])).toEqual(["dispatched", "waiting_for_prerequisites", "waiting_for_prerequisites"]);
-    expect(d.run(100).effects).toEqual([{ type: "jobEnded", job: 100 }, { type: "dispatch", job: 101, attempt: 1 }]);
-    expect(d.run(101).effects).toEqual([{ type: "jobEnded", job: 101 }, { type: "dispatch", job: 102, attempt: 1 }]);
+    const d = started([
+      jobIn({ name: "a" }),
+      jobIn({ name: "b", depends: ["a"] }),
+      jobIn({ name: "c", depends: ["b"] }),
+    ]);
+    expect(d.statusOf([100, 101, 102])).toEqual([
+      "dispatched",
+      "waiting_for_prerequisites",
+      "waiting_for_prerequisites",
+    ]);
+    expect(d.run(100).effects).toEqual([
+      { type: "jobEnded", job: 100 },
+      { type: "dispatch", job: 101, attempt: 1 },
+    ]);
+    expect(d.run(101).effects).toEqual([
+      { type: "jobEnded", job: 101 },
+      { type: "dispatch", job: 102, attempt: 1 },
+    ]);
     expect(d.state.status).toBe("started");
     expect(d.run(102).effects).toEqual([{ type: "jobEnded", job: 102 }, { type: "flowEnded" }]);
     expect(d.state.status).toBe("finished");
@@ -29,11 +53,18 @@ describe("shapes", () => {
     const d = started([jobIn({ name: "root" }), ...["x", "y", "z"].map((name) => jobIn({ name, depends: ["root"] }))]);
     expect(dispatched(d)).toEqual([100]);
     const t = d.run(100);
-    expect(t.effects.filter((e) => e.type === "dispatch").map((e) => e.type === "dispatch" && e.job)).toEqual([101, 102, 103]);
+    expect(t.effects.filter((e) => e.type === "dispatch").map((e) => e.type === "dispatch" && e.job)).toEqual([
+      101, 102, 103,
+    ]);
   });
 
   it("fans in: the sink waits for the last of its parents, in any order", () => {
-    const d = started([jobIn({ name: "x" }), jobIn({ name: "y" }), jobIn({ name: "z" }), jobIn({ name: "sink", depends: ["x", "y", "z"] })]);
+    const d = started([
+      jobIn({ name: "x" }),
+      jobIn({ name: "y" }),
+      jobIn({ name: "z" }),
+      jobIn({ name: "sink", depends: ["x", "y", "z"] }),
+    ]);
     expect(dispatched(d)).toEqual([100, 101, 102]);
     d.run(102);
     d.run(100);
@@ -87,15 +118,29 @@ describe("one job's events", () => {
     const d = new Driver(flowOf([jobIn({ name: "only", timeout: 30 })]));
     expect(d.state.status).toBe("dispatched");
     expect(d.job(100)).toMatchObject({ status: "dispatched", attempt: 0 });
-    expect(d.send({ type: "start", at: T }).effects).toEqual([{ type: "flowStarted" }, { type: "dispatch", job: 100, attempt: 1 }]);
+    expect(d.send({ type: "start", at: T }).effects).toEqual([
+      { type: "flowStarted" },
+      { type: "dispatch", job: 100, attempt: 1 },
+    ]);
     expect(d.state).toMatchObject({ status: "started", startedAt: T });
-    expect(d.job(100)).toMatchObject({ status: "dispatched", attempt: 1, deadline: { kind: "delivery", attempt: 1, at: T + 300_000 } });
+    expect(d.job(100)).toMatchObject({
+      status: "dispatched",
+      attempt: 1,
+      deadline: { kind: "delivery", attempt: 1, at: T + 300_000 },
+    });
     expect(d.send({ type: "assigned", ...ev, at: T + 1 }).effects).toEqual([]);
     expect(d.job(100).delivery).toEqual({ runnerId: 4, state: "assigned", at: T + 1 });
     d.send({ type: "delivered", ...ev, acknowledged: true, at: T + 2 });
-    expect(d.job(100)).toMatchObject({ delivery: { state: "acknowledged", at: T + 2 }, deadline: { kind: "result", at: T + 2 + 90_000 } });
+    expect(d.job(100)).toMatchObject({
+      delivery: { state: "acknowledged", at: T + 2 },
+      deadline: { kind: "result", at: T + 2 + 90_000 },
+    });
     d.send({ type: "started", ...ev, at: T + 3 });
-    expect(d.job(100)).toMatchObject({ status: "started", startedAt: T + 3, deadline: { kind: "result", at: T + 3 + 90_000 } });
+    expect(d.job(100)).toMatchObject({
+      status: "started",
+      startedAt: T + 3,
+      deadline: { kind: "result", at: T + 3 + 90_000 },
+    });
     expect(d.send({ type: "heartbeat", ...ev, at: T + 4 }).outcome).toBe("applied");
     expect(d.job(100).heartbeatAt).toBe(T + 4);
     const t = d.send({ type: "finished", ...ev, result: { answer: "42" }, at: T + 5 });
@@ -109,9 +154,16 @@ describe("one job's events", () => {
     const d = one();
     d.send({ type: "assigned", ...ev, at: T + 1 });
     d.send({ type: "delivered", ...ev, acknowledged: false, at: T + 2 });
-    expect(d.job(100)).toMatchObject({ status: "dispatched", delivery: { state: "delivered" }, deadline: { kind: "ack", at: T + 2 + 60_000 } });
+    expect(d.job(100)).toMatchObject({
+      status: "dispatched",
+      delivery: { state: "delivered" },
+      deadline: { kind: "ack", at: T + 2 + 60_000 },
+    });
     d.send({ type: "acknowledged", ...ev, at: T + 3 });
-    expect(d.job(100)).toMatchObject({ delivery: { state: "acknowledged", at: T + 3 }, deadline: { kind: "result", at: T + 3 + 90_000 } });
+    expect(d.job(100)).toMatchObject({
+      delivery: { state: "acknowledged", at: T + 3 },
+      deadline: { kind: "result", at: T + 3 + 90_000 },
+    });
     expect(d.send({ type: "acknowledged", ...ev, at: T + 4 }).outcome).toBe("duplicate");
   });
 
@@ -160,9 +212,21 @@ describe("outcomes of events that do not fit", () => {
     ["another runner's result", "wrong-runner", () => ({ type: "finished", ...ev, runner: 2, result: {}, at: T + 9 })],
     ["another runner's failure", "wrong-runner", () => ({ type: "failed", ...ev, runner: 2, error: "x", at: T + 9 })],
     ["an unknown job", "not-applicable", () => ({ type: "finished", ...ev, job: 999, result: {}, at: T + 9 })],
-    ["a deadline not yet due", "not-applicable", (d) => ({ type: "deadline", job: 100, attempt: 1, kind: "result", at: (d.job(100).deadline?.at ?? 0) - 1 })],
-    ["a deadline of another kind", "stale", () => ({ type: "deadline", job: 100, attempt: 1, kind: "ack", at: T + 10_000_000 })],
-    ["a deadline of an unknown job", "stale", () => ({ type: "deadline", job: 5, attempt: 1, kind: "ack", at: T + 10_000_000 })],
+    [
+      "a deadline not yet due",
+      "not-applicable",
+      (d) => ({ type: "deadline", job: 100, attempt: 1, kind: "result", at: (d.job(100).deadline?.at ?? 0) - 1 }),
+    ],
+    [
+      "a deadline of another kind",
+      "stale",
+      () => ({ type: "deadline", job: 100, attempt: 1, kind: "ack", at: T + 10_000_000 }),
+    ],
+    [
+      "a deadline of an unknown job",
+      "stale",
+      () => ({ type: "deadline", job: 5, attempt: 1, kind: "ack", at: T + 10_000_000 }),
+    ],
   ];
 
   it.each(refusals)("%s is %s: the very same state and no effects", (_, outcome, make) => {
@@ -213,9 +277,14 @@ describe("failure", () => {
     expect(t.effects).toContainEqual({ type: "jobEnded", job: 102 });
     expect(t.effects).toContainEqual({ type: "jobEnded", job: 103 });
     expect(t.effects.filter((e) => e.type === "flowEnded")).toHaveLength(1);
-    expect(d.state).toMatchObject({ status: "error", endedAt: T + 6, error: { job: 100, name: "bad", reason: "exit 3" } });
+    expect(d.state).toMatchObject({
+      status: "error",
+      endedAt: T + 6,
+      error: { job: 100, name: "bad", reason: "exit 3" },
+    });
     expect(d.job(100)).toMatchObject({ status: "error", error: "exit 3" });
-    for (const id of [102, 103]) expect(d.job(id)).toMatchObject({ status: "error", error: "not run: dependency bad failed" });
+    for (const id of [102, 103])
+      expect(d.job(id)).toMatchObject({ status: "error", error: "not run: dependency bad failed" });
 
     const done = d.send({ type: "finished", ...ev, result: { ok: "1" }, at: T + 7 });
     expect(done.outcome).toBe("applied");
@@ -239,7 +308,9 @@ describe("failure", () => {
   });
 
   it("waits a backoff exponential in the attempts, with full jitter, capped", () => {
-    const d = started([jobIn({ name: "flaky", retries: 4 })], { timeouts: { ...TIMEOUTS, retry_base_ms: 1_000, retry_cap_ms: 3_000 } });
+    const d = started([jobIn({ name: "flaky", retries: 4 })], {
+      timeouts: { ...TIMEOUTS, retry_base_ms: 1_000, retry_cap_ms: 3_000 },
+    });
     // The jitter is the event's `random`: the backoff is floor(random * min(cap, base * 2^(n-1))).
     const backoffs = [0.5, 0.5, 0.999, 0].map((random, i) => {
       const at = T + 10_000 * (i + 1);
@@ -264,8 +335,12 @@ describe("failure", () => {
     expect(backoff?.kind).toBe("retry");
     expect(d.state.status).toBe("started");
     expect(d.send({ type: "finished", job: 100, attempt: 1, runner: 1, result: {}, at: T }).outcome).toBe("stale");
-    expect(d.send({ type: "deadline", job: 100, attempt: 1, kind: "retry", at: (backoff?.at ?? 0) - 1 }).outcome).toBe("not-applicable");
-    expect(d.send({ type: "deadline", job: 100, attempt: 1, kind: "retry", at: backoff?.at ?? 0 }).effects).toEqual([{ type: "dispatch", job: 100, attempt: 2 }]);
+    expect(d.send({ type: "deadline", job: 100, attempt: 1, kind: "retry", at: (backoff?.at ?? 0) - 1 }).outcome).toBe(
+      "not-applicable",
+    );
+    expect(d.send({ type: "deadline", job: 100, attempt: 1, kind: "retry", at: backoff?.at ?? 0 }).effects).toEqual([
+      { type: "dispatch", job: 100, attempt: 2 },
+    ]);
     const deadline = d.job(100).deadline;
     d.send({ type: "deadline", job: 100, attempt: 2, kind: "delivery", at: deadline?.at ?? 0 });
     const second = d.job(100).deadline;
@@ -287,7 +362,9 @@ describe("failure", () => {
 
 describe("deadlines", () => {
   it("names the nearest pending deadline", () => {
-    const flow = flowOf([jobIn({ name: "a", timeout: 30 }), jobIn({ name: "b" })], { timeouts: { timeout: 20, timeout_ack: 5 } });
+    const flow = flowOf([jobIn({ name: "a", timeout: 30 }), jobIn({ name: "b" })], {
+      timeouts: { timeout: 20, timeout_ack: 5 },
+    });
     expect(nearestDeadline(flow)).toBeUndefined();
     const d = new Driver(flow);
     d.send({ type: "start", at: T });
@@ -303,10 +380,31 @@ describe("deadlines", () => {
 
   it.each([
     ["delivery", (d: Driver) => d, "was not delivered to a runner within 20 s"],
-    ["ack", (d: Driver) => (d.send({ type: "assigned", job: 100, attempt: 1, runner: 1, at: T + 1 }), d.send({ type: "delivered", job: 100, attempt: 1, runner: 1, acknowledged: false, at: T + 2 }), d), "was not acknowledged within 5 s"],
-    ["result", (d: Driver) => (d.send({ type: "assigned", job: 100, attempt: 1, runner: 1, at: T + 1 }), d.send({ type: "delivered", job: 100, attempt: 1, runner: 1, acknowledged: true, at: T + 2 }), d.send({ type: "started", job: 100, attempt: 1, runner: 1, at: T + 9_000 }), d), "ran past its timeout of 30 s"],
+    [
+      "ack",
+      (d: Driver) => (
+        d.send({ type: "assigned", job: 100, attempt: 1, runner: 1, at: T + 1 }),
+        d.send({ type: "delivered", job: 100, attempt: 1, runner: 1, acknowledged: false, at: T + 2 }),
+        d
+      ),
+      "was not acknowledged within 5 s",
+    ],
+    [
+      "result",
+      (d: Driver) => (
+        d.send({ type: "assigned", job: 100, attempt: 1, runner: 1, at: T + 1 }),
+        d.send({ type: "delivered", job: 100, attempt: 1, runner: 1, acknowledged: true, at: T + 2 }),
+        d.send({ type: "started", job: 100, attempt: 1, runner: 1, at: T + 9_000 }),
+        d
+      ),
+      "ran past its timeout of 30 s",
+    ],
   ] as const)("fails the job when its %s deadline passes", (kind, prepare, reason) => {
-    const d = prepare(started([jobIn({ name: "a", timeout: 30 }), jobIn({ name: "b", depends: ["a"] })], { timeouts: { timeout: 20, timeout_ack: 5 } }));
+    const d = prepare(
+      started([jobIn({ name: "a", timeout: 30 }), jobIn({ name: "b", depends: ["a"] })], {
+        timeouts: { timeout: 20, timeout_ack: 5 },
+      }),
+    );
     const due = d.job(100).deadline;
     expect(due?.kind).toBe(kind);
     const early = d.send({ type: "deadline", job: 100, attempt: 1, kind, at: (due?.at ?? 0) - 1 });
@@ -322,16 +420,43 @@ describe("deadlines", () => {
   it("says why an attempt was not delivered: how the runner last answered, else the reason the shell gives", () => {
     const d = started([jobIn({ name: "a" }), jobIn({ name: "b" })], { timeouts: { timeout: 20, timeout_ack: 5 } });
     d.send({ type: "assigned", job: 100, attempt: 1, runner: 7, at: T + 1 });
-    d.send({ type: "unassigned", job: 100, attempt: 1, runner: 7, reason: "answered 503 Service Unavailable", at: T + 2 });
-    d.send({ type: "deadline", job: 100, attempt: 1, kind: "delivery", at: T + 20_000, why: "every runner is at its concurrency" });
-    expect(d.job(100).error).toBe("attempt 1 was not delivered to a runner within 20 s: runner 7 answered 503 Service Unavailable");
+    d.send({
+      type: "unassigned",
+      job: 100,
+      attempt: 1,
+      runner: 7,
+      reason: "answered 503 Service Unavailable",
+      at: T + 2,
+    });
+    d.send({
+      type: "deadline",
+      job: 100,
+      attempt: 1,
+      kind: "delivery",
+      at: T + 20_000,
+      why: "every runner is at its concurrency",
+    });
+    expect(d.job(100).error).toBe(
+      "attempt 1 was not delivered to a runner within 20 s: runner 7 answered 503 Service Unavailable",
+    );
     const e = started([jobIn({ name: "a" })], { timeouts: { timeout: 20, timeout_ack: 5 } });
-    e.send({ type: "deadline", job: 100, attempt: 1, kind: "delivery", at: T + 20_000, why: "no runner of script type sh is registered" });
-    expect(e.job(100).error).toBe("attempt 1 was not delivered to a runner within 20 s: no runner of script type sh is registered");
+    e.send({
+      type: "deadline",
+      job: 100,
+      attempt: 1,
+      kind: "delivery",
+      at: T + 20_000,
+      why: "no runner of script type sh is registered",
+    });
+    expect(e.job(100).error).toBe(
+      "attempt 1 was not delivered to a runner within 20 s: no runner of script type sh is registered",
+    );
   });
 
   it("does not charge an outage to runners: resumed moves every pending deadline but a retry's backoff", () => {
-    const d = started([jobIn({ name: "a", timeout: 30 }), jobIn({ name: "b" }), jobIn({ name: "c", retries: 1 })], { timeouts: { timeout: 20, timeout_ack: 5, timeout_result: 45 } });
+    const d = started([jobIn({ name: "a", timeout: 30 }), jobIn({ name: "b" }), jobIn({ name: "c", retries: 1 })], {
+      timeouts: { timeout: 20, timeout_ack: 5, timeout_result: 45 },
+    });
     d.send({ type: "assigned", job: 100, attempt: 1, runner: 1, at: T + 1 });
     d.send({ type: "delivered", job: 100, attempt: 1, runner: 1, acknowledged: true, at: T + 2 });
     d.send({ type: "assigned", job: 102, attempt: 1, runner: 1, at: T + 1 });
@@ -340,12 +465,18 @@ describe("deadlines", () => {
     const before = [100, 101, 102].map((id) => d.job(id).deadline);
     expect(before.map((due) => due?.kind)).toEqual(["result", "delivery", "retry"]);
     expect(d.send({ type: "resumed", downFor: 15_000, at: T + 20_000 }).outcome).toBe("applied");
-    expect([100, 101, 102].map((id) => d.job(id).deadline?.at)).toEqual([(before[0]?.at ?? 0) + 15_000, (before[1]?.at ?? 0) + 15_000, before[2]?.at]);
+    expect([100, 101, 102].map((id) => d.job(id).deadline?.at)).toEqual([
+      (before[0]?.at ?? 0) + 15_000,
+      (before[1]?.at ?? 0) + 15_000,
+      before[2]?.at,
+    ]);
     expect(d.send({ type: "resumed", downFor: 0, at: T + 20_000 }).outcome).toBe("duplicate");
   });
 
   it("names the flow's timeout_result when a result is late", () => {
-    const d = started([jobIn({ name: "a", timeout: 30 })], { timeouts: { timeout: 20, timeout_ack: 5, timeout_result: 45 } });
+    const d = started([jobIn({ name: "a", timeout: 30 })], {
+      timeouts: { timeout: 20, timeout_ack: 5, timeout_result: 45 },
+    });
     d.send({ type: "assigned", job: 100, attempt: 1, runner: 1, at: T + 1 });
     d.send({ type: "acknowledged", job: 100, attempt: 1, runner: 1, at: T + 2 });
     d.send({ type: "started", job: 100, attempt: 1, runner: 1, at: T + 3_000 });
@@ -360,7 +491,11 @@ describe("cancel", () => {
     d.run(100);
     const t = d.send({ type: "cancel", reason: "operator", at: T + 50 });
     expect(t.effects).toEqual([{ type: "jobEnded", job: 101 }, { type: "jobEnded", job: 102 }, { type: "flowEnded" }]);
-    expect(d.state).toMatchObject({ status: "error", endedAt: T + 50, error: { job: 0, reason: "cancelled: operator" } });
+    expect(d.state).toMatchObject({
+      status: "error",
+      endedAt: T + 50,
+      error: { job: 0, reason: "cancelled: operator" },
+    });
     expect(d.statusOf([100, 101, 102])).toEqual(["finished", "error", "error"]);
     expect(d.job(101)).toMatchObject({ error: "cancelled: operator" });
     expect(d.job(101).deadline).toBeUndefined();
@@ -387,7 +522,11 @@ describe("re-run", () => {
   }
 
   it("runs the failed jobs again from a fresh block of ids; finished jobs keep their results", () => {
-    const d = started([jobIn({ name: "ok" }), jobIn({ name: "bad", retries: 1 }), jobIn({ name: "after", depends: ["bad"] })]);
+    const d = started([
+      jobIn({ name: "ok" }),
+      jobIn({ name: "bad", retries: 1 }),
+      jobIn({ name: "after", depends: ["bad"] }),
+    ]);
     // Blocks from 1000: ok 1000, bad 1001-1002, after 1003, the result 1004.
     d.run(100, { result: { v: "1" } });
     d.run(101, { error: "first" });
@@ -400,7 +539,10 @@ describe("re-run", () => {
     expect(failed).toEqual([101, 102]);
     expect(needed).toBe(4); // bad 2 attempts, after 1, a new result message
     expect(t.outcome).toBe("applied");
-    expect(t.effects).toEqual([{ type: "flowRerun", jobs: [101, 102] }, { type: "dispatch", job: 101, attempt: 3 }]);
+    expect(t.effects).toEqual([
+      { type: "flowRerun", jobs: [101, 102] },
+      { type: "dispatch", job: 101, attempt: 3 },
+    ]);
     expect(d.statusOf([100, 101, 102])).toEqual(["finished", "dispatched", "waiting_for_prerequisites"]);
     expect(d.state.result).toEqual({ ok: { v: "1" } });
     // Attempt numbers go on; the attempt's message is the first id of the fresh block.
@@ -460,7 +602,16 @@ describe("jobEnvironment", () => {
       DEP_FETCH_DATA_N: "1",
       DEP_9_X: "y",
     });
-    expect(jobEnvironment(d.state, d.job(9))).toEqual({ SHARED: "flow", ONLY_FLOW: "f", FLOW_ID: "7", CONTEXT_ID: "3", JOB_ID: "9", JOB_ATTEMPT: "1", TRACE_ID: "0af7651916cd43dd8448eb211c80319c", FLOW_INPUTS: "{}" });
+    expect(jobEnvironment(d.state, d.job(9))).toEqual({
+      SHARED: "flow",
+      ONLY_FLOW: "f",
+      FLOW_ID: "7",
+      CONTEXT_ID: "3",
+      JOB_ID: "9",
+      JOB_ATTEMPT: "1",
+      TRACE_ID: "0af7651916cd43dd8448eb211c80319c",
+      FLOW_INPUTS: "{}",
+    });
     d.run(101, { result: { r: "1" } });
     expect(jobEnvironment(d.state, d.job(102)).FLOW_INPUTS).toBe('{"use":{"r":"1"}}');
   });

@@ -45,7 +45,8 @@ function checkCommon(start: FlowState, report: SimReport): void {
     const job = d.job(id);
     if (job.status !== "finished" && job.status !== "error") wrong.push(`job ${id} ends ${job.status}`);
     if (ended.get(id) !== 1) wrong.push(`job ${id} ended ${ended.get(id) ?? 0} times`);
-    if (job.status === "finished" && (finished++, d.state.result[jobKey(job)] !== job.result)) wrong.push(`no result of job ${id}`);
+    if (job.status === "finished" && (finished++, d.state.result[jobKey(job)] !== job.result))
+      wrong.push(`no result of job ${id}`);
   }
   expect(wrong).toEqual([]);
   expect(Object.keys(d.state.result)).toHaveLength(finished);

@@ -80,7 +80,8 @@ function freezeNew(next: FlowState, prev?: FlowState, touched?: number[]): void 
   for (const id of large && touched ? touched : next.order) {
     const job = next.jobs[id] as JobState;
     if (prev && prev.jobs[id] === job) continue;
-    for (const part of [job.delivery, job.deadline, job.result, job.depends, job.dependents]) if (part) Object.freeze(part);
+    for (const part of [job.delivery, job.deadline, job.result, job.depends, job.dependents])
+      if (part) Object.freeze(part);
     Object.freeze(job);
   }
 }
@@ -105,12 +106,16 @@ export class Driver {
     const before = this.state;
     const t = apply(before, event);
     if (t.outcome !== "applied") {
-      if (t.state !== before) throw new Error(`flow machine: ${t.outcome} ${JSON.stringify(event)} returned a new state`);
+      if (t.state !== before)
+        throw new Error(`flow machine: ${t.outcome} ${JSON.stringify(event)} returned a new state`);
       if (t.effects.length > 0) throw new Error(`flow machine: ${t.outcome} ${JSON.stringify(event)} had effects`);
       return t;
     }
     // Every job a transition changes is named by the event or an effect, except at start.
-    const touched = event.type === "start" ? undefined : [...("job" in event ? [event.job] : []), ...t.effects.flatMap((e) => ("job" in e ? [e.job] : []))];
+    const touched =
+      event.type === "start"
+        ? undefined
+        : [...("job" in event ? [event.job] : []), ...t.effects.flatMap((e) => ("job" in e ? [e.job] : []))];
     freezeNew(t.state, before, touched);
     for (const effect of t.effects) {
       this.effects.push(effect);
@@ -118,8 +123,12 @@ export class Driver {
       this.dispatches.set(effect.job, (this.dispatches.get(effect.job) ?? 0) + 1);
       const job = t.state.jobs[effect.job] as JobState;
       const unfinished = job.depends.filter((dep) => t.state.jobs[dep]?.status !== "finished");
-      if (unfinished.length > 0) throw new Error(`flow machine: job ${effect.job} dispatched before ${unfinished.join(",")} finished`);
-      if (job.attempt !== effect.attempt) throw new Error(`flow machine: dispatch of ${effect.job} names attempt ${effect.attempt}, job has ${job.attempt}`);
+      if (unfinished.length > 0)
+        throw new Error(`flow machine: job ${effect.job} dispatched before ${unfinished.join(",")} finished`);
+      if (job.attempt !== effect.attempt)
+        throw new Error(
+          `flow machine: dispatch of ${effect.job} names attempt ${effect.attempt}, job has ${job.attempt}`,
+        );
     }
     this.state = t.state;
     return t;
@@ -218,7 +227,12 @@ export function simulate(state: FlowState, seed: number, options: SimOptions = {
     const t = d.send(event);
     if (replay && t.outcome === "applied") report.wronglyApplied.push(JSON.stringify(event));
     if (!replay) sent.push(event);
-    if (t.outcome === "applied" && (event.type === "failed" || event.type === "deadline") && d.job(event.job).status === "error") report.failed.push(event.job);
+    if (
+      t.outcome === "applied" &&
+      (event.type === "failed" || event.type === "deadline") &&
+      d.job(event.job).status === "error"
+    )
+      report.failed.push(event.job);
     for (; seen < d.effects.length; seen++) {
       const effect = d.effects[seen];
       if (effect?.type === "dispatch") ready.push({ job: effect.job, attempt: effect.attempt });
@@ -250,13 +264,29 @@ export function simulate(state: FlowState, seed: number, options: SimOptions = {
         : () => ({ type: "finished", ...ev, result: { out: `${job}.${attempt}`, n: String(job) }, at: at() }),
     );
     // Mostly in order; sometimes fully shuffled (started after finished, delivered after started …).
-    if (rnd() < 0.3) for (let i = steps.length - 1; i > 0; i--) {
-      const j = Math.floor(rnd() * (i + 1));
-      [steps[i], steps[j]] = [steps[j] as Plan[number], steps[i] as Plan[number]];
-    }
+    if (rnd() < 0.3)
+      for (let i = steps.length - 1; i > 0; i--) {
+        const j = Math.floor(rnd() * (i + 1));
+        [steps[i], steps[j]] = [steps[j] as Plan[number], steps[i] as Plan[number]];
+      }
     // Events that must be refused: another runner, another attempt, a deadline not yet due.
-    if (rnd() < 0.2) steps.splice(Math.floor(rnd() * steps.length), 0, () => ({ type: "finished", job, attempt, runner: runner + 10, result: {}, at: at() }));
-    if (rnd() < 0.2) steps.splice(Math.floor(rnd() * steps.length), 0, () => ({ type: "started", job, attempt: attempt + 100, runner, at: at() }));
+    if (rnd() < 0.2)
+      steps.splice(Math.floor(rnd() * steps.length), 0, () => ({
+        type: "finished",
+        job,
+        attempt,
+        runner: runner + 10,
+        result: {},
+        at: at(),
+      }));
+    if (rnd() < 0.2)
+      steps.splice(Math.floor(rnd() * steps.length), 0, () => ({
+        type: "started",
+        job,
+        attempt: attempt + 100,
+        runner,
+        at: at(),
+      }));
     if (rnd() < 0.2) {
       steps.splice(Math.floor(rnd() * steps.length), 0, (s) => {
         const due = s.jobs[job]?.deadline;

@@ -25,8 +25,16 @@ describe("Keys", () => {
 
   it("puts every key of a context in one cluster slot", () => {
     const all = [
-      keys.context(7), keys.flow(7, 1), keys.job(7, 1, 2), keys.message(7, 1, 2), keys.runner(7, 3),
-      keys.msgOut(7), keys.msgIn(7, 12), keys.queue(7, "sh"), keys.ids(7), keys.index(7, "flow"),
+      keys.context(7),
+      keys.flow(7, 1),
+      keys.job(7, 1, 2),
+      keys.message(7, 1, 2),
+      keys.runner(7, 3),
+      keys.msgOut(7),
+      keys.msgIn(7, 12),
+      keys.queue(7, "sh"),
+      keys.ids(7),
+      keys.index(7, "flow"),
     ];
     expect(new Set(all.map(hashTag))).toEqual(new Set(["7"]));
   });

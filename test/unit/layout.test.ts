@@ -31,14 +31,24 @@ const MAY_IMPORT: Record<string, string[]> = {
   "functions/supervisor": FUNCTIONS_BELOW_API,
   "functions/service": FUNCTIONS_BELOW_API,
   "functions/api": ["functions/service", ...FUNCTIONS_BELOW_API],
-  "functions/index.ts": ["functions/api", "functions/supervisor", "functions/flow", "functions/dispatch", ...FUNCTIONS_BELOW_API],
+  "functions/index.ts": [
+    "functions/api",
+    "functions/supervisor",
+    "functions/flow",
+    "functions/dispatch",
+    ...FUNCTIONS_BELOW_API,
+  ],
   runner: SHARED,
   cli: SHARED,
   infra: SHARED,
 };
 
 /** Only these may import the Redis client (the storage layer itself): everything else goes through Store. */
-const REDIS_CLIENT = { module: /^@upstash\/redis/, file: path.join(root, "shared/store/redis.ts"), allowed: "shared/store" };
+const REDIS_CLIENT = {
+  module: /^@upstash\/redis/,
+  file: path.join(root, "shared/store/redis.ts"),
+  allowed: "shared/store",
+};
 
 const MAX_LINES = 400;
 
@@ -137,13 +147,17 @@ describe("source layout", () => {
     const handmade = tests.flatMap((file) =>
       readFileSync(file, "utf8")
         .split("\n")
-        .flatMap((line, i) => (literal.test(line) && !line.trim().startsWith("//") ? [`${rel(file)}:${i + 1}: ${line.trim()}`] : [])),
+        .flatMap((line, i) =>
+          literal.test(line) && !line.trim().startsWith("//") ? [`${rel(file)}:${i + 1}: ${line.trim()}`] : [],
+        ),
     );
     expect(handmade).toEqual([]);
   });
 
   it(`keeps source files under ${MAX_LINES} lines`, () => {
-    const long = files.map((file) => ({ file: rel(file), lines: readFileSync(file, "utf8").split("\n").length })).filter((f) => f.lines > MAX_LINES);
+    const long = files
+      .map((file) => ({ file: rel(file), lines: readFileSync(file, "utf8").split("\n").length }))
+      .filter((f) => f.lines > MAX_LINES);
     expect(long).toEqual([]);
   });
 });

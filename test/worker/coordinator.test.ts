@@ -17,7 +17,12 @@ beforeAll(async () => {
   admin = await w.newActor();
 });
 
-const sh = (name: string, depends: string[] = []) => ({ name, script: `echo ${name}`, script_type: "sh" as const, depends });
+const sh = (name: string, depends: string[] = []) => ({
+  name,
+  script: `echo ${name}`,
+  script_type: "sh" as const,
+  depends,
+});
 
 describe("FlowCoordinator", () => {
   it("keeps one state machine per flow: its own view is the API's view", async () => {
@@ -33,7 +38,11 @@ describe("FlowCoordinator", () => {
     // A pull runner that never leases: the message waits in its queue, and nothing but the job's
     // delivery deadline sets the flow's alarm (no relay retry).
     await PullRunner.register(w, admin.client, ctx);
-    const flow = await admin.client.submitFlow(ctx, { start: true, timeouts: { timeout: 3 }, jobs: [sh("lonely"), sh("next", ["lonely"])] });
+    const flow = await admin.client.submitFlow(ctx, {
+      start: true,
+      timeouts: { timeout: 3 },
+      jobs: [sh("lonely"), sh("next", ["lonely"])],
+    });
     const { stub } = w.flowStub(ctx, flow.id);
     // The alarm is set for the deadline; taken away, it cannot ring by itself while that passes.
     const alarm = await takeAlarm(stub);
@@ -44,7 +53,11 @@ describe("FlowCoordinator", () => {
     await ringAlarm(stub);
     const view = await admin.client.loadFlow(ctx, flow.id);
     expect(view.status).toBe("error");
-    expect(view.error).toMatchObject({ name: "lonely", reason: "attempt 1 was not delivered to a runner within 3 s: waiting for a pull runner of script type sh to lease it" });
+    expect(view.error).toMatchObject({
+      name: "lonely",
+      reason:
+        "attempt 1 was not delivered to a runner within 3 s: waiting for a pull runner of script type sh to lease it",
+    });
     expect(view.jobs.find((j) => j.key === "next")?.status).toBe("error");
   });
 
@@ -67,7 +80,9 @@ describe("FlowCoordinator", () => {
       ["b", "started", runner.id],
       ["c", "waiting_for_prerequisites", undefined],
     ]);
-    expect(await runner.report(b, "result", { status: "finished", result: { v: "b" } })).toMatchObject({ outcome: "applied" });
+    expect(await runner.report(b, "result", { status: "finished", result: { v: "b" } })).toMatchObject({
+      outcome: "applied",
+    });
     const [c] = await runner.leaseSome();
     if (!c) throw new Error("nothing leased");
     expect(jobName(c)).toBe("c");
@@ -79,7 +94,11 @@ describe("FlowCoordinator", () => {
   it("keeps a job outside any flow on its own timeouts after eviction", async () => {
     const ctx = (await admin.client.createContext()).id;
     await PullRunner.register(w, admin.client, ctx); // never leases: only the delivery deadline sets the alarm
-    const created = (await admin.client.request("POST", `/v1/contexts/${ctx}/jobs`, { job: sh("alone"), start: true, timeouts: { timeout: 3 } })) as {
+    const created = (await admin.client.request("POST", `/v1/contexts/${ctx}/jobs`, {
+      job: sh("alone"),
+      start: true,
+      timeouts: { timeout: 3 },
+    })) as {
       job: { id: number; caller_id: number };
     };
     const { stub } = w.jobStub(ctx, created.job.caller_id, created.job.id);
@@ -89,8 +108,15 @@ describe("FlowCoordinator", () => {
     await evictDurableObject(stub);
     await waitUntilPast(alarm);
     await ringAlarm(stub);
-    const job = (await admin.client.request("GET", `/v1/contexts/${ctx}/jobs/${created.job.caller_id}/${created.job.id}`)) as { status: string; error?: string };
-    expect(job).toMatchObject({ status: "error", error: "attempt 1 was not delivered to a runner within 3 s: waiting for a pull runner of script type sh to lease it" });
+    const job = (await admin.client.request(
+      "GET",
+      `/v1/contexts/${ctx}/jobs/${created.job.caller_id}/${created.job.id}`,
+    )) as { status: string; error?: string };
+    expect(job).toMatchObject({
+      status: "error",
+      error:
+        "attempt 1 was not delivered to a runner within 3 s: waiting for a pull runner of script type sh to lease it",
+    });
   });
 
   it("carries on after every Durable Object was reset mid-flow", async () => {
@@ -119,18 +145,41 @@ describe("the supervisor's sweep", () => {
     const ctx = (await admin.client.createContext()).id;
     const flow = await admin.client.submitFlow(ctx, { start: true, jobs: [sh("x"), sh("y"), sh("z")] });
     // No runner yet: the attempts wait in the context's queue for sh.
-    await eventually(async () => ((await w.redis.exec<number>(["LLEN", w.keys.queue(ctx, "sh")])) === 3 ? true : undefined), 10_000, 20, "3 attempts queued");
-    expect((await admin.client.loadFlow(ctx, flow.id)).jobs[0]?.waiting).toEqual({ reason: "no-runner", detail: "no runner of script type sh is registered" });
+    await eventually(
+      async () => ((await w.redis.exec<number>(["LLEN", w.keys.queue(ctx, "sh")])) === 3 ? true : undefined),
+      10_000,
+      20,
+      "3 attempts queued",
+    );
+    expect((await admin.client.loadFlow(ctx, flow.id)).jobs[0]?.waiting).toEqual({
+      reason: "no-runner",
+      detail: "no runner of script type sh is registered",
+    });
     // Nothing listens at port 9: every delivery fails, and each attempt goes back.
-    const runner = await admin.client.createRunner(ctx, { pubkey: (await generateKeyPair()).x, runner_type: "sh", address: "http://127.0.0.1:9/", concurrency: 2 });
+    const runner = await admin.client.createRunner(ctx, {
+      pubkey: (await generateKeyPair()).x,
+      runner_type: "sh",
+      address: "http://127.0.0.1:9/",
+      concurrency: 2,
+    });
     await Promise.all([w.sweep(), w.sweep()]);
-    const health = await eventually(async () => {
-      const loaded = await admin.client.loadRunner(ctx, runner.id);
-      return loaded.dispatch.last_error ? loaded.dispatch : undefined;
-    }, 10_000, 50, "a delivery failure recorded");
+    const health = await eventually(
+      async () => {
+        const loaded = await admin.client.loadRunner(ctx, runner.id);
+        return loaded.dispatch.last_error ? loaded.dispatch : undefined;
+      },
+      10_000,
+      50,
+      "a delivery failure recorded",
+    );
     expect(health.last_error).toMatch(/could not be reached/);
     expect(health.retry_at).toBeGreaterThanOrEqual(Math.floor(Date.now() / 1000));
-    await eventually(async () => ((await w.redis.exec<number>(["LLEN", w.keys.queue(ctx, "sh")])) === 3 ? true : undefined), 10_000, 20, "3 attempts back in the queue");
+    await eventually(
+      async () => ((await w.redis.exec<number>(["LLEN", w.keys.queue(ctx, "sh")])) === 3 ? true : undefined),
+      10_000,
+      20,
+      "3 attempts back in the queue",
+    );
     expect(await w.redis.exec<number>(["ZCARD", w.keys.runnerSlots(ctx, runner.id)])).toBe(0);
     const view = await admin.client.loadFlow(ctx, flow.id);
     for (const job of view.jobs) expect(job.waiting?.reason, JSON.stringify(job)).toBe("runner-refusing");
@@ -151,8 +200,16 @@ describe("the supervisor's sweep", () => {
     await w.sweep();
     const view = await admin.client.loadFlow(ctx, flow.id);
     expect(view.status).toBe("error");
-    expect(view.error).toMatchObject({ name: "late", reason: "attempt 1 was not delivered to a runner within 3 s: waiting for a pull runner of script type sh to lease it" });
-    const entry = await w.redis.exec<string | null>(["ZSCORE", w.keys.deadlines(ctx), deadlineMember({ flowId: flow.id })]);
+    expect(view.error).toMatchObject({
+      name: "late",
+      reason:
+        "attempt 1 was not delivered to a runner within 3 s: waiting for a pull runner of script type sh to lease it",
+    });
+    const entry = await w.redis.exec<string | null>([
+      "ZSCORE",
+      w.keys.deadlines(ctx),
+      deadlineMember({ flowId: flow.id }),
+    ]);
     expect(entry).toBeNull();
   });
 });

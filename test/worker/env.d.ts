@@ -15,4 +15,3 @@ declare global {
   }
 }
 /* eslint-enable @typescript-eslint/no-empty-object-type */
-

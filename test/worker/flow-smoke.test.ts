@@ -27,15 +27,26 @@ describe("a diamond flow through a pull runner", () => {
 
     const done: string[] = [];
     for (let round = 0; round < 10 && done.length < 4; round++) {
-      const { deliveries } = (await asRunner.request("POST", `/v1/contexts/${ctx.id}/runners/${runner.id}/lease`, { max: 10 })) as {
-        deliveries: { job_id: number; attempt: number; message: { job: { name: string; env_vars: Record<string, string> }[] }; callbacks: { ack: string; result: string } }[];
+      const { deliveries } = (await asRunner.request("POST", `/v1/contexts/${ctx.id}/runners/${runner.id}/lease`, {
+        max: 10,
+      })) as {
+        deliveries: {
+          job_id: number;
+          attempt: number;
+          message: { job: { name: string; env_vars: Record<string, string> }[] };
+          callbacks: { ack: string; result: string };
+        }[];
       };
       for (const d of deliveries) {
         const path = (url: string) => new URL(url).pathname;
         await asRunner.request("POST", path(d.callbacks.ack), { attempt: d.attempt });
         const job = d.message.job[0] as { name: string; env_vars: Record<string, string> };
         expect(job.env_vars.GREETING).toBe("hello");
-        await asRunner.request("POST", path(d.callbacks.result), { attempt: d.attempt, status: "finished", result: { out: job.name, seen: job.env_vars.FLOW_INPUTS ?? "" } });
+        await asRunner.request("POST", path(d.callbacks.result), {
+          attempt: d.attempt,
+          status: "finished",
+          result: { out: job.name, seen: job.env_vars.FLOW_INPUTS ?? "" },
+        });
         done.push(job.name);
       }
       await new Promise((r) => setTimeout(r, 50));

@@ -41,7 +41,13 @@ async function runToEnd(flowId: number, fail: Record<string, string> = {}): Prom
   throw new Error("the flow did not end");
 }
 
-const sh = (name: string, depends: (string | number)[] = [], extra: Record<string, unknown> = {}) => ({ name, script: `echo ${name}`, script_type: "sh" as const, depends, ...extra });
+const sh = (name: string, depends: (string | number)[] = [], extra: Record<string, unknown> = {}) => ({
+  name,
+  script: `echo ${name}`,
+  script_type: "sh" as const,
+  depends,
+  ...extra,
+});
 
 describe("submission", () => {
   it("refuses a cycle, naming it", async () => {
@@ -54,9 +60,22 @@ describe("submission", () => {
   it("refuses unknown dependencies, duplicates and limits, naming the job", async () => {
     expect((await refused({ jobs: [sh("a", ["nope"])] })).problem.field).toBe("body.jobs.0.depends.0");
     expect((await refused({ jobs: [sh("a"), sh("a")] })).problem.field).toBe("body.jobs.1.name");
-    expect((await refused({ jobs: [{ ...sh("a"), id: 5 }, { ...sh("b"), id: 5 }] })).problem.field).toBe("body.jobs.1.id");
-    expect((await refused({ jobs: Array.from({ length: 1001 }, (_, i) => sh(`j${i}`)) })).problem.field).toBe("body.jobs");
-    expect((await refused({ jobs: [{ ...sh("a"), script: "x".repeat(17_000) }] })).problem.field).toBe("body.jobs.0.script");
+    expect(
+      (
+        await refused({
+          jobs: [
+            { ...sh("a"), id: 5 },
+            { ...sh("b"), id: 5 },
+          ],
+        })
+      ).problem.field,
+    ).toBe("body.jobs.1.id");
+    expect((await refused({ jobs: Array.from({ length: 1001 }, (_, i) => sh(`j${i}`)) })).problem.field).toBe(
+      "body.jobs",
+    );
+    expect((await refused({ jobs: [{ ...sh("a"), script: "x".repeat(17_000) }] })).problem.field).toBe(
+      "body.jobs.0.script",
+    );
     expect((await refused({ jobs: [{ ...sh("a"), runner_id: 99_999 }] })).problem.field).toBe("body.jobs.0.runner_id");
     expect((await refused({ jobs: [] })).problem.field).toBe("body.jobs");
   });
@@ -73,15 +92,29 @@ describe("submission", () => {
 
   it("answers a repeated Idempotency-Key with the first flow", async () => {
     // Raw requests: the first answer is 201 Created, the repeated one 200.
-    const send = async () => w.fetch(await signed("POST", `/v1/contexts/${ctx}/flows`, admin.jwk, actorKeyId(admin.actor.id), { jobs: [sh("once")] }, { headers: { "idempotency-key": "order-42" } }));
+    const send = async () =>
+      w.fetch(
+        await signed(
+          "POST",
+          `/v1/contexts/${ctx}/flows`,
+          admin.jwk,
+          actorKeyId(admin.actor.id),
+          { jobs: [sh("once")] },
+          { headers: { "idempotency-key": "order-42" } },
+        ),
+      );
     const first = await send();
     const second = await send();
     expect([first.status, second.status]).toEqual([201, 200]);
     const firstId = ((await first.json()) as FlowView).id;
     expect(((await second.json()) as FlowView).id).toBe(firstId);
     // The typed client sends the header too; another key is another flow.
-    expect((await admin.client.submitFlow(ctx, { jobs: [sh("once")] }, { idempotencyKey: "order-42" })).id).toBe(firstId);
-    expect((await admin.client.submitFlow(ctx, { jobs: [sh("once")] }, { idempotencyKey: "order-43" })).id).not.toBe(firstId);
+    expect((await admin.client.submitFlow(ctx, { jobs: [sh("once")] }, { idempotencyKey: "order-42" })).id).toBe(
+      firstId,
+    );
+    expect((await admin.client.submitFlow(ctx, { jobs: [sh("once")] }, { idempotencyKey: "order-43" })).id).not.toBe(
+      firstId,
+    );
   });
 });
 
@@ -92,12 +125,20 @@ describe("running", () => {
   });
 
   it("runs a diamond, passing results on, and shows the DAG", async () => {
-    const flow = await submit({ env_vars: { COLOR: "blue" }, jobs: [sh("a"), sh("b", ["a"]), sh("c", ["a"], { env_vars: { COLOR: "red" } }), sh("d", ["b", "c"])] });
+    const flow = await submit({
+      env_vars: { COLOR: "blue" },
+      jobs: [sh("a"), sh("b", ["a"]), sh("c", ["a"], { env_vars: { COLOR: "red" } }), sh("d", ["b", "c"])],
+    });
     expect(flow.status).toBe("dispatched");
     expect(await runner.lease()).toEqual([]); // not started: nothing to take
     const started = await client.startFlow(ctx, flow.id);
     expect(started.status).toBe("started");
-    expect(started.jobs.map((j) => j.status)).toEqual(["dispatched", "waiting_for_prerequisites", "waiting_for_prerequisites", "waiting_for_prerequisites"]);
+    expect(started.jobs.map((j) => j.status)).toEqual([
+      "dispatched",
+      "waiting_for_prerequisites",
+      "waiting_for_prerequisites",
+      "waiting_for_prerequisites",
+    ]);
     expect((await client.startFlow(ctx, flow.id)).status).toBe("started"); // again: harmless
 
     const envs: Record<string, Record<string, string>> = {};
@@ -115,17 +156,28 @@ describe("running", () => {
     expect(envs.d?.DEP_B_OUT).toBe("b");
     expect(JSON.parse(envs.d?.FLOW_INPUTS ?? "{}")).toEqual({ b: { out: "b" }, c: { out: "c" } });
     const dag = await client.flowDag(ctx, flow.id);
-    expect(dag.nodes.map((n) => [n.key, n.status])).toEqual([["a", "finished"], ["b", "finished"], ["c", "finished"], ["d", "finished"]]);
+    expect(dag.nodes.map((n) => [n.key, n.status])).toEqual([
+      ["a", "finished"],
+      ["b", "finished"],
+      ["c", "finished"],
+      ["d", "finished"],
+    ]);
     expect(dag.edges).toHaveLength(4);
   });
 
   it("errors the flow on a failing job, naming it, without starting its dependents", async () => {
-    const flow = await submit({ start: true, jobs: [sh("a"), sh("bad", ["a"]), sh("after", ["bad"]), sh("side", ["a"])] });
+    const flow = await submit({
+      start: true,
+      jobs: [sh("a"), sh("bad", ["a"]), sh("after", ["bad"]), sh("side", ["a"])],
+    });
     const { view, ran } = await runToEnd(flow.id, { bad: "exit code 3" });
     expect(view.status).toBe("error");
     expect(view.error).toMatchObject({ name: "bad", reason: "exit code 3" });
     expect(ran).not.toContain("after");
-    expect(view.jobs.find((j) => j.key === "after")).toMatchObject({ status: "error", error: "not run: dependency bad failed" });
+    expect(view.jobs.find((j) => j.key === "after")).toMatchObject({
+      status: "error",
+      error: "not run: dependency bad failed",
+    });
   });
 
   it("takes duplicated, reordered and late webhooks without changing the outcome", async () => {
@@ -133,12 +185,22 @@ describe("running", () => {
     const [d] = await runner.leaseSome();
     if (!d) throw new Error("nothing leased");
     // Result before ack and started (reordered), then everything again (duplicated).
-    expect(await runner.report(d, "result", { status: "finished", result: { v: "1" } })).toMatchObject({ outcome: "applied" });
-    expect(await runner.report(d, "result", { status: "finished", result: { v: "1" } })).toMatchObject({ outcome: "duplicate" });
-    expect(await runner.report(d, "result", { status: "error", error: "late contradiction" })).toMatchObject({ status: 409, code: "stale-attempt" });
+    expect(await runner.report(d, "result", { status: "finished", result: { v: "1" } })).toMatchObject({
+      outcome: "applied",
+    });
+    expect(await runner.report(d, "result", { status: "finished", result: { v: "1" } })).toMatchObject({
+      outcome: "duplicate",
+    });
+    expect(await runner.report(d, "result", { status: "error", error: "late contradiction" })).toMatchObject({
+      status: 409,
+      code: "stale-attempt",
+    });
     expect(await runner.report(d, "started")).toMatchObject({ status: 409 });
     expect(await runner.report(d, "ack")).toMatchObject({ status: 409 });
-    expect(await runner.report({ ...d, attempt: 2 }, "result", { status: "finished" })).toMatchObject({ status: 409, code: "stale-attempt" });
+    expect(await runner.report({ ...d, attempt: 2 }, "result", { status: "finished" })).toMatchObject({
+      status: 409,
+      code: "stale-attempt",
+    });
     const view = await client.loadFlow(ctx, flow.id);
     expect(view.jobs.map((j) => j.status)).toEqual(["finished", "dispatched"]);
     expect(view.result).toEqual({ a: { v: "1" } });
@@ -149,8 +211,13 @@ describe("running", () => {
     const flow = await submit({ start: true, jobs: [sh("solo")] });
     const [d] = await runner.leaseSome();
     if (!d) throw new Error("nothing leased");
-    expect(await other.report(d, "result", { status: "finished" })).toMatchObject({ status: 403, code: "not-your-job" });
-    const request = await signed("POST", new URL(d.callbacks.ack).pathname, runner.jwk, runnerKeyId(ctx, runner.id), { attempt: d.attempt });
+    expect(await other.report(d, "result", { status: "finished" })).toMatchObject({
+      status: 403,
+      code: "not-your-job",
+    });
+    const request = await signed("POST", new URL(d.callbacks.ack).pathname, runner.jwk, runnerKeyId(ctx, runner.id), {
+      attempt: d.attempt,
+    });
     const replay = request.clone();
     expect((await w.fetch(request)).status).toBe(200);
     const second = await w.fetch(replay);
@@ -180,7 +247,10 @@ describe("a job outside any flow", () => {
   });
 
   it("is created, run, and its message settled", async () => {
-    const created = (await client.request("POST", `/v1/contexts/${ctx}/jobs`, { job: { script: "echo hi", script_type: "python" }, start: true })) as {
+    const created = (await client.request("POST", `/v1/contexts/${ctx}/jobs`, {
+      job: { script: "echo hi", script_type: "python" },
+      start: true,
+    })) as {
       job: { id: number; caller_id: number; flow_id: number; status: string; message_base: number };
     };
     expect(created.job).toMatchObject({ flow_id: 0, status: "dispatched" });
@@ -188,12 +258,21 @@ describe("a job outside any flow", () => {
     if (!d) throw new Error("nothing leased");
     expect(d.flow_id).toBe(0);
     await runner.report(d, "ack");
-    const acked = (await client.request("GET", `/v1/contexts/${ctx}/messages/${created.job.caller_id}/${created.job.message_base}`)) as Message;
+    const acked = (await client.request(
+      "GET",
+      `/v1/contexts/${ctx}/messages/${created.job.caller_id}/${created.job.message_base}`,
+    )) as Message;
     expect(acked.status).toBe("acknowledged");
     await runner.finish(d, { answer: "42" });
-    const job = (await client.request("GET", `/v1/contexts/${ctx}/jobs/${created.job.caller_id}/${created.job.id}`)) as { status: string; result: Record<string, string> };
+    const job = (await client.request(
+      "GET",
+      `/v1/contexts/${ctx}/jobs/${created.job.caller_id}/${created.job.id}`,
+    )) as { status: string; result: Record<string, string> };
     expect(job).toMatchObject({ status: "finished", result: { answer: "42" } });
-    const message = (await client.request("GET", `/v1/contexts/${ctx}/messages/${created.job.caller_id}/${created.job.message_base}`)) as Message;
+    const message = (await client.request(
+      "GET",
+      `/v1/contexts/${ctx}/messages/${created.job.caller_id}/${created.job.message_base}`,
+    )) as Message;
     expect(message).toMatchObject({ status: "processed", runner_id: runner.id, attempt: 1 });
   });
 });
@@ -207,10 +286,26 @@ describe("JSON-RPC", () => {
     expect(dag.edges).toEqual([{ from: flow.jobs[0]?.id, to: flow.jobs[1]?.id }]);
     await runToEnd(flow.id);
     expect((await client.rpc<FlowView>("flow.load", { context_id: ctx, id: flow.id })).status).toBe("finished");
-    const job = await client.rpc<{ id: number; caller_id: number; message_base: number }>("job.create", { context_id: ctx, job: { script: "true", script_type: "sh" } });
-    expect((await client.rpc<{ status: string }>("job.load", { context_id: ctx, caller_id: job.caller_id, id: job.id })).status).toBe("dispatched");
+    const job = await client.rpc<{ id: number; caller_id: number; message_base: number }>("job.create", {
+      context_id: ctx,
+      job: { script: "true", script_type: "sh" },
+    });
+    expect(
+      (await client.rpc<{ status: string }>("job.load", { context_id: ctx, caller_id: job.caller_id, id: job.id }))
+        .status,
+    ).toBe("dispatched");
     const first = flow.jobs[0];
-    const message = await client.rpc<Message>("message.load", { context_id: ctx, caller_id: admin.actor.id, id: (await client.rpc<{ message_base: number }>("job.load", { context_id: ctx, caller_id: admin.actor.id, id: first?.id })).message_base });
+    const message = await client.rpc<Message>("message.load", {
+      context_id: ctx,
+      caller_id: admin.actor.id,
+      id: (
+        await client.rpc<{ message_base: number }>("job.load", {
+          context_id: ctx,
+          caller_id: admin.actor.id,
+          id: first?.id,
+        })
+      ).message_base,
+    });
     expect(message.status).toBe("processed");
   });
 });

@@ -25,7 +25,10 @@ beforeAll(async () => {
   contextId = (await a.client.createContext()).id;
   runnerJwk = await generateKeyPair();
   runnerId = (await a.client.createRunner(contextId, { pubkey: runnerJwk.x, runner_type: "sh", local: true })).id;
-  const flow = await a.client.submitFlow(contextId, { start: true, jobs: [{ name: "f", script: "x", script_type: "sh" }] });
+  const flow = await a.client.submitFlow(contextId, {
+    start: true,
+    jobs: [{ name: "f", script: "x", script_type: "sh" }],
+  });
   flowId = flow.id;
   jobId = flow.jobs[0]?.id as number;
   expect(jobId).toBeGreaterThan(0);
@@ -34,7 +37,22 @@ beforeAll(async () => {
 /** Any JSON value a client might send, weighted towards the awkward. */
 const anyValue: fc.Arbitrary<unknown> = fc.oneof(
   fc.jsonValue(),
-  fc.constantFrom(0, -1, 1.5, 2 ** 53, 4_294_967_296, "", "https://x.example", "http://127.0.0.1:1", "\u0000", "🎉", null, true, [], {}),
+  fc.constantFrom(
+    0,
+    -1,
+    1.5,
+    2 ** 53,
+    4_294_967_296,
+    "",
+    "https://x.example",
+    "http://127.0.0.1:1",
+    "\u0000",
+    "🎉",
+    null,
+    true,
+    [],
+    {},
+  ),
   fc.string(),
   fc.integer(),
 );
@@ -61,25 +79,99 @@ const ROUTES: Route[] = [
   { name: "POST /v1/actors", method: "POST", path: () => "/v1/actors", fields: ["id", "pubkey", "address"] },
   { name: "PATCH /v1/actors/{actorId}", method: "PATCH", path: () => `/v1/actors/${admin.id}`, fields: ["address"] },
   { name: "PUT /v1/actors/{actorId}/key", method: "PUT", path: () => `/v1/actors/${admin.id}/key`, fields: ["pubkey"] },
-  { name: "POST /v1/contexts", method: "POST", path: () => "/v1/contexts", fields: ["id", "admins", "readers", "executors"] },
-  { name: "PUT /v1/contexts/{contextId}/permissions", method: "PUT", path: () => `/v1/contexts/${contextId}/permissions`, fields: ["admins", "readers", "executors"] },
-  { name: "POST /v1/contexts/{contextId}/runners", method: "POST", path: () => `/v1/contexts/${contextId}/runners`, fields: ["id", "pubkey", "address", "topic", "local", "runner_type", "script_types", "concurrency"] },
-  { name: "PATCH /v1/contexts/{contextId}/runners/{runnerId}", method: "PATCH", path: () => `/v1/contexts/${contextId}/runners/${runnerId}`, fields: ["pubkey", "address", "topic", "local", "script_types", "concurrency"] },
+  {
+    name: "POST /v1/contexts",
+    method: "POST",
+    path: () => "/v1/contexts",
+    fields: ["id", "admins", "readers", "executors"],
+  },
+  {
+    name: "PUT /v1/contexts/{contextId}/permissions",
+    method: "PUT",
+    path: () => `/v1/contexts/${contextId}/permissions`,
+    fields: ["admins", "readers", "executors"],
+  },
+  {
+    name: "POST /v1/contexts/{contextId}/runners",
+    method: "POST",
+    path: () => `/v1/contexts/${contextId}/runners`,
+    fields: ["id", "pubkey", "address", "topic", "local", "runner_type", "script_types", "concurrency"],
+  },
+  {
+    name: "PATCH /v1/contexts/{contextId}/runners/{runnerId}",
+    method: "PATCH",
+    path: () => `/v1/contexts/${contextId}/runners/${runnerId}`,
+    fields: ["pubkey", "address", "topic", "local", "script_types", "concurrency"],
+  },
   { name: "POST /rpc", method: "POST", path: () => "/rpc", fields: ["jsonrpc", "id", "method", "params"] },
-  { name: "POST /v1/contexts/{contextId}/flows", method: "POST", path: () => `/v1/contexts/${contextId}/flows`, fields: ["id", "env_vars", "jobs", "start", "timeouts"] },
-  { name: "POST /v1/contexts/{contextId}/jobs", method: "POST", path: () => `/v1/contexts/${contextId}/jobs`, fields: ["job", "start", "timeouts"] },
-  { name: "POST /v1/contexts/{contextId}/messages", method: "POST", path: () => `/v1/contexts/${contextId}/messages`, fields: ["to", "message_type", "message_format_type", "subject", "message"] },
-  { name: "POST …/flows/{flowId}/cancel", method: "POST", path: () => `/v1/contexts/${contextId}/flows/${flowId}/cancel`, fields: ["reason"] },
-  { name: "POST …/runners/{runnerId}/lease", method: "POST", path: () => `/v1/contexts/${contextId}/runners/${runnerId}/lease`, fields: ["max"], asRunner: true },
-  { name: "POST …/jobs/{jobId}/result", method: "POST", path: () => `/v1/contexts/${contextId}/flows/${flowId}/jobs/${jobId}/result`, fields: ["attempt", "status", "result", "error", "logs"], asRunner: true },
-  { name: "POST …/jobs/{jobId}/logs", method: "POST", path: () => `/v1/contexts/${contextId}/flows/${flowId}/jobs/${jobId}/logs`, fields: ["attempt", "logs"], asRunner: true },
-  { name: "POST …/jobs/{jobId}/heartbeat", method: "POST", path: () => `/v1/contexts/${contextId}/flows/${flowId}/jobs/${jobId}/heartbeat`, fields: ["attempt"], asRunner: true },
+  {
+    name: "POST /v1/contexts/{contextId}/flows",
+    method: "POST",
+    path: () => `/v1/contexts/${contextId}/flows`,
+    fields: ["id", "env_vars", "jobs", "start", "timeouts"],
+  },
+  {
+    name: "POST /v1/contexts/{contextId}/jobs",
+    method: "POST",
+    path: () => `/v1/contexts/${contextId}/jobs`,
+    fields: ["job", "start", "timeouts"],
+  },
+  {
+    name: "POST /v1/contexts/{contextId}/messages",
+    method: "POST",
+    path: () => `/v1/contexts/${contextId}/messages`,
+    fields: ["to", "message_type", "message_format_type", "subject", "message"],
+  },
+  {
+    name: "POST …/flows/{flowId}/cancel",
+    method: "POST",
+    path: () => `/v1/contexts/${contextId}/flows/${flowId}/cancel`,
+    fields: ["reason"],
+  },
+  {
+    name: "POST …/runners/{runnerId}/lease",
+    method: "POST",
+    path: () => `/v1/contexts/${contextId}/runners/${runnerId}/lease`,
+    fields: ["max"],
+    asRunner: true,
+  },
+  {
+    name: "POST …/jobs/{jobId}/result",
+    method: "POST",
+    path: () => `/v1/contexts/${contextId}/flows/${flowId}/jobs/${jobId}/result`,
+    fields: ["attempt", "status", "result", "error", "logs"],
+    asRunner: true,
+  },
+  {
+    name: "POST …/jobs/{jobId}/logs",
+    method: "POST",
+    path: () => `/v1/contexts/${contextId}/flows/${flowId}/jobs/${jobId}/logs`,
+    fields: ["attempt", "logs"],
+    asRunner: true,
+  },
+  {
+    name: "POST …/jobs/{jobId}/heartbeat",
+    method: "POST",
+    path: () => `/v1/contexts/${contextId}/flows/${flowId}/jobs/${jobId}/heartbeat`,
+    fields: ["attempt"],
+    asRunner: true,
+  },
 ];
 
 /** A request with `body` as it is (never re-encoded), signed by the admin or the context's runner. */
-async function signedRequest(method: string, path: string, body?: string, options: { asRunner?: boolean; headers?: Record<string, string> } = {}): Promise<Request> {
-  const [jwk, keyid] = options.asRunner ? [runnerJwk, runnerKeyId(contextId, runnerId)] : [admin.jwk, actorKeyId(admin.id)];
-  return signed(method, path, jwk, keyid, undefined, { ...(body === undefined ? {} : { raw: body }), ...(options.headers ? { headers: options.headers } : {}) });
+async function signedRequest(
+  method: string,
+  path: string,
+  body?: string,
+  options: { asRunner?: boolean; headers?: Record<string, string> } = {},
+): Promise<Request> {
+  const [jwk, keyid] = options.asRunner
+    ? [runnerJwk, runnerKeyId(contextId, runnerId)]
+    : [admin.jwk, actorKeyId(admin.id)];
+  return signed(method, path, jwk, keyid, undefined, {
+    ...(body === undefined ? {} : { raw: body }),
+    ...(options.headers ? { headers: options.headers } : {}),
+  });
 }
 
 interface Problem {
@@ -147,16 +239,31 @@ describe("fuzzing", () => {
     "never answers a signed body with a 5xx: %s",
     async (_name, route) => {
       await fc.assert(
-        fc.asyncProperty(fc.oneof(shaped(route.fields).map((v) => JSON.stringify(v)), fc.string()), async (body) => {
-          await expectWellFormed(await w.fetch(await signedRequest(route.method, route.path(), body, route.asRunner ? { asRunner: true } : {})), route.path());
-        }),
+        fc.asyncProperty(
+          fc.oneof(
+            shaped(route.fields).map((v) => JSON.stringify(v)),
+            fc.string(),
+          ),
+          async (body) => {
+            await expectWellFormed(
+              await w.fetch(
+                await signedRequest(route.method, route.path(), body, route.asRunner ? { asRunner: true } : {}),
+              ),
+              route.path(),
+            );
+          },
+        ),
         { numRuns: RUNS },
       );
     },
   );
 
   it("never answers arbitrary path parameters with a 5xx", async () => {
-    const segment = fc.oneof(fc.string({ maxLength: 12 }), fc.integer().map(String), fc.constantFrom("0", "-1", "1e3", "4294967296", "%2F", "admins", "..", "runners"));
+    const segment = fc.oneof(
+      fc.string({ maxLength: 12 }),
+      fc.integer().map(String),
+      fc.constantFrom("0", "-1", "1e3", "4294967296", "%2F", "admins", "..", "runners"),
+    );
     const templates = [
       (a: string) => `/v1/actors/${a}`,
       (a: string, b: string) => `/v1/contexts/${a}/flows/${b}`,
@@ -172,22 +279,45 @@ describe("fuzzing", () => {
       (a: string) => `/v1/contexts/${contextId}/runners?offset=${a}&limit=${a}`,
     ];
     await fc.assert(
-      fc.asyncProperty(fc.constantFrom(...templates.keys()), segment, segment, fc.constantFrom("GET", "PUT", "DELETE", "PATCH"), async (t, a, b, method) => {
-        const path = (templates[t] as (a: string, b: string) => string)(encodeURIComponent(a), encodeURIComponent(b));
-        await expectWellFormed(await w.fetch(await signedRequest(method, path, method === "PATCH" ? "{}" : undefined)), path);
-      }),
+      fc.asyncProperty(
+        fc.constantFrom(...templates.keys()),
+        segment,
+        segment,
+        fc.constantFrom("GET", "PUT", "DELETE", "PATCH"),
+        async (t, a, b, method) => {
+          const path = (templates[t] as (a: string, b: string) => string)(encodeURIComponent(a), encodeURIComponent(b));
+          await expectWellFormed(
+            await w.fetch(await signedRequest(method, path, method === "PATCH" ? "{}" : undefined)),
+            path,
+          );
+        },
+      ),
       { numRuns: RUNS * 2 },
     );
   });
 
   it("never answers arbitrary request headers with a 5xx", async () => {
-    const value = fc.oneof(fc.string({ maxLength: 80 }), fc.constantFrom("", "text/plain", "application/json; charset=utf-16", "00-0af7651916cd43dd8448eb211c80319c-b7ad6b7169203331-01", "00-zz"));
+    const value = fc.oneof(
+      fc.string({ maxLength: 80 }),
+      fc.constantFrom(
+        "",
+        "text/plain",
+        "application/json; charset=utf-16",
+        "00-0af7651916cd43dd8448eb211c80319c-b7ad6b7169203331-01",
+        "00-zz",
+      ),
+    );
     const name = fc.constantFrom("idempotency-key", "content-type", "traceparent", "accept", "content-encoding");
     await fc.assert(
       fc.asyncProperty(fc.dictionary(name, value, { maxKeys: 3 }), async (headers) => {
         let request: Request;
         try {
-          request = await signedRequest("POST", `/v1/contexts/${contextId}/flows`, JSON.stringify({ jobs: [{ script: "x", script_type: "sh" }] }), { headers });
+          request = await signedRequest(
+            "POST",
+            `/v1/contexts/${contextId}/flows`,
+            JSON.stringify({ jobs: [{ script: "x", script_type: "sh" }] }),
+            { headers },
+          );
         } catch {
           return; // not a valid header value at all: no client could send it
         }
@@ -201,9 +331,14 @@ describe("fuzzing", () => {
     const header = fc.oneof(
       fc.string(),
       fc.constant('sig1=("@method" "@target-uri");created=1;keyid="actor:1";nonce="aaaaaaaaaaaaaaaaaaaa"'),
-      fc.tuple(fc.string(), fc.integer(), fc.string()).map(([k, c, n]) => `sig1=("@method");created=${c};keyid=${JSON.stringify(k)};nonce=${JSON.stringify(n)}`),
+      fc
+        .tuple(fc.string(), fc.integer(), fc.string())
+        .map(([k, c, n]) => `sig1=("@method");created=${c};keyid=${JSON.stringify(k)};nonce=${JSON.stringify(n)}`),
     );
-    const signature = fc.oneof(fc.string(), fc.base64String().map((b) => `sig1=:${b}:`));
+    const signature = fc.oneof(
+      fc.string(),
+      fc.base64String().map((b) => `sig1=:${b}:`),
+    );
     await fc.assert(
       fc.asyncProperty(header, signature, fc.option(fc.string()), async (input, sig, digest) => {
         const headers = new Headers();
@@ -214,7 +349,9 @@ describe("fuzzing", () => {
         } catch {
           return; // not a valid header value at all: no client could send it
         }
-        const res = await w.fetch(new Request(`${BASE}/v1/contexts/${contextId}`, { method: "POST", headers, body: "{}" }));
+        const res = await w.fetch(
+          new Request(`${BASE}/v1/contexts/${contextId}`, { method: "POST", headers, body: "{}" }),
+        );
         expect(res.status).toBe(401);
         await expectWellFormed(res, `/v1/contexts/${contextId}`);
       }),
@@ -248,15 +385,26 @@ describe("fuzzing", () => {
       },
     ];
     const webhooks = ["ack", "started", "heartbeat", "logs", "result"].flatMap((event) => [
-      { name: `POST …/flows/{f}/jobs/{j}/${event}`, method: "POST", path: () => `/v1/contexts/${contextId}/flows/${flowId}/jobs/${jobId}/${event}`, fields: ["attempt"] },
-      { name: `POST …/jobs/{caller}/{j}/${event}`, method: "POST", path: () => `/v1/contexts/${contextId}/jobs/${admin.id}/${jobId}/${event}`, fields: ["attempt"] },
+      {
+        name: `POST …/flows/{f}/jobs/{j}/${event}`,
+        method: "POST",
+        path: () => `/v1/contexts/${contextId}/flows/${flowId}/jobs/${jobId}/${event}`,
+        fields: ["attempt"],
+      },
+      {
+        name: `POST …/jobs/{caller}/{j}/${event}`,
+        method: "POST",
+        path: () => `/v1/contexts/${contextId}/jobs/${admin.id}/${jobId}/${event}`,
+        fields: ["attempt"],
+      },
     ]);
     for (const route of [...ROUTES, ...webhooks]) {
       for (const signer of signers) {
         const { jwk, keyid } = await signer();
         const res = await w.fetch(await signed(route.method, route.path(), jwk, keyid, { attempt: 1 }));
         await expectWellFormed(res, route.path());
-        if (route.name.includes("/jobs/") && !keyid.startsWith("runner:") && res.status !== 401) expect(res.status, `${route.name} as ${keyid}`).toBe(403);
+        if (route.name.includes("/jobs/") && !keyid.startsWith("runner:") && res.status !== 401)
+          expect(res.status, `${route.name} as ${keyid}`).toBe(403);
       }
     }
   });
@@ -271,10 +419,20 @@ describe("fuzzing", () => {
       { traceparent: big(40_000) },
     ];
     for (const extra of cases) {
-      const request = await signedRequest("POST", `/v1/contexts/${contextId}/flows`, JSON.stringify({ jobs: [{ script: "x", script_type: "sh" }] }));
+      const request = await signedRequest(
+        "POST",
+        `/v1/contexts/${contextId}/flows`,
+        JSON.stringify({ jobs: [{ script: "x", script_type: "sh" }] }),
+      );
       const headers = new Headers(request.headers);
       for (const [name, value] of Object.entries(extra)) headers.set(name, value);
-      const res = await w.fetch(new Request(request.url, { method: "POST", headers, body: JSON.stringify({ jobs: [{ script: "x", script_type: "sh" }] }) }));
+      const res = await w.fetch(
+        new Request(request.url, {
+          method: "POST",
+          headers,
+          body: JSON.stringify({ jobs: [{ script: "x", script_type: "sh" }] }),
+        }),
+      );
       expect([401, 431], `${Object.keys(extra)[0]}: ${res.status}`).toContain(res.status);
       await expectWellFormed(res, "/v1/contexts");
     }

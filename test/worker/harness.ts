@@ -1,4 +1,9 @@
-import { createExecutionContext, createScheduledController, runInDurableObject, waitOnExecutionContext } from "cloudflare:test";
+import {
+  createExecutionContext,
+  createScheduledController,
+  runInDurableObject,
+  waitOnExecutionContext,
+} from "cloudflare:test";
 import { env } from "cloudflare:workers";
 import { expect } from "vitest";
 import worker from "../../functions/index.js";
@@ -7,7 +12,13 @@ import { scopeFor, type FlowScope } from "../../functions/core/scopes.js";
 import { coordinatorStub, dispatcherStub } from "../../functions/core/stubs.js";
 import type { Dispatcher } from "../../functions/dispatch/dispatcher.js";
 import type { FlowCoordinator } from "../../functions/flow/coordinator.js";
-import { actorKeyId, generateKeyPair, importPrivateKey, signRequest, type PrivateJwk } from "../../shared/auth/index.js";
+import {
+  actorKeyId,
+  generateKeyPair,
+  importPrivateKey,
+  signRequest,
+  type PrivateJwk,
+} from "../../shared/auth/index.js";
 import { ApiError, CoordinatorClient, signerFromJwk } from "../../shared/client/index.js";
 import type { Actor } from "../../shared/model/index.js";
 import { Keys } from "../../shared/keys.js";
@@ -34,7 +45,10 @@ export function testWorker(label: string, overrides: Partial<Env> = {}) {
   const redis = connectRedis({ url: env.UPSTASH_REDIS_REST_URL, token: env.UPSTASH_REDIS_REST_TOKEN });
   const anonymous = new CoordinatorClient({ baseUrl: BASE, fetch });
   /** The stub of a scope's FlowCoordinator, typed with its class for runInDurableObject. */
-  const objectOf = (scope: FlowScope) => ({ scope, stub: coordinatorStub(workerEnv, scope) as unknown as DurableObjectStub<FlowCoordinator> });
+  const objectOf = (scope: FlowScope) => ({
+    scope,
+    stub: coordinatorStub(workerEnv, scope) as unknown as DurableObjectStub<FlowCoordinator>,
+  });
   return {
     prefix,
     /** Every key of this file's prefix, built as the coordinator builds it. */
@@ -124,9 +138,20 @@ export interface SignedOptions {
  * A request to the Worker at `path`, signed (RFC 9421) as `keyid` with `jwk`. `body`, when given,
  * is sent as JSON; so is `options.raw`, as it is.
  */
-export async function signed(method: string, path: string, jwk: PrivateJwk, keyid: string, body?: unknown, options: SignedOptions = {}): Promise<Request> {
+export async function signed(
+  method: string,
+  path: string,
+  jwk: PrivateJwk,
+  keyid: string,
+  body?: unknown,
+  options: SignedOptions = {},
+): Promise<Request> {
   const text = options.raw ?? (body === undefined ? undefined : JSON.stringify(body));
   const headers = { ...(text === undefined ? {} : { "content-type": "application/json" }), ...options.headers };
   const request = new Request(`${BASE}${path}`, { method, headers, ...(text === undefined ? {} : { body: text }) });
-  return signRequest(request, { keyid, key: await importPrivateKey(jwk) }, options.created === undefined ? {} : { created: options.created });
+  return signRequest(
+    request,
+    { keyid, key: await importPrivateKey(jwk) },
+    options.created === undefined ? {} : { created: options.created },
+  );
 }

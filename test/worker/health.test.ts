@@ -13,7 +13,10 @@ describe("GET /health inside workerd", () => {
   });
 
   it("answers 503 problem+json when storage is unreachable", async () => {
-    const unreachable = testWorker("health-unreachable", { UPSTASH_REDIS_REST_URL: "http://127.0.0.1:9", REDIS_TIMEOUT_MS: "1000" });
+    const unreachable = testWorker("health-unreachable", {
+      UPSTASH_REDIS_REST_URL: "http://127.0.0.1:9",
+      REDIS_TIMEOUT_MS: "1000",
+    });
     const res = await unreachable.fetch(new Request("http://coordinator.test/health"));
     expect(res.status).toBe(503);
     expect(res.headers.get("content-type")).toBe("application/problem+json");
@@ -22,7 +25,10 @@ describe("GET /health inside workerd", () => {
   });
 
   it("runs the cron's sweep to its end while storage is unreachable: it says so and tries again next time", async () => {
-    const unreachable = testWorker("sweep-unreachable", { UPSTASH_REDIS_REST_URL: "http://127.0.0.1:9", REDIS_TIMEOUT_MS: "1000" });
+    const unreachable = testWorker("sweep-unreachable", {
+      UPSTASH_REDIS_REST_URL: "http://127.0.0.1:9",
+      REDIS_TIMEOUT_MS: "1000",
+    });
     const warned: string[] = [];
     const warn = console.warn;
     console.warn = (...args: unknown[]) => void warned.push(args.map(String).join(" "));
@@ -31,7 +37,10 @@ describe("GET /health inside workerd", () => {
     } finally {
       console.warn = warn;
     }
-    expect(warned.some((line) => /^sweep: storage is unreachable/.test(line)), warned.join("\n")).toBe(true);
+    expect(
+      warned.some((line) => /^sweep: storage is unreachable/.test(line)),
+      warned.join("\n"),
+    ).toBe(true);
   });
 
   it("answers unknown routes with a 404 problem", async () => {

@@ -8,7 +8,9 @@ afterAll(() => w.cleanup());
 describe("actors", () => {
   it("registers with proof of possession and is idempotent for the same key", async () => {
     const jwk = await generateKeyPair();
-    const actor = await w.anonymous.registerActor(jwk, { address: [{ type: "https", url: "https://alice.example/inbox" }] });
+    const actor = await w.anonymous.registerActor(jwk, {
+      address: [{ type: "https", url: "https://alice.example/inbox" }],
+    });
     expect(actor).toMatchObject({ pubkey: jwk.x, address: [{ type: "https", url: "https://alice.example/inbox" }] });
     const again = await w.anonymous.registerActor(jwk);
     expect(again.id).toBe(actor.id);
@@ -26,7 +28,9 @@ describe("actors", () => {
     const alice = await w.newActor();
     const bob = await w.newActor();
     expect((await bob.client.loadActor(alice.actor.id)).pubkey).toBe(alice.jwk.x);
-    const updated = await alice.client.updateActor(alice.actor.id, { address: [{ type: "mycelium", address: "4ab::1" }] });
+    const updated = await alice.client.updateActor(alice.actor.id, {
+      address: [{ type: "mycelium", address: "4ab::1" }],
+    });
     expect(updated.address).toEqual([{ type: "mycelium", address: "4ab::1" }]);
     const error = await failure(bob.client.updateActor(alice.actor.id, { address: [] }));
     expect(error.status).toBe(403);
@@ -51,10 +55,22 @@ describe("contexts and runners", () => {
     const context = await admin.client.createContext({ readers: [reader.actor.id] });
     expect(context.admins).toEqual([admin.actor.id]);
     const runnerKey = await generateKeyPair();
-    const runner = await admin.client.createRunner(context.id, { pubkey: runnerKey.x, runner_type: "python", address: "https://runner.example/jobs" });
-    expect(runner).toMatchObject({ context_id: context.id, topic: `runner${runner.id}`, local: false, script_types: ["python"], concurrency: 1 });
+    const runner = await admin.client.createRunner(context.id, {
+      pubkey: runnerKey.x,
+      runner_type: "python",
+      address: "https://runner.example/jobs",
+    });
+    expect(runner).toMatchObject({
+      context_id: context.id,
+      topic: `runner${runner.id}`,
+      local: false,
+      script_types: ["python"],
+      concurrency: 1,
+    });
     expect((await reader.client.listRunners(context.id)).items.map((r) => r.id)).toEqual([runner.id]);
-    const denied = await failure(reader.client.createRunner(context.id, { pubkey: runnerKey.x, runner_type: "python", local: true }));
+    const denied = await failure(
+      reader.client.createRunner(context.id, { pubkey: runnerKey.x, runner_type: "python", local: true }),
+    );
     expect(denied.status).toBe(403);
     expect(denied.problem.needed).toEqual(["admins"]);
   });

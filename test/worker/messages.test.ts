@@ -40,11 +40,17 @@ function waitForInbox(client: CoordinatorClient, n: number): Promise<Message[]> 
 describe("the result goes back to the actor", () => {
   it("puts a result message in the caller's inbox when a flow ends, and nobody else's", async () => {
     const runner = await PullRunner.register(w, alice.client, ctx);
-    const ok = await alice.client.submitFlow(ctx, { start: true, jobs: [{ name: "a", script: "x", script_type: "sh" }] });
+    const ok = await alice.client.submitFlow(ctx, {
+      start: true,
+      jobs: [{ name: "a", script: "x", script_type: "sh" }],
+    });
     const [d] = await runner.leaseSome();
     if (!d) throw new Error("nothing leased");
     await runner.finish(d, { answer: "42" });
-    const bad = await alice.client.submitFlow(ctx, { start: true, jobs: [{ name: "b", script: "x", script_type: "sh" }] });
+    const bad = await alice.client.submitFlow(ctx, {
+      start: true,
+      jobs: [{ name: "b", script: "x", script_type: "sh" }],
+    });
     const [e] = await runner.leaseSome();
     if (!e) throw new Error("nothing leased");
     await runner.fail(e, "exit code 2");
@@ -52,7 +58,12 @@ describe("the result goes back to the actor", () => {
 
     const messages = await waitForInbox(alice.client, 2);
     expect(messages.map((m) => m.flow_result?.flow_id)).toEqual([ok.id, bad.id]);
-    expect(messages[0]).toMatchObject({ message_type: "mail", to: alice.actor.id, subject: `flow ${ok.id} finished`, flow_result: { status: "finished", result: { a: { answer: "42" } } } });
+    expect(messages[0]).toMatchObject({
+      message_type: "mail",
+      to: alice.actor.id,
+      subject: `flow ${ok.id} finished`,
+      flow_result: { status: "finished", result: { a: { answer: "42" } } },
+    });
     expect(messages[1]?.flow_result).toMatchObject({ status: "error", error: { name: "b", reason: "exit code 2" } });
     expect(messages[1]?.message).toContain("failed job: b: exit code 2");
     expect(await inboxOf(bob.client)).toEqual([]);
@@ -66,30 +77,60 @@ describe("the result goes back to the actor", () => {
 describe("messages between actors", () => {
   it("delivers chat and mail to the recipient's inbox only, in every format", async () => {
     for (const format of ["text", "md", "html"] as const) {
-      const sent = (await bob.client.request("POST", `/v1/contexts/${ctx}/messages`, { to: alice.actor.id, message_format_type: format, message: `hi in ${format}` })) as Message;
-      expect(sent).toMatchObject({ status: "dispatched", caller_id: bob.actor.id, to: alice.actor.id, message_type: "chat" });
+      const sent = (await bob.client.request("POST", `/v1/contexts/${ctx}/messages`, {
+        to: alice.actor.id,
+        message_format_type: format,
+        message: `hi in ${format}`,
+      })) as Message;
+      expect(sent).toMatchObject({
+        status: "dispatched",
+        caller_id: bob.actor.id,
+        to: alice.actor.id,
+        message_type: "chat",
+      });
     }
-    await alice.client.request("POST", `/v1/contexts/${ctx}/messages`, { to: bob.actor.id, message_type: "mail", subject: "re", message: "**hello**", message_format_type: "md" });
+    await alice.client.request("POST", `/v1/contexts/${ctx}/messages`, {
+      to: bob.actor.id,
+      message_type: "mail",
+      subject: "re",
+      message: "**hello**",
+      message_format_type: "md",
+    });
     const forAlice = await waitForInbox(alice.client, 3);
-    expect(forAlice.map((m) => [m.message_format_type, m.message])).toEqual([["text", "hi in text"], ["md", "hi in md"], ["html", "hi in html"]]);
+    expect(forAlice.map((m) => [m.message_format_type, m.message])).toEqual([
+      ["text", "hi in text"],
+      ["md", "hi in md"],
+      ["html", "hi in html"],
+    ]);
     const forBob = await waitForInbox(bob.client, 1);
     expect(forBob).toHaveLength(1);
     expect(forBob[0]).toMatchObject({ message_type: "mail", subject: "re", status: "acknowledged" });
     const popped = await inboxOf(bob.client, true);
-    const loaded = (await alice.client.request("GET", `/v1/contexts/${ctx}/messages/${alice.actor.id}/${popped[0]?.id}`)) as Message;
+    const loaded = (await alice.client.request(
+      "GET",
+      `/v1/contexts/${ctx}/messages/${alice.actor.id}/${popped[0]?.id}`,
+    )) as Message;
     expect(loaded.status).toBe("processed");
   });
 
   it("refuses a recipient outside the context and a sender outside it", async () => {
-    const refused = await failure(bob.client.request("POST", `/v1/contexts/${ctx}/messages`, { to: carol.actor.id, message: "psst" }));
+    const refused = await failure(
+      bob.client.request("POST", `/v1/contexts/${ctx}/messages`, { to: carol.actor.id, message: "psst" }),
+    );
     expect(refused).toMatchObject({ status: 400, problem: { field: "body.to" } });
-    const outsider = await failure(carol.client.request("POST", `/v1/contexts/${ctx}/messages`, { to: alice.actor.id, message: "let me in" }));
+    const outsider = await failure(
+      carol.client.request("POST", `/v1/contexts/${ctx}/messages`, { to: alice.actor.id, message: "let me in" }),
+    );
     expect(outsider).toMatchObject({ status: 403 });
   });
 
   it("message.create over JSON-RPC", async () => {
     await inboxOf(alice.client, true);
-    const sent = await bob.client.rpc<Message>("message.create", { context_id: ctx, to: alice.actor.id, message: "via rpc" });
+    const sent = await bob.client.rpc<Message>("message.create", {
+      context_id: ctx,
+      to: alice.actor.id,
+      message: "via rpc",
+    });
     expect(sent.message).toBe("via rpc");
     expect((await waitForInbox(alice.client, 1))[0]?.message).toBe("via rpc");
   });
@@ -101,7 +142,11 @@ describe("messages a relay took and never settled", () => {
     // Held in msg_out while dispatch is paused; then taken "by a relay that died" (into the
     // in-flight set, settle due in 1.5 s), and dispatch resumed behind the dispatcher's back.
     await alice.client.setPaused(own, true);
-    await alice.client.request("POST", `/v1/contexts/${own}/messages`, { to: bob.actor.id, message_type: "chat", message: "are you there?" });
+    await alice.client.request("POST", `/v1/contexts/${own}/messages`, {
+      to: bob.actor.id,
+      message_type: "chat",
+      message: "are you there?",
+    });
     const [key] = await w.redis.exec<string[]>(["LPOP", w.keys.msgOut(own), "1"]);
     expect(key).toBeDefined();
     const settleBy = Date.now() + 1_500;
@@ -123,4 +168,3 @@ describe("messages a relay took and never settled", () => {
     expect(await w.redis.exec<number>(["ZCARD", w.keys.inflight(own)])).toBe(0);
   });
 });
-

@@ -8,17 +8,32 @@ describe("GET /openapi.json", () => {
   it("is generated from the routes' schemas", async () => {
     const res = await w.fetch(new Request("http://coordinator.test/openapi.json"));
     expect(res.status).toBe(200);
-    const doc = (await res.json()) as { openapi: string; info: { description: string }; paths: Record<string, Record<string, unknown>>; components: { schemas: Record<string, unknown>; securitySchemes: Record<string, unknown> } };
+    const doc = (await res.json()) as {
+      openapi: string;
+      info: { description: string };
+      paths: Record<string, Record<string, unknown>>;
+      components: { schemas: Record<string, unknown>; securitySchemes: Record<string, unknown> };
+    };
     expect(doc.openapi).toBe("3.1.0");
     expect(Object.keys(doc.paths)).toEqual(
       expect.arrayContaining([
-        "/health", "/.well-known/http-message-signatures-directory", "/v1/actors", "/v1/actors/{actorId}",
-        "/v1/actors/{actorId}/key", "/v1/contexts", "/v1/contexts/{contextId}", "/v1/contexts/{contextId}/permissions",
-        "/v1/contexts/{contextId}/permissions/{list}/{actorId}", "/v1/contexts/{contextId}/runners",
-        "/v1/contexts/{contextId}/runners/{runnerId}", "/rpc",
+        "/health",
+        "/.well-known/http-message-signatures-directory",
+        "/v1/actors",
+        "/v1/actors/{actorId}",
+        "/v1/actors/{actorId}/key",
+        "/v1/contexts",
+        "/v1/contexts/{contextId}",
+        "/v1/contexts/{contextId}/permissions",
+        "/v1/contexts/{contextId}/permissions/{list}/{actorId}",
+        "/v1/contexts/{contextId}/runners",
+        "/v1/contexts/{contextId}/runners/{runnerId}",
+        "/rpc",
       ]),
     );
-    expect(Object.keys(doc.components.schemas)).toEqual(expect.arrayContaining(["Actor", "Context", "Runner", "ActorRegistration", "RunnerRegistration", "Problem"]));
+    expect(Object.keys(doc.components.schemas)).toEqual(
+      expect.arrayContaining(["Actor", "Context", "Runner", "ActorRegistration", "RunnerRegistration", "Problem"]),
+    );
     expect(doc.components.securitySchemes).toHaveProperty("httpSignature");
     expect(doc.paths["/v1/contexts"]).toHaveProperty("post");
     // The problem catalog: every type a Problem may carry, and the table in the description.

@@ -9,7 +9,11 @@ describe("operations endpoints", () => {
   it("/ready: storage reachable and a signing key, else 503 naming what is missing", async () => {
     const ready = await w.fetch(new Request(`${BASE}/ready`));
     expect(ready.status).toBe(200);
-    expect(await ready.json()).toMatchObject({ ready: true, redis: "reachable", signing_key: expect.stringMatching(/^[A-Za-z0-9_-]{43}$/) });
+    expect(await ready.json()).toMatchObject({
+      ready: true,
+      redis: "reachable",
+      signing_key: expect.stringMatching(/^[A-Za-z0-9_-]{43}$/),
+    });
     const keyless = testWorker("operations-keyless", { COORDINATOR_SIGNING_KEY: "" });
     const missing = await keyless.fetch(new Request(`${BASE}/ready`));
     expect(missing.status).toBe(503);
@@ -18,7 +22,13 @@ describe("operations endpoints", () => {
 
   it("/info tells what this is, nothing secret", async () => {
     const info = (await (await w.fetch(new Request(`${BASE}/info`))).json()) as Record<string, unknown>;
-    expect(info).toMatchObject({ name: "flow-coordinator", api: "/v1", openapi: "/openapi.json", actor_registration: "open", key_prefix: w.prefix });
+    expect(info).toMatchObject({
+      name: "flow-coordinator",
+      api: "/v1",
+      openapi: "/openapi.json",
+      actor_registration: "open",
+      key_prefix: w.prefix,
+    });
     const text = JSON.stringify(info);
     expect(text).not.toContain("TOKEN");
     // Neither the storage token nor the signing key's private part, whatever they are named.

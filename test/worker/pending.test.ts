@@ -11,7 +11,13 @@ afterAll(() => w.cleanup());
 describe("PendingCommits", () => {
   it("keeps a plan larger than a storage value (chunked) until it is cleared", async () => {
     const { stub } = w.flowStub(1, 424242);
-    const plan = { keys: ["k1", "k2"], args: Array.from({ length: 3_000 }, (_, i) => `${i}:${"x".repeat(700)}`), queued: true, freed: [3, 4], notifies: false };
+    const plan = {
+      keys: ["k1", "k2"],
+      args: Array.from({ length: 3_000 }, (_, i) => `${i}:${"x".repeat(700)}`),
+      queued: true,
+      freed: [3, 4],
+      notifies: false,
+    };
     expect(JSON.stringify(plan).length).toBeGreaterThan(2_000_000);
     await runInDurableObject(stub, async (_instance, state) => {
       const pending = new PendingCommits(state.storage);

@@ -17,9 +17,20 @@ export class PullRunner {
   ) {}
 
   /** Registers a pull runner of `scriptTypes` in the context. */
-  static async register(w: TestWorker, admin: CoordinatorClient, contextId: number, scriptTypes: ("sh" | "python")[] = ["sh", "python"]): Promise<PullRunner> {
+  static async register(
+    w: TestWorker,
+    admin: CoordinatorClient,
+    contextId: number,
+    scriptTypes: ("sh" | "python")[] = ["sh", "python"],
+  ): Promise<PullRunner> {
     const jwk = await generateKeyPair();
-    const runner = await admin.createRunner(contextId, { pubkey: jwk.x, runner_type: "sh", local: true, script_types: scriptTypes, concurrency: 100 });
+    const runner = await admin.createRunner(contextId, {
+      pubkey: jwk.x,
+      runner_type: "sh",
+      local: true,
+      script_types: scriptTypes,
+      concurrency: 100,
+    });
     return new PullRunner(runner.id, contextId, jwk, await w.clientFor(jwk, runnerKeyId(contextId, runner.id)));
   }
 
@@ -41,12 +52,18 @@ export class PullRunner {
   }
 
   async lease(max = 100): Promise<DeliveryPayload[]> {
-    const answer = (await this.client.request("POST", `/v1/contexts/${this.contextId}/runners/${this.id}/lease`, { max })) as { deliveries: DeliveryPayload[] };
+    const answer = (await this.client.request("POST", `/v1/contexts/${this.contextId}/runners/${this.id}/lease`, {
+      max,
+    })) as { deliveries: DeliveryPayload[] };
     return answer.deliveries;
   }
 
   /** POSTs a webhook of a delivery; returns the answer, or the ApiError it failed with. */
-  async report(d: DeliveryPayload, event: "ack" | "started" | "heartbeat" | "result" | "logs", body: Record<string, unknown> = {}): Promise<unknown> {
+  async report(
+    d: DeliveryPayload,
+    event: "ack" | "started" | "heartbeat" | "result" | "logs",
+    body: Record<string, unknown> = {},
+  ): Promise<unknown> {
     const url = new URL(d.callbacks[event]);
     return this.client.request("POST", url.pathname, { attempt: d.attempt, ...body }).catch((e: unknown) => {
       if (e instanceof ApiError) return e;

@@ -24,7 +24,13 @@ beforeEach(async () => {
   runner = await PullRunner.register(w, client, ctx);
 });
 
-const sh = (name: string, depends: string[] = [], extra: { retries?: number; timeout?: number } = {}) => ({ name, script: `echo ${name}`, script_type: "sh" as const, depends, ...extra });
+const sh = (name: string, depends: string[] = [], extra: { retries?: number; timeout?: number } = {}) => ({
+  name,
+  script: `echo ${name}`,
+  script_type: "sh" as const,
+  depends,
+  ...extra,
+});
 const submit = (body: FlowSubmissionInput) => client.submitFlow(ctx, body);
 const fast = { retry_base_ms: 10, retry_cap_ms: 20 };
 
@@ -63,16 +69,26 @@ describe("retries", () => {
     expect(second.attempt).toBe(2);
     expect(second.message.avoid_runner_id).toBe(runner.id);
     expect(second.message.job[0]?.env_vars.JOB_ATTEMPT).toBe("2");
-    expect(await runner.report(first, "result", { status: "finished", result: {} })).toMatchObject({ status: 409, code: "stale-attempt" });
+    expect(await runner.report(first, "result", { status: "finished", result: {} })).toMatchObject({
+      status: 409,
+      code: "stale-attempt",
+    });
     await other.finish(second, { ok: "yes" });
     const view = await client.loadFlow(ctx, flow.id);
     expect(view.status).toBe("finished");
-    const failedMessage = (await client.request("GET", `/v1/contexts/${ctx}/messages/${second.message.caller_id}/${first.message.id}`)) as { status: string };
+    const failedMessage = (await client.request(
+      "GET",
+      `/v1/contexts/${ctx}/messages/${second.message.caller_id}/${first.message.id}`,
+    )) as { status: string };
     expect(failedMessage.status).toBe("error");
   });
 
   it("renews a running job's lease with each heartbeat, and fails it when it goes silent", async () => {
-    const flow = await submit({ start: true, timeouts: { ...fast, timeout_result: 2 }, jobs: [sh("long", [], { timeout: 30 })] });
+    const flow = await submit({
+      start: true,
+      timeouts: { ...fast, timeout_result: 2 },
+      jobs: [sh("long", [], { timeout: 30 })],
+    });
     const [d] = await runner.leaseSome();
     if (!d) throw new Error("nothing leased");
     await runner.report(d, "ack");
@@ -123,7 +139,11 @@ describe("dead letters and re-runs", () => {
 
     const again = await client.rerunFlow(ctx, flow.id);
     expect(again.status).toBe("started");
-    expect(again.jobs.map((j) => [j.key, j.status])).toEqual([["a", "finished"], ["b", "dispatched"], ["c", "waiting_for_prerequisites"]]);
+    expect(again.jobs.map((j) => [j.key, j.status])).toEqual([
+      ["a", "finished"],
+      ["b", "dispatched"],
+      ["c", "waiting_for_prerequisites"],
+    ]);
     const ran: string[] = [];
     for (let round = 0; round < 20 && ran.length < 2; round++) {
       for (const d of await runner.leaseSome()) {
@@ -155,7 +175,11 @@ describe("dead letters and re-runs", () => {
       "a payload dead letter",
     );
     expect(letters).toHaveLength(1);
-    expect(letters[0]).toMatchObject({ kind: "payload", job_id: d.job_id, payload: expect.stringContaining("exploded") });
+    expect(letters[0]).toMatchObject({
+      kind: "payload",
+      job_id: d.job_id,
+      payload: expect.stringContaining("exploded"),
+    });
     expect(await runner.finish(d, { ok: "1" })).toMatchObject({ outcome: "applied" });
   });
 });

@@ -40,7 +40,10 @@ describe("actors (global)", () => {
   it("allocates ids, skipping ids callers chose, and refuses a taken id with ConflictError", async () => {
     const chosen = await store.actors.create({ id: 1, pubkey: PUBKEY, address: [] });
     expect(chosen).toEqual({ id: 1, pubkey: PUBKEY, address: [], created_at: clock, updated_at: clock });
-    const allocated = await store.actors.create({ pubkey: PUBKEY, address: [{ type: "https", url: "https://a.example/in" }] });
+    const allocated = await store.actors.create({
+      pubkey: PUBKEY,
+      address: [{ type: "https", url: "https://a.example/in" }],
+    });
     expect(allocated.id).toBe(2);
     await expect(store.actors.create({ id: 2, pubkey: PUBKEY, address: [] })).rejects.toBeInstanceOf(ConflictError);
     expect(await store.actors.load({ id: 2 })).toEqual(allocated);
@@ -73,8 +76,14 @@ describe("contexts and runners", () => {
 
   it("gives runners the seeds' default topic runner<id> and keeps them per context", async () => {
     const runner = await store.runners.create({
-      context_id: 7, pubkey: PUBKEY, address: "https://runner.example/jobs", topic: "", local: false,
-      runner_type: "python", script_types: ["python", "sh"], concurrency: 4,
+      context_id: 7,
+      pubkey: PUBKEY,
+      address: "https://runner.example/jobs",
+      topic: "",
+      local: false,
+      runner_type: "python",
+      script_types: ["python", "sh"],
+      concurrency: 4,
     });
     expect(runner.topic).toBe(`runner${runner.id}`);
     expect(await store.runners.find({ context_id: 8, id: runner.id })).toBeNull();
@@ -112,9 +121,20 @@ describe("flows, jobs and messages in a context", () => {
     const job = await store.jobs.create(jobFields(7, 12));
     const id = await store.messages.allocateIds(7, 12);
     const message: Message = {
-      id, caller_id: 12, context_id: 7, message: "run it", message_type: "job", message_format_type: "text",
-      timeout: 30, timeout_ack: 10, timeout_result: 60, job: [job],
-      logs: [{ timestamp: 1.5, stream: "stdout", message: "héllo" }], status: "dispatched", created_at: clock, updated_at: clock,
+      id,
+      caller_id: 12,
+      context_id: 7,
+      message: "run it",
+      message_type: "job",
+      message_format_type: "text",
+      timeout: 30,
+      timeout_ack: 10,
+      timeout_result: 60,
+      job: [job],
+      logs: [{ timestamp: 1.5, stream: "stdout", message: "héllo" }],
+      status: "dispatched",
+      created_at: clock,
+      updated_at: clock,
     };
     await store.messages.post(message);
     expect(await store.messages.load({ context_id: 7, caller_id: 12, id })).toEqual(message);
@@ -132,7 +152,9 @@ describe("what the store refuses", () => {
 
   it("leaves a taken record and its index untouched when a create collides", async () => {
     const job = await store.jobs.create({ ...jobFields(11, 1), id: 50 });
-    await expect(store.jobs.create({ ...jobFields(11, 1), id: 50, script: "other", status: "started" })).rejects.toBeInstanceOf(ConflictError);
+    await expect(
+      store.jobs.create({ ...jobFields(11, 1), id: 50, script: "other", status: "started" }),
+    ).rejects.toBeInstanceOf(ConflictError);
     expect(await store.jobs.load({ context_id: 11, caller_id: 1, id: 50 })).toEqual(job);
     expect((await store.jobs.list({ context_id: 11 })).total).toBe(1);
   });
@@ -150,12 +172,18 @@ describe("what the store refuses", () => {
     expect((broken as CorruptRecordError).issues.map((i) => i.field)).toEqual(["env_vars"]);
 
     await redis.exec(["HSET", key, "env_vars", "{}", "created_at", "yesterday"]);
-    const issues = await store.jobs.load(ref).then(() => [], (e: CorruptRecordError) => e.issues);
+    const issues = await store.jobs.load(ref).then(
+      () => [],
+      (e: CorruptRecordError) => e.issues,
+    );
     expect(issues).toEqual([{ field: "created_at", message: expect.stringContaining("integer") }]);
 
     await redis.exec(["HSET", key, "created_at", "1"]);
     await redis.exec(["HDEL", key, "caller_id"]);
-    const missing = await store.jobs.load(ref).then(() => [], (e: CorruptRecordError) => e.issues);
+    const missing = await store.jobs.load(ref).then(
+      () => [],
+      (e: CorruptRecordError) => e.issues,
+    );
     expect(missing.map((i) => i.field).sort()).toEqual(["caller_id", "status"]);
   });
 });

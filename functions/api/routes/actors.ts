@@ -48,7 +48,8 @@ const rotate = createRoute({
   path: "/v1/actors/{actorId}/key",
   tags: ["actors"],
   summary: "Rotate one's own key",
-  description: "Signed by the current key (`sig1`) and countersigned by the new key (label `new-key`, keyid `key:<new pubkey>`).",
+  description:
+    "Signed by the current key (`sig1`) and countersigned by the new key (label `new-key`, keyid `key:<new pubkey>`).",
   security: signed,
   request: { params: actorParams, ...body(schemas.KeyRotation) },
   responses: { 200: json(schemas.Actor, "Rotated"), ...signedErrors, ...conflict },

@@ -3,7 +3,18 @@ import { FlowSubmission } from "../../../shared/flow/index.js";
 import { FlowDag, FlowStatus } from "../../../shared/model/index.js";
 import { flowDag, listFlows, loadFlow, startFlow, submitFlow } from "../../service/flows.js";
 import { flowCall } from "../call.js";
-import { body, conflict, idempotencyReused, json, pageOf, PageQuery, PathId, schemas, signed, signedErrors } from "../schemas.js";
+import {
+  body,
+  conflict,
+  idempotencyReused,
+  json,
+  pageOf,
+  PageQuery,
+  PathId,
+  schemas,
+  signed,
+  signedErrors,
+} from "../schemas.js";
 import type { AppEnv } from "../app-env.js";
 
 const contextParams = z.object({ contextId: PathId });
@@ -20,10 +31,26 @@ const submit = createRoute({
   security: signed,
   request: {
     params: contextParams,
-    headers: z.object({ "idempotency-key": z.string().min(1).max(128).regex(/^[\x21-\x7e]+$/).optional() }),
+    headers: z.object({
+      "idempotency-key": z
+        .string()
+        .min(1)
+        .max(128)
+        .regex(/^[\x21-\x7e]+$/)
+        .optional(),
+    }),
     ...body(FlowSubmission),
   },
-  responses: { 201: json(schemas.FlowView, "Created"), 200: json(schemas.FlowView, "The flow this Idempotency-Key created before (finished now if the first request's answer was lost)"), ...signedErrors, ...conflict, ...idempotencyReused },
+  responses: {
+    201: json(schemas.FlowView, "Created"),
+    200: json(
+      schemas.FlowView,
+      "The flow this Idempotency-Key created before (finished now if the first request's answer was lost)",
+    ),
+    ...signedErrors,
+    ...conflict,
+    ...idempotencyReused,
+  },
 });
 
 const list = createRoute({
@@ -69,7 +96,12 @@ const start = createRoute({
 /** Flow routes: submit, list, load, DAG, start. */
 export function registerFlowRoutes(app: OpenAPIHono<AppEnv>): void {
   app.openapi(submit, async (c) => {
-    const { view, created } = await submitFlow(flowCall(c), c.req.valid("param").contextId, c.req.valid("json"), c.req.valid("header")["idempotency-key"]);
+    const { view, created } = await submitFlow(
+      flowCall(c),
+      c.req.valid("param").contextId,
+      c.req.valid("json"),
+      c.req.valid("header")["idempotency-key"],
+    );
     return created ? c.json(view, 201) : c.json(view, 200);
   });
   app.openapi(list, async (c) => {

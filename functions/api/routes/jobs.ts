@@ -56,7 +56,9 @@ const message = createRoute({
 
 /** Routes of jobs outside flows, and of messages. */
 export function registerJobRoutes(app: OpenAPIHono<AppEnv>): void {
-  app.openapi(submit, async (c) => c.json(await submitJob(flowCall(c), c.req.valid("param").contextId, c.req.valid("json")), 201));
+  app.openapi(submit, async (c) =>
+    c.json(await submitJob(flowCall(c), c.req.valid("param").contextId, c.req.valid("json")), 201),
+  );
   app.openapi(load, async (c) => {
     const { contextId, callerId, jobId } = c.req.valid("param");
     return c.json(await loadJob(flowCall(c), contextId, callerId, jobId), 200);

@@ -12,7 +12,8 @@ const send = createRoute({
   path: "/v1/contexts/{contextId}/messages",
   tags: ["messages"],
   summary: "Send a chat line or a mail to another member of the context (members)",
-  description: "Stored and put on msg_out in one step, relayed at once into the recipient's inbox and POSTed (signed) to its https addresses.",
+  description:
+    "Stored and put on msg_out in one step, relayed at once into the recipient's inbox and POSTed (signed) to its https addresses.",
   security: signed,
   request: { params: contextParams, ...body(MessageSubmission) },
   responses: { 201: json(schemas.Message, "Sent"), ...signedErrors },
@@ -27,7 +28,10 @@ const read = createRoute({
   security: signed,
   request: {
     params: contextParams,
-    query: z.object({ max: z.coerce.number().int().min(1).max(100).default(20), pop: z.enum(["true", "false"]).default("false") }),
+    query: z.object({
+      max: z.coerce.number().int().min(1).max(100).default(20),
+      pop: z.enum(["true", "false"]).default("false"),
+    }),
   },
   responses: { 200: json(z.object({ messages: z.array(schemas.Message) }), "Messages"), ...signedErrors },
 });

@@ -14,9 +14,13 @@ const cancel = createRoute({
   path: "/v1/contexts/{contextId}/flows/{flowId}/cancel",
   tags: ["flows"],
   summary: "Cancel a flow (admins)",
-  description: "Nothing more is dispatched; what has not ended errors as cancelled; the runners of attempts in flight get a signed cancel. Cancelling twice changes nothing.",
+  description:
+    "Nothing more is dispatched; what has not ended errors as cancelled; the runners of attempts in flight get a signed cancel. Cancelling twice changes nothing.",
   security: signed,
-  request: { params: flowParams, ...body(z.object({ reason: z.string().min(1).max(500).default("cancelled by an admin") }).strict()) },
+  request: {
+    params: flowParams,
+    ...body(z.object({ reason: z.string().min(1).max(500).default("cancelled by an admin") }).strict()),
+  },
   responses: { 200: json(schemas.FlowView, "Cancelled"), ...signedErrors },
 });
 
@@ -36,7 +40,8 @@ const pause = createRoute({
   path: "/v1/contexts/{contextId}/pause",
   tags: ["contexts"],
   summary: "Pause dispatch in a context (admins)",
-  description: "Nothing leaves msg_out for runners and pull runners lease nothing until resumed; delivery deadlines wait. Jobs already with runners go on.",
+  description:
+    "Nothing leaves msg_out for runners and pull runners lease nothing until resumed; delivery deadlines wait. Jobs already with runners go on.",
   security: signed,
   request: { params: contextParams },
   responses: { 200: json(Dispatch, "Paused"), ...signedErrors },
@@ -57,7 +62,8 @@ const list = createRoute({
   path: "/v1/contexts/{contextId}/deadletters",
   tags: ["dead letters"],
   summary: "Dead letters, newest first (readers)",
-  description: "Jobs out of retries, messages no runner took, runners' reports that could not be read, refused messages: each with the reason and the attempts.",
+  description:
+    "Jobs out of retries, messages no runner took, runners' reports that could not be read, refused messages: each with the reason and the attempts.",
   security: signed,
   request: { params: contextParams, query: PageQuery },
   responses: { 200: json(pageOf(DeadLetter, "DeadLetterPage"), "A page of dead letters"), ...signedErrors },

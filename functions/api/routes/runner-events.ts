@@ -31,7 +31,9 @@ const DESCRIPTIONS: Record<RunnerEventName, string> = {
 function eventRoute(name: RunnerEventName, standalone: boolean) {
   return createRoute({
     method: "post",
-    path: standalone ? `/v1/contexts/{contextId}/jobs/{callerId}/{jobId}/${name}` : `/v1/contexts/{contextId}/flows/{flowId}/jobs/{jobId}/${name}`,
+    path: standalone
+      ? `/v1/contexts/{contextId}/jobs/{callerId}/{jobId}/${name}`
+      : `/v1/contexts/{contextId}/flows/{flowId}/jobs/{jobId}/${name}`,
     tags: ["runner webhooks"],
     summary: `Runner reports: ${name}`,
     description: `${DESCRIPTIONS[name]} Only from the runner the attempt was given to (keyid runner:<context>:<id>); idempotent: a repeated report answers \`duplicate\`, a report on an old attempt 409.`,
@@ -49,30 +51,54 @@ const lease = createRoute({
   path: "/v1/contexts/{contextId}/runners/{runnerId}/lease",
   tags: ["runner webhooks"],
   summary: "A pull runner takes jobs from its script types' queues",
-  description: "Returns up to `max` deliveries (the same payload a push runner receives); acknowledge each through its `ack` callback.",
+  description:
+    "Returns up to `max` deliveries (the same payload a push runner receives); acknowledge each through its `ack` callback.",
   security: signed,
-  request: { params: z.object({ contextId: PathId, runnerId: PathId }), ...body(z.object({ max: z.int().min(1).max(100).default(1) }).strict()) },
-  responses: { 200: json(z.object({ deliveries: z.array(DeliveryPayload) }), "Leased (possibly none)"), ...signedErrors, ...conflict },
+  request: {
+    params: z.object({ contextId: PathId, runnerId: PathId }),
+    ...body(z.object({ max: z.int().min(1).max(100).default(1) }).strict()),
+  },
+  responses: {
+    200: json(z.object({ deliveries: z.array(DeliveryPayload) }), "Leased (possibly none)"),
+    ...signedErrors,
+    ...conflict,
+  },
 });
 
 /** The runner webhooks and the pull lease. */
 export function registerRunnerEventRoutes(app: OpenAPIHono<AppEnv>): void {
   for (const name of RUNNER_EVENTS) {
     for (const standalone of [false, true]) {
-      app.openapi(eventRoute(name, standalone), async (c) => {
-        // Set by the signature check on every webhook path, which only runners get past.
-        const nonce = c.var.deferredNonce;
-        if (!nonce) throw new Problem("forbidden", "only runners report on jobs", { needed: ["runner"] });
-        const answer = await reportRunnerEvent(flowCall(c), c.req.valid("param"), name, c.req.valid("json"), nonce);
-        return c.json({ outcome: answer.outcome as "applied" | "duplicate", ...(answer.reason ? { reason: answer.reason } : {}), ...(answer.status ? { status: answer.status } : {}) }, 200);
-      }, (result, c) => {
-        if (!result.success) {
-          // The service keeps an unreadable report as a dead letter (a poison payload).
-          const path = webhookParams(standalone).safeParse(c.req.param());
-          keepRefusedReport(flowCall(c), { target: result.target, path: path.data, event: name, reason: validationProblem(result).detail ?? "unreadable" });
-        }
-        defaultHook(result);
-      });
+      app.openapi(
+        eventRoute(name, standalone),
+        async (c) => {
+          // Set by the signature check on every webhook path, which only runners get past.
+          const nonce = c.var.deferredNonce;
+          if (!nonce) throw new Problem("forbidden", "only runners report on jobs", { needed: ["runner"] });
+          const answer = await reportRunnerEvent(flowCall(c), c.req.valid("param"), name, c.req.valid("json"), nonce);
+          return c.json(
+            {
+              outcome: answer.outcome as "applied" | "duplicate",
+              ...(answer.reason ? { reason: answer.reason } : {}),
+              ...(answer.status ? { status: answer.status } : {}),
+            },
+            200,
+          );
+        },
+        (result, c) => {
+          if (!result.success) {
+            // The service keeps an unreadable report as a dead letter (a poison payload).
+            const path = webhookParams(standalone).safeParse(c.req.param());
+            keepRefusedReport(flowCall(c), {
+              target: result.target,
+              path: path.data,
+              event: name,
+              reason: validationProblem(result).detail ?? "unreadable",
+            });
+          }
+          defaultHook(result);
+        },
+      );
     }
   }
   app.openapi(lease, async (c) => {

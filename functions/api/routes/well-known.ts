@@ -8,7 +8,14 @@ import type { AppEnv } from "../app-env.js";
 const DIRECTORY_TYPE = "application/http-message-signatures-directory+json";
 
 const Jwk = z
-  .object({ kid: z.string(), kty: z.literal("OKP"), crv: z.literal("Ed25519"), x: z.string(), use: z.literal("sig"), status: z.enum(["current", "next"]) })
+  .object({
+    kid: z.string(),
+    kty: z.literal("OKP"),
+    crv: z.literal("Ed25519"),
+    x: z.string(),
+    use: z.literal("sig"),
+    status: z.enum(["current", "next"]),
+  })
   .openapi("CoordinatorKey");
 const Directory = z.object({ keys: z.array(Jwk) }).openapi("CoordinatorKeyDirectory");
 
