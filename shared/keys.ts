@@ -3,12 +3,13 @@ import { queueSuffix, type FlowStatus, type ScriptType } from "./model/enums.js"
 /**
  * Every Redis key and queue name, built in one place.
  *
- * Layout (DESIGN.md): actors and id counters for global objects are global; everything of
- * context `C` lives under `ctx:{C}:`. The braces are a Redis Cluster hash tag, so one context's
- * keys share a slot and a Lua script may touch any of them, including keys it derives at run
- * time from a prefix (a freshly allocated id), without crossing slots. Inside the namespace the
- * seeds' canonical names apply: `context:<C>`, `flow:<id>`, `job:<caller>:<id>`,
- * `message:<caller>:<id>`, `runner:<id>`, `msg_out`, `msg_in`, `queue:<script_type>`.
+ * Layout (docs/architecture.md, "Storage"): actors and id counters for global objects are
+ * global; everything of context `C` lives under `ctx:{C}:`. The braces are a Redis Cluster hash
+ * tag, so one context's keys share a slot and a Lua script may touch any of them, including keys
+ * it derives at run time from a prefix (a freshly allocated id), without crossing slots. Inside
+ * the namespace the model's canonical names apply (herocoordinator's `redis_key()`):
+ * `context:<C>`, `flow:<id>`, `job:<caller>:<id>`, `message:<caller>:<id>`, `runner:<id>`,
+ * `msg_out`, `msg_in`, `queue:<script_type>`.
  *
  * An optional deployment-wide `prefix` goes in front of every key, so several deployments (or
  * test files) can share one database without seeing each other. It must not contain braces,
@@ -23,7 +24,7 @@ export class Keys {
 
   // Global keys.
 
-  /** `actor:<id>`: an actor's hash (the seeds' `Actor.redis_key()`). */
+  /** `actor:<id>`: an actor's hash (the model's `Actor.redis_key()`). */
   actor(id: number): string {
     return `${this.prefix}actor:${id}`;
   }
@@ -73,27 +74,27 @@ export class Keys {
     return `${this.prefix}ctx:{${contextId}}:`;
   }
 
-  /** `context:<C>`: the context's own hash (the seeds' `Context.redis_key()`). */
+  /** `context:<C>`: the context's own hash (the model's `Context.redis_key()`). */
   context(contextId: number): string {
     return `${this.namespace(contextId)}context:${contextId}`;
   }
 
-  /** `flow:<id>` (the seeds' `Flow.redis_key()`). */
+  /** `flow:<id>` (the model's `Flow.redis_key()`). */
   flow(contextId: number, id: number): string {
     return `${this.namespace(contextId)}flow:${id}`;
   }
 
-  /** `job:<caller>:<id>` (the seeds' `RunnerJob.redis_key()`). */
+  /** `job:<caller>:<id>` (the model's `RunnerJob.redis_key()`). */
   job(contextId: number, callerId: number, id: number): string {
     return `${this.namespace(contextId)}job:${callerId}:${id}`;
   }
 
-  /** `message:<caller>:<id>` (the seeds' `Message.redis_key()`). */
+  /** `message:<caller>:<id>` (the model's `Message.redis_key()`). */
   message(contextId: number, callerId: number, id: number): string {
     return `${this.namespace(contextId)}message:${callerId}:${id}`;
   }
 
-  /** `runner:<id>` (the seeds' `Runner.redis_key()`). */
+  /** `runner:<id>` (the model's `Runner.redis_key()`). */
   runner(contextId: number, id: number): string {
     return `${this.namespace(contextId)}runner:${id}`;
   }
@@ -104,7 +105,7 @@ export class Keys {
   }
 
   /**
-   * `msg_in:<actor>`: the seeds' inbound queue, one per recipient, so an actor reads and pops
+   * `msg_in:<actor>`: the model's inbound queue, one per recipient, so an actor reads and pops
    * only its own messages (results of its flows, chat and mail from other members).
    */
   msgIn(contextId: number, actorId: number): string {
@@ -113,7 +114,7 @@ export class Keys {
 
   /**
    * `queue:<script_type>`: job attempts ready to run, waiting for a runner of that script type
-   * (the seeds' `queue_suffix()`). Push and pull runners take from the same list; entries are
+   * (the model's `queue_suffix()`). Push and pull runners take from the same list; entries are
    * work items (see workItem).
    */
   queue(contextId: number, scriptType: ScriptType): string {

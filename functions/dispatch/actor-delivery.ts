@@ -8,7 +8,7 @@ const NOTIFY_TIMEOUT_MS = 5_000;
 const NOTIFY_ATTEMPTS = 3;
 
 /**
- * Hands a message between actors to its recipient, as the seeds' supervisor does before it
+ * Hands a message between actors to its recipient, as the model's supervisor does before it
  * releases a message: chat and mail only between members of the context (checked again now,
  * since permissions may have changed since it was sent). The message goes into the recipient's
  * inbox (`msg_in:<actor>`) exactly once, and is then POSTed, signed by the coordinator, to each

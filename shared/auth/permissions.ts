@@ -1,6 +1,6 @@
 import type { Context } from "../model/index.js";
 
-/** The seeds' three permission lists of a context. */
+/** The model's three permission lists of a context. */
 export const PERMISSION_LISTS = ["admins", "readers", "executors"] as const;
 export type PermissionList = (typeof PERMISSION_LISTS)[number];
 

@@ -21,7 +21,7 @@ export interface JobSpec {
 }
 
 /**
- * Which timer a job is waiting on (DESIGN: each enforced by a deadline): its message to be
+ * Which timer a job is waiting on (each timeout is enforced by a deadline): its message to be
  * delivered, acknowledged, its result (a lease renewed by every report), or the end of a retry's
  * backoff.
  */

@@ -1,6 +1,6 @@
 import { z } from "zod";
 
-/** Object identifiers are u32, as in the seeds; 0 is never a valid id. */
+/** Object identifiers are u32, as in the model; 0 is never a valid id. */
 export const MAX_ID = 4_294_967_295;
 export const Id = z.int().min(1).max(MAX_ID);
 export type Id = z.infer<typeof Id>;
@@ -12,11 +12,11 @@ export interface Page<T> {
   next?: number;
 }
 
-/** Unix epoch seconds (the seeds' `u32` timestamps). */
+/** Unix epoch seconds (the model's `u32` timestamps). */
 export const Timestamp = z.int().min(0).max(MAX_ID);
 export type Timestamp = z.infer<typeof Timestamp>;
 
-/** Seconds, as every timeout in the seeds. */
+/** Seconds, as every timeout in the model. */
 export const Seconds = z.int().min(0).max(MAX_ID);
 
 /** Environment variable names a shell accepts. */
@@ -27,7 +27,7 @@ export const EnvVars = z.record(
 );
 export type EnvVars = z.infer<typeof EnvVars>;
 
-/** A job's result: string keys to string values (the seeds' `map[string]string`). */
+/** A job's result: string keys to string values (the model's `map[string]string`). */
 export const ResultMap = z.record(z.string().min(1), z.string());
 export type ResultMap = z.infer<typeof ResultMap>;
 
@@ -46,7 +46,7 @@ export const PublicKey = z
 export const WebUrl = z.url({ protocol: /^https?$/ }).max(2048);
 
 /**
- * Where an actor can be reached. The seeds' addresses are Mycelium topics; this coordinator
+ * Where an actor can be reached. The model's addresses are Mycelium topics; this coordinator
  * delivers over HTTPS, so an address is one of the two kinds.
  */
 export const Address = z.discriminatedUnion("type", [

@@ -1,7 +1,7 @@
 import { z } from "zod";
 
 /**
- * The seeds' enums (models.md), with one documented extension: `sh` in ScriptType and RunnerType,
+ * The model's enums, with one documented extension: `sh` in ScriptType and RunnerType,
  * so the reference runner can run shell scripts next to python.
  */
 
@@ -9,7 +9,7 @@ import { z } from "zod";
 export const ScriptType = z.enum(["osis", "sal", "v", "python", "sh"]);
 export type ScriptType = z.infer<typeof ScriptType>;
 
-/** The seeds' `queue_suffix()`: the list a `local` runner takes jobs of this type from. */
+/** The model's `queue_suffix()`: the list a `local` runner takes jobs of this type from. */
 export function queueSuffix(scriptType: ScriptType): string {
   return scriptType;
 }

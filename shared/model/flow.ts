@@ -21,7 +21,7 @@ export const FlowTimeoutsRecord = z
 /**
  * A workflow: a DAG of jobs (edges live in each job's `depends`). `result` aggregates the jobs'
  * result maps by job key (the job's name, or its id when unnamed), so two jobs may use the same
- * result key without clobbering each other. Extensions beyond the seeds: `error`, `timeouts`,
+ * result key without clobbering each other. Extensions beyond the model: `error`, `timeouts`,
  * `trace_id`, `started_at`, `ended_at`.
  */
 export const Flow = z

@@ -4,7 +4,7 @@ import { JobStatus, ScriptType } from "./enums.js";
 import { FlowTimeoutsRecord } from "./flow.js";
 
 /**
- * A RunnerJob: one executable unit. Extensions beyond the seeds: `flow_id` (0 for a job outside
+ * A RunnerJob: one executable unit. Extensions beyond the model: `flow_id` (0 for a job outside
  * any flow), `name` (how the flow's other jobs and its results refer to it), the pinned
  * `runner_id`, `message_base` (its attempts' message ids are message_base, message_base + 1, …),
  * `attempt_floor` (attempts before its flow was last re-run), and once it ended: the last

@@ -18,7 +18,7 @@ export const FlowResultInfo = z
 
 /**
  * The transport unit: a job request, a chat line or a mail, with its timeouts and logs.
- * Extensions beyond the seeds: `attempt` (of the embedded job), `runner_id` (who ran it),
+ * Extensions beyond the model: `attempt` (of the embedded job), `runner_id` (who ran it),
  * `trace_id` (W3C traceparent trace id), `ended_at`; for messages between actors the
  * recipient `to` and a `subject`; for a flow's result message, `flow_result`.
  */

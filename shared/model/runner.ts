@@ -3,7 +3,7 @@ import { Id, PublicKey, Timestamp, WebUrl } from "./common.js";
 import { RunnerType, ScriptType } from "./enums.js";
 
 /**
- * A worker that executes jobs. Beyond the seeds' fields: the `context_id` it serves, `runner_type`, the `script_types` it
+ * A worker that executes jobs. Beyond the model's fields: the `context_id` it serves, `runner_type`, the `script_types` it
  * accepts and a `concurrency` limit, which the dispatcher uses to pick a runner. `address` is the
  * https URL jobs are pushed to; a runner without one only pulls (`local`).
  */
@@ -25,7 +25,7 @@ export const Runner = z
   .meta({ id: "Runner" });
 export type Runner = z.infer<typeof Runner>;
 
-/** The seeds' default topic for a runner: `runner<id>`. */
+/** The model's default topic for a runner: `runner<id>`. */
 export function defaultRunnerTopic(id: number): string {
   return `runner${id}`;
 }

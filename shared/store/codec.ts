@@ -2,7 +2,7 @@ import type { z } from "zod";
 import { CorruptRecordError, type FieldIssue } from "./errors.js";
 
 /**
- * How one field is kept in a hash (DESIGN.md): scalars as their text, booleans as `true` /
+ * How one field is kept in a hash (docs/architecture.md): scalars as their text, booleans as `true` /
  * `false`, lists, maps, embedded jobs and logs as JSON.
  */
 export type FieldKind = "int" | "str" | "bool" | "json";

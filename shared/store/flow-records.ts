@@ -11,7 +11,7 @@ import type { Flow, Message, RunnerJob } from "../model/index.js";
 
 /**
  * The stored records of a flow, built from the machine's state: what `createFlow` writes and
- * what a dispatch puts in a message. Times in records are epoch seconds (the seeds' unit); the
+ * what a dispatch puts in a message. Times in records are epoch seconds (the model's unit); the
  * machine's are milliseconds.
  */
 

@@ -3,7 +3,7 @@ import { Actor, Context, Flow, Message, Runner, RunnerJob, defaultRunnerTopic } 
 import type { RecordCodec } from "./codec.js";
 import type { RecordLayout, RecordRef } from "./repository.js";
 
-/** Storage kinds of every model's fields (DESIGN.md: scalars as text, the rest as JSON). */
+/** Storage kinds of every model's fields (docs/architecture.md: scalars as text, the rest as JSON). */
 export const codecs = {
   actor: {
     name: "actor",
@@ -135,7 +135,7 @@ function caller(ref: Omit<RecordRef, "id">): number {
   return ref.caller_id;
 }
 
-/** Where each model lives: the seeds' canonical keys inside the context namespace. */
+/** Where each model lives: the model's canonical keys inside the context namespace. */
 export function layouts(keys: Keys) {
   const actor: RecordLayout<Actor> = {
     codec: codecs.actor,

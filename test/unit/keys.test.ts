@@ -11,7 +11,7 @@ function hashTag(key: string): string {
 describe("Keys", () => {
   const keys = new Keys();
 
-  it("builds the seeds' canonical names inside the context namespace", () => {
+  it("builds the model's canonical names inside the context namespace", () => {
     expect(keys.actor(12)).toBe("actor:12");
     expect(keys.context(7)).toBe("ctx:{7}:context:7");
     expect(keys.flow(7, 33)).toBe("ctx:{7}:flow:33");

@@ -14,7 +14,7 @@ import {
 
 const KEY = "11qYAYKxCrfVS_7TyWQHOg7hcvPapiMlrwIaaPcHURo";
 
-describe("enums match the seeds (plus sh)", () => {
+describe("enums match the model (plus sh)", () => {
   it.each([
     [ScriptType, ["osis", "sal", "v", "python", "sh"]],
     [RunnerType, ["v", "python", "osis", "rust", "sh"]],

@@ -74,7 +74,7 @@ describe("contexts and runners", () => {
     expect(raw).toContain("[1]");
   });
 
-  it("gives runners the seeds' default topic runner<id> and keeps them per context", async () => {
+  it("gives runners the model's default topic runner<id> and keeps them per context", async () => {
     const runner = await store.runners.create({
       context_id: 7,
       pubkey: PUBKEY,
