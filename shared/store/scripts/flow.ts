@@ -94,10 +94,10 @@ return 0`,
  * machine, and `planCommit` (flow-plan.ts) turns every transition's effects into a *section* of
  * operations. One call writes the whole batch: one round trip and one EVALSHA per batch instead
  * of one per transition. Measured in the 100-job layered DAG (test/e2e/flow-delivery.test.ts):
- * about 20 commitFlow calls write about 200 transitions (100 jobs' ends, their dispatches, the
- * flow's end) for 5.6 to 5.9 commands per job in all; a script per transition would add at least
- * one EVALSHA per transition, about 1.8 commands per job, over the budget of 6. The cost of the
- * design is that what a transition writes is read in flow-plan.ts, not here.
+ * 27 commitFlow calls wrote its 202 transitions (start, 100 dispatches, 100 ends, end), for 5.6
+ * to 5.9 commands per job in all; a script per transition would make at least 202 calls, 1.75
+ * more commands per job, over the budget of 6. The cost of the design is that what a transition
+ * writes is read in flow-plan.ts, not here.
  *
  * What the operations write (the section that writes them, from flow-plan.ts):
  *   "H" HSET   a job's final status and result, a message's status (dispatched, processed,
