@@ -7,6 +7,9 @@ import {
   type Transition,
 } from "../../shared/flow/index.js";
 
+/** The object's storage key of when storage went away (durable: the object may be evicted meanwhile). */
+const DOWN_SINCE = "storage-down-since";
+
 /** How soon an object that could not act (storage away, a plan pending) tries again. */
 export const RETRY_SOON_MS = 5_000;
 
@@ -33,30 +36,53 @@ export interface DeadlineHost {
  * away, and one that came due during an outage is moved before it is acted on.
  */
 export class Deadlines {
-  /** undefined: not read yet; null: storage is up. */
+  /** When storage went away; null: it is up; undefined: not read from storage yet. */
   private downSince: number | null | undefined;
+  private reading: Promise<void> | undefined;
 
   constructor(private readonly host: DeadlineHost) {}
 
+  /**
+   * Reads the outage mark once. Calls that overlap share the read, and each decides on the mark
+   * without awaiting after it, so two of them never both claim one outage.
+   */
+  private async readMark(): Promise<void> {
+    if (this.downSince !== undefined) return;
+    this.reading ??= this.host.storage.get<number>(DOWN_SINCE).then((at) => {
+      this.downSince ??= at ?? null;
+    });
+    await this.reading;
+  }
+
   /** A storage call had no known outcome. */
   async storageDown(now = Date.now()): Promise<void> {
-    this.downSince ??= (await this.host.storage.get<number>("storage-down-since")) ?? null;
+    await this.readMark();
     if (this.downSince !== null) return;
     this.downSince = now;
-    await this.host.storage.put("storage-down-since", now);
+    await this.host.storage.put(DOWN_SINCE, now);
   }
 
   /**
    * A storage call came back. Resolves with how long storage was away (0 if it was not), once
    * the deadlines were moved by that much; `state` undefined means there is none to move yet.
+   * The mark stays until the move is applied: should it fail, the next call that comes back
+   * tries again, from the earliest start of the outage.
    */
   async storageUp(state: FlowState | null | undefined, now = Date.now()): Promise<number> {
-    this.downSince ??= (await this.host.storage.get<number>("storage-down-since")) ?? null;
-    if (this.downSince === null || !state) return 0;
-    const downFor = Math.max(0, now - this.downSince);
-    this.downSince = null;
-    await this.host.storage.delete("storage-down-since");
-    if (downFor > 0) await this.host.enqueue({ type: "resumed", downFor, at: now });
+    await this.readMark();
+    const since = this.downSince;
+    if (since === null || since === undefined || !state) return 0;
+    this.downSince = null; // this call owns the outage now
+    const downFor = Math.max(0, now - since);
+    try {
+      if (downFor > 0) await this.host.enqueue({ type: "resumed", downFor, at: now });
+    } catch (error) {
+      this.downSince = Math.min(since, this.downSince ?? Infinity);
+      await this.host.storage.put(DOWN_SINCE, this.downSince);
+      throw error;
+    }
+    // A new outage may have begun meanwhile: its mark stays.
+    if (this.downSince === null) await this.host.storage.delete(DOWN_SINCE);
     return downFor;
   }
 

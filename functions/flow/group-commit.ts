@@ -73,6 +73,8 @@ export class GroupCommit {
   private loading: Promise<void> | undefined;
   private queue: Queued[] = [];
   private draining = false;
+  /** The last commit or settlement: the next one starts after it. */
+  private writing: Promise<unknown> = Promise.resolve();
   private readonly pending: PendingCommits;
 
   constructor(private readonly host: CommitHost) {
@@ -101,14 +103,27 @@ export class GroupCommit {
     this.host.storageUp();
   }
 
-  /** Runs a plan left pending again until its outcome is known; true if there was one. */
-  async settlePending(): Promise<boolean> {
-    const plan = await this.pending.read();
-    if (!plan) return false;
-    await this.run(plan);
-    await this.host.resolved(plan);
-    await this.pending.clear();
-    return true;
+  /**
+   * Runs a plan left pending again until its outcome is known; true if there was one. It takes
+   * turns with commits: run beside a batch in flight, it would clear that batch's plan (which may
+   * have no known outcome yet) or make the batch's own call find its sections written.
+   */
+  settlePending(): Promise<boolean> {
+    return this.exclusive(async () => {
+      const plan = await this.pending.read();
+      if (!plan) return false;
+      await this.run(plan);
+      await this.host.resolved(plan);
+      await this.pending.clear();
+      return true;
+    });
+  }
+
+  /** Runs `work` when no other commit or settlement runs: one plan is pending at a time. */
+  private exclusive<T>(work: () => Promise<T>): Promise<T> {
+    const turn = this.writing.then(work, work);
+    this.writing = turn.catch(() => undefined);
+    return turn;
   }
 
   /** Takes a state that was just created in storage as the current one. */
@@ -154,7 +169,7 @@ export class GroupCommit {
           return t;
         });
         try {
-          await this.commit(steps, state, next);
+          await this.exclusive(() => this.commit(steps, state, next));
         } catch (error) {
           for (const item of batch) item.reject(error);
           continue;

@@ -1,0 +1,321 @@
+import { runInDurableObject } from "cloudflare:test";
+import { afterAll, describe, expect, it } from "vitest";
+import type { FlowScope } from "../../functions/core/scopes.js";
+import { storeFor } from "../../functions/core/store.js";
+import { Deadlines, RETRY_SOON_MS, type DeadlineHost } from "../../functions/flow/deadlines.js";
+import { GroupCommit } from "../../functions/flow/group-commit.js";
+import { rebuildFlow } from "../../functions/flow/stored.js";
+import {
+  apply,
+  newFlowState,
+  type DagJob,
+  type FlowEvent,
+  type FlowState,
+  type Transition,
+} from "../../shared/flow/index.js";
+import { connectStore, type Store } from "../../shared/store/index.js";
+import { testWorker } from "./harness.js";
+
+// Deadlines on its own: the alarm and the "storage down since" mark in a real Durable Object's
+// storage, the pause read from real Redis. Events it raises go to a host that applies them to the
+// state machine and records them (and, in the last test, to a real GroupCommit).
+
+const w = testWorker("deadlines");
+afterAll(() => w.cleanup());
+
+const store = storeFor(w.env);
+/** A Store whose endpoint nothing listens at: reads through it fail as when storage is away. */
+const away = connectStore({ url: "http://127.0.0.1:1", token: "none", retries: 0 }, w.keys);
+
+const T = Date.now();
+const RUNNER = 4;
+const DOWN_SINCE = "storage-down-since";
+
+function job(id: number, name: string, depends: number[] = []): DagJob {
+  return {
+    id,
+    name,
+    script: `echo ${name}`,
+    script_type: "sh",
+    timeout: 60,
+    retries: 0,
+    env_vars: {},
+    prerequisites: [],
+    depends,
+  };
+}
+
+/** A new flow in a real context of its own: jobs a and b (b after a), delivery timeout `timeout` s. */
+async function newFlow(
+  timeout = 300,
+): Promise<{ state: FlowState; scope: FlowScope; stub: ReturnType<typeof w.flowStub>["stub"] }> {
+  const context = await store.contexts.create({ admins: [9], readers: [], executors: [] });
+  const state = newFlowState({
+    id: 1,
+    contextId: context.id,
+    callerId: 9,
+    envVars: {},
+    timeouts: { timeout, timeout_ack: 60 },
+    traceId: "0af7651916cd43dd8448eb211c80319c",
+    jobs: [job(1, "a"), job(2, "b", [1])],
+    messageBase: 100,
+  });
+  return { state, ...w.flowStub(context.id, 1) };
+}
+
+/** The state after `events`, each of which must apply. */
+function through(state: FlowState, events: FlowEvent[]): FlowState {
+  return events.reduce((s, e) => {
+    const t = apply(s, e);
+    expect(t.outcome, JSON.stringify(e)).toBe("applied");
+    return t.state;
+  }, state);
+}
+
+const start: FlowEvent = { type: "start", at: T };
+
+/**
+ * A host over `storage` that applies what it is given to `machine.state` and records it; the
+ * pause is read through `use.store` (a test swaps it to take storage away and back).
+ */
+function hostFor(
+  storage: DurableObjectStorage,
+  machine: { state: FlowState },
+  use: { store: Store },
+): { host: DeadlineHost; events: FlowEvent[]; asked: number[] } {
+  const events: FlowEvent[] = [];
+  const asked: number[] = [];
+  const host: DeadlineHost = {
+    storage,
+    enqueue: async (event): Promise<Transition> => {
+      events.push(event);
+      const t = apply(machine.state, event);
+      machine.state = t.state;
+      return t;
+    },
+    isPaused: () => use.store.contextAdmin.isPaused(machine.state.contextId),
+    whyUndelivered: async (_state, jobId) => {
+      asked.push(jobId);
+      return "waiting for a pull runner of script type sh to lease it";
+    },
+  };
+  return { host, events, asked };
+}
+
+describe("Deadlines", () => {
+  it("sets the alarm at the nearest deadline, or soon when asked to try again", async () => {
+    const { state, stub } = await newFlow();
+    // a's attempt delivered (not acknowledged) at T + 1 s: its ack deadline, T + 61 s, is the nearest.
+    const started = through(state, [
+      start,
+      { type: "assigned", job: 1, attempt: 1, runner: RUNNER, at: T + 1_000 },
+      { type: "delivered", job: 1, attempt: 1, runner: RUNNER, acknowledged: false, at: T + 1_000 },
+    ]);
+    expect(started.jobs[1]?.deadline).toMatchObject({ kind: "ack", at: T + 61_000 });
+    await runInDurableObject(stub, async (_instance, ds) => {
+      const deadlines = new Deadlines(hostFor(ds.storage, { state: started }, { store }).host);
+      try {
+        await deadlines.arm(started, false, T);
+        expect(await ds.storage.getAlarm()).toBe(T + 61_000);
+        await deadlines.arm(started, true, T);
+        expect(await ds.storage.getAlarm()).toBe(T + RETRY_SOON_MS);
+        await deadlines.arm(started, true, T + 60_000); // the deadline comes before "soon"
+        expect(await ds.storage.getAlarm()).toBe(T + 61_000);
+        await deadlines.arm(undefined, true, T); // no state (memory forgotten), something to retry
+        expect(await ds.storage.getAlarm()).toBe(T + RETRY_SOON_MS);
+        await deadlines.arm(state, false, T); // not started: no deadline, nothing to retry
+        expect(await ds.storage.getAlarm()).toBeNull();
+        await deadlines.arm(started, false, T);
+        await deadlines.arm(null, false, T); // no such flow
+        expect(await ds.storage.getAlarm()).toBeNull();
+      } finally {
+        await ds.storage.deleteAlarm();
+      }
+    });
+  });
+
+  it("moves the deadlines later by the time storage was away, once it is back", async () => {
+    const { state, stub } = await newFlow();
+    const started = through(state, [start]);
+    await runInDurableObject(stub, async (_instance, ds) => {
+      const machine = { state: started };
+      const { host, events } = hostFor(ds.storage, machine, { store });
+      const deadlines = new Deadlines(host);
+      expect(await deadlines.storageUp(started, T + 500)).toBe(0); // storage was never away
+      expect(events).toEqual([]);
+
+      await deadlines.storageDown(T + 1_000);
+      await deadlines.storageDown(T + 3_000); // still the same outage: it started at the first
+      expect(await ds.storage.get(DOWN_SINCE)).toBe(T + 1_000);
+      // Back, but memory was forgotten: nothing to move yet, and the outage is kept for later.
+      expect(await deadlines.storageUp(undefined, T + 5_000)).toBe(0);
+      expect(await ds.storage.get(DOWN_SINCE)).toBe(T + 1_000);
+
+      // The object was evicted meanwhile: a fresh instance reads when storage went away.
+      const fresh = new Deadlines(host);
+      expect(await fresh.storageUp(started, T + 8_000)).toBe(7_000);
+      expect(events).toEqual([{ type: "resumed", downFor: 7_000, at: T + 8_000 }]);
+      expect(machine.state.jobs[1]?.deadline).toMatchObject({ kind: "delivery", at: T + 300_000 + 7_000 });
+      expect(await ds.storage.get(DOWN_SINCE)).toBeUndefined();
+      expect(await fresh.storageUp(machine.state, T + 9_000)).toBe(0); // told once
+      expect(events).toHaveLength(1);
+    });
+  });
+
+  it("moves the deadlines once when two calls come back at the same time", async () => {
+    const { state, stub } = await newFlow();
+    const started = through(state, [start]);
+    await runInDurableObject(stub, async (_instance, ds) => {
+      const machine = { state: started };
+      const { host, events } = hostFor(ds.storage, machine, { store });
+      await new Deadlines(host).storageDown(T);
+      // A fresh instance (the mark is only in storage) and two successful calls at once.
+      const fresh = new Deadlines(host);
+      const moved = await Promise.all([fresh.storageUp(started, T + 1_000), fresh.storageUp(started, T + 1_000)]);
+      expect(moved.sort()).toEqual([0, 1_000]);
+      expect(events).toEqual([{ type: "resumed", downFor: 1_000, at: T + 1_000 }]);
+      // Two outages reported at once on a fresh instance: the first start stands.
+      const other = new Deadlines(host);
+      await Promise.all([other.storageDown(T + 2_000), other.storageDown(T + 2_500)]);
+      expect(await ds.storage.get(DOWN_SINCE)).toBe(T + 2_000);
+      await ds.storage.delete(DOWN_SINCE);
+    });
+  });
+
+  it("keeps the outage when moving the deadlines fails, and moves them on the next call that comes back", async () => {
+    const { state, stub } = await newFlow();
+    const started = through(state, [start]);
+    await runInDurableObject(stub, async (_instance, ds) => {
+      const machine = { state: started };
+      const { host, events } = hostFor(ds.storage, machine, { store });
+      let failing = true;
+      const flaky: DeadlineHost = {
+        ...host,
+        enqueue: (event) => (failing ? Promise.reject(new Error("storage timed out")) : host.enqueue(event)),
+      };
+      const deadlines = new Deadlines(flaky);
+      await deadlines.storageDown(T);
+      await expect(deadlines.storageUp(started, T + 9_000)).rejects.toThrow("storage timed out");
+      expect(await ds.storage.get(DOWN_SINCE)).toBe(T); // not forgotten
+      // The failed call was itself an outage beginning later: the earlier start stands.
+      await deadlines.storageDown(T + 9_000);
+      expect(await ds.storage.get(DOWN_SINCE)).toBe(T);
+      failing = false;
+      expect(await deadlines.storageUp(started, T + 12_000)).toBe(12_000);
+      expect(events).toEqual([{ type: "resumed", downFor: 12_000, at: T + 12_000 }]);
+      expect(await ds.storage.get(DOWN_SINCE)).toBeUndefined();
+    });
+  });
+
+  it("does not act on a due deadline while storage is away, and moves it once storage is back", async () => {
+    const { state, stub } = await newFlow(3);
+    const started = through(state, [start]); // a's delivery deadline: T + 3 s
+    await runInDurableObject(stub, async (_instance, ds) => {
+      const machine = { state: started };
+      const use = { store: away };
+      const { host, events, asked } = hostFor(ds.storage, machine, use);
+      const deadlines = new Deadlines(host);
+
+      expect(await deadlines.actOnDue(started, T + 10_000)).toBe(false);
+      expect(events).toEqual([]);
+      expect(asked).toEqual([]);
+      expect(await ds.storage.get(DOWN_SINCE)).toBe(T + 10_000); // storage marked down
+
+      // Back at T + 25 s: the outage (15 s) moves the deadline first; nothing is failed on this call.
+      use.store = store;
+      expect(await deadlines.actOnDue(started, T + 25_000)).toBe(true);
+      expect(events).toEqual([{ type: "resumed", downFor: 15_000, at: T + 25_000 }]);
+      expect(machine.state.jobs[1]?.deadline).toMatchObject({ kind: "delivery", at: T + 18_000 });
+      expect(await ds.storage.get(DOWN_SINCE)).toBeUndefined();
+
+      // Not due before then; due after.
+      expect(await deadlines.actOnDue(machine.state, T + 17_999)).toBe(true);
+      expect(events).toHaveLength(1);
+      expect(await deadlines.actOnDue(machine.state, T + 18_000)).toBe(true);
+      expect(events.slice(1)).toEqual([
+        {
+          type: "deadline",
+          job: 1,
+          attempt: 1,
+          kind: "delivery",
+          at: T + 18_000,
+          random: expect.any(Number),
+          why: "waiting for a pull runner of script type sh to lease it",
+        },
+      ]);
+      expect(machine.state.jobs[1]).toMatchObject({ status: "error" });
+    });
+  });
+
+  it("turns each due deadline into its event: a missed delivery fails, a paused context postpones it", async () => {
+    const { state, stub } = await newFlow(3);
+    const started = through(state, [start]);
+    await runInDurableObject(stub, async (_instance, ds) => {
+      const machine = { state: started };
+      const { host, events, asked } = hostFor(ds.storage, machine, { store });
+      const deadlines = new Deadlines(host);
+      expect(await deadlines.actOnDue(started, T + 2_999)).toBe(true); // nothing due yet
+      expect(events).toEqual([]);
+
+      await store.contextAdmin.setPaused(state.contextId, true);
+      expect(await deadlines.actOnDue(started, T + 4_000)).toBe(true);
+      expect(events).toEqual([
+        { type: "postponed", job: 1, attempt: 1, kind: "delivery", until: T + 4_000 + 3_000, at: T + 4_000 },
+      ]);
+      expect(asked).toEqual([1]);
+      expect(machine.state.jobs[1]?.deadline?.at).toBe(T + 7_000);
+
+      await store.contextAdmin.setPaused(state.contextId, false);
+      expect(await deadlines.actOnDue(machine.state, T + 7_000)).toBe(true);
+      expect(events[1]).toMatchObject({ type: "deadline", job: 1, attempt: 1, kind: "delivery", at: T + 7_000 });
+      expect(machine.state.status).toBe("error");
+      expect(machine.state.jobs[1]?.error).toBe(
+        "attempt 1 was not delivered to a runner within 3 s: waiting for a pull runner of script type sh to lease it",
+      );
+    });
+  });
+
+  it("fails a job in Redis through a real GroupCommit when its delivery deadline passed", async () => {
+    const { state, scope, stub } = await newFlow(3);
+    expect(await store.flows.create(state, [], T)).toBe(true);
+    await runInDurableObject(stub, async (_instance, ds) => {
+      const commits: GroupCommit = new GroupCommit({
+        storage: ds.storage,
+        store: () => store,
+        rebuild: (journal) => rebuildFlow(store, scope, journal),
+        committed: async () => undefined,
+        resolved: async () => undefined,
+        storageDown: async () => undefined,
+        storageUp: () => undefined,
+      });
+      const deadlines = new Deadlines({
+        storage: ds.storage,
+        enqueue: (event) => commits.enqueue(event),
+        isPaused: () => store.contextAdmin.isPaused(state.contextId),
+        whyUndelivered: async () => "no runner took it",
+      });
+      commits.adopt(state);
+      await commits.enqueue(start);
+      try {
+        await deadlines.arm(commits.current, false, T);
+        expect(await ds.storage.getAlarm()).toBe(T + 3_000);
+
+        expect(await deadlines.actOnDue(commits.current as FlowState, T + 5_000)).toBe(true);
+        const ended = commits.current as FlowState;
+        expect(ended.status).toBe("error");
+        const ctx = state.contextId;
+        expect(await w.redis.exec(["HGET", w.keys.job(ctx, 9, 1), "status"])).toBe("error");
+        expect(await w.redis.exec(["HGET", w.keys.job(ctx, 9, 1), "error"])).toBe(
+          "attempt 1 was not delivered to a runner within 3 s: no runner took it",
+        );
+        expect(await w.redis.exec(["HGET", w.keys.flow(ctx, 1), "status"])).toBe("error");
+        expect(await w.redis.exec(["HGET", w.keys.message(ctx, 9, 100), "status"])).toBe("error");
+
+        await deadlines.arm(ended, false, T + 5_000); // an ended flow has no deadline left
+        expect(await ds.storage.getAlarm()).toBeNull();
+      } finally {
+        await ds.storage.deleteAlarm();
+      }
+    });
+  });
+});

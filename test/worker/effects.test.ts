@@ -1,0 +1,244 @@
+import { runInDurableObject } from "cloudflare:test";
+import { afterAll, describe, expect, it } from "vitest";
+import type { Wake } from "../../functions/core/contracts.js";
+import type { Env } from "../../functions/core/env.js";
+import { dispatchScopeOf, type DispatchScope, type FlowScope } from "../../functions/core/scopes.js";
+import { storeFor } from "../../functions/core/store.js";
+import { FlowEffects } from "../../functions/flow/effects.js";
+import type { Committed } from "../../functions/flow/group-commit.js";
+import {
+  apply,
+  newFlowState,
+  type DagJob,
+  type FlowEvent,
+  type FlowState,
+  type JobState,
+} from "../../shared/flow/index.js";
+import { planCommit, type CommitStep } from "../../shared/store/index.js";
+import { testWorker } from "./harness.js";
+
+// FlowEffects on its own: what a durable batch owes, carried out against the real Dispatcher
+// Durable Object, the object's real storage (the owed wake) and real Redis (the sweep's due set).
+
+const w = testWorker("effects");
+afterAll(() => w.cleanup());
+
+const store = storeFor(w.env);
+const T = Date.now();
+const RUNNER = 4;
+const OWED = "owed-wake";
+
+/**
+ * The bindings with a DISPATCHER that cannot be reached: the stand-in for a dispatcher that is
+ * away (every call to it fails before it is made).
+ */
+const unreachable: Env = {
+  ...w.env,
+  DISPATCHER: {
+    idFromName: () => {
+      throw new Error("the dispatcher is unreachable");
+    },
+    get: () => {
+      throw new Error("the dispatcher is unreachable");
+    },
+  } as unknown as Env["DISPATCHER"],
+};
+
+let nextContext = 1;
+
+/** A new flow of one job (id 1) in a context of its own, and its object's scope and stub. */
+function newFlow(timeout = 300): { state: FlowState; scope: FlowScope; stub: ReturnType<typeof w.flowStub>["stub"] } {
+  const contextId = nextContext++;
+  const job: DagJob = {
+    id: 1,
+    name: "a",
+    script: "echo a",
+    script_type: "sh",
+    timeout: 60,
+    retries: 0,
+    env_vars: {},
+    prerequisites: [],
+    depends: [],
+  };
+  const state = newFlowState({
+    id: 1,
+    contextId,
+    callerId: 9,
+    envVars: {},
+    timeouts: { timeout, timeout_ack: 60 },
+    traceId: "0af7651916cd43dd8448eb211c80319c",
+    jobs: [job],
+    messageBase: 100,
+  });
+  return { state, ...w.flowStub(contextId, 1) };
+}
+
+/** The batch of `events` applied to `before`, as GroupCommit hands it over once durable. */
+function batchOf(before: FlowState, events: FlowEvent[]): Committed {
+  let after = before;
+  const steps: CommitStep[] = [];
+  for (const event of events) {
+    const t = apply(after, event);
+    expect(t.outcome, JSON.stringify(event)).toBe("applied");
+    after = t.state;
+    steps.push({ state: after, effects: t.effects });
+  }
+  const plan = planCommit(store.keys, steps, T);
+  return { before, after, steps, plan: plan.sections > 0 ? plan : undefined, conflict: false };
+}
+
+/** The state after `events`, each of which must apply. */
+function through(state: FlowState, events: FlowEvent[]): FlowState {
+  return batchOf(state, events).after;
+}
+
+const start: FlowEvent = { type: "start", at: T };
+const assigned: FlowEvent = { type: "assigned", job: 1, attempt: 1, runner: RUNNER, at: T + 10 };
+const failed: FlowEvent = {
+  type: "failed",
+  job: 1,
+  attempt: 1,
+  runner: RUNNER,
+  error: "boom",
+  at: T + 20,
+  random: 0.5,
+};
+
+/** The scope the context's Dispatcher keeps once a wake reached it; undefined while none did. */
+function dispatcherReached(contextId: number): Promise<DispatchScope | undefined> {
+  return runInDurableObject(w.dispatcherStub(contextId), (_instance, ds) => ds.storage.get<DispatchScope>("scope"));
+}
+
+/** When the sweep is to look at a context next (epoch ms), or null. */
+async function sweepDue(contextId: number): Promise<number | null> {
+  const score = await w.redis.exec<string | null>(["ZSCORE", w.keys.sweepDue(), String(contextId)]);
+  return score === null ? null : Number(score);
+}
+
+describe("FlowEffects", () => {
+  it("wakes the context's dispatcher for a batch that queued work, and only then", async () => {
+    const { state, scope, stub } = newFlow();
+    const quiet = newFlow(); // a batch that wrote nothing to Redis owes dispatch nothing
+    await runInDurableObject(stub, async (_instance, ds) => {
+      const effects = new FlowEffects(
+        w.env,
+        ds.storage,
+        () => scope,
+        () => store,
+      );
+      const batch = batchOf(state, [start]);
+      expect(batch.plan?.queued).toBe(true);
+      expect(await effects.committed(batch)).toBe(true);
+      expect(await dispatcherReached(state.contextId)).toEqual(dispatchScopeOf(scope));
+      expect(await ds.storage.get(OWED)).toBeUndefined();
+
+      const journalOnly = batchOf(through(quiet.state, [start]), [assigned]);
+      expect(journalOnly.plan).toBeUndefined();
+      const other = new FlowEffects(
+        w.env,
+        ds.storage,
+        () => quiet.scope,
+        () => store,
+      );
+      expect(await other.committed(journalOnly)).toBe(true);
+      expect(await dispatcherReached(quiet.state.contextId)).toBeUndefined();
+      expect(await ds.storage.get(OWED)).toBeUndefined();
+    });
+  });
+
+  it("owes again the wake of a pending plan that was run again", async () => {
+    const { state, scope, stub } = newFlow();
+    await runInDurableObject(stub, async (_instance, ds) => {
+      const effects = new FlowEffects(
+        w.env,
+        ds.storage,
+        () => scope,
+        () => store,
+      );
+      const plan = batchOf(state, [start]).plan;
+      if (!plan) throw new Error("the start wrote nothing");
+      expect(await effects.resolved(plan)).toBe(true);
+      expect(await dispatcherReached(state.contextId)).toEqual(dispatchScopeOf(scope));
+    });
+  });
+
+  it("keeps a wake that failed as owed, adds later ones to it, and clears it once it went through", async () => {
+    const { state, scope, stub } = newFlow();
+    await runInDurableObject(stub, async (_instance, ds) => {
+      const away = new FlowEffects(
+        unreachable,
+        ds.storage,
+        () => scope,
+        () => store,
+      );
+      expect(await away.committed(batchOf(state, [start]))).toBe(false);
+      expect(await ds.storage.get<Wake>(OWED)).toEqual({ work: true });
+      // The sweep is told all the same: the flow's deadlines started.
+      expect(await sweepDue(state.contextId)).toBe(T + 300_000);
+
+      expect(await away.wake({ freed: [RUNNER], mail: true })).toBe(false);
+      expect(await ds.storage.get<Wake>(OWED)).toEqual({ work: true, mail: true, freed: [RUNNER] });
+      expect(await away.wake(undefined)).toBe(false); // the alarm's retry, still away
+      expect(await ds.storage.get<Wake>(OWED)).toEqual({ work: true, mail: true, freed: [RUNNER] });
+      expect(await dispatcherReached(state.contextId)).toBeUndefined();
+
+      // The dispatcher is back (a fresh instance reads what is owed from storage).
+      const back = new FlowEffects(
+        w.env,
+        ds.storage,
+        () => scope,
+        () => store,
+      );
+      expect(await back.wake(undefined)).toBe(true);
+      expect(await ds.storage.get(OWED)).toBeUndefined();
+      expect(await dispatcherReached(state.contextId)).toEqual(dispatchScopeOf(scope));
+      expect(await back.wake(undefined)).toBe(true); // nothing owed
+    });
+  });
+
+  it("puts a started flow in the sweep's due set no later than its nearest deadline", async () => {
+    const fresh = newFlow();
+    const later = newFlow();
+    const earlier = newFlow();
+    const short = newFlow(30);
+    await w.redis.exec(["ZADD", w.keys.sweepDue(), String(T + 1e9), String(later.state.contextId)]);
+    await w.redis.exec(["ZADD", w.keys.sweepDue(), String(T + 1_000), String(earlier.state.contextId)]);
+    await runInDurableObject(fresh.stub, async (_instance, ds) => {
+      for (const { state, scope } of [fresh, later, earlier, short]) {
+        const effects = new FlowEffects(
+          w.env,
+          ds.storage,
+          () => scope,
+          () => store,
+        );
+        expect(await effects.committed(batchOf(state, [start]))).toBe(true);
+      }
+    });
+    expect(await sweepDue(fresh.state.contextId)).toBe(T + 300_000);
+    expect(await sweepDue(later.state.contextId)).toBe(T + 300_000); // moved up to the deadline
+    expect(await sweepDue(earlier.state.contextId)).toBe(T + 1_000); // an earlier check stands
+    expect(await sweepDue(short.state.contextId)).toBe(T + 30_000);
+  });
+
+  it("tells the sweep when a re-run starts the deadlines again, and not for other batches", async () => {
+    const { state, scope, stub } = newFlow();
+    const running = through(state, [start, assigned]);
+    const failing = batchOf(running, [failed]);
+    expect(failing.after.status).toBe("error");
+    await runInDurableObject(stub, async (_instance, ds) => {
+      const effects = new FlowEffects(
+        w.env,
+        ds.storage,
+        () => scope,
+        () => store,
+      );
+      expect(await effects.committed(failing)).toBe(true); // it owes a wake (mail, a freed slot), no sweep
+      expect(await sweepDue(state.contextId)).toBeNull();
+
+      const rerun = batchOf(failing.after, [{ type: "rerun", bases: { 1: 200 }, at: T + 60_000 }]);
+      expect(rerun.after.jobs[1]).toMatchObject<Partial<JobState>>({ status: "dispatched", attempt: 2 });
+      expect(await effects.committed(rerun)).toBe(true);
+      expect(await sweepDue(state.contextId)).toBe(T + 60_000 + 300_000);
+    });
+  });
+});
