@@ -53,7 +53,7 @@ export interface AskedTimeouts {
  * The timeouts of a submission: its own, else the message defaults, and for the retry backoff
  * the deployment's (RETRY_BASE_MS, RETRY_CAP_MS). `timeout_result` stays unset unless asked for.
  */
-export function flowTimeouts(call: FlowCall, asked: AskedTimeouts): FlowTimeouts {
+function flowTimeouts(call: FlowCall, asked: AskedTimeouts): FlowTimeouts {
   return {
     timeout: asked.timeout ?? MESSAGE_TIMEOUTS.timeout,
     timeout_ack: asked.timeout_ack ?? MESSAGE_TIMEOUTS.timeout_ack,
@@ -64,7 +64,7 @@ export function flowTimeouts(call: FlowCall, asked: AskedTimeouts): FlowTimeouts
 }
 
 /** A fresh W3C trace id, or the one of the request's `traceparent`. */
-export function traceId(request: Request): string {
+function traceId(request: Request): string {
   const parent = request.headers.get("traceparent");
   const match = parent ? /^[0-9a-f]{2}-([0-9a-f]{32})-[0-9a-f]{16}-[0-9a-f]{2}$/.exec(parent) : null;
   if (match?.[1] && !/^0+$/.test(match[1])) return match[1];

@@ -47,7 +47,7 @@ function deadlineMember(state: FlowState): string {
 }
 
 /** The work item of a job's attempt, as queued and as held in a runner's slots. */
-export function attemptItem(keys: Keys, state: FlowState, job: JobState, attempt: number): string {
+function attemptItem(keys: Keys, state: FlowState, job: JobState, attempt: number): string {
   return workItem({
     messageKey: keys.message(state.contextId, state.callerId, messageId(job, attempt)),
     flowId: state.id,

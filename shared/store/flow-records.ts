@@ -61,7 +61,7 @@ export function jobRecord(state: FlowState, job: JobState, now: number): RunnerJ
 }
 
 /** The timeout_result a job's message carries: the flow's, or the job's timeout plus grace. */
-export function resultTimeout(state: FlowState, job: JobState): number {
+function resultTimeout(state: FlowState, job: JobState): number {
   return state.timeouts.timeout_result ?? job.spec.timeout + MESSAGE_TIMEOUTS.resultGrace;
 }
 
