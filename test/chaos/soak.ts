@@ -295,21 +295,9 @@ async function check(
           .join("; "),
   );
 
-  const slots = await eventually(
-    async () => {
-      const held = await Promise.all(
-        runners.map((r) => stack.redis.exec<number>(["ZCARD", stack.keys.runnerSlots(ctx, r.registered.id)])),
-      );
-      if (held.every((n) => n === 0)) return held;
-      await stack.sweep().catch(() => undefined);
-      return undefined;
-    },
-    60_000,
-    2_000,
-    "every slot free",
-  ).catch(async () =>
-    Promise.all(runners.map((r) => stack.redis.exec<number>(["ZCARD", stack.keys.runnerSlots(ctx, r.registered.id)]))),
-  );
+  const slotsHeld = () =>
+    Promise.all(runners.map((r) => stack.redis.exec<number>(["ZCARD", stack.keys.runnerSlots(ctx, r.registered.id)])));
+  const slots = await drained(stack, slotsHeld, 60_000, "every slot free");
   add(
     "no runner slot leaked",
     slots.every((n) => n === 0),
@@ -317,25 +305,12 @@ async function check(
   );
 
   const lists = [stack.keys.queue(ctx, "sh"), stack.keys.msgOut(ctx)];
-  const left = await eventually(
-    async () => {
-      const lengths = await Promise.all([
-        ...lists.map((k) => stack.redis.exec<number>(["LLEN", k])),
-        stack.redis.exec<number>(["ZCARD", stack.keys.inflight(ctx)]),
-      ]);
-      if (lengths.every((n) => n === 0)) return lengths;
-      await stack.sweep().catch(() => undefined);
-      return undefined;
-    },
-    90_000,
-    2_000,
-    "nothing waiting",
-  ).catch(async () =>
+  const waiting = () =>
     Promise.all([
       ...lists.map((k) => stack.redis.exec<number>(["LLEN", k])),
       stack.redis.exec<number>(["ZCARD", stack.keys.inflight(ctx)]),
-    ]),
-  );
+    ]);
+  const left = await drained(stack, waiting, 90_000, "nothing waiting");
   add(
     "no message left waiting or in flight",
     left.every((n) => n === 0),
@@ -357,6 +332,29 @@ async function check(
     `${statuses.length + runnerAnswers.length} answers, ${fiveOhThrees} × 503, other 5xx: ${fives.length}${crashes.length > 0 ? `; the Worker logged: ${crashes.slice(0, 3).join(" | ")}` : ""}`,
   );
   return invariants;
+}
+
+/**
+ * The counts `read` gives, once they are all 0: between reads a sweep hurries along what is due.
+ * Still not all 0 after `timeoutMs`: the counts as they stand, for the invariant to report.
+ */
+async function drained(
+  stack: PrivateStack,
+  read: () => Promise<number[]>,
+  timeoutMs: number,
+  what: string,
+): Promise<number[]> {
+  return eventually(
+    async () => {
+      const counts = await read();
+      if (counts.every((n) => n === 0)) return counts;
+      await stack.sweep().catch(() => undefined);
+      return undefined;
+    },
+    timeoutMs,
+    2_000,
+    what,
+  ).catch(() => read());
 }
 
 /** A flow as the API shows it, and what the Worker logged about it: for a flow that did not end. */

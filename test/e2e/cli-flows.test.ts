@@ -219,24 +219,12 @@ describe("flowc flows", () => {
   });
 
   it("returns the first flow for a repeated idempotency key, and starts and watches it later", async () => {
-    const first = await owner.run(
-      "flow",
-      "submit",
-      contextId,
-      example("diamond.yaml"),
-      "--idempotency-key",
-      "nightly-1",
-    );
+    const submitNightly = () =>
+      owner.run("flow", "submit", contextId, example("diamond.yaml"), "--idempotency-key", "nightly-1");
+    const first = await submitNightly();
     expect(first.code, first.stderr).toBe(0);
     const id = /^flow (\d+) submitted .*; not started \(flowc flow start \d+ \d+\)$/m.exec(first.stdout)?.[1];
-    const again = await owner.run(
-      "flow",
-      "submit",
-      contextId,
-      example("diamond.yaml"),
-      "--idempotency-key",
-      "nightly-1",
-    );
+    const again = await submitNightly();
     expect(again.stdout).toMatch(new RegExp(`^flow ${id} already submitted with idempotency key nightly-1 `));
     const started = await owner.run("flow", "start", contextId, id as string, "--watch");
     expect(started.code, started.stdout + started.stderr).toBe(0);

@@ -1,15 +1,9 @@
-import { afterAll, beforeAll, describe, expect, it } from "vitest";
-import type { FlowSubmissionInput } from "../../shared/flow/index.js";
+import { describe, expect, it } from "vitest";
 import type { FlowView } from "../../shared/model/index.js";
 import { eventually } from "../support/eventually.js";
-import {
-  attemptsOf,
-  flowEnd,
-  runsIn,
-  startPrivateStack,
-  type PrivateStack,
-  type TestRunnerProcess,
-} from "../support/private-stack.js";
+import { shJobs } from "../support/jobs.js";
+import { attemptsOf, flowEnd, runsIn, type TestRunnerProcess } from "../support/private-stack.js";
+import { usePrivateStack } from "../support/use-private-stack.js";
 
 // Dispatch under load, with real processes: a runner never holds more attempts than its
 // registered concurrency (counted at the runner and in Redis), the work never stalls while a
@@ -17,22 +11,7 @@ import {
 // attempt ended. Timings are printed; the one bound asserted (a gap between deliveries while
 // work waits) is the issue's "within about a second", with room for a busy machine.
 
-let stack: PrivateStack;
-let admin: Awaited<ReturnType<PrivateStack["newActor"]>>;
-
-beforeAll(async () => {
-  stack = await startPrivateStack("dispatch");
-  admin = await stack.newActor();
-});
-afterAll(() => stack?.stop());
-
-const shJobs = (prefix: string, n: number, extra: Partial<FlowSubmissionInput["jobs"][number]> = {}) =>
-  Array.from({ length: n }, (_, i) => ({
-    name: `${prefix}${i}`,
-    script: "true",
-    script_type: "sh" as const,
-    ...extra,
-  }));
+const { stack, admin, slotsHeld } = usePrivateStack("dispatch");
 
 /** The `delivery <ms> load <n>` lines of a test runner started with TIMES=1. */
 function deliveries(proc: TestRunnerProcess): { at: number; load: number }[] {
@@ -56,42 +35,45 @@ async function sampleSlots(ctx: number, runnerId: number, until: Promise<unknown
   void until.finally(() => (done = true));
   let most = 0;
   while (!done) {
-    most = Math.max(most, await stack.redis.exec<number>(["ZCARD", stack.keys.runnerSlots(ctx, runnerId)]));
+    most = Math.max(most, await slotsHeld(ctx, runnerId));
     await new Promise((r) => setTimeout(r, 50));
   }
   return most;
 }
 
-async function slotsOf(ctx: number, runnerId: number): Promise<number> {
-  return stack.redis.exec<number>(["ZCARD", stack.keys.runnerSlots(ctx, runnerId)]);
+/** Waits (10 s at most) until the runner holds `count` slots in Redis; `what` names the wait in a failure. */
+async function untilSlots(ctx: number, runnerId: number, count: number, what: string): Promise<void> {
+  await eventually(async () => ((await slotsHeld(ctx, runnerId)) === count ? true : undefined), 10_000, 50, what);
 }
 
 describe("runner concurrency is global", () => {
   it("gives a runner of concurrency 1 one attempt at a time, across flows", async () => {
-    const ctx = (await admin.client.createContext()).id;
-    const runner = await stack.registerTestRunner(admin.client, ctx, { TIMES: "1", WORK_MS: "30" }, 1);
+    const ctx = (await admin().client.createContext()).id;
+    const runner = await stack().registerTestRunner(admin().client, ctx, { TIMES: "1", WORK_MS: "30" }, 1);
     const proc = await runner.start();
     const flows = await Promise.all(
-      [0, 1, 2].map((f) => admin.client.submitFlow(ctx, { start: true, jobs: shJobs(`f${f}-`, 3) })),
+      [0, 1, 2].map((f) => admin().client.submitFlow(ctx, { start: true, jobs: shJobs(`f${f}-`, 3) })),
     );
-    const ends = Promise.all(flows.map((f) => flowEnd(admin.client, ctx, f.id, 60_000)));
+    const ends = Promise.all(flows.map((f) => flowEnd(admin().client, ctx, f.id, 60_000)));
     const most = await sampleSlots(ctx, runner.id, ends);
     for (const view of await ends) expect(view.status).toBe("finished");
     expect(deliveries(proc)).toHaveLength(9);
     expect(Math.max(...deliveries(proc).map((d) => d.load))).toBe(1);
     expect(most).toBeLessThanOrEqual(1);
-    expect(await slotsOf(ctx, runner.id)).toBe(0);
+    expect(await slotsHeld(ctx, runner.id)).toBe(0);
   });
 
   it("runs 10 flows × 100 jobs on one runner of concurrency 50: never more than 50 at once, no stall while work waits", async () => {
-    const ctx = (await admin.client.createContext()).id;
-    const runner = await stack.registerTestRunner(admin.client, ctx, { TIMES: "1", WORK_MS: "20" }, 50);
+    const ctx = (await admin().client.createContext()).id;
+    const runner = await stack().registerTestRunner(admin().client, ctx, { TIMES: "1", WORK_MS: "20" }, 50);
     const proc = await runner.start();
     const began = Date.now();
     const flows = await Promise.all(
-      Array.from({ length: 10 }, (_, f) => admin.client.submitFlow(ctx, { start: true, jobs: shJobs(`f${f}-`, 100) })),
+      Array.from({ length: 10 }, (_, f) =>
+        admin().client.submitFlow(ctx, { start: true, jobs: shJobs(`f${f}-`, 100) }),
+      ),
     );
-    const ends = Promise.all(flows.map((f) => flowEnd(admin.client, ctx, f.id, 300_000)));
+    const ends = Promise.all(flows.map((f) => flowEnd(admin().client, ctx, f.id, 300_000)));
     const most = await sampleSlots(ctx, runner.id, ends);
     const views = await ends;
     const took = Date.now() - began;
@@ -109,17 +91,17 @@ describe("runner concurrency is global", () => {
     expect(Math.max(...seen.map((d) => d.load))).toBeLessThanOrEqual(50);
     expect(most).toBeLessThanOrEqual(50);
     expect(gap).toBeLessThanOrEqual(1_500);
-    expect(await slotsOf(ctx, runner.id)).toBe(0);
-    expect(await stack.redis.exec<number>(["LLEN", stack.keys.queue(ctx, "sh")])).toBe(0);
+    expect(await slotsHeld(ctx, runner.id)).toBe(0);
+    expect(await stack().redis.exec<number>(["LLEN", stack().keys.queue(ctx, "sh")])).toBe(0);
   }, 320_000);
 
   it("runs one flow of 1,000 jobs on a runner of concurrency 50 without a stall", async () => {
-    const ctx = (await admin.client.createContext()).id;
-    const runner = await stack.registerTestRunner(admin.client, ctx, { TIMES: "1" }, 50);
+    const ctx = (await admin().client.createContext()).id;
+    const runner = await stack().registerTestRunner(admin().client, ctx, { TIMES: "1" }, 50);
     const proc = await runner.start();
     const began = Date.now();
-    const flow = await admin.client.submitFlow(ctx, { start: true, jobs: shJobs("k", 1000) });
-    const end = flowEnd(admin.client, ctx, flow.id, 300_000);
+    const flow = await admin().client.submitFlow(ctx, { start: true, jobs: shJobs("k", 1000) });
+    const end = flowEnd(admin().client, ctx, flow.id, 300_000);
     const most = await sampleSlots(ctx, runner.id, end);
     expect((await end).status).toBe("finished");
     const seen = deliveries(proc);
@@ -129,24 +111,24 @@ describe("runner concurrency is global", () => {
     expect(seen).toHaveLength(1000);
     expect(Math.max(...seen.map((d) => d.load))).toBeLessThanOrEqual(50);
     expect(longestGap(seen)).toBeLessThanOrEqual(1_500);
-    expect(await slotsOf(ctx, runner.id)).toBe(0);
+    expect(await slotsHeld(ctx, runner.id)).toBe(0);
   }, 320_000);
 
   it("runs 100 flows × 10 jobs across two runners, each within its own concurrency", async () => {
-    const ctx = (await admin.client.createContext()).id;
-    const a = await stack.registerTestRunner(admin.client, ctx, { TIMES: "1", WORK_MS: "10" }, 8);
-    const b = await stack.registerTestRunner(admin.client, ctx, { TIMES: "1", WORK_MS: "10" }, 12);
+    const ctx = (await admin().client.createContext()).id;
+    const a = await stack().registerTestRunner(admin().client, ctx, { TIMES: "1", WORK_MS: "10" }, 8);
+    const b = await stack().registerTestRunner(admin().client, ctx, { TIMES: "1", WORK_MS: "10" }, 12);
     const [pa, pb] = await Promise.all([a.start(), b.start()]);
     const flows: FlowView[] = [];
     for (let i = 0; i < 100; i += 20)
       flows.push(
         ...(await Promise.all(
           Array.from({ length: 20 }, (_, k) =>
-            admin.client.submitFlow(ctx, { start: true, jobs: shJobs(`g${i + k}-`, 10) }),
+            admin().client.submitFlow(ctx, { start: true, jobs: shJobs(`g${i + k}-`, 10) }),
           ),
         )),
       );
-    const ends = Promise.all(flows.map((f) => flowEnd(admin.client, ctx, f.id, 300_000)));
+    const ends = Promise.all(flows.map((f) => flowEnd(admin().client, ctx, f.id, 300_000)));
     const [mostA, mostB] = await Promise.all([sampleSlots(ctx, a.id, ends), sampleSlots(ctx, b.id, ends)]);
     for (const view of await ends) expect(view.status).toBe("finished");
     const [da, db] = [deliveries(pa), deliveries(pb)];
@@ -159,69 +141,49 @@ describe("runner concurrency is global", () => {
     expect(Math.max(...da.map((d) => d.load))).toBeLessThanOrEqual(8);
     expect(Math.max(...db.map((d) => d.load))).toBeLessThanOrEqual(12);
     expect([mostA <= 8, mostB <= 12]).toEqual([true, true]);
-    expect([await slotsOf(ctx, a.id), await slotsOf(ctx, b.id)]).toEqual([0, 0]);
+    expect([await slotsHeld(ctx, a.id), await slotsHeld(ctx, b.id)]).toEqual([0, 0]);
   }, 320_000);
 });
 
 describe("slots are freed on every path", () => {
   it("frees the slot when an attempt finishes, fails, times out, is cancelled, or its report comes too late", async () => {
-    const ctx = (await admin.client.createContext()).id;
-    const ok = await stack.registerTestRunner(admin.client, ctx, { FAIL: "bad" }, 5);
+    const ctx = (await admin().client.createContext()).id;
+    const ok = await stack().registerTestRunner(admin().client, ctx, { FAIL: "bad" }, 5);
     await ok.start();
     // Finished, and failed for good.
-    const done = await admin.client.submitFlow(ctx, {
+    const done = await admin().client.submitFlow(ctx, {
       start: true,
       jobs: [{ name: "good", script: "true", script_type: "sh" }],
     });
-    const failed = await admin.client.submitFlow(ctx, {
+    const failed = await admin().client.submitFlow(ctx, {
       start: true,
       jobs: [{ name: "bad", script: "true", script_type: "sh" }],
     });
-    expect((await flowEnd(admin.client, ctx, done.id)).status).toBe("finished");
-    expect((await flowEnd(admin.client, ctx, failed.id)).status).toBe("error");
-    await eventually(
-      async () => ((await slotsOf(ctx, ok.id)) === 0 ? true : undefined),
-      10_000,
-      50,
-      "the slots of finished and failed attempts freed",
-    );
+    expect((await flowEnd(admin().client, ctx, done.id)).status).toBe("finished");
+    expect((await flowEnd(admin().client, ctx, failed.id)).status).toBe("error");
+    await untilSlots(ctx, ok.id, 0, "the slots of finished and failed attempts freed");
 
     // Timed out: a runner that acknowledges and goes silent; its slot comes back when the lease runs out.
-    const silent = await stack.registerTestRunner(admin.client, ctx, { SILENT: "1" }, 5);
-    await admin.client.updateRunner(ctx, ok.id, { concurrency: 1, script_types: ["python"] }); // only the silent runner takes sh now
+    const silent = await stack().registerTestRunner(admin().client, ctx, { SILENT: "1" }, 5);
+    await admin().client.updateRunner(ctx, ok.id, { concurrency: 1, script_types: ["python"] }); // only the silent runner takes sh now
     await silent.start();
-    const ghosted = await admin.client.submitFlow(ctx, {
+    const ghosted = await admin().client.submitFlow(ctx, {
       start: true,
       timeouts: { timeout_result: 2 },
       jobs: [{ name: "ghost", script: "true", script_type: "sh" }],
     });
-    await eventually(
-      async () => ((await slotsOf(ctx, silent.id)) === 1 ? true : undefined),
-      10_000,
-      50,
-      "the silent runner holding the attempt",
-    );
-    const view = await flowEnd(admin.client, ctx, ghosted.id, 30_000);
+    await untilSlots(ctx, silent.id, 1, "the silent runner holding the attempt");
+    const view = await flowEnd(admin().client, ctx, ghosted.id, 30_000);
     expect(view.error?.reason).toMatch(/went silent/);
-    expect(await slotsOf(ctx, silent.id)).toBe(0);
+    expect(await slotsHeld(ctx, silent.id)).toBe(0);
 
     // Cancelled while the runner holds it.
-    const held = await admin.client.submitFlow(ctx, {
+    const held = await admin().client.submitFlow(ctx, {
       start: true,
       jobs: [{ name: "held", script: "true", script_type: "sh" }],
     });
-    await eventually(
-      async () => ((await slotsOf(ctx, silent.id)) === 1 ? true : undefined),
-      10_000,
-      50,
-      "the silent runner holding the attempt",
-    );
-    await admin.client.cancelFlow(ctx, held.id, "enough");
-    await eventually(
-      async () => ((await slotsOf(ctx, silent.id)) === 0 ? true : undefined),
-      10_000,
-      50,
-      "the cancelled attempt's slot freed",
-    );
+    await untilSlots(ctx, silent.id, 1, "the silent runner holding the attempt");
+    await admin().client.cancelFlow(ctx, held.id, "enough");
+    await untilSlots(ctx, silent.id, 0, "the cancelled attempt's slot freed");
   }, 120_000);
 });

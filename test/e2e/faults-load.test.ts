@@ -1,15 +1,8 @@
-import { afterAll, beforeAll, describe, expect, it } from "vitest";
-import type { FlowSubmissionInput } from "../../shared/flow/index.js";
-import type { FlowView } from "../../shared/model/index.js";
+import { describe, expect, it } from "vitest";
 import { eventually } from "../support/eventually.js";
-import {
-  answersIn,
-  attemptsOf,
-  flowEnd,
-  runsIn,
-  startPrivateStack,
-  type PrivateStack,
-} from "../support/private-stack.js";
+import { shJobs } from "../support/jobs.js";
+import { answersIn, attemptsOf, flowEnd, runsIn } from "../support/private-stack.js";
+import { usePrivateStack } from "../support/use-private-stack.js";
 
 // Concurrency and bad input against real processes (redis-server, the REST endpoint, workerd
 // under `wrangler dev`, test runner processes): two sweeps and the dispatcher's own rounds taking
@@ -17,21 +10,7 @@ import {
 // 100 results arriving together into one flow, a runner posting an unreadable result. No job is
 // lost, none runs more than `retries + 1` times (counted at the runner), the final state is right.
 
-let stack: PrivateStack;
-let admin: Awaited<ReturnType<PrivateStack["newActor"]>>;
-
-beforeAll(async () => {
-  stack = await startPrivateStack("faults-load");
-  admin = await stack.newActor();
-});
-afterAll(() => stack?.stop());
-
-async function submit(contextId: number, body: FlowSubmissionInput): Promise<FlowView> {
-  return admin.client.submitFlow(contextId, { start: true, ...body });
-}
-
-const shJobs = (prefix: string, n: number) =>
-  Array.from({ length: n }, (_, i) => ({ name: `${prefix}${i}`, script: "true", script_type: "sh" as const }));
+const { stack, admin, submit, slotsHeld } = usePrivateStack("faults-load");
 
 /** What each job of `jobs` returns from the test runner on attempt 1. */
 const firstAttempts = (jobs: { name: string }[]) =>
@@ -39,23 +18,26 @@ const firstAttempts = (jobs: { name: string }[]) =>
 
 describe("concurrency and bad input", () => {
   it("delivers every queued job exactly once when two sweeps and the dispatcher take from the queue at once", async () => {
-    const ctx = (await admin.client.createContext()).id;
-    const queue = stack.keys.queue(ctx, "sh");
+    const ctx = (await admin().client.createContext()).id;
+    const queue = stack().keys.queue(ctx, "sh");
     // No runner yet: every job's attempt waits in the queue for sh.
     const jobs = [shJobs("s", 6), shJobs("t", 6)];
     const flows = await Promise.all(jobs.map((list) => submit(ctx, { jobs: list })));
-    await eventually(async () => ((await stack.redis.exec<number>(["LLEN", queue])) === 12 ? true : undefined), 10_000);
+    await eventually(
+      async () => ((await stack().redis.exec<number>(["LLEN", queue])) === 12 ? true : undefined),
+      10_000,
+    );
 
-    const runner = await stack.registerTestRunner(admin.client, ctx, {}, 3);
+    const runner = await stack().registerTestRunner(admin().client, ctx, {}, 3);
     const proc = await runner.start();
     // Registering the runner woke the dispatcher; the sweep only looks at contexts due in
     // sweep:due: make this one due, then fire cron twice at once, while the dispatcher works.
-    await stack.redis.exec(["ZADD", stack.keys.sweepDue(), "1", String(ctx)]);
-    const sweeps = await Promise.all([stack.sweep(), stack.sweep()]);
+    await stack().redis.exec(["ZADD", stack().keys.sweepDue(), "1", String(ctx)]);
+    const sweeps = await Promise.all([stack().sweep(), stack().sweep()]);
     expect(sweeps.map((s) => s.status)).toEqual([200, 200]);
 
     for (const [i, flow] of flows.entries()) {
-      const view = await flowEnd(admin.client, ctx, flow.id);
+      const view = await flowEnd(admin().client, ctx, flow.id);
       expect(view.status, JSON.stringify(view)).toBe("finished");
       expect(view.result).toEqual(firstAttempts(jobs[i] ?? []));
       expect(view.jobs.every((j) => j.status === "finished" && j.attempt === 1)).toBe(true);
@@ -64,18 +46,18 @@ describe("concurrency and bad input", () => {
       );
     }
     expect(runsIn(proc.output())).toHaveLength(12);
-    expect(await stack.redis.exec<number>(["LLEN", queue])).toBe(0);
-    expect(await stack.redis.exec<number>(["ZCARD", stack.keys.runnerSlots(ctx, runner.id)])).toBe(0);
+    expect(await stack().redis.exec<number>(["LLEN", queue])).toBe(0);
+    expect(await slotsHeld(ctx, runner.id)).toBe(0);
   });
 
   it("takes 100 concurrent results into one flow and loses none", async () => {
-    const ctx = (await admin.client.createContext()).id;
-    const runner = await stack.registerTestRunner(admin.client, ctx, { HOLD: "100" });
+    const ctx = (await admin().client.createContext()).id;
+    const runner = await stack().registerTestRunner(admin().client, ctx, { HOLD: "100" });
     const proc = await runner.start();
     const jobs = shJobs("c", 100);
     const flow = await submit(ctx, { jobs });
 
-    const view = await flowEnd(admin.client, ctx, flow.id, 90_000);
+    const view = await flowEnd(admin().client, ctx, flow.id, 90_000);
     expect(view.status, JSON.stringify(view.progress)).toBe("finished");
     expect(view.progress).toMatchObject({ total: 100, finished: 100 });
     expect(view.result).toEqual(firstAttempts(jobs));
@@ -85,19 +67,19 @@ describe("concurrency and bad input", () => {
     const answers = await answersIn(proc, "answered result ", 100);
     expect(answers.filter((l) => !l.endsWith(" attempt 1 200 applied"))).toEqual([]);
     expect(answers).toHaveLength(100);
-    const stored = await admin.client.listFlows(ctx, { status: "finished" });
+    const stored = await admin().client.listFlows(ctx, { status: "finished" });
     const kept = stored.items.find((f) => f.id === flow.id)?.result ?? {};
     expect(Object.keys(kept)).toHaveLength(100);
     expect(kept).toEqual(firstAttempts(jobs));
   });
 
   it("answers an unreadable result 400, keeps it as a payload dead letter, and still finishes the flow", async () => {
-    const ctx = (await admin.client.createContext()).id;
-    const runner = await stack.registerTestRunner(admin.client, ctx, { POISON: "1" });
+    const ctx = (await admin().client.createContext()).id;
+    const runner = await stack().registerTestRunner(admin().client, ctx, { POISON: "1" });
     const proc = await runner.start();
     const flow = await submit(ctx, { jobs: [{ name: "poisoned", script: "true", script_type: "sh" }] });
 
-    const view = await flowEnd(admin.client, ctx, flow.id);
+    const view = await flowEnd(admin().client, ctx, flow.id);
     expect(view.status, JSON.stringify(view)).toBe("finished");
     expect(view.result).toEqual({ poisoned: { job: "poisoned", attempt: "1" } });
     expect(view.jobs[0]).toMatchObject({ status: "finished", attempt: 1 });
@@ -109,7 +91,7 @@ describe("concurrency and bad input", () => {
     ]);
 
     const letters = await eventually(async () => {
-      const { items } = await admin.client.listDeadLetters(ctx);
+      const { items } = await admin().client.listDeadLetters(ctx);
       return items.length > 0 ? items : undefined;
     }, 10_000);
     expect(letters).toHaveLength(1);
@@ -126,14 +108,14 @@ describe("concurrency and bad input", () => {
   it("keeps giving work to a runner at its concurrency limit after an attempt on it failed", async () => {
     // One job at a time; the job fails on its first attempt, and its retry can only go to the
     // same runner, which is idle again: it must get it (and fail it again, on purpose).
-    const ctx = (await admin.client.createContext()).id;
-    const runner = await stack.registerTestRunner(admin.client, ctx, { FAIL: "flaky" }, 1);
+    const ctx = (await admin().client.createContext()).id;
+    const runner = await stack().registerTestRunner(admin().client, ctx, { FAIL: "flaky" }, 1);
     const proc = await runner.start();
     const flow = await submit(ctx, {
       timeouts: { timeout: 5, retry_base_ms: 50, retry_cap_ms: 200 },
       jobs: [{ name: "flaky", script: "false", script_type: "sh", retries: 1 }],
     });
-    const view = await flowEnd(admin.client, ctx, flow.id);
+    const view = await flowEnd(admin().client, ctx, flow.id);
     expect(view.status).toBe("error");
     expect(view.jobs[0], JSON.stringify(view.jobs[0])).toMatchObject({
       status: "error",
@@ -141,7 +123,7 @@ describe("concurrency and bad input", () => {
       error: "job flaky failed on purpose",
     });
     expect(attemptsOf(runsIn(proc.output()), flow.id)).toEqual({ flaky: [1, 2] });
-    const letters = (await admin.client.listDeadLetters(ctx)).items;
+    const letters = (await admin().client.listDeadLetters(ctx)).items;
     expect(letters.map((l) => [l.kind, l.job_key, l.attempts, l.reason])).toEqual([
       ["job", "flaky", 2, "job flaky failed on purpose"],
     ]);

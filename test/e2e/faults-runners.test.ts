@@ -1,17 +1,10 @@
-import { afterAll, beforeAll, describe, expect, it } from "vitest";
+import { describe, expect, it } from "vitest";
 import { generateKeyPair, runnerKeyId } from "../../shared/auth/index.js";
 import { ApiError, signerFromJwk } from "../../shared/client/index.js";
-import type { FlowSubmissionInput } from "../../shared/flow/index.js";
-import type { DeadLetter, DeliveryPayload, Flow, FlowView } from "../../shared/model/index.js";
+import type { DeadLetter, DeliveryPayload, Flow } from "../../shared/model/index.js";
 import { eventually } from "../support/eventually.js";
-import {
-  answersIn,
-  attemptsOf,
-  flowEnd,
-  runsIn,
-  startPrivateStack,
-  type PrivateStack,
-} from "../support/private-stack.js";
+import { answersIn, attemptsOf, flowEnd, runsIn } from "../support/private-stack.js";
+import { usePrivateStack } from "../support/use-private-stack.js";
 
 // Runners failing in the ways real ones do, against real processes (redis-server, the REST
 // endpoint, workerd under `wrangler dev`, runner processes): killed mid-job, never acknowledging,
@@ -19,36 +12,25 @@ import {
 // lost, none runs more than `retries + 1` times (counted at the runners), and the final state is
 // right.
 
-let stack: PrivateStack;
-let admin: Awaited<ReturnType<PrivateStack["newActor"]>>;
-
-beforeAll(async () => {
-  stack = await startPrivateStack("faults-runners");
-  admin = await stack.newActor();
-});
-afterAll(() => stack?.stop());
+const { stack, admin, submit } = usePrivateStack("faults-runners");
 
 /** Short leases and backoffs, so that each case takes seconds. */
 const FAST = { timeout_ack: 2, timeout_result: 2, retry_base_ms: 50, retry_cap_ms: 200 };
 
-async function submit(contextId: number, body: FlowSubmissionInput): Promise<FlowView> {
-  return admin.client.submitFlow(contextId, { start: true, ...body });
-}
-
 async function deadLetters(contextId: number): Promise<DeadLetter[]> {
-  return (await admin.client.listDeadLetters(contextId)).items;
+  return (await admin().client.listDeadLetters(contextId)).items;
 }
 
 /** The flow as stored, if finished (the list reads Redis, not the flow's Durable Object). */
 async function stored(contextId: number, flowId: number): Promise<Flow | undefined> {
-  return (await admin.client.listFlows(contextId, { status: "finished" })).items.find((f) => f.id === flowId);
+  return (await admin().client.listFlows(contextId, { status: "finished" })).items.find((f) => f.id === flowId);
 }
 
 describe("runner faults", () => {
   it("retries on the other runner a job whose runner was killed (SIGKILL) mid-job", async () => {
-    const ctx = (await admin.client.createContext()).id;
+    const ctx = (await admin().client.createContext()).id;
     const registered = await Promise.all(
-      [0, 1].map(() => stack.registerReferenceRunner(admin.client, ctx, "push", ["--heartbeat", "1"])),
+      [0, 1].map(() => stack().registerReferenceRunner(admin().client, ctx, "push", ["--heartbeat", "1"])),
     );
     const procs = await Promise.all(registered.map((r) => r.start()));
     const flow = await submit(ctx, {
@@ -66,7 +48,7 @@ describe("runner faults", () => {
     victim.child.kill("SIGKILL");
     expect(await victim.exited).toMatchObject({ signal: "SIGKILL" });
 
-    const view = await flowEnd(admin.client, ctx, flow.id);
+    const view = await flowEnd(admin().client, ctx, flow.id);
     expect(view.status, JSON.stringify(view)).toBe("finished");
     expect(view.result).toEqual({ slow: { n: "1" } });
     expect(view.jobs[0]).toMatchObject({ status: "finished", attempt: 2, runner_id: registered[1 - first]?.id });
@@ -77,15 +59,15 @@ describe("runner faults", () => {
   });
 
   it("retries a job a pull runner leased and never acknowledged, once timeout_ack passed", async () => {
-    const ctx = (await admin.client.createContext()).id;
+    const ctx = (await admin().client.createContext()).id;
     const jwk = await generateKeyPair();
-    const mute = await admin.client.createRunner(ctx, {
+    const mute = await admin().client.createRunner(ctx, {
       pubkey: jwk.x,
       runner_type: "sh",
       local: true,
       script_types: ["sh"],
     });
-    const asMute = stack.anonymous.as(await signerFromJwk(jwk, runnerKeyId(ctx, mute.id)));
+    const asMute = stack().anonymous.as(await signerFromJwk(jwk, runnerKeyId(ctx, mute.id)));
     const lease = async () =>
       (
         (await asMute.request("POST", `/v1/contexts/${ctx}/runners/${mute.id}/lease`, { max: 10 })) as {
@@ -101,14 +83,14 @@ describe("runner faults", () => {
       return got.length > 0 ? got : undefined;
     }, 20_000);
     expect(leased.map((d) => d.attempt)).toEqual([1]);
-    const leasedView = await admin.client.loadFlow(ctx, flow.id);
+    const leasedView = await admin().client.loadFlow(ctx, flow.id);
     expect(leasedView.status).toBe("started");
     expect(leasedView.jobs[0]).toMatchObject({ attempt: 1, runner_id: mute.id, delivery: "delivered" });
 
     // Another runner comes, the mute one never acknowledges: the retry is the newcomer's.
-    const other = await stack.registerReferenceRunner(admin.client, ctx, "pull");
+    const other = await stack().registerReferenceRunner(admin().client, ctx, "pull");
     const proc = await other.start();
-    const view = await flowEnd(admin.client, ctx, flow.id);
+    const view = await flowEnd(admin().client, ctx, flow.id);
     expect(view.status, JSON.stringify(view)).toBe("finished");
     expect(view.result).toEqual({ leased: { n: "2" } });
     expect(view.jobs[0]).toMatchObject({ status: "finished", attempt: 2, runner_id: other.id });
@@ -117,7 +99,7 @@ describe("runner faults", () => {
     // The mute runner's acknowledgement, far too late, is refused; nothing else is left to lease.
     const [d] = leased as [DeliveryPayload];
     const late = await asMute
-      .request("POST", new URL(d.callbacks.ack, stack.url).pathname, { attempt: d.attempt })
+      .request("POST", new URL(d.callbacks.ack, stack().url).pathname, { attempt: d.attempt })
       .catch((e: unknown) => e);
     expect(late).toBeInstanceOf(ApiError);
     expect(late).toMatchObject({ status: 409, code: "stale-attempt" });
@@ -126,10 +108,10 @@ describe("runner faults", () => {
   });
 
   it("retries on another runner (avoid_runner_id) a job whose runner acknowledged it and went silent", async () => {
-    const ctx = (await admin.client.createContext()).id;
-    const silent = await stack.registerTestRunner(admin.client, ctx, { SILENT: "1" });
+    const ctx = (await admin().client.createContext()).id;
+    const silent = await stack().registerTestRunner(admin().client, ctx, { SILENT: "1" });
     // Registered but not up yet: the first attempt can only go to the silent runner.
-    const other = await stack.registerTestRunner(admin.client, ctx);
+    const other = await stack().registerTestRunner(admin().client, ctx);
     const ghost = await silent.start();
     const flow = await submit(ctx, {
       timeouts: FAST,
@@ -138,7 +120,7 @@ describe("runner faults", () => {
     await ghost.waitForLine(new RegExp(`^ran ghosted flow ${flow.id} attempt 1 `));
     const proc = await other.start();
 
-    const view = await flowEnd(admin.client, ctx, flow.id);
+    const view = await flowEnd(admin().client, ctx, flow.id);
     expect(view.status, JSON.stringify(view)).toBe("finished");
     expect(view.result).toEqual({ ghosted: { job: "ghosted", attempt: "2" } });
     expect(view.jobs[0]).toMatchObject({ status: "finished", attempt: 2, runner_id: other.id });
@@ -150,15 +132,15 @@ describe("runner faults", () => {
   });
 
   it("refuses with 409 stale-attempt a result that arrives after its lease ran out, and keeps the retry's", async () => {
-    const ctx = (await admin.client.createContext()).id;
-    const runner = await stack.registerTestRunner(admin.client, ctx, { LATE: "1" });
+    const ctx = (await admin().client.createContext()).id;
+    const runner = await stack().registerTestRunner(admin().client, ctx, { LATE: "1" });
     const proc = await runner.start();
     const flow = await submit(ctx, {
       timeouts: FAST,
       jobs: [{ name: "tardy", script: "true", script_type: "sh", retries: 1 }],
     });
 
-    const view = await flowEnd(admin.client, ctx, flow.id);
+    const view = await flowEnd(admin().client, ctx, flow.id);
     expect(view.status, JSON.stringify(view)).toBe("finished");
     expect(view.result).toEqual({ tardy: { job: "tardy", attempt: "2" } });
     expect(view.jobs[0]).toMatchObject({ status: "finished", attempt: 2, runner_id: runner.id });

@@ -1,70 +1,49 @@
 import type { AddressInfo } from "node:net";
-import { afterAll, beforeAll, describe, expect, it } from "vitest";
+import { describe, expect, it } from "vitest";
 import { importPublicKey } from "../../shared/auth/index.js";
 import type { Message } from "../../shared/model/index.js";
 import { eventually } from "../support/eventually.js";
 import { signedServer } from "../support/http.js";
-import {
-  answersIn,
-  commandDelta,
-  flowEnd,
-  startPrivateStack,
-  type PrivateStack,
-  type TestRunnerProcess,
-} from "../support/private-stack.js";
+import { layeredJobs } from "../support/jobs.js";
+import { answersIn, commandDelta, flowEnd, type TestRunnerProcess } from "../support/private-stack.js";
+import { usePrivateStack } from "../support/use-private-stack.js";
 
 // Through a stack of this file's own (redis-server, REST endpoint, wrangler dev) and real runner
 // processes: the cost of a job, counted by Redis itself (INFO commandstats: every command,
 // including those run inside Lua scripts), concurrent and duplicated results, the result POSTed
 // to the actor, and the cost of an idle sweep.
 
-let stack: PrivateStack;
-let admin: Awaited<ReturnType<PrivateStack["newActor"]>>;
-
-beforeAll(async () => {
-  // No cron: a sweep in the middle of a count would be counted too.
-  stack = await startPrivateStack("budget", { cron: false });
-  admin = await stack.newActor();
-});
-afterAll(() => stack?.stop());
+// No cron: a sweep in the middle of a count would be counted too.
+const { stack, admin } = usePrivateStack("budget", { cron: false });
 
 /** A push runner of sh jobs in the context, served by a test runner process (with the env switches of `extra`). */
 async function pushRunner(contextId: number, extra: Record<string, string> = {}): Promise<TestRunnerProcess> {
-  return (await stack.registerTestRunner(admin.client, contextId, extra)).start();
+  return (await stack().registerTestRunner(admin().client, contextId, extra)).start();
 }
 
 describe("budget: Redis commands per job", () => {
   it("runs a 100-job layered DAG with at most 6 commands per job", async () => {
-    const ctx = await admin.client.createContext();
+    const ctx = await admin().client.createContext();
     const proc = await pushRunner(ctx.id);
-    // Ten layers of ten; every job depends on every job of the layer before.
-    const jobs = Array.from({ length: 100 }, (_, i) => {
-      const layer = Math.floor(i / 10);
-      return {
-        name: `j${i}`,
-        script: "true",
-        script_type: "sh" as const,
-        depends: layer === 0 ? [] : Array.from({ length: 10 }, (_, k) => `j${(layer - 1) * 10 + k}`),
-      };
-    });
+    const jobs = layeredJobs("j", 10, 10);
     // Warm up: the first flow pays for loading scripts and looking up keys.
-    const warm = await admin.client.submitFlow(ctx.id, {
+    const warm = await admin().client.submitFlow(ctx.id, {
       start: true,
       jobs: [{ name: "w", script: "true", script_type: "sh" }],
     });
-    expect((await flowEnd(admin.client, ctx.id, warm.id)).status).toBe("finished");
+    expect((await flowEnd(admin().client, ctx.id, warm.id)).status).toBe("finished");
     await answersIn(proc, "answered result w ", 1);
 
     // Nothing watches the flow while it runs (a status read costs Redis commands too): the test
     // waits on the runner's output, then for Redis to go quiet, and reads the flow once after.
-    const before = await stack.quietCommandStats();
-    const flow = await admin.client.submitFlow(ctx.id, { start: true, jobs });
+    const before = await stack().quietCommandStats();
+    const flow = await admin().client.submitFlow(ctx.id, { start: true, jobs });
     const answers = await answersIn(proc, new RegExp(`^answered result \\S+ flow ${flow.id} `), 100, 90_000);
-    const after = await stack.quietCommandStats();
+    const after = await stack().quietCommandStats();
     expect(answers.filter((l) => !l.endsWith(" attempt 1 200 applied"))).toEqual([]);
     expect(answers).toHaveLength(100);
 
-    const done = await admin.client.loadFlow(ctx.id, flow.id);
+    const done = await admin().client.loadFlow(ctx.id, flow.id);
     expect(done.status).toBe("finished");
     expect(Object.keys(done.result)).toHaveLength(100);
     const { total, byCommand } = commandDelta(before, after);
@@ -76,24 +55,24 @@ describe("budget: Redis commands per job", () => {
   });
 
   it("takes 50 concurrent results into one flow and loses none", async () => {
-    const ctx = await admin.client.createContext();
+    const ctx = await admin().client.createContext();
     await pushRunner(ctx.id, { HOLD: "50" });
     const jobs = Array.from({ length: 50 }, (_, i) => ({ name: `p${i}`, script: "true", script_type: "sh" as const }));
-    const flow = await admin.client.submitFlow(ctx.id, { start: true, jobs });
-    const done = await flowEnd(admin.client, ctx.id, flow.id, 90_000);
+    const flow = await admin().client.submitFlow(ctx.id, { start: true, jobs });
+    const done = await flowEnd(admin().client, ctx.id, flow.id, 90_000);
     expect(done.status).toBe("finished");
     expect(done.progress.finished).toBe(50);
     expect(Object.keys(done.result).sort()).toEqual(jobs.map((j) => j.name).sort());
-    const stored = await admin.client.listFlows(ctx.id, { status: "finished" });
+    const stored = await admin().client.listFlows(ctx.id, { status: "finished" });
     expect(Object.keys(stored.items.find((f) => f.id === flow.id)?.result ?? {})).toHaveLength(50);
   });
 });
 
 describe("delivery guarantees with real processes", () => {
   it("keeps the outcome when every result arrives twice and a late started follows it", async () => {
-    const ctx = await admin.client.createContext();
+    const ctx = await admin().client.createContext();
     await pushRunner(ctx.id, { CHAOS: "1", FAIL: "bad" });
-    const ok = await admin.client.submitFlow(ctx.id, {
+    const ok = await admin().client.submitFlow(ctx.id, {
       start: true,
       jobs: [
         { name: "a", script: "true", script_type: "sh" },
@@ -102,7 +81,7 @@ describe("delivery guarantees with real processes", () => {
         { name: "d", script: "true", script_type: "sh", depends: ["b", "c"] },
       ],
     });
-    const done = await flowEnd(admin.client, ctx.id, ok.id);
+    const done = await flowEnd(admin().client, ctx.id, ok.id);
     expect(done.status).toBe("finished");
     expect(done.jobs.map((j) => [j.key, j.status, j.attempt])).toEqual([
       ["a", "finished", 1],
@@ -110,14 +89,14 @@ describe("delivery guarantees with real processes", () => {
       ["c", "finished", 1],
       ["d", "finished", 1],
     ]);
-    const failing = await admin.client.submitFlow(ctx.id, {
+    const failing = await admin().client.submitFlow(ctx.id, {
       start: true,
       jobs: [
         { name: "bad", script: "false", script_type: "sh" },
         { name: "after", script: "true", script_type: "sh", depends: ["bad"] },
       ],
     });
-    const failed = await flowEnd(admin.client, ctx.id, failing.id);
+    const failed = await flowEnd(admin().client, ctx.id, failing.id);
     expect(failed.status).toBe("error");
     expect(failed.error).toMatchObject({ name: "bad", reason: "job bad failed on purpose" });
     expect(failed.jobs.find((j) => j.key === "after")).toMatchObject({ status: "error", attempt: 0 });
@@ -125,7 +104,7 @@ describe("delivery guarantees with real processes", () => {
 
   it("POSTs the flow's result, signed by the coordinator, to the actor's https address", async () => {
     const received: Message[] = [];
-    const directory = (await (await fetch(`${stack.url}/.well-known/http-message-signatures-directory`)).json()) as {
+    const directory = (await (await fetch(`${stack().url}/.well-known/http-message-signatures-directory`)).json()) as {
       keys: { kid: string; x: string }[];
     };
     const server = signedServer(
@@ -141,32 +120,34 @@ describe("delivery guarantees with real processes", () => {
     await new Promise<void>((r) => server.listen(0, "127.0.0.1", r));
     try {
       const port = (server.address() as AddressInfo).port;
-      await admin.client.updateActor(admin.id, { address: [{ type: "https", url: `http://127.0.0.1:${port}/inbox` }] });
-      const ctx = await admin.client.createContext();
+      await admin().client.updateActor(admin().id, {
+        address: [{ type: "https", url: `http://127.0.0.1:${port}/inbox` }],
+      });
+      const ctx = await admin().client.createContext();
       await pushRunner(ctx.id);
-      const flow = await admin.client.submitFlow(ctx.id, {
+      const flow = await admin().client.submitFlow(ctx.id, {
         start: true,
         jobs: [{ name: "only", script: "true", script_type: "sh" }],
       });
-      expect((await flowEnd(admin.client, ctx.id, flow.id)).status).toBe("finished");
+      expect((await flowEnd(admin().client, ctx.id, flow.id)).status).toBe("finished");
       const message = await eventually(async () => received.find((m) => m.flow_result?.flow_id === flow.id), 30_000);
       expect(message).toMatchObject({
-        to: admin.id,
+        to: admin().id,
         flow_result: { status: "finished", result: { only: { job: "only", attempt: "1" } } },
       });
     } finally {
-      await admin.client.updateActor(admin.id, { address: [] });
+      await admin().client.updateActor(admin().id, { address: [] });
       server.close();
     }
   });
 
   it("costs one Redis command for a sweep with nothing due", async () => {
     // Anything left due from the tests above is handled now.
-    expect((await stack.sweep()).status).toBe(200);
-    const before = await stack.quietCommandStats();
-    const idle = await stack.sweep();
+    expect((await stack().sweep()).status).toBe(200);
+    const before = await stack().quietCommandStats();
+    const idle = await stack().sweep();
     expect(idle.status, idle.text).toBe(200);
-    const { total, byCommand } = commandDelta(before, await stack.quietCommandStats());
+    const { total, byCommand } = commandDelta(before, await stack().quietCommandStats());
     console.log(`idle sweep: ${total} Redis command(s): ${JSON.stringify(byCommand)}`);
     expect(total).toBe(1);
   });

@@ -26,33 +26,24 @@ export interface WatchedProcess {
  * the streams close.
  */
 export function watchProcess(child: ChildProcess, name: string): WatchedProcess {
-  let out = "";
-  let err = "";
+  const printed = { out: "", err: "" };
   let all = "";
   const lines: string[] = [];
   const partial = { out: "", err: "" };
   let closed = false;
   const watchers = new Set<() => void>();
   const notify = () => watchers.forEach((w) => w());
-  const take = (stream: "out" | "err", text: string) => {
+  const take = (stream: "out" | "err", chunk: Buffer) => {
+    const text = chunk.toString();
+    printed[stream] += text;
+    all += text;
     const pieces = (partial[stream] + text).split("\n");
     partial[stream] = pieces.pop() ?? "";
     lines.push(...pieces);
+    notify();
   };
-  child.stdout?.on("data", (chunk: Buffer) => {
-    const text = chunk.toString();
-    out += text;
-    all += text;
-    take("out", text);
-    notify();
-  });
-  child.stderr?.on("data", (chunk: Buffer) => {
-    const text = chunk.toString();
-    err += text;
-    all += text;
-    take("err", text);
-    notify();
-  });
+  child.stdout?.on("data", (chunk: Buffer) => take("out", chunk));
+  child.stderr?.on("data", (chunk: Buffer) => take("err", chunk));
   const exited = new Promise<{ code: number | null; signal: NodeJS.Signals | null }>((resolve) =>
     child.once("exit", (code, signal) => resolve({ code, signal })),
   );
@@ -68,8 +59,8 @@ export function watchProcess(child: ChildProcess, name: string): WatchedProcess 
 
   return {
     child,
-    stdout: () => out,
-    stderr: () => err,
+    stdout: () => printed.out,
+    stderr: () => printed.err,
     output: () => all,
     exited,
     waitForLine: (pattern, timeoutMs = 30_000) =>
