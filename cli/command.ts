@@ -203,6 +203,13 @@ export function contextAndId(
   return { contextId: parseId(contextText, "<context>", command), id: parseId(idText, label, command) };
 }
 
+/** `text` if it is one of `choices`; otherwise a usage error naming the option (`what`) and the choices. */
+export function parseChoice<T extends string>(choices: readonly T[], text: string, what: string, command: string): T {
+  if (!(choices as readonly string[]).includes(text))
+    throw new UsageError(`${what} must be one of ${choices.join(", ")}, not ${JSON.stringify(text)}`, command);
+  return text as T;
+}
+
 /** Parses a non-negative integer such as an offset or a limit. */
 export function parseCount(text: string, what: string, command: string, min = 0): number {
   const value = Number(text);

@@ -1,6 +1,6 @@
 import { actorKeyId, type PrivateJwk } from "../shared/auth/index.js";
 import { CoordinatorClient, signerFromJwk, type Fetcher } from "../shared/client/index.js";
-import type { Invocation } from "./command.js";
+import { contextAndId, parseId, type Invocation } from "./command.js";
 import { requireActorId, requireKeyFile, requireUrl, resolveConfig, type ResolvedConfig } from "./config.js";
 import { NetworkError } from "./errors.js";
 import { readPrivateKey } from "./keyfile.js";
@@ -84,4 +84,29 @@ export async function actorSession(
     actorId,
     client: new CoordinatorClient({ baseUrl: url, signer, fetch: networkFetch(url, hooks) }),
   };
+}
+
+/**
+ * The context a command works in (its first argument) and a session signing as the configured
+ * actor. The argument is checked first: a mistyped id is told before the settings are looked at.
+ */
+export async function contextSession(
+  invocation: Invocation,
+  commandName: string,
+): Promise<{ contextId: number; session: ActorSession }> {
+  const contextId = parseId(invocation.args[0] ?? "", "<context>", commandName);
+  return { contextId, session: await actorSession(invocation, commandName) };
+}
+
+/**
+ * The `<context> <id>` a command on one object takes (`label` names the id in errors, e.g.
+ * `<flow>`) and a session signing as the configured actor, the arguments checked first.
+ */
+export async function objectSession(
+  invocation: Invocation,
+  label: string,
+  commandName: string,
+): Promise<{ contextId: number; id: number; session: ActorSession }> {
+  const { contextId, id } = contextAndId(invocation, label, commandName);
+  return { contextId, id, session: await actorSession(invocation, commandName) };
 }

@@ -3,7 +3,7 @@ import type { Context } from "../../shared/model/index.js";
 import { parseId, type Command, type ParsedOptions } from "../command.js";
 import { UsageError } from "../errors.js";
 import { fields, ids, timestamp } from "../output.js";
-import { actorSession } from "../session.js";
+import { actorSession, contextSession } from "../session.js";
 
 function contextLines(context: Context): string[] {
   return fields([
@@ -64,9 +64,8 @@ const show: Command = {
   args: ["context"],
   examples: ["flowc context show 1"],
   async run(invocation) {
-    const id = parseId(invocation.args[0] ?? "", "<context>", "context show");
-    const session = await actorSession(invocation, "context show");
-    const context = await session.client.loadContext(id);
+    const { contextId, session } = await contextSession(invocation, "context show");
+    const context = await session.client.loadContext(contextId);
     invocation.out.result(context, contextLines(context));
   },
 };

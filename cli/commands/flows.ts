@@ -1,12 +1,12 @@
 import { ApiError, type CoordinatorClient } from "../../shared/client/index.js";
 import type { FlowSubmissionInput } from "../../shared/flow/index.js";
 import { FlowStatus } from "../../shared/model/index.js";
-import { contextAndId, pageOptions, pageQuery, parseId, type Command } from "../command.js";
+import { pageOptions, pageQuery, parseChoice, parseId, type Command } from "../command.js";
 import { UsageError } from "../errors.js";
 import { readFlowFile, refusedFlow } from "../flowfile.js";
 import { dagLines, flowLines, flowRows } from "../flow-text.js";
 import { pageLines, plural, type Output } from "../output.js";
-import { actorSession } from "../session.js";
+import { actorSession, objectSession } from "../session.js";
 import { printOutcome, watchFlow } from "../watch.js";
 
 /**
@@ -98,8 +98,7 @@ const watch: Command = {
   ].join("\n"),
   examples: ["flowc flow watch 1 3", "flowc flow watch 1 3 --json > flow-3.json"],
   async run(invocation) {
-    const { contextId, id: flowId } = contextAndId(invocation, "<flow>", "flow watch");
-    const session = await actorSession(invocation, "flow watch");
+    const { contextId, id: flowId, session } = await objectSession(invocation, "<flow>", "flow watch");
     return watchToEnd(session.client, contextId, flowId, invocation.out);
   },
 };
@@ -111,8 +110,7 @@ const show: Command = {
   args: ["context", "flow"],
   examples: ["flowc flow show 1 3", "flowc flow show 1 3 --json"],
   async run(invocation) {
-    const { contextId, id: flowId } = contextAndId(invocation, "<flow>", "flow show");
-    const session = await actorSession(invocation, "flow show");
+    const { contextId, id: flowId, session } = await objectSession(invocation, "<flow>", "flow show");
     const view = await session.client.loadFlow(contextId, flowId);
     invocation.out.result(view, flowLines(view));
   },
@@ -134,15 +132,7 @@ const list: Command = {
     const contextId = parseId(invocation.args[0] ?? "", "<context>", name);
     const filter: { status?: FlowStatus } = {};
     const status = options.string("status");
-    if (status !== undefined) {
-      const parsed = FlowStatus.safeParse(status);
-      if (!parsed.success)
-        throw new UsageError(
-          `--status must be one of ${FlowStatus.options.join(", ")}, not ${JSON.stringify(status)}`,
-          name,
-        );
-      filter.status = parsed.data;
-    }
+    if (status !== undefined) filter.status = parseChoice(FlowStatus.options, status, "--status", name);
     const query = { ...filter, ...pageQuery(options, name) };
     const session = await actorSession(invocation, name);
     const page = await session.client.listFlows(contextId, query);
@@ -161,8 +151,7 @@ const start: Command = {
   },
   examples: ["flowc flow start 1 3", "flowc flow start 1 3 --watch"],
   async run(invocation) {
-    const { contextId, id: flowId } = contextAndId(invocation, "<flow>", "flow start");
-    const session = await actorSession(invocation, "flow start");
+    const { contextId, id: flowId, session } = await objectSession(invocation, "<flow>", "flow start");
     const view = await session.client.startFlow(contextId, flowId);
     if (!invocation.options.flag("watch")) {
       invocation.out.result(view, [`flow ${flowId} ${view.status} (${plural(view.jobs.length, "job")})`]);
@@ -181,8 +170,7 @@ const dag: Command = {
   details: "Layer 1 holds the jobs without dependencies; every other job sits one layer below its deepest dependency.",
   examples: ["flowc flow dag 1 3", "flowc flow dag 1 3 --json"],
   async run(invocation) {
-    const { contextId, id: flowId } = contextAndId(invocation, "<flow>", "flow dag");
-    const session = await actorSession(invocation, "flow dag");
+    const { contextId, id: flowId, session } = await objectSession(invocation, "<flow>", "flow dag");
     const answer = await session.client.flowDag(contextId, flowId);
     invocation.out.result(answer, dagLines(answer));
   },

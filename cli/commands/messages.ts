@@ -1,6 +1,6 @@
 import { readFileSync } from "node:fs";
 import { readInbox, sendMessage, type MessageInput, type MessageText } from "../api.js";
-import { parseCount, parseId, type Command } from "../command.js";
+import { parseChoice, parseCount, parseId, type Command } from "../command.js";
 import { UsageError } from "../errors.js";
 import { resultText } from "../flow-text.js";
 import { plural, timestamp } from "../output.js";
@@ -59,13 +59,6 @@ const inbox: Command = {
 const TYPES = ["chat", "mail"] as const;
 const FORMATS = ["text", "md", "html"] as const;
 
-function oneOf<T extends string>(list: readonly T[], value: string | undefined, fallback: T, option: string): T {
-  if (value === undefined) return fallback;
-  if (!(list as readonly string[]).includes(value))
-    throw new UsageError(`${option} must be one of ${list.join(", ")}, not ${JSON.stringify(value)}`, "message send");
-  return value as T;
-}
-
 const send: Command = {
   name: "message send",
   summary: "send a chat line or a mail to another member of a context",
@@ -98,8 +91,8 @@ const send: Command = {
     if (text === "") throw new UsageError("the message text is empty", name);
     const input: MessageInput = {
       to,
-      message_type: oneOf(TYPES, options.string("type"), "chat", "--type"),
-      message_format_type: oneOf(FORMATS, options.string("format"), "text", "--format"),
+      message_type: parseChoice(TYPES, options.string("type") ?? "chat", "--type", name),
+      message_format_type: parseChoice(FORMATS, options.string("format") ?? "text", "--format", name),
       message: text,
     };
     const subject = options.string("subject");

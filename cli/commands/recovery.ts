@@ -1,6 +1,7 @@
-import { contextAndId, pageOptions, pageQuery, parseId, type Command } from "../command.js";
+import type { DeadLetter } from "../../shared/model/index.js";
+import { pageOptions, pageQuery, type Command } from "../command.js";
 import { fields, table, timestamp } from "../output.js";
-import { actorSession } from "../session.js";
+import { contextSession, objectSession } from "../session.js";
 
 /** Cancel and re-run flows, pause and resume dispatch, read the dead letters. */
 
@@ -12,9 +13,7 @@ const cancel: Command = {
   options: { reason: { type: "string", help: "why (kept on the flow and its jobs)" } },
   examples: ["flowc flow cancel 1 3", 'flowc flow cancel 1 3 --reason "wrong input"'],
   async run(invocation) {
-    const name = "flow cancel";
-    const { contextId, id: flowId } = contextAndId(invocation, "<flow>", name);
-    const session = await actorSession(invocation, name);
+    const { contextId, id: flowId, session } = await objectSession(invocation, "<flow>", "flow cancel");
     const reason = invocation.options.string("reason");
     const view = await session.client.cancelFlow(contextId, flowId, reason);
     invocation.out.result(view, [`flow ${flowId} ${view.status}: ${view.error?.reason ?? "cancelled"}`]);
@@ -28,9 +27,7 @@ const rerun: Command = {
   args: ["context", "flow"],
   examples: ["flowc flow rerun 1 3", "flowc flow rerun 1 3 && flowc flow watch 1 3"],
   async run(invocation) {
-    const name = "flow rerun";
-    const { contextId, id: flowId } = contextAndId(invocation, "<flow>", name);
-    const session = await actorSession(invocation, name);
+    const { contextId, id: flowId, session } = await objectSession(invocation, "<flow>", "flow rerun");
     const view = await session.client.rerunFlow(contextId, flowId);
     const again = view.jobs.filter((j) => j.status !== "finished").map((j) => j.key);
     invocation.out.result(view, [
@@ -50,13 +47,16 @@ function dispatchCommand(paused: boolean): Command {
     args: ["context"],
     examples: [`flowc context ${verb} 1`],
     async run(invocation) {
-      const name = `context ${verb}`;
-      const contextId = parseId(invocation.args[0] ?? "", "<context>", name);
-      const session = await actorSession(invocation, name);
+      const { contextId, session } = await contextSession(invocation, `context ${verb}`);
       const answer = await session.client.setPaused(contextId, paused);
       invocation.out.result(answer, [`context ${contextId}: dispatch ${paused ? "paused" : "resumed"}`]);
     },
   };
+}
+
+/** The job a dead letter is about: its name, else its id (a letter may be about no job at all). */
+function jobOf(letter: DeadLetter): string {
+  return letter.job_key ?? (letter.job_id !== undefined ? String(letter.job_id) : "-");
 }
 
 const letters: Command = {
@@ -68,22 +68,14 @@ const letters: Command = {
   examples: ["flowc deadletter list 1", "flowc deadletter list 1 --limit 5 --json"],
   async run(invocation) {
     const name = "deadletter list";
-    const contextId = parseId(invocation.args[0] ?? "", "<context>", name);
-    const session = await actorSession(invocation, name);
+    const { contextId, session } = await contextSession(invocation, name);
     const page = await session.client.listDeadLetters(contextId, pageQuery(invocation.options, name));
     const items = page.items;
     if (items.length === 0) {
       invocation.out.result(page, [`no dead letters in context ${contextId}`]);
       return;
     }
-    const rows = items.map((l) => [
-      l.id,
-      l.kind,
-      l.job_key ?? (l.job_id !== undefined ? String(l.job_id) : "-"),
-      String(l.attempts),
-      timestamp(l.at),
-      l.reason,
-    ]);
+    const rows = items.map((l) => [l.id, l.kind, jobOf(l), String(l.attempts), timestamp(l.at), l.reason]);
     invocation.out.result(page, [
       ...table(["id", "kind", "job", "attempts", "at", "reason"], rows),
       `${items.length} of ${page.total} in context ${contextId}`,
@@ -98,16 +90,14 @@ const letter: Command = {
   args: ["context", "id"],
   examples: ["flowc deadletter show 1 3:12:2"],
   async run(invocation) {
-    const name = "deadletter show";
-    const contextId = parseId(invocation.args[0] ?? "", "<context>", name);
+    const { contextId, session } = await contextSession(invocation, "deadletter show");
     const id = invocation.args[1] ?? "";
-    const session = await actorSession(invocation, name);
     const entry = await session.client.loadDeadLetter(contextId, id);
     const rows: [string, string][] = [
       ["id", entry.id],
       ["kind", entry.kind],
       ["flow", String(entry.flow_id)],
-      ["job", entry.job_key ?? (entry.job_id !== undefined ? String(entry.job_id) : "-")],
+      ["job", jobOf(entry)],
       ["attempts", String(entry.attempts)],
       ["at", timestamp(entry.at)],
       ["reason", entry.reason],

@@ -9,9 +9,9 @@ import {
   type RunnerWithDispatch,
 } from "../../shared/model/index.js";
 import {
-  contextAndId,
   pageOptions,
   pageQuery,
+  parseChoice,
   parseCount,
   parseId,
   type Command,
@@ -20,7 +20,7 @@ import {
 import { UsageError } from "../errors.js";
 import { readPublicKey } from "../keyfile.js";
 import { fields, pageLines, shortKey, table, timestamp } from "../output.js";
-import { actorSession } from "../session.js";
+import { actorSession, objectSession } from "../session.js";
 
 /** How jobs reach the runner: pushed to its address, pulled from its context's queues, or both. */
 function delivery(runner: Runner): string {
@@ -78,13 +78,8 @@ function registration(options: ParsedOptions, cwd: string): RunnerRegistration {
   const type = options.string("type");
   if (type === undefined)
     throw new UsageError(`missing option --type (one of ${RunnerType.options.join(", ")})`, REGISTER);
-  const runnerType = RunnerType.safeParse(type);
-  if (!runnerType.success)
-    throw new UsageError(
-      `--type must be one of ${RunnerType.options.join(", ")}, not ${JSON.stringify(type)}`,
-      REGISTER,
-    );
-  const input: RunnerRegistration = { pubkey: runnerPubkey(options, cwd), runner_type: runnerType.data };
+  const runnerType = parseChoice(RunnerType.options, type, "--type", REGISTER);
+  const input: RunnerRegistration = { pubkey: runnerPubkey(options, cwd), runner_type: runnerType };
 
   const address = options.string("address");
   if (address !== undefined) {
@@ -197,8 +192,7 @@ const show: Command = {
   args: ["context", "runner"],
   examples: ["flowc runner show 1 2"],
   async run(invocation) {
-    const { contextId, id } = contextAndId(invocation, "<runner>", "runner show");
-    const session = await actorSession(invocation, "runner show");
+    const { contextId, id, session } = await objectSession(invocation, "<runner>", "runner show");
     const runner = await session.client.loadRunner(contextId, id);
     invocation.out.result(runner, runnerLines(runner));
   },
@@ -211,8 +205,7 @@ const remove: Command = {
   args: ["context", "runner"],
   examples: ["flowc runner remove 1 2"],
   async run(invocation) {
-    const { contextId, id } = contextAndId(invocation, "<runner>", "runner remove");
-    const session = await actorSession(invocation, "runner remove");
+    const { contextId, id, session } = await objectSession(invocation, "<runner>", "runner remove");
     await session.client.deleteRunner(contextId, id);
     invocation.out.result({ context_id: contextId, runner_id: id, removed: true }, [
       `runner ${id} removed from context ${contextId}`,
