@@ -5,15 +5,9 @@ import { storeFor } from "../../functions/core/store.js";
 import { Deadlines, RETRY_SOON_MS, type DeadlineHost } from "../../functions/flow/deadlines.js";
 import { GroupCommit } from "../../functions/flow/group-commit.js";
 import { rebuildFlow } from "../../functions/flow/stored.js";
-import {
-  apply,
-  newFlowState,
-  type DagJob,
-  type FlowEvent,
-  type FlowState,
-  type Transition,
-} from "../../shared/flow/index.js";
-import { connectStore, type Store } from "../../shared/store/index.js";
+import { apply, type FlowEvent, type FlowState, type Transition } from "../../shared/flow/index.js";
+import type { Store } from "../../shared/store/index.js";
+import { flowOf, shJob, through, unreachableStore } from "./flow-fixtures.js";
 import { testWorker } from "./harness.js";
 
 // Deadlines on its own: the alarm and the "storage down since" mark in a real Durable Object's
@@ -25,51 +19,19 @@ afterAll(() => w.cleanup());
 
 const store = storeFor(w.env);
 /** A Store whose endpoint nothing listens at: reads through it fail as when storage is away. */
-const away = connectStore({ url: "http://127.0.0.1:1", token: "none", retries: 0 }, w.keys);
+const away = unreachableStore(w.keys);
 
 const T = Date.now();
 const RUNNER = 4;
 const DOWN_SINCE = "storage-down-since";
-
-function job(id: number, name: string, depends: number[] = []): DagJob {
-  return {
-    id,
-    name,
-    script: `echo ${name}`,
-    script_type: "sh",
-    timeout: 60,
-    retries: 0,
-    env_vars: {},
-    prerequisites: [],
-    depends,
-  };
-}
 
 /** A new flow in a real context of its own: jobs a and b (b after a), delivery timeout `timeout` s. */
 async function newFlow(
   timeout = 300,
 ): Promise<{ state: FlowState; scope: FlowScope; stub: ReturnType<typeof w.flowStub>["stub"] }> {
   const context = await store.contexts.create({ admins: [9], readers: [], executors: [] });
-  const state = newFlowState({
-    id: 1,
-    contextId: context.id,
-    callerId: 9,
-    envVars: {},
-    timeouts: { timeout, timeout_ack: 60 },
-    traceId: "0af7651916cd43dd8448eb211c80319c",
-    jobs: [job(1, "a"), job(2, "b", [1])],
-    messageBase: 100,
-  });
+  const state = flowOf(context.id, [shJob(1, "a"), shJob(2, "b", [1])], { timeout });
   return { state, ...w.flowStub(context.id, 1) };
-}
-
-/** The state after `events`, each of which must apply. */
-function through(state: FlowState, events: FlowEvent[]): FlowState {
-  return events.reduce((s, e) => {
-    const t = apply(s, e);
-    expect(t.outcome, JSON.stringify(e)).toBe("applied");
-    return t.state;
-  }, state);
 }
 
 const start: FlowEvent = { type: "start", at: T };

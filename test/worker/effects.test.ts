@@ -6,15 +6,9 @@ import { dispatchScopeOf, type DispatchScope, type FlowScope } from "../../funct
 import { storeFor } from "../../functions/core/store.js";
 import { FlowEffects } from "../../functions/flow/effects.js";
 import type { Committed } from "../../functions/flow/group-commit.js";
-import {
-  apply,
-  newFlowState,
-  type DagJob,
-  type FlowEvent,
-  type FlowState,
-  type JobState,
-} from "../../shared/flow/index.js";
+import { apply, type FlowEvent, type FlowState, type JobState } from "../../shared/flow/index.js";
 import { planCommit, type CommitStep } from "../../shared/store/index.js";
+import { flowOf, shJob } from "./flow-fixtures.js";
 import { testWorker } from "./harness.js";
 
 // FlowEffects on its own: what a durable batch owes, carried out against the real Dispatcher
@@ -49,27 +43,7 @@ let nextContext = 1;
 /** A new flow of one job (id 1) in a context of its own, and its object's scope and stub. */
 function newFlow(timeout = 300): { state: FlowState; scope: FlowScope; stub: ReturnType<typeof w.flowStub>["stub"] } {
   const contextId = nextContext++;
-  const job: DagJob = {
-    id: 1,
-    name: "a",
-    script: "echo a",
-    script_type: "sh",
-    timeout: 60,
-    retries: 0,
-    env_vars: {},
-    prerequisites: [],
-    depends: [],
-  };
-  const state = newFlowState({
-    id: 1,
-    contextId,
-    callerId: 9,
-    envVars: {},
-    timeouts: { timeout, timeout_ack: 60 },
-    traceId: "0af7651916cd43dd8448eb211c80319c",
-    jobs: [job],
-    messageBase: 100,
-  });
+  const state = flowOf(contextId, [shJob(1, "a")], { timeout });
   return { state, ...w.flowStub(contextId, 1) };
 }
 

@@ -5,21 +5,9 @@ import { storeFor } from "../../functions/core/store.js";
 import { GroupCommit, type CommitHost, type Committed } from "../../functions/flow/group-commit.js";
 import { PendingCommits, type PendingCommit } from "../../functions/flow/pending.js";
 import { rebuildFlow } from "../../functions/flow/stored.js";
-import {
-  journalOf,
-  newFlowState,
-  type DagJob,
-  type FlowEvent,
-  type FlowState,
-  type Transition,
-} from "../../shared/flow/index.js";
-import {
-  connectStore,
-  NotFoundError,
-  RedisCommandError,
-  StorageUnavailableError,
-  type Store,
-} from "../../shared/store/index.js";
+import { journalOf, type FlowEvent, type FlowState, type Transition } from "../../shared/flow/index.js";
+import { NotFoundError, RedisCommandError, StorageUnavailableError, type Store } from "../../shared/store/index.js";
+import { flowOf, shJob, unreachableStore } from "./flow-fixtures.js";
 import { testWorker } from "./harness.js";
 
 // GroupCommit on its own: a real Durable Object's storage (for the pending plan and the journal),
@@ -31,42 +19,18 @@ afterAll(() => w.cleanup());
 /** The Store of this file's prefix. */
 const store = storeFor(w.env);
 /** A Store whose endpoint nothing listens at: every call fails, its outcome unknown to the caller. */
-const away = connectStore({ url: "http://127.0.0.1:1", token: "none", retries: 0 }, w.keys);
+const away = unreachableStore(w.keys);
 
 const CALLER = 9;
 const RUNNER = 4;
 const T = Date.now();
-
-/** A job of the flow, ready for newFlowState. */
-function job(id: number, name: string, depends: number[] = []): DagJob {
-  return {
-    id,
-    name,
-    script: `echo ${name}`,
-    script_type: "sh",
-    timeout: 60,
-    retries: 0,
-    env_vars: {},
-    prerequisites: [],
-    depends,
-  };
-}
 
 let nextContext = 1;
 
 /** A new flow of independent jobs a, b, c (ids 1..3), created in Redis, and its object's stub. */
 async function newFlow(): Promise<{ state: FlowState; scope: FlowScope; stub: ReturnType<typeof w.flowStub>["stub"] }> {
   const contextId = nextContext++;
-  const state = newFlowState({
-    id: 1,
-    contextId,
-    callerId: CALLER,
-    envVars: {},
-    timeouts: { timeout: 300, timeout_ack: 60 },
-    traceId: "0af7651916cd43dd8448eb211c80319c",
-    jobs: [job(1, "a"), job(2, "b"), job(3, "c")],
-    messageBase: 100,
-  });
+  const state = flowOf(contextId, [shJob(1, "a"), shJob(2, "b"), shJob(3, "c")], { callerId: CALLER });
   expect(await store.flows.create(state, [], T)).toBe(true);
   return { state, ...w.flowStub(contextId, 1) };
 }
