@@ -5,7 +5,8 @@ import { ApiError, CoordinatorClient, signerFromJwk } from "../../shared/client/
 import type { FlowSubmissionInput } from "../../shared/flow/index.js";
 import type { FlowView } from "../../shared/model/index.js";
 import { eventually } from "../support/eventually.js";
-import { runsIn, startPrivateStack, type PrivateStack, type TestRunnerProcess } from "../support/private-stack.js";
+import { runsIn } from "../support/flow-runs.js";
+import { startPrivateStack, type PrivateStack, type TestRunnerProcess } from "../support/private-stack.js";
 import type { RegisteredRunner } from "../support/runner-process.js";
 import { mulberry32, type Random } from "../support/random.js";
 import { flowShape } from "./shapes.js";

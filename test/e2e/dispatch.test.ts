@@ -2,7 +2,8 @@ import { describe, expect, it } from "vitest";
 import type { FlowView } from "../../shared/model/index.js";
 import { eventually } from "../support/eventually.js";
 import { shJobs } from "../support/jobs.js";
-import { attemptsOf, flowEnd, runsIn, type TestRunnerProcess } from "../support/private-stack.js";
+import { attemptsOf, flowEnd, runsIn } from "../support/flow-runs.js";
+import type { TestRunnerProcess } from "../support/private-stack.js";
 import { usePrivateStack } from "../support/use-private-stack.js";
 
 // Dispatch under load, with real processes: a runner never holds more attempts than its

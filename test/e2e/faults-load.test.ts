@@ -1,7 +1,7 @@
 import { describe, expect, it } from "vitest";
 import { eventually } from "../support/eventually.js";
 import { shJobs } from "../support/jobs.js";
-import { answersIn, attemptsOf, flowEnd, runsIn } from "../support/private-stack.js";
+import { answersIn, attemptsOf, flowEnd, runsIn } from "../support/flow-runs.js";
 import { usePrivateStack } from "../support/use-private-stack.js";
 
 // Concurrency and bad input against real processes (redis-server, the REST endpoint, workerd

@@ -5,7 +5,7 @@ import { ApiError } from "../../shared/client/index.js";
 import type { FlowSubmissionInput } from "../../shared/flow/index.js";
 import type { FlowView } from "../../shared/model/index.js";
 import { layeredJobs } from "../support/jobs.js";
-import { answersIn, attemptsOf, flowEnd, runsIn } from "../support/private-stack.js";
+import { answersIn, attemptsOf, flowEnd, runsIn } from "../support/flow-runs.js";
 import { usePrivateStack } from "../support/use-private-stack.js";
 
 // The third outcome of a storage call: it timed out (the API answered 503), yet Redis ran it

@@ -3,7 +3,7 @@ import { generateKeyPair, runnerKeyId } from "../../shared/auth/index.js";
 import { ApiError, signerFromJwk } from "../../shared/client/index.js";
 import type { DeadLetter, DeliveryPayload, Flow } from "../../shared/model/index.js";
 import { eventually } from "../support/eventually.js";
-import { answersIn, attemptsOf, flowEnd, runsIn } from "../support/private-stack.js";
+import { answersIn, attemptsOf, flowEnd, runsIn } from "../support/flow-runs.js";
 import { usePrivateStack } from "../support/use-private-stack.js";
 
 // Runners failing in the ways real ones do, against real processes (redis-server, the REST

@@ -5,7 +5,7 @@ import { beforeAll, describe, expect, it } from "vitest";
 import { actorKeyId, signRequest, type RequestSigner } from "../../shared/auth/index.js";
 import { signerFromJwk } from "../../shared/client/index.js";
 import { eventually } from "../support/eventually.js";
-import { attemptsOf, flowEnd, runsIn } from "../support/private-stack.js";
+import { attemptsOf, flowEnd, runsIn } from "../support/flow-runs.js";
 import { usePrivateStack } from "../support/use-private-stack.js";
 
 // The Worker's storage going away under it, with real processes: the REST endpoint stopped (the

@@ -5,7 +5,8 @@ import type { Message } from "../../shared/model/index.js";
 import { eventually } from "../support/eventually.js";
 import { signedServer } from "../support/http.js";
 import { layeredJobs } from "../support/jobs.js";
-import { answersIn, commandDelta, flowEnd, type TestRunnerProcess } from "../support/private-stack.js";
+import { answersIn, flowEnd } from "../support/flow-runs.js";
+import { commandDelta, type TestRunnerProcess } from "../support/private-stack.js";
 import { usePrivateStack } from "../support/use-private-stack.js";
 
 // Through a stack of this file's own (redis-server, REST endpoint, wrangler dev) and real runner

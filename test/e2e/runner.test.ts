@@ -15,7 +15,7 @@ import { CoordinatorClient, signerFromJwk } from "../../shared/client/index.js";
 import type { FlowSubmissionInput } from "../../shared/flow/index.js";
 import type { FlowView, Message, RunnerJob } from "../../shared/model/index.js";
 import { eventually } from "../support/eventually.js";
-import { flowEnd as flowEndOf } from "../support/private-stack.js";
+import { flowEnd as flowEndOf } from "../support/flow-runs.js";
 import { registerReferenceRunner, type RunnerProcess } from "../support/runner-process.js";
 import { readTestStackConfig } from "../support/stack-config.js";
 import { startTestWorker, type TestWorker } from "../support/test-worker.js";

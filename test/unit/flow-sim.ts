@@ -160,6 +160,19 @@ export class Driver {
   }
 }
 
+/** When the example-based tests' flows start (epoch ms). */
+export const T = 1_700_000_000_000;
+
+/** A started flow of these jobs (ids from 100 on, in order), at T. */
+export function started(inputs: JobIn[], options: FlowOptions = {}): Driver {
+  const d = new Driver(flowOf(inputs, options));
+  d.send({ type: "start", at: T });
+  return d;
+}
+
+/** The jobs dispatched so far, in the order of their first dispatch. */
+export const dispatched = (d: Driver): number[] => [...d.dispatches.keys()];
+
 /** A random DAG: job i depends on some earlier jobs (near ones more often, so chains get deep). */
 export interface DagShape {
   n: number;

@@ -10,7 +10,15 @@ import { describe, expect, it } from "vitest";
 const root = path.resolve(import.meta.dirname, "../..");
 const AREAS = ["functions", "shared", "runner", "cli", "infra"] as const;
 
-const SHARED = ["shared/model", "shared/keys.ts", "shared/auth", "shared/flow", "shared/store", "shared/client"];
+const SHARED = [
+  "shared/model",
+  "shared/keys.ts",
+  "shared/auth",
+  "shared/flow",
+  "shared/store",
+  "shared/client",
+  "shared/http",
+];
 const FUNCTIONS_BELOW_API = ["functions/core", ...SHARED];
 
 /**
@@ -20,6 +28,7 @@ const FUNCTIONS_BELOW_API = ["functions/core", ...SHARED];
  */
 const MAY_IMPORT: Record<string, string[]> = {
   "shared/model": [],
+  "shared/http": [],
   "shared/keys.ts": ["shared/model"],
   "shared/auth": ["shared/model"],
   "shared/flow": ["shared/model"],

@@ -47,6 +47,16 @@ function newFlow(timeout = 300): { state: FlowState; scope: FlowScope; stub: Ret
   return { state, ...w.flowStub(contextId, 1) };
 }
 
+/** FlowEffects of the flow at `scope`, kept in the object whose storage is `storage`, with the bindings `env`. */
+function effectsOf(storage: DurableObjectStorage, scope: FlowScope, env: Env = w.env): FlowEffects {
+  return new FlowEffects(
+    env,
+    storage,
+    () => scope,
+    () => store,
+  );
+}
+
 /** The batch of `events` applied to `before`, as GroupCommit hands it over once durable. */
 function batchOf(before: FlowState, events: FlowEvent[]): Committed {
   let after = before;
@@ -94,12 +104,7 @@ describe("FlowEffects", () => {
     const { state, scope, stub } = newFlow();
     const quiet = newFlow(); // a batch that wrote nothing to Redis owes dispatch nothing
     await runInDurableObject(stub, async (_instance, ds) => {
-      const effects = new FlowEffects(
-        w.env,
-        ds.storage,
-        () => scope,
-        () => store,
-      );
+      const effects = effectsOf(ds.storage, scope);
       const batch = batchOf(state, [start]);
       expect(batch.plan?.queued).toBe(true);
       expect(await effects.committed(batch)).toBe(true);
@@ -108,12 +113,7 @@ describe("FlowEffects", () => {
 
       const journalOnly = batchOf(through(quiet.state, [start]), [assigned]);
       expect(journalOnly.plan).toBeUndefined();
-      const other = new FlowEffects(
-        w.env,
-        ds.storage,
-        () => quiet.scope,
-        () => store,
-      );
+      const other = effectsOf(ds.storage, quiet.scope);
       expect(await other.committed(journalOnly)).toBe(true);
       expect(await dispatcherReached(quiet.state.contextId)).toBeUndefined();
       expect(await ds.storage.get(OWED)).toBeUndefined();
@@ -123,12 +123,7 @@ describe("FlowEffects", () => {
   it("owes again the wake of a pending plan that was run again", async () => {
     const { state, scope, stub } = newFlow();
     await runInDurableObject(stub, async (_instance, ds) => {
-      const effects = new FlowEffects(
-        w.env,
-        ds.storage,
-        () => scope,
-        () => store,
-      );
+      const effects = effectsOf(ds.storage, scope);
       const plan = batchOf(state, [start]).plan;
       if (!plan) throw new Error("the start wrote nothing");
       expect(await effects.resolved(plan)).toBe(true);
@@ -139,12 +134,7 @@ describe("FlowEffects", () => {
   it("keeps a wake that failed as owed, adds later ones to it, and clears it once it went through", async () => {
     const { state, scope, stub } = newFlow();
     await runInDurableObject(stub, async (_instance, ds) => {
-      const away = new FlowEffects(
-        unreachable,
-        ds.storage,
-        () => scope,
-        () => store,
-      );
+      const away = effectsOf(ds.storage, scope, unreachable);
       expect(await away.committed(batchOf(state, [start]))).toBe(false);
       expect(await ds.storage.get<Wake>(OWED)).toEqual({ work: true });
       // The sweep is told all the same: the flow's deadlines started.
@@ -157,12 +147,7 @@ describe("FlowEffects", () => {
       expect(await dispatcherReached(state.contextId)).toBeUndefined();
 
       // The dispatcher is back (a fresh instance reads what is owed from storage).
-      const back = new FlowEffects(
-        w.env,
-        ds.storage,
-        () => scope,
-        () => store,
-      );
+      const back = effectsOf(ds.storage, scope);
       expect(await back.wake(undefined)).toBe(true);
       expect(await ds.storage.get(OWED)).toBeUndefined();
       expect(await dispatcherReached(state.contextId)).toEqual(dispatchScopeOf(scope));
@@ -179,12 +164,7 @@ describe("FlowEffects", () => {
     await w.redis.exec(["ZADD", w.keys.sweepDue(), String(T + 1_000), String(earlier.state.contextId)]);
     await runInDurableObject(fresh.stub, async (_instance, ds) => {
       for (const { state, scope } of [fresh, later, earlier, short]) {
-        const effects = new FlowEffects(
-          w.env,
-          ds.storage,
-          () => scope,
-          () => store,
-        );
+        const effects = effectsOf(ds.storage, scope);
         expect(await effects.committed(batchOf(state, [start]))).toBe(true);
       }
     });
@@ -200,12 +180,7 @@ describe("FlowEffects", () => {
     const failing = batchOf(running, [failed]);
     expect(failing.after.status).toBe("error");
     await runInDurableObject(stub, async (_instance, ds) => {
-      const effects = new FlowEffects(
-        w.env,
-        ds.storage,
-        () => scope,
-        () => store,
-      );
+      const effects = effectsOf(ds.storage, scope);
       expect(await effects.committed(failing)).toBe(true); // it owes a wake (mail, a freed slot), no sweep
       expect(await sweepDue(state.contextId)).toBeNull();
 
