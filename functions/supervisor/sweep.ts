@@ -1,4 +1,4 @@
-import type { Store } from "../../shared/store/index.js";
+import type { ContextChecks, Store } from "../../shared/store/index.js";
 import { publicOrigin } from "../core/config.js";
 import type { Env } from "../core/env.js";
 import { unwrap } from "../core/problem.js";
@@ -10,7 +10,7 @@ import { coordinatorStub, wakeDispatcher } from "../core/stubs.js";
 export interface SweepReport {
   contexts: number;
   poked: number;
-  /** Contexts that could not be swept this time (storage away): they stay due. */
+  /** Contexts (storage away: they stay due), dispatchers and flows that could not be reached this time. */
   failed: number;
 }
 
@@ -32,10 +32,10 @@ export async function sweep(env: Env, now = Date.now()): Promise<SweepReport> {
   const report: SweepReport = { contexts: due.length, poked: 0, failed: 0 };
   for (const contextId of due) {
     try {
-      report.poked += await sweepContext(env, store, contextId, now);
+      await sweepContext(env, store, contextId, now, report);
     } catch (error) {
-      // One context's trouble (storage away, an object that cannot answer) does not hold up the
-      // others; it stays due, and the next sweep tries it again.
+      // Storage away for this context: it stays due, the next sweep tries it again, and the
+      // other contexts are swept meanwhile.
       report.failed++;
       console.warn(`sweep: context ${contextId}: ${(error as Error).message}`);
     }
@@ -43,21 +43,51 @@ export async function sweep(env: Env, now = Date.now()): Promise<SweepReport> {
   return report;
 }
 
-async function sweepContext(env: Env, store: Store, contextId: number, now: number): Promise<number> {
+/**
+ * Sweeps one context: its dispatcher and each due flow are called on their own, so one that
+ * cannot answer (or fails for good) holds up neither the others nor the context's next due time.
+ * Throws only when storage itself is away; the context then stays due.
+ */
+async function sweepContext(
+  env: Env,
+  store: Store,
+  contextId: number,
+  now: number,
+  report: SweepReport,
+): Promise<void> {
   const base: ScopeBase = { prefix: store.keys.prefix, origin: publicOrigin(env) };
-  await wakeDispatcher(env, { ...base, contextId }, { work: true, mail: true, reap: true });
-  const owners = await store.sweep.dueOwners(contextId, now, FLOWS_PER_CONTEXT);
-  for (const owner of owners) {
+  const attempt = async (what: string, call: () => Promise<unknown>) => {
+    try {
+      await call();
+    } catch (error) {
+      report.failed++;
+      console.warn(`sweep: context ${contextId}, ${what}: ${(error as Error).message}`);
+    }
+  };
+  await attempt("dispatcher", () =>
+    wakeDispatcher(env, { ...base, contextId }, { work: true, mail: true, reap: true }),
+  );
+  for (const owner of await store.sweep.dueOwners(contextId, now, FLOWS_PER_CONTEXT)) {
     const scope = scopeFor(base, contextId, owner);
-    unwrap(await coordinatorStub(env, scope).tick(scope));
+    await attempt(scope.job ? `job ${scope.job.id}` : `flow ${scope.flowId}`, async () => {
+      unwrap(await coordinatorStub(env, scope).tick(scope));
+      report.poked++;
+    });
   }
-  const checks = await store.sweep.checks(contextId);
-  // Due again at the nearest of: a flow's check time, leftovers in msg_out, a delivery to settle.
+  await store.sweep.reschedule(contextId, nextDue(await store.sweep.checks(contextId), now));
+  // A flow that started while this ran made the context due by its own deadline (ZADD LT), which
+  // the write above may have overwritten: it always adds to the deadline set first, so a second
+  // read sees it, and an earlier due time is put back.
+  const again = nextDue(await store.sweep.checks(contextId), now);
+  if (again !== undefined) await store.sweep.dueBy(contextId, again);
+}
+
+/** When a context is next due: the nearest of a flow's check time, leftovers in msg_out, a delivery to settle. */
+function nextDue(checks: ContextChecks, now: number): number | undefined {
   const next = Math.min(
     checks.firstCheck ?? Infinity,
     checks.waitingMail > 0 ? now + MSG_OUT_RECHECK_MS : Infinity,
     checks.firstInFlight !== undefined ? checks.firstInFlight + 1_000 : Infinity,
   );
-  await store.sweep.reschedule(contextId, Number.isFinite(next) ? Math.max(next, now + 1000) : undefined);
-  return owners.length;
+  return Number.isFinite(next) ? Math.max(next, now + 1000) : undefined;
 }

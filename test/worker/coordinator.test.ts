@@ -212,4 +212,23 @@ describe("the supervisor's sweep", () => {
     ]);
     expect(entry).toBeNull();
   });
+
+  it("pokes the other due flows of a context when one of them cannot be read, and keeps the context due", async () => {
+    const ctx = (await admin.client.createContext()).id;
+    await PullRunner.register(w, admin.client, ctx); // never leases: only the deadlines set the alarms
+    const broken = await admin.client.submitFlow(ctx, { start: true, timeouts: { timeout: 2 }, jobs: [sh("broken")] });
+    const late = await admin.client.submitFlow(ctx, { start: true, timeouts: { timeout: 3 }, jobs: [sh("late")] });
+    // Both alarms are taken away; the first flow's record is corrupt and its object has to read it again.
+    await takeAlarm(w.flowStub(ctx, broken.id).stub);
+    const alarm = await takeAlarm(w.flowStub(ctx, late.id).stub);
+    await w.redis.exec(["HSET", w.keys.flow(ctx, broken.id), "status", "bogus"]);
+    await evictDurableObject(w.flowStub(ctx, broken.id).stub);
+    await waitUntilPast(alarm as number);
+
+    await w.redis.exec(["ZADD", w.keys.sweepDue(), "1", String(ctx)]);
+    await w.sweep();
+    expect((await admin.client.loadFlow(ctx, late.id)).status).toBe("error");
+    // The broken flow's check time has passed and stays: the context is due again soon.
+    expect(Number(await w.redis.exec<string | null>(["ZSCORE", w.keys.sweepDue(), String(ctx)]))).toBeGreaterThan(1);
+  });
 });
