@@ -5,7 +5,7 @@ import { Problem, unwrap } from "../core/problem.js";
 import { coordinatorStub } from "../core/stubs.js";
 import { contextFor, requireActor } from "./access.js";
 import { callScope, type FlowCall } from "./call.js";
-import { createInObject, dagProblem } from "./submission.js";
+import { checkPinnedRunners, createInObject, dagProblem } from "./submission.js";
 
 /** `POST /v1/contexts/{id}/jobs`: one job run outside any flow. */
 export const JobSubmission = z
@@ -33,6 +33,7 @@ export async function submitJob(
       { field: "job.depends", message: "a job outside a flow cannot depend on other jobs; submit a flow" },
     ]);
   }
+  await checkPinnedRunners(call, contextId, [input.job], () => "job");
   const reservation = await call.store.flows.reserve({
     contextId,
     callerId,

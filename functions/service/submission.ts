@@ -20,11 +20,12 @@ export function dagProblem(issues: DagIssue[]): Problem {
   return fieldProblem(issues.map((i) => ({ field: `body.${i.field}`, message: i.message })));
 }
 
-/** 400 when a job pins a runner that is not registered in the context. */
+/** 400 when a job pins a runner that is not registered in the context; `where` names job i in the body. */
 export async function checkPinnedRunners(
   call: FlowCall,
   contextId: number,
   jobs: { runner_id?: number | undefined }[],
+  where: (i: number) => string = (i) => `jobs.${i}`,
 ): Promise<void> {
   const pinned = jobs.flatMap((job, i) => (job.runner_id !== undefined ? [{ i, id: job.runner_id }] : []));
   if (pinned.length === 0) return;
@@ -33,7 +34,7 @@ export async function checkPinnedRunners(
   if (missing.length > 0) {
     throw dagProblem(
       missing.map((m) => ({
-        field: `jobs.${m.i}.runner_id`,
+        field: `${where(m.i)}.runner_id`,
         message: `runner ${m.id} is not registered in context ${contextId}`,
       })),
     );

@@ -246,6 +246,15 @@ describe("a job outside any flow", () => {
     runner = await PullRunner.register(w, client, ctx);
   });
 
+  it("is refused 400 naming job.runner_id when it pins a runner that is not registered", async () => {
+    const e = await failure(
+      client.request("POST", `/v1/contexts/${ctx}/jobs`, {
+        job: { script: "echo hi", script_type: "sh", runner_id: 99_999 },
+      }),
+    );
+    expect([e.status, e.problem.field]).toEqual([400, "body.job.runner_id"]);
+  });
+
   it("is created, run, and its message settled", async () => {
     const created = (await client.request("POST", `/v1/contexts/${ctx}/jobs`, {
       job: { script: "echo hi", script_type: "python" },
