@@ -1,6 +1,6 @@
 import { parseArgs } from "node:util";
 import type { PageQuery } from "../shared/client/index.js";
-import { MAX_ID } from "../shared/model/index.js";
+import { isIdText } from "../shared/model/index.js";
 import { UsageError } from "./errors.js";
 import type { Output } from "./output.js";
 
@@ -173,14 +173,6 @@ function parseArgsMessage(error: unknown): string {
     return `option ${option} takes no value`;
   }
   return message.split(". ")[0] ?? message;
-}
-
-/**
- * Whether `text` is an id as the API's are: a positive 32-bit integer written plainly (no sign,
- * leading zero or exponent), so that the id echoed back is the text that was given.
- */
-export function isIdText(text: string): boolean {
-  return /^[1-9]\d{0,9}$/.test(text) && Number(text) <= MAX_ID;
 }
 
 /** Parses an id (a positive 32-bit integer, as the API's ids are) from an argument or option. */

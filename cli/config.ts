@@ -2,7 +2,8 @@ import { mkdirSync, readFileSync, renameSync, writeFileSync } from "node:fs";
 import { homedir } from "node:os";
 import path from "node:path";
 import { Id, WebUrl } from "../shared/model/index.js";
-import { isIdText, type GlobalFlags } from "./command.js";
+import { isIdText } from "../shared/model/index.js";
+import type { GlobalFlags } from "./command.js";
 import { ConfigError, UsageError } from "./errors.js";
 
 /** The profile file: where the coordinator is and who we are there. */

@@ -1,5 +1,5 @@
 import { ApiError, type CoordinatorClient } from "../shared/client/index.js";
-import type { FlowView, JobView } from "../shared/model/index.js";
+import type { FlowView, JobView, JobWaiting } from "../shared/model/index.js";
 import { attemptStderr } from "./api.js";
 import { NetworkError } from "./errors.js";
 import { plural, type Output } from "./output.js";
@@ -46,7 +46,7 @@ interface Seen {
 }
 
 /** Reasons to wait worth telling while watching: the ones that do not fix themselves in a moment. */
-const NEWS = new Set(["paused", "no-runner", "runners-busy", "runner-refusing", "pull"]);
+const NEWS = new Set<JobWaiting["reason"]>(["paused", "no-runner", "runners-busy", "runner-refusing", "pull"]);
 
 function ended(view: FlowView): boolean {
   return view.status === "finished" || view.status === "error";

@@ -4,18 +4,13 @@ import { serve, type ServerType } from "@hono/node-server";
 import { Hono, type Context } from "hono";
 import type { ContentfulStatusCode } from "hono/utils/http-status";
 import { AuthError, verifyRequest } from "../shared/auth/index.js";
-import type { DeliveryPayload } from "../shared/model/index.js";
+import { readBoundedBody } from "../shared/http/body.js";
+import { CancelPayload, type DeliveryPayload } from "../shared/model/index.js";
 import type { CoordinatorKeyDirectory } from "./coordinator-keys.js";
 import type { RunnerLog } from "./job.js";
 
 /** A signed `{ "cancel": {...} }` from the coordinator: stop this attempt. */
-export interface CancelRequest {
-  context_id: number;
-  caller_id: number;
-  message_id: number;
-  attempt: number;
-  reason: string;
-}
+export type CancelRequest = CancelPayload["cancel"];
 
 /** What the runner makes of a verified, well-formed delivery. */
 export type Acceptance =
@@ -117,7 +112,7 @@ function notAllowed(c: Context): Response {
 }
 
 async function deliver(c: Context, options: PushServerOptions, nonces: NonceLedger): Promise<Response> {
-  const body = await readBody(c.req.raw);
+  const body = await readBoundedBody(c.req.raw, MAX_BODY_BYTES);
   if (!body) return problem(c, 413, "too-large", `a delivery is at most ${MAX_BODY_BYTES} bytes`);
 
   const now = Math.floor(Date.now() / 1000);
@@ -147,17 +142,17 @@ async function deliver(c: Context, options: PushServerOptions, nonces: NonceLedg
     return problem(c, 400, "invalid-body", "the body is not JSON");
   }
   if (raw && typeof raw === "object" && "cancel" in raw) {
-    const cancel = (raw as { cancel: Partial<CancelRequest> }).cancel;
-    if (
-      !cancel ||
-      typeof cancel.message_id !== "number" ||
-      typeof cancel.attempt !== "number" ||
-      typeof cancel.caller_id !== "number" ||
-      typeof cancel.context_id !== "number"
-    ) {
-      return problem(c, 400, "invalid-body", "a cancel names context_id, caller_id, message_id and attempt");
+    const parsed = CancelPayload.safeParse(raw);
+    if (!parsed.success) {
+      return problem(
+        c,
+        400,
+        "invalid-body",
+        "a cancel names context_id, flow_id, job_id, caller_id, message_id and attempt",
+      );
     }
-    const stopped = options.cancel({ ...(cancel as CancelRequest), reason: String(cancel.reason ?? "cancelled") });
+    const { cancel } = parsed.data;
+    const stopped = options.cancel(cancel);
     options.log.info(
       `cancel of message ${cancel.caller_id}:${cancel.message_id} attempt ${cancel.attempt}: ${stopped ? "stopping it" : "not running here"}`,
     );
@@ -185,34 +180,6 @@ async function deliver(c: Context, options: PushServerOptions, nonces: NonceLedg
       options.log.warn(`refused delivery of message ${key} (422): ${acceptance.refused}`);
       return problem(c, 422, "refused", acceptance.refused);
   }
-}
-
-/**
- * The raw body, read once and before anything parses it (the signature covers these exact
- * bytes), or null when it is larger than MAX_BODY_BYTES: on its declared Content-Length up
- * front, or while reading a chunked body.
- */
-async function readBody(request: Request): Promise<Uint8Array<ArrayBuffer> | null> {
-  const declared = request.headers.get("content-length");
-  if (Number(declared ?? 0) > MAX_BODY_BYTES) return null;
-  // Node's parser holds a body to its declared length, so only a chunked one needs counting.
-  if (declared !== null || !request.body) return new Uint8Array(await request.arrayBuffer());
-  const reader = request.body.getReader();
-  const chunks: Uint8Array[] = [];
-  let size = 0;
-  for (let next = await reader.read(); !next.done; next = await reader.read()) {
-    size += next.value.length;
-    // No cancel: it would destroy the socket before the 413 is out; the adapter drains the rest.
-    if (size > MAX_BODY_BYTES) return null;
-    chunks.push(next.value);
-  }
-  const out = new Uint8Array(new ArrayBuffer(size));
-  let offset = 0;
-  for (const chunk of chunks) {
-    out.set(chunk, offset);
-    offset += chunk.length;
-  }
-  return out;
 }
 
 /**

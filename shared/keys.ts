@@ -126,11 +126,19 @@ export class Keys {
     return `${this.namespace(contextId)}queue:runner:${runnerId}`;
   }
 
+  /** The queue a job's attempts wait in: the one of the runner it is pinned to, else its script type's. */
+  readyQueue(contextId: number, job: { runner_id?: number | undefined; script_type: ScriptType }): string {
+    return job.runner_id !== undefined
+      ? this.pinnedQueue(contextId, job.runner_id)
+      : this.queue(contextId, job.script_type);
+  }
+
   /**
    * `runner:<id>:slots`: the attempts a runner holds, one member (a work item) per slot. Score:
-   * when the slot was claimed while the delivery is under way, `+inf` once it was delivered. A
-   * runner never holds more members than its concurrency: the claim that adds one counts them
-   * in the same script, and the commit that ends the attempt removes it.
+   * when the slot was claimed while the delivery is under way, DELIVERED_SCORE (later than any
+   * claim) once it was delivered. A runner never holds more members than its concurrency: the
+   * claim that adds one counts them in the same script, and the commit that ends the attempt
+   * removes it.
    */
   runnerSlots(contextId: number, runnerId: number): string {
     return `${this.namespace(contextId)}runner:${runnerId}:slots`;

@@ -1,5 +1,5 @@
 import type { DagJob, FlowEvent, FlowTimeouts, JobState, Transition } from "../../shared/flow/index.js";
-import type { DeliveryPayload, FlowView, Log, ScriptType } from "../../shared/model/index.js";
+import type { DeliveryPayload, FlowView, JobWaiting, Log, ScriptType } from "../../shared/model/index.js";
 import type { RpcResult } from "./problem.js";
 import type { DispatchScope, FlowScope } from "./scopes.js";
 
@@ -112,7 +112,8 @@ export interface Want {
 
 /** Why an attempt is not with a runner yet, in words and as a code (`until`: epoch ms). */
 export interface WaitReason {
-  reason: "paused" | "no-runner" | "runners-busy" | "runner-refusing" | "pull" | "queued";
+  /** The reasons only dispatch can tell (the flow itself tells dependencies, backoff, delivering). */
+  reason: Exclude<JobWaiting["reason"], "dependencies" | "backoff" | "delivering">;
   detail: string;
   until?: number;
 }

@@ -1,4 +1,4 @@
-import { parseMessageKey, parseWorkItem } from "../../shared/keys.js";
+import { parseMessageKey, parseWorkItem, type DeadlineOwner } from "../../shared/keys.js";
 
 /**
  * What a FlowCoordinator instance coordinates, passed with every call so an instance that lost
@@ -28,8 +28,11 @@ export interface DispatchScope {
 /** What every scope of one deployment and request shares: the key prefix and the public origin. */
 export type ScopeBase = Pick<FlowScope, "prefix" | "origin">;
 
-/** What one FlowCoordinator runs: a flow by its id, or a job outside any flow by its caller and id. */
-export type ScopeTarget = { flowId: number } | { callerId: number; jobId: number };
+/**
+ * What one FlowCoordinator runs: a flow by its id, or a job outside any flow by its caller and id
+ * (what the context's deadline set names, too).
+ */
+export type ScopeTarget = DeadlineOwner;
 
 /** The scope of a flow, or of a job outside any flow, in a context. */
 export function scopeFor(base: ScopeBase, contextId: number, target: ScopeTarget): FlowScope {

@@ -1,6 +1,14 @@
-import type { DispatcherRpc, FlowCoordinatorRpc, Wake } from "./contracts.js";
+import type { DeliverAnswer, DeliveryTarget, DispatcherRpc, FlowCoordinatorRpc, Wake } from "./contracts.js";
 import type { Env } from "./env.js";
-import { coordinatorName, dispatcherName, type DispatchScope, type FlowScope } from "./scopes.js";
+import { Problem, unwrap } from "./problem.js";
+import {
+  coordinatorName,
+  dispatcherName,
+  scopeFor,
+  workItemOwner,
+  type DispatchScope,
+  type FlowScope,
+} from "./scopes.js";
 
 /** The stub of the FlowCoordinator that owns a scope. */
 export function coordinatorStub(env: Env, scope: FlowScope): DurableObjectStub<FlowCoordinatorRpc> {
@@ -19,4 +27,27 @@ export function dispatcherStub(env: Env, scope: DispatchScope): DurableObjectStu
  */
 export async function wakeDispatcher(env: Env, scope: DispatchScope, wake: Wake): Promise<void> {
   await dispatcherStub(env, scope).wake(scope, wake);
+}
+
+/**
+ * Asks the FlowCoordinator that owns a work item (a claimed attempt) to deliver it to `runner`.
+ * An item that is no work item, or whose flow no longer exists, is `gone`: its slot can be freed.
+ * Any other failure (the object unreachable) is thrown: the claim stays unsettled, and the
+ * dispatcher's reaper asks again later.
+ */
+export async function askOwner(
+  env: Env,
+  base: DispatchScope,
+  item: string,
+  runner: DeliveryTarget,
+): Promise<DeliverAnswer> {
+  const target = workItemOwner(item);
+  if (!target) return { outcome: "gone", reason: `not a work item: ${item}` };
+  const owner = scopeFor(base, base.contextId, target);
+  try {
+    return unwrap(await coordinatorStub(env, owner).deliver(owner, item, runner));
+  } catch (error) {
+    if (error instanceof Problem && error.status === 404) return { outcome: "gone", reason: error.message };
+    throw error;
+  }
 }

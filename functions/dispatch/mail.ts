@@ -44,11 +44,7 @@ export async function relayMail(
 async function requeueAttempt(store: Store, key: string, message: Message): Promise<void> {
   const job = message.job[0];
   if (!job) return;
-  const queue =
-    job.runner_id !== undefined
-      ? store.keys.pinnedQueue(message.context_id, job.runner_id)
-      : store.keys.queue(message.context_id, job.script_type);
-  await store.dispatch.enqueue(queue, [
+  await store.dispatch.enqueue(store.keys.readyQueue(message.context_id, job), [
     workItem(
       { messageKey: key, flowId: job.flow_id, jobId: job.id, attempt: message.attempt ?? 1 },
       message.avoid_runner_id,

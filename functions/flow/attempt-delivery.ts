@@ -60,7 +60,7 @@ export async function deliverAttempt(
   if (assigned.outcome === "duplicate" && job?.delivery?.state !== "assigned") {
     return { outcome: "delivered" }; // delivered before; its outcome is known
   }
-  if (assigned.outcome !== "applied" && assigned.outcome !== "duplicate") {
+  if (!job || (assigned.outcome !== "applied" && assigned.outcome !== "duplicate")) {
     outgoing.forget(work.messageKey);
     return { outcome: "gone", reason: assigned.reason ?? "the attempt no longer wants a runner" };
   }
@@ -82,11 +82,9 @@ export async function deliverAttempt(
     return { outcome: "delivered" };
   }
   await owner.enqueue({ type: "unassigned", ...base, reason: sent.reason, at: Date.now() });
-  const keys = owner.store().keys;
-  const spec = owner.state().jobs[work.jobId]?.spec;
-  const queue =
-    spec?.runner_id !== undefined
-      ? keys.pinnedQueue(owner.scope.contextId, spec.runner_id)
-      : keys.queue(owner.scope.contextId, spec?.script_type ?? message.job[0]?.script_type ?? "sh");
-  return { outcome: "refused", reason: sent.reason, queue };
+  return {
+    outcome: "refused",
+    reason: sent.reason,
+    queue: owner.store().keys.readyQueue(owner.scope.contextId, job.spec),
+  };
 }

@@ -1,5 +1,5 @@
 import { randomHex, signRequest } from "../../shared/auth/index.js";
-import type { DeliveryPayload, Message } from "../../shared/model/index.js";
+import type { CancelPayload, DeliveryPayload, Message } from "../../shared/model/index.js";
 import type { CoordinatorKey } from "../core/coordinator-key.js";
 
 /** A W3C traceparent continuing the flow's trace into the delivery (a fresh span per POST). */
@@ -78,19 +78,6 @@ export async function deliver(
         : `could not be reached (${(error as Error).message})`,
     };
   }
-}
-
-/** What a push runner receives to stop an attempt: the job, the attempt, and why. */
-export interface CancelPayload {
-  cancel: {
-    context_id: number;
-    flow_id: number;
-    job_id: number;
-    attempt: number;
-    caller_id: number;
-    message_id: number;
-    reason: string;
-  };
 }
 
 /**

@@ -27,7 +27,7 @@ export interface FlowCall extends ServiceCall {
 }
 
 /** What every scope of this call shares: the deployment's key prefix and the public origin. */
-function scopeBase(call: FlowCall): ScopeBase {
+export function scopeBase(call: FlowCall): ScopeBase {
   return { prefix: call.store.keys.prefix, origin: call.origin };
 }
 

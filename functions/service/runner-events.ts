@@ -4,9 +4,9 @@ import { Log, ResultMap, type DeliveryPayload } from "../../shared/model/index.j
 import type { WorkSettlement } from "../../shared/store/index.js";
 import type { EventAnswer } from "../core/contracts.js";
 import { Problem, unwrap } from "../core/problem.js";
-import { workItemOwner, type FlowScope, type RunnerEventName } from "../core/scopes.js";
-import { coordinatorStub } from "../core/stubs.js";
-import { callScope, type FlowCall } from "./call.js";
+import type { FlowScope, RunnerEventName } from "../core/scopes.js";
+import { askOwner, coordinatorStub } from "../core/stubs.js";
+import { callScope, scopeBase, type FlowCall } from "./call.js";
 
 /** Where a runner webhook points: the job's context, its flow or (outside flows) its caller, and its id. */
 export type WebhookPath = { contextId: number; jobId: number } & ({ flowId: number } | { callerId: number });
@@ -131,30 +131,20 @@ export async function leaseJobs(
   );
   const out: DeliveryPayload[] = [];
   const settlement: WorkSettlement = { delivered: [], gone: [], back: [] };
+  const base = { ...scopeBase(call), contextId };
   await Promise.all(
     claims.map(async (claim) => {
-      const owner = workItemOwner(claim.item);
-      if (!owner) {
-        settlement.gone.push(claim);
-        return;
-      }
-      const scope = callScope(call, contextId, owner);
       try {
-        const answer = unwrap(
-          await coordinatorStub(call.env, scope).deliver(scope, claim.item, { id: runnerId, address: "" }),
-        );
-        if (answer.outcome === "delivered" && answer.payload) {
-          out.push(answer.payload);
+        const answer = await askOwner(call.env, base, claim.item, { id: runnerId, address: "" });
+        if (answer.outcome === "delivered") {
+          // Without a payload it was handed out before: that lease's answer was lost.
+          if (answer.payload) out.push(answer.payload);
           settlement.delivered.push(claim);
-        } else if (answer.outcome === "delivered") {
-          settlement.delivered.push(claim); // handed out before: its lease answer was lost
         } else {
           settlement.gone.push(claim);
         }
       } catch (error) {
-        if (error instanceof Problem && error.status === 404)
-          settlement.gone.push(claim); // its flow no longer exists
-        else console.warn(`lease: the owner of ${claim.item} could not be asked: ${(error as Error).message}`);
+        console.warn(`lease: the owner of ${claim.item} could not be asked: ${(error as Error).message}`);
       }
     }),
   );

@@ -3,6 +3,7 @@ import type { AddressInfo } from "node:net";
 import { serve, type HttpBindings, type ServerType } from "@hono/node-server";
 import { Hono, type Context, type MiddlewareHandler } from "hono";
 import type { ContentfulStatusCode } from "hono/utils/http-status";
+import { readBoundedBody } from "../../shared/http/body.js";
 import { CommandError, toCommand, toCommandList, type Command } from "./commands.js";
 import { parseRedisUrl, RedisUnavailableError } from "./connection.js";
 import { toOutcome } from "./encoding.js";
@@ -161,29 +162,11 @@ function bearer(expected: Buffer): MiddlewareHandler<RestEnv> {
  */
 function limitBody(limit: number): MiddlewareHandler<RestEnv> {
   return async (c, next) => {
-    const body = await readBody(c.req.raw, limit);
-    if (!body) return send(c, failure(new HttpError(413, `ERR max request size exceeded (${limit} bytes)`)));
-    c.set("body", body);
+    const bytes = await readBoundedBody(c.req.raw, limit);
+    if (!bytes) return send(c, failure(new HttpError(413, `ERR max request size exceeded (${limit} bytes)`)));
+    c.set("body", Buffer.from(bytes.buffer, bytes.byteOffset, bytes.length));
     await next();
   };
-}
-
-/** The body, or null when it is larger than `limit`. */
-async function readBody(request: Request, limit: number): Promise<Buffer | null> {
-  const declared = request.headers.get("content-length");
-  if (Number(declared ?? 0) > limit) return null;
-  // Node's parser holds a body to its declared length, so only a chunked one needs counting.
-  if (declared !== null || !request.body) return Buffer.from(await request.arrayBuffer());
-  const reader = request.body.getReader();
-  const chunks: Uint8Array[] = [];
-  let size = 0;
-  for (let next = await reader.read(); !next.done; next = await reader.read()) {
-    size += next.value.length;
-    // No cancel: it would destroy the socket before the 413 is out; the adapter drains the rest.
-    if (size > limit) return null;
-    chunks.push(next.value);
-  }
-  return Buffer.concat(chunks);
 }
 
 function base64(c: Context<RestEnv>): boolean {

@@ -1,4 +1,4 @@
-import { MAX_ID, PublicKey } from "../model/common.js";
+import { isIdText, PublicKey } from "../model/common.js";
 
 /**
  * Who signed a request, named by its `keyid`:
@@ -21,17 +21,12 @@ export function bareKeyId(pubkey: string): string {
   return `key:${pubkey}`;
 }
 
-/** An id as text: what `Id` accepts, so a keyid never names an id no record can have. */
-function isId(text: string): boolean {
-  return /^[1-9]\d{0,9}$/.test(text) && Number(text) <= MAX_ID;
-}
-
 /** Parses a keyid; null when it is none of the three forms. */
 export function parseKeyId(keyid: string): KeyId | null {
   const [kind, a, b, ...rest] = keyid.split(":");
   if (rest.length > 0) return null;
-  if (kind === "actor" && a !== undefined && isId(a) && b === undefined) return { kind, id: Number(a) };
-  if (kind === "runner" && a !== undefined && b !== undefined && isId(a) && isId(b)) {
+  if (kind === "actor" && a !== undefined && isIdText(a) && b === undefined) return { kind, id: Number(a) };
+  if (kind === "runner" && a !== undefined && b !== undefined && isIdText(a) && isIdText(b)) {
     return { kind, contextId: Number(a), id: Number(b) };
   }
   if (kind === "key" && a !== undefined && b === undefined && PublicKey.safeParse(a).success)

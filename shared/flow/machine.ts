@@ -260,7 +260,7 @@ export function dueDeadlines(state: FlowState, now: number): (Deadline & { job: 
 }
 
 /**
- * The event for a deadline that came due at `now`. A message waiting in msg_out of a paused
+ * The event for a deadline that came due at `now`. An attempt waiting for a runner in a paused
  * context is not late: its delivery clock starts again (postponed) instead. `random` is the
  * jitter of the retry that a missed deadline may lead to, chosen by the shell.
  */

@@ -5,6 +5,14 @@ export const MAX_ID = 4_294_967_295;
 export const Id = z.int().min(1).max(MAX_ID);
 export type Id = z.infer<typeof Id>;
 
+/**
+ * Whether `text` is an id written plainly (no sign, leading zero or exponent) that `Id` accepts,
+ * so an id read from text (a keyid, a command-line argument) is echoed back as it was given.
+ */
+export function isIdText(text: string): boolean {
+  return /^[1-9]\d{0,9}$/.test(text) && Number(text) <= MAX_ID;
+}
+
 /** A page of a listing. `next` is the offset of the following page, absent on the last one. */
 export interface Page<T> {
   items: T[];

@@ -6,7 +6,7 @@ export const ActorIds = z.array(Id).max(10_000);
 
 /**
  * A tenant: its permission lists. Everything else of the context lives in its key namespace.
- * Extension: `paused` (dispatch held: nothing leaves msg_out for runners until resumed).
+ * Extension: `paused` (dispatch held: no runner is given work and no mail is relayed until resumed).
  */
 export const Context = z
   .object({

@@ -23,3 +23,24 @@ export const DeliveryPayload = z
   .strict()
   .meta({ id: "Delivery" });
 export type DeliveryPayload = z.infer<typeof DeliveryPayload>;
+
+/**
+ * What a push runner receives to stop an attempt (a flow was cancelled): `{ "cancel": {…} }`,
+ * POSTed to its address and signed like a delivery. The runner stops the attempt the message id
+ * and attempt name.
+ */
+export const CancelPayload = z
+  .object({
+    cancel: z.object({
+      context_id: Id,
+      /** 0 for a job outside any flow. */
+      flow_id: z.int().min(0),
+      job_id: Id,
+      caller_id: Id,
+      message_id: Id,
+      attempt: z.int().min(1),
+      reason: z.string().default("cancelled"),
+    }),
+  })
+  .strict();
+export type CancelPayload = z.infer<typeof CancelPayload>;

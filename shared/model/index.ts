@@ -17,5 +17,5 @@ export {
   RunnerUpdate,
 } from "./requests.js";
 export { FlowDag, FlowView, JobView, JobWaiting } from "./views.js";
-export { DeliveryPayload } from "./delivery.js";
+export { CancelPayload, DeliveryPayload } from "./delivery.js";
 export { DeadLetter } from "./dead-letter.js";

@@ -81,7 +81,7 @@ export function parseStored<T>(schema: z.ZodType<T>, key: string, value: unknown
   );
 }
 
-/** Decodes a script's `{key, {field, value, …}, key, …}` reply (inboxes, leases) into records. */
+/** Decodes a script's `{key, {field, value, …}, key, …}` reply (inboxes) into records. */
 export function decodeKeyedHashes<T>(codec: RecordCodec<T>, reply: unknown): { key: string; record: T }[] {
   const out: { key: string; record: T }[] = [];
   if (!Array.isArray(reply)) return out;

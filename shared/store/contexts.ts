@@ -26,8 +26,9 @@ export class ContextAdmin {
   }
 
   /**
-   * Holds (or releases) dispatch: while paused nothing leaves msg_out for runners. Patches the
-   * context in place and never creates it (NotFoundError once it is gone).
+   * Holds (or releases) dispatch: while paused no runner is given work (claimWork) and no mail
+   * is relayed (relayClaim). Patches the context in place and never creates it (NotFoundError
+   * once it is gone).
    */
   async setPaused(contextId: number, paused: boolean): Promise<void> {
     const fields = encodePairs(codecs.context, { ...(paused ? { paused } : {}), updated_at: this.now() });

@@ -1,6 +1,7 @@
 import type { Keys } from "../keys.js";
 import type { Runner } from "../model/index.js";
 import { callRedis, type Redis } from "./redis.js";
+import { ScriptKeys } from "./script.js";
 import { claimWork, settleWork } from "./scripts/dispatch.js";
 
 /** A runner as a claim sees it: how many slots it has and the queues it takes from, in order. */
@@ -17,10 +18,16 @@ export interface Claim {
   queue: string;
 }
 
-/** How the claims of a round ended: delivered (the slot stays held), gone, or back in the queue. */
+/** A work item holding a slot of a runner. */
+export type Held = Omit<Claim, "queue">;
+
+/**
+ * How claims ended: delivered (the slot stays held), gone (the slot is freed), or back at the
+ * front of the queue they came from (the runner refused).
+ */
 export interface WorkSettlement {
-  delivered: Claim[];
-  gone: Claim[];
+  delivered: Held[];
+  gone: Held[];
   back: Claim[];
 }
 
@@ -74,16 +81,12 @@ export class DispatchStore {
     now = Date.now(),
   ): Promise<{ claims: Claim[]; free: Map<number, number> }> {
     if (runners.length === 0 || limit <= 0) return { claims: [], free: new Map() };
-    const queues: string[] = [];
-    const position = (queue: string) => {
-      let p = queues.indexOf(queue);
-      if (p < 0) p = queues.push(queue) - 1;
-      return p + 1;
-    };
+    const queueKeys = new ScriptKeys();
     const perRunner = runners.flatMap((r) => {
-      const positions = r.queues.map(position);
+      const positions = r.queues.map((q) => queueKeys.at(q));
       return [r.id, r.concurrency, positions.length, ...positions];
     });
+    const queues = queueKeys.list;
     const keys = [
       this.keys.context(contextId),
       ...queues,
@@ -113,7 +116,7 @@ export class DispatchStore {
    * (the common case), else the settleWork script.
    */
   async settle(contextId: number, s: WorkSettlement): Promise<void> {
-    const byRunner = (claims: Claim[]) => {
+    const byRunner = (claims: Held[]) => {
       const groups = new Map<number, string[]>();
       for (const c of claims) groups.set(c.runner, [...(groups.get(c.runner) ?? []), c.item]);
       return groups;
@@ -131,23 +134,19 @@ export class DispatchStore {
       });
       return;
     }
-    const keys: string[] = [];
-    const at = (key: string) => {
-      let p = keys.indexOf(key);
-      if (p < 0) p = keys.push(key) - 1;
-      return String(p + 1);
-    };
+    const scriptKeys = new ScriptKeys();
+    const at = (key: string) => String(scriptKeys.at(key));
     const args: string[] = [String(DELIVERED_SCORE)];
     for (const [runner, items] of delivered)
       args.push("D", at(this.keys.runnerSlots(contextId, runner)), String(items.length), ...items);
     for (const [runner, items] of byRunner(s.gone))
       args.push("G", at(this.keys.runnerSlots(contextId, runner)), String(items.length), ...items);
     for (const c of s.back) args.push("B", at(this.keys.runnerSlots(contextId, c.runner)), at(c.queue), "1", c.item);
-    await settleWork.run(this.redis, keys, args);
+    await settleWork.run(this.redis, scriptKeys.list, args);
   }
 
   /** Claims older than `before` (epoch ms) whose delivery was never settled: owed deliveries. */
-  async unsettled(contextId: number, runnerIds: number[], before: number): Promise<Omit<Claim, "queue">[]> {
+  async unsettled(contextId: number, runnerIds: number[], before: number): Promise<Held[]> {
     if (runnerIds.length === 0) return [];
     const replies = await callRedis(async () => {
       const p = this.redis.pipeline();

@@ -3,6 +3,7 @@ import { deadLetterIds, deadlineMember as ownerMember, workItem, type DeadlineOw
 import type { DeadLetter, Log, Message } from "../model/index.js";
 import { encodePairs } from "./codec.js";
 import { codecs } from "./layouts.js";
+import { ScriptKeys } from "./script.js";
 import { dispatchMessage, resultMessage } from "./flow-records.js";
 
 /** One applied transition: the state after it, its effects, and logs that came with it. */
@@ -46,14 +47,13 @@ function deadlineMember(state: FlowState): string {
   return ownerMember(deadlineOwner(state));
 }
 
-/** The work item of a job's attempt, as queued and as held in a runner's slots. */
-function attemptItem(keys: Keys, state: FlowState, job: JobState, attempt: number): string {
-  return workItem({
-    messageKey: keys.message(state.contextId, state.callerId, messageId(job, attempt)),
-    flowId: state.id,
-    jobId: job.id,
-    attempt,
-  });
+/**
+ * The work item of a job's attempt, as held in a runner's slots; queued with `avoidRunner`, the
+ * runner a retry would rather not go back to.
+ */
+function attemptItem(keys: Keys, state: FlowState, job: JobState, attempt: number, avoidRunner?: number): string {
+  const messageKey = keys.message(state.contextId, state.callerId, messageId(job, attempt));
+  return workItem({ messageKey, flowId: state.id, jobId: job.id, attempt }, avoidRunner);
 }
 
 /**
@@ -67,17 +67,8 @@ function attemptItem(keys: Keys, state: FlowState, job: JobState, attempt: numbe
  * Statuses in between (waiting, started) live in the Durable Object, not in Redis.
  */
 export function planCommit(keys: Keys, steps: CommitStep[], now: number): CommitPlan {
-  const keyList: string[] = [];
-  const positions = new Map<string, number>();
-  const at = (key: string) => {
-    let p = positions.get(key);
-    if (p === undefined) {
-      keyList.push(key);
-      p = keyList.length;
-      positions.set(key, p);
-    }
-    return String(p);
-  };
+  const scriptKeys = new ScriptKeys();
+  const at = (key: string) => String(scriptKeys.at(key));
   const args: string[] = [];
   const messages: Message[] = [];
   const secs = Math.floor(now / 1000);
@@ -131,13 +122,10 @@ export function planCommit(keys: Keys, steps: CommitStep[], now: number): Commit
           const key = keys.message(ctx, state.callerId, message.id);
           ops.push(["H", key, encodePairs(codecs.message, message), 2]);
           messages.push(message);
-          const queue =
-            job.spec.runner_id !== undefined
-              ? keys.pinnedQueue(ctx, job.spec.runner_id)
-              : keys.queue(ctx, job.spec.script_type);
+          const queue = keys.readyQueue(ctx, job.spec);
           queued.set(queue, [
             ...(queued.get(queue) ?? []),
-            workItem({ messageKey: key, flowId: state.id, jobId: job.id, attempt: effect.attempt }, job.previousRunner),
+            attemptItem(keys, state, job, effect.attempt, job.previousRunner),
           ]);
           queuedAny = true;
           break;
@@ -296,7 +284,7 @@ export function planCommit(keys: Keys, steps: CommitStep[], now: number): Commit
     for (const [key, { items }] of frees) args.push("R", at(key), String(items.length), ...items);
   }
   return {
-    keys: keyList,
+    keys: scriptKeys.list,
     args,
     messages,
     sections,

@@ -7,7 +7,7 @@ export type { Page } from "./reads.js";
 export { codecs } from "./layouts.js";
 export { FlowStore } from "./flow-store.js";
 export { CLAIM_LIMIT, DELIVERED_SCORE, DispatchStore } from "./dispatch-store.js";
-export type { Claim, ClaimRunner, RunnerHealth, WorkSettlement } from "./dispatch-store.js";
+export type { Claim, ClaimRunner, Held, RunnerHealth, WorkSettlement } from "./dispatch-store.js";
 export type { Reservation, ReservedIds, ReserveRequest, Settlement, StoredFlow } from "./flow-store.js";
 export { deadlineOwner, planCommit } from "./flow-plan.js";
 export type { CommitPlan, CommitStep } from "./flow-plan.js";

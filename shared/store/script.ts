@@ -27,3 +27,21 @@ export class LuaScript {
     return callRedis(() => loaded.exec(keys, args.map(String)) as Promise<ScriptReply>);
   }
 }
+
+/**
+ * The KEYS of a script call, gathered while its arguments are built: `at(key)` is the key's
+ * position (1-based, as Lua indexes KEYS), the same each time the key is named again.
+ */
+export class ScriptKeys {
+  readonly list: string[] = [];
+  private readonly positions = new Map<string, number>();
+
+  at(key: string): number {
+    let p = this.positions.get(key);
+    if (p === undefined) {
+      p = this.list.push(key);
+      this.positions.set(key, p);
+    }
+    return p;
+  }
+}

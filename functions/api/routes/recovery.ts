@@ -41,7 +41,7 @@ const pause = createRoute({
   tags: ["contexts"],
   summary: "Pause dispatch in a context (admins)",
   description:
-    "Nothing leaves msg_out for runners and pull runners lease nothing until resumed; delivery deadlines wait. Jobs already with runners go on.",
+    "No runner is given work (push or pull) and no mail is relayed until resumed; delivery deadlines wait. Jobs already with runners go on.",
   security: signed,
   request: { params: contextParams },
   responses: { 200: json(Dispatch, "Paused"), ...signedErrors },
