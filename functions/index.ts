@@ -3,6 +3,7 @@ import type { Env } from "./core/env.js";
 import { sweep } from "./supervisor/sweep.js";
 
 export { Dispatcher } from "./dispatch/dispatcher.js";
+export { ContextFeed } from "./feed/context-feed.js";
 export { FlowCoordinator } from "./flow/coordinator.js";
 
 const app = createApp();

@@ -44,6 +44,14 @@ export class Keys {
       : `${this.namespace(contextId)}nonce:${keyid}:${nonce}`;
   }
 
+  /**
+   * `ticket:<sha256>`: a single-use ticket that opens one WebSocket as the signer who asked for
+   * it (the value is its keyid). Kept by its digest, so what the keyspace shows opens nothing.
+   */
+  ticket(digest: string): string {
+    return `${this.prefix}ticket:${digest}`;
+  }
+
   /** Hash of id counters for global objects (fields `actor`, `context`). */
   globalIds(): string {
     return `${this.prefix}ids`;

@@ -38,8 +38,15 @@ function keyResolver(store: Store, config: Config): (keyid: string) => Promise<C
  * then parsed by the route's validator (Hono reuses the bytes read here).
  */
 export const authenticate: MiddlewareHandler<AppEnv> = async (c, next) => {
-  const body = new Uint8Array(await c.req.arrayBuffer());
   const { store, config } = c.var;
+  const ticket = c.req.query("ticket");
+  if (ticket !== undefined && !c.req.header("signature") && c.req.header("upgrade")?.toLowerCase() === "websocket") {
+    c.set("principal", await redeemTicket(store, config, ticket));
+    c.set("body", new Uint8Array());
+    await next();
+    return;
+  }
+  const body = new Uint8Array(await c.req.arrayBuffer());
   const now = Math.floor(Date.now() / 1000);
   let verified;
   try {
@@ -83,3 +90,20 @@ export const authenticate: MiddlewareHandler<AppEnv> = async (c, next) => {
   c.set("body", body);
   await next();
 };
+
+/**
+ * A WebSocket handshake from a browser, which cannot sign it: the single-use ticket a signed
+ * request obtained (POST /v1/tickets) stands for the signature. The signer's key is looked up
+ * again, so a ticket of an actor or runner removed meanwhile opens nothing.
+ */
+async function redeemTicket(store: Store, config: Config, ticket: string): Promise<Principal> {
+  const keyid = await store.tickets.redeem(ticket);
+  const principal = keyid ? parseKeyId(keyid) : null;
+  if (!keyid || !principal || !(await keyResolver(store, config)(keyid))) {
+    throw new Problem(
+      "ticket-invalid",
+      "this ticket is unknown, already used or expired: ask POST /v1/tickets for a new one",
+    );
+  }
+  return principal;
+}

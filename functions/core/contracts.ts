@@ -1,10 +1,17 @@
 import type { DagJob, FlowEvent, FlowTimeouts, JobState, Transition } from "../../shared/flow/index.js";
-import type { DeliveryPayload, FlowView, JobWaiting, Log, ScriptType } from "../../shared/model/index.js";
+import type {
+  DeliveryPayload,
+  FlowStreamEvent,
+  FlowView,
+  JobWaiting,
+  Log,
+  ScriptType,
+} from "../../shared/model/index.js";
 import type { RpcResult } from "./problem.js";
 import type { DispatchScope, FlowScope } from "./scopes.js";
 
 /*
- * The RPC surfaces of the two Durable Objects, declared here, below both, so that the Worker's
+ * The RPC surfaces of the Durable Objects, declared here, below both, so that the Worker's
  * routes, the supervisor and each object can call the other through a typed stub without
  * importing its class (the layers of functions/ never point upwards). The classes implement
  * these interfaces; a change of signature shows up on both sides.
@@ -75,6 +82,8 @@ export interface FlowCoordinatorRpc extends Rpc.DurableObjectBranded {
   deliver(scope: FlowScope, item: string, runner: DeliveryTarget): Promise<RpcResult<DeliverAnswer>>;
   /** The supervisor's poke: settle what is pending, act on due deadlines. */
   tick(scope: FlowScope): Promise<RpcResult<null>>;
+  /** Tells the flow's stream that dispatch in its context was paused or resumed (once per change). */
+  announce(scope: FlowScope, type: "flow.paused" | "flow.resumed", reason: string): Promise<RpcResult<null>>;
 }
 
 /**
@@ -124,4 +133,16 @@ export interface DispatcherRpc extends Rpc.DurableObjectBranded {
   wake(scope: DispatchScope, wake: Wake): Promise<void>;
   /** Why attempts of these kinds are not with a runner yet (one reason per want). */
   explain(scope: DispatchScope, wants: Want[]): Promise<WaitReason[]>;
+}
+
+/**
+ * The ContextFeed's RPC methods (one object per context): the context's stream, fed by its flows'
+ * objects. Besides these, its `fetch` accepts subscribers' WebSockets.
+ */
+export interface ContextFeedRpc extends Rpc.DurableObjectBranded {
+  /**
+   * Takes a flow's `flow.*` events (at least once: what it has already is skipped); resolves
+   * once they are journalled.
+   */
+  publish(scope: DispatchScope, flowId: number, events: FlowStreamEvent[]): Promise<void>;
 }

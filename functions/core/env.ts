@@ -1,4 +1,4 @@
-import type { DispatcherRpc, FlowCoordinatorRpc } from "./contracts.js";
+import type { ContextFeedRpc, DispatcherRpc, FlowCoordinatorRpc } from "./contracts.js";
 
 /**
  * The Worker's bindings (wrangler.toml `[vars]`, secrets, Durable Objects). Every one is listed
@@ -9,6 +9,8 @@ export interface Env {
   FLOW_COORDINATOR: DurableObjectNamespace<FlowCoordinatorRpc>;
   /** The Dispatcher Durable Objects: one per context, named `<prefix><context>:dispatch`. */
   DISPATCHER: DurableObjectNamespace<DispatcherRpc>;
+  /** The ContextFeed Durable Objects (a context's event stream): one per context, `<prefix><context>:feed`. */
+  CONTEXT_FEED: DurableObjectNamespace<ContextFeedRpc>;
   /** Upstash (or local REST endpoint) URL. Secret. */
   UPSTASH_REDIS_REST_URL: string;
   /** Bearer token for that endpoint. Secret. */

@@ -55,6 +55,11 @@ export const PROBLEMS = {
     meaning:
       "No actor or runner is registered with the key `keyid` names (or a bare key was used where an actor must sign).",
   },
+  "ticket-invalid": {
+    status: 401,
+    title: "Unauthorized",
+    meaning: "The WebSocket ticket is unknown, already used, or expired: ask `POST /v1/tickets` for a new one.",
+  },
   forbidden: {
     status: 403,
     title: "Forbidden",

@@ -76,6 +76,11 @@ export function dispatcherName(scope: Pick<DispatchScope, "prefix" | "contextId"
   return `${scope.prefix}${scope.contextId}:dispatch`;
 }
 
+/** The deterministic Durable Object name of a context's feed (its event stream). */
+export function feedName(scope: Pick<DispatchScope, "prefix" | "contextId">): string {
+  return `${scope.prefix}${scope.contextId}:feed`;
+}
+
 /** The runner webhooks: what a runner reports about an attempt of a job delivered to it. */
 export const RUNNER_EVENTS = ["ack", "started", "heartbeat", "result", "logs"] as const;
 

@@ -1,9 +1,17 @@
-import type { DeliverAnswer, DeliveryTarget, DispatcherRpc, FlowCoordinatorRpc, Wake } from "./contracts.js";
+import type {
+  ContextFeedRpc,
+  DeliverAnswer,
+  DeliveryTarget,
+  DispatcherRpc,
+  FlowCoordinatorRpc,
+  Wake,
+} from "./contracts.js";
 import type { Env } from "./env.js";
 import { Problem, unwrap } from "./problem.js";
 import {
   coordinatorName,
   dispatcherName,
+  feedName,
   scopeFor,
   workItemOwner,
   type DispatchScope,
@@ -18,6 +26,11 @@ export function coordinatorStub(env: Env, scope: FlowScope): DurableObjectStub<F
 /** The stub of a context's Dispatcher. */
 export function dispatcherStub(env: Env, scope: DispatchScope): DurableObjectStub<DispatcherRpc> {
   return env.DISPATCHER.get(env.DISPATCHER.idFromName(dispatcherName(scope)));
+}
+
+/** The stub of a context's feed (its event stream). */
+export function feedStub(env: Env, scope: DispatchScope): DurableObjectStub<ContextFeedRpc> {
+  return env.CONTEXT_FEED.get(env.CONTEXT_FEED.idFromName(feedName(scope)));
 }
 
 /**

@@ -22,15 +22,19 @@ import type {
 import { coordinatorKeys } from "../core/coordinator-key.js";
 import type { Env } from "../core/env.js";
 import { toProblem } from "../core/errors.js";
-import { Problem, problemData, type RpcResult } from "../core/problem.js";
+import { Problem, problemData, unwrap, type RpcResult } from "../core/problem.js";
 import type { FlowScope } from "../core/scopes.js";
 import { storeForPrefix } from "../core/store.js";
+import { createdChange, flowChange } from "../../shared/flow/changes.js";
+import { closeQuietly } from "../core/sockets.js";
 import { deliverAttempt, OutgoingMessages } from "./attempt-delivery.js";
 import { Deadlines } from "./deadlines.js";
 import { FlowEffects } from "./effects.js";
+import { FeedRelay } from "./feed-relay.js";
 import { GroupCommit } from "./group-commit.js";
 import { NonceLedger } from "./nonces.js";
 import { rebuildFlow, storeNewFlow } from "./stored.js";
+import { FlowStream, sinceOf } from "./stream.js";
 import { flowView } from "./view.js";
 import { explainWaiting, whyUndelivered } from "./waiting.js";
 
@@ -42,7 +46,9 @@ import { explainWaiting, whyUndelivered } from "./waiting.js";
  * - GroupCommit applies them to the machine and writes each batch as one script (and keeps a
  *   commit whose outcome is unknown pending until it is known);
  * - FlowEffects carries out what a durable batch owes (waking the dispatcher, telling runners);
- * - Deadlines holds the flow's alarm at its nearest deadline and acts on missed ones.
+ * - Deadlines holds the flow's alarm at its nearest deadline and acts on missed ones;
+ * - FlowStream journals every change as a numbered event and pushes it to subscribers'
+ *   WebSockets (hibernatable), and FeedRelay forwards the flow's own events to its context's feed.
  *
  * Transient facts (delivery, started, heartbeats, deadlines) are journalled in this object's
  * storage; after eviction it rebuilds from Redis plus that journal.
@@ -53,6 +59,8 @@ export class FlowCoordinator extends DurableObject<Env> implements FlowCoordinat
   private scopeKept = false;
   private readonly nonces = new NonceLedger(this.ctx.storage);
   private readonly outgoing = new OutgoingMessages();
+  private readonly stream = new FlowStream(this.ctx);
+  private readonly relay = new FeedRelay(this.env, this.ctx.storage, this.stream);
   private readonly effects = new FlowEffects(
     this.env,
     this.ctx.storage,
@@ -69,12 +77,15 @@ export class FlowCoordinator extends DurableObject<Env> implements FlowCoordinat
     storage: this.ctx.storage,
     store: () => this.store(),
     rebuild: (journal) => rebuildFlow(this.store(), this.bound(), journal),
+    publish: (state, changes) => void this.stream.append(this.bound(), state.traceId, changes),
+    reloaded: (state) => this.stream.catchUp(this.bound(), state),
     committed: async (batch) => {
       if (batch.plan)
         this.outgoing.remember((m) => this.store().keys.message(m.context_id, m.caller_id, m.id), batch.plan.messages);
       const woken = await this.effects.committed(batch);
-      // A wake still owed, or memory forgotten after a conflict: the alarm comes back soon.
-      await this.deadlines.arm(this.commits.current, !woken || this.commits.current === undefined);
+      const fed = await this.relay.forward(this.bound());
+      // A wake or a feed still owed, or memory forgotten after a conflict: the alarm comes back soon.
+      await this.deadlines.arm(this.commits.current, !woken || !fed || this.commits.current === undefined);
     },
     resolved: async (plan) => {
       if (!(await this.effects.resolved(plan))) await this.deadlines.arm(undefined, true);
@@ -109,14 +120,17 @@ export class FlowCoordinator extends DurableObject<Env> implements FlowCoordinat
           this.commits.forget();
           throw error;
         }
-        if (created) this.commits.adopt(state);
-        else this.commits.forget();
+        if (created) {
+          this.commits.adopt(state);
+          this.stream.append(scope, state.traceId, [createdChange(state, Date.now())]);
+        } else this.commits.forget();
         await this.commits.load();
         await this.keepScope();
+        if (!(await this.relay.forward(scope))) await this.deadlines.arm(this.commits.current, true);
       }
       if (input.start && this.commits.current?.status === "dispatched")
         await this.commits.enqueue({ type: "start", at: Date.now() });
-      return flowView(this.current());
+      return this.viewOf(this.current());
     });
   }
 
@@ -143,7 +157,7 @@ export class FlowCoordinator extends DurableObject<Env> implements FlowCoordinat
       const first = await this.store().messages.allocateIds(state.contextId, state.callerId, needed);
       const t = await this.commits.enqueue({ type: "rerun", bases: rerunBases(state, first), at: Date.now() });
       if (t.outcome !== "applied") throw new Problem("conflict", t.reason ?? "the flow could not be re-run");
-      return flowView(this.current());
+      return this.viewOf(this.current());
     });
   }
 
@@ -152,7 +166,7 @@ export class FlowCoordinator extends DurableObject<Env> implements FlowCoordinat
     return this.guard(scope, async () => {
       const state = this.commits.current;
       if (!state) return null;
-      return flowView(state, options.explain ? await explainWaiting(this.env, this.bound(), state) : new Map());
+      return this.viewOf(state, options.explain ? await explainWaiting(this.env, this.bound(), state) : undefined);
     });
   }
 
@@ -205,6 +219,37 @@ export class FlowCoordinator extends DurableObject<Env> implements FlowCoordinat
     });
   }
 
+  async announce(scope: FlowScope, type: "flow.paused" | "flow.resumed", reason: string): Promise<RpcResult<null>> {
+    return this.guard(scope, async () => {
+      const state = this.current();
+      if (state.endedAt !== undefined || this.stream.lastFlowEvent() === type) return null;
+      this.stream.append(this.bound(), state.traceId, [flowChange(type, state, Date.now(), { reason })]);
+      if (!(await this.relay.forward(this.bound()))) await this.deadlines.arm(state, true);
+      return null;
+    });
+  }
+
+  /**
+   * A subscriber's WebSocket on the flow's event stream (the Worker checked that the caller may
+   * read the flow, and passes the scope in `x-flow-scope`): see FlowStream.subscribe.
+   */
+  override async fetch(request: Request): Promise<Response> {
+    const url = new URL(request.url);
+    const scope = JSON.parse(request.headers.get("x-flow-scope") ?? "null") as FlowScope | null;
+    if (!scope || request.headers.get("upgrade")?.toLowerCase() !== "websocket")
+      return new Problem("bad-request", "a flow's event stream is a WebSocket upgrade").toResponse(url.pathname);
+    try {
+      unwrap(await this.guard(scope, async () => this.current()));
+    } catch (error) {
+      return toProblem(error).toResponse(url.pathname);
+    }
+    return this.stream.subscribe(sinceOf(url));
+  }
+
+  override webSocketClose(socket: WebSocket, code: number, reason: string): void {
+    closeQuietly(socket, code, reason);
+  }
+
   override async alarm(): Promise<void> {
     // A fresh instance can be woken by its alarm before any call told it its scope.
     this.scope ??= await this.ctx.storage.get<FlowScope>("scope");
@@ -230,7 +275,8 @@ export class FlowCoordinator extends DurableObject<Env> implements FlowCoordinat
       return;
     }
     const reached = await this.deadlines.actOnDue(state);
-    await this.deadlines.arm(this.commits.current ?? state, !reached || !owedDone);
+    const fed = await this.relay.forward(this.bound());
+    await this.deadlines.arm(this.commits.current ?? state, !reached || !owedDone || !fed);
   }
 
   /** Binds and loads, runs `work`, and turns any failure into a problem the caller can rethrow. */
@@ -251,7 +297,7 @@ export class FlowCoordinator extends DurableObject<Env> implements FlowCoordinat
     return this.guard(scope, async () => {
       this.current();
       await this.commits.enqueue(event());
-      return flowView(this.current());
+      return this.viewOf(this.current());
     });
   }
 
@@ -270,6 +316,11 @@ export class FlowCoordinator extends DurableObject<Env> implements FlowCoordinat
     if (this.scopeKept || !this.scope) return;
     await this.ctx.storage.put("scope", this.scope);
     this.scopeKept = true;
+  }
+
+  /** The flow's view, with the number of its latest event (subscribe after it for what follows). */
+  private viewOf(state: FlowState, waiting?: Parameters<typeof flowView>[1]): FlowView {
+    return { ...flowView(state, waiting), last_seq: this.stream.lastSeq() };
   }
 
   private bound(): FlowScope {

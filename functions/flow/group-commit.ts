@@ -6,6 +6,7 @@ import {
   type Journal,
   type Transition,
 } from "../../shared/flow/index.js";
+import { changesOf, type FlowChange } from "../../shared/flow/changes.js";
 import type { Log } from "../../shared/model/index.js";
 import {
   NotFoundError,
@@ -46,6 +47,10 @@ export interface CommitHost {
   store(): Store;
   /** Reads the flow from Redis plus the journal; null when there is no such flow. */
   rebuild(journal: Journal): Promise<FlowState | null>;
+  /** The changes of a durable batch, for the flow's event stream. */
+  publish(state: FlowState, changes: FlowChange[]): void;
+  /** The state was read back from storage: the stream catches up with it. */
+  reloaded(state: FlowState): void;
   /** Carries out what a durable batch owes: waking dispatch, cancels, the alarm. */
   committed(batch: Committed): Promise<void>;
   /** A plan left pending was run again and is now known to be applied: what it owed dispatch is owed again. */
@@ -101,6 +106,7 @@ export class GroupCommit {
     const journal = (await this.host.storage.get<Journal>("journal")) ?? {};
     this.state = await this.host.rebuild(journal);
     this.host.storageUp();
+    if (this.state) this.host.reloaded(this.state);
   }
 
   /**
@@ -160,16 +166,18 @@ export class GroupCommit {
         const batch = this.queue.splice(0);
         let next = state;
         const steps: CommitStep[] = [];
+        const changes: FlowChange[] = [];
         const transitions = batch.map((item) => {
           const t = apply(next, item.event);
           if (t.outcome === "applied") {
+            changes.push(...changesOf(next, t, item.event, item.logs?.lines));
             next = t.state;
             steps.push({ state: next, effects: t.effects, ...(item.logs ? { logs: item.logs } : {}) });
           }
           return t;
         });
         try {
-          await this.exclusive(() => this.commit(steps, state, next));
+          await this.exclusive(() => this.commit(steps, state, next, changes));
         } catch (error) {
           for (const item of batch) item.reject(error);
           continue;
@@ -181,7 +189,7 @@ export class GroupCommit {
     }
   }
 
-  private async commit(steps: CommitStep[], before: FlowState, after: FlowState): Promise<void> {
+  private async commit(steps: CommitStep[], before: FlowState, after: FlowState, changes: FlowChange[]): Promise<void> {
     if (steps.length === 0) return;
     const plan = planCommit(this.host.store().keys, steps, Date.now());
     const writes = plan.sections > 0;
@@ -209,6 +217,8 @@ export class GroupCommit {
     } else {
       this.state = after;
       await this.host.storage.put("journal", journalOf(after));
+      // After a conflict the changes are not told from here: reading the state back catches up.
+      this.host.publish(after, changes);
     }
     await this.host.committed({ before, after, steps, plan: writes ? plan : undefined, conflict });
     if (writes) await this.pending.clear();

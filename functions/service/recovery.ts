@@ -1,9 +1,11 @@
 import { deadLetterIds } from "../../shared/keys.js";
-import type { DeadLetter, FlowView } from "../../shared/model/index.js";
+import type { DeadLetter, Flow, FlowView } from "../../shared/model/index.js";
 import type { Page } from "../../shared/store/index.js";
+import { unwrap } from "../core/problem.js";
 import type { FlowScope } from "../core/scopes.js";
+import { coordinatorStub } from "../core/stubs.js";
 import { contextFor } from "./access.js";
-import type { FlowCall } from "./call.js";
+import { callScope, type FlowCall } from "./call.js";
 import { flowCommand } from "./flows.js";
 import { wakeContext } from "./wake.js";
 import { webhookScope, type WebhookPath } from "./runner-events.js";
@@ -30,7 +32,32 @@ export async function setDispatch(
   await contextFor(call, contextId, "admin");
   await call.store.contextAdmin.setPaused(contextId, paused);
   if (!paused) await wakeContext(call, contextId, { work: true, mail: true });
+  call.later(announceDispatch(call, contextId, paused));
   return { context_id: contextId, paused };
+}
+
+/**
+ * Tells each running flow's stream (and so the context's) that dispatch paused or resumed: one
+ * call per running flow, after the answer. Best effort: the pause itself is already durable, and
+ * what each flow's jobs wait for says "paused" in their view either way.
+ */
+async function announceDispatch(call: FlowCall, contextId: number, paused: boolean): Promise<void> {
+  const type = paused ? "flow.paused" : "flow.resumed";
+  const reason = paused ? "dispatch paused in the context" : "dispatch resumed in the context";
+  try {
+    for (let offset: number | undefined = 0; offset !== undefined;) {
+      const page: Page<Flow> = await call.store.flows.list(contextId, "started", offset, 200);
+      await Promise.all(
+        page.items.map(async (flow) => {
+          const scope = callScope(call, contextId, { flowId: flow.id });
+          unwrap(await coordinatorStub(call.env, scope).announce(scope, type, reason));
+        }),
+      );
+      offset = page.next;
+    }
+  } catch (error) {
+    console.warn(`context ${contextId}: telling flows' streams of the ${type}: ${(error as Error).message}`);
+  }
 }
 
 /** Lists a context's dead letters, newest first (readers). */

@@ -19,3 +19,4 @@ export {
 export { FlowDag, FlowView, JobView, JobWaiting } from "./views.js";
 export { CancelPayload, DeliveryPayload } from "./delivery.js";
 export { DeadLetter } from "./dead-letter.js";
+export { ContextStreamEvent, FlowEventType, FlowStreamEvent, StreamTicket } from "./stream.js";

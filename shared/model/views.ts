@@ -75,6 +75,8 @@ export const FlowView = z
       error: z.int(),
     }),
     jobs: z.array(JobView),
+    /** The number of the flow's latest event: subscribe with `since` set to it for what follows. */
+    last_seq: z.int().min(0).optional(),
   })
   .strict()
   .meta({ id: "FlowView" });

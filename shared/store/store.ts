@@ -11,6 +11,7 @@ import { NonceStore } from "./nonce-store.js";
 import { callRedis, connectRedis, type Redis, type RedisConfig } from "./redis.js";
 import { Repository } from "./repository.js";
 import { SweepStore } from "./sweep-store.js";
+import { TicketStore } from "./ticket-store.js";
 
 /** Unix epoch seconds, the models' timestamp unit. */
 export function epochSeconds(): number {
@@ -43,6 +44,8 @@ export class Store {
   readonly nonces: NonceStore;
   /** The supervisor's due contexts and the flows' check times. */
   readonly sweep: SweepStore;
+  /** Single-use tickets that open a WebSocket as their signer. */
+  readonly tickets: TicketStore;
 
   constructor(
     private readonly redis: Redis,
@@ -62,6 +65,7 @@ export class Store {
     this.deadLetters = new DeadLetters(redis, keys);
     this.nonces = new NonceStore(redis, keys);
     this.sweep = new SweepStore(redis, keys);
+    this.tickets = new TicketStore(redis, keys);
   }
 
   /** One round trip to Redis; resolves with how long it took. */

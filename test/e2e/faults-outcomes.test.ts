@@ -1,11 +1,13 @@
 import { existsSync, rmSync, writeFileSync } from "node:fs";
 import path from "node:path";
 import { describe, expect, it } from "vitest";
-import { ApiError } from "../../shared/client/index.js";
+import { actorKeyId } from "../../shared/auth/index.js";
+import { ApiError, signerFromJwk } from "../../shared/client/index.js";
 import type { FlowSubmissionInput } from "../../shared/flow/index.js";
-import type { FlowView } from "../../shared/model/index.js";
+import type { FlowStreamEvent, FlowView } from "../../shared/model/index.js";
 import { layeredJobs } from "../support/jobs.js";
 import { answersIn, attemptsOf, flowEnd, runsIn } from "../support/flow-runs.js";
+import { parsed, readSse } from "../support/streams.js";
 import { usePrivateStack } from "../support/use-private-stack.js";
 
 // The third outcome of a storage call: it timed out (the API answered 503), yet Redis ran it
@@ -37,6 +39,20 @@ describe("storage calls whose outcome was unknown", () => {
     expect(await slotsHeld(ctx, runner.id)).toBe(0);
     expect(await stack().redis.exec<number>(["LLEN", stack().keys.queue(ctx, "sh")])).toBe(0);
     expect(stack().workerLog()).not.toMatch(/FlowCoordinator: |Internal error/);
+    // The flow's stream told it all, the commits that timed out included (caught up when read back).
+    const stream = await readSse(
+      `${stack().url}/v1/contexts/${ctx}/flows/${flow.id}/events`,
+      await signerFromJwk(admin().jwk, actorKeyId(admin().id)),
+      (e) => e.some((x) => x.event === "flow.finished"),
+    );
+    const events = parsed<FlowStreamEvent>(stream.events);
+    expect(events.map((e) => e.seq)).toEqual(events.map((_, i) => i + 1));
+    expect(new Set(events.filter((e) => e.type === "job.finished").map((e) => e.job_id)).size).toBe(jobs.length);
+    expect(events.filter((e) => e.type.startsWith("flow.")).map((e) => e.type)).toEqual([
+      "flow.created",
+      "flow.started",
+      "flow.finished",
+    ]);
   }, 120_000);
 
   it("keeps Idempotency-Key submissions whole across a stall: a retried key answers its flow, created and started once", async () => {

@@ -38,6 +38,7 @@ const MAY_IMPORT: Record<string, string[]> = {
   "functions/flow": FUNCTIONS_BELOW_API,
   "functions/dispatch": FUNCTIONS_BELOW_API,
   "functions/supervisor": FUNCTIONS_BELOW_API,
+  "functions/feed": FUNCTIONS_BELOW_API,
   "functions/service": FUNCTIONS_BELOW_API,
   "functions/api": ["functions/service", ...FUNCTIONS_BELOW_API],
   "functions/index.ts": [
@@ -45,6 +46,7 @@ const MAY_IMPORT: Record<string, string[]> = {
     "functions/supervisor",
     "functions/flow",
     "functions/dispatch",
+    "functions/feed",
     ...FUNCTIONS_BELOW_API,
   ],
   runner: SHARED,

@@ -1,0 +1,40 @@
+import { dispatchScopeOf, type FlowScope } from "../core/scopes.js";
+import { feedStub } from "../core/stubs.js";
+import type { Env } from "../core/env.js";
+import type { FlowStream } from "./stream.js";
+
+/** The storage key of the last event the context's feed has taken. */
+const FED = "fed";
+
+/**
+ * Forwards the flow's own events (`flow.*`) to its context's feed, at least once: a cursor in
+ * the object's storage says how far the feed has them, and what is not forwarded yet is sent
+ * again on the next commit or alarm (the feed skips what it has).
+ */
+export class FeedRelay {
+  private fed: number | undefined;
+
+  constructor(
+    private readonly env: Env,
+    private readonly storage: DurableObjectStorage,
+    private readonly stream: FlowStream,
+  ) {}
+
+  /** Sends what the feed lacks; false if it could not (the caller arranges to try again soon). */
+  async forward(scope: FlowScope): Promise<boolean> {
+    // A job outside any flow has no place in the context's list of flows.
+    if (scope.job || scope.flowId === 0) return true;
+    this.fed ??= (await this.storage.get<number>(FED)) ?? 0;
+    const events = this.stream.after(this.fed, true);
+    if (events.length === 0) return true;
+    try {
+      await feedStub(this.env, dispatchScopeOf(scope)).publish(dispatchScopeOf(scope), scope.flowId, events);
+    } catch (error) {
+      console.warn(`flow ${scope.flowId}: the context's feed is out of reach: ${(error as Error).message}`);
+      return false;
+    }
+    this.fed = events.at(-1)?.seq ?? this.fed;
+    await this.storage.put(FED, this.fed);
+    return true;
+  }
+}

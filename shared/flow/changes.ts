@@ -1,0 +1,165 @@
+import type { FlowEventType, FlowStreamEvent, JobStatus, Log } from "../model/index.js";
+import type { FlowEvent, Transition } from "./events.js";
+import type { FlowState, JobState } from "./state.js";
+
+/**
+ * A change of a flow as its event stream tells it, before the Durable Object numbers it: the
+ * stream event without `seq` and the flow's ids (which the object adds when it journals it).
+ */
+export type FlowChange = Omit<FlowStreamEvent, "seq" | "context_id" | "flow_id" | "trace_id">;
+
+/** What a subscriber was last told of a job: its status and attempt. */
+export interface Published {
+  status: JobStatus;
+  attempt: number;
+}
+
+/** How many jobs are in each status. */
+export function progressOf(state: FlowState): Record<JobStatus, number> {
+  const counts: Record<JobStatus, number> = {
+    dispatched: 0,
+    waiting_for_prerequisites: 0,
+    started: 0,
+    finished: 0,
+    error: 0,
+  };
+  for (const id of state.order) counts[(state.jobs[id] as JobState).status]++;
+  return counts;
+}
+
+/** A change of the flow as a whole, with its job counts. */
+export function flowChange(
+  type: FlowEventType,
+  state: FlowState,
+  at: number,
+  extra: Partial<FlowChange> = {},
+): FlowChange {
+  return { type, at_ms: at, status: state.status, progress: progressOf(state), ...extra };
+}
+
+function jobChange(type: FlowEventType, job: JobState, at: number, extra: Partial<FlowChange> = {}): FlowChange {
+  return {
+    type,
+    at_ms: at,
+    status: job.status,
+    job_id: job.id,
+    attempt: job.attempt,
+    ...(job.delivery ? { runner_id: job.delivery.runnerId } : {}),
+    ...extra,
+  };
+}
+
+/** The job-level event a runner's report (or the dispatcher's assignment) is, when it applied. */
+const REPORTED: Partial<Record<FlowEvent["type"], FlowEventType>> = {
+  assigned: "job.dispatched",
+  delivered: "job.delivered",
+  acknowledged: "job.delivered",
+  started: "job.started",
+  heartbeat: "job.heartbeat",
+  logs: "job.logs",
+};
+
+/** The flow's first event: it exists, with its jobs not yet started. */
+export function createdChange(state: FlowState, at: number): FlowChange {
+  return flowChange("flow.created", state, at);
+}
+
+/**
+ * The changes one applied transition made, in the order they happened: the flow starting (or
+ * being cancelled, or re-run), then each job's, then the flow's end. Pure: derived from the
+ * event, the states around it and the effects the machine owes.
+ */
+export function changesOf(before: FlowState, t: Transition, event: FlowEvent, lines?: Log[]): FlowChange[] {
+  if (t.outcome !== "applied") return [];
+  const after = t.state;
+  const at = event.at;
+  const out: FlowChange[] = [];
+  const job = (id: number) => after.jobs[id] as JobState;
+  if (event.type === "cancel") out.push(flowChange("flow.cancelled", after, at, { reason: event.reason }));
+  for (const effect of t.effects) {
+    if (effect.type === "flowStarted") out.push(flowChange("flow.started", after, at));
+    if (effect.type === "flowRerun") out.push(flowChange("flow.rerun", after, at));
+  }
+  const reported = REPORTED[event.type];
+  if (reported && "job" in event) {
+    out.push(jobChange(reported, job(event.job), at, reported === "job.logs" && lines ? { lines } : {}));
+  }
+  for (const id of after.order) {
+    const was = before.jobs[id] as JobState;
+    const now = job(id);
+    if (now !== was && now.status === "waiting_for_prerequisites" && was.status !== now.status)
+      out.push(jobChange("job.waiting", now, at));
+  }
+  for (const effect of t.effects) {
+    switch (effect.type) {
+      case "dispatch":
+        out.push(jobChange("job.ready", job(effect.job), at, refusal(job(effect.job))));
+        break;
+      case "attemptFailed": {
+        const now = job(effect.job);
+        const retry = now.deadline?.kind === "retry" ? { retry_at_ms: now.deadline.at } : {};
+        out.push(jobChange("job.retry_scheduled", now, at, { ...retry, ...(now.error ? { error: now.error } : {}) }));
+        break;
+      }
+      case "jobEnded": {
+        const now = job(effect.job);
+        if (now.status === "finished") out.push(jobChange("job.finished", now, at, { result: now.result ?? {} }));
+        else out.push(jobChange("job.error", now, at, now.error ? { error: now.error } : {}));
+        break;
+      }
+      case "deadLetter":
+        out.push(jobChange("job.dead_lettered", job(effect.job), at, { reason: effect.reason }));
+        break;
+    }
+  }
+  // A job the dispatcher could not place goes back to waiting for a runner: ready again.
+  if (event.type === "unassigned") out.push(jobChange("job.ready", job(event.job), at, refusal(job(event.job))));
+  if (t.effects.some((e) => e.type === "flowEnded") && event.type !== "cancel") {
+    const error = after.error ? { error: after.error.reason } : {};
+    out.push(flowChange(after.status === "finished" ? "flow.finished" : "flow.error", after, at, error));
+  }
+  return out;
+}
+
+function refusal(job: JobState): Partial<FlowChange> {
+  return job.refused ? { reason: job.refused } : {};
+}
+
+/** The event that tells a job's current status to a subscriber who missed how it got there. */
+const CATCH_UP: Record<JobStatus, FlowEventType> = {
+  waiting_for_prerequisites: "job.waiting",
+  dispatched: "job.ready",
+  started: "job.started",
+  finished: "job.finished",
+  error: "job.error",
+};
+
+/**
+ * The changes a subscriber has not been told of, when the state moved on without the object
+ * seeing the transitions (a commit whose outcome was unknown, then read back from storage): one
+ * event per job whose status or attempt differs from what was published (a job never published
+ * counts as `created`'s status, attempt 0), and the flow's own status last.
+ */
+export function catchUpChanges(
+  state: FlowState,
+  published: ReadonlyMap<number, Published>,
+  flowStatus: FlowState["status"] | undefined,
+  at: number,
+): FlowChange[] {
+  const out: FlowChange[] = [];
+  for (const id of state.order) {
+    const job = state.jobs[id] as JobState;
+    const told = published.get(id) ?? { status: "dispatched", attempt: 0 };
+    if (told.status === job.status && told.attempt === job.attempt) continue;
+    if (job.status === "dispatched" && job.attempt === 0) continue;
+    const extra: Partial<FlowChange> =
+      job.status === "finished" ? { result: job.result ?? {} } : job.error ? { error: job.error } : {};
+    out.push(jobChange(CATCH_UP[job.status], job, at, extra));
+  }
+  if (flowStatus !== undefined && flowStatus !== state.status) {
+    const type: FlowEventType =
+      state.status === "finished" ? "flow.finished" : state.status === "error" ? "flow.error" : "flow.started";
+    out.push(flowChange(type, state, at, state.error ? { error: state.error.reason } : {}));
+  }
+  return out;
+}
