@@ -245,6 +245,8 @@ describe("Deadlines", () => {
         storage: ds.storage,
         store: () => store,
         rebuild: (journal) => rebuildFlow(store, scope, journal),
+        publish: () => undefined,
+        reloaded: () => undefined,
         committed: async () => undefined,
         resolved: async () => undefined,
         storageDown: async () => undefined,

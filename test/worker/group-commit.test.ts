@@ -43,6 +43,10 @@ interface Told {
   up: number;
   /** Calls of host.store(): one to plan each batch that has steps, one per script call. */
   storeCalls: number;
+  /** The stream events of durable batches, by type. */
+  published: string[];
+  /** States read back from storage (the stream catches up with each). */
+  reloaded: number;
 }
 
 /**
@@ -54,7 +58,7 @@ function hostFor(
   scope: FlowScope,
   use: { store: Store; onStore?: (call: number) => void },
 ): { host: CommitHost; told: Told } {
-  const told: Told = { committed: [], resolved: [], down: 0, up: 0, storeCalls: 0 };
+  const told: Told = { committed: [], resolved: [], down: 0, up: 0, storeCalls: 0, published: [], reloaded: 0 };
   const host: CommitHost = {
     storage,
     store: () => {
@@ -63,6 +67,8 @@ function hostFor(
       return use.store;
     },
     rebuild: (journal) => rebuildFlow(use.store, scope, journal),
+    publish: (_state, changes) => told.published.push(...changes.map((c) => c.type)),
+    reloaded: () => told.reloaded++,
     committed: async (batch) => {
       told.committed.push(batch);
     },
@@ -190,7 +196,7 @@ describe("GroupCommit", () => {
         expect((answer as PromiseRejectedResult).reason).toBeInstanceOf(StorageUnavailableError);
       }
       expect(commits.current).toBeUndefined(); // memory forgotten
-      expect(told).toMatchObject({ down: 1, up: 0, committed: [], resolved: [] });
+      expect(told).toMatchObject({ down: 1, up: 0, committed: [], resolved: [], published: [] });
       const plan = await pending.read();
       expect(plan).toMatchObject({ queued: true, freed: [], notifies: false });
       expect(plan?.keys).toContain(w.keys.flow(state.contextId, state.id));
@@ -210,8 +216,10 @@ describe("GroupCommit", () => {
       expect(await queued(state)).toBe(3);
       expect(await commits.settlePending()).toBe(false); // nothing left
 
-      // The state is read back from Redis; the callers' retries find the start done, the assignment not.
+      // The state is read back from Redis (the stream catches up then); the callers' retries find
+      // the start done, the assignment not.
       const loaded = await commits.load();
+      expect(told.reloaded).toBe(1);
       expect(loaded?.status).toBe("started");
       expect(loaded?.order.map((id) => [loaded.jobs[id]?.status, loaded.jobs[id]?.attempt])).toEqual([
         ["dispatched", 1],
@@ -220,6 +228,7 @@ describe("GroupCommit", () => {
       ]);
       expect((await commits.enqueue(start)).outcome).toBe("duplicate");
       expect((await commits.enqueue(assigned(1))).outcome).toBe("applied");
+      expect(told.published).toEqual(["job.dispatched"]);
       expect(await queued(state)).toBe(3);
       expect(told.down).toBe(1);
       expect(told.up).toBeGreaterThan(0);
