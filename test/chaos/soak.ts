@@ -9,6 +9,7 @@ import { runsIn } from "../support/flow-runs.js";
 import { startPrivateStack, type PrivateStack, type TestRunnerProcess } from "../support/private-stack.js";
 import type { RegisteredRunner } from "../support/runner-process.js";
 import { mulberry32, type Random } from "../support/random.js";
+import { checkStreams } from "./stream-check.js";
 import { flowShape } from "./shapes.js";
 
 /** How a soak runs: its seed (the same seed, the same flows and faults in the same order) and length. */
@@ -133,6 +134,8 @@ async function run(
 
   const ends = await settle(stack, client, ctx, flows, options.settleMs ?? 240_000);
   const invariants = await check(stack, client, ctx, runners, flows, ends, statuses);
+  const streams = await checkStreams(stack.url, await signerFromJwk(jwk, actorKeyId(actor.id)), ctx, ends);
+  invariants.push({ name: "every flow's stream is whole and tells how it ended", ...streams });
   return { seed: options.seed, flows: flows.length, faults, invariants, ok: invariants.every((i) => i.held) };
 }
 

@@ -1,0 +1,68 @@
+import type { RequestSigner } from "../../shared/auth/index.js";
+import type { ContextStreamEvent, FlowStreamEvent, FlowView } from "../../shared/model/index.js";
+import { parsed, readSse } from "../support/streams.js";
+
+/** What the streams invariant found: whether it held, and what was seen. */
+export interface StreamCheck {
+  held: boolean;
+  detail: string;
+}
+
+const FLOW_END = new Set(["flow.finished", "flow.error"]);
+
+/**
+ * After the soak: every ended flow's own stream is numbered 1..n without a gap and ends where the
+ * flow ended (its last `flow.*` event has the flow's status, each job's last event the job's), and
+ * the context's stream tells each flow's end once, in each flow's order. Faults made commits'
+ * outcomes unknown and restarted the Worker under the streams: this is where catching up shows.
+ */
+export async function checkStreams(
+  baseUrl: string,
+  signer: RequestSigner,
+  ctx: number,
+  ends: Map<number, FlowView>,
+): Promise<StreamCheck> {
+  const wrong: string[] = [];
+  let events = 0;
+  const ids = [...ends.keys()];
+  for (let i = 0; i < ids.length; i += 8) {
+    await Promise.all(
+      ids.slice(i, i + 8).map(async (id) => {
+        const end = ends.get(id) as FlowView;
+        const read = await readSse(`${baseUrl}/v1/contexts/${ctx}/flows/${id}/events`, signer, (e) =>
+          e.some((x) => FLOW_END.has(x.event ?? "")),
+        );
+        const flow = parsed<FlowStreamEvent>(read.events);
+        events += flow.length;
+        if (flow.some((e, n) => e.seq !== n + 1)) wrong.push(`flow ${id}: its stream has a gap or a repeat`);
+        const last = flow.filter((e) => e.type.startsWith("flow.")).at(-1);
+        if (last?.status !== end.status) wrong.push(`flow ${id} ${end.status}, its stream says ${last?.type}`);
+        for (const job of end.jobs) {
+          const told = flow.filter((e) => e.job_id === job.id).at(-1);
+          if (told?.status !== job.status) wrong.push(`flow ${id} job ${job.key} ${job.status}, told ${told?.type}`);
+        }
+      }),
+    );
+  }
+  const context = await readSse(`${baseUrl}/v1/contexts/${ctx}/events?since=0`, signer, (e) => {
+    const ended = new Set(
+      parsed<ContextStreamEvent>(e).flatMap((x) => ("flow_id" in x && FLOW_END.has(x.type) ? [x.flow_id] : [])),
+    );
+    return ids.every((id) => ended.has(id));
+  });
+  const feed = parsed<ContextStreamEvent>(context.events);
+  if (feed.some((e, n) => e.seq !== n + 1)) wrong.push("the context's stream has a gap or a repeat");
+  const lastOf = new Map<number, number>();
+  for (const e of feed) {
+    if (!("flow_id" in e)) continue;
+    if ((lastOf.get(e.flow_id) ?? 0) >= e.flow_seq) wrong.push(`flow ${e.flow_id}: out of order in the context`);
+    lastOf.set(e.flow_id, e.flow_seq);
+  }
+  return {
+    held: wrong.length === 0,
+    detail:
+      wrong.length === 0
+        ? `${ids.length} flows' streams (${events} events) whole and ending as their flows did; the context's (${feed.length} events) in order`
+        : wrong.slice(0, 5).join("; "),
+  };
+}
