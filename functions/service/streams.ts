@@ -1,6 +1,7 @@
 import { actorKeyId, runnerKeyId } from "../../shared/auth/index.js";
 import type { StreamTicket } from "../../shared/model/index.js";
 import { Problem } from "../core/problem.js";
+import { PROBLEMS, type ProblemType } from "../core/problems.js";
 import { dispatchScopeOf } from "../core/scopes.js";
 import { coordinatorStub, feedStub } from "../core/stubs.js";
 import { contextFor, requireActor } from "./access.js";
@@ -12,7 +13,7 @@ function streamUrl(since: number | undefined, extra: Record<string, string> = {}
   return `https://stream.internal/events?${query}`;
 }
 
-/** Why the object would not open the stream: its problem document, thrown again. */
+/** Why the object would not open the stream: its problem document, thrown again as a Problem. */
 async function refused(response: Response): Promise<never> {
   const text = await response.text();
   let body: { type?: string; detail?: string } = {};
@@ -21,11 +22,9 @@ async function refused(response: Response): Promise<never> {
   } catch {
     // Not a problem document: said below as it is.
   }
-  const kind = body.type?.split("/").pop();
-  if (response.status === 404) throw new Problem("not-found", body.detail ?? "no such flow");
-  throw new Error(
-    `the stream could not be opened (${response.status}${kind ? ` ${kind}` : ""}): ${body.detail ?? text}`,
-  );
+  const kind = body.type?.split("/").pop() ?? "";
+  if (Object.hasOwn(PROBLEMS, kind)) throw new Problem(kind as ProblemType, body.detail);
+  throw new Error(`the stream could not be opened (${response.status}): ${text.slice(0, 200)}`);
 }
 
 /**

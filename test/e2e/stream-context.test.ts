@@ -1,7 +1,8 @@
 import { describe, expect, it } from "vitest";
 import { actorKeyId } from "../../shared/auth/index.js";
 import { signerFromJwk } from "../../shared/client/index.js";
-import { ContextStreamEvent, FlowStreamEvent } from "../../shared/model/index.js";
+import type { FlowStreamEvent } from "../../shared/model/index.js";
+import { ContextStreamEvent } from "../../shared/model/index.js";
 import { eventually } from "../support/eventually.js";
 import { flowEnd } from "../support/flow-runs.js";
 import { parsed, readSse, type SseEvent } from "../support/streams.js";

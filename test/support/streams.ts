@@ -13,8 +13,10 @@ export interface SseRead {
   status: number;
   contentType: string | null;
   events: SseEvent[];
-  problem?: { type?: string; detail?: string };
+  problem?: ProblemBody;
 }
+
+type ProblemBody = { type?: string; detail?: string };
 
 /**
  * Reads a signed SSE stream (`signer` undefined: unsigned) until `enough` says so or `timeoutMs`
@@ -36,13 +38,14 @@ export async function readSse(
     const response = await fetch(request, { signal: abort.signal });
     const contentType = response.headers.get("content-type");
     if (response.status !== 200)
-      return { status: response.status, contentType, events, problem: (await response.json()) as SseRead["problem"] };
-    const reader = (response.body as ReadableStream<Uint8Array>).pipeThrough(new TextDecoderStream()).getReader();
+      return { status: response.status, contentType, events, problem: (await response.json()) as ProblemBody };
+    const reader = (response.body as ReadableStream<Uint8Array>).getReader();
+    const decoder = new TextDecoder();
     let buffer = "";
     while (!enough(events)) {
       const { value, done } = await reader.read();
       if (done) break;
-      buffer += value;
+      buffer += decoder.decode(value, { stream: true });
       let end: number;
       while ((end = buffer.indexOf("\n\n")) >= 0) {
         const block = buffer.slice(0, end);
@@ -64,7 +67,9 @@ export async function readSse(
     return { status: 200, contentType, events };
   } catch (error) {
     if (abort.signal.aborted && !enough(events))
-      throw new Error(`the stream ${url} did not say enough in time; it said ${events.length} events`);
+      throw new Error(`the stream ${url} did not say enough in time; it said ${events.length} events`, {
+        cause: error,
+      });
     if (abort.signal.aborted) return { status: 200, contentType: "text/event-stream", events };
     throw error;
   } finally {
