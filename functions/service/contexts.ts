@@ -1,5 +1,5 @@
 import type { z } from "zod";
-import type { PermissionList } from "../../shared/auth/index.js";
+import { isMember, type PermissionList } from "../../shared/auth/index.js";
 import type { Context, ContextCreation, PermissionsUpdate } from "../../shared/model/index.js";
 import { fieldProblem } from "../core/errors.js";
 import { contextFor, requireActor } from "./access.js";
@@ -34,6 +34,23 @@ export async function createContext(call: ServiceCall, input: z.output<typeof Co
     executors: lists.executors,
   });
   return call.store.contexts.create({ ...(input.id !== undefined ? { id: input.id } : {}), ...lists });
+}
+
+/**
+ * The contexts the calling actor is in (any list), from a window of the deployment's context
+ * index: `limit` contexts from `offset`, in id order. The window bounds the cost of a call however
+ * many contexts exist, so a page may hold fewer items than `limit` (even none) while `next`, the
+ * offset of the following window, says there is more to look at.
+ */
+export async function listContexts(
+  call: ServiceCall,
+  offset: number,
+  limit: number,
+): Promise<{ items: Context[]; next?: number }> {
+  const actorId = requireActor(call);
+  const page = await call.store.contexts.list({}, offset, limit);
+  const items = page.items.filter((context) => isMember(context, actorId));
+  return page.next === undefined ? { items } : { items, next: page.next };
 }
 
 /** Loads a context: anyone in one of its lists. */

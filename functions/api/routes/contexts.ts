@@ -1,8 +1,16 @@
 import { createRoute, z, type OpenAPIHono } from "@hono/zod-openapi";
 import { PERMISSION_LISTS } from "../../../shared/auth/index.js";
-import { createContext, deleteContext, grant, loadContext, revoke, setPermissions } from "../../service/contexts.js";
+import {
+  createContext,
+  deleteContext,
+  grant,
+  listContexts,
+  loadContext,
+  revoke,
+  setPermissions,
+} from "../../service/contexts.js";
 import { serviceCall } from "../call.js";
-import { body, conflict, json, PathId, schemas, signed, signedErrors } from "../schemas.js";
+import { body, conflict, json, PageQuery, PathId, schemas, signed, signedErrors } from "../schemas.js";
 import type { AppEnv } from "../app-env.js";
 
 const contextParams = z.object({ contextId: PathId });
@@ -17,6 +25,20 @@ const create = createRoute({
   security: signed,
   request: body(schemas.ContextCreation),
   responses: { 201: json(schemas.Context, "Created"), ...signedErrors, ...conflict },
+});
+
+const ContextList = z.object({ items: z.array(schemas.Context), next: z.int().optional() }).openapi("ContextList");
+
+const list = createRoute({
+  method: "get",
+  path: "/v1/contexts",
+  tags: ["contexts"],
+  summary: "List the contexts the caller is in (any permission list)",
+  description:
+    "Looks at `limit` contexts of the deployment from `offset` (in id order) and answers those the caller is an admin, reader or executor of: a page may hold fewer items than `limit`, even none, while `next` (the offset of the following window) says there are more to look at.",
+  security: signed,
+  request: { query: PageQuery },
+  responses: { 200: json(ContextList, "The caller's contexts in this window"), ...signedErrors },
 });
 
 const load = createRoute({
@@ -69,9 +91,13 @@ const remove = createRoute({
   responses: { 204: { description: "Deleted" }, ...signedErrors },
 });
 
-/** Context routes: create, load, permissions, delete. */
+/** Context routes: create, list, load, permissions, delete. */
 export function registerContextRoutes(app: OpenAPIHono<AppEnv>): void {
   app.openapi(create, async (c) => c.json(await createContext(serviceCall(c), c.req.valid("json")), 201));
+  app.openapi(list, async (c) => {
+    const { offset, limit } = c.req.valid("query");
+    return c.json(await listContexts(serviceCall(c), offset, limit), 200);
+  });
   app.openapi(load, async (c) => c.json(await loadContext(serviceCall(c), c.req.valid("param").contextId), 200));
   app.openapi(replace, async (c) =>
     c.json(await setPermissions(serviceCall(c), c.req.valid("param").contextId, c.req.valid("json")), 200),

@@ -1,0 +1,235 @@
+import { z } from "zod";
+import { FlowSubmission } from "../../shared/flow/index.js";
+import {
+  Actor,
+  ActorRegistration,
+  Context,
+  ContextCreation,
+  DeadLetter,
+  Flow,
+  FlowDag,
+  FlowStatus,
+  FlowView,
+  Id,
+  JobView,
+  Message,
+  MessageSubmission,
+  Runner,
+  RunnerJob,
+  RunnerRegistration,
+  RunnerWithDispatch,
+} from "../../shared/model/index.js";
+import { loadActor, registerActor } from "../service/actors.js";
+import type { FlowCall } from "../service/call.js";
+import { createContext, listContexts, loadContext } from "../service/contexts.js";
+import { flowDag, listFlows, loadFlow, startFlow, submitFlow } from "../service/flows.js";
+import { JobSubmission, loadJob, loadMessage, startJob, submitJob } from "../service/jobs.js";
+import { inbox, sendMessage } from "../service/messages.js";
+import { cancelFlow, listDeadLetters, loadDeadLetter, rerunFlow, setDispatch } from "../service/recovery.js";
+import { createRunner, listRunners, loadRunner } from "../service/runners.js";
+
+/**
+ * A JSON-RPC method: what it does, its params (by name: one zod object, the schema calls are
+ * validated with), the schema of its result, and the service function behind it. The OpenRPC
+ * document is generated from these same schemas.
+ */
+export interface Method<P extends z.ZodType = z.ZodType> {
+  summary: string;
+  params: P;
+  result: z.ZodType;
+  /** HTTP statuses of problems this method may answer besides 400, 403, 404 and 503 (409 conflict, 422 …). */
+  alsoFails?: readonly number[];
+  run(call: FlowCall, params: z.output<P>): Promise<unknown>;
+}
+
+/** A method's definition, its params typed from its schema. */
+export function method<P extends z.ZodType>(definition: Method<P>): Method {
+  return definition as unknown as Method;
+}
+
+/** The methods a transport offers, by name. */
+export type MethodTable = Readonly<Record<string, Method>>;
+
+const ById = z.object({ id: Id }).strict();
+const InContext = z.object({ context_id: Id, id: Id }).strict();
+const ByCaller = z.object({ context_id: Id, caller_id: Id, id: Id }).strict();
+const Paging = { offset: z.int().min(0).default(0), limit: z.int().min(1).max(500).default(50) };
+
+/** A page of a listing: `next` is the offset of the following page, absent on the last one. */
+function pageOf<T extends z.ZodType>(item: T, id: string) {
+  return z
+    .object({ items: z.array(item), total: z.int().min(0), next: z.int().min(0).optional() })
+    .strict()
+    .meta({ id });
+}
+
+const JobWithStatus = RunnerJob.safeExtend({ live: JobView.optional() }).meta({ id: "JobWithStatus" });
+const DispatchState = z.object({ context_id: Id, paused: z.boolean() }).strict().meta({ id: "DispatchState" });
+
+/** herocoordinator's method names over the same service functions as the REST routes. */
+export const METHODS: MethodTable = {
+  "actor.create": method({
+    summary: "Register an actor: the call is signed by the new key itself (key:<pubkey>)",
+    params: ActorRegistration,
+    result: Actor,
+    alsoFails: [409],
+    run: async (call, p) => (await registerActor(call, p)).actor,
+  }),
+  "actor.load": method({
+    summary: "Load an actor",
+    params: ById,
+    result: Actor,
+    run: (call, p) => loadActor(call, p.id),
+  }),
+  "context.create": method({
+    summary: "Create a context; the caller becomes its admin",
+    params: ContextCreation,
+    result: Context,
+    alsoFails: [409],
+    run: (call, p) => createContext(call, p),
+  }),
+  "context.load": method({
+    summary: "Load a context (its members)",
+    params: ById,
+    result: Context,
+    run: (call, p) => loadContext(call, p.id),
+  }),
+  "context.list": method({
+    summary:
+      "The contexts the caller is in, from a window of limit contexts at offset: a page may hold fewer (even none) while next says there are more",
+    params: z.object(Paging).strict(),
+    result: z
+      .object({ items: z.array(Context), next: z.int().min(0).optional() })
+      .strict()
+      .meta({ id: "ContextList" }),
+    run: (call, p) => listContexts(call, p.offset, p.limit),
+  }),
+  "context.pause": method({
+    summary: "Hold all dispatch of a context until context.resume (admins)",
+    params: ById,
+    result: DispatchState,
+    run: (call, p) => setDispatch(call, p.id, true),
+  }),
+  "context.resume": method({
+    summary: "Resume dispatch of a context (admins)",
+    params: ById,
+    result: DispatchState,
+    run: (call, p) => setDispatch(call, p.id, false),
+  }),
+  "runner.create": method({
+    summary: "Register a runner in a context (admins)",
+    params: RunnerRegistration.safeExtend({ context_id: Id }),
+    result: Runner,
+    alsoFails: [409],
+    run: (call, { context_id, ...rest }) => createRunner(call, context_id, rest),
+  }),
+  "runner.load": method({
+    summary: "Load a runner with how dispatch stands with it (readers, or the runner itself)",
+    params: InContext,
+    result: RunnerWithDispatch,
+    run: (call, p) => loadRunner(call, p.context_id, p.id),
+  }),
+  "runner.list": method({
+    summary: "List a context's runners (readers)",
+    params: z.object({ context_id: Id, ...Paging }).strict(),
+    result: pageOf(Runner, "RunnerPage"),
+    run: (call, p) => listRunners(call, p.context_id, p.offset, p.limit),
+  }),
+  "flow.create": method({
+    summary: "Submit a flow (admins); a repeated idempotency_key answers with the first flow",
+    params: FlowSubmission.safeExtend({ context_id: Id, idempotency_key: z.string().min(1).max(128).optional() }),
+    result: FlowView,
+    alsoFails: [409, 422],
+    run: async (call, { context_id, idempotency_key, ...submission }) =>
+      (await submitFlow(call, context_id, submission, idempotency_key)).view,
+  }),
+  "flow.list": method({
+    summary: "List a context's flows, optionally in one status (readers)",
+    params: z.object({ context_id: Id, status: FlowStatus.optional(), ...Paging }).strict(),
+    result: pageOf(Flow, "FlowPage"),
+    run: (call, p) => listFlows(call, p.context_id, p.status, p.offset, p.limit),
+  }),
+  "flow.load": method({
+    summary: "Load a flow with every job's live status (readers); subscribe with since = last_seq for what follows",
+    params: InContext,
+    result: FlowView,
+    run: (call, p) => loadFlow(call, p.context_id, p.id),
+  }),
+  "flow.dag": method({
+    summary: "A flow's DAG: nodes with statuses, edges from dependency to dependent (readers)",
+    params: InContext,
+    result: FlowDag,
+    run: (call, p) => flowDag(call, p.context_id, p.id),
+  }),
+  "flow.start": method({
+    summary: "Start a flow (admins); starting it again changes nothing",
+    params: InContext,
+    result: FlowView,
+    run: (call, p) => startFlow(call, p.context_id, p.id),
+  }),
+  "flow.cancel": method({
+    summary: "Cancel a flow (admins): nothing more is dispatched, runners of attempts in flight are told",
+    params: InContext.safeExtend({ reason: z.string().min(1).max(500).default("cancelled by an admin") }),
+    result: FlowView,
+    run: (call, p) => cancelFlow(call, p.context_id, p.id, p.reason),
+  }),
+  "flow.rerun": method({
+    summary: "Re-run a failed flow from its failed jobs (admins); finished jobs keep their results",
+    params: InContext,
+    result: FlowView,
+    alsoFails: [409],
+    run: (call, p) => rerunFlow(call, p.context_id, p.id),
+  }),
+  "job.create": method({
+    summary: "Create (and maybe start) a job outside any flow (admins)",
+    params: JobSubmission.safeExtend({ context_id: Id }),
+    result: JobWithStatus,
+    alsoFails: [409],
+    run: async (call, { context_id, ...input }) => (await submitJob(call, context_id, input)).job,
+  }),
+  "job.load": method({
+    summary: "Load a job with its live status (readers)",
+    params: ByCaller,
+    result: JobWithStatus,
+    run: (call, p) => loadJob(call, p.context_id, p.caller_id, p.id),
+  }),
+  "job.start": method({
+    summary: "Start a job outside any flow (admins); starting it twice changes nothing",
+    params: ByCaller,
+    result: JobWithStatus,
+    alsoFails: [409],
+    run: (call, p) => startJob(call, p.context_id, p.caller_id, p.id),
+  }),
+  "message.create": method({
+    summary: "Send a chat line or a mail to another member of the context (members)",
+    params: MessageSubmission.safeExtend({ context_id: Id }),
+    result: Message,
+    run: (call, { context_id, ...input }) => sendMessage(call, context_id, input),
+  }),
+  "message.load": method({
+    summary: "Load a message (readers)",
+    params: ByCaller,
+    result: Message,
+    run: (call, p) => loadMessage(call, p.context_id, p.caller_id, p.id),
+  }),
+  "message.inbox": method({
+    summary: "The caller's oldest messages in a context; pop takes them off the inbox (members)",
+    params: z
+      .object({ context_id: Id, max: z.int().min(1).max(100).default(20), pop: z.boolean().default(false) })
+      .strict(),
+    result: z.object({ messages: z.array(Message) }).strict(),
+    run: async (call, p) => ({ messages: await inbox(call, p.context_id, p.max, p.pop) }),
+  }),
+  "deadletter.list": method({
+    summary: "A context's dead letters, newest first (readers)",
+    params: z.object({ context_id: Id, ...Paging }).strict(),
+    result: pageOf(DeadLetter, "DeadLetterPage"),
+    run: (call, p) => listDeadLetters(call, p.context_id, p.offset, p.limit),
+  }),
+  "deadletter.load": method({
+    summary: "One dead letter (readers)",
+    params: z.object({ context_id: Id, id: z.string().min(1).max(200) }).strict(),
+    result: DeadLetter,
+    run: (call, p) => loadDeadLetter(call, p.context_id, p.id),
+  }),
+};
