@@ -40,6 +40,10 @@ export function mainHelp(commands: Command[]): string {
     "  flowc context create",
     "  flowc flow submit 1 examples/diamond.yaml --start --watch",
     "",
+    "Watching: flowc flow watch <context> <flow> follows one flow live to its end; flowc context",
+    "watch <context> follows every flow of a context until Ctrl-C. Both read the coordinator's",
+    "event stream and reconnect where they left off when the connection drops.",
+    "",
   ].join("\n");
 }
 

@@ -36,6 +36,12 @@ export class Output {
     this.status(status);
   }
 
+  /** One record of a stream as it arrives: a line of text, or with `--json` the value as one line of JSON. */
+  record(value: unknown, text: string): void {
+    if (!this.json) return this.line(text);
+    this.stdout.write(`${JSON.stringify(value)}\n`);
+  }
+
   /**
    * Shows `text` as the status line (a progress bar), replacing the previous one. Only on a
    * terminal and without `--json`: escape codes in a pipe or a log file would be noise.

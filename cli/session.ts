@@ -25,16 +25,28 @@ export interface ActorSession extends Session {
 
 /**
  * Sends requests with a deadline, and tells "could not reach the coordinator" apart from "the
- * coordinator said no": the former becomes a NetworkError naming the URL.
+ * coordinator said no": the former becomes a NetworkError naming the URL. An event stream's
+ * deadline covers its answer's headers only: its body lasts as long as the caller reads it
+ * (and the request's own signal ends it).
  */
 export function networkFetch(url: string, hooks: SessionHooks = {}): Fetcher {
   return async (request) => {
+    const stream = request.headers.get("accept") === "text/event-stream";
+    const deadline = new AbortController();
+    const timer = setTimeout(
+      () => deadline.abort(new DOMException("no answer in time", "TimeoutError")),
+      REQUEST_TIMEOUT_MS,
+    );
+    // An ordinary request's deadline runs on while its body is read; it must not keep the CLI alive.
+    timer.unref();
     let response: Response;
     try {
-      response = await fetch(request, { signal: AbortSignal.timeout(REQUEST_TIMEOUT_MS) });
+      response = await fetch(request, { signal: AbortSignal.any([request.signal, deadline.signal]) });
     } catch (error) {
-      throw new NetworkError(url, error);
+      clearTimeout(timer);
+      throw new NetworkError(url, request.signal.aborted ? request.signal.reason : error);
     }
+    if (stream) clearTimeout(timer);
     hooks.onResponse?.(response);
     return response;
   };

@@ -1,18 +1,15 @@
 import { ApiError, type CoordinatorClient } from "../shared/client/index.js";
-import type { FlowView, JobView, JobWaiting } from "../shared/model/index.js";
+import type { FlowStreamEvent, FlowView, JobStatus, JobView, JobWaiting } from "../shared/model/index.js";
 import { attemptStderr } from "./api.js";
 import { NetworkError } from "./errors.js";
 import { plural, type Output } from "./output.js";
 import { resultText } from "./flow-text.js";
 
-/** How often a flow is polled: quickly while it changes, backing off while nothing does. */
-export const WATCH_INTERVALS = { fastMs: 500, slowMs: 2_000 } as const;
-
-/** How long a watch rides out an unreachable or failing coordinator (a restart, a deploy). */
+/** How long loading the final flow rides out an unreachable or failing coordinator (a restart, a deploy). */
 const OUTAGE_MS = 30_000;
 
-/** Loads the flow again; transient failures are retried for a while, since the flow goes on meanwhile. */
-async function poll(client: CoordinatorClient, contextId: number, flowId: number, out: Output): Promise<FlowView> {
+/** Loads the flow; transient failures are retried for a while, since the flow is there all the same. */
+async function loadFlow(client: CoordinatorClient, contextId: number, flowId: number, out: Output): Promise<FlowView> {
   const since = Date.now();
   let told = false;
   for (;;) {
@@ -23,7 +20,7 @@ async function poll(client: CoordinatorClient, contextId: number, flowId: number
       if (!transient || Date.now() - since > OUTAGE_MS) throw error;
       if (!told) out.note(`${(error as Error).message}; trying again for ${OUTAGE_MS / 1000} s`);
       told = true;
-      await new Promise((resolve) => setTimeout(resolve, WATCH_INTERVALS.slowMs));
+      await new Promise((resolve) => setTimeout(resolve, 1_000));
     }
   }
 }
@@ -34,44 +31,57 @@ export interface WatchOutcome {
   stderr: Map<number, string[]>;
 }
 
-/** What was last seen of a job, to print only what changed. */
-interface Seen {
-  status: JobView["status"];
+/** What the watch knows of a job: from the flow as loaded, then from each of its events. */
+interface Tracked {
+  key: string;
+  status: JobStatus;
   attempt: number;
-  error: string | undefined;
-  /** The last attempt whose failure was printed (a retried job fails without ending). */
-  failed: number;
-  /** Why it waited when last seen (only the reasons worth a line: see NEWS). */
+  /** The runner it was last given to. */
+  runner: number | undefined;
+  /** Why it waited when last told (a runner's refusal, or a view's reason worth a line: see NEWS). */
   waits: string | undefined;
 }
 
 /** Reasons to wait worth telling while watching: the ones that do not fix themselves in a moment. */
 const NEWS = new Set<JobWaiting["reason"]>(["paused", "no-runner", "runners-busy", "runner-refusing", "pull"]);
 
-function ended(view: FlowView): boolean {
-  return view.status === "finished" || view.status === "error";
+function ended(status: FlowView["status"]): boolean {
+  return status === "finished" || status === "error";
 }
 
-function doneCount(view: FlowView): number {
-  return view.jobs.filter((j) => j.status === "finished" || j.status === "error").length;
+function endedJob(status: JobStatus): boolean {
+  return status === "finished" || status === "error";
 }
 
-function bar(view: FlowView, startedAt: number): string {
+/** The progress bar a terminal shows below the lines: ended jobs, time, and what runs now. */
+function bar(jobs: Map<number, Tracked>, startedAt: number): string {
   const width = 20;
-  const done = doneCount(view);
-  const filled = view.jobs.length === 0 ? width : Math.round((done / view.jobs.length) * width);
+  const all = [...jobs.values()];
+  const done = all.filter((j) => endedJob(j.status)).length;
+  const filled = all.length === 0 ? width : Math.round((done / all.length) * width);
   const seconds = Math.floor((Date.now() - startedAt) / 1000);
-  const running = view.jobs.filter((j) => j.status === "started").map((j) => j.key);
-  const text = `[${"█".repeat(filled)}${"░".repeat(width - filled)}] ${done}/${view.jobs.length} jobs  ${seconds} s${running.length > 0 ? `  running: ${running.join(", ")}` : ""}`;
+  const running = all.filter((j) => j.status === "started").map((j) => j.key);
+  const text = `[${"█".repeat(filled)}${"░".repeat(width - filled)}] ${done}/${all.length} jobs  ${seconds} s${running.length > 0 ? `  running: ${running.join(", ")}` : ""}`;
   // A status line that wraps cannot be erased in place: keep it inside a narrow terminal's width.
   return text.length > 78 ? `${text.slice(0, 77)}…` : text;
 }
 
+/** Prints a job's lines behind the count of ended jobs (`  [2/4]`), continuation lines indented below it. */
+function printJob(jobs: Map<number, Tracked>, lines: string[], out: Output): void {
+  const done = [...jobs.values()].filter((j) => endedJob(j.status)).length;
+  const counter = `  [${done}/${jobs.size}]`;
+  const [first, ...more] = lines;
+  if (first !== undefined) out.line(`${counter} ${first}`);
+  for (const line of more) out.line(`${" ".repeat(counter.length)} ${line}`);
+}
+
 /**
- * Watches a flow until it ends: one line per job whose status changed since the last poll,
- * prefixed by the count of ended jobs (`[2/4]`), with a redrawn progress bar below them on a
- * terminal. Polls every 500 ms, doubling up to 2 s while nothing changes. Resolves with the
- * final view (and what failed jobs wrote to stderr); printing the summary is `printOutcome`'s.
+ * Watches a flow until it ends: loads it once and prints what its jobs did so far, then follows
+ * its event stream from there (`since` = the view's `last_seq`), one line per job that starts,
+ * finishes, fails or is retried, prefixed by the count of ended jobs (`[2/4]`), with a progress
+ * bar below them on a terminal. A dropped stream is reconnected where it left off (said on
+ * stderr). Resolves with the final view (and what failed jobs wrote to stderr) once the flow
+ * ended; printing the summary is `printOutcome`'s.
  */
 export async function watchFlow(
   client: CoordinatorClient,
@@ -80,132 +90,166 @@ export async function watchFlow(
   out: Output,
 ): Promise<WatchOutcome> {
   const began = Date.now();
-  const seen = new Map<number, Seen>();
   const stderr = new Map<number, string[]>();
-  let interval: number = WATCH_INTERVALS.fastMs;
-  let hinted = false;
-  let view = await client.loadFlow(contextId, flowId);
+  const view = await client.loadFlow(contextId, flowId);
   out.line(
     `watching flow ${flowId} in context ${contextId}: ${plural(view.jobs.length, "job")} (${view.jobs.map((j) => j.key).join(", ")})`,
   );
-  for (;;) {
-    const changed = await printChanges(client, view, seen, stderr, out);
-    if (ended(view)) {
-      out.clearStatus();
-      return { view, stderr };
-    }
-    if (view.status === "dispatched" && view.started_at === undefined && !hinted) {
-      out.line(`  flow ${flowId} is not started yet: flowc flow start ${contextId} ${flowId} starts it`);
-      hinted = true;
-    }
-    out.status(bar(view, began));
-    interval = changed ? WATCH_INTERVALS.fastMs : Math.min(interval * 2, WATCH_INTERVALS.slowMs);
-    await new Promise((resolve) => setTimeout(resolve, interval));
-    view = await poll(client, contextId, flowId, out);
-  }
-}
-
-/** Prints a line per job that changed; true when any did. */
-async function printChanges(
-  client: CoordinatorClient,
-  view: FlowView,
-  seen: Map<number, Seen>,
-  stderr: Map<number, string[]>,
-  out: Output,
-): Promise<boolean> {
-  let changed = false;
-  const total = view.jobs.length;
-  for (const job of view.jobs) {
-    const before = seen.get(job.id);
-    const waits = job.waiting && NEWS.has(job.waiting.reason) ? job.waiting.reason : undefined;
-    if (
-      before &&
-      before.status === job.status &&
-      before.attempt === job.attempt &&
-      before.error === job.error &&
-      before.waits === waits
-    )
-      continue;
-    const now: Seen = {
-      status: job.status,
-      attempt: job.attempt,
-      error: job.error,
-      failed: before?.failed ?? 0,
-      waits,
-    };
-    seen.set(job.id, now);
-    changed = true;
-    if (waits && waits !== before?.waits && job.waiting) {
-      out.line(`  … ${job.key} waits: ${job.waiting.detail}`);
-      if (before && before.status === job.status && before.attempt === job.attempt && before.error === job.error)
-        continue;
-    }
-    // The first look at a job that has not done anything yet is not news.
-    if (!before && (job.status === "dispatched" || job.status === "waiting_for_prerequisites") && job.attempt <= 1)
-      continue;
-    // Counted over what has been printed so far, so two jobs ending in one poll count up 3, 4.
-    const done = [...seen.values()].filter((s) => s.status === "finished" || s.status === "error").length;
-    const counter = `  [${done}/${total}]`;
-    const [first, ...more] = await jobLines(client, view, job, before, now, stderr);
-    if (first !== undefined) out.line(`${counter} ${first}`);
-    for (const line of more) out.line(`${" ".repeat(counter.length)} ${line}`);
-  }
-  return changed;
-}
-
-/** The line(s) for a job's new state. */
-async function jobLines(
-  client: CoordinatorClient,
-  view: FlowView,
-  job: JobView,
-  before: Seen | undefined,
-  now: Seen,
-  stderr: Map<number, string[]>,
-): Promise<string[]> {
-  const said = async () => {
-    const lines = await attemptStderr(client, {
-      contextId: view.context_id,
-      callerId: view.caller_id,
-      jobId: job.id,
-      attempt: job.attempt,
-    });
-    if (lines) stderr.set(job.id, lines);
+  const jobs = new Map<number, Tracked>();
+  const failedLines = async (jobId: number, attempt: number) => {
+    const lines = await attemptStderr(client, { contextId, callerId: view.caller_id, jobId, attempt });
+    if (lines) stderr.set(jobId, lines);
     return (lines ?? []).map((text) => `  stderr | ${text}`);
   };
-  const attempt = job.attempt > 1 ? `, attempt ${job.attempt}` : "";
+  // What happened before the watch, as the view tells it, counted up as it is printed.
+  for (const job of view.jobs)
+    jobs.set(job.id, { key: job.key, status: "dispatched", attempt: 0, runner: undefined, waits: undefined });
+  for (const job of view.jobs) {
+    const waits = job.waiting && NEWS.has(job.waiting.reason) ? job.waiting.detail : undefined;
+    jobs.set(job.id, { key: job.key, status: job.status, attempt: job.attempt, runner: job.runner_id, waits });
+    const lines = await viewLines(job, failedLines);
+    if (lines.length > 0) printJob(jobs, lines, out);
+  }
+  if (ended(view.status)) return { view, stderr };
+  if (view.status === "dispatched" && view.started_at === undefined)
+    out.line(`  flow ${flowId} is not started yet: flowc flow start ${contextId} ${flowId} starts it`);
+
+  let shown = "";
+  // Redrawn when it changes (most events, heartbeats say, change nothing on it), and each second for its clock.
+  const redraw = () => {
+    const text = bar(jobs, began);
+    if (text !== shown) out.status(text);
+    shown = text;
+  };
+  redraw();
+  const ticker = out.tty ? setInterval(redraw, 1_000) : undefined;
+  try {
+    const events = client.flowEvents(contextId, flowId, {
+      ...(view.last_seq !== undefined ? { since: view.last_seq } : {}),
+      onDrop: (reason) => out.note(`the event stream dropped (${reason}); reconnecting`),
+      onResume: (since) => out.note(`reconnected; resuming after event ${since ?? 0}`),
+    });
+    for await (const event of events) {
+      if (event.type.startsWith("flow.")) {
+        if (ended(event.status as FlowView["status"])) {
+          out.clearStatus();
+          return { view: await loadFlow(client, contextId, flowId, out), stderr };
+        }
+        const line = flowLine(event);
+        if (line) out.line(line);
+      } else {
+        const job = jobs.get(event.job_id ?? 0);
+        if (!job) continue;
+        const lines = await eventLines(event, job, failedLines);
+        job.status = event.status as JobStatus;
+        job.attempt = event.attempt ?? job.attempt;
+        job.runner = event.runner_id ?? job.runner;
+        if (lines.length > 0) printJob(jobs, lines, out);
+      }
+      redraw();
+    }
+  } finally {
+    clearInterval(ticker);
+  }
+  throw new Error(`the event stream of flow ${flowId} ended before the flow did`);
+}
+
+type FailedLines = (jobId: number, attempt: number) => Promise<string[]>;
+
+/** The lines for a job as the view shows it at the start of the watch: only what it did already. */
+async function viewLines(job: JobView, failedLines: FailedLines): Promise<string[]> {
+  const lines: string[] = [];
+  if (job.waiting && NEWS.has(job.waiting.reason)) lines.push(`… ${job.key} waits: ${job.waiting.detail}`);
   switch (job.status) {
     case "started":
-      return [
-        `→ ${job.key} started (${job.runner_id !== undefined ? `runner ${job.runner_id}` : "runner ?"}${attempt})`,
-      ];
-    case "finished": {
-      const result = resultText(job.result ?? {});
-      return [`✓ ${job.key} finished${result ? `  ${result}` : ""}`];
-    }
-    case "error": {
-      // attempt 0: it never ran, because a dependency failed (the error says which).
-      if (job.attempt === 0) return [`– ${job.key} ${job.error ?? "not run"}`];
-      const which = job.attempt > 1 ? ` (attempt ${job.attempt})` : "";
-      return [`✗ ${job.key} error${which}: ${job.error ?? "no reason given"}`, ...(await said())];
-    }
-    default: {
-      if (!before || job.attempt < 1) return [];
-      // Waiting again with an error, same attempt: it failed and waits out its retry's backoff.
-      // (The error stays on the job when the retry is dispatched, hence "same attempt".)
-      if (job.error !== undefined && job.attempt === before.attempt && job.attempt > now.failed) {
-        now.failed = job.attempt;
-        return [`↻ ${job.key} attempt ${job.attempt} failed: ${job.error}; it will be retried`, ...(await said())];
-      }
-      // A higher attempt whose predecessor's failure went by between two polls.
-      // (Attempt 0 → 1 is the first dispatch, once its dependencies are done.)
-      if (before.attempt >= 1 && job.attempt > before.attempt && now.failed < before.attempt) {
-        now.failed = before.attempt;
+      return [...lines, startedLine(job.key, job.runner_id, job.attempt)];
+    case "finished":
+      return [`✓ ${job.key} finished${resultPart(job.result ?? {})}`];
+    case "error":
+      return errorLines(job.key, job.id, job.attempt, job.error, failedLines);
+    default:
+      // Waiting with an error: an attempt failed and its retry is due.
+      if (job.error !== undefined && job.attempt >= 1)
         return [
-          `↻ ${job.key} retrying (attempt ${job.attempt})${job.error !== undefined ? ` after: ${job.error}` : ""}`,
+          ...lines,
+          `↻ ${job.key} attempt ${job.attempt} failed: ${job.error}; it will be retried`,
+          ...(await failedLines(job.id, job.attempt)),
         ];
-      }
-      return [];
+      return lines;
+  }
+}
+
+/** The lines for a job's event; updates what is known of why it waits. */
+async function eventLines(event: FlowStreamEvent, job: Tracked, failedLines: FailedLines): Promise<string[]> {
+  const attempt = event.attempt ?? job.attempt;
+  const id = event.job_id ?? 0;
+  switch (event.type) {
+    case "job.started":
+      job.waits = undefined;
+      return [startedLine(job.key, event.runner_id, attempt)];
+    case "job.finished":
+      return [`✓ ${job.key} finished${resultPart(event.result ?? {})}`];
+    case "job.error":
+      return errorLines(job.key, id, attempt, event.error, failedLines);
+    case "job.retry_scheduled": {
+      const wait =
+        event.retry_at_ms !== undefined ? Math.max(0, Math.round((event.retry_at_ms - event.at_ms) / 1000)) : 0;
+      const when = wait > 0 ? ` in ${wait} s` : "";
+      // The failure's event no longer names the runner: the attempt's start did.
+      const runner = event.runner_id ?? job.runner;
+      const on = runner !== undefined ? ` on runner ${runner}` : "";
+      return [
+        `↻ ${job.key} attempt ${attempt} failed${on}: ${event.error ?? "no reason given"}; it will be retried${when}`,
+        ...(await failedLines(id, attempt)),
+      ];
     }
+    case "job.ready": {
+      // A runner refused it: it waits for another (said once per reason).
+      if (event.reason === undefined || event.reason === job.waits) return [];
+      job.waits = event.reason;
+      return [`… ${job.key} waits: ${event.reason}`];
+    }
+    default:
+      return [];
+  }
+}
+
+function startedLine(key: string, runnerId: number | undefined, attempt: number): string {
+  return `→ ${key} started (runner ${runnerId ?? "?"}, attempt ${attempt})`;
+}
+
+function resultPart(result: Record<string, string>): string {
+  const text = resultText(result);
+  return text ? `  ${text}` : "";
+}
+
+async function errorLines(
+  key: string,
+  jobId: number,
+  attempt: number,
+  error: string | undefined,
+  failedLines: FailedLines,
+): Promise<string[]> {
+  // attempt 0: it never ran, because a dependency failed (the error says which).
+  if (attempt === 0) return [`– ${key} ${error ?? "not run"}`];
+  const which = attempt > 1 ? ` (attempt ${attempt})` : "";
+  return [`✗ ${key} error${which}: ${error ?? "no reason given"}`, ...(await failedLines(jobId, attempt))];
+}
+
+/** A line for a flow-level event that does not end the flow. */
+function flowLine(event: FlowStreamEvent): string | undefined {
+  const why = event.reason ? `: ${event.reason}` : "";
+  switch (event.type) {
+    case "flow.started":
+      return `  flow ${event.flow_id} started`;
+    case "flow.rerun":
+      return `  flow ${event.flow_id} runs again from its failed jobs`;
+    case "flow.paused":
+      return `  … flow ${event.flow_id} paused${why}`;
+    case "flow.resumed":
+      return `  flow ${event.flow_id} resumed`;
+    default:
+      return undefined;
   }
 }
 

@@ -1,6 +1,7 @@
 import { PERMISSION_LISTS, type PermissionList } from "../../shared/auth/index.js";
 import type { Context } from "../../shared/model/index.js";
-import { parseId, type Command, type ParsedOptions } from "../command.js";
+import { parseCount, parseId, type Command, type ParsedOptions } from "../command.js";
+import { watchContext } from "../context-watch.js";
 import { UsageError } from "../errors.js";
 import { fields, ids, timestamp } from "../output.js";
 import { actorSession, contextSession } from "../session.js";
@@ -124,11 +125,43 @@ const remove: Command = {
   },
 };
 
+const watch: Command = {
+  name: "context watch",
+  summary: "follow a context live: a line per event of any of its flows, until Ctrl-C (readers)",
+  usage: "context watch <context> [--since <seq>]",
+  args: ["context"],
+  options: {
+    since: {
+      type: "string",
+      value: "<seq>",
+      help: "start after this event of the context's stream (default: from now on)",
+    },
+  },
+  details: [
+    "Follows the context's event stream (Server-Sent Events): every flow's own events, as they",
+    "happen: created, started, cancelled, re-run, finished, error, with how many of its jobs ended.",
+    "Each line starts with the event's number in the context's stream ([12]): --since 12 picks up",
+    "after it. A dropped connection is reconnected where it left off (said on stderr). A context",
+    "keeps its last 10,000 events; asking for older ones starts with a reset line. With --json,",
+    "one ContextStreamEvent per line. Ctrl-C stops watching (exit 0) and says how to resume.",
+  ].join("\n"),
+  examples: ["flowc context watch 1", "flowc context watch 1 --since 120 --json"],
+  async run(invocation) {
+    const name = "context watch";
+    const contextId = parseId(invocation.args[0] ?? "", "<context>", name);
+    const sinceText = invocation.options.string("since");
+    const since = sinceText !== undefined ? parseCount(sinceText, "--since", name) : undefined;
+    const session = await actorSession(invocation, name);
+    return watchContext(session.client, contextId, since, invocation.out);
+  },
+};
+
 /** The `context` commands. */
 export const contextCommands: Command[] = [
   create,
   show,
   permissionCommand("grant"),
   permissionCommand("revoke"),
+  watch,
   remove,
 ];

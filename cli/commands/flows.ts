@@ -86,15 +86,18 @@ const submit: Command = {
 
 const watch: Command = {
   name: "flow watch",
-  summary: "follow a flow to its end: a line per job as it changes, then the result (readers)",
+  summary: "follow a flow to its end, live: a line per job as it changes, then the result (readers)",
   usage: "flow watch <context> <flow>",
   args: ["context", "flow"],
   details: [
-    "Polls every 500 ms (2 s while nothing changes). Prints one line per job whose status changes,",
-    "with a count of ended jobs, then the final status and every job's result; on error, the job",
-    "that failed, why (and the last lines it wrote to stderr), and the jobs that never ran.",
-    "Exit status: 0 when the flow finished, 1 when it errored. --json prints only the final flow.",
-    "Ctrl-C stops watching; the flow goes on.",
+    "Loads the flow once and prints what its jobs did so far, then follows the flow's event stream",
+    "(Server-Sent Events, no polling): a line per job as it starts (runner, attempt), finishes (its",
+    "result), fails or is scheduled for a retry, with a count of ended jobs, and a progress bar on a",
+    "terminal. A dropped connection is reconnected where it left off, said on stderr; after 30 s",
+    "without a connection flowc gives up (exit 1). When the flow ends: the final status and every",
+    "job's result; on error, the job that failed, why (and the last lines it wrote to stderr), and",
+    "the jobs that never ran. Exit status: 0 when the flow finished, 1 when it errored. --json",
+    "prints only the final flow. Ctrl-C stops watching; the flow goes on.",
   ].join("\n"),
   examples: ["flowc flow watch 1 3", "flowc flow watch 1 3 --json > flow-3.json"],
   async run(invocation) {

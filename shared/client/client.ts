@@ -12,9 +12,11 @@ import type { FlowSubmissionInput } from "../flow/index.js";
 import {
   Actor,
   Context,
+  ContextStreamEvent,
   DeadLetter,
   Flow,
   FlowDag,
+  FlowStreamEvent,
   FlowView,
   Runner,
   RunnerWithDispatch,
@@ -28,7 +30,8 @@ import {
   type RunnerUpdate,
 } from "../model/index.js";
 import type { PermissionList } from "../auth/index.js";
-import { ApiError, parseAnswerBody, type ProblemDocument } from "./errors.js";
+import { ApiError, readAnswer, type RpcErrorObject } from "./errors.js";
+import { followStream, type StreamOptions, type StreamSource } from "./events.js";
 
 export type Fetcher = (request: Request) => Promise<Response>;
 
@@ -84,6 +87,11 @@ export class CoordinatorClient {
 
   /** Sends a signed request and returns the parsed JSON answer (undefined for 204). */
   async request(method: string, path: string, body?: unknown, extras: RequestExtras = {}): Promise<unknown> {
+    return readAnswer(await this.send(await this.signed(method, path, body, extras)));
+  }
+
+  /** A request to `path`, signed (with a fresh nonce: every request, a retried one too, is signed anew). */
+  private async signed(method: string, path: string, body?: unknown, extras: RequestExtras = {}): Promise<Request> {
     const { countersigners = [], headers = {} } = extras;
     let request = new Request(`${this.baseUrl}${path}`, {
       method,
@@ -92,8 +100,7 @@ export class CoordinatorClient {
     });
     if (this.options.signer) request = await signRequest(request, this.options.signer);
     for (const { label, signer } of countersigners) request = await signRequest(request, signer, { label });
-    const response = await this.send(request);
-    return readAnswer(response);
+    return request;
   }
 
   // Operations without a signature.
@@ -239,6 +246,37 @@ export class CoordinatorClient {
     return FlowView.parse(await this.request("POST", `/v1/contexts/${contextId}/flows/${flowId}/rerun`));
   }
 
+  // Event streams.
+
+  /**
+   * A flow's events as they happen (Server-Sent Events), from after `since` (a FlowView's
+   * `last_seq`); reconnects on a dropped connection, never yielding an event twice. Never ends by
+   * itself (a re-run may add events): abort `signal` or break out of the loop.
+   */
+  flowEvents(contextId: number, flowId: number, options: StreamOptions = {}): AsyncGenerator<FlowStreamEvent> {
+    const path = `/v1/contexts/${contextId}/flows/${flowId}/events`;
+    return followStream(this.stream(path, `the event stream of flow ${flowId}`), FlowStreamEvent, options);
+  }
+
+  /** Every flow's `flow.*` events in a context, numbered in the context's own sequence (see flowEvents). */
+  contextEvents(contextId: number, options: StreamOptions = {}): AsyncGenerator<ContextStreamEvent> {
+    const path = `/v1/contexts/${contextId}/events`;
+    return followStream(this.stream(path, `the event stream of context ${contextId}`), ContextStreamEvent, options);
+  }
+
+  /** Opens `path` as an event stream: each connection a signed GET, resuming with `Last-Event-ID`. */
+  private stream(path: string, label: string): StreamSource {
+    return {
+      label,
+      open: async (since, signal) => {
+        const headers: Record<string, string> = { accept: "text/event-stream" };
+        if (since !== undefined) headers["last-event-id"] = String(since);
+        // Signing builds a new Request: the signal goes on afterwards.
+        return this.send(new Request(await this.signed("GET", path, undefined, { headers }), { signal }));
+      },
+    };
+  }
+
   // Dispatch and dead letters.
 
   /** Holds (`paused: true`) or lets go on (`false`) all dispatch of a context. */
@@ -282,39 +320,7 @@ export class CoordinatorClient {
 type RpcAnswer =
   { jsonrpc: "2.0"; id: unknown; result: unknown } | { jsonrpc: "2.0"; id: unknown; error: RpcErrorObject };
 
-/** A JSON-RPC error object; `data` carries the problem document. */
-export interface RpcErrorObject {
-  code: number;
-  message: string;
-  data?: ProblemDocument;
-}
-
 function rpcError(error: RpcErrorObject): ApiError {
   const problem = error.data ?? { type: "about:blank", title: error.message, status: 500 };
   return Object.assign(new ApiError(problem.status, problem), { rpcCode: error.code });
-}
-
-async function readAnswer(response: Response): Promise<unknown> {
-  if (response.status === 204) return undefined;
-  const text = await response.text();
-  const parsed = parseAnswerBody(text);
-  if (!response.ok) {
-    const problem =
-      parsed && typeof parsed === "object" && "type" in parsed
-        ? (parsed as ProblemDocument)
-        : parsed && typeof parsed === "object" && "error" in parsed
-          ? ((parsed as { error: RpcErrorObject }).error.data ?? {
-              type: "about:blank",
-              title: response.statusText,
-              status: response.status,
-            })
-          : {
-              type: "about:blank",
-              title: response.statusText || "Error",
-              status: response.status,
-              detail: text.slice(0, 200),
-            };
-    throw new ApiError(response.status, problem);
-  }
-  return parsed;
 }

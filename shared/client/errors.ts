@@ -38,3 +38,39 @@ export function parseAnswerBody(text: string): unknown {
     return undefined;
   }
 }
+
+/** A JSON-RPC error object; `data` carries the problem document. */
+export interface RpcErrorObject {
+  code: number;
+  message: string;
+  data?: ProblemDocument;
+}
+
+/**
+ * A response's JSON answer (undefined for 204); a non-2xx answer becomes an ApiError carrying its
+ * problem document (or one made from the status when the body is not one).
+ */
+export async function readAnswer(response: Response): Promise<unknown> {
+  if (response.status === 204) return undefined;
+  const text = await response.text();
+  const parsed = parseAnswerBody(text);
+  if (!response.ok) {
+    const problem =
+      parsed && typeof parsed === "object" && "type" in parsed
+        ? (parsed as ProblemDocument)
+        : parsed && typeof parsed === "object" && "error" in parsed
+          ? ((parsed as { error: RpcErrorObject }).error.data ?? {
+              type: "about:blank",
+              title: response.statusText,
+              status: response.status,
+            })
+          : {
+              type: "about:blank",
+              title: response.statusText || "Error",
+              status: response.status,
+              detail: text.slice(0, 200),
+            };
+    throw new ApiError(response.status, problem);
+  }
+  return parsed;
+}

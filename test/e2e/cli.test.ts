@@ -48,6 +48,7 @@ const COMMANDS = [
   "context show",
   "context grant",
   "context revoke",
+  "context watch",
   "context delete",
   "runner register",
   "runner list",

@@ -1,0 +1,74 @@
+import type { CoordinatorClient } from "../shared/client/index.js";
+import type { ContextStreamEvent, JobStatus } from "../shared/model/index.js";
+import type { Output } from "./output.js";
+import { timestamp } from "./output.js";
+
+/** `2/4 jobs ended` from a flow event's count of jobs per status. */
+function progressText(progress: Partial<Record<JobStatus, number>> | undefined): string {
+  if (!progress) return "";
+  const total = Object.values(progress).reduce((sum, n) => sum + n, 0);
+  const done = (progress.finished ?? 0) + (progress.error ?? 0);
+  return `  (${done}/${total} jobs ended)`;
+}
+
+/** What happened to the flow, in words. */
+function what(event: ContextStreamEvent): string {
+  switch (event.type) {
+    case "flow.created":
+      return "created";
+    case "flow.cancelled":
+      return `cancelled${event.reason ? `: ${event.reason}` : ""}`;
+    case "flow.rerun":
+      return "runs again from its failed jobs";
+    case "flow.error":
+      return `error${event.error ? `: ${event.error}` : ""}`;
+    case "flow.paused":
+      return `paused${event.reason ? `: ${event.reason}` : ""}`;
+    default:
+      return event.type.replace(/^flow\./, "");
+  }
+}
+
+/** One line per event of a context's stream: its number (for --since), when, which flow, what. */
+export function contextEventLine(event: ContextStreamEvent): string {
+  const when = timestamp(Math.floor(event.at_ms / 1000));
+  if (event.type === "stream.reset") {
+    return `[${event.seq}] ${when} the context no longer keeps the events asked for: flowc flow list ${event.context_id} shows where its flows stand`;
+  }
+  return `[${event.seq}] ${when} flow ${event.flow_id} ${what(event)}${progressText(event.progress)}`;
+}
+
+/**
+ * Follows a context's event stream, a line per event (one JSON object per line with --json),
+ * until Ctrl-C, which ends it with exit 0 and says how to resume. A dropped connection is
+ * reconnected where it left off.
+ */
+export async function watchContext(
+  client: CoordinatorClient,
+  contextId: number,
+  since: number | undefined,
+  out: Output,
+): Promise<number> {
+  const stop = new AbortController();
+  const onInterrupt = () => stop.abort();
+  process.once("SIGINT", onInterrupt);
+  let last = since;
+  try {
+    out.note(`watching context ${contextId}${since !== undefined ? ` after event ${since}` : ""}; Ctrl-C stops`);
+    const events = client.contextEvents(contextId, {
+      ...(since !== undefined ? { since } : {}),
+      signal: stop.signal,
+      onDrop: (reason) => out.note(`the event stream dropped (${reason}); reconnecting`),
+      onResume: (after) => out.note(`reconnected; resuming after event ${after ?? 0}`),
+    });
+    for await (const event of events) {
+      last = event.seq;
+      out.record(event, contextEventLine(event));
+    }
+  } finally {
+    process.off("SIGINT", onInterrupt);
+  }
+  const resume = last !== undefined ? ` --since ${last}` : "";
+  out.note(`stopped watching context ${contextId} (flowc context watch ${contextId}${resume} goes on from here)`);
+  return 0;
+}
