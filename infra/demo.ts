@@ -3,7 +3,8 @@
  * stack of its own (redis-server, the REST endpoint, wrangler dev) on free ports, then runs the
  * `flowc` CLI step by step: a key and a profile, an actor, a context, a runner (started with
  * `flowc runner start`), the diamond flow and the failing flow from examples/, the DAG, and the
- * inbox. Stops everything at the end, on Ctrl-C and on any failure (then exit 1).
+ * inbox; at the end, the console's links to its flows. Stops everything at the end (with `--keep`:
+ * once Ctrl-C is pressed, exit 0), on Ctrl-C before the end (exit 130) and on any failure (exit 1).
  *
  * The CLI and the runner are separate processes, never imported: infra/ may only import infra/
  * and shared/, and separate processes are also what a user runs.
@@ -154,7 +155,15 @@ function stopAll(): Promise<void> {
   return stopping;
 }
 
-async function demo(): Promise<void> {
+/** What the demo made, for the console's links at its end. */
+interface DemoRun {
+  url: string;
+  actorId: string;
+  context: string;
+  flows: { id: string; what: string }[];
+}
+
+async function demo(): Promise<DemoRun> {
   rmSync(demoDir, { recursive: true, force: true });
   mkdirSync(files.stackRoot, { recursive: true });
   console.log("flow coordinator demo: a local coordinator, then everything through the flowc CLI\n");
@@ -173,7 +182,7 @@ async function demo(): Promise<void> {
   console.log("\n# An actor: a key pair, a profile naming the coordinator and the key, and registration.");
   await flowc(["keygen", "--out", files.actorKey]);
   await flowc(["init", "--url", url, "--key-file", files.actorKey]);
-  await flowc(["actor", "register"]);
+  const actorId = idFrom(await flowc(["actor", "register"]), /^actor (\d+) registered/m, "actor");
 
   console.log("\n# A context (a tenant): the actor creating it becomes its admin.");
   const context = idFrom(await flowc(["context", "create"]), /^context (\d+) created/m, "context");
@@ -221,13 +230,48 @@ async function demo(): Promise<void> {
   await flowc(["flow", "dag", context, flowId]);
 
   console.log("\n# A flow that fails on purpose (examples/failing.yaml): flowc exits 1 for it, as expected here.");
-  await flowc(["flow", "submit", context, path.join(root, "examples", "failing.yaml"), "--start", "--watch"], 1);
+  const failing = await flowc(
+    ["flow", "submit", context, path.join(root, "examples", "failing.yaml"), "--start", "--watch"],
+    1,
+  );
+  const failingId = idFrom(failing, /^flow (\d+) submitted/m, "flow");
 
   console.log("\n# Every flow's end also lands in the actor's inbox.");
   await flowc(["inbox", context]);
+  const flows = [
+    { id: flowId, what: "the diamond" },
+    { id: failingId, what: "the failing flow" },
+  ];
+  return { url, actorId, context, flows };
 }
 
-function epilogue(): void {
+/**
+ * Where to see the demo's flows in a browser: the console's page of each (its routes are
+ * hash-based, so a link opens the page itself), and the key file to sign in with.
+ */
+function consoleLinks(run: DemoRun, keep: boolean): void {
+  const base = `${run.url}/console/#/contexts/${run.context}`;
+  const lines = [
+    "",
+    "The console: the demo's flows in a browser",
+    ...run.flows.map((f) => `  ${base}/flows/${f.id}    ${f.what}`),
+    `  ${base}    every flow of context ${run.context}, live`,
+    `  Sign in by importing the demo actor's key file (actor ${run.actorId}): ${files.actorKey}`,
+  ];
+  if (!keep) lines.push("  (npm start -- --keep leaves the stack up to open them; this run stops it now.)");
+  console.log(lines.join("\n"));
+}
+
+function epilogue(run: DemoRun, keep: boolean): void {
+  const profile = rel(files.profile);
+  const next = keep
+    ? `  The demo's stack is yours until Ctrl-C: drive it with the demo actor's profile, e.g.
+    FLOWC_PROFILE=${profile} npm run -s cli -- context watch ${run.context}     # live, in another terminal
+    FLOWC_PROFILE=${profile} npm run -s cli -- flow submit ${run.context} examples/diamond.yaml --start --watch`
+    : `  To drive a coordinator yourself:
+    npm run dev                       # in one terminal: the same stack, on port 8787, until Ctrl-C
+    alias flowc="npm run -s cli --"   # in another: then the commands above (after each $),
+    flowc --help                      # as in README.md, "From nothing to a running flow with the CLI"`;
   console.log(`
 What just happened
   A local coordinator came up: redis-server, the Upstash-compatible REST endpoint in front of it,
@@ -236,19 +280,28 @@ What just happened
   jobs as real python and sh processes (its log: ${rel(files.runnerLog)}). The diamond's jobs
   passed their results along (DEP_<JOB>_<KEY>, FLOW_INPUTS); in the failing flow, verify exited 3
   with a reason on stderr, so publish never ran. Both results also arrived in the inbox.
-  Everything was stopped again.
+  ${keep ? "The stack and the runner are still up (--keep)." : "Everything was stopped again."}
 
 What next
   Read and change the flow files: examples/diamond.yaml, examples/failing.yaml, and
-  examples/README.md on writing your own. To drive a coordinator yourself:
-    npm run dev                       # in one terminal: the same stack, on port 8787, until Ctrl-C
-    alias flowc="npm run -s cli --"   # in another: then the commands above (after each $),
-    flowc --help                      # as in README.md, "From nothing to a running flow with the CLI"`);
+  examples/README.md on writing your own.
+${next}`);
 }
 
+const USAGE = "usage: npm start [-- --keep]   (--keep: leave the demo's stack up until Ctrl-C)";
+const args = process.argv.slice(2);
+if (args.some((a) => a !== "--keep")) {
+  console.error(`demo: unknown argument ${JSON.stringify(args.find((a) => a !== "--keep"))}\n${USAGE}`);
+  process.exit(2);
+}
+const keep = args.includes("--keep");
+
 let interrupted = false;
+/** While the kept stack waits for Ctrl-C: ends that wait (the demo then stops everything, exit 0). */
+let release: (() => void) | undefined;
 for (const signal of ["SIGINT", "SIGTERM"] as const) {
   process.on(signal, () => {
+    if (release) return release();
     if (interrupted) return;
     interrupted = true;
     console.error(`\ndemo: ${signal}: stopping the runner and the stack`);
@@ -257,9 +310,17 @@ for (const signal of ["SIGINT", "SIGTERM"] as const) {
 }
 
 try {
-  await demo();
-  await stopAll();
-  epilogue();
+  const run = await demo();
+  if (!keep) await stopAll();
+  epilogue(run, keep);
+  consoleLinks(run, keep);
+  if (keep) {
+    console.log(`\nThe demo's stack stays up (coordinator ${run.url}) until Ctrl-C.`);
+    await new Promise<void>((resolve) => (release = resolve));
+    console.error("\ndemo: stopping the runner and the stack");
+    await stopAll();
+    console.error("demo: stopped");
+  }
   process.exit(0);
 } catch (error) {
   if (!interrupted) {

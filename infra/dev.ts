@@ -23,6 +23,7 @@ try {
   });
   const health = await fetch(`${stack.workerUrl}/health`);
   console.log(`health        ${health.status} ${await health.text()}`);
+  console.log(`console       ${stack.workerUrl}/console/  (sign in with a flowc key file; API reference at /docs/)`);
   console.log("ready: Ctrl-C stops all components");
   let stopping = false;
   const stop = (signal: string) => {

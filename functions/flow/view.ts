@@ -42,6 +42,8 @@ function jobView(state: FlowState, job: JobState, dispatch: Map<number, JobWaiti
     attempt: job.attempt,
     depends: job.depends,
     ...(job.delivery ? { runner_id: job.delivery.runnerId, delivery: job.delivery.state } : {}),
+    ...(job.startedAt !== undefined ? { started_at: secs(job.startedAt) } : {}),
+    ...(job.heartbeatAt !== undefined ? { heartbeat_at: secs(job.heartbeatAt) } : {}),
     ...(job.result ? { result: job.result } : {}),
     ...(job.error ? { error: job.error } : {}),
     ...(waiting ? { waiting } : {}),

@@ -45,6 +45,10 @@ export const JobView = z
     depends: z.array(Id),
     runner_id: Id.optional(),
     delivery: z.enum(["assigned", "delivered", "acknowledged"]).optional(),
+    /** When the runner reported the current attempt started (epoch seconds), until the attempt ends. */
+    started_at: Timestamp.optional(),
+    /** The current attempt's latest heartbeat (epoch seconds). */
+    heartbeat_at: Timestamp.optional(),
     result: ResultMap.optional(),
     error: z.string().optional(),
     waiting: JobWaiting.optional(),

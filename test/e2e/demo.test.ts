@@ -1,9 +1,11 @@
+import { spawn } from "node:child_process";
+import { readFileSync } from "node:fs";
 import path from "node:path";
 import { describe, expect, it } from "vitest";
 import { answersPing } from "../../infra/redis-server.js";
-import { cleanEnv } from "../support/flowc.js";
+import { cleanEnv, flowc } from "../support/flowc.js";
 import { refusesConnections } from "../support/http.js";
-import { runToEnd } from "../support/process.js";
+import { runToEnd, watchProcess } from "../support/process.js";
 
 /**
  * `npm start`, as the README has it and as CI runs it: the demo brings up its own stack, drives
@@ -11,6 +13,32 @@ import { runToEnd } from "../support/process.js";
  */
 
 const root = path.resolve(import.meta.dirname, "../..");
+
+/**
+ * The end of the demo: the console's page of each of its flows on the demo's own Worker, and the
+ * key file to sign in with (the demo actor's private JWK). Returns the Worker's URL, the context
+ * and the diamond's flow id, as the output names them.
+ */
+function expectConsoleLinks(output: string): { url: string; context: string; diamond: string } {
+  const url = /^worker {8}(http:\/\/127\.0\.0\.1:\d+) /m.exec(output)?.[1] ?? "(no worker URL)";
+  const context = /^context (\d+) created/m.exec(output)?.[1] ?? "?";
+  const [diamond = "?", failing = "?"] = [...output.matchAll(/^flow (\d+) submitted/gm)].map((m) => m[1]);
+  const pages = `${url}/console/#/contexts/${context}`;
+  expect(output).toContain(
+    [
+      "\nThe console: the demo's flows in a browser",
+      `  ${pages}/flows/${diamond}    the diamond`,
+      `  ${pages}/flows/${failing}    the failing flow`,
+      `  ${pages}    every flow of context ${context}, live`,
+    ].join("\n"),
+  );
+  const actor = /^actor (\d+) registered/m.exec(output)?.[1] ?? "?";
+  const keyFile = path.join(root, ".dev", "demo", "actor-key.json");
+  expect(output).toContain(`  Sign in by importing the demo actor's key file (actor ${actor}): ${keyFile}\n`);
+  const jwk = JSON.parse(readFileSync(keyFile, "utf8")) as { kty: string; crv: string; d?: string };
+  expect([jwk.kty, jwk.crv, typeof jwk.d]).toEqual(["OKP", "Ed25519", "string"]);
+  return { url, context, diamond };
+}
 
 describe("npm start", () => {
   it(
@@ -41,6 +69,10 @@ describe("npm start", () => {
       expect(output).toMatch(/^ {2}flow \d+ finished\n {4}fetch/m); // the inbox's result message
       expect(output).toContain("What just happened");
       expect(output).not.toMatch(/demo failed/);
+      expectConsoleLinks(output);
+      expect(output).toMatch(
+        /^ {2}\(npm start -- --keep leaves the stack up to open them; this run stops it now\.\)$/m,
+      );
 
       // Everything it started is gone again.
       const redisPort = Number(/^redis-server {2}redis:\/\/127\.0\.0\.1:(\d+)/m.exec(output)?.[1]);
@@ -52,6 +84,53 @@ describe("npm start", () => {
       expect(await answersPing(redisPort)).toBe(false);
       expect(await refusesConnections(`${workerUrl}/health`)).toBe(true);
       expect(await refusesConnections(`${runnerUrl}health`)).toBe(true);
+    },
+  );
+  it(
+    "with --keep, leaves the stack up for the console's links until Ctrl-C, then stops it and exits 0",
+    { timeout: 240_000 },
+    async () => {
+      // The demo itself rather than npm, which dies of the Ctrl-C itself whatever its script
+      // answers; in its own process group, which Ctrl-C in a terminal signals as a whole.
+      const child = spawn(process.execPath, ["--import", "tsx", "infra/demo.ts", "--keep"], {
+        cwd: root,
+        env: cleanEnv(),
+        detached: true,
+        stdio: ["ignore", "pipe", "pipe"],
+      });
+      const demo = watchProcess(child, "the demo with --keep");
+      const interrupt = () => process.kill(-(child.pid as number), "SIGINT");
+      try {
+        await demo.waitForLine(
+          /^The demo's stack stays up \(coordinator http:\/\/127\.0\.0\.1:\d+\) until Ctrl-C\.$/,
+          220_000,
+        );
+        const output = demo.stdout();
+        expect(output).toContain("The stack and the runner are still up (--keep).");
+        const { url, context, diamond } = expectConsoleLinks(output);
+        // Still up: the console's page, and the diamond its link names, read with the demo's profile.
+        const page = await fetch(`${url}/console/`);
+        expect([page.status, page.headers.get("content-type")]).toEqual([200, expect.stringMatching(/^text\/html/)]);
+        await page.body?.cancel();
+        const shown = await flowc(["flow", "show", context, diamond], {
+          FLOWC_PROFILE: path.join(root, ".dev", "demo", "profile.json"),
+        });
+        expect(shown.stdout, shown.stderr).toMatch(/^status\s+finished$/m);
+        const runnerUrl = /listening on (http:\/\/127\.0\.0\.1:\d+\/)/.exec(output)?.[1];
+        expect(await refusesConnections(`${runnerUrl}health`)).toBe(false);
+
+        interrupt();
+        expect(await demo.exited).toEqual({ code: 0, signal: null });
+        await demo.waitForLine(/^demo: stopped$/);
+        expect(await refusesConnections(`${url}/health`)).toBe(true);
+        expect(await refusesConnections(`${runnerUrl}health`)).toBe(true);
+      } finally {
+        // A failure above: stop the demo as a user would, so it stops what it started.
+        if (child.exitCode === null && child.signalCode === null) {
+          interrupt();
+          await demo.exited;
+        }
+      }
     },
   );
 });

@@ -1,0 +1,112 @@
+import type { Flow, Page } from "../../../shared/model/index.js";
+import { describeError } from "../api.js";
+import { ageElement, badge, formatDuration, h, table, timeElement } from "../dom.js";
+import { checkContextEvent, keepLive, liveIndicator } from "../live.js";
+import { throttle, type PageContext } from "../page.js";
+import { href } from "../routes.js";
+import { contextHeader } from "./context-header.js";
+
+const PAGE = 50;
+const STATUSES = [
+  { value: "", label: "every status" },
+  { value: "dispatched", label: "created, not started" },
+  { value: "started", label: "running" },
+  { value: "finished", label: "finished" },
+  { value: "error", label: "error" },
+];
+
+/** How long a flow ran (or has been running): from its start to its end, or to now. */
+export function flowDuration(flow: Pick<Flow, "started_at" | "ended_at">): string {
+  if (flow.started_at === undefined) return "—";
+  return formatDuration((flow.ended_at ?? Math.floor(Date.now() / 1000)) - flow.started_at);
+}
+
+/**
+ * A context's flows, newest first, optionally of one status; kept current by the context's event
+ * stream (each event reloads the list, at most once a second), or by reading it every 5 s when
+ * the coordinator has no stream.
+ */
+export function flowsPage(ctx: PageContext, contextId: number, status: string | undefined): void {
+  const { api, main, signal } = ctx;
+  const indicator = liveIndicator();
+  const body = h("div", {}, h("p", { class: "muted" }, "Loading…"));
+  const older = h("button", { type: "button", hidden: true }, "Older flows");
+  /** How many flows are shown, counting back from the newest. */
+  let shown = PAGE;
+  const filter = `${status ? `&status=${status}` : ""}`;
+
+  const row = (flow: Flow) =>
+    h(
+      "tr",
+      { "data-flow": flow.id },
+      h("td", {}, h("a", { href: href({ page: "flow", contextId, flowId: flow.id }) }, `Flow ${flow.id}`)),
+      h("td", {}, badge(flow.status)),
+      h("td", { class: "num" }, String(flow.jobs.length)),
+      h("td", {}, ageElement(flow.created_at)),
+      h("td", {}, timeElement(flow.started_at)),
+      h("td", {}, flowDuration(flow)),
+      h(
+        "td",
+        { class: "reason" },
+        flow.error ? `${flow.error.name ?? `job ${flow.error.job}`}: ${flow.error.reason}` : "",
+      ),
+    );
+
+  const load = async () => {
+    try {
+      // The index lists flows oldest first: the last `shown` of them are the newest.
+      const { total } = await api.get<Page<Flow>>(`/v1/contexts/${contextId}/flows?limit=1${filter}`);
+      const offset = Math.max(0, total - shown);
+      const page = await api.get<Page<Flow>>(
+        `/v1/contexts/${contextId}/flows?offset=${offset}&limit=${Math.min(500, shown)}${filter}`,
+      );
+      if (signal.aborted) return;
+      const flows = page.items.reverse();
+      older.hidden = offset === 0;
+      body.replaceChildren(
+        flows.length === 0
+          ? h("p", {}, status ? `No flow is ${status} in this context.` : "No flow in this context yet.")
+          : table(["Flow", "Status", "Jobs", "Created", "Started", "Duration", "Error"], flows.map(row)),
+      );
+    } catch (error) {
+      body.replaceChildren(h("p", { class: "form-error" }, `Cannot list flows: ${describeError(error)}`));
+    }
+  };
+  older.addEventListener("click", () => {
+    shown = Math.min(500, shown + PAGE);
+    void load();
+  });
+
+  const select = h(
+    "select",
+    { id: "status-filter" },
+    ...STATUSES.map(({ value, label }) =>
+      h("option", { value, ...(value === (status ?? "") ? { selected: true } : {}) }, label),
+    ),
+  );
+  select.addEventListener("change", () => {
+    location.hash = href({ page: "flows", contextId, ...(select.value ? { status: select.value } : {}) });
+  });
+
+  main.replaceChildren(
+    contextHeader(ctx, contextId, "flows"),
+    h("div", { class: "toolbar" }, h("label", { for: "status-filter" }, "Show"), select, indicator.element),
+    body,
+    older,
+  );
+  void load().then(() => {
+    const reload = throttle(1_000, load);
+    return keepLive({
+      api,
+      path: `/v1/contexts/${contextId}/events`,
+      label: `the event stream of context ${contextId}`,
+      since: undefined,
+      check: checkContextEvent,
+      onEvent: reload,
+      reload: load,
+      pollMs: 5_000,
+      signal,
+      indicator,
+    });
+  });
+}

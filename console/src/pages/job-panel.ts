@@ -1,0 +1,239 @@
+import type { FlowView, JobView, Log, Message, RunnerJob } from "../../../shared/model/index.js";
+import { describeError, type Api } from "../api.js";
+import { badge, fill, formatDuration, h, table, timeElement } from "../dom.js";
+import { href } from "../routes.js";
+
+/** How many stderr lines the panel shows above the logs: what a failed script said last. */
+const STDERR_TAIL = 20;
+/** How many of a job's latest attempts are listed (each is one message to read). */
+const ATTEMPTS_SHOWN = 5;
+
+function logLine(line: Log): HTMLElement {
+  const at = new Date(line.timestamp * 1000);
+  return h(
+    "div",
+    { class: `log ${line.stream}` },
+    h("time", { datetime: at.toISOString() }, at.toLocaleTimeString()),
+    " ",
+    h("span", { class: "stream" }, line.stream),
+    " ",
+    line.message,
+  );
+}
+
+/**
+ * The panel of one job: its live state from the flow's view (status, attempt, runner, why it
+ * waits, result, error) and, read from the job's record and its attempts' messages, the timings
+ * of each attempt, the tail of its stderr and its logs. The logs live on each attempt's message
+ * (`message_base + attempt - 1`), as `flowc` reads them; `job.logs` events append to them live.
+ */
+export class JobPanel {
+  readonly element: HTMLElement;
+  private jobId: number | undefined;
+  private logs: HTMLElement | undefined;
+  private stderr: HTMLElement | undefined;
+  /** The attempt whose logs are shown (the job's latest). */
+  private shownAttempt = 0;
+  /** Bumped on every load, so an older answer arriving late never overwrites a newer one. */
+  private generation = 0;
+  /** What the shown job's state was when last drawn: the panel is drawn again only when it changes. */
+  private drawn = "";
+
+  constructor(
+    private readonly api: Api,
+    private readonly contextId: number,
+    private readonly onClose: (jobId: number) => void,
+  ) {
+    this.element = h("aside", { class: "job-panel", "aria-label": "Job", hidden: true });
+  }
+
+  get current(): number | undefined {
+    return this.jobId;
+  }
+
+  /** Shows a job (or refreshes the one shown) from the flow's view. */
+  show(view: FlowView, jobId: number): void {
+    const job = view.jobs.find((j) => j.id === jobId);
+    if (!job) return;
+    const first = this.jobId !== jobId;
+    const state = JSON.stringify([job.status, job.attempt, job.runner_id, job.delivery, job.waiting, job.error]);
+    if (!first && state === this.drawn) return;
+    this.drawn = state;
+    this.jobId = jobId;
+    this.element.hidden = false;
+    if (first) {
+      this.logs = undefined;
+      this.stderr = undefined;
+      this.shownAttempt = 0;
+    }
+    void this.load(view, job, first);
+  }
+
+  hide(): void {
+    this.jobId = undefined;
+    this.drawn = "";
+    this.generation++;
+    this.element.hidden = true;
+    this.element.replaceChildren();
+  }
+
+  /** Appends log lines that just arrived (a `job.logs` event of the job's shown attempt). */
+  appendLogs(jobId: number, attempt: number | undefined, lines: Log[]): void {
+    if (jobId !== this.jobId || (attempt !== undefined && attempt !== this.shownAttempt)) return;
+    this.logs?.append(...lines.map(logLine));
+    const errors = lines.filter((l) => l.stream === "stderr");
+    if (this.stderr && errors.length > 0) {
+      this.stderr.append(...errors.map((l) => `${l.message}\n`));
+      const text = (this.stderr.textContent ?? "").split("\n").filter(Boolean);
+      this.stderr.textContent = `${text.slice(-STDERR_TAIL).join("\n")}\n`;
+    }
+  }
+
+  private async load(view: FlowView, job: JobView, first: boolean): Promise<void> {
+    const generation = ++this.generation;
+    const close = h("button", { type: "button", class: "small", "aria-label": "Close the job panel" }, "Close");
+    close.addEventListener("click", () => {
+      const id = this.jobId;
+      this.hide();
+      if (id !== undefined) this.onClose(id);
+    });
+    const heading = h("h2", { id: "job-title", tabindex: -1 }, `Job ${job.key} `, h("small", {}, `#${job.id}`));
+    const details = h("div", { class: "job-details" }, h("p", { class: "muted" }, "Loading attempts…"));
+    // Drawn again as the job moves on: the logs stay open (or closed) as the viewer left them.
+    const logsOpen = first ? undefined : this.element.querySelector<HTMLDetailsElement>("details.logs-box")?.open;
+    this.element.setAttribute("aria-labelledby", "job-title");
+    fill(this.element, h("div", { class: "panel-head" }, heading, close), this.facts(view, job), details);
+    if (first) heading.focus();
+
+    try {
+      const base = `/v1/contexts/${this.contextId}`;
+      const record = await this.api.get<RunnerJob>(`${base}/jobs/${view.caller_id}/${job.id}`);
+      const messageBase = record.message_base;
+      const floor = record.attempt_floor ?? 0;
+      const attempts: number[] = [];
+      for (let n = job.attempt; n > floor && attempts.length < ATTEMPTS_SHOWN; n--) attempts.unshift(n);
+      const messages =
+        messageBase === undefined
+          ? []
+          : await Promise.all(
+              attempts.map((n) => this.api.get<Message>(`${base}/messages/${view.caller_id}/${messageBase + n - 1}`)),
+            );
+      if (generation !== this.generation) return;
+      this.shownAttempt = messages.at(-1)?.attempt ?? 0;
+      fill(details, ...this.attemptDetails(job, record, messages, logsOpen));
+    } catch (error) {
+      if (generation !== this.generation) return;
+      fill(details, h("p", { class: "form-error" }, `Cannot read the job's attempts: ${describeError(error)}`));
+    }
+  }
+
+  /** What the flow's view says of the job. */
+  private facts(view: FlowView, job: JobView): HTMLElement {
+    const keyOf = (id: number) => view.jobs.find((j) => j.id === id)?.key ?? `#${id}`;
+    const fact = (term: string, value: Node | string) => [h("dt", {}, term), h("dd", {}, value)];
+    const runner =
+      job.runner_id === undefined
+        ? "—"
+        : h("a", { href: href({ page: "runners", contextId: this.contextId }) }, `runner ${job.runner_id}`);
+    return h(
+      "div",
+      {},
+      h(
+        "dl",
+        { class: "facts" },
+        ...fact("Status", badge(job.status)),
+        ...fact("Script", job.script_type),
+        ...fact("Attempt", job.attempt === 0 ? "not dispatched yet" : String(job.attempt)),
+        ...fact("Runner", runner),
+        ...(job.delivery ? fact("Delivery", job.delivery) : []),
+        ...(job.started_at !== undefined ? fact("Started", timeElement(job.started_at)) : []),
+        ...(job.heartbeat_at !== undefined ? fact("Heartbeat", timeElement(job.heartbeat_at)) : []),
+        ...(job.waiting
+          ? fact(
+              "Waiting",
+              h(
+                "span",
+                {},
+                `${job.waiting.reason}: ${job.waiting.detail}`,
+                job.waiting.until ? " until " : "",
+                job.waiting.until ? timeElement(job.waiting.until) : "",
+              ),
+            )
+          : []),
+        ...(job.depends.length > 0 ? fact("Depends on", job.depends.map(keyOf).join(", ")) : []),
+      ),
+      job.error
+        ? h("section", {}, h("h3", {}, "Error"), h("pre", { class: "error", "data-testid": "job-error" }, job.error))
+        : undefined,
+      job.result && Object.keys(job.result).length > 0
+        ? h(
+            "section",
+            {},
+            h("h3", {}, "Result"),
+            table(
+              ["Key", "Value"],
+              Object.entries(job.result).map(([k, v]) => h("tr", {}, h("td", {}, k), h("td", {}, h("code", {}, v)))),
+            ),
+          )
+        : undefined,
+    );
+  }
+
+  /** Each attempt's timings, the latest attempt's stderr tail and logs, and the script. */
+  private attemptDetails(
+    job: JobView,
+    record: RunnerJob,
+    messages: Message[],
+    logsOpen: boolean | undefined,
+  ): (HTMLElement | undefined)[] {
+    const latest = messages.at(-1);
+    const stderrLines = (latest?.logs ?? []).filter((l) => l.stream === "stderr").map((l) => l.message);
+    this.stderr = h("pre", { class: "stderr", "data-testid": "stderr" }, stderrLines.slice(-STDERR_TAIL).join("\n"));
+    this.logs = h("div", { class: "logs", "data-testid": "logs" }, ...(latest?.logs ?? []).map(logLine));
+    const took = (m: Message) => (m.ended_at !== undefined ? formatDuration(m.ended_at - m.created_at) : "—");
+    const attemptRow = (m: Message) =>
+      h(
+        "tr",
+        {},
+        h("td", { class: "num" }, String(m.attempt ?? "?")),
+        h("td", {}, m.runner_id === undefined ? "—" : `runner ${m.runner_id}`),
+        h("td", {}, m.status),
+        h("td", {}, timeElement(m.created_at)),
+        h("td", {}, timeElement(m.ended_at)),
+        h("td", {}, took(m)),
+      );
+    return [
+      h(
+        "section",
+        {},
+        h("h3", {}, `stderr${latest ? ` of attempt ${latest.attempt ?? "?"}` : ""} (last ${STDERR_TAIL} lines)`),
+        stderrLines.length > 0 || latest ? this.stderr : h("p", { class: "muted" }, "No attempt yet."),
+      ),
+      h(
+        "section",
+        {},
+        h("h3", {}, "Attempts"),
+        messages.length === 0
+          ? h("p", { class: "muted" }, "Not dispatched yet.")
+          : table(["#", "Runner", "Message", "Dispatched", "Ended", "Took"], messages.map(attemptRow)),
+        h("p", { class: "muted" }, `Up to ${record.retries + 1} attempt(s) per run; timeout ${record.timeout} s.`),
+      ),
+      h(
+        "details",
+        { class: "logs-box", open: logsOpen ?? (job.status === "started" || job.status === "error") },
+        h(
+          "summary",
+          {},
+          `Logs${latest ? ` of attempt ${latest.attempt ?? "?"}` : ""} (${latest?.logs.length ?? 0} lines)`,
+        ),
+        this.logs,
+      ),
+      h(
+        "details",
+        {},
+        h("summary", {}, `Script (${record.script_type})`),
+        h("pre", { class: "script" }, record.script),
+      ),
+    ];
+  }
+}
