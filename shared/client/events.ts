@@ -1,4 +1,3 @@
-import type { z } from "zod";
 import { ApiError, readAnswer } from "./errors.js";
 import { SseParser } from "./sse.js";
 
@@ -81,7 +80,8 @@ function pause(ms: number, signal: AbortSignal | undefined): Promise<void> {
  */
 export async function* followStream<T extends { seq: number }>(
   source: StreamSource,
-  schema: z.ZodType<T>,
+  /** What checks each event: a zod schema, or anything with its `parse` (the console's plain checks). */
+  schema: { parse(value: unknown): T },
   options: StreamOptions = {},
 ): AsyncGenerator<T, void, undefined> {
   const policy = { ...DEFAULT_RECONNECT, ...options.reconnect };
