@@ -1,6 +1,7 @@
 import type { DeliveryPayload } from "../shared/model/index.js";
 import type { RunnerLog } from "./job.js";
-import { sleep, type Reporter } from "./reporter.js";
+import { sleep } from "../shared/client/index.js";
+import type { Reporter } from "./reporter.js";
 
 /** Idle polling starts this fast… */
 export const PULL_MIN_DELAY_MS = 200;

@@ -1,5 +1,5 @@
 import { signRequest, type RequestSigner } from "../shared/auth/index.js";
-import { parseAnswerBody } from "../shared/client/index.js";
+import { parseAnswerBody, sleep } from "../shared/client/index.js";
 
 /** How a signed POST to the coordinator went. */
 export type PostOutcome =
@@ -114,18 +114,4 @@ function describe(parsed: unknown, text: string): string {
     return p.detail ? `${name}: ${String(p.detail)}` : name;
   }
   return text.slice(0, 200);
-}
-
-/** Waits `ms`, or less when `signal` aborts. */
-export function sleep(ms: number, signal?: AbortSignal): Promise<void> {
-  return new Promise((resolve) => {
-    if (signal?.aborted) return resolve();
-    const done = () => {
-      clearTimeout(timer);
-      signal?.removeEventListener("abort", done);
-      resolve();
-    };
-    const timer = setTimeout(done, ms);
-    signal?.addEventListener("abort", done, { once: true });
-  });
 }

@@ -2,7 +2,6 @@ import { catchUpChanges, createdChange, type FlowChange, type Published } from "
 import type { FlowState } from "../../shared/flow/index.js";
 import type { FlowStreamEvent, JobStatus } from "../../shared/model/index.js";
 import type { FlowScope } from "../core/scopes.js";
-import { Problem } from "../core/problem.js";
 
 /** The tag of the subscribers' WebSockets: the only sockets a FlowCoordinator accepts. */
 const SUBSCRIBER = "events";
@@ -148,9 +147,4 @@ export class FlowStream {
       }
     }
   }
-}
-
-/** The problem for a subscription request that is not a WebSocket upgrade. */
-export function upgradeRequired(): Problem {
-  return new Problem("bad-request", "a flow's event stream is a WebSocket: send Upgrade: websocket");
 }

@@ -59,9 +59,10 @@ function reasonOf(error: unknown): string {
   return error instanceof Error ? error.message : String(error);
 }
 
-/** Waits `ms`, or less when `signal` aborts. */
-function pause(ms: number, signal: AbortSignal | undefined): Promise<void> {
+/** Waits `ms`, or less when `signal` aborts (at once when it already has). */
+export function sleep(ms: number, signal?: AbortSignal): Promise<void> {
   return new Promise((resolve) => {
+    if (signal?.aborted) return resolve();
     const done = () => {
       clearTimeout(timer);
       signal?.removeEventListener("abort", done);
@@ -156,7 +157,7 @@ export async function* followStream<T extends { seq: number }>(
     }
     if (!dropped) options.onDrop?.(reasonOf(failure), since);
     dropped = true;
-    await pause(delay, signal);
+    await sleep(delay, signal);
     delay = Math.min(delay * 2, policy.maxMs);
   }
 }
