@@ -29,6 +29,9 @@ describe("npm run dev", () => {
       expect(output).toContain(`redis-server  redis://127.0.0.1:${redisPort}`);
       expect(output).toContain(`redis-rest    http://127.0.0.1:${restPort}`);
       expect(output).toContain(`worker        http://127.0.0.1:${workerPort}`);
+      expect(output).toContain(`console       http://127.0.0.1:${workerPort}/console/`);
+      const page = await fetch(`http://127.0.0.1:${workerPort}/console/`);
+      expect([page.status, page.headers.get("content-type")]).toEqual([200, "text/html; charset=utf-8"]);
 
       const health = await fetch(`http://127.0.0.1:${workerPort}/health`);
       expect(health.status).toBe(200);

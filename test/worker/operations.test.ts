@@ -26,6 +26,9 @@ describe("operations endpoints", () => {
       name: "flow-coordinator",
       api: "/v1",
       openapi: "/openapi.json",
+      openrpc: "/openrpc.json",
+      console: "/console/",
+      docs: "/docs/",
       actor_registration: "open",
       key_prefix: w.prefix,
     });
