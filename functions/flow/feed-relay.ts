@@ -25,6 +25,7 @@ export class FeedRelay {
     // A job outside any flow has no place in the context's list of flows.
     if (scope.job || scope.flowId === 0) return true;
     this.fed ??= (await this.storage.get<number>(FED)) ?? 0;
+    if (this.fed >= this.stream.lastFlowSeq()) return true;
     const events = this.stream.after(this.fed, true);
     if (events.length === 0) return true;
     try {

@@ -24,6 +24,8 @@ export function sinceOf(url: URL): number {
  */
 export class FlowStream {
   private ready = false;
+  /** The newest event's number, and the newest `flow.*` event's: read once, then kept in step. */
+  private newest: { seq: number; flowSeq: number } | undefined;
 
   constructor(private readonly ctx: DurableObjectState) {}
 
@@ -46,8 +48,22 @@ export class FlowStream {
 
   /** The sequence number of the latest event; 0 before the first. */
   lastSeq(): number {
-    const row = this.sql.exec<{ seq: number | null }>("SELECT MAX(seq) AS seq FROM stream").one();
-    return row.seq ?? 0;
+    return this.latest().seq;
+  }
+
+  /** The sequence number of the latest `flow.*` event; 0 before the first. */
+  lastFlowSeq(): number {
+    return this.latest().flowSeq;
+  }
+
+  private latest(): { seq: number; flowSeq: number } {
+    this.newest ??= this.sql
+      .exec<{ seq: number | null; flowSeq: number | null }>(
+        "SELECT MAX(seq) AS seq, MAX(CASE WHEN flow_level = 1 THEN seq END) AS flowSeq FROM stream",
+      )
+      .toArray()
+      .map((row) => ({ seq: row.seq ?? 0, flowSeq: row.flowSeq ?? 0 }))[0];
+    return this.newest ?? { seq: 0, flowSeq: 0 };
   }
 
   /** Numbers the changes, journals them, and pushes them to every subscriber. */
@@ -61,18 +77,23 @@ export class FlowStream {
       trace_id: traceId,
       ...change,
     }));
-    for (const e of events) {
+    const latest = this.latest();
+    const bodies = events.map((e) => JSON.stringify(e));
+    events.forEach((e, i) => {
+      const flowLevel = e.type.startsWith("flow.");
       this.sql.exec(
         "INSERT INTO stream (seq, job, status, attempt, flow_level, body) VALUES (?, ?, ?, ?, ?, ?)",
         e.seq,
         e.job_id ?? null,
         e.status,
         e.attempt ?? null,
-        e.type.startsWith("flow.") ? 1 : 0,
-        JSON.stringify(e),
+        flowLevel ? 1 : 0,
+        bodies[i] as string,
       );
-    }
-    this.push(events);
+      latest.seq = e.seq;
+      if (flowLevel) latest.flowSeq = e.seq;
+    });
+    this.push(bodies);
     return events;
   }
 
@@ -138,10 +159,10 @@ export class FlowStream {
     return new Response(null, { status: 101, webSocket: client });
   }
 
-  private push(events: FlowStreamEvent[]): void {
+  private push(bodies: string[]): void {
     for (const socket of this.ctx.getWebSockets(SUBSCRIBER)) {
       try {
-        for (const event of events) socket.send(JSON.stringify(event));
+        for (const body of bodies) socket.send(body);
       } catch {
         // A socket that closed meanwhile: the runtime drops it from the list.
       }
