@@ -69,6 +69,9 @@ function removeStale(written: Set<string>): void {
   }
 }
 
+/** The console's style sheets, in the order they apply. */
+const STYLES = ["console/styles/base.css", "console/styles/flow.css"];
+
 /** The console's own files as served (the page, the script, the style): what a visitor downloads. */
 const CONSOLE_FILES = ["console/index.html", "console/app.js", "console/console.css"];
 
@@ -108,7 +111,8 @@ export async function buildConsole(options: { force?: boolean } = {}): Promise<C
   const written = new Set([
     ...bundle.outputFiles.map((file) => put(path.relative(out, file.path), file.contents)),
     copy("console/index.html", "console/index.html"),
-    copy("console/console.css", "console/console.css"),
+    // The style in parts (each file small enough to read), served as one file.
+    put("console/console.css", STYLES.map((file) => readFileSync(path.join(root, file), "utf8")).join("\n")),
     copy("console/headers", "_headers"),
     copy("console/docs/index.html", "docs/index.html"),
     copy("console/docs/docs.js", "docs/docs.js"),
