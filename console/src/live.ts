@@ -1,4 +1,5 @@
 import type { ContextStreamEvent, FlowStreamEvent } from "../../shared/model/index.js";
+import { sleep } from "../../shared/client/events.js";
 import { describeError, isNoRoute, type Api } from "./api.js";
 import { h } from "./dom.js";
 
@@ -34,6 +35,11 @@ export interface LiveOptions<T> {
   onEvent: (event: T) => void;
   /** Reads the page's data again: the fallback when there is no stream. */
   reload: () => Promise<void>;
+  /**
+   * Read the page's data again each time the stream connects: for a stream that starts "from
+   * now" (a context's), whatever happened between the last read and the connection.
+   */
+  reloadOnOpen?: boolean;
   pollMs: number;
   signal: AbortSignal;
   indicator: ReturnType<typeof liveIndicator>;
@@ -49,6 +55,7 @@ export async function keepLive<T extends { seq: number }>(options: LiveOptions<T
       signal,
       onDrop: (reason) => indicator.set("reconnecting", reason),
       onResume: () => indicator.set("live"),
+      ...(options.reloadOnOpen ? { onOpen: () => void options.reload().catch(() => undefined) } : {}),
     });
     indicator.set("live");
     for await (const event of events) options.onEvent(event);
@@ -67,10 +74,7 @@ export async function keepLive<T extends { seq: number }>(options: LiveOptions<T
 async function poll<T>(options: LiveOptions<T>): Promise<void> {
   const { signal } = options;
   while (!signal.aborted) {
-    await new Promise<void>((resolve) => {
-      const timer = setTimeout(resolve, options.pollMs);
-      signal.addEventListener("abort", () => (clearTimeout(timer), resolve()), { once: true });
-    });
+    await sleep(options.pollMs, signal);
     if (signal.aborted) return;
     await options.reload().catch(() => undefined); // the page shows its own errors
   }

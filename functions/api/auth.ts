@@ -1,5 +1,5 @@
 import type { MiddlewareHandler } from "hono";
-import { AuthError, importPublicKey, parseKeyId, verifyRequest } from "../../shared/auth/index.js";
+import { AuthError, importPublicKey, parseKeyId, verifyRequest, type KeyId } from "../../shared/auth/index.js";
 import type { Store } from "../../shared/store/index.js";
 import type { Config } from "../core/config.js";
 import { keyCache } from "../core/key-cache.js";
@@ -16,19 +16,25 @@ const DEFERRED_NONCE = new RegExp(
   `^/v1/contexts/\\d+/(flows/\\d+/jobs/\\d+|jobs/\\d+/\\d+)/(${RUNNER_EVENTS.join("|")})$`,
 );
 
+/** Where a WebSocket ticket may stand for a signature: the event streams and the JSON-RPC session. */
+const TICKET_PATHS = /^(\/v1\/contexts\/\d+(\/flows\/\d+)?\/events|\/rpc)$/;
+
+/** The registered public key of an actor or a runner, read from storage; null when there is none. */
+async function registeredKey(store: Store, id: Exclude<KeyId, { kind: "key" }>): Promise<string | null> {
+  const record =
+    id.kind === "actor"
+      ? await store.actors.find({ id: id.id })
+      : await store.runners.find({ context_id: id.contextId, id: id.id });
+  return record?.pubkey ?? null;
+}
+
 /** Looks up the public key a keyid names: an actor's, a runner's, or the bare key itself. */
 function keyResolver(store: Store, config: Config): (keyid: string) => Promise<CryptoKey | null> {
   return async (keyid) => {
     const parsed = parseKeyId(keyid);
     if (!parsed) return null;
     if (parsed.kind === "key") return importPublicKey(parsed.pubkey);
-    return keyCache.get(store.keys.prefix, keyid, config.keyCacheSeconds, async () => {
-      const record =
-        parsed.kind === "actor"
-          ? await store.actors.find({ id: parsed.id })
-          : await store.runners.find({ context_id: parsed.contextId, id: parsed.id });
-      return record?.pubkey ?? null;
-    });
+    return keyCache.get(store.keys.prefix, keyid, config.keyCacheSeconds, () => registeredKey(store, parsed));
   };
 }
 
@@ -40,8 +46,16 @@ function keyResolver(store: Store, config: Config): (keyid: string) => Promise<C
 export const authenticate: MiddlewareHandler<AppEnv> = async (c, next) => {
   const { store, config } = c.var;
   const ticket = c.req.query("ticket");
-  if (ticket !== undefined && !c.req.header("signature") && c.req.header("upgrade")?.toLowerCase() === "websocket") {
-    c.set("principal", await redeemTicket(store, config, ticket));
+  if (ticket !== undefined && !c.req.header("signature")) {
+    // A ticket stands for a signature on a WebSocket handshake of a stream or of /rpc, nowhere else.
+    const upgrade = c.req.header("upgrade")?.toLowerCase() === "websocket";
+    if (!upgrade || c.req.method !== "GET" || !TICKET_PATHS.test(c.req.path)) {
+      throw new Problem(
+        "ticket-invalid",
+        "a ticket opens only a WebSocket (GET with Upgrade: websocket) on an event stream or /rpc; sign other requests",
+      );
+    }
+    c.set("principal", await redeemTicket(store, ticket));
     c.set("body", new Uint8Array());
     await next();
     return;
@@ -96,10 +110,11 @@ export const authenticate: MiddlewareHandler<AppEnv> = async (c, next) => {
  * request obtained (POST /v1/tickets) stands for the signature. The signer's key is looked up
  * again, so a ticket of an actor or runner removed meanwhile opens nothing.
  */
-async function redeemTicket(store: Store, config: Config, ticket: string): Promise<Principal> {
+async function redeemTicket(store: Store, ticket: string): Promise<Principal> {
   const keyid = await store.tickets.redeem(ticket);
   const principal = keyid ? parseKeyId(keyid) : null;
-  if (!keyid || !principal || !(await keyResolver(store, config)(keyid))) {
+  // Read from storage, not the isolate's key cache: a signer removed meanwhile opens nothing.
+  if (!principal || principal.kind === "key" || !(await registeredKey(store, principal))) {
     throw new Problem(
       "ticket-invalid",
       "this ticket is unknown, already used or expired: ask POST /v1/tickets for a new one",

@@ -126,6 +126,8 @@ class Subscription {
 /** The subscriptions of one session. */
 export class Subscriptions {
   private readonly open = new Map<string, Subscription>();
+  /** Subscriptions whose stream is still opening: they count against the limit too. */
+  private opening = 0;
   private next = 1;
   private ended = false;
 
@@ -133,7 +135,7 @@ export class Subscriptions {
 
   /** Subscribes to a flow; its events are held until `release` is called on what this returns. */
   async subscribe(call: FlowCall, params: z.output<typeof SubscribeParams>): Promise<Subscription> {
-    if (this.open.size >= MAX_SUBSCRIPTIONS) {
+    if (this.open.size + this.opening >= MAX_SUBSCRIPTIONS) {
       throw fieldProblem([
         { field: "params", message: `a session holds at most ${MAX_SUBSCRIPTIONS} subscriptions: unsubscribe first` },
       ]);
@@ -145,7 +147,12 @@ export class Subscriptions {
       const params = { subscription: s.id, reason: reason.toJSON() };
       this.send(JSON.stringify({ jsonrpc: "2.0", method: "flow.subscription_ended", params }));
     });
-    await subscription.open();
+    this.opening++;
+    try {
+      await subscription.open();
+    } finally {
+      this.opening--;
+    }
     if (this.ended) {
       // The session closed while the stream was opening: nobody is left to tell.
       subscription.close();

@@ -1,6 +1,9 @@
 /** How often an idle Server-Sent Events stream sends a comment, so proxies keep it open. */
 const KEEP_ALIVE_MS = 15_000;
 
+/** Writes a slow client may have waiting before its stream is ended. */
+const MAX_PENDING = 20_000;
+
 /** How long an EventSource waits before it reconnects (the `retry` field), in milliseconds. */
 const RETRY_MS = 2_000;
 
@@ -28,17 +31,26 @@ export function eventStream(socket: WebSocket): Response {
     }
     writer.close().catch(() => undefined);
   };
-  // Writes are chained, so events leave in order; a failed write means the client is gone.
+  // Writes are chained, so events leave in order; a failed write means the client is gone. A
+  // client that stops reading without going away is let go past MAX_PENDING unsent writes (it
+  // resumes with Last-Event-ID), rather than held in memory without end.
   let last: Promise<void> = Promise.resolve();
+  let pending = 0;
   const send = (text: string) => {
     if (!open) return;
-    last = last.then(() => writer.write(encoder.encode(text))).catch(end);
+    if (++pending > MAX_PENDING) return end();
+    last = last
+      .then(() => writer.write(encoder.encode(text)))
+      .then(() => void pending--)
+      .catch(end);
   };
   socket.accept();
   socket.addEventListener("message", (message) => {
     const data = typeof message.data === "string" ? message.data : new TextDecoder().decode(message.data);
-    const { seq, type } = JSON.parse(data) as { seq: number; type: string };
-    send(`id: ${seq}\nevent: ${type}\ndata: ${data}\n\n`);
+    const frame = JSON.parse(data) as { seq: number; type: string } | { cursor: number };
+    // Where a stream "from now" starts: an id without data sets the client's Last-Event-ID.
+    if ("cursor" in frame) send(`id: ${frame.cursor}\n\n`);
+    else send(`id: ${frame.seq}\nevent: ${frame.type}\ndata: ${data}\n\n`);
   });
   socket.addEventListener("close", () => void last.then(end));
   socket.addEventListener("error", () => void last.then(end));

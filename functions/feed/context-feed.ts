@@ -12,7 +12,7 @@ const SUBSCRIBER = "events";
  * How many events a context keeps for subscribers to resume from. The stream is for watching
  * (the console's list): one who was away longer gets `stream.reset` and reloads the list.
  */
-export const FEED_KEPT = 10_000;
+const FEED_KEPT = 10_000;
 
 /**
  * ContextFeed: the event stream of a whole context (one object per context), for the console's
@@ -95,10 +95,15 @@ export class ContextFeed extends DurableObject<Env> implements ContextFeedRpc {
       server.send(JSON.stringify(reset));
       from = oldest - 1;
     }
+    // The Worker's SSE relay asks where the stream starts, so its client can resume from there.
+    if (url.searchParams.get("cursor") === "1") server.send(JSON.stringify({ cursor: from }));
     for (const row of this.sql.exec<{ body: string }>("SELECT body FROM feed WHERE seq > ? ORDER BY seq", from))
       server.send(row.body);
     return new Response(null, { status: 101, webSocket: client });
   }
+
+  /** Subscribers only listen: what one sends is ignored (the object is not kept awake for it). */
+  override webSocketMessage(): void {}
 
   override webSocketClose(socket: WebSocket, code: number, reason: string): void {
     closeQuietly(socket, code, reason);

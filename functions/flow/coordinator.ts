@@ -166,7 +166,11 @@ export class FlowCoordinator extends DurableObject<Env> implements FlowCoordinat
     return this.guard(scope, async () => {
       const state = this.commits.current;
       if (!state) return null;
-      return this.viewOf(state, options.explain ? await explainWaiting(this.env, this.bound(), state) : undefined);
+      // The number read with the state it describes: events committed while the dispatcher is
+      // asked come after it, so a subscriber starting from it misses none.
+      const seq = this.stream.lastSeq();
+      const waiting = options.explain ? await explainWaiting(this.env, this.bound(), state) : undefined;
+      return { ...flowView(state, waiting), last_seq: seq };
     });
   }
 
@@ -245,6 +249,9 @@ export class FlowCoordinator extends DurableObject<Env> implements FlowCoordinat
     }
     return this.stream.subscribe(sinceOf(url));
   }
+
+  /** Subscribers only listen: what one sends is ignored (the object is not kept awake for it). */
+  override webSocketMessage(): void {}
 
   override webSocketClose(socket: WebSocket, code: number, reason: string): void {
     closeQuietly(socket, code, reason);

@@ -216,9 +216,10 @@ export class GroupCommit {
       this.state = undefined;
     } else {
       this.state = after;
-      await this.host.storage.put("journal", journalOf(after));
+      // Told with the state that memory now holds (no await between): a view reads both together.
       // After a conflict the changes are not told from here: reading the state back catches up.
       this.host.publish(after, changes);
+      await this.host.storage.put("journal", journalOf(after));
     }
     await this.host.committed({ before, after, steps, plan: writes ? plan : undefined, conflict });
     if (writes) await this.pending.clear();

@@ -102,7 +102,10 @@ export class FlowStream {
    * flow's creation first, if even that was never told).
    */
   catchUp(scope: FlowScope, state: FlowState): void {
-    if (this.lastSeq() === 0) this.append(scope, state.traceId, [createdChange(state, Date.now())]);
+    // A flow whose creation was never told (made before streams existed, or its creation's
+    // outcome was unknown): its first event is its creation, as it was then (not started).
+    if (this.lastSeq() === 0)
+      this.append(scope, state.traceId, [createdChange({ ...state, status: "dispatched" }, Date.now())]);
     const { jobs, flow } = this.published();
     this.append(scope, state.traceId, catchUpChanges(state, jobs, flow, Date.now()));
   }

@@ -47,12 +47,17 @@ async function announceDispatch(call: FlowCall, contextId: number, paused: boole
   try {
     for (let offset: number | undefined = 0; offset !== undefined;) {
       const page: Page<Flow> = await call.store.flows.list(contextId, "started", offset, 200);
-      await Promise.all(
+      // One flow out of reach does not keep the others from being told.
+      const told = await Promise.allSettled(
         page.items.map(async (flow) => {
           const scope = callScope(call, contextId, { flowId: flow.id });
           unwrap(await coordinatorStub(call.env, scope).announce(scope, type, reason));
         }),
       );
+      for (const [i, result] of told.entries()) {
+        if (result.status === "rejected")
+          console.warn(`flow ${page.items[i]?.id}: not told of the ${type}: ${(result.reason as Error).message}`);
+      }
       offset = page.next;
     }
   } catch (error) {

@@ -48,15 +48,20 @@ export async function flowStreamSocket(
   return response;
 }
 
-/** The same for a context's stream: every flow's `flow.*` events. Without `since`, from now on. */
+/**
+ * The same for a context's stream: every flow's `flow.*` events. Without `since`, from now on;
+ * `relayed` (for the Worker's SSE relay) starts with a `{cursor}` frame saying where now is.
+ */
 export async function contextStreamSocket(
   call: FlowCall,
   contextId: number,
   since: number | undefined,
+  relayed = false,
 ): Promise<Response> {
   await contextFor(call, contextId, "read");
   const scope = dispatchScopeOf({ ...scopeBase(call), contextId });
-  const response = await feedStub(call.env, scope).fetch(streamUrl(since, { context: String(contextId) }), {
+  const query = { context: String(contextId), ...(relayed ? { cursor: "1" } : {}) };
+  const response = await feedStub(call.env, scope).fetch(streamUrl(since, query), {
     headers: { upgrade: "websocket" },
   });
   if (response.status !== 101 || !response.webSocket) return refused(response);

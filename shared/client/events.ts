@@ -26,6 +26,11 @@ export interface StreamOptions {
   onDrop?: (reason: string, since: number | undefined) => void;
   /** A connection after a drop is open again, resuming after `since`. */
   onResume?: (since: number | undefined) => void;
+  /**
+   * A connection is open (the first one, and each after a drop). A watcher of a stream that
+   * starts "from now" reads its list again here, so nothing that happened before is missed.
+   */
+  onOpen?: () => void;
   reconnect?: Partial<ReconnectPolicy>;
 }
 
@@ -111,6 +116,7 @@ export async function* followStream<T extends { seq: number }>(
       }
       if (dropped) options.onResume?.(since);
       dropped = false;
+      options.onOpen?.();
       const reader = response.body.getReader();
       const decoder = new TextDecoder();
       const parser = new SseParser();
@@ -137,6 +143,10 @@ export async function* followStream<T extends { seq: number }>(
           since = event.seq;
           yield event;
         }
+        // A stream that starts "from now" names where now is (an `id:` without data): a
+        // reconnect before the first event resumes from there, not from a later now.
+        const cursor = parser.lastEventId;
+        if (cursor !== undefined && /^\d{1,15}$/.test(cursor) && Number(cursor) > (since ?? -1)) since = Number(cursor);
       }
     } catch (error) {
       if (signal?.aborted) return;

@@ -21,6 +21,8 @@ export class SseParser {
   private started = false;
   private event = "";
   private data: string[] = [];
+  /** The `id:` seen in the event being read; it becomes the stream's last id when that event ends. */
+  private idBuffer: string | undefined;
   private lastId: string | undefined;
   /** The reconnection time the server asked for (`retry:`), in milliseconds. */
   retryMs: number | undefined;
@@ -53,7 +55,7 @@ export class SseParser {
     return messages;
   }
 
-  /** The stream's last event id (from the `id:` fields seen so far). */
+  /** The stream's last event id (from the `id:` fields of the events ended so far). */
   get lastEventId(): string | undefined {
     return this.lastId;
   }
@@ -73,7 +75,7 @@ export class SseParser {
         this.data.push(value);
         break;
       case "id":
-        if (!value.includes("\0")) this.lastId = value;
+        if (!value.includes("\0")) this.idBuffer = value;
         break;
       case "retry":
         if (/^\d+$/.test(value)) this.retryMs = Number(value);
@@ -86,6 +88,9 @@ export class SseParser {
 
   /** A blank line: the event built so far, unless it has no data (then it is dropped). */
   private dispatch(): SseMessage | undefined {
+    // As the standard has it: the id counts once its event ended, even an event without data
+    // (a cursor); the id of an event cut off by a dropped connection never counts.
+    this.lastId = this.idBuffer;
     const data = this.data;
     const event = this.event;
     this.data = [];

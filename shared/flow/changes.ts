@@ -15,7 +15,7 @@ export interface Published {
 }
 
 /** How many jobs are in each status. */
-export function progressOf(state: FlowState): Record<JobStatus, number> {
+function progressOf(state: FlowState): Record<JobStatus, number> {
   const counts: Record<JobStatus, number> = {
     dispatched: 0,
     waiting_for_prerequisites: 0,

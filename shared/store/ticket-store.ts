@@ -2,7 +2,7 @@ import type { Keys } from "../keys.js";
 import { callRedis, type Redis } from "./redis.js";
 
 /** How long a ticket may wait for its WebSocket, in seconds. */
-export const TICKET_TTL_SECONDS = 60;
+const TICKET_TTL_SECONDS = 60;
 
 async function digestOf(ticket: string): Promise<string> {
   const bytes = new Uint8Array(await crypto.subtle.digest("SHA-256", new TextEncoder().encode(ticket)));

@@ -9,6 +9,7 @@ import { runsIn } from "../support/flow-runs.js";
 import { startPrivateStack, type PrivateStack, type TestRunnerProcess } from "../support/private-stack.js";
 import type { RegisteredRunner } from "../support/runner-process.js";
 import { mulberry32, type Random } from "../support/random.js";
+import { describeFlow } from "./describe.js";
 import { checkStreams } from "./stream-check.js";
 import { flowShape } from "./shapes.js";
 
@@ -359,27 +360,6 @@ async function drained(
     2_000,
     what,
   ).catch(() => read());
-}
-
-/** A flow as the API shows it, and what the Worker logged about it: for a flow that did not end. */
-async function describeFlow(
-  stack: PrivateStack,
-  client: CoordinatorClient,
-  ctx: number,
-  flowId: number,
-): Promise<string> {
-  const view = await client.loadFlow(ctx, flowId).catch((error: unknown) => `unreadable: ${(error as Error).message}`);
-  const said = stack
-    .workerLog()
-    .split("\n")
-    .filter((l) => l.includes(`flow ${flowId} `))
-    .slice(-5);
-  if (typeof view === "string") return `flow ${flowId} ${view}`;
-  const jobs = view.jobs.map(
-    (j) =>
-      `${j.key} ${j.status} attempt ${j.attempt}${j.runner_id !== undefined ? ` runner ${j.runner_id} ${j.delivery}` : ""}${j.waiting ? ` (${j.waiting.reason}: ${j.waiting.detail})` : ""}`,
-  );
-  return `flow ${flowId} ${view.status}, next deadline ${view.next_deadline ?? "none"} (now ${Math.floor(Date.now() / 1000)}): ${jobs.join(", ")}${said.length > 0 ? `; the Worker said: ${said.join(" | ")}` : ""}`;
 }
 
 function sleep(ms: number): Promise<void> {

@@ -260,7 +260,9 @@ describe("the web console", () => {
   it("serves the API reference at /docs from /openapi.json, loading nothing from anywhere else", async () => {
     const { page } = browser;
     const before = browser.requested.length;
-    await page.goto(`${stack().url}/docs`);
+    const response = await page.goto(`${stack().url}/docs`);
+    // It shares the console's origin, where the signing key lives: it too is held to its own origin.
+    expect(response?.headers()["content-security-policy"]).toContain("connect-src 'self'");
     await page.getByRole("heading", { name: "Flow coordinator" }).waitFor();
     await page.getByText("flows", { exact: true }).first().click(); // the sidebar's group of flow routes
     await page.getByText("Submit a flow (admins)").first().waitFor();

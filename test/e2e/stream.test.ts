@@ -114,6 +114,12 @@ describe("a flow's event stream", () => {
     const flow = await submit(ctx.id, { jobs: DIAMOND });
     await flowEnd(admin().client, ctx.id, flow.id);
     const { ticket } = (await admin().client.request("POST", "/v1/tickets", {})) as { ticket: string };
+    // A ticket stands for a signature only on a stream's (or /rpc's) WebSocket handshake.
+    const plain = await fetch(`${stack().url}/v1/contexts/${ctx.id}/flows/${flow.id}?ticket=${ticket}`);
+    expect([plain.status, ((await plain.json()) as { type: string }).type]).toEqual([401, "/problems/ticket-invalid"]);
+    const post = await refusedUpgrade(`${stack().url}/v1/contexts/${ctx.id}/pause?ticket=${ticket}`, "POST");
+    expect([post.status, post.problem.type]).toEqual([401, "/problems/ticket-invalid"]);
+    expect((await admin().client.loadContext(ctx.id)).id).toBe(ctx.id);
     const wsUrl = eventsUrl(ctx.id, flow.id, `?ticket=${ticket}`).replace(/^http/, "ws");
     const socket = collectSocket(wsUrl);
     await socket.opened;

@@ -101,9 +101,10 @@ export function collectSocket(url: string): { frames: string[]; opened: Promise<
  * A WebSocket handshake that is expected to be refused: its status and problem document (fetch
  * will not send `Upgrade`, so it is made with node:http).
  */
-export function refusedUpgrade(url: string): Promise<{ status: number; problem: { type?: string } }> {
+export function refusedUpgrade(url: string, method = "GET"): Promise<{ status: number; problem: { type?: string } }> {
   return new Promise((resolve, reject) => {
-    const request = http.get(url, {
+    const request = http.request(url, {
+      method,
       headers: {
         connection: "Upgrade",
         upgrade: "websocket",
@@ -123,5 +124,6 @@ export function refusedUpgrade(url: string): Promise<{ status: number; problem: 
       );
     });
     request.on("error", reject);
+    request.end();
   });
 }

@@ -55,7 +55,9 @@ describe("SseParser", () => {
       { event: "message", data: "b", id: "3" },
     ]);
     expect(parser.retryMs).toBe(1500);
-    expect(parser.lastEventId).toBe("4");
+    expect(parser.lastEventId).toBe("3"); // the cut-off event's id does not count
+    expect(parser.push("\n\nid: 5\n\n")).toEqual([{ event: "message", data: "cut", id: "4" }]);
+    expect(parser.lastEventId).toBe("5"); // an id without data still counts once its block ends
   });
 });
 
@@ -169,6 +171,23 @@ describe("CoordinatorClient.flowEvents", () => {
     expect(new Set(seen.map((s) => s.nonce)).size).toBe(2);
     expect(drops).toEqual([["the connection was cut", 3]]);
     expect(resumed).toEqual([3]);
+  });
+
+  it("resumes a stream that started from now at the cursor it named, even before its first event", async () => {
+    const { client, seen } = await serve((n, since, res) => {
+      openStream(res);
+      if (n === 0) {
+        // Where "now" is (an id without data), then the connection drops before any event.
+        res.write("id: 41\n\n");
+        setTimeout(() => res.socket?.destroy(), 20);
+        return;
+      }
+      res.write(frame(event(since + 1)));
+    });
+    const opened: number[] = [];
+    expect(await take(client, 1, { onOpen: () => opened.push(seen.length) })).toEqual([42]);
+    expect(seen.map((s) => s.lastEventId)).toEqual([undefined, "41"]);
+    expect(opened).toEqual([1, 2]);
   });
 
   it("starts after `since`, and rides out a 503 and a silent connection", async () => {

@@ -104,6 +104,7 @@ export function flowsPage(ctx: PageContext, contextId: number, status: string | 
       check: checkContextEvent,
       onEvent: reload,
       reload: load,
+      reloadOnOpen: true,
       pollMs: 5_000,
       signal,
       indicator,

@@ -6,7 +6,8 @@ import { eventStream } from "../sse.js";
 import { json, PathId, signed, signedErrors } from "../schemas.js";
 import type { AppEnv } from "../app-env.js";
 
-const Since = z.coerce.number().int().min(0).max(Number.MAX_SAFE_INTEGER);
+/** A sequence number: at most 15 digits, as the objects read it. */
+const Since = z.coerce.number().int().min(0).max(999_999_999_999_999);
 
 /** What a stream request may say: where to resume, and (for a browser's WebSocket) a ticket. */
 const streamRequest = {
@@ -94,8 +95,9 @@ export function registerStreamRoutes(app: OpenAPIHono<AppEnv>): void {
   app.openapi(contextEvents, async (c) => {
     const { contextId } = c.req.valid("param");
     const since = resumeFrom(c.req.valid("query"), c.req.valid("header"));
-    const answer = await contextStreamSocket(flowCall(c), contextId, since);
-    return (wantsSocket(c.req.raw) ? answer : eventStream(answer.webSocket as WebSocket)) as never;
+    const socket = wantsSocket(c.req.raw);
+    const answer = await contextStreamSocket(flowCall(c), contextId, since, !socket);
+    return (socket ? answer : eventStream(answer.webSocket as WebSocket)) as never;
   });
   app.openapi(ticket, async (c) => c.json(await issueTicket(serviceCall(c)), 201));
 }
