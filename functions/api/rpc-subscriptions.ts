@@ -89,7 +89,11 @@ class Subscription {
     if (event.seq <= this.lastSeq) return;
     this.lastSeq = event.seq;
     this.failures = 0;
-    const text = JSON.stringify({ jsonrpc: "2.0", method: "flow.event", params: { subscription: this.id, event } });
+    this.notify(JSON.stringify({ jsonrpc: "2.0", method: "flow.event", params: { subscription: this.id, event } }));
+  }
+
+  /** Sends a notification, or holds it until the answer naming the subscription is out. */
+  notify(text: string): void {
     if (this.held) this.held.push(text);
     else this.send(text);
   }
@@ -145,7 +149,8 @@ export class Subscriptions {
     const subscription = new Subscription(id, call, flow, params.since, this.send, (s, reason) => {
       this.open.delete(s.id);
       const params = { subscription: s.id, reason: reason.toJSON() };
-      this.send(JSON.stringify({ jsonrpc: "2.0", method: "flow.subscription_ended", params }));
+      // Held like its events: never ahead of the answer that named the subscription.
+      s.notify(JSON.stringify({ jsonrpc: "2.0", method: "flow.subscription_ended", params }));
     });
     this.opening++;
     try {
