@@ -193,11 +193,11 @@ export class GroupCommit {
     if (steps.length === 0) return;
     const plan = planCommit(this.host.store().keys, steps, Date.now());
     const writes = plan.sections > 0;
-    let conflict = false;
+    let skipped: number[] = [];
     if (writes) {
       await this.pending.write(plan);
       try {
-        conflict = (await this.run(plan)).length > 0;
+        skipped = await this.run(plan);
       } catch (error) {
         this.state = undefined;
         if (error instanceof RedisCommandError) {
@@ -209,9 +209,12 @@ export class GroupCommit {
         throw error;
       }
     }
+    const conflict = skipped.length > 0;
     if (conflict) {
+      // Which sections Redis had, and what each step did: what a state read back disagrees on.
+      const did = steps.map((step) => step.effects.map((e) => e.type).join("+") || "journal only").join(", ");
       console.warn(
-        `flow ${after.id} of context ${after.contextId}: storage held part of a batch already; reading it back`,
+        `flow ${after.id} of context ${after.contextId}: storage held part of a batch already (sections ${skipped.join(", ")} of ${plan.sections}; steps: ${did}); reading it back`,
       );
       this.state = undefined;
     } else {
