@@ -12,8 +12,6 @@ export interface AttemptOwner {
   scope: FlowScope;
   state(): FlowState;
   enqueue(event: FlowEvent): Promise<Transition>;
-  /** Forgets memory and reads the state back from storage. */
-  reload(): Promise<void>;
   store(): Store;
   signingKey(): Promise<CoordinatorKey>;
 }
@@ -57,13 +55,7 @@ export async function deliverAttempt(
   const work = parseWorkItem(item);
   if (!work) return { outcome: "gone", reason: `not a work item: ${item}` };
   const base = { job: work.jobId, attempt: work.attempt, runner: runner.id };
-  let assigned = await owner.enqueue({ type: "assigned", ...base, at: Date.now() });
-  if (assigned.outcome === "stale" && work.attempt > (owner.state().jobs[work.jobId]?.attempt ?? 0)) {
-    // The work item names an attempt newer than memory knows: memory is behind storage (which
-    // queued it). Read the state back and try once more, rather than drop the item as gone.
-    await owner.reload();
-    assigned = await owner.enqueue({ type: "assigned", ...base, at: Date.now() });
-  }
+  const assigned = await owner.enqueue({ type: "assigned", ...base, at: Date.now() });
   const job = owner.state().jobs[work.jobId];
   if (assigned.outcome === "duplicate" && job?.delivery?.state !== "assigned") {
     return { outcome: "delivered" }; // delivered before; its outcome is known

@@ -120,9 +120,7 @@ export class FlowCoordinator extends DurableObject<Env> implements FlowCoordinat
           this.commits.forget();
           throw error;
         }
-        // Adopted only if nobody loaded the flow meanwhile: another call may already have read it
-        // back and moved it on (started it), and memory must never go back to an older state.
-        if (created && this.commits.current === undefined) {
+        if (created) {
           this.commits.adopt(state);
           this.stream.append(scope, state.traceId, [createdChange(state, Date.now())]);
         } else this.commits.forget();
@@ -203,10 +201,6 @@ export class FlowCoordinator extends DurableObject<Env> implements FlowCoordinat
           scope: this.bound(),
           state: () => this.current(),
           enqueue: (event) => this.commits.enqueue(event),
-          reload: async () => {
-            this.commits.forget();
-            await this.commits.load();
-          },
           store: () => this.store(),
           signingKey: async () => (await coordinatorKeys(this.env)).current,
         },

@@ -1,9 +1,7 @@
 import { abortAllDurableObjects, evictDurableObject, runInDurableObject } from "cloudflare:test";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
 import { generateKeyPair } from "../../shared/auth/index.js";
-import type { FlowState, JobState } from "../../shared/flow/index.js";
 import { deadlineMember } from "../../shared/keys.js";
-import type { GroupCommit } from "../../functions/flow/group-commit.js";
 import { eventually } from "../support/eventually.js";
 import { ringAlarm, takeAlarm, testWorker, waitUntilPast } from "./harness.js";
 import { jobName, PullRunner } from "./pull-runner.js";
@@ -61,39 +59,6 @@ describe("FlowCoordinator", () => {
         "attempt 1 was not delivered to a runner within 3 s: waiting for a pull runner of script type sh to lease it",
     });
     expect(view.jobs.find((j) => j.key === "next")?.status).toBe("error");
-  });
-
-  it("delivers a queued attempt even when its memory is behind storage, reading the state back instead of dropping it", async () => {
-    const ctx = (await admin.client.createContext()).id;
-    // No runner: the started flow's attempt waits in the queue, as a work item.
-    const flow = await admin.client.submitFlow(ctx, { start: true, jobs: [sh("only")] });
-    const [item] = await eventually(
-      async () => {
-        const items = await w.redis.exec<string[]>(["LRANGE", w.keys.queue(ctx, "sh"), "0", "-1"]);
-        return items.length === 1 ? items : undefined;
-      },
-      10_000,
-      20,
-      "the attempt queued",
-    );
-    const { scope, stub } = w.flowStub(ctx, flow.id);
-    const answer = await runInDurableObject(stub, async (instance) => {
-      // Memory put back to the flow as it was before it started (what a late adopt of a created
-      // flow, or any stale read, would leave): the item names attempt 1, memory knows attempt 0.
-      const commits = (instance as unknown as { commits: GroupCommit }).commits;
-      const now = commits.current as FlowState;
-      const jobs: Record<number, JobState> = {};
-      for (const id of now.order) {
-        const { deadline: _deadline, ...job } = now.jobs[id] as JobState;
-        jobs[id] = { ...job, attempt: 0 };
-      }
-      commits.adopt({ ...now, status: "dispatched", jobs });
-      return instance.deliver(scope, item as string, { id: 1, address: "" });
-    });
-    expect("ok" in answer && answer.ok.outcome).toBe("delivered");
-    const view = await admin.client.loadFlow(ctx, flow.id);
-    expect(view.jobs[0]).toMatchObject({ status: "dispatched", attempt: 1, runner_id: 1, delivery: "delivered" });
-    await admin.client.cancelFlow(ctx, flow.id, "done");
   });
 
   it("rebuilds itself from Redis and its journal after eviction, mid-flow", async () => {
