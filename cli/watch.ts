@@ -43,7 +43,14 @@ interface Tracked {
 }
 
 /** Reasons to wait worth telling while watching: the ones that do not fix themselves in a moment. */
-const NEWS = new Set<JobWaiting["reason"]>(["paused", "no-runner", "runners-busy", "runner-refusing", "pull"]);
+const NEWS = new Set<JobWaiting["reason"]>([
+  "paused",
+  "no-runner",
+  "runners-busy",
+  "context-limit",
+  "runner-refusing",
+  "pull",
+]);
 
 function ended(status: FlowView["status"]): boolean {
   return status === "finished" || status === "error";

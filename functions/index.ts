@@ -5,6 +5,7 @@ import { sweep } from "./supervisor/sweep.js";
 export { Dispatcher } from "./dispatch/dispatcher.js";
 export { ContextFeed } from "./feed/context-feed.js";
 export { FlowCoordinator } from "./flow/coordinator.js";
+export { Scheduler } from "./schedule/scheduler.js";
 
 const app = createApp();
 

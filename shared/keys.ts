@@ -121,24 +121,29 @@ export class Keys {
   }
 
   /**
-   * `queue:<script_type>`: job attempts ready to run, waiting for a runner of that script type
-   * (the model's `queue_suffix()`). Push and pull runners take from the same list; entries are
-   * work items (see workItem).
+   * `queue:<script_type>:<flow>`: one flow's job attempts ready to run, waiting for a runner of
+   * that script type (the model's `queue_suffix()`); flow 0 holds the jobs outside any flow. A
+   * queue per flow is what lets dispatch take turns between flows (docs/dispatch.md). Push and
+   * pull runners take from the same lists; entries are work items (see workItem).
    */
-  queue(contextId: number, scriptType: ScriptType): string {
-    return `${this.namespace(contextId)}queue:${queueSuffix(scriptType)}`;
+  queue(contextId: number, scriptType: ScriptType, flowId: number): string {
+    return `${this.namespace(contextId)}queue:${queueSuffix(scriptType)}:${flowId}`;
   }
 
-  /** `queue:runner:<id>`: ready job attempts pinned to one runner (a job's `runner_id`). */
-  pinnedQueue(contextId: number, runnerId: number): string {
-    return `${this.namespace(contextId)}queue:runner:${runnerId}`;
+  /** `queue:runner:<id>:<flow>`: one flow's ready job attempts pinned to one runner (a job's `runner_id`). */
+  pinnedQueue(contextId: number, runnerId: number, flowId: number): string {
+    return `${this.namespace(contextId)}queue:runner:${runnerId}:${flowId}`;
   }
 
-  /** The queue a job's attempts wait in: the one of the runner it is pinned to, else its script type's. */
-  readyQueue(contextId: number, job: { runner_id?: number | undefined; script_type: ScriptType }): string {
+  /** The queue a job's attempts wait in: its flow's for the runner it is pinned to, else for its script type. */
+  readyQueue(
+    contextId: number,
+    job: { runner_id?: number | undefined; script_type: ScriptType },
+    flowId: number,
+  ): string {
     return job.runner_id !== undefined
-      ? this.pinnedQueue(contextId, job.runner_id)
-      : this.queue(contextId, job.script_type);
+      ? this.pinnedQueue(contextId, job.runner_id, flowId)
+      : this.queue(contextId, job.script_type, flowId);
   }
 
   /**
@@ -158,6 +163,14 @@ export class Keys {
    */
   runnerHealth(contextId: number): string {
     return `${this.namespace(contextId)}runner_health`;
+  }
+
+  /**
+   * `throttle:flow_starts`: the context's flow-start throttle, the time (ms) from which its
+   * next start is on schedule (GCRA), while the context has `flow_starts_per_minute`.
+   */
+  flowStarts(contextId: number): string {
+    return `${this.namespace(contextId)}throttle:flow_starts`;
   }
 
   /**
@@ -212,6 +225,90 @@ export class Keys {
   /** Sorted set of the context's flows in one status (score = id), for listing by status. */
   flowsByStatus(contextId: number, status: FlowStatus): string {
     return `${this.namespace(contextId)}index:flow:${status}`;
+  }
+
+  // Figures and key revocation (issue 12: figures that are true across isolates).
+
+  /**
+   * `ctx:{C}:figures`: list of figure records (JSON, `flowFigures` in shared/flow/figures.ts),
+   * one pushed by each flow's end and each end of a job outside a flow, waiting to be folded
+   * into `contextCounters(C)` by a /metrics scrape or a sweep of the context.
+   */
+  contextFigures(contextId: number): string {
+    return `${this.namespace(contextId)}figures`;
+  }
+
+  /**
+   * `ctx:{C}:counters`: hash of the context's counters, the same for every isolate: `refused`
+   * (deliveries a runner refused), and the folded figures (`finished`, `error`, `stopped`,
+   * `retries`, `latency:<bucket>`, `latency_ms`, `duration:<bucket>`, `duration_ms`).
+   */
+  contextCounters(contextId: number): string {
+    return `${this.namespace(contextId)}counters`;
+  }
+
+  /** Hash of the coordinator's global counters: `sweeps`, `swept` (contexts), `poked` (flows), `sweep_failures`. */
+  counters(): string {
+    return `${this.prefix}counters`;
+  }
+
+  /**
+   * `key_epoch`: a number bumped (INCR) by every removal or change of an actor's or a runner's
+   * key. An isolate reads it at most once a second before trusting its cache of public keys and
+   * drops the cache when it changed (functions/core/key-cache.ts).
+   */
+  keyEpoch(): string {
+    return `${this.prefix}key_epoch`;
+  }
+
+  // Recurring flows (issue 12: schedules; docs/schedules.md).
+
+  /** `ctx:{C}:schedule:<id>`: a schedule's hash (its template, spec, policies, paused, next and last fire). */
+  schedule(contextId: number, id: number): string {
+    return `${this.namespace(contextId)}schedule:${id}`;
+  }
+
+  /** What every schedule key of a context starts with (the create script appends the id it allocates). */
+  schedulePrefix(contextId: number): string {
+    return `${this.namespace(contextId)}schedule:`;
+  }
+
+  /**
+   * `ctx:{C}:idem_schedule:<caller>:<key>`: the schedule an Idempotency-Key created (its id), for a
+   * day; apart from flow submissions' keys, whose fires use `schedule:<id>:<ms>` keys of their own.
+   */
+  scheduleIdempotency(contextId: number, callerId: number, key: string): string {
+    return `${this.namespace(contextId)}idem_schedule:${callerId}:${key}`;
+  }
+
+  /** `ctx:{C}:index:schedule`: sorted set of the context's schedule ids (score = id), for listing. */
+  scheduleIndex(contextId: number): string {
+    return `${this.namespace(contextId)}index:schedule`;
+  }
+
+  /** The field of `ids(C)` that numbers the context's schedules. */
+  scheduleCounter(): string {
+    return "schedule";
+  }
+
+  /**
+   * `schedule:due`: sorted set of every active schedule (member `<context>:<schedule>`, see
+   * scheduleDueMember) by its next fire (epoch ms). Each schedule's own alarm fires it; the sweep
+   * reads this to poke those whose fire passed by more than a grace (the backstop).
+   */
+  scheduleDue(): string {
+    return `${this.prefix}schedule:due`;
+  }
+
+  /** A member of `scheduleDue`: `<context>:<schedule>`. */
+  scheduleDueMember(contextId: number, id: number): string {
+    return `${contextId}:${id}`;
+  }
+
+  /** Reads a `scheduleDue` member back; null for anything else. */
+  parseScheduleDueMember(member: string): { contextId: number; scheduleId: number } | null {
+    const m = /^(\d+):(\d+)$/.exec(member);
+    return m ? { contextId: Number(m[1]), scheduleId: Number(m[2]) } : null;
   }
 }
 

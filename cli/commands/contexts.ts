@@ -12,6 +12,11 @@ function contextLines(context: Context): string[] {
     ["admins", ids(context.admins)],
     ["readers", ids(context.readers)],
     ["executors", ids(context.executors)],
+    ["max in flight", context.max_inflight !== undefined ? String(context.max_inflight) : "no limit"],
+    [
+      "flow starts",
+      context.flow_starts_per_minute !== undefined ? `${context.flow_starts_per_minute} a minute` : "no limit",
+    ],
     ["created", timestamp(context.created_at)],
     ["updated", timestamp(context.updated_at)],
   ]);
@@ -125,6 +130,52 @@ const remove: Command = {
   },
 };
 
+/** A limit's value: a positive integer, or `none` to lift it. */
+function limitOption(options: ParsedOptions, name: string, command: string): number | null | undefined {
+  const text = options.string(name);
+  if (text === undefined) return undefined;
+  return text === "none" ? null : parseCount(text, `--${name}`, command, 1);
+}
+
+const limits: Command = {
+  name: "context limits",
+  summary: "set a context's limits: attempts in flight, flow starts a minute (admins)",
+  usage: "context limits <context> [--max-inflight <n>|none] [--flow-starts-per-minute <n>|none]",
+  args: ["context"],
+  options: {
+    "max-inflight": {
+      type: "string",
+      value: "<n>|none",
+      help: "the most job attempts the context's runners hold at once, across all its flows",
+    },
+    "flow-starts-per-minute": {
+      type: "string",
+      value: "<n>|none",
+      help: "the most flow starts a minute; more are refused (429) with when to try again",
+    },
+  },
+  details: [
+    "A limit not given stays as it is; `none` lifts it. Without options, shows the limits.",
+    "A flow's own cap (max_parallel) and priority are set when it is submitted (flow file).",
+  ].join("\n"),
+  examples: ["flowc context limits 1 --max-inflight 20", "flowc context limits 1 --flow-starts-per-minute none"],
+  async run(invocation) {
+    const name = "context limits";
+    const contextId = parseId(invocation.args[0] ?? "", "<context>", name);
+    const maxInflight = limitOption(invocation.options, "max-inflight", name);
+    const perMinute = limitOption(invocation.options, "flow-starts-per-minute", name);
+    const session = await actorSession(invocation, name);
+    const context =
+      maxInflight === undefined && perMinute === undefined
+        ? await session.client.loadContext(contextId)
+        : await session.client.setLimits(contextId, {
+            ...(maxInflight !== undefined ? { max_inflight: maxInflight } : {}),
+            ...(perMinute !== undefined ? { flow_starts_per_minute: perMinute } : {}),
+          });
+    invocation.out.result(context, contextLines(context));
+  },
+};
+
 const watch: Command = {
   name: "context watch",
   summary: "follow a context live: a line per event of any of its flows, until Ctrl-C (readers)",
@@ -162,6 +213,7 @@ export const contextCommands: Command[] = [
   show,
   permissionCommand("grant"),
   permissionCommand("revoke"),
+  limits,
   watch,
   remove,
 ];

@@ -7,6 +7,7 @@ import { messageCommands } from "./messages.js";
 import { deadLetterCommands, dispatchCommands, flowRecoveryCommands } from "./recovery.js";
 import { runnerStartCommands } from "./runner-start.js";
 import { runnerCommands } from "./runners.js";
+import { scheduleCommands } from "./schedules.js";
 
 /** Every command, in the order `flowc --help` lists them. */
 export const COMMANDS: Command[] = [
@@ -18,6 +19,7 @@ export const COMMANDS: Command[] = [
   ...runnerStartCommands,
   ...flowCommands,
   ...flowRecoveryCommands,
+  ...scheduleCommands,
   ...messageCommands,
   ...deadLetterCommands,
 ];

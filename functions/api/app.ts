@@ -15,6 +15,7 @@ import { registerMessageRoutes } from "./routes/messages.js";
 import { registerRecoveryRoutes } from "./routes/recovery.js";
 import { registerRunnerEventRoutes } from "./routes/runner-events.js";
 import { registerRunnerRoutes } from "./routes/runners.js";
+import { registerScheduleRoutes } from "./routes/schedules.js";
 import { registerStreamRoutes } from "./routes/streams.js";
 import { registerWellKnownRoutes } from "./routes/well-known.js";
 import { withStore, type AppEnv } from "./app-env.js";
@@ -43,6 +44,7 @@ export function createApp(): OpenAPIHono<AppEnv> {
   registerRunnerEventRoutes(app);
   registerMessageRoutes(app);
   registerRecoveryRoutes(app);
+  registerScheduleRoutes(app);
   registerStreamRoutes(app);
   registerRpc(app);
   app.openAPIRegistry.registerComponent("securitySchemes", "httpSignature", {

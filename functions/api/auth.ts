@@ -34,7 +34,13 @@ function keyResolver(store: Store, config: Config): (keyid: string) => Promise<C
     const parsed = parseKeyId(keyid);
     if (!parsed) return null;
     if (parsed.kind === "key") return importPublicKey(parsed.pubkey);
-    return keyCache.get(store.keys.prefix, keyid, config.keyCacheSeconds, () => registeredKey(store, parsed));
+    return keyCache.get(
+      store.keys.prefix,
+      keyid,
+      config.keyCacheSeconds,
+      () => registeredKey(store, parsed),
+      () => store.keyEpoch.read(),
+    );
   };
 }
 

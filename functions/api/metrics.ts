@@ -1,55 +1,205 @@
 import type { MiddlewareHandler } from "hono";
+import { DURATION_BUCKETS, LATENCY_BUCKETS } from "../../shared/flow/index.js";
+import { SCRAPE_CONTEXT_LIMIT, type ContextFigures, type Counters } from "../../shared/store/index.js";
+import type { Config } from "../core/config.js";
+import { Problem } from "../core/problem.js";
+import type { Figures } from "../service/figures.js";
 import type { AppEnv } from "./app-env.js";
 
 /**
- * Counters of this isolate, in Prometheus text. Workers run many isolates: each /metrics answer
- * is one isolate's share since it started (scrapers sum them, or read the gauges, which come
- * from storage and are the same everywhere).
+ * Request counters of this isolate. Workers run many isolates, so these are one isolate's share
+ * since it started, and their names say so (`coordinator_isolate_…`); every other series of
+ * /metrics comes from storage and is the same whichever isolate answers.
  */
-const counters = new Map<string, number>();
+const requests = new Map<string, number>();
 /**
  * When this isolate served its first request. Not taken at module load: workerd's clock reads 0
  * (1970) outside a request, which made the uptime the seconds since 1970.
  */
 let started: number | undefined;
 
-function key(name: string, labels: Record<string, string>): string {
+type Labels = Record<string, string | number>;
+
+function series(name: string, labels: Labels = {}): string {
   const body = Object.entries(labels)
-    .map(([k, v]) => `${k}="${v.replace(/["\\\n]/g, "_")}"`)
+    .map(([k, v]) => `${k}="${String(v).replace(/["\\\n]/g, "_")}"`)
     .join(",");
   return body ? `${name}{${body}}` : name;
 }
 
-/** Adds to a counter. */
-function count(name: string, labels: Record<string, string> = {}, by = 1): void {
-  const k = key(name, labels);
-  counters.set(k, (counters.get(k) ?? 0) + by);
-}
-
-/** Counts every answered request by route and status. */
+/** Counts every answered request by route and status (this isolate's). */
 export const countRequests: MiddlewareHandler<AppEnv> = async (c, next) => {
   started ??= Date.now();
   await next();
-  count("coordinator_http_requests_total", {
+  const k = series("coordinator_isolate_http_requests_total", {
     method: c.req.method,
     route: c.req.routePath,
     status: String(c.res.status),
   });
+  requests.set(k, (requests.get(k) ?? 0) + 1);
 };
 
-/** The counters and the given gauges as Prometheus text (version 0.0.4). */
-export function renderMetrics(gauges: Record<string, { help: string; value: number }>): string {
-  const lines: string[] = [
-    "# HELP coordinator_http_requests_total Requests answered by this isolate, by route and status.",
-    "# TYPE coordinator_http_requests_total counter",
-  ];
-  for (const [k, v] of counters) if (k.startsWith("coordinator_http_requests_total")) lines.push(`${k} ${v}`);
-  lines.push(
-    "# HELP coordinator_isolate_uptime_seconds Seconds since this isolate served its first request.",
-    "# TYPE coordinator_isolate_uptime_seconds gauge",
+/** Prometheus text, family by family (each family's samples together, as the format wants). */
+class Exposition {
+  readonly lines: string[] = [];
+
+  family(name: string, type: "gauge" | "counter" | "histogram", help: string): this {
+    this.lines.push(`# HELP ${name} ${help}`, `# TYPE ${name} ${type}`);
+    return this;
+  }
+
+  sample(name: string, labels: Labels, value: number): this {
+    this.lines.push(`${series(name, labels)} ${value}`);
+    return this;
+  }
+
+  /** A histogram of one context from its counters: `<field>:<i>` per bucket, `<field>_ms` the sum. */
+  histogram(name: string, labels: Labels, counters: Counters, field: string, bounds: readonly number[]): void {
+    let count = 0;
+    bounds.forEach((le, i) => {
+      count += counters[`${field}:${i}`] ?? 0;
+      this.sample(`${name}_bucket`, { ...labels, le }, count);
+    });
+    count += counters[`${field}:${bounds.length}`] ?? 0;
+    this.sample(`${name}_bucket`, { ...labels, le: "+Inf" }, count);
+    this.sample(`${name}_sum`, labels, (counters[`${field}_ms`] ?? 0) / 1000);
+    this.sample(`${name}_count`, labels, count);
+  }
+}
+
+/** One sample per context: `value` of each. */
+function perContext(out: Exposition, name: string, contexts: ContextFigures[], value: (c: ContextFigures) => number) {
+  for (const c of contexts) out.sample(name, { context: c.id }, value(c));
+}
+
+/**
+ * /metrics as Prometheus text (version 0.0.4): the figures read from storage, the same whichever
+ * isolate answers, then this isolate's own series (`coordinator_isolate_…`).
+ */
+export function renderMetrics(figures: Figures): string {
+  const out = new Exposition();
+  const contexts = figures.perContext;
+  const global = (name: string, type: "gauge" | "counter", help: string, value: number) =>
+    out.family(name, type, help).sample(name, {}, value);
+  global("coordinator_contexts", "gauge", "Contexts in storage.", figures.contexts);
+  global(
+    "coordinator_contexts_due",
+    "gauge",
+    "Contexts with something due for the supervisor's sweep now.",
+    figures.due,
   );
-  lines.push(`coordinator_isolate_uptime_seconds ${Math.floor((Date.now() - (started ?? Date.now())) / 1000)}`);
-  for (const [name, g] of Object.entries(gauges))
-    lines.push(`# HELP ${name} ${g.help}`, `# TYPE ${name} gauge`, `${name} ${g.value}`);
-  return `${lines.join("\n")}\n`;
+  global(
+    "coordinator_metrics_contexts_omitted",
+    "gauge",
+    `Contexts this scrape does not report on: it reports on the ${SCRAPE_CONTEXT_LIMIT} with the lowest ids.`,
+    figures.omitted,
+  );
+  out.family("coordinator_flows", "gauge", "Flows by status, per context.");
+  for (const c of contexts)
+    for (const [status, n] of Object.entries(c.flows)) out.sample("coordinator_flows", { context: c.id, status }, n);
+  out.family("coordinator_jobs_waiting", "gauge", "Job attempts ready and waiting for a runner, per context.");
+  perContext(
+    out,
+    "coordinator_jobs_waiting",
+    contexts.filter((c) => figures.waiting.has(c.id)),
+    (c) => figures.waiting.get(c.id) ?? 0,
+  );
+  out.family(
+    "coordinator_jobs_in_flight",
+    "gauge",
+    "Job attempts held by runners (claimed or delivered, not ended), per context.",
+  );
+  perContext(out, "coordinator_jobs_in_flight", contexts, (c) => c.runners.reduce((n, r) => n + r.inFlight, 0));
+  out.family(
+    "coordinator_dead_letters",
+    "gauge",
+    "Dead letters kept: jobs out of retries, undeliverable mail, unreadable reports.",
+  );
+  perContext(out, "coordinator_dead_letters", contexts, (c) => c.deadLetters);
+  out.family("coordinator_runner_in_flight", "gauge", "Job attempts each runner holds, across every isolate.");
+  for (const c of contexts)
+    for (const r of c.runners) out.sample("coordinator_runner_in_flight", { context: c.id, runner: r.id }, r.inFlight);
+  out.family(
+    "coordinator_jobs_total",
+    "counter",
+    "Jobs that ran, by how they ended, counted when their flow ended (stopped: cancelled).",
+  );
+  for (const c of contexts)
+    for (const status of ["finished", "error", "stopped"])
+      out.sample("coordinator_jobs_total", { context: c.id, status }, c.counters[status] ?? 0);
+  out.family(
+    "coordinator_job_retries_total",
+    "counter",
+    "Attempts beyond each job's first, counted when their flow ended.",
+  );
+  perContext(out, "coordinator_job_retries_total", contexts, (c) => c.counters["retries"] ?? 0);
+  out.family("coordinator_deliveries_refused_total", "counter", "Deliveries a runner refused or did not answer.");
+  perContext(out, "coordinator_deliveries_refused_total", contexts, (c) => c.counters["refused"] ?? 0);
+  out.family(
+    "coordinator_dispatch_latency_seconds",
+    "histogram",
+    "From a job's last attempt queued to delivered to its runner, counted when its flow ended.",
+  );
+  for (const c of contexts)
+    out.histogram("coordinator_dispatch_latency_seconds", { context: c.id }, c.counters, "latency", LATENCY_BUCKETS);
+  out.family(
+    "coordinator_job_duration_seconds",
+    "histogram",
+    "From a job's last attempt delivered to its end, counted when its flow ended.",
+  );
+  for (const c of contexts)
+    out.histogram("coordinator_job_duration_seconds", { context: c.id }, c.counters, "duration", DURATION_BUCKETS);
+  const g = figures.counters;
+  global("coordinator_sweeps_total", "counter", "Sweeps the supervisor ran (cron).", g["sweeps"] ?? 0);
+  global("coordinator_sweep_contexts_total", "counter", "Contexts the sweeps found due and swept.", g["swept"] ?? 0);
+  global(
+    "coordinator_sweep_flows_poked_total",
+    "counter",
+    "Flows (and jobs outside flows) the sweeps found past their check time and poked.",
+    g["poked"] ?? 0,
+  );
+  global(
+    "coordinator_sweep_failures_total",
+    "counter",
+    "Contexts, dispatchers and flows a sweep could not reach.",
+    g["sweep_failures"] ?? 0,
+  );
+
+  out.family(
+    "coordinator_isolate_http_requests_total",
+    "counter",
+    "Requests answered by this isolate (not the whole coordinator), by route and status.",
+  );
+  for (const [k, v] of requests) out.lines.push(`${k} ${v}`);
+  global(
+    "coordinator_isolate_uptime_seconds",
+    "gauge",
+    "Seconds since this isolate (not the whole coordinator) served its first request.",
+    Math.floor((Date.now() - (started ?? Date.now())) / 1000),
+  );
+  return `${out.lines.join("\n")}\n`;
+}
+
+/**
+ * /metrics tells every tenant's figures and costs a few Redis commands per context: only a scraper
+ * with METRICS_TOKEN reads it, or anyone where ALLOW_INSECURE_HTTP is on (local development).
+ */
+export function checkScraper(config: Config, authorization: string | undefined): void {
+  const token = config.metricsToken;
+  if (token === undefined) {
+    if (config.allowInsecureHttp) return;
+    throw new Problem("forbidden", "/metrics is off: set the METRICS_TOKEN secret and send it as a bearer token");
+  }
+  const sent = /^Bearer (.+)$/.exec(authorization ?? "")?.[1] ?? "";
+  if (!sameText(sent, token))
+    throw new Problem("forbidden", "/metrics needs `Authorization: Bearer <METRICS_TOKEN>`", { needed: ["metrics"] });
+}
+
+/** Compares in time independent of where the texts differ. */
+function sameText(a: string, b: string): boolean {
+  const x = new TextEncoder().encode(a);
+  const y = new TextEncoder().encode(b);
+  let diff = x.length ^ y.length;
+  for (let i = 0; i < Math.max(x.length, y.length); i++) diff |= (x[i] ?? 0) ^ (y[i] ?? 0);
+  return diff === 0;
 }

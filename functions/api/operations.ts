@@ -1,8 +1,10 @@
 import { createRoute, z, type OpenAPIHono } from "@hono/zod-openapi";
 import { KEY_DIRECTORY_PATH } from "../../shared/auth/index.js";
 import { StorageUnavailableError } from "../../shared/store/index.js";
+import { publicOrigin } from "../core/config.js";
 import { coordinatorKeys } from "../core/coordinator-key.js";
-import { renderMetrics } from "./metrics.js";
+import { readFigures } from "../service/figures.js";
+import { checkScraper, renderMetrics } from "./metrics.js";
 import { Problem } from "../core/problem.js";
 import { ProblemBody } from "./schemas.js";
 import type { AppEnv } from "./app-env.js";
@@ -74,10 +76,18 @@ const info = createRoute({
 const metrics = createRoute({
   method: "get",
   path: "/metrics",
-  summary: "Prometheus metrics: this isolate's request counters, storage-wide gauges",
+  summary:
+    "Prometheus metrics: figures read from storage (the same from every isolate), and this isolate's own counters",
+  description:
+    "Flows by status, jobs waiting, in flight and dead-lettered per context, runners' in-flight counts, dispatch " +
+    "latency and job duration histograms, jobs ended and retried, deliveries refused, sweeps: all read from storage, " +
+    "so any isolate answers alike. Series named `coordinator_isolate_…` are the answering isolate's own. Reports on " +
+    "the 1,000 contexts with the lowest ids (`coordinator_metrics_contexts_omitted` counts the others). " +
+    "Send `Authorization: Bearer <METRICS_TOKEN>`; without METRICS_TOKEN set, it answers only in local development (ALLOW_INSECURE_HTTP).",
   tags: ["operations"],
   responses: {
     200: { description: "Prometheus text", content: { "text/plain": { schema: z.string() } } },
+    403: unavailable("No METRICS_TOKEN sent (or none set outside local development)"),
     503: unavailable("Redis is unreachable"),
   },
 });
@@ -130,12 +140,10 @@ export function registerOperations(app: OpenAPIHono<AppEnv>): void {
     ),
   );
   app.openapi(metrics, async (c) => {
+    checkScraper(c.var.config, c.req.header("authorization"));
     // Storage away: toProblem answers 503 storage-unavailable.
-    const { contexts, due } = await c.var.store.sweep.overview(Date.now());
-    const text = renderMetrics({
-      coordinator_contexts: { help: "Contexts in storage.", value: contexts },
-      coordinator_contexts_due: { help: "Contexts with something due for the supervisor's sweep now.", value: due },
-    });
+    const origin = publicOrigin(c.env) || new URL(c.req.url).origin;
+    const text = renderMetrics(await readFigures(c.env, c.var.store, origin));
     return c.text(text, 200, { "content-type": "text/plain; version=0.0.4" });
   });
 }

@@ -5,6 +5,7 @@ import {
   ActorRegistration,
   Context,
   ContextCreation,
+  ContextLimitsUpdate,
   DeadLetter,
   Flow,
   FlowDag,
@@ -18,15 +19,27 @@ import {
   RunnerJob,
   RunnerRegistration,
   RunnerWithDispatch,
+  ScheduleRun,
+  ScheduleSummary,
+  ScheduleView,
 } from "../../shared/model/index.js";
 import { loadActor, registerActor } from "../service/actors.js";
 import type { FlowCall } from "../service/call.js";
-import { createContext, listContexts, loadContext } from "../service/contexts.js";
+import { createContext, listContexts, loadContext, setLimits } from "../service/contexts.js";
 import { flowDag, listFlows, loadFlow, startFlow, submitFlow } from "../service/flows.js";
 import { JobSubmission, loadJob, loadMessage, startJob, submitJob } from "../service/jobs.js";
 import { inbox, sendMessage } from "../service/messages.js";
 import { cancelFlow, listDeadLetters, loadDeadLetter, rerunFlow, setDispatch } from "../service/recovery.js";
 import { createRunner, listRunners, loadRunner } from "../service/runners.js";
+import {
+  createSchedule,
+  deleteSchedule,
+  listSchedules,
+  loadSchedule,
+  ScheduleCreation,
+  setSchedulePaused,
+  triggerSchedule,
+} from "../service/schedules.js";
 
 /**
  * A JSON-RPC method: what it does, its params (by name: one zod object, the schema calls are
@@ -115,6 +128,13 @@ export const METHODS: MethodTable = {
     params: ById,
     result: DispatchState,
     run: (call, p) => setDispatch(call, p.id, false),
+  }),
+  "context.limits": method({
+    summary:
+      "Set a context's max_inflight and flow_starts_per_minute (admins): a number sets one, null lifts it, an absent one stays",
+    params: ContextLimitsUpdate.extend({ id: Id }).strict().meta({ id: "ContextLimitsParams" }),
+    result: Context,
+    run: (call, { id, ...limits }) => setLimits(call, id, limits),
   }),
   "runner.create": method({
     summary: "Register a runner in a context (admins)",
@@ -231,5 +251,51 @@ export const METHODS: MethodTable = {
     params: z.object({ context_id: Id, id: z.string().min(1).max(200) }).strict(),
     result: DeadLetter,
     run: (call, p) => loadDeadLetter(call, p.context_id, p.id),
+  }),
+  "schedule.create": method({
+    summary:
+      "Create a schedule (admins): a flow template started on a cron expression (with timezone) or every interval_seconds, with overlap and catch-up policies",
+    params: ScheduleCreation.safeExtend({ context_id: Id }),
+    result: ScheduleView,
+    run: async (call, { context_id, ...input }) => (await createSchedule(call, context_id, input)).view,
+  }),
+  "schedule.list": method({
+    summary: "List a context's schedules by id, with their next and last fire (readers)",
+    params: z.object({ context_id: Id, ...Paging }).strict(),
+    result: pageOf(ScheduleSummary, "SchedulePage"),
+    run: (call, p) => listSchedules(call, p.context_id, p.offset, p.limit),
+  }),
+  "schedule.get": method({
+    summary: "Load a schedule with its last 20 runs, newest first (readers)",
+    params: InContext,
+    result: ScheduleView,
+    run: (call, p) => loadSchedule(call, p.context_id, p.id),
+  }),
+  "schedule.pause": method({
+    summary: "Pause a schedule (admins): nothing fires until schedule.resume",
+    params: InContext,
+    result: ScheduleView,
+    run: (call, p) => setSchedulePaused(call, p.context_id, p.id, true),
+  }),
+  "schedule.resume": method({
+    summary: "Resume a schedule (admins); fires that fell in the pause are not caught up",
+    params: InContext,
+    result: ScheduleView,
+    run: (call, p) => setSchedulePaused(call, p.context_id, p.id, false),
+  }),
+  "schedule.trigger": method({
+    summary: "Fire a schedule now through its overlap policy (admins); answers what became of the fire",
+    params: InContext,
+    result: ScheduleRun,
+    run: (call, p) => triggerSchedule(call, p.context_id, p.id),
+  }),
+  "schedule.delete": method({
+    summary: "Delete a schedule (admins): its alarm stops and its record goes; idempotent",
+    params: InContext,
+    result: z.object({ deleted: z.literal(true) }).strict(),
+    run: async (call, p) => {
+      await deleteSchedule(call, p.context_id, p.id);
+      return { deleted: true };
+    },
   }),
 };

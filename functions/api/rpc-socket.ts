@@ -1,4 +1,5 @@
 import type { Context } from "hono";
+import { keyCache } from "../core/key-cache.js";
 import { closeQuietly } from "../core/sockets.js";
 import type { FlowCall } from "../service/call.js";
 import type { AppEnv } from "./app-env.js";
@@ -20,7 +21,9 @@ const SESSION: Transport = { methods: { ...METHODS, ...SOCKET_METHODS } };
  * run as the principal that opened the socket (every method checks its permissions as over
  * POST /rpc), answered in a frame of its own. Frames run concurrently up to
  * MAX_FRAMES_IN_FLIGHT, so answers may come in another order than the calls: match them by id.
- * Subscriptions push `flow.event` notifications; all of them close with the session.
+ * Subscriptions push `flow.event` notifications; all of them close with the session. A key
+ * removed or rotated anywhere (the revocation epoch moved) ends every session with 1008 before
+ * its next frame runs, within a second: the client signs in again, with a key that still counts.
  */
 class RpcSession {
   private readonly waiting: unknown[] = [];
@@ -32,6 +35,8 @@ class RpcSession {
     private readonly socket: WebSocket,
     /** The call of the upgrade request: its principal, storage and bindings; each frame brings its body. */
     private readonly base: FlowCall,
+    /** The revocation epoch the upgrade was authenticated under. */
+    private readonly epoch: string,
   ) {}
 
   listen(): void {
@@ -59,6 +64,7 @@ class RpcSession {
   }
 
   private async run(data: unknown): Promise<void> {
+    if (!(await this.keysStand())) return;
     const body = typeof data === "string" ? new TextEncoder().encode(data) : new Uint8Array(data as ArrayBuffer);
     const text = typeof data === "string" ? data : new TextDecoder().decode(body);
     const call: FlowCall = { ...this.base, body: new Uint8Array(body) };
@@ -68,6 +74,18 @@ class RpcSession {
     if (answer) this.send(JSON.stringify(answer));
     // The answers naming the new subscriptions are out: their events may follow.
     for (const subscription of frame.created) subscription.release();
+  }
+
+  /** False (and the session ended) once a key was revoked or rotated since the session opened. */
+  private async keysStand(): Promise<boolean> {
+    const store = this.base.store;
+    try {
+      if ((await keyCache.epoch(store.keys.prefix, () => store.keyEpoch.read())) === this.epoch) return true;
+      this.end(1008, "a key was removed or rotated since this session opened: connect and sign in again");
+    } catch {
+      this.end(1011, "storage is unreachable: connect again");
+    }
+    return false;
   }
 
   private send(text: string): void {
@@ -92,10 +110,12 @@ class RpcSession {
  * Opens a session for an upgrade request that `authenticate` accepted: answers 101 with the
  * client's end of a WebSocket pair whose other end the session holds in this isolate.
  */
-export function openSession(c: Context<AppEnv>): Response {
+export async function openSession(c: Context<AppEnv>): Promise<Response> {
+  const call = flowCall(c);
+  const epoch = await keyCache.epoch(call.store.keys.prefix, () => call.store.keyEpoch.read());
   const pair = new WebSocketPair();
   const [client, server] = [pair[0], pair[1]];
   server.accept();
-  new RpcSession(server, flowCall(c)).listen();
+  new RpcSession(server, call, epoch).listen();
   return new Response(null, { status: 101, webSocket: client });
 }

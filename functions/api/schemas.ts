@@ -2,22 +2,23 @@ import { z } from "@hono/zod-openapi";
 import { PROBLEMS, problemUri, type ProblemType } from "../core/problems.js";
 import {
   Actor,
-  Flow,
-  FlowView,
-  Message,
-  RunnerJob,
   ActorRegistration,
   ActorUpdate,
   Context,
   ContextCreation,
+  ContextLimitsUpdate,
+  Flow,
+  FlowView,
   KeyRotation,
   MAX_ID,
+  Message,
   PermissionsUpdate,
   Runner,
   RunnerDispatch,
-  RunnerWithDispatch,
+  RunnerJob,
   RunnerRegistration,
   RunnerUpdate,
+  RunnerWithDispatch,
 } from "../../shared/model/index.js";
 
 /**
@@ -44,6 +45,7 @@ export const schemas = {
   ActorUpdate,
   KeyRotation,
   ContextCreation,
+  ContextLimitsUpdate,
   PermissionsUpdate,
   RunnerRegistration,
   RunnerUpdate,
@@ -51,6 +53,16 @@ export const schemas = {
 
 /** An id in a path: a u32 above zero. */
 export const PathId = z.coerce.number().int().min(1).max(MAX_ID);
+
+/** The `Idempotency-Key` header of a create that may be retried (a flow, a schedule). */
+export const IdempotencyHeader = z.object({
+  "idempotency-key": z
+    .string()
+    .min(1)
+    .max(128)
+    .regex(/^[\x21-\x7e]+$/)
+    .optional(),
+});
 
 /** `?offset=&limit=` of a listing. */
 export const PageQuery = z.object({
@@ -97,6 +109,16 @@ export const signedErrors = {
 /** A submission's Idempotency-Key was used before for another request. */
 export const idempotencyReused = {
   422: problem("This Idempotency-Key was used for another request; use a new key"),
+} as const;
+
+/** A start past the context's flow_starts_per_minute. */
+export const throttled = {
+  429: {
+    description:
+      "The context's flow_starts_per_minute is used up (`flow-starts-throttled`): nothing was created or started",
+    headers: { "Retry-After": { description: "Seconds until a start is free", schema: { type: "integer" as const } } },
+    content: { "application/problem+json": { schema: ProblemBody } },
+  },
 } as const;
 
 export const conflict = {

@@ -23,9 +23,10 @@ const ConfigSchema = z.object({
   ACTOR_ALLOWLIST: keyList,
   OPERATOR_PUBKEYS: keyList,
   ALLOW_INSECURE_HTTP: z.enum(["true", "false", ""]).default("false"),
-  KEY_CACHE_SECONDS: seconds(30),
+  KEY_CACHE_SECONDS: seconds(300),
   RETRY_BASE_MS: z.coerce.number().int().min(0).default(RETRY_DEFAULTS.baseMs),
   RETRY_CAP_MS: z.coerce.number().int().min(0).default(RETRY_DEFAULTS.capMs),
+  METRICS_TOKEN: z.string().min(16, "at least 16 characters").optional(),
 });
 
 /** The Worker's settings, parsed from its vars once per set of bindings. */
@@ -39,6 +40,8 @@ export interface Config {
   /** Retry backoff of jobs: base and cap of the exponential, milliseconds (full jitter). */
   retryBaseMs: number;
   retryCapMs: number;
+  /** What a scraper of /metrics must send as its bearer token (unset: local development only). */
+  metricsToken: string | undefined;
 }
 
 const cache = new WeakMap<Env, Config>();
@@ -57,6 +60,7 @@ export function readConfig(env: Env): Config {
     KEY_CACHE_SECONDS: blankToUndefined(env.KEY_CACHE_SECONDS),
     RETRY_BASE_MS: blankToUndefined(env.RETRY_BASE_MS),
     RETRY_CAP_MS: blankToUndefined(env.RETRY_CAP_MS),
+    METRICS_TOKEN: blankToUndefined(env.METRICS_TOKEN),
   });
   if (!parsed.success) {
     const issue = parsed.error.issues[0];
@@ -72,6 +76,7 @@ export function readConfig(env: Env): Config {
     keyCacheSeconds: v.KEY_CACHE_SECONDS,
     retryBaseMs: v.RETRY_BASE_MS,
     retryCapMs: v.RETRY_CAP_MS,
+    metricsToken: v.METRICS_TOKEN,
   };
   cache.set(env, config);
   return config;

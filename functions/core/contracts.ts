@@ -5,8 +5,10 @@ import type {
   FlowView,
   JobWaiting,
   Log,
+  ScheduleRun,
   ScriptType,
 } from "../../shared/model/index.js";
+import type { Claim, ReadyQueue } from "../../shared/store/index.js";
 import type { RpcResult } from "./problem.js";
 import type { DispatchScope, FlowScope } from "./scopes.js";
 
@@ -24,6 +26,9 @@ export interface CreateFlowInput {
   envVars: Record<string, string>;
   timeouts: FlowTimeouts;
   traceId: string;
+  /** Where the flow's ready jobs stand (higher first) and its cap on attempts in flight. */
+  priority?: number | undefined;
+  maxParallel?: number | undefined;
   messageBase: number;
   /** Positions of jobs whose ids the caller chose (only those can collide). */
   chosen: number[];
@@ -60,7 +65,7 @@ export type DeliverAnswer =
    * The runner did not take it: `reason` says how it answered. The attempt waits for a runner
    * again, at the front of `queue`.
    */
-  | { outcome: "refused"; reason: string; queue: string }
+  | { outcome: "refused"; reason: string; queue: ReadyQueue }
   /** The attempt no longer wants a runner (it ended, moved on, or went to another runner). */
   | { outcome: "gone"; reason: string };
 
@@ -87,12 +92,13 @@ export interface FlowCoordinatorRpc extends Rpc.DurableObjectBranded {
 }
 
 /**
- * Why a dispatcher is woken: attempts were queued (`work`), runners' slots were freed (`freed`:
- * which runners), messages for actors were posted (`mail`), the context's runners changed
- * (`runners`), or claims that may have been abandoned should be looked at (`reap`, by the
- * supervisor's sweep).
+ * Why a dispatcher is woken: attempts were queued (`queues`: in which flows' queues; `work`: look
+ * at every queue it knows), runners' slots were freed (`freed`: which runners), messages for
+ * actors were posted (`mail`), the context's runners or limits changed (`runners`), or claims
+ * that may have been abandoned should be looked at (`reap`, by the supervisor's sweep).
  */
 export interface Wake {
+  queues?: ReadyQueue[];
   work?: boolean;
   freed?: number[];
   mail?: boolean;
@@ -100,9 +106,10 @@ export interface Wake {
   reap?: boolean;
 }
 
-/** One wake that says all two wakes said. */
+/** One wake that says all two wakes said (a queue named twice, the later naming). */
 export function mergeWakes(a: Wake | undefined, b: Wake | undefined): Wake {
   const freed = [...new Set([...(a?.freed ?? []), ...(b?.freed ?? [])])];
+  const queues = new Map([...(a?.queues ?? []), ...(b?.queues ?? [])].map((q) => [q.key, q]));
   const flag = (k: "work" | "mail" | "runners" | "reap") => (a?.[k] || b?.[k] ? { [k]: true } : {});
   return {
     ...flag("work"),
@@ -110,6 +117,7 @@ export function mergeWakes(a: Wake | undefined, b: Wake | undefined): Wake {
     ...flag("runners"),
     ...flag("reap"),
     ...(freed.length > 0 ? { freed } : {}),
+    ...(queues.size > 0 ? { queues: [...queues.values()] } : {}),
   };
 }
 
@@ -133,6 +141,13 @@ export interface DispatcherRpc extends Rpc.DurableObjectBranded {
   wake(scope: DispatchScope, wake: Wake): Promise<void>;
   /** Why attempts of these kinds are not with a runner yet (one reason per want). */
   explain(scope: DispatchScope, wants: Want[]): Promise<WaitReason[]>;
+  /** How many job attempts wait in the context's ready queues now (read from Redis). */
+  waiting(scope: DispatchScope): Promise<number>;
+  /**
+   * Claims up to `max` attempts for a pull runner, in the same turn order as push runners get
+   * theirs; the caller has each claim's owner hand it out and settles the claims.
+   */
+  lease(scope: DispatchScope, runnerId: number, max: number): Promise<Claim[]>;
 }
 
 /**
@@ -145,4 +160,38 @@ export interface ContextFeedRpc extends Rpc.DurableObjectBranded {
    * once they are journalled.
    */
   publish(scope: DispatchScope, flowId: number, events: FlowStreamEvent[]): Promise<void>;
+}
+
+/**
+ * What a Scheduler object serves (one per schedule, docs/schedules.md): the deployment's key
+ * prefix, the context, the schedule, and the public origin its flows' runners call back at.
+ */
+export interface ScheduleScope {
+  prefix: string;
+  contextId: number;
+  scheduleId: number;
+  origin: string;
+}
+
+/** What a schedule's object knows besides its record (times in epoch seconds; runs newest first). */
+export interface SchedulerState {
+  last_fire_at?: number;
+  next_fire_at?: number;
+  buffered_fire_at?: number;
+  running_flow_ids: number[];
+  recent_runs: ScheduleRun[];
+}
+
+/** The Scheduler's RPC methods (one object per schedule). */
+export interface SchedulerRpc extends Rpc.DurableObjectBranded {
+  /** Reads the schedule's record again (created, paused, resumed) and sets the alarm to match. */
+  sync(scope: ScheduleScope): Promise<RpcResult<SchedulerState>>;
+  /** Fires now (the fire time is this second), through the overlap policy; answers what became of it. */
+  trigger(scope: ScheduleScope): Promise<RpcResult<ScheduleRun>>;
+  /** What the object knows: last and next fire, a buffered fire, running flows, recent runs. */
+  state(scope: ScheduleScope): Promise<RpcResult<SchedulerState>>;
+  /** The sweep's backstop: acts on fires that are due, as the alarm would have. */
+  poke(scope: ScheduleScope): Promise<RpcResult<null>>;
+  /** Forgets the schedule: no alarm, no storage. Idempotent. */
+  remove(scope: ScheduleScope): Promise<RpcResult<null>>;
 }

@@ -1,4 +1,4 @@
-import type { ContextFeedRpc, DispatcherRpc, FlowCoordinatorRpc } from "./contracts.js";
+import type { ContextFeedRpc, DispatcherRpc, FlowCoordinatorRpc, SchedulerRpc } from "./contracts.js";
 
 /**
  * The Worker's bindings (wrangler.toml `[vars]`, secrets, Durable Objects). Every one is listed
@@ -11,6 +11,8 @@ export interface Env {
   DISPATCHER: DurableObjectNamespace<DispatcherRpc>;
   /** The ContextFeed Durable Objects (a context's event stream): one per context, `<prefix><context>:feed`. */
   CONTEXT_FEED: DurableObjectNamespace<ContextFeedRpc>;
+  /** The Scheduler Durable Objects (recurring flows): one per schedule, `<prefix><context>:schedule:<id>`. */
+  SCHEDULER: DurableObjectNamespace<SchedulerRpc>;
   /** Upstash (or local REST endpoint) URL. Secret. */
   UPSTASH_REDIS_REST_URL: string;
   /** Bearer token for that endpoint. Secret. */
@@ -39,6 +41,14 @@ export interface Env {
   RETRY_CAP_MS?: string;
   /** The coordinator's public origin for runner callbacks (default: the origin requests arrive at). */
   PUBLIC_URL?: string;
-  /** How long an isolate may reuse a looked-up public key, in seconds (default 30; 0 = never). */
+  /**
+   * How long an isolate may reuse a looked-up public key, in seconds (default 300; 0 = never). A
+   * removed or rotated key stops working within a second regardless (the key epoch).
+   */
   KEY_CACHE_SECONDS?: string;
+  /**
+   * The bearer token a scraper sends to read /metrics (a secret). Unset, /metrics answers only
+   * where ALLOW_INSECURE_HTTP is on (local development).
+   */
+  METRICS_TOKEN?: string;
 }

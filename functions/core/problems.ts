@@ -100,6 +100,12 @@ export const PROBLEMS = {
     title: "Idempotency-Key reused",
     meaning: "This Idempotency-Key was used for another request; use a new key for a new request.",
   },
+  "flow-starts-throttled": {
+    status: 429,
+    title: "Too many flow starts",
+    meaning:
+      "The context's `flow_starts_per_minute` is used up: nothing was created or started; try again after `Retry-After` seconds (`retry_after_ms` in the body).",
+  },
   "headers-too-large": {
     status: 431,
     title: "Request header fields too large",

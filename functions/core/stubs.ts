@@ -4,6 +4,8 @@ import type {
   DeliveryTarget,
   DispatcherRpc,
   FlowCoordinatorRpc,
+  SchedulerRpc,
+  ScheduleScope,
   Wake,
 } from "./contracts.js";
 import type { Env } from "./env.js";
@@ -31,6 +33,16 @@ export function dispatcherStub(env: Env, scope: DispatchScope): DurableObjectStu
 /** The stub of a context's feed (its event stream). */
 export function feedStub(env: Env, scope: DispatchScope): DurableObjectStub<ContextFeedRpc> {
   return env.CONTEXT_FEED.get(env.CONTEXT_FEED.idFromName(feedName(scope)));
+}
+
+/** The deterministic Durable Object name of a schedule's Scheduler: `<prefix><context>:schedule:<id>`. */
+export function schedulerName(scope: Pick<ScheduleScope, "prefix" | "contextId" | "scheduleId">): string {
+  return `${scope.prefix}${scope.contextId}:schedule:${scope.scheduleId}`;
+}
+
+/** The stub of a schedule's Scheduler. */
+export function schedulerStub(env: Env, scope: ScheduleScope): DurableObjectStub<SchedulerRpc> {
+  return env.SCHEDULER.get(env.SCHEDULER.idFromName(schedulerName(scope)));
 }
 
 /**

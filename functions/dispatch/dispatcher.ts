@@ -1,6 +1,6 @@
 import { DurableObject } from "cloudflare:workers";
 import type { Runner } from "../../shared/model/index.js";
-import type { Store } from "../../shared/store/index.js";
+import type { Claim, Store } from "../../shared/store/index.js";
 import type { DispatcherRpc, WaitReason, Wake, Want } from "../core/contracts.js";
 import { coordinatorKeys } from "../core/coordinator-key.js";
 import type { Env } from "../core/env.js";
@@ -9,6 +9,7 @@ import { bindScope, storeForPrefix } from "../core/store.js";
 import { askOwner } from "../core/stubs.js";
 import { RunnerBackoff } from "./backoff.js";
 import { explainWait } from "./explain.js";
+import { ReadyRing } from "./ring.js";
 import { DispatchRounds } from "./rounds.js";
 
 /** A wake's alarm: should this isolate die mid-round, the round runs again then. */
@@ -19,10 +20,11 @@ const RUNNER_CACHE_MS = 2_000;
 
 /**
  * Dispatcher: one per context, the one that keeps the context's ready work moving. Attempts wait
- * in Redis (the ready queues); a runner's concurrency is its slot set in Redis, claimed in the
+ * in Redis (one queue per flow and script type); which queues wait, and whose turn it is, is its
+ * ring (ReadyRing, durable here). A runner's concurrency is its slot set in Redis, claimed in the
  * same step that takes the work, so the limit holds across every isolate. Its rounds
  * (DispatchRounds) claim, have owners deliver, and settle; runner backoff is kept durably here
- * (RunnerBackoff).
+ * (RunnerBackoff). Pull runners lease through it too, so they take their turns in the same order.
  *
  * It is woken when work is queued or slots are freed (by the commit that did it, which waits
  * for the wake to be durable), when messages for actors are posted, when runners change, and by
@@ -40,21 +42,24 @@ export class Dispatcher extends DurableObject<Env> implements DispatcherRpc {
     () => this.store(),
     () => this.bound().contextId,
   );
+  private readonly ring = new ReadyRing(this.ctx.storage);
   private readonly rounds = new DispatchRounds({
     backoff: this.backoff,
+    ring: this.ring,
     store: () => this.store(),
     contextId: () => this.bound().contextId,
     runners: () => this.runners(),
     signingKey: async () => (await coordinatorKeys(this.env)).current,
     askOwner: (item, runner) => askOwner(this.env, this.bound(), item, { id: runner.id, address: runner.address }),
-    rested: (retrySoon) => this.rested(retrySoon),
+    rested: (retrySoon, reapAt) => this.rested(retrySoon, reapAt),
   });
 
   async wake(scope: DispatchScope, wake: Wake): Promise<void> {
     await this.bind(scope);
     if (wake.runners) this.runnerCache = undefined;
-    const pull = new Set((this.runnerCache?.list ?? []).filter((r) => r.address === "").map((r) => r.id));
-    const wanted = this.rounds.accept(wake, pull);
+    // Durable before the wake is answered: the queues are what the ring must not lose.
+    if (wake.queues?.length) await this.ring.add(wake.queues);
+    const wanted = this.rounds.accept(wake, (await this.ring.keys()).length > 0);
     if (!wanted) return;
     const safety = Date.now() + SAFETY_MS;
     // The alarm's time is kept in memory once read: a busy context wakes its dispatcher often.
@@ -71,6 +76,23 @@ export class Dispatcher extends DurableObject<Env> implements DispatcherRpc {
     return explainWait(this.store(), scope.contextId, await this.runners(), await this.backoff.waiting(), wants);
   }
 
+  async waiting(scope: DispatchScope): Promise<number> {
+    await this.bind(scope);
+    return this.store().dispatch.waiting(await this.ring.keys());
+  }
+
+  async lease(scope: DispatchScope, runnerId: number, max: number): Promise<Claim[]> {
+    await this.bind(scope);
+    let runners = await this.runners();
+    if (!runners.some((r) => r.id === runnerId)) {
+      this.runnerCache = undefined; // registered a moment ago
+      runners = await this.runners();
+    }
+    const runner = runners.find((r) => r.id === runnerId);
+    if (!runner) return [];
+    return this.rounds.claim(this.store(), [runner], runners, max);
+  }
+
   override async alarm(): Promise<void> {
     this.alarmAt = null; // it rang
     this.scope ??= await this.ctx.storage.get<DispatchScope>("scope");
@@ -79,10 +101,14 @@ export class Dispatcher extends DurableObject<Env> implements DispatcherRpc {
     await this.watchMailInFlight();
   }
 
-  /** No round runs: the alarm goes to when a runner in backoff may be tried, soon after a failure, or away. */
-  private async rested(retrySoon: boolean): Promise<void> {
+  /**
+   * No round runs: the alarm goes to when a runner in backoff may be tried, soon after a failure,
+   * when claims left unsettled may be reaped, or away.
+   */
+  private async rested(retrySoon: boolean, reapAt: number | undefined): Promise<void> {
     const retries = [...(await this.backoff.waiting()).values()].map((h) => h.retry_at);
     if (retrySoon) retries.push(Date.now() + RETRY_SOON_MS);
+    if (reapAt !== undefined) retries.push(reapAt);
     const at = retries.length > 0 ? Math.min(...retries) : null;
     this.alarmAt = undefined; // unsure until the write below went through
     if (at !== null) await this.ctx.storage.setAlarm(at);

@@ -4,8 +4,9 @@ import type { WaitReason, Want } from "../core/contracts.js";
 
 /**
  * Explains, for each want, why no runner has the attempt yet: dispatch paused; no runner for
- * it; every runner for it at its concurrency; runners refusing (until when they are tried
- * again); only pull runners, which have not leased it; or it waits its turn in the queue.
+ * it; the context's max_inflight reached; every runner for it at its concurrency; runners
+ * refusing (until when they are tried again); only pull runners, which have not leased it; or it
+ * waits its turn (docs/dispatch.md, "Fairness").
  */
 export async function explainWait(
   store: Store,
@@ -15,13 +16,16 @@ export async function explainWait(
   wants: Want[],
 ): Promise<WaitReason[]> {
   if (wants.length === 0) return [];
-  if (await store.contextAdmin.isPaused(contextId)) {
+  const context = await store.contexts.load({ id: contextId });
+  if (context.paused) {
     return wants.map(() => ({ reason: "paused", detail: `dispatch in context ${contextId} is paused` }));
   }
   const held = await store.dispatch.held(
     contextId,
     runners.map((r) => r.id),
   );
+  const inFlight = [...held.values()].reduce((sum, n) => sum + n, 0);
+  const capped = context.max_inflight !== undefined && inFlight >= context.max_inflight;
   return wants.map((want) => {
     const fit =
       want.runnerId !== undefined
@@ -35,6 +39,11 @@ export async function explainWait(
           want.runnerId !== undefined
             ? `runner ${want.runnerId} is not registered`
             : `no runner of ${what} is registered`,
+      };
+    if (capped)
+      return {
+        reason: "context-limit",
+        detail: `the context's runners hold ${inFlight} attempts, its max_inflight ${context.max_inflight}`,
       };
     const withRoom = fit.filter((r) => (held.get(r.id) ?? 0) < r.concurrency);
     if (withRoom.length === 0) {
@@ -50,6 +59,6 @@ export async function explainWait(
       return { reason: "runner-refusing", detail: `${said}; tried again at ${new Date(until).toISOString()}`, until };
     }
     if (push.length === 0) return { reason: "pull", detail: `waiting for a pull runner of ${what} to lease it` };
-    return { reason: "queued", detail: `waiting its turn for a runner of ${what}` };
+    return { reason: "queued", detail: `waiting its turn for a runner of ${what} (flows take turns, by priority)` };
   });
 }

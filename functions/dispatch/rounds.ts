@@ -1,12 +1,22 @@
 import type { Runner } from "../../shared/model/index.js";
-import { CLAIM_LIMIT, type Held, type Store, type WorkSettlement } from "../../shared/store/index.js";
+import {
+  CLAIM_LIMIT,
+  serves,
+  type Claim,
+  type ClaimRunner,
+  type Held,
+  type ReadyQueue,
+  type Store,
+  type WorkSettlement,
+} from "../../shared/store/index.js";
 import type { DeliverAnswer, Wake } from "../core/contracts.js";
 import type { CoordinatorKey } from "../core/coordinator-key.js";
 import type { RunnerBackoff } from "./backoff.js";
 import { relayMail } from "./mail.js";
+import type { ReadyRing } from "./ring.js";
 
 /** A claim whose delivery is owed: fresh from a claim (its queue known) or reaped (not). */
-type OwedClaim = Held & { queue?: string };
+type OwedClaim = Held & { queue?: ReadyQueue };
 
 /** What a round asks for: dispatch work, relay mail, reap abandoned claims. */
 export type Wanted = Pick<Wake, "work" | "mail" | "reap">;
@@ -25,6 +35,7 @@ const SETTLE_TRIES = 3;
 /** What the rounds need from the Dispatcher around them. */
 export interface RoundsHost {
   readonly backoff: RunnerBackoff;
+  readonly ring: ReadyRing;
   store(): Store;
   contextId(): number;
   /** The context's runners (cached for a moment). */
@@ -32,8 +43,11 @@ export interface RoundsHost {
   signingKey(): Promise<CoordinatorKey>;
   /** Asks the owner of a work item to deliver it to `runner` (throws when the owner cannot be asked). */
   askOwner(item: string, runner: Runner): Promise<DeliverAnswer>;
-  /** No round runs any more: set the alarm (to a backoff's end, or soon after a failed round). */
-  rested(retrySoon: boolean): Promise<void>;
+  /**
+   * No round runs any more: set the alarm (to a backoff's end, soon after a failed round, or when
+   * unsettled claims may be reaped).
+   */
+  rested(retrySoon: boolean, reapAt: number | undefined): Promise<void>;
 }
 
 /**
@@ -49,36 +63,33 @@ export class DispatchRounds {
   private idle: (() => void)[] = [];
   /** Items this instance is delivering now (the reaper leaves them alone). */
   private readonly delivering = new Set<string>();
-  /**
-   * Push runners whose queues the last claim found empty (it left them free slots). A slot freed
-   * at such a runner needs no round: nothing waits for it. Forgotten whenever work is queued.
-   */
-  private readonly drained = new Set<number>();
   private reapedAt = 0;
+  /** The claim in flight: claims go one at a time, so each sees the turns the last one moved. */
+  private claiming: Promise<unknown> = Promise.resolve();
   /** Settlements that could not be written (storage away): written with the next round's. */
   private owed: WorkSettlement = { delivered: [], gone: [], back: [] };
   private rotation = 0;
   /** A round failed (storage away, an owner out of reach): the alarm tries again shortly. */
   private retrySoon = false;
+  /** When claims left unsettled become old enough to reap (epoch ms): the alarm comes then. */
+  private reapAt: number | undefined;
 
   constructor(private readonly host: RoundsHost) {}
 
   /**
-   * What a wake asks the rounds to do; undefined when it can move nothing (slots freed at
-   * runners whose queues are empty, or at pull runners, which take their own work).
+   * What a wake asks the rounds to do; undefined when it can move nothing (slots freed while no
+   * queue waits). A slot freed at a pull runner counts too: under a context's or a flow's cap it
+   * is room a push runner may now use.
    */
-  accept(wake: Wake, pullRunners: ReadonlySet<number>): Wanted | undefined {
-    if (wake.work || wake.runners) this.drained.clear();
-    const work = Boolean(
-      wake.work || wake.runners || wake.freed?.some((r) => !this.drained.has(r) && !pullRunners.has(r)),
-    );
+  accept(wake: Wake, queuesWait: boolean): Wanted | undefined {
+    const freed = (wake.freed?.length ?? 0) > 0;
+    const work = Boolean(wake.work || wake.runners || wake.queues?.length || (freed && queuesWait));
     if (!work && !wake.mail && !wake.reap) return undefined;
     return { work, ...(wake.mail ? { mail: true } : {}), ...(wake.reap ? { reap: true } : {}) };
   }
 
   /** Wants everything looked at afresh (the alarm rang), and resolves once no round runs. */
   async everything(): Promise<void> {
-    this.drained.clear();
     const idle = new Promise<void>((resolve) => this.idle.push(resolve));
     this.want({ work: true, mail: true, reap: true });
     await idle;
@@ -118,7 +129,7 @@ export class DispatchRounds {
     const retrySoon = this.retrySoon;
     this.retrySoon = false;
     try {
-      await this.host.rested(retrySoon);
+      await this.host.rested(retrySoon, this.reapAt);
     } catch (error) {
       console.warn(
         `dispatch in context ${this.host.contextId()}: setting the alarm failed: ${(error as Error).message}`,
@@ -132,7 +143,10 @@ export class DispatchRounds {
     const store = this.host.store();
     if (wanted.mail) {
       const moved = await relayMail(store, await this.host.signingKey(), this.host.contextId(), MAIL_PER_ROUND);
-      if (moved.requeued > 0) this.want({ work: true });
+      if (moved.requeued.length > 0) {
+        await this.host.ring.add(moved.requeued, true);
+        this.want({ work: true });
+      }
       if (moved.taken >= MAIL_PER_ROUND) this.want({ mail: true });
     }
     await this.settleOwed(store);
@@ -143,24 +157,54 @@ export class DispatchRounds {
   /** Claims work for push runners with free slots and not in backoff, and has it delivered. */
   private async dispatchWork(store: Store): Promise<void> {
     const waiting = await this.host.backoff.waiting();
-    const push = (await this.host.runners()).filter((r) => r.address !== "" && !waiting.has(r.id));
+    const runners = await this.host.runners();
+    const push = runners.filter((r) => r.address !== "" && !waiting.has(r.id));
     if (push.length === 0) return;
     // Rotate so runners with as many free slots take turns at being first.
     const start = this.rotation++ % push.length;
     const ordered = [...push.slice(start), ...push.slice(0, start)];
-    const { claims, free } = await store.dispatch.claim(
-      this.host.contextId(),
-      ordered.map((r) => ({ id: r.id, concurrency: r.concurrency, queues: store.dispatch.queuesOf(r) })),
-    );
-    // A runner left with free slots took all its queues had.
-    for (const [id, n] of free) {
-      if (n > 0 && claims.length < CLAIM_LIMIT) this.drained.add(id);
-      else this.drained.delete(id);
-    }
+    const claims = await this.claim(store, ordered, runners, CLAIM_LIMIT);
     if (claims.length === 0) return;
     if (claims.length >= CLAIM_LIMIT) this.want({ work: true });
     const byId = new Map(push.map((r) => [r.id, r]));
     await this.deliverAll(store, claims, (c) => byId.get(c.runner));
+  }
+
+  /**
+   * One claim for `takers` from the ring's queues in turn order (every other runner of the
+   * context is counted, for the context's cap): the queues served go to the back of their
+   * priority, those found empty leave the ring.
+   */
+  claim(store: Store, takers: Runner[], all: Runner[], max: number): Promise<Claim[]> {
+    const claimed = this.claiming.then(() => this.claimNow(store, takers, all, max));
+    this.claiming = claimed.catch(() => undefined);
+    return claimed;
+  }
+
+  private async claimNow(store: Store, takers: Runner[], all: Runner[], max: number): Promise<Claim[]> {
+    const taking = new Set(takers.map((r) => r.id));
+    const claimRunners: ClaimRunner[] = [...takers, ...all.filter((r) => !taking.has(r.id))].map((r) => ({
+      id: r.id,
+      concurrency: r.concurrency,
+      takes: taking.has(r.id),
+      serves: (queue: ReadyQueue) => serves(queue, r),
+    }));
+    // The queues whose turn it is: for each runner taking work, the first few times its room of
+    // the queues it serves (so queues only a full runner serves cannot crowd out another's). A
+    // claim stays short however many flows wait; the rest move up as these are served.
+    const ordered = await this.host.ring.ordered();
+    const chosen = new Set<string>();
+    for (const r of takers) {
+      const window = Math.min(1_000, 2 * Math.min(r.concurrency, max) + 16);
+      for (const q of ordered.filter((q) => serves(q, r)).slice(0, window)) chosen.add(q.key);
+    }
+    const queues = ordered.filter((q) => chosen.has(q.key));
+    if (queues.length === 0) return [];
+    const { claims, drained } = await store.dispatch.claim(this.host.contextId(), claimRunners, queues, max);
+    this.host.ring.served(new Set(claims.map((c) => c.queue.key)));
+    const version = new Map(queues.map((q) => [q.key, q.version]));
+    await this.host.ring.drop(drained.map((q) => ({ key: q.key, version: version.get(q.key) ?? -1 })));
+    return claims;
   }
 
   /**
@@ -195,19 +239,25 @@ export class DispatchRounds {
             settlement.gone.push(held);
           } else {
             settlement.back.push({ ...held, queue: answer.queue });
-            this.drained.clear();
             await this.host.backoff.failed(runner.id, answer.reason);
           }
         } catch (error) {
           console.warn(`dispatch: the owner of ${claim.item} could not be asked: ${(error as Error).message}`);
           this.retrySoon = true;
+          // The claim stays unsettled: the reaper asks its owner again once it is old enough.
+          this.reapAt = Math.min(this.reapAt ?? Number.POSITIVE_INFINITY, Date.now() + REAP_AFTER_MS);
         } finally {
           this.delivering.delete(claim.item);
         }
       }
     };
     await Promise.all(Array.from({ length: Math.min(OWNER_CALLS, claims.length) }, worker));
+    // Work going back to its queue: the ring must know the queue before the work is there, and
+    // again after, since a claim running meanwhile may have found the queue empty and dropped it.
+    const back = settlement.back.map((c) => c.queue);
+    await this.host.ring.add(back);
     await this.settle(store, settlement);
+    await this.host.ring.add(back);
     // Freed slots and returned work: another runner may take it now.
     if (settlement.gone.length > 0 || settlement.back.length > 0) this.want({ work: true });
   }
@@ -243,10 +293,9 @@ export class DispatchRounds {
     if (owed.delivered.length + owed.gone.length + owed.back.length === 0) return;
     this.owed = { delivered: [], gone: [], back: [] };
     await this.settle(store, owed);
-    if (owed.back.length > 0 || owed.gone.length > 0) {
-      this.drained.clear();
-      this.want({ work: true });
-    }
+    // The work put back is in its queue now: named again, so no claim in between dropped it.
+    await this.host.ring.add(owed.back.map((c) => c.queue));
+    if (owed.back.length > 0 || owed.gone.length > 0) this.want({ work: true });
   }
 
   /**
@@ -255,12 +304,18 @@ export class DispatchRounds {
    * says whether it delivered, should deliver now, or no longer wants a runner.
    */
   private async reap(store: Store): Promise<void> {
-    this.reapedAt = Date.now();
+    const now = Date.now();
+    this.reapedAt = now;
     const runners = await this.host.runners();
     const ids = runners.map((r) => r.id);
-    const stale = (await store.dispatch.unsettled(this.host.contextId(), ids, Date.now() - REAP_AFTER_MS)).filter(
+    const unsettled = (await store.dispatch.unsettled(this.host.contextId(), ids)).filter(
       (c) => !this.delivering.has(c.item),
     );
+    const stale = unsettled.filter((c) => c.claimedAt <= now - REAP_AFTER_MS);
+    // Claims too young to reap yet are reaped when they are old enough: nothing else may come
+    // to wake this object (the flows they belong to wait for exactly these claims).
+    const young = unsettled.filter((c) => c.claimedAt > now - REAP_AFTER_MS);
+    this.reapAt = young.length > 0 ? Math.min(...young.map((c) => c.claimedAt)) + REAP_AFTER_MS : undefined;
     if (stale.length === 0) return;
     const byId = new Map(runners.map((r) => [r.id, r]));
     await this.deliverAll(store, stale, (c) => byId.get(c.runner));

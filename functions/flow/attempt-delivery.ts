@@ -1,7 +1,7 @@
 import type { FlowEvent, FlowState, Transition } from "../../shared/flow/index.js";
 import { parseWorkItem } from "../../shared/keys.js";
 import type { Message } from "../../shared/model/index.js";
-import type { Store } from "../../shared/store/index.js";
+import { readyQueueOf, type Store } from "../../shared/store/index.js";
 import type { DeliverAnswer, DeliveryTarget } from "../core/contracts.js";
 import type { CoordinatorKey } from "../core/coordinator-key.js";
 import { jobUrl, type FlowScope } from "../core/scopes.js";
@@ -85,6 +85,6 @@ export async function deliverAttempt(
   return {
     outcome: "refused",
     reason: sent.reason,
-    queue: owner.store().keys.readyQueue(owner.scope.contextId, job.spec),
+    queue: readyQueueOf(owner.store().keys, owner.state(), job.spec),
   };
 }

@@ -109,6 +109,8 @@ export class FlowCoordinator extends DurableObject<Env> implements FlowCoordinat
           envVars: input.envVars,
           timeouts: input.timeouts,
           traceId: input.traceId,
+          priority: input.priority,
+          maxParallel: input.maxParallel,
           jobs: input.jobs,
           messageBase: input.messageBase,
         });

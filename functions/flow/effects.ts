@@ -49,7 +49,7 @@ export class FlowEffects {
   async wake(wake: Wake | undefined): Promise<boolean> {
     const owed = await this.storage.get<Wake>(OWED);
     const all: Wake = mergeWakes(owed, wake);
-    if (!all.work && !all.mail && !all.freed?.length) return true;
+    if (!all.work && !all.queues?.length && !all.mail && !all.freed?.length) return true;
     const scope = this.scope();
     try {
       await wakeDispatcher(this.env, dispatchScopeOf(scope), all);
@@ -106,9 +106,14 @@ export class FlowEffects {
 }
 
 function wakeFor(plan: Pick<PendingCommit, "queued" | "freed" | "notifies">): Wake | undefined {
-  if (!plan.queued && plan.freed.length === 0 && !plan.notifies) return undefined;
+  // A plan written by an older version says only whether it queued anything.
+  const queued: unknown = plan.queued;
+  const queues = Array.isArray(queued) ? plan.queued : [];
+  const work = queued === true;
+  if (queues.length === 0 && !work && plan.freed.length === 0 && !plan.notifies) return undefined;
   return {
-    ...(plan.queued ? { work: true } : {}),
+    ...(queues.length > 0 ? { queues } : {}),
+    ...(work ? { work: true } : {}),
     ...(plan.freed.length > 0 ? { freed: plan.freed } : {}),
     ...(plan.notifies ? { mail: true } : {}),
   };

@@ -75,6 +75,8 @@ export function flowView(state: FlowState, dispatch: Map<number, JobWaiting> = n
     result: state.result,
     ...(state.error ? { error: state.error } : {}),
     trace_id: state.traceId,
+    priority: state.priority,
+    ...(state.maxParallel !== undefined ? { max_parallel: state.maxParallel } : {}),
     ...(state.startedAt !== undefined ? { started_at: secs(state.startedAt) } : {}),
     ...(state.endedAt !== undefined ? { ended_at: secs(state.endedAt) } : {}),
     ...(due ? { next_deadline: secs(due.at) } : {}),

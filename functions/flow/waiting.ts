@@ -1,5 +1,6 @@
 import type { FlowState } from "../../shared/flow/index.js";
 import type { JobWaiting } from "../../shared/model/index.js";
+import type { WaitReason } from "../core/contracts.js";
 import { dispatchScopeOf, type FlowScope } from "../core/scopes.js";
 import { dispatcherStub } from "../core/stubs.js";
 import type { Env } from "../core/env.js";
@@ -19,9 +20,11 @@ export async function explainWaiting(env: Env, scope: FlowScope, state: FlowStat
   }));
   const dispatch = dispatchScopeOf(scope);
   const reasons = await dispatcherStub(env, dispatch).explain(dispatch, wants);
+  const limit = flowLimit(state);
   return new Map(
     jobs.map((job, i) => {
-      const r = reasons[i];
+      const r =
+        limit && (reasons[i]?.reason === "queued" || reasons[i]?.reason === "runners-busy") ? limit : reasons[i];
       const refused = job.refused ? `; last delivery: ${job.refused}` : "";
       const waiting: JobWaiting = r
         ? {
@@ -33,6 +36,20 @@ export async function explainWaiting(env: Env, scope: FlowScope, state: FlowStat
       return [job.id, waiting];
     }),
   );
+}
+
+/** Why the flow's waiting jobs wait when its max_parallel is what holds them; undefined otherwise. */
+function flowLimit(state: FlowState): WaitReason | undefined {
+  if (state.maxParallel === undefined) return undefined;
+  const held = state.order.filter((id) => {
+    const job = state.jobs[id];
+    return job?.delivery !== undefined && (job.status === "dispatched" || job.status === "started");
+  }).length;
+  if (held < state.maxParallel) return undefined;
+  return {
+    reason: "flow-limit",
+    detail: `the flow has ${held} attempts with runners, its max_parallel ${state.maxParallel}`,
+  };
 }
 
 /** For a missed delivery deadline: why no runner took the job's attempt (undefined if that cannot be told). */

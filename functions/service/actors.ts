@@ -94,7 +94,8 @@ export async function updateActor(call: ServiceCall, id: number, input: z.output
 
 /**
  * An actor replaces its key: signed by the current key, countersigned (label `new-key`) by the
- * new one. The new key must not belong to another actor; the old one stops working at once.
+ * new one. The new key must not belong to another actor; the old one stops working at once in
+ * this isolate, and within REVOCATION_CHECK_MS (a second) in every other.
  */
 export async function rotateActorKey(
   call: ServiceCall,
@@ -111,7 +112,11 @@ export async function rotateActorKey(
     "a key rotation must be countersigned by the new key",
   );
   const current = await call.store.actors.load({ id });
-  if (current.pubkey === input.pubkey) return current;
+  if (current.pubkey === input.pubkey) {
+    // A retry whose first try rotated the key but failed to bump the epoch: bump it now.
+    await call.store.keyEpoch.bump();
+    return current;
+  }
   const holder = await call.store.actorKeys.claim(input.pubkey, id);
   if (holder !== id && (await call.store.actors.find({ id: holder }))) {
     throw new ConflictError("actor", String(id), `the new key is already registered as actor ${holder}`);
@@ -119,6 +124,8 @@ export async function rotateActorKey(
   if (holder !== id) await call.store.actorKeys.reclaim(input.pubkey, id);
   const updated = await call.store.actors.update({ id }, { pubkey: input.pubkey });
   await call.store.actorKeys.release(current.pubkey, id);
+  // Once the new key is stored: every isolate drops its cached keys within a second.
+  await call.store.keyEpoch.bump();
   keyCache.forget(call.store.keys.prefix, actorKeyId(id));
   return updated;
 }

@@ -1,9 +1,10 @@
 import type { z } from "zod";
 import { isMember, type PermissionList } from "../../shared/auth/index.js";
-import type { Context, ContextCreation, PermissionsUpdate } from "../../shared/model/index.js";
+import type { Context, ContextCreation, ContextLimitsUpdate, PermissionsUpdate } from "../../shared/model/index.js";
 import { fieldProblem } from "../core/errors.js";
 import { contextFor, requireActor } from "./access.js";
-import type { ServiceCall } from "./call.js";
+import type { FlowCall, ServiceCall } from "./call.js";
+import { wakeContext } from "./wake.js";
 
 /** 400 naming the first actor id in the lists that is not a registered actor. */
 async function checkActorsExist(call: ServiceCall, lists: Partial<Record<PermissionList, number[]>>): Promise<void> {
@@ -89,4 +90,15 @@ export async function revoke(call: ServiceCall, id: number, list: PermissionList
 export async function deleteContext(call: ServiceCall, id: number): Promise<void> {
   await contextFor(call, id, "admin");
   await call.store.contextAdmin.delete(id);
+}
+
+/**
+ * Sets a context's limits (admins): `max_inflight` is read by every claim, so it holds from the
+ * next one on; the dispatcher is woken, since a raised limit may let waiting work go.
+ */
+export async function setLimits(call: FlowCall, id: number, limits: ContextLimitsUpdate): Promise<Context> {
+  await contextFor(call, id, "admin");
+  await call.store.contextAdmin.setLimits(id, limits);
+  await wakeContext(call, id, { work: true });
+  return call.store.contexts.load({ id });
 }

@@ -1,5 +1,5 @@
 import { resolveDag, messagesNeeded, type FlowSubmission } from "../../shared/flow/index.js";
-import type { Flow, FlowStatus, FlowView } from "../../shared/model/index.js";
+import type { Context, Flow, FlowStatus, FlowView } from "../../shared/model/index.js";
 import type { Page, ReservedIds } from "../../shared/store/index.js";
 import type { FlowCoordinatorRpc } from "../core/contracts.js";
 import { Problem, unwrap, type RpcResult } from "../core/problem.js";
@@ -7,15 +7,7 @@ import type { FlowScope } from "../core/scopes.js";
 import { coordinatorStub } from "../core/stubs.js";
 import { contextFor, requireActor } from "./access.js";
 import { callScope, type FlowCall } from "./call.js";
-import { checkPinnedRunners, createInObject, dagProblem } from "./submission.js";
-
-/** A digest of a submission as parsed, to tell a retry from another request under the same Idempotency-Key. */
-async function submissionDigest(submission: FlowSubmission): Promise<string> {
-  const bytes = new Uint8Array(
-    await crypto.subtle.digest("SHA-256", new TextEncoder().encode(JSON.stringify(submission))),
-  );
-  return [...bytes].map((b) => b.toString(16).padStart(2, "0")).join("");
-}
+import { checkPinnedRunners, createInObject, dagProblem, requestDigest } from "./submission.js";
 
 /**
  * Submits a flow (admins): checks the DAG (cycles named, unknown dependencies, duplicates,
@@ -33,13 +25,22 @@ export async function submitFlow(
   idempotencyKey: string | undefined,
 ): Promise<{ view: FlowView; created: boolean }> {
   const callerId = requireActor(call);
-  await contextFor(call, contextId, "admin");
+  const context = await contextFor(call, contextId, "admin");
   const check = resolveDag(submission.jobs, () => 1);
   if ("issues" in check) throw dagProblem(check.issues);
   await checkPinnedRunners(call, contextId, submission.jobs);
+  // A start is taken from the throttle before anything is reserved, so a refused submission
+  // leaves nothing behind; a retry under an Idempotency-Key that got as far as a reservation
+  // was counted when it first came.
+  if (
+    submission.start &&
+    context.flow_starts_per_minute !== undefined &&
+    !(idempotencyKey && (await call.store.flows.reserved(contextId, callerId, idempotencyKey)))
+  )
+    await takeFlowStart(call, context);
 
   const chosen = submission.jobs.flatMap((job, i) => (job.id !== undefined ? [i] : []));
-  const digest = idempotencyKey ? await submissionDigest(submission) : undefined;
+  const digest = idempotencyKey ? await requestDigest(submission) : undefined;
   const reservation = await call.store.flows.reserve({
     contextId,
     callerId,
@@ -75,6 +76,8 @@ export async function submitFlow(
     jobs: resolved.jobs,
     envVars: submission.env_vars,
     timeouts: submission.timeouts,
+    priority: submission.priority,
+    maxParallel: submission.max_parallel,
     messageBase: ids.firstMessageId,
     chosen,
     start: submission.start,
@@ -143,9 +146,37 @@ export async function flowDag(call: FlowCall, contextId: number, flowId: number)
   };
 }
 
-/** Starts a flow (admins); starting it again changes nothing. */
-export function startFlow(call: FlowCall, contextId: number, flowId: number): Promise<FlowView> {
-  return flowCommand(call, contextId, flowId, (stub, scope) => stub.start(scope));
+/**
+ * Starts a flow (admins); starting it again changes nothing. In a context that limits flow starts
+ * per minute, a start of a flow not yet started takes one (429 when none is left).
+ */
+export async function startFlow(call: FlowCall, contextId: number, flowId: number): Promise<FlowView> {
+  const context = await contextFor(call, contextId, "admin");
+  const scope = callScope(call, contextId, { flowId });
+  const stub = coordinatorStub(call.env, scope);
+  if (context.flow_starts_per_minute !== undefined) {
+    const view = unwrap(await stub.view(scope));
+    if (!view) throw new Problem("not-found", `flow ${flowId} does not exist in context ${contextId}`);
+    if (view.status === "dispatched") await takeFlowStart(call, context);
+  }
+  return unwrap(await stub.start(scope));
+}
+
+/**
+ * Takes one of the context's flow starts when it limits them per minute; when none is left,
+ * answers 429 `flow-starts-throttled` with `Retry-After`.
+ */
+async function takeFlowStart(call: FlowCall, context: Context): Promise<void> {
+  const perMinute = context.flow_starts_per_minute;
+  if (perMinute === undefined) return;
+  const waitMs = await call.store.throttles.takeFlowStart(context.id, perMinute);
+  if (waitMs <= 0) return;
+  throw new Problem(
+    "flow-starts-throttled",
+    `context ${context.id} allows ${perMinute} flow starts a minute; the next one in ${Math.ceil(waitMs / 1000)} s`,
+    { limit: perMinute, retry_after_ms: waitMs },
+    { "retry-after": String(Math.ceil(waitMs / 1000)) },
+  );
 }
 
 /** Lists a context's flows, optionally in one status (readers). */

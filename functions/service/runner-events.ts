@@ -5,8 +5,9 @@ import type { WorkSettlement } from "../../shared/store/index.js";
 import type { EventAnswer } from "../core/contracts.js";
 import { Problem, unwrap } from "../core/problem.js";
 import type { FlowScope, RunnerEventName } from "../core/scopes.js";
-import { askOwner, coordinatorStub } from "../core/stubs.js";
+import { askOwner, coordinatorStub, dispatcherStub } from "../core/stubs.js";
 import { callScope, scopeBase, type FlowCall } from "./call.js";
+import { wakeContext } from "./wake.js";
 
 /** Where a runner webhook points: the job's context, its flow or (outside flows) its caller, and its id. */
 export type WebhookPath = { contextId: number; jobId: number } & ({ flowId: number } | { callerId: number });
@@ -108,8 +109,8 @@ export async function reportRunnerEvent(
 
 /**
  * A pull runner takes up to `max` jobs of its script types (and those pinned to it), never more
- * than its concurrency leaves room for: the claim takes work and slots in one step, as for push
- * runners. Each attempt's FlowCoordinator records it as delivered (not yet acknowledged: the
+ * than its concurrency leaves room for: the context's dispatcher claims them (work and slots in
+ * one step, flows taking turns), as for push runners. Each attempt's FlowCoordinator records it as delivered (not yet acknowledged: the
  * runner acknowledges through `ack`) and hands out its delivery. A claim whose owner could not be
  * reached stays unsettled, and the context's dispatcher asks that owner again later.
  */
@@ -124,14 +125,12 @@ export async function leaseJobs(
   const runner = await call.store.runners.load({ context_id: contextId, id: runnerId });
   if (!runner.local) throw new Problem("conflict", `runner ${runnerId} is not a pull (local) runner`);
   const { store } = call;
-  const { claims } = await store.dispatch.claim(
-    contextId,
-    [{ id: runnerId, concurrency: runner.concurrency, queues: store.dispatch.queuesOf(runner) }],
-    max,
-  );
+  const dispatch = { ...scopeBase(call), contextId };
+  const claims = await dispatcherStub(call.env, dispatch).lease(dispatch, runnerId, max);
   const out: DeliveryPayload[] = [];
   const settlement: WorkSettlement = { delivered: [], gone: [], back: [] };
   const base = { ...scopeBase(call), contextId };
+  let unasked = 0;
   await Promise.all(
     claims.map(async (claim) => {
       try {
@@ -145,9 +144,12 @@ export async function leaseJobs(
         }
       } catch (error) {
         console.warn(`lease: the owner of ${claim.item} could not be asked: ${(error as Error).message}`);
+        unasked++;
       }
     }),
   );
   await store.dispatch.settle(contextId, settlement);
+  // Claims left unsettled: the dispatcher looks at them, and comes back when it may reap them.
+  if (unasked > 0) await wakeContext(call, contextId, { reap: true });
   return out;
 }

@@ -99,7 +99,10 @@ export async function loadRunner(call: ServiceCall, contextId: number, id: numbe
   };
 }
 
-/** Changes a runner (admins only). A new key takes effect at once in this isolate. */
+/**
+ * Changes a runner (admins only). A new key takes effect at once in this isolate, and within
+ * REVOCATION_CHECK_MS (a second) in every other: the old key stops working.
+ */
 export async function updateRunner(
   call: FlowCall,
   contextId: number,
@@ -117,16 +120,26 @@ export async function updateRunner(
     ]);
   const patch = Object.fromEntries(Object.entries(input).filter(([, v]) => v !== undefined));
   const updated = await call.store.runners.update({ context_id: contextId, id }, patch);
+  // Also when the key is already this one: a retry whose first try changed it but failed to bump.
+  if (input.pubkey !== undefined) await call.store.keyEpoch.bump();
   keyCache.forget(call.store.keys.prefix, runnerKeyId(contextId, id));
   // More slots, another address or other script types: work may move now.
   await wakeContext(call, contextId, { runners: true });
   return updated;
 }
 
-/** Removes a runner (admins only); its key stops working at once in this isolate. */
+/**
+ * Removes a runner (admins only); its key stops working at once in this isolate, and within
+ * REVOCATION_CHECK_MS (a second) in every other.
+ */
 export async function deleteRunner(call: FlowCall, contextId: number, id: number): Promise<void> {
   await contextFor(call, contextId, "admin");
-  await call.store.runners.delete({ context_id: contextId, id });
+  try {
+    await call.store.runners.delete({ context_id: contextId, id });
+  } finally {
+    // Also when it was gone already: a retry whose first try removed it but failed to bump.
+    await call.store.keyEpoch.bump();
+  }
   keyCache.forget(call.store.keys.prefix, runnerKeyId(contextId, id));
   await wakeContext(call, contextId, { runners: true });
 }

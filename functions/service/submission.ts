@@ -15,6 +15,14 @@ import type { FlowCall } from "./call.js";
  * that stores and runs them.
  */
 
+/** A digest of a request as parsed, to tell a retry from another request under the same Idempotency-Key. */
+export async function requestDigest(request: unknown): Promise<string> {
+  const bytes = new Uint8Array(
+    await crypto.subtle.digest("SHA-256", new TextEncoder().encode(JSON.stringify(request))),
+  );
+  return [...bytes].map((b) => b.toString(16).padStart(2, "0")).join("");
+}
+
 /** A 400 naming every DAG issue (the first as `field`). */
 export function dagProblem(issues: DagIssue[]): Problem {
   return fieldProblem(issues.map((i) => ({ field: `body.${i.field}`, message: i.message })));

@@ -5,6 +5,7 @@ import { unwrap } from "../core/problem.js";
 import { scopeFor, type ScopeBase } from "../core/scopes.js";
 import { storeFor } from "../core/store.js";
 import { coordinatorStub, wakeDispatcher } from "../core/stubs.js";
+import { pokeLateSchedules } from "./schedules.js";
 
 /** What one sweep did, for logs and tests. */
 export interface SweepReport {
@@ -21,10 +22,11 @@ const MSG_OUT_RECHECK_MS = 30_000;
 /**
  * The supervisor's sweep (cron, every minute): the backstop behind each flow's alarm and each
  * context's dispatcher. It reads one sorted set of contexts that have something due; when
- * nothing is due that one command is all it costs. For a due context it wakes the context's
- * dispatcher (which also looks for claims left unsettled), pokes every flow whose check time
- * passed (the flow's Durable Object settles what it left pending and acts on its deadlines),
- * and reschedules the context. Overlapping sweeps are harmless: wakes and pokes are idempotent.
+ * nothing is due, that read, the late schedules' and counting the sweep (/metrics) are all it
+ * costs: three commands. For a due context it wakes the context's dispatcher (which also looks
+ * for claims left unsettled), pokes every flow whose check time passed (the flow's Durable
+ * Object settles what it left pending and acts on its deadlines), and reschedules the context.
+ * Overlapping sweeps are harmless: wakes and pokes are idempotent.
  */
 export async function sweep(env: Env, now = Date.now()): Promise<SweepReport> {
   const store = storeFor(env);
@@ -40,6 +42,15 @@ export async function sweep(env: Env, now = Date.now()): Promise<SweepReport> {
       console.warn(`sweep: context ${contextId}: ${(error as Error).message}`);
     }
   }
+  // Recurring flows whose alarm did not fire: poked here, once, however many contexts are due.
+  await pokeLateSchedules(env, store, now).catch((error: unknown) => {
+    console.warn(`sweep: schedules: ${(error as Error).message}`);
+  });
+  // The global sweep counters of /metrics, and the swept contexts' figures folded (one HINCRBY
+  // when idle). Storage away here: the sweep's work is done, only its count is lost.
+  await store.metrics.countSweep(report, due).catch((error: unknown) => {
+    console.warn(`sweep: counting: ${(error as Error).message}`);
+  });
   return report;
 }
 

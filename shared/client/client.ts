@@ -25,6 +25,7 @@ import {
   type Page,
   type ActorUpdate,
   type ContextCreation,
+  type ContextLimitsUpdate,
   type PermissionsUpdate,
   type RunnerRegistration,
   type RunnerUpdate,
@@ -32,6 +33,7 @@ import {
 import type { PermissionList } from "../auth/index.js";
 import { ApiError, readAnswer, type RpcErrorObject } from "./errors.js";
 import { followStream, type StreamOptions, type StreamSource } from "./events.js";
+import { ScheduleClient } from "./schedules.js";
 
 export type Fetcher = (request: Request) => Promise<Response>;
 
@@ -74,6 +76,8 @@ export async function signerFromJwk(jwk: PrivateJwk, keyid: string): Promise<Req
 export class CoordinatorClient {
   private readonly baseUrl: string;
   private readonly send: Fetcher;
+  /** Recurring flows: create, list, get, pause, resume, trigger, delete schedules. */
+  readonly schedules = new ScheduleClient(this);
 
   constructor(private readonly options: ClientOptions) {
     this.baseUrl = options.baseUrl.replace(/\/+$/, "");
@@ -285,6 +289,11 @@ export class CoordinatorClient {
       context_id: number;
       paused: boolean;
     };
+  }
+
+  /** Sets a context's limits: a number sets one, null lifts it, an absent one stays. */
+  async setLimits(contextId: number, limits: ContextLimitsUpdate): Promise<Context> {
+    return Context.parse(await this.request("PUT", `/v1/contexts/${contextId}/limits`, limits));
   }
 
   /** What the coordinator gave up on in a context, newest first. */

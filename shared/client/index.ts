@@ -7,3 +7,5 @@ export { DEFAULT_RECONNECT, followStream, sleep, StreamLostError, StreamProtocol
 export type { ReconnectPolicy, StreamOptions, StreamSource } from "./events.js";
 export { SseParser } from "./sse.js";
 export type { SseMessage } from "./sse.js";
+export { ScheduleClient } from "./schedules.js";
+export type { Requester, ScheduleCreationInput } from "./schedules.js";

@@ -9,6 +9,8 @@ interface NewFlow {
   envVars: EnvVars;
   timeouts: FlowTimeouts;
   traceId: string;
+  priority?: number | undefined;
+  maxParallel?: number | undefined;
   /** Resolved jobs in submission order. */
   jobs: DagJob[];
   /** First of the message ids reserved for this flow: one per possible attempt of every job. */
@@ -88,5 +90,7 @@ export function newFlowState(input: NewFlow): FlowState {
     jobs,
     result: {},
     traceId: input.traceId,
+    priority: input.priority ?? 0,
+    ...(input.maxParallel !== undefined ? { maxParallel: input.maxParallel } : {}),
   };
 }

@@ -76,8 +76,23 @@ export function dispatch(d: Draft, id: number, at: number): void {
     startedAt: undefined,
     heartbeatAt: undefined,
     deadline: deadline("delivery", attempt, at, d.flow.timeouts.timeout),
+    queuedAt: at,
   });
   d.effects.push({ type: "dispatch", job: id, attempt });
+}
+
+/**
+ * What a job's last attempt took, once the job ends at `at`: from queued to delivered (its
+ * dispatch latency) and from delivered to its end (its duration), in ms; nothing for a part it
+ * never reached. The flow's figures count them (figures.ts).
+ */
+export function timings(job: JobState, at: number): { latencyMs: number | undefined; durationMs: number | undefined } {
+  const delivered = job.delivery && job.delivery.state !== "assigned" ? job.delivery.at : undefined;
+  if (delivered === undefined) return { latencyMs: undefined, durationMs: undefined };
+  return {
+    latencyMs: job.queuedAt !== undefined ? Math.max(0, delivered - job.queuedAt) : undefined,
+    durationMs: Math.max(0, at - delivered),
+  };
 }
 
 /** The backoff before retry `attempt + 1`: exponential in the attempts so far, full jitter. */

@@ -6,8 +6,10 @@ export { apply, deadlineEvent, dueDeadlines, nearestDeadline } from "./machine.j
 export { RETRY_DEFAULTS } from "./draft.js";
 export type { FlowEffect, FlowEvent, TransitionOutcome, Transition } from "./machine.js";
 export { attemptBlock, jobKey, messageId, resultMessageId } from "./state.js";
-export type { Deadline, Delivery, FlowState, FlowTimeouts, JobState } from "./state.js";
+export type { Deadline, Delivery, FlowState, FlowTimeouts, JobSpec, JobState } from "./state.js";
 export { FLOW_LIMITS, FlowJobInput, FlowSubmission, MESSAGE_TIMEOUTS, MessageTimeouts } from "./submission.js";
 export type { FlowSubmissionInput } from "./submission.js";
 export { journalOf, rebuildState } from "./rebuild.js";
 export type { Journal } from "./rebuild.js";
+export { flowFigures, DURATION_BUCKETS, LATENCY_BUCKETS } from "./figures.js";
+export type { FlowFigures } from "./figures.js";

@@ -1,10 +1,16 @@
 import type { ResultMap } from "../model/index.js";
-import { backoffMs, dispatch, ENDED, type Draft } from "./draft.js";
+import { backoffMs, dispatch, ENDED, timings, type Draft } from "./draft.js";
 import { jobKey } from "./state.js";
 
 /** A job finished: record its result, dispatch what now can run, maybe end the flow. */
 export function finish(d: Draft, id: number, result: ResultMap, at: number): void {
-  const job = d.update(id, { status: "finished", result, deadline: undefined, error: undefined });
+  const job = d.update(id, {
+    status: "finished",
+    result,
+    deadline: undefined,
+    error: undefined,
+    ...timings(d.job(id), at),
+  });
   d.flow.result = { ...d.flow.result, [jobKey(job)]: result };
   d.effects.push({ type: "jobEnded", job: id });
   if (d.flow.status !== "started") return;
@@ -38,7 +44,7 @@ export function fail(d: Draft, id: number, reason: string, at: number, random: n
     });
     return;
   }
-  const job = d.update(id, { status: "error", error: reason, deadline: undefined });
+  const job = d.update(id, { status: "error", error: reason, deadline: undefined, ...timings(failing, at) });
   d.effects.push({ type: "jobEnded", job: id });
   d.effects.push({ type: "deadLetter", job: id, kind: undeliverable ? "undeliverable" : "job", reason });
   const flowFails = d.flow.status === "started";
@@ -125,6 +131,8 @@ export function rerun(d: Draft, again: number[], bases: Record<number, number>, 
       delivery: undefined,
       startedAt: undefined,
       heartbeatAt: undefined,
+      latencyMs: undefined,
+      durationMs: undefined,
     });
   }
   d.effects.push({ type: "flowRerun", jobs: again });

@@ -16,6 +16,7 @@ interface JobJournal {
   startedAt?: number;
   heartbeatAt?: number;
   deadline?: Deadline;
+  queuedAt?: number;
 }
 
 export type Journal = Record<number, JobJournal>;
@@ -33,6 +34,7 @@ export function journalOf(state: FlowState): Journal {
       ...(job.startedAt !== undefined ? { startedAt: job.startedAt } : {}),
       ...(job.heartbeatAt !== undefined ? { heartbeatAt: job.heartbeatAt } : {}),
       ...(job.deadline ? { deadline: job.deadline } : {}),
+      ...(job.queuedAt !== undefined ? { queuedAt: job.queuedAt } : {}),
     };
   }
   return journal;
@@ -88,6 +90,8 @@ export function rebuildState(records: StoredRecords): FlowState {
     if (ended) {
       if (record.status === "finished") job.result = record.result;
       if (record.error !== undefined) job.error = record.error;
+      if (record.latency_ms !== undefined) job.latencyMs = record.latency_ms;
+      if (record.duration_ms !== undefined) job.durationMs = record.duration_ms;
       if (latest?.runner_id !== undefined)
         job.delivery = { runnerId: latest.runner_id, state: "acknowledged", at: (latest.ended_at ?? 0) * 1000 };
     } else if (attempt > 0 && latest && latest.ended_at !== undefined) {
@@ -101,6 +105,7 @@ export function rebuildState(records: StoredRecords): FlowState {
       if (notes?.refused !== undefined) job.refused = notes.refused;
       if (notes?.startedAt !== undefined) job.startedAt = notes.startedAt;
       if (notes?.heartbeatAt !== undefined) job.heartbeatAt = notes.heartbeatAt;
+      job.queuedAt = notes?.queuedAt ?? latest.created_at * 1000;
       job.deadline = notes?.deadline ?? {
         kind: "delivery",
         attempt,
@@ -131,6 +136,8 @@ export function rebuildState(records: StoredRecords): FlowState {
     result,
     ...(flow?.error ? { error: flow.error } : {}),
     traceId: flow?.trace_id ?? "",
+    priority: flow?.priority ?? 0,
+    ...(flow?.max_parallel !== undefined ? { maxParallel: flow.max_parallel } : {}),
     ...(flow?.started_at !== undefined ? { startedAt: flow.started_at * 1000 } : {}),
     ...(flow?.ended_at !== undefined ? { endedAt: flow.ended_at * 1000 } : {}),
   };

@@ -70,6 +70,14 @@ export interface JobState {
   deadline?: Deadline;
   result?: ResultMap;
   error?: string;
+  /** When the current attempt was queued for a runner (epoch ms): where its dispatch latency starts. */
+  queuedAt?: number;
+  /**
+   * Once the job ended: how long its last attempt waited from queued to delivered, and ran from
+   * delivered to its end (ms). Kept in the job's record; the flow's figures (figures.ts) count them.
+   */
+  latencyMs?: number;
+  durationMs?: number;
 }
 
 /** Why a flow ended in error, as the flow record keeps it. */
@@ -99,6 +107,10 @@ export interface FlowState {
   result: Record<string, ResultMap>;
   error?: FlowError;
   traceId: string;
+  /** Higher goes first when runners are the bottleneck (0 by default). */
+  priority: number;
+  /** The most attempts that may hold runner slots at once, if limited. */
+  maxParallel?: number;
   startedAt?: number;
   endedAt?: number;
 }

@@ -1,11 +1,16 @@
 import { z } from "zod";
 import { EnvVars, Id, Seconds } from "../model/common.js";
 import { ScriptType } from "../model/enums.js";
+import { FlowPriority, MaxParallel } from "../model/flow.js";
 import { JOB_DEFAULTS } from "../model/job.js";
 
-/** Limits of one flow submission (a flow is written to storage in one atomic step). */
+/**
+ * Limits of one flow submission. A flow is written to storage in one atomic step, and a flow whose
+ * jobs are all ready at once queues them in one command: Lua's `unpack` takes some 8,000 values,
+ * which caps a flow at a few thousand jobs until creation and queueing are written in chunks.
+ */
 export const FLOW_LIMITS = {
-  jobsPerFlow: 1000,
+  jobsPerFlow: 2000,
   scriptBytes: 16 * 1024,
   dependenciesPerJob: 1000,
 } as const;
@@ -81,6 +86,8 @@ export const FlowSubmission = z
       .max(FLOW_LIMITS.jobsPerFlow, `a flow has at most ${FLOW_LIMITS.jobsPerFlow} jobs`),
     start: z.boolean().default(false),
     timeouts: MessageTimeouts.default({}),
+    priority: FlowPriority.default(0),
+    max_parallel: MaxParallel.optional(),
   })
   .strict()
   .meta({ id: "FlowSubmission" });

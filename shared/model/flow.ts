@@ -7,6 +7,25 @@ export const FlowErrorInfo = z
   .object({ job: z.int().min(0), name: z.string().optional(), reason: z.string() })
   .strict();
 
+/**
+ * Where a flow's ready jobs stand when runners are the bottleneck: higher first; flows of one
+ * priority take turns (docs/dispatch.md, "Fairness").
+ */
+export const FlowPriority = z
+  .int()
+  .min(-1000)
+  .max(1000)
+  .describe(
+    "Where the flow's ready jobs stand when runners are the bottleneck: a higher priority goes first; flows of one priority take turns (default 0).",
+  );
+
+/** The most attempts of one flow that may hold runner slots at once. */
+export const MaxParallel = z
+  .int()
+  .min(1)
+  .max(100_000)
+  .describe("The most of the flow's job attempts that runners may hold at once (default: no limit of its own).");
+
 /** Message timeouts of a flow's jobs, in seconds. */
 export const FlowTimeoutsRecord = z
   .object({
@@ -22,7 +41,8 @@ export const FlowTimeoutsRecord = z
  * A workflow: a DAG of jobs (edges live in each job's `depends`). `result` aggregates the jobs'
  * result maps by job key (the job's name, or its id when unnamed), so two jobs may use the same
  * result key without clobbering each other. Extensions beyond the model: `error`, `timeouts`,
- * `trace_id`, `started_at`, `ended_at`.
+ * `trace_id`, `priority`, `max_parallel`,
+ * `started_at`, `ended_at`.
  */
 export const Flow = z
   .object({
@@ -38,6 +58,8 @@ export const Flow = z
     error: FlowErrorInfo.optional(),
     timeouts: FlowTimeoutsRecord.optional(),
     trace_id: z.string().max(64).optional(),
+    priority: FlowPriority.optional(),
+    max_parallel: MaxParallel.optional(),
     started_at: Timestamp.optional(),
     ended_at: Timestamp.optional(),
   })

@@ -1,8 +1,8 @@
 export * from "./enums.js";
 export * from "./common.js";
 export { Actor } from "./actor.js";
-export { Context } from "./context.js";
-export { Flow, FlowErrorInfo, FlowTimeoutsRecord } from "./flow.js";
+export { Context, ContextLimitsUpdate, FlowStartsPerMinute, MaxInflight } from "./context.js";
+export { Flow, FlowErrorInfo, FlowPriority, FlowTimeoutsRecord, MaxParallel } from "./flow.js";
 export { JOB_DEFAULTS, RunnerJob } from "./job.js";
 export { FlowResultInfo, Message } from "./message.js";
 export { Runner, RunnerDispatch, RunnerWithDispatch, defaultRunnerTopic } from "./runner.js";
@@ -20,3 +20,17 @@ export { FlowDag, FlowView, JobView, JobWaiting } from "./views.js";
 export { CancelPayload, DeliveryPayload } from "./delivery.js";
 export { DeadLetter } from "./dead-letter.js";
 export { ContextStreamEvent, FlowEventType, FlowStreamEvent, StreamTicket } from "./stream.js";
+export {
+  MAX_INTERVAL_SECONDS,
+  RECENT_RUNS,
+  Schedule,
+  ScheduleCatchup,
+  ScheduleOverlap,
+  ScheduleRun,
+  ScheduleRunOutcome,
+  ScheduleSummary,
+  ScheduleView,
+  isTimeZone,
+  scheduleCreation,
+  type CronCheck,
+} from "./schedule.js";

@@ -8,7 +8,8 @@ import { FlowTimeoutsRecord } from "./flow.js";
  * any flow), `name` (how the flow's other jobs and its results refer to it), the pinned
  * `runner_id`, `message_base` (its attempts' message ids are message_base, message_base + 1, …),
  * `attempt_floor` (attempts before its flow was last re-run), and once it ended: the last
- * `attempt` and the `error`. A job run outside any flow keeps its message `timeouts` itself (a
+ * `attempt`, the `error`, and its last attempt's `latency_ms` (queued to delivered) and
+ * `duration_ms` (delivered to its end). A job run outside any flow keeps its message `timeouts` itself (a
  * flow's jobs have their flow's), so they survive its coordinator's eviction.
  */
 export const RunnerJob = z
@@ -32,6 +33,8 @@ export const RunnerJob = z
     attempt_floor: z.int().min(0).optional(),
     error: z.string().optional(),
     timeouts: FlowTimeoutsRecord.optional(),
+    latency_ms: z.int().min(0).optional(),
+    duration_ms: z.int().min(0).optional(),
     created_at: Timestamp,
     updated_at: Timestamp,
     status: JobStatus,

@@ -1,7 +1,7 @@
 import { z } from "zod";
 import { EnvVars, Id, ResultMap, Timestamp } from "./common.js";
 import { FlowStatus, JobStatus, ScriptType } from "./enums.js";
-import { FlowErrorInfo } from "./flow.js";
+import { FlowErrorInfo, FlowPriority, MaxParallel } from "./flow.js";
 
 /**
  * What the API shows of a running flow: the live state its Durable Object holds, which is more
@@ -22,6 +22,8 @@ export const JobWaiting = z
       "paused",
       "no-runner",
       "runners-busy",
+      "flow-limit",
+      "context-limit",
       "runner-refusing",
       "pull",
       "queued",
@@ -67,6 +69,8 @@ export const FlowView = z
     result: z.record(z.string(), ResultMap),
     error: FlowErrorInfo.optional(),
     trace_id: z.string(),
+    priority: FlowPriority,
+    max_parallel: MaxParallel.optional(),
     started_at: Timestamp.optional(),
     ended_at: Timestamp.optional(),
     next_deadline: Timestamp.optional(),

@@ -1,7 +1,9 @@
 import type { Keys } from "../keys.js";
 import type { PermissionList } from "../auth/permissions.js";
+import type { ContextLimitsUpdate } from "../model/index.js";
 import { encodePairs } from "./codec.js";
 import { ConflictError, NotFoundError } from "./errors.js";
+import { KeyEpoch } from "./key-epoch.js";
 import { codecs } from "./layouts.js";
 import { callRedis, type Redis } from "./redis.js";
 import { changePermission, deleteNamespace } from "./scripts/context.js";
@@ -41,6 +43,24 @@ export class ContextAdmin {
     if (updated !== 1) throw new NotFoundError("context", String(contextId));
   }
 
+  /**
+   * Sets the context's limits in place: a number sets one, null clears it, an absent one stays.
+   * The claim script reads `max_inflight`; submissions read `flow_starts_per_minute`.
+   */
+  async setLimits(contextId: number, limits: ContextLimitsUpdate): Promise<void> {
+    const set = Object.fromEntries(Object.entries(limits).filter(([, v]) => v !== null && v !== undefined));
+    const removed = Object.entries(limits)
+      .filter(([, v]) => v === null)
+      .map(([k]) => k);
+    const fields = encodePairs(codecs.context, { ...set, updated_at: this.now() });
+    const updated = await updateRecord.run(
+      this.redis,
+      [this.keys.context(contextId)],
+      [removed.length, ...removed, ...fields],
+    );
+    if (updated !== 1) throw new NotFoundError("context", String(contextId));
+  }
+
   /** Whether dispatch is held in the context. */
   async isPaused(contextId: number): Promise<boolean> {
     return (
@@ -51,7 +71,8 @@ export class ContextAdmin {
 
   /**
    * Deletes the context and every key in its namespace, a bounded batch per round trip; the
-   * context hash goes first, so nothing can act in it once deletion has begun. Safe to repeat.
+   * context hash goes first, so nothing can act in it once deletion has begun; the key epoch is
+   * bumped last, so its runners' keys stop working in every isolate. Safe to repeat.
    */
   async delete(contextId: number): Promise<void> {
     const pattern = `${this.keys.namespace(contextId).replace(/[*?[\]\\]/g, "\\$&")}*`;
@@ -60,6 +81,8 @@ export class ContextAdmin {
       cursor = String(await deleteNamespace.run(this.redis, [this.keys.context(contextId)], [cursor, pattern, 1000]));
     } while (cursor !== "0");
     await callRedis(() => this.redis.exec(["ZREM", this.keys.contextIndex(), String(contextId)]));
+    // Its runners' keys went with it: every isolate drops its cached keys (key-epoch.ts).
+    await new KeyEpoch(this.redis, this.keys).bump();
   }
 
   private async change(

@@ -1,21 +1,32 @@
 import type { Keys } from "../keys.js";
-import type { Runner } from "../model/index.js";
 import { callRedis, type Redis } from "./redis.js";
+import type { ReadyQueue } from "./ready-queue.js";
 import { ScriptKeys } from "./script.js";
 import { claimWork, settleWork } from "./scripts/dispatch.js";
 
-/** A runner as a claim sees it: how many slots it has and the queues it takes from, in order. */
+/**
+ * A runner as a claim sees it: its id, how many slots it has, and whether it takes work now (a
+ * runner in backoff, or a pull runner when push runners are served, is only counted).
+ */
 export interface ClaimRunner {
   id: number;
   concurrency: number;
-  queues: string[];
+  takes: boolean;
+  /** The queues it may take from: `serves(queue, runner)`. */
+  serves(queue: ReadyQueue): boolean;
 }
 
 /** A work item given to a runner, and the queue it came from (where it goes back if refused). */
 export interface Claim {
   runner: number;
   item: string;
-  queue: string;
+  queue: ReadyQueue;
+}
+
+/** What a claim did: the claims, and the queues it found empty. */
+export interface ClaimResult {
+  claims: Claim[];
+  drained: ReadyQueue[];
 }
 
 /** A work item holding a slot of a runner. */
@@ -49,6 +60,9 @@ export interface RunnerHealth {
  */
 export const DELIVERED_SCORE = Number.MAX_SAFE_INTEGER;
 
+/** Most items of one settle group (one command in the script). */
+const GROUP = 1_000;
+
 /** Most items one claim takes (Lua's unpack has a limit, and a round should stay short). */
 export const CLAIM_LIMIT = 500;
 
@@ -62,53 +76,69 @@ export class DispatchStore {
     private readonly keys: Keys,
   ) {}
 
-  /** The queues a runner takes work from, in order: jobs pinned to it, then its script types'. */
-  queuesOf(runner: Pick<Runner, "context_id" | "id" | "script_types">): string[] {
-    return [
-      this.keys.pinnedQueue(runner.context_id, runner.id),
-      ...runner.script_types.map((t) => this.keys.queue(runner.context_id, t)),
-    ];
-  }
-
   /**
-   * Gives ready attempts to runners with free slots, atomically (none while the context is
-   * paused). Resolves with the claims and each runner's free slots afterwards.
+   * Gives ready attempts to runners with free slots, atomically, from `queues` in turn order
+   * (priority first, then whose turn it is): none while the context is paused, never past a
+   * runner's concurrency, a flow's max_parallel or the context's max_inflight. Queues no runner
+   * that takes work serves are left out of the call.
    */
   async claim(
     contextId: number,
     runners: ClaimRunner[],
+    queues: ReadyQueue[],
     limit = CLAIM_LIMIT,
     now = Date.now(),
-  ): Promise<{ claims: Claim[]; free: Map<number, number> }> {
-    if (runners.length === 0 || limit <= 0) return { claims: [], free: new Map() };
-    const queueKeys = new ScriptKeys();
-    const perRunner = runners.flatMap((r) => {
-      const positions = r.queues.map((q) => queueKeys.at(q));
-      return [r.id, r.concurrency, positions.length, ...positions];
-    });
-    const queues = queueKeys.list;
+  ): Promise<ClaimResult> {
+    const served = queues
+      .map((queue) => ({
+        queue,
+        serving: runners.flatMap((r, i) => (r.takes && r.serves(queue) ? [i + 1] : [])),
+      }))
+      .filter((q) => q.serving.length > 0);
+    if (served.length === 0 || limit <= 0) return { claims: [], drained: [] };
     const keys = [
       this.keys.context(contextId),
-      ...queues,
+      ...served.map((q) => q.queue.key),
       ...runners.map((r) => this.keys.runnerSlots(contextId, r.id)),
     ];
+    const perFlow = served.some((q) => q.queue.maxParallel !== undefined);
     const reply = (await claimWork.run(this.redis, keys, [
       now,
-      queues.length,
+      served.length,
       runners.length,
       Math.min(limit, CLAIM_LIMIT),
-      ...perRunner,
+      perFlow ? "1" : "0",
+      ...runners.flatMap((r) => [r.id, r.takes ? r.concurrency : -1]),
+      ...served.flatMap(({ queue, serving }) => [
+        queue.priority,
+        queue.flow,
+        queue.maxParallel ?? 0,
+        serving.length,
+        ...serving,
+      ]),
     ])) as [unknown[], unknown[]];
-    const [flat, free] = reply;
+    const [flat, drained] = reply;
+    const queueAt = (position: unknown) => (served[Number(position) - 1] as (typeof served)[number]).queue;
     const claims: Claim[] = [];
     for (let i = 0; i + 2 < flat.length; i += 3) {
       claims.push({
         runner: (runners[Number(flat[i]) - 1] as ClaimRunner).id,
         item: String(flat[i + 1]),
-        queue: queues[Number(flat[i + 2]) - 1] as string,
+        queue: queueAt(flat[i + 2]),
       });
     }
-    return { claims, free: new Map(runners.map((r, i) => [r.id, Number(free[i] ?? 0)])) };
+    return { claims, drained: drained.map(queueAt) };
+  }
+
+  /** How many attempts wait in these queues now (one round trip). */
+  async waiting(queues: string[]): Promise<number> {
+    if (queues.length === 0) return 0;
+    const lengths = await callRedis(async () => {
+      const p = this.redis.pipeline();
+      for (const key of queues) p.llen(key);
+      return (await p.exec()) as number[];
+    });
+    return lengths.reduce((sum, n) => sum + Number(n), 0);
   }
 
   /**
@@ -136,25 +166,43 @@ export class DispatchStore {
     }
     const scriptKeys = new ScriptKeys();
     const at = (key: string) => String(scriptKeys.at(key));
+    scriptKeys.at(this.keys.contextCounters(contextId));
     const args: string[] = [String(DELIVERED_SCORE)];
-    for (const [runner, items] of delivered)
-      args.push("D", at(this.keys.runnerSlots(contextId, runner)), String(items.length), ...items);
-    for (const [runner, items] of byRunner(s.gone))
-      args.push("G", at(this.keys.runnerSlots(contextId, runner)), String(items.length), ...items);
-    for (const c of s.back) args.push("B", at(this.keys.runnerSlots(contextId, c.runner)), at(c.queue), "1", c.item);
+    // Groups of at most GROUP items: the script unpacks each into one command (Lua's unpack
+    // takes some 8,000 values), and settlements owed across failed rounds add up.
+    const groups = (kind: "D" | "G", byItems: Map<number, string[]>) => {
+      for (const [runner, items] of byItems)
+        for (let i = 0; i < items.length; i += GROUP) {
+          const part = items.slice(i, i + GROUP);
+          args.push(kind, at(this.keys.runnerSlots(contextId, runner)), String(part.length), ...part);
+        }
+    };
+    groups("D", delivered);
+    groups("G", byRunner(s.gone));
+    for (const c of s.back)
+      args.push("B", at(this.keys.runnerSlots(contextId, c.runner)), at(c.queue.key), "1", c.item);
     await settleWork.run(this.redis, scriptKeys.list, args);
   }
 
-  /** Claims older than `before` (epoch ms) whose delivery was never settled: owed deliveries. */
-  async unsettled(contextId: number, runnerIds: number[], before: number): Promise<Held[]> {
+  /** Claims whose delivery was never settled (owed deliveries), with when each was claimed (epoch ms). */
+  async unsettled(contextId: number, runnerIds: number[]): Promise<(Held & { claimedAt: number })[]> {
     if (runnerIds.length === 0) return [];
     const replies = await callRedis(async () => {
       const p = this.redis.pipeline();
       for (const id of runnerIds)
-        p.zrange(this.keys.runnerSlots(contextId, id), "-inf", `(${before}`, { byScore: true });
-      return (await p.exec()) as string[][];
+        p.zrange(this.keys.runnerSlots(contextId, id), "-inf", `(${DELIVERED_SCORE}`, {
+          byScore: true,
+          withScores: true,
+        });
+      return (await p.exec()) as (string | number)[][];
     });
-    return runnerIds.flatMap((runner, i) => (replies[i] ?? []).map((item) => ({ runner, item: String(item) })));
+    return runnerIds.flatMap((runner, i) => {
+      const flat = replies[i] ?? [];
+      const out: (Held & { claimedAt: number })[] = [];
+      for (let k = 0; k + 1 < flat.length; k += 2)
+        out.push({ runner, item: String(flat[k]), claimedAt: Number(flat[k + 1]) });
+      return out;
+    });
   }
 
   /** How many attempts each runner holds now. */

@@ -1,8 +1,17 @@
-import { jobKey, messageId, nearestDeadline, type FlowEffect, type FlowState, type JobState } from "../flow/index.js";
+import {
+  flowFigures,
+  jobKey,
+  messageId,
+  nearestDeadline,
+  type FlowEffect,
+  type FlowState,
+  type JobState,
+} from "../flow/index.js";
 import { deadLetterIds, deadlineMember as ownerMember, workItem, type DeadlineOwner, type Keys } from "../keys.js";
 import type { DeadLetter, Log, Message } from "../model/index.js";
 import { encodePairs } from "./codec.js";
 import { codecs } from "./layouts.js";
+import { readyQueueOf, type ReadyQueue } from "./ready-queue.js";
 import { ScriptKeys } from "./script.js";
 import { dispatchMessage, resultMessage } from "./flow-records.js";
 
@@ -22,8 +31,8 @@ export interface CommitPlan {
   messages: Message[];
   /** Sections in step order; a skipped section means that step was already written. */
   sections: number;
-  /** It queues job attempts: the context's dispatcher has work. */
-  queued: boolean;
+  /** The flow's queues it puts job attempts in: the context's dispatcher has work there. */
+  queued: ReadyQueue[];
   /** The runners whose slots it frees: work waiting for them may go now. */
   freed: number[];
   /** It puts messages for actors on msg_out (a flow's result). */
@@ -73,7 +82,8 @@ export function planCommit(keys: Keys, steps: CommitStep[], now: number): Commit
   const messages: Message[] = [];
   const secs = Math.floor(now / 1000);
   let sections = 0;
-  let queuedAny = false;
+  /** The queues this batch puts attempts in, by key. */
+  const ready = new Map<string, ReadyQueue>();
   let notifies = false;
   /**
    * Slots freed, by slot set. Freeing is idempotent (a ZREM), so the frees of the whole batch go
@@ -122,12 +132,12 @@ export function planCommit(keys: Keys, steps: CommitStep[], now: number): Commit
           const key = keys.message(ctx, state.callerId, message.id);
           ops.push(["H", key, encodePairs(codecs.message, message), 2]);
           messages.push(message);
-          const queue = keys.readyQueue(ctx, job.spec);
-          queued.set(queue, [
-            ...(queued.get(queue) ?? []),
+          const queue = readyQueueOf(keys, state, job.spec);
+          queued.set(queue.key, [
+            ...(queued.get(queue.key) ?? []),
             attemptItem(keys, state, job, effect.attempt, job.previousRunner),
           ]);
-          queuedAny = true;
+          ready.set(queue.key, queue);
           break;
         }
         case "attemptFailed": {
@@ -221,6 +231,8 @@ export function planCommit(keys: Keys, steps: CommitStep[], now: number): Commit
               result: job.result ?? {},
               error: job.error,
               attempt: job.attempt,
+              latency_ms: job.latencyMs,
+              duration_ms: job.durationMs,
               updated_at: secs,
             }),
           ]);
@@ -247,6 +259,9 @@ export function planCommit(keys: Keys, steps: CommitStep[], now: number): Commit
           messages.push(report);
           posted.push(key);
           notifies = true;
+          // What the run adds to the context's figures (/metrics), once: the section is guarded.
+          const figures = flowFigures(state);
+          if (figures) ops.push(["P", keys.contextFigures(ctx), [JSON.stringify(figures)]]);
           break;
         }
       }
@@ -288,7 +303,7 @@ export function planCommit(keys: Keys, steps: CommitStep[], now: number): Commit
     args,
     messages,
     sections,
-    queued: queuedAny,
+    queued: [...ready.values()],
     freed: [...frees.values()].map((f) => f.runner),
     notifies,
   };

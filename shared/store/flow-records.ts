@@ -31,6 +31,8 @@ export function flowRecord(state: FlowState, now: number): Flow {
     status: state.status,
     timeouts: state.timeouts,
     trace_id: state.traceId,
+    ...(state.priority !== 0 ? { priority: state.priority } : {}),
+    ...(state.maxParallel !== undefined ? { max_parallel: state.maxParallel } : {}),
   };
 }
 

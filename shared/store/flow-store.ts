@@ -64,6 +64,12 @@ export class FlowStore {
     this.jobs = layouts(keys).job;
   }
 
+  /** Whether an Idempotency-Key has a reservation (a retry of a submission that got that far). */
+  async reserved(contextId: number, callerId: number, idempotencyKey: string): Promise<boolean> {
+    const key = this.keys.idempotency(contextId, callerId, idempotencyKey);
+    return Number(await callRedis(() => this.redis.exec<number>(["EXISTS", key]))) === 1;
+  }
+
   /** Allocates a submission's ids, or finds the flow its Idempotency-Key already created. */
   async reserve(r: ReserveRequest): Promise<Reservation> {
     const keys = [this.keys.ids(r.contextId)];

@@ -7,10 +7,14 @@ import { DispatchStore } from "./dispatch-store.js";
 import { FlowStore } from "./flow-store.js";
 import { layouts } from "./layouts.js";
 import { MessageStore } from "./message-store.js";
+import { KeyEpoch } from "./key-epoch.js";
+import { MetricsStore } from "./metrics-store.js";
 import { NonceStore } from "./nonce-store.js";
 import { callRedis, connectRedis, type Redis, type RedisConfig } from "./redis.js";
 import { Repository } from "./repository.js";
+import { ScheduleStore } from "./schedule-store.js";
 import { SweepStore } from "./sweep-store.js";
+import { Throttles } from "./throttles.js";
 import { TicketStore } from "./ticket-store.js";
 
 /** Unix epoch seconds, the models' timestamp unit. */
@@ -46,6 +50,14 @@ export class Store {
   readonly sweep: SweepStore;
   /** Single-use tickets that open a WebSocket as their signer. */
   readonly tickets: TicketStore;
+  /** Throttles: flow starts per minute. */
+  readonly throttles: Throttles;
+  /** Recurring flows: schedule records and the global set of their next fires. */
+  readonly schedules: ScheduleStore;
+  /** Figures for /metrics, the same from every isolate. */
+  readonly metrics: MetricsStore;
+  /** The key-revocation epoch, which tells isolates to drop their cache of public keys. */
+  readonly keyEpoch: KeyEpoch;
 
   constructor(
     private readonly redis: Redis,
@@ -66,6 +78,10 @@ export class Store {
     this.nonces = new NonceStore(redis, keys);
     this.sweep = new SweepStore(redis, keys);
     this.tickets = new TicketStore(redis, keys);
+    this.throttles = new Throttles(redis, keys);
+    this.schedules = new ScheduleStore(redis, keys);
+    this.metrics = new MetricsStore(redis, keys);
+    this.keyEpoch = new KeyEpoch(redis, keys);
   }
 
   /** One round trip to Redis; resolves with how long it took. */

@@ -52,17 +52,6 @@ export class SweepStore {
     );
   }
 
-  /** How many contexts there are, and how many are due now (for metrics; one round trip). */
-  async overview(now: number): Promise<{ contexts: number; due: number }> {
-    const [contexts, due] = await callRedis(async () => {
-      const p = this.redis.pipeline();
-      p.zcard(this.keys.contextIndex());
-      p.zcount(this.keys.sweepDue(), "-inf", now);
-      return (await p.exec()) as [number, number];
-    });
-    return { contexts: Number(contexts), due: Number(due) };
-  }
-
   /** The flows (and jobs outside flows) of a context whose check time has come, at most `limit`. */
   async dueOwners(contextId: number, now: number, limit: number): Promise<DeadlineOwner[]> {
     const members = await callRedis(() =>

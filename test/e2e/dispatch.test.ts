@@ -5,6 +5,7 @@ import { shJobs } from "../support/jobs.js";
 import { attemptsOf, flowEnd, runsIn } from "../support/flow-runs.js";
 import type { TestRunnerProcess } from "../support/private-stack.js";
 import { usePrivateStack } from "../support/use-private-stack.js";
+import { queuedIn } from "../support/prefix.js";
 
 // Dispatch under load, with real processes: a runner never holds more attempts than its
 // registered concurrency (counted at the runner and in Redis), the work never stalls while a
@@ -93,7 +94,7 @@ describe("runner concurrency is global", () => {
     expect(most).toBeLessThanOrEqual(50);
     expect(gap).toBeLessThanOrEqual(1_500);
     expect(await slotsHeld(ctx, runner.id)).toBe(0);
-    expect(await stack().redis.exec<number>(["LLEN", stack().keys.queue(ctx, "sh")])).toBe(0);
+    expect(await queuedIn(stack().redis, stack().keys, ctx)).toBe(0);
   }, 320_000);
 
   it("runs one flow of 1,000 jobs on a runner of concurrency 50 without a stall", async () => {

@@ -3,6 +3,7 @@ import { eventually } from "../support/eventually.js";
 import { shJobs } from "../support/jobs.js";
 import { answersIn, attemptsOf, flowEnd, runsIn } from "../support/flow-runs.js";
 import { usePrivateStack } from "../support/use-private-stack.js";
+import { queuedIn } from "../support/prefix.js";
 
 // Concurrency and bad input against real processes (redis-server, the REST endpoint, workerd
 // under `wrangler dev`, test runner processes): two sweeps and the dispatcher's own rounds taking
@@ -19,14 +20,11 @@ const firstAttempts = (jobs: { name: string }[]) =>
 describe("concurrency and bad input", () => {
   it("delivers every queued job exactly once when two sweeps and the dispatcher take from the queue at once", async () => {
     const ctx = (await admin().client.createContext()).id;
-    const queue = stack().keys.queue(ctx, "sh");
-    // No runner yet: every job's attempt waits in the queue for sh.
+    const queued = () => queuedIn(stack().redis, stack().keys, ctx);
+    // No runner yet: every job's attempt waits in its flow's queue for sh.
     const jobs = [shJobs("s", 6), shJobs("t", 6)];
     const flows = await Promise.all(jobs.map((list) => submit(ctx, { jobs: list })));
-    await eventually(
-      async () => ((await stack().redis.exec<number>(["LLEN", queue])) === 12 ? true : undefined),
-      10_000,
-    );
+    await eventually(async () => ((await queued()) === 12 ? true : undefined), 10_000);
 
     const runner = await stack().registerTestRunner(admin().client, ctx, {}, 3);
     const proc = await runner.start();
@@ -46,7 +44,7 @@ describe("concurrency and bad input", () => {
       );
     }
     expect(runsIn(proc.output())).toHaveLength(12);
-    expect(await stack().redis.exec<number>(["LLEN", queue])).toBe(0);
+    expect(await queued()).toBe(0);
     expect(await slotsHeld(ctx, runner.id)).toBe(0);
   });
 

@@ -9,6 +9,7 @@ import { layeredJobs } from "../support/jobs.js";
 import { answersIn, attemptsOf, flowEnd, runsIn } from "../support/flow-runs.js";
 import { parsed, readSse } from "../support/streams.js";
 import { usePrivateStack } from "../support/use-private-stack.js";
+import { queuedIn } from "../support/prefix.js";
 
 // The third outcome of a storage call: it timed out (the API answered 503), yet Redis ran it
 // later. Redis stalls with CLIENT PAUSE (commands wait and run when the pause ends) and SIGSTOP;
@@ -37,7 +38,7 @@ describe("storage calls whose outcome was unknown", () => {
     expect(view.status, JSON.stringify(view.jobs.map((j) => [j.key, j.status, j.waiting]))).toBe("finished");
     ranOnce(proc.output(), flow.id, jobs);
     expect(await slotsHeld(ctx, runner.id)).toBe(0);
-    expect(await stack().redis.exec<number>(["LLEN", stack().keys.queue(ctx, "sh")])).toBe(0);
+    expect(await queuedIn(stack().redis, stack().keys, ctx)).toBe(0);
     expect(stack().workerLog()).not.toMatch(/FlowCoordinator: |Internal error/);
     // The flow's stream told it all, the commits that timed out included (caught up when read back).
     const stream = await readSse(

@@ -1,3 +1,4 @@
+import type { Keys } from "../../shared/keys.js";
 import type { Redis } from "../../shared/store/redis.js";
 
 /** A key prefix no other test file uses, so each file starts from an empty keyspace. */
@@ -45,4 +46,16 @@ async function scanPrefix(redis: Redis, prefix: string, batch: (keys: string[]) 
 
 function escapeGlob(text: string): string {
   return text.replace(/[*?[\]\\]/g, "\\$&");
+}
+
+/**
+ * How many job attempts wait in a context's ready queues (one per flow and script type or pinned
+ * runner): every key under the prefix Keys.queue and Keys.pinnedQueue share, found by SCAN, summed.
+ */
+export async function queuedIn(redis: Redis, keys: Keys, contextId: number): Promise<number> {
+  const prefix = keys.queue(contextId, "sh", 0).replace(/sh:0$/, "");
+  const queues = await keysUnder(redis, prefix);
+  let total = 0;
+  for (const key of queues) total += Number(await redis.exec<number>(["LLEN", key]));
+  return total;
 }

@@ -33,6 +33,20 @@ export interface TestRunnerProcess extends WatchedProcess {
   port: number;
 }
 
+/**
+ * Another Worker process on a private stack's Redis (see `startWorker`): its own `wrangler dev`,
+ * workerd and Durable Object storage, as a second machine's isolates would be.
+ */
+export interface ExtraWorker {
+  url: string;
+  /** A client of this process that signs nothing (`.as(signer)` for one that does). */
+  anonymous: CoordinatorClient;
+  /** What this process printed lately. */
+  log(): string;
+  /** Stops it (the stack's `stop` stops it too). */
+  stop(): Promise<void>;
+}
+
 /** How a private stack differs from the local stack `npm run dev` starts. */
 export interface PrivateStackOptions {
   /**
@@ -80,6 +94,8 @@ export async function startPrivateStack(label: string, options: PrivateStackOpti
   const redis: Redis = connectRedis({ url: restUrl, token });
   /** Every runner process started, test runners and reference runners: killed by `stop`. */
   const children: WatchedProcess[] = [];
+  /** Worker processes started besides the first (`startWorker`): stopped by `stop`. */
+  const extraWorkers: ExtraWorker[] = [];
   const anonymous = new CoordinatorClient({ baseUrl: worker.url });
 
   /** Redis's own command counts, by command (INFO commandstats), without INFO itself. */
@@ -246,6 +262,33 @@ export async function startPrivateStack(label: string, options: PrivateStackOpti
       await worker.stop();
       worker = await startWranglerDev(workerOptions);
     },
+    /**
+     * Starts another Worker process on the same REST endpoint (the same Redis, the same signing
+     * key and vars, `vars` added), with Durable Object storage of its own and no cron: requests
+     * to it are served by other isolates than the first process's, as on another machine.
+     */
+    async startWorker(vars: Record<string, string> = {}): Promise<ExtraWorker> {
+      let log = "";
+      const extra = await startWranglerDev({
+        ...workerOptions,
+        port: await freePort(),
+        persistTo: mkdtempSync(path.join(dir, "wrangler-state-extra-")),
+        vars: { ...workerOptions.vars, ...vars },
+        onLine: (line: string) => (log = `${log}${line.replace(ANSI, "")}\n`.slice(-200_000)),
+      });
+      const handle: ExtraWorker = {
+        url: extra.url,
+        anonymous: new CoordinatorClient({ baseUrl: extra.url }),
+        log: () => log,
+        stop: async () => {
+          const at = extraWorkers.indexOf(handle);
+          if (at >= 0) extraWorkers.splice(at, 1);
+          await extra.stop();
+        },
+      };
+      extraWorkers.push(handle);
+      return handle;
+    },
     /** Fires the cron trigger once (`wrangler dev --test-scheduled`); resolves with its answer. */
     async sweep(): Promise<{ status: number; text: string }> {
       const res = await fetch(`${worker.url}/__scheduled?cron=*+*+*+*+*`);
@@ -278,6 +321,7 @@ export async function startPrivateStack(label: string, options: PrivateStackOpti
       if (redisPaused) process.kill(redisServer.child.pid as number, "SIGCONT");
       await Promise.all(children.map((c) => c.kill()));
       crons?.stop();
+      await Promise.all([...extraWorkers].map((w) => w.stop()));
       await worker.stop();
       refusing?.server.close();
       refusing?.server.closeAllConnections();

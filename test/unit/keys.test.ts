@@ -20,7 +20,8 @@ describe("Keys", () => {
     expect(keys.runner(7, 20)).toBe("ctx:{7}:runner:20");
     expect(keys.msgOut(7)).toBe("ctx:{7}:msg_out");
     expect(keys.msgIn(7, 12)).toBe("ctx:{7}:msg_in:12");
-    expect(keys.queue(7, "python")).toBe("ctx:{7}:queue:python");
+    expect(keys.queue(7, "python", 3)).toBe("ctx:{7}:queue:python:3");
+    expect(keys.pinnedQueue(7, 2, 3)).toBe("ctx:{7}:queue:runner:2:3");
   });
 
   it("puts every key of a context in one cluster slot", () => {
@@ -32,7 +33,8 @@ describe("Keys", () => {
       keys.runner(7, 3),
       keys.msgOut(7),
       keys.msgIn(7, 12),
-      keys.queue(7, "sh"),
+      keys.queue(7, "sh", 1),
+      keys.pinnedQueue(7, 3, 1),
       keys.ids(7),
       keys.index(7, "flow"),
     ];

@@ -41,12 +41,15 @@ const MAY_IMPORT: Record<string, string[]> = {
   "functions/feed": FUNCTIONS_BELOW_API,
   "functions/service": FUNCTIONS_BELOW_API,
   "functions/api": ["functions/service", ...FUNCTIONS_BELOW_API],
+  // The Scheduler objects start and cancel flows through the same service functions as the API.
+  "functions/schedule": ["functions/service", ...FUNCTIONS_BELOW_API],
   "functions/index.ts": [
     "functions/api",
     "functions/supervisor",
     "functions/flow",
     "functions/dispatch",
     "functions/feed",
+    "functions/schedule",
     ...FUNCTIONS_BELOW_API,
   ],
   runner: SHARED,

@@ -144,9 +144,9 @@ describe("the supervisor's sweep", () => {
   it("puts attempts a runner refused back in their queue, leaves the runner alone for a while, and says so", async () => {
     const ctx = (await admin.client.createContext()).id;
     const flow = await admin.client.submitFlow(ctx, { start: true, jobs: [sh("x"), sh("y"), sh("z")] });
-    // No runner yet: the attempts wait in the context's queue for sh.
+    // No runner yet: the attempts wait in the flow's queue for sh.
     await eventually(
-      async () => ((await w.redis.exec<number>(["LLEN", w.keys.queue(ctx, "sh")])) === 3 ? true : undefined),
+      async () => ((await w.redis.exec<number>(["LLEN", w.keys.queue(ctx, "sh", flow.id)])) === 3 ? true : undefined),
       10_000,
       20,
       "3 attempts queued",
@@ -175,7 +175,7 @@ describe("the supervisor's sweep", () => {
     expect(health.last_error).toMatch(/could not be reached/);
     expect(health.retry_at).toBeGreaterThanOrEqual(Math.floor(Date.now() / 1000));
     await eventually(
-      async () => ((await w.redis.exec<number>(["LLEN", w.keys.queue(ctx, "sh")])) === 3 ? true : undefined),
+      async () => ((await w.redis.exec<number>(["LLEN", w.keys.queue(ctx, "sh", flow.id)])) === 3 ? true : undefined),
       10_000,
       20,
       "3 attempts back in the queue",

@@ -106,7 +106,7 @@ describe("FlowEffects", () => {
     await runInDurableObject(stub, async (_instance, ds) => {
       const effects = effectsOf(ds.storage, scope);
       const batch = batchOf(state, [start]);
-      expect(batch.plan?.queued).toBe(true);
+      expect(batch.plan?.queued.map((q) => q.key)).toEqual([w.keys.queue(state.contextId, "sh", state.id)]);
       expect(await effects.committed(batch)).toBe(true);
       expect(await dispatcherReached(state.contextId)).toEqual(dispatchScopeOf(scope));
       expect(await ds.storage.get(OWED)).toBeUndefined();
@@ -135,15 +135,18 @@ describe("FlowEffects", () => {
     const { state, scope, stub } = newFlow();
     await runInDurableObject(stub, async (_instance, ds) => {
       const away = effectsOf(ds.storage, scope, unreachable);
-      expect(await away.committed(batchOf(state, [start]))).toBe(false);
-      expect(await ds.storage.get<Wake>(OWED)).toEqual({ work: true });
+      const batch = batchOf(state, [start]);
+      const queues = batch.plan?.queued ?? [];
+      expect(queues).toHaveLength(1);
+      expect(await away.committed(batch)).toBe(false);
+      expect(await ds.storage.get<Wake>(OWED)).toEqual({ queues });
       // The sweep is told all the same: the flow's deadlines started.
       expect(await sweepDue(state.contextId)).toBe(T + 300_000);
 
       expect(await away.wake({ freed: [RUNNER], mail: true })).toBe(false);
-      expect(await ds.storage.get<Wake>(OWED)).toEqual({ work: true, mail: true, freed: [RUNNER] });
+      expect(await ds.storage.get<Wake>(OWED)).toEqual({ mail: true, freed: [RUNNER], queues });
       expect(await away.wake(undefined)).toBe(false); // the alarm's retry, still away
-      expect(await ds.storage.get<Wake>(OWED)).toEqual({ work: true, mail: true, freed: [RUNNER] });
+      expect(await ds.storage.get<Wake>(OWED)).toEqual({ mail: true, freed: [RUNNER], queues });
       expect(await dispatcherReached(state.contextId)).toBeUndefined();
 
       // The dispatcher is back (a fresh instance reads what is owed from storage).

@@ -102,8 +102,8 @@ const finished = (jobId: number): FlowEvent => ({
   at: T + 20,
 });
 
-/** Work items waiting in the context's queue for sh runners. */
-const queued = (state: FlowState) => w.redis.exec<number>(["LLEN", w.keys.queue(state.contextId, "sh")]);
+/** Work items of the flow waiting in its queue for sh runners. */
+const queued = (state: FlowState) => w.redis.exec<number>(["LLEN", w.keys.queue(state.contextId, "sh", state.id)]);
 const flowField = (state: FlowState, field: string) =>
   w.redis.exec<string | null>(["HGET", w.keys.flow(state.contextId, state.id), field]);
 const jobField = (state: FlowState, jobId: number, field: string) =>
@@ -131,7 +131,7 @@ describe("GroupCommit", () => {
       // Per batch: one store() call to plan it, one for its single commitFlow call.
       expect(told.storeCalls).toBe(4);
       // The second batch's script wrote both finished jobs (a section each) and freed their slot.
-      expect(told.committed[1]?.plan).toMatchObject({ sections: 3, queued: false, freed: [RUNNER] });
+      expect(told.committed[1]?.plan).toMatchObject({ sections: 3, queued: [], freed: [RUNNER] });
       expect(told.committed[1]?.before).toBe(told.committed[0]?.after);
 
       expect(await flowField(state, "status")).toBe("started");
@@ -198,7 +198,11 @@ describe("GroupCommit", () => {
       expect(commits.current).toBeUndefined(); // memory forgotten
       expect(told).toMatchObject({ down: 1, up: 0, committed: [], resolved: [], published: [] });
       const plan = await pending.read();
-      expect(plan).toMatchObject({ queued: true, freed: [], notifies: false });
+      expect(plan).toMatchObject({
+        queued: [{ flow: state.id, scriptType: "sh", priority: 0 }],
+        freed: [],
+        notifies: false,
+      });
       expect(plan?.keys).toContain(w.keys.flow(state.contextId, state.id));
       expect(await ds.storage.get("journal")).toBeUndefined();
       expect(await flowField(state, "status")).toBe("dispatched");
@@ -294,7 +298,7 @@ describe("GroupCommit", () => {
 
   it("drops a plan Redis refused (a bug, not an outage) without calling storage down", async () => {
     const { state, scope, stub } = await newFlow();
-    const queue = w.keys.queue(state.contextId, "sh");
+    const queue = w.keys.queue(state.contextId, "sh", state.id);
     await w.redis.exec(["SET", queue, "not a list"]); // the start's RPUSH there fails: WRONGTYPE
     try {
       await runInDurableObject(stub, async (_instance, ds) => {

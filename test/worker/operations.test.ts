@@ -42,13 +42,41 @@ describe("operations endpoints", () => {
     expect(text).not.toContain(d);
   });
 
-  it("/metrics: request counters and storage gauges in Prometheus text", async () => {
+  it("/metrics: storage-wide figures, and this isolate's request counters named as such, in Prometheus text", async () => {
     await w.fetch(new Request(`${BASE}/health`));
     const res = await w.fetch(new Request(`${BASE}/metrics`));
     expect(res.headers.get("content-type")).toContain("text/plain");
     const text = await res.text();
-    expect(text).toMatch(/coordinator_http_requests_total\{method="GET",route="\/health",status="200"\} \d+/);
+    expect(text).toMatch(
+      /^coordinator_isolate_http_requests_total\{method="GET",route="\/health",status="200"\} \d+$/m,
+    );
+    expect(text).toMatch(/^# HELP coordinator_isolate_http_requests_total .*this isolate/m);
     expect(text).toMatch(/^coordinator_contexts \d+$/m);
     expect(text).toMatch(/^coordinator_contexts_due \d+$/m);
+    expect(text).toMatch(/^coordinator_sweeps_total \d+$/m);
+    // Every sample belongs to the family its HELP and TYPE lines announced just before.
+    let family = "";
+    for (const line of text.trimEnd().split("\n")) {
+      const head = /^# (HELP|TYPE) (\S+) /.exec(line);
+      if (head) family = head[2] as string;
+      else expect(line.split(/[{ ]/)[0]?.replace(/_(bucket|sum|count)$/, "")).toBe(family);
+    }
+  });
+
+  it("/metrics: only for a scraper with METRICS_TOKEN, or in local development (ALLOW_INSECURE_HTTP)", async () => {
+    const closed = testWorker("operations-closed", { ALLOW_INSECURE_HTTP: "false" });
+    const off = await closed.fetch(new Request(`${BASE}/metrics`));
+    expect(off.status).toBe(403);
+    expect(await off.json()).toMatchObject({ type: "/problems/forbidden" });
+    const token = "a-scraper-token-of-32-characters";
+    const guarded = testWorker("operations-token", { ALLOW_INSECURE_HTTP: "false", METRICS_TOKEN: token });
+    expect((await guarded.fetch(new Request(`${BASE}/metrics`))).status).toBe(403);
+    const wrong = new Request(`${BASE}/metrics`, { headers: { authorization: `Bearer ${token}x` } });
+    expect((await guarded.fetch(wrong)).status).toBe(403);
+    const right = await guarded.fetch(
+      new Request(`${BASE}/metrics`, { headers: { authorization: `Bearer ${token}` } }),
+    );
+    expect(right.status).toBe(200);
+    expect(await right.text()).toMatch(/^coordinator_contexts \d+$/m);
   });
 });

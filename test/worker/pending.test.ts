@@ -14,7 +14,7 @@ describe("PendingCommits", () => {
     const plan = {
       keys: ["k1", "k2"],
       args: Array.from({ length: 3_000 }, (_, i) => `${i}:${"x".repeat(700)}`),
-      queued: true,
+      queued: [{ key: "q", flow: 1, scriptType: "sh" as const, priority: 0 }],
       freed: [3, 4],
       notifies: false,
     };

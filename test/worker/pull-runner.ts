@@ -16,12 +16,13 @@ export class PullRunner {
     readonly client: CoordinatorClient,
   ) {}
 
-  /** Registers a pull runner of `scriptTypes` in the context. */
+  /** Registers a pull runner of `scriptTypes` in the context, of `concurrency` (100 unless given). */
   static async register(
     w: TestWorker,
     admin: CoordinatorClient,
     contextId: number,
     scriptTypes: ("sh" | "python")[] = ["sh", "python"],
+    concurrency = 100,
   ): Promise<PullRunner> {
     const jwk = await generateKeyPair();
     const runner = await admin.createRunner(contextId, {
@@ -29,7 +30,7 @@ export class PullRunner {
       runner_type: "sh",
       local: true,
       script_types: scriptTypes,
-      concurrency: 100,
+      concurrency,
     });
     return new PullRunner(runner.id, contextId, jwk, await w.clientFor(jwk, runnerKeyId(contextId, runner.id)));
   }

@@ -205,7 +205,7 @@ describe("cancel and pause", () => {
     const flow = await submit({ start: true, jobs: [sh("held")] });
     await new Promise((r) => setTimeout(r, 100));
     expect(await runner.lease()).toEqual([]);
-    expect(await w.redis.exec<number>(["LLEN", w.keys.queue(ctx, "sh")])).toBe(1);
+    expect(await w.redis.exec<number>(["LLEN", w.keys.queue(ctx, "sh", flow.id)])).toBe(1);
     expect(await client.setPaused(ctx, false)).toEqual({ context_id: ctx, paused: false });
     const [d] = await runner.leaseSome();
     if (!d) throw new Error("nothing leased after resume");

@@ -1,6 +1,6 @@
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
 import { MAX_FRAMES_WAITING } from "../../functions/api/rpc-socket.js";
-import { actorKeyId, type PrivateJwk } from "../../shared/auth/index.js";
+import { actorKeyId, generateKeyPair, type PrivateJwk } from "../../shared/auth/index.js";
 import type { CoordinatorClient } from "../../shared/client/index.js";
 import type { StreamTicket } from "../../shared/model/index.js";
 import { eventually } from "../support/eventually.js";
@@ -98,6 +98,20 @@ describe("a session's calls", () => {
     const closed = await eventually(() => socket.closed, 10_000, 20, "the session closed");
     expect(closed.code).toBe(1008);
     expect(socket.frames.length).toBeLessThan(4 * MAX_FRAMES_WAITING);
+  });
+
+  it("ends a session (1008) once its signer's key was rotated, within the revocation bound", async () => {
+    const a = await w.newActor();
+    const signer: Signer = { id: a.actor.id, jwk: a.jwk, client: a.client };
+    const socket = await openAs(signer);
+    expect(await socket.result("actor.load", { id: signer.id })).toMatchObject({ id: signer.id });
+    await signer.client.rotateKey(signer.id, await generateKeyPair());
+    // The isolate reads the revocation epoch at most once a second: a frame after that ends it.
+    await new Promise((r) => setTimeout(r, 1_100));
+    socket.send(JSON.stringify({ jsonrpc: "2.0", id: 99, method: "actor.load", params: { id: signer.id } }));
+    const closed = await eventually(() => socket.closed, 10_000, 20, "the session closed");
+    expect(closed.code).toBe(1008);
+    expect(socket.frames.some((f) => !Array.isArray(f) && f.id === 99)).toBe(false);
   });
 
   it("offers flow.subscribe on sockets only", async () => {

@@ -7,9 +7,10 @@ import {
   listContexts,
   loadContext,
   revoke,
+  setLimits,
   setPermissions,
 } from "../../service/contexts.js";
-import { serviceCall } from "../call.js";
+import { flowCall, serviceCall } from "../call.js";
 import { body, conflict, json, PageQuery, PathId, schemas, signed, signedErrors } from "../schemas.js";
 import type { AppEnv } from "../app-env.js";
 
@@ -61,6 +62,18 @@ const replace = createRoute({
   responses: { 200: json(schemas.Context, "Updated"), ...signedErrors },
 });
 
+const limits = createRoute({
+  method: "put",
+  path: "/v1/contexts/{contextId}/limits",
+  tags: ["contexts"],
+  summary: "Set the context's limits (admins)",
+  description:
+    "`max_inflight`: the most job attempts the context's runners hold at once, across all its flows and runners (dispatch waits below it). `flow_starts_per_minute`: the most flow starts a minute (a submission with `start` or a start past it is answered 429 `flow-starts-throttled` with `Retry-After`; all of a minute's starts may come at once). A number sets a limit, null lifts it, an absent one stays as it is.",
+  security: signed,
+  request: { params: contextParams, ...body(schemas.ContextLimitsUpdate) },
+  responses: { 200: json(schemas.Context, "The context with its limits"), ...signedErrors },
+});
+
 const grantRoute = createRoute({
   method: "put",
   path: "/v1/contexts/{contextId}/permissions/{list}/{actorId}",
@@ -101,6 +114,9 @@ export function registerContextRoutes(app: OpenAPIHono<AppEnv>): void {
   app.openapi(load, async (c) => c.json(await loadContext(serviceCall(c), c.req.valid("param").contextId), 200));
   app.openapi(replace, async (c) =>
     c.json(await setPermissions(serviceCall(c), c.req.valid("param").contextId, c.req.valid("json")), 200),
+  );
+  app.openapi(limits, async (c) =>
+    c.json(await setLimits(flowCall(c), c.req.valid("param").contextId, c.req.valid("json")), 200),
   );
   app.openapi(grantRoute, async (c) => {
     const { contextId, list, actorId } = c.req.valid("param");

@@ -6,6 +6,7 @@ import { flowCall } from "../call.js";
 import {
   body,
   conflict,
+  IdempotencyHeader,
   idempotencyReused,
   json,
   pageOf,
@@ -14,6 +15,7 @@ import {
   schemas,
   signed,
   signedErrors,
+  throttled,
 } from "../schemas.js";
 import type { AppEnv } from "../app-env.js";
 
@@ -31,14 +33,7 @@ const submit = createRoute({
   security: signed,
   request: {
     params: contextParams,
-    headers: z.object({
-      "idempotency-key": z
-        .string()
-        .min(1)
-        .max(128)
-        .regex(/^[\x21-\x7e]+$/)
-        .optional(),
-    }),
+    headers: IdempotencyHeader,
     ...body(FlowSubmission),
   },
   responses: {
@@ -50,6 +45,7 @@ const submit = createRoute({
     ...signedErrors,
     ...conflict,
     ...idempotencyReused,
+    ...throttled,
   },
 });
 
@@ -90,7 +86,7 @@ const start = createRoute({
   summary: "Start a flow (admins); starting it again changes nothing",
   security: signed,
   request: { params: flowParams },
-  responses: { 200: json(schemas.FlowView, "Started"), ...signedErrors },
+  responses: { 200: json(schemas.FlowView, "Started"), ...signedErrors, ...throttled },
 });
 
 /** Flow routes: submit, list, load, DAG, start. */

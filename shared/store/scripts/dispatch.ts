@@ -1,97 +1,147 @@
 import { LuaScript } from "../script.js";
 
 /**
- * Scripts of dispatch: ready job attempts wait in queues (`queue:<script_type>`, or
- * `queue:runner:<id>` when pinned); a runner holds at most `concurrency` of them at once in its
- * slot set (`runner:<id>:slots`). Taking an attempt from a queue and a slot for it is one step,
- * so no runner is ever given more than its concurrency, whichever isolate dispatches. The commit
- * that ends an attempt frees its slot (commitFlow, op R). All keys are in the context's slot.
+ * Scripts of dispatch: ready job attempts wait in their flow's queues (`queue:<script_type>:<flow>`,
+ * or `queue:runner:<id>:<flow>` when pinned); a runner holds at most `concurrency` of them at once
+ * in its slot set (`runner:<id>:slots`). Taking an attempt from a queue and a slot for it is one
+ * step, so no runner is ever given more than its concurrency, no flow more than its max_parallel
+ * and no context more than its max_inflight, whichever isolate dispatches. The commit that ends an
+ * attempt frees its slot (commitFlow, op R). All keys are in the context's slot.
  */
 
 /**
- * claimWork: give ready attempts to runners with free slots, in one step.
- *   KEYS[1]        the context hash (nothing is claimed while its dispatch is paused)
- *   KEYS[2..1+Q]   the queues
+ * claimWork: give ready attempts to runners with free slots, in one step, flows taking turns.
+ *   KEYS[1]        the context hash (nothing is claimed while its dispatch is paused; its
+ *                  `max_inflight`, if set, caps the attempts held across all its runners)
+ *   KEYS[2..1+Q]   the flows' queues, in turn order (priority first, then whose turn it is)
  *   KEYS[2+Q..]    each runner's slot set, in the order of the runners in ARGV
  *   ARGV[1]  now (epoch ms): the score of a claimed slot until its delivery is settled
  *   ARGV[2]  Q, the number of queues   ARGV[3]  R, the number of runners
  *   ARGV[4]  the most attempts to claim in this call
- *   then per runner: its id, its concurrency, n, and the positions (1..Q) of the n queues it
- *   takes from, in its order of preference
- * Queues are served in order; each takes as many items as the runners serving it have free
- * slots (within the limit). An item goes to the runner with the most free slots, except that a
- * retry marked `|a<id>` goes to runner <id> only when no other runner has room.
- * Returns {claims, free}: claims is {runner position, work item, queue position, ...} for what
- * was claimed (the avoid mark stripped); free is each runner's free slots afterwards. Both
- * empty while paused.
- * Cost: 2 + R + (queues with room) + (runners that got work) commands.
+ *   ARGV[5]  "1" when a queue has a flow cap: slots are then read whole to count each flow's
+ *   then per runner: its id, and its concurrency, or -1 for a runner that takes nothing now (in
+ *   backoff, or a pull runner) and is only counted (when the context has a cap)
+ *   then per queue: its priority, its flow id, the flow's cap (0: none), n, and the positions
+ *   (1..R) of the n runners that may take from it
+ * The rule (docs/dispatch.md, "Fairness"): queues of a higher priority are served first; within
+ * one priority, each pass gives every queue still able to take work an equal share of what is
+ * left (at least one), in turn order, until the room or the queues run out. An item goes to the
+ * serving runner with the most free slots, except that a retry marked `|a<id>` goes to runner <id>
+ * only when no other runner has room.
+ * Returns {claims, drained}: claims is {runner position, work item, queue position, ...} (the
+ * avoid mark stripped); drained the positions of queues found empty. Both empty while paused.
+ * Cost: 2 + R' + (queues taken from) + (runners that got work) commands, where R' counts the
+ * claiming runners, and the others too when the context has a cap.
  */
 export const claimWork = new LuaScript(
   "claimWork",
-  `if redis.call("HGET", KEYS[1], "paused") == "true" then return {{}, {}} end
-local Q, R, limit = tonumber(ARGV[2]), tonumber(ARGV[3]), tonumber(ARGV[4])
-local runners, serving = {}, {}
-for q = 1, Q do serving[q] = {} end
-local i = 5
+  `local ctx = redis.call("HMGET", KEYS[1], "paused", "max_inflight")
+if ctx[1] == "true" then return {{}, {}} end
+local ctxCap = tonumber(ctx[2])
+local Q, R, limit, perFlow = tonumber(ARGV[2]), tonumber(ARGV[3]), tonumber(ARGV[4]), ARGV[5] == "1"
+local runners, flows, total = {}, {}, 0
+local i = 6
 for r = 1, R do
-  local run = { id = ARGV[i], slots = KEYS[1 + Q + r], claimed = {} }
-  run.free = tonumber(ARGV[i + 1]) - redis.call("ZCARD", run.slots)
-  local n = tonumber(ARGV[i + 2])
-  for k = 1, n do
-    local q = tonumber(ARGV[i + 2 + k])
-    serving[q][#serving[q] + 1] = r
+  local run = { id = ARGV[i], slots = KEYS[1 + Q + r], claimed = {}, free = 0 }
+  local conc = tonumber(ARGV[i + 1])
+  i = i + 2
+  local held = 0
+  if perFlow then
+    local members = redis.call("ZRANGE", run.slots, 0, -1)
+    held = #members
+    for _, m in ipairs(members) do
+      local f = string.match(m, "^[^|]*|(%d+)|")
+      if f then flows[f] = (flows[f] or 0) + 1 end
+    end
+  elseif conc >= 0 or ctxCap then
+    held = redis.call("ZCARD", run.slots)
   end
-  i = i + 3 + n
+  total = total + held
+  if conc > held then run.free = conc - held end
   runners[r] = run
 end
-local pairs_ = {}
+local queues = {}
 for q = 1, Q do
-  local room = 0
-  for _, r in ipairs(serving[q]) do
-    if runners[r].free > 0 then room = room + runners[r].free end
-  end
-  if room > limit then room = limit end
-  if room > 0 then
-    local taken = redis.call("LPOP", KEYS[1 + q], room)
-    if taken then
-      limit = limit - #taken
-      for _, entry in ipairs(taken) do
-        local item, avoid = string.match(entry, "^(.*)|a(%d+)$")
-        if not item then item = entry end
-        local best, fallback
-        for _, r in ipairs(serving[q]) do
-          local run = runners[r]
-          if run.free > 0 then
-            if run.id == avoid then
-              fallback = fallback or r
-            elseif not best or run.free > runners[best].free then
-              best = r
-            end
-          end
-        end
-        best = best or fallback
-        local run = runners[best]
-        run.free = run.free - 1
-        run.claimed[#run.claimed + 1] = ARGV[1]
-        run.claimed[#run.claimed + 1] = item
-        pairs_[#pairs_ + 1] = best
-        pairs_[#pairs_ + 1] = item
-        pairs_[#pairs_ + 1] = q
+  local e = { key = KEYS[1 + q], band = ARGV[i], flow = ARGV[i + 1], cap = tonumber(ARGV[i + 2]), serving = {}, pos = q }
+  local n = tonumber(ARGV[i + 3])
+  for k = 1, n do e.serving[k] = tonumber(ARGV[i + 3 + k]) end
+  i = i + 4 + n
+  queues[q] = e
+end
+local function room(e)
+  local r = 0
+  for _, s in ipairs(e.serving) do r = r + runners[s].free end
+  if e.cap > 0 then r = math.min(r, e.cap - (flows[e.flow] or 0)) end
+  if ctxCap then r = math.min(r, ctxCap - total) end
+  return math.min(r, limit)
+end
+local claims, drained = {}, {}
+local q = 1
+while q <= Q and limit > 0 do
+  local last = q
+  while last < Q and queues[last + 1].band == queues[q].band do last = last + 1 end
+  local active = {}
+  for k = q, last do active[#active + 1] = queues[k] end
+  while #active > 0 and limit > 0 do
+    -- What the pass hands out: the free slots of the runners serving its queues, within limits.
+    local seen, avail = {}, 0
+    for _, e in ipairs(active) do
+      for _, r in ipairs(e.serving) do
+        if not seen[r] then seen[r] = true avail = avail + runners[r].free end
       end
     end
+    avail = math.min(avail, limit)
+    if ctxCap then avail = math.min(avail, ctxCap - total) end
+    if avail <= 0 then break end
+    local share = math.max(1, math.floor(avail / #active))
+    local still = {}
+    for _, e in ipairs(active) do
+      local n = math.min(share, room(e))
+      if n > 0 then
+        local taken = redis.call("LPOP", e.key, n) or {}
+        for _, entry in ipairs(taken) do
+          local item, avoid = string.match(entry, "^(.*)|a(%d+)$")
+          if not item then item = entry end
+          local best, fallback
+          for _, r in ipairs(e.serving) do
+            local run = runners[r]
+            if run.free > 0 then
+              if run.id == avoid then
+                fallback = fallback or r
+              elseif not best or run.free > runners[best].free then
+                best = r
+              end
+            end
+          end
+          best = best or fallback
+          local run = runners[best]
+          run.free = run.free - 1
+          run.claimed[#run.claimed + 1] = ARGV[1]
+          run.claimed[#run.claimed + 1] = item
+          flows[e.flow] = (flows[e.flow] or 0) + 1
+          total = total + 1
+          limit = limit - 1
+          claims[#claims + 1] = best
+          claims[#claims + 1] = item
+          claims[#claims + 1] = e.pos
+        end
+        if #taken < n then drained[#drained + 1] = e.pos else still[#still + 1] = e end
+      end
+    end
+    active = still
   end
+  q = last + 1
 end
-local free = {}
 for r = 1, R do
   if #runners[r].claimed > 0 then redis.call("ZADD", runners[r].slots, unpack(runners[r].claimed)) end
-  free[r] = runners[r].free
 end
-return {pairs_, free}`,
+return {claims, drained}`,
 );
 
 /**
  * settleWork: end the claims of one dispatch round.
- *   KEYS     the slot sets and queues the groups name
+ *   KEYS     the context's counters (Keys.contextCounters), then the slot sets and queues the
+ *            groups name
  *   ARGV[1]  the score of a delivered item (DELIVERED_SCORE: later than any claim)
  *   ARGV[2..] groups: "D" (delivered: the slot is held until the attempt ends), slot set
  *            position, n, items; "G" (gone: the attempt no longer wants a runner; the slot is
@@ -99,12 +149,13 @@ return {pairs_, free}`,
  *            slot is freed and the item goes back to the front of its queue), slot set position,
  *            queue position, n, items in queue order
  * An item is only marked or put back while it still holds its slot: a commit that ended the
- * attempt in the meantime freed the slot already, and the item must not come back.
+ * attempt in the meantime freed the slot already, and the item must not come back. Items put
+ * back are counted as `refused` in the context's counters (once: only while they held a slot).
  * Returns the number of items settled.
  */
 export const settleWork = new LuaScript(
   "settleWork",
-  `local settled = 0
+  `local settled, refused = 0, 0
 local i = 2
 while i <= #ARGV do
   local kind, slots = ARGV[i], KEYS[tonumber(ARGV[i + 1])]
@@ -114,6 +165,7 @@ while i <= #ARGV do
       if redis.call("ZREM", slots, ARGV[k]) == 1 then
         redis.call("LPUSH", queue, ARGV[k])
         settled = settled + 1
+        refused = refused + 1
       end
     end
     i = i + 4 + n
@@ -132,5 +184,6 @@ while i <= #ARGV do
     i = i + 3 + n
   end
 end
+if refused > 0 then redis.call("HINCRBY", KEYS[1], "refused", refused) end
 return settled`,
 );

@@ -1,0 +1,219 @@
+import type { Keys } from "../keys.js";
+import { Schedule, type FlowStatus } from "../model/index.js";
+import { decodeRecord, encodePairs, type RecordCodec } from "./codec.js";
+import { NotFoundError } from "./errors.js";
+import { readHash, readHashes, readIndexPage, toPage, type Page } from "./reads.js";
+import { callRedis, type Redis } from "./redis.js";
+import { LuaScript } from "./script.js";
+
+/** How each field of a schedule is kept in its hash. */
+const codec: RecordCodec<Schedule> = {
+  name: "schedule",
+  schema: Schedule,
+  fields: {
+    id: "int",
+    context_id: "int",
+    creator_id: "int",
+    cron: "str",
+    timezone: "str",
+    interval_seconds: "int",
+    overlap: "str",
+    catchup: "json",
+    template: "json",
+    paused: "bool",
+    paused_reason: "str",
+    note: "str",
+    anchor_ms: "int",
+    next_fire_at: "int",
+    last_fire_at: "int",
+    created_at: "int",
+    updated_at: "int",
+  },
+};
+
+/**
+ * createSchedule: allocate the context's next schedule id, write the schedule's hash with it,
+ * and index it, all or nothing; or, when the Idempotency-Key was seen, nothing.
+ *   KEYS[1]  the context's ids hash   KEYS[2]  the schedule index
+ *   KEYS[3]  the Idempotency-Key's record (optional: Keys.scheduleIdempotency)
+ *   ARGV[1]  the counter field ("schedule")   ARGV[2]  the schedule key prefix (`…schedule:`)
+ *   ARGV[3]  how long the Idempotency-Key is kept (seconds)   ARGV[4]  the request's digest
+ *   ARGV[5…] the record's field / value pairs (without `id`)
+ * Returns {0, "<new id>"}, or {1, "<id>:<digest>"} when the Idempotency-Key created schedule `id`
+ * before, for a request of that digest.
+ */
+const createSchedule = new LuaScript(
+  "createSchedule",
+  `if KEYS[3] then
+  local seen = redis.call("GET", KEYS[3])
+  if seen then return {1, seen} end
+end
+local id = redis.call("HINCRBY", KEYS[1], ARGV[1], 1)
+local key = ARGV[2] .. id
+redis.call("HSET", key, "id", id, unpack(ARGV, 5))
+redis.call("ZADD", KEYS[2], id, id)
+if KEYS[3] then redis.call("SET", KEYS[3], id .. ":" .. ARGV[4], "EX", tonumber(ARGV[3])) end
+return {0, tostring(id)}`,
+);
+
+/** How long a schedule's Idempotency-Key is kept, as a flow submission's is (a day). */
+const IDEMPOTENCY_TTL_SECONDS = 86_400;
+
+/**
+ * updateSchedule: change fields of a schedule that exists (never brings a deleted one back).
+ *   KEYS[1]  the schedule hash
+ *   ARGV[1]  n, the number of field / value pairs that follow   ARGV[2 … 2n+1] the pairs
+ *   ARGV[2n+2 …] fields to delete
+ * Returns 1 changed, 0 no such schedule (→ NotFoundError).
+ */
+const updateSchedule = new LuaScript(
+  "updateSchedule",
+  `if redis.call("EXISTS", KEYS[1]) == 0 then return 0 end
+local n = tonumber(ARGV[1])
+if n > 0 then redis.call("HSET", KEYS[1], unpack(ARGV, 2, 2 * n + 1)) end
+if #ARGV > 2 * n + 1 then redis.call("HDEL", KEYS[1], unpack(ARGV, 2 * n + 2)) end
+return 1`,
+);
+
+/**
+ * deleteSchedule: remove a schedule's hash and its index entry. Idempotent.
+ *   KEYS[1]  the schedule hash   KEYS[2]  the schedule index
+ *   ARGV[1]  the schedule id
+ * Returns 1 deleted, 0 already gone.
+ */
+const deleteSchedule = new LuaScript(
+  "deleteSchedule",
+  `redis.call("ZREM", KEYS[2], ARGV[1])
+return redis.call("DEL", KEYS[1])`,
+);
+
+/** What a new schedule is made of: everything but the id the store allocates. */
+export type NewSchedule = Omit<Schedule, "id">;
+
+/** A change of a schedule: fields to set, and optional fields to clear. */
+export interface SchedulePatch {
+  set: Partial<Omit<Schedule, "id" | "context_id" | "created_at">>;
+  clear?: ("paused_reason" | "next_fire_at")[];
+}
+
+/**
+ * Schedules (docs/schedules.md): their records, listed per context, and `schedule:due`, the
+ * global set of active schedules by next fire that the sweep reads as its backstop. The due set
+ * is global (another cluster slot than any context), so it is written on its own, never in a
+ * script with a context's keys; the Scheduler objects set it after each fire.
+ */
+export class ScheduleStore {
+  constructor(
+    private readonly redis: Redis,
+    private readonly keys: Keys,
+  ) {}
+
+  /**
+   * Stores a new schedule under the context's next schedule id; with an Idempotency-Key seen before (a retried create), creates nothing
+   * and answers the schedule that key created (`existing`).
+   */
+  async create(
+    input: NewSchedule,
+    idempotency?: { key: string; digest: string },
+  ): Promise<{ schedule: Schedule; existing: false } | { existing: true; id: number; digest: string }> {
+    const ctx = input.context_id;
+    const pairs = encodePairs<Schedule>(codec, input);
+    const keys = [this.keys.ids(ctx), this.keys.scheduleIndex(ctx)];
+    if (idempotency) keys.push(this.keys.scheduleIdempotency(ctx, input.creator_id, idempotency.key));
+    const [seen, answer] = (await createSchedule.run(this.redis, keys, [
+      this.keys.scheduleCounter(),
+      this.keys.schedulePrefix(ctx),
+      IDEMPOTENCY_TTL_SECONDS,
+      idempotency?.digest ?? "",
+      ...pairs,
+    ])) as [number, string];
+    if (Number(seen) !== 1) return { schedule: { ...input, id: Number(answer) }, existing: false };
+    const [id, digest] = String(answer).split(":");
+    return { existing: true, id: Number(id), digest: digest ?? "" };
+  }
+
+  /** One schedule; NotFoundError when there is none. */
+  async load(contextId: number, id: number): Promise<Schedule> {
+    const found = await this.find(contextId, id);
+    if (!found) throw new NotFoundError("schedule", `${id} in context ${contextId}`);
+    return found;
+  }
+
+  /** One schedule, or null when there is none. */
+  async find(contextId: number, id: number): Promise<Schedule | null> {
+    const key = this.keys.schedule(contextId, id);
+    const hash = await readHash(this.redis, key);
+    return hash ? decodeRecord(codec, key, hash) : null;
+  }
+
+  /** A page of a context's schedules by id (two round trips). */
+  async list(contextId: number, offset: number, limit: number): Promise<Page<Schedule>> {
+    const { members, total } = await readIndexPage(this.redis, this.keys.scheduleIndex(contextId), offset, limit);
+    const keys = members.map((m) => this.keys.schedule(contextId, Number(m)));
+    const hashes = await readHashes(this.redis, keys);
+    const items = hashes.flatMap((h, i) => (h ? [decodeRecord(codec, keys[i] as string, h)] : []));
+    return toPage(items, offset, members.length, total);
+  }
+
+  /** Changes a schedule that exists; NotFoundError when it is gone. */
+  async update(contextId: number, id: number, patch: SchedulePatch): Promise<void> {
+    const pairs = encodePairs<Schedule>(codec, patch.set);
+    const changed = await updateSchedule.run(
+      this.redis,
+      [this.keys.schedule(contextId, id)],
+      [pairs.length / 2, ...pairs, ...(patch.clear ?? [])],
+    );
+    if (Number(changed) === 0) throw new NotFoundError("schedule", `${id} in context ${contextId}`);
+  }
+
+  /** Deletes a schedule's record and index entry, and takes it out of the due set; true when it existed. */
+  async remove(contextId: number, id: number): Promise<boolean> {
+    const deleted = await deleteSchedule.run(
+      this.redis,
+      [this.keys.schedule(contextId, id), this.keys.scheduleIndex(contextId)],
+      [id],
+    );
+    await this.setDue(contextId, id, undefined);
+    return Number(deleted) === 1;
+  }
+
+  /** Sets when a schedule next fires in the due set (epoch ms); undefined takes it out (paused, gone). */
+  async setDue(contextId: number, id: number, atMs: number | undefined): Promise<void> {
+    const member = this.keys.scheduleDueMember(contextId, id);
+    await callRedis(() =>
+      atMs === undefined
+        ? this.redis.exec(["ZREM", this.keys.scheduleDue(), member])
+        : this.redis.exec(["ZADD", this.keys.scheduleDue(), String(atMs), member]),
+    );
+  }
+
+  /** Schedules whose next fire is at or before `beforeMs`, at most `limit` (one command). */
+  async due(beforeMs: number, limit: number): Promise<{ contextId: number; scheduleId: number }[]> {
+    const members = await callRedis(() =>
+      this.redis.exec<string[]>([
+        "ZRANGEBYSCORE",
+        this.keys.scheduleDue(),
+        "-inf",
+        String(beforeMs),
+        "LIMIT",
+        "0",
+        String(limit),
+      ]),
+    );
+    return members.flatMap((m) => this.keys.parseScheduleDueMember(String(m)) ?? []);
+  }
+
+  /**
+   * The status of each of these flows of a context (one round trip): how a schedule tells
+   * whether the runs it started are still going. A flow that no longer exists is null.
+   */
+  async flowStatuses(contextId: number, flowIds: number[]): Promise<(FlowStatus | null)[]> {
+    if (flowIds.length === 0) return [];
+    const statuses = await callRedis(async () => {
+      const p = this.redis.pipeline();
+      for (const id of flowIds) p.hget(this.keys.flow(contextId, id), "status");
+      return (await p.exec()) as (string | null)[];
+    });
+    return statuses.map((s) => (s === null ? null : (String(s) as FlowStatus)));
+  }
+}

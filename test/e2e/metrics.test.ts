@@ -1,0 +1,200 @@
+import { describe, expect, it } from "vitest";
+import type { FlowFigures } from "../../shared/flow/figures.js";
+import { eventually } from "../support/eventually.js";
+import { flowEnd } from "../support/flow-runs.js";
+import { commandDelta, type ExtraWorker } from "../support/private-stack.js";
+import { usePrivateStack } from "../support/use-private-stack.js";
+
+// /metrics tells the same figures whichever Worker process (and isolate) answers, since they all
+// come from Redis: checked with two `wrangler dev` processes on one Redis. Also: what one scrape
+// costs in Redis commands (INFO commandstats), and that figure records are folded exactly once
+// however many scrapes race.
+
+// No cron: a sweep in the middle of a count would be counted too.
+const { stack, admin } = usePrivateStack("metrics", { cron: false });
+
+/** /metrics of a Worker process, without the series that are that isolate's own. */
+async function globalFigures(url: string): Promise<string> {
+  const res = await fetch(`${url}/metrics`);
+  expect(res.status).toBe(200);
+  return (await res.text())
+    .split("\n")
+    .filter((line) => !line.includes("coordinator_isolate_"))
+    .join("\n");
+}
+
+/** The value of one series in a scrape; undefined when it is not there. */
+function valueOf(text: string, series: string): number | undefined {
+  const line = text.split("\n").find((l) => l.startsWith(`${series} `));
+  return line === undefined ? undefined : Number(line.slice(series.length + 1));
+}
+
+/** Scrapes once while the counts of Redis's commands are taken around it. */
+async function scrapeCost(): Promise<{ total: number; byCommand: Record<string, number> }> {
+  const before = await stack().quietCommandStats();
+  expect((await fetch(`${stack().url}/metrics`)).status).toBe(200);
+  return commandDelta(before, await stack().quietCommandStats());
+}
+
+let second: ExtraWorker | undefined;
+const secondWorker = async () => (second ??= await stack().startWorker());
+
+describe("metrics: the same from every Worker process", () => {
+  it("costs 4 Redis commands per scrape when idle, and 10 per context plus one per runner", async () => {
+    // First, while the stack has no context at all.
+    await fetch(`${stack().url}/metrics`);
+    const idle = await scrapeCost();
+    console.log(`scrape, no context: ${idle.total} Redis commands: ${JSON.stringify(idle.byCommand)}`);
+    expect(idle.total).toBe(4);
+
+    const contexts = 20;
+    for (let i = 0; i < contexts; i++) {
+      const ctx = await admin().client.createContext();
+      await stack().registerTestRunner(admin().client, ctx.id);
+    }
+    await fetch(`${stack().url}/metrics`); // loads the fold script into Redis
+    const busy = await scrapeCost();
+    console.log(
+      `scrape, ${contexts} contexts of one runner: ${busy.total} Redis commands: ${JSON.stringify(busy.byCommand)}`,
+    );
+    expect(busy.total).toBe(4 + contexts * (10 + 1));
+  });
+
+  it("answers byte-identical global figures from two Worker processes on one Redis", async () => {
+    const b = await secondWorker();
+    const ctx = await admin().client.createContext();
+    const runner = await stack().registerTestRunner(admin().client, ctx.id, { FAIL: "bad" }, 4);
+    await runner.start();
+    const good = await admin().client.submitFlow(ctx.id, {
+      start: true,
+      jobs: ["a", "b", "c"].map((name) => ({ name, script: "true", script_type: "sh" as const })),
+    });
+    const failing = await admin().client.submitFlow(ctx.id, {
+      start: true,
+      jobs: [
+        { name: "ok", script: "true", script_type: "sh" },
+        { name: "bad", script: "false", script_type: "sh", retries: 1, depends: ["ok"] },
+      ],
+      timeouts: { retry_base_ms: 10, retry_cap_ms: 20 },
+    });
+    expect((await flowEnd(admin().client, ctx.id, good.id)).status).toBe("finished");
+    expect((await flowEnd(admin().client, ctx.id, failing.id)).status).toBe("error");
+    expect((await stack().sweep()).status).toBe(200);
+    await stack().quietCommandStats();
+
+    const fromA = await globalFigures(stack().url);
+    const fromB = await globalFigures(b.url);
+    expect(fromB).toBe(fromA);
+    // A scrape changes nothing a second one would tell differently.
+    expect(await globalFigures(stack().url)).toBe(fromA);
+
+    const c = `context="${ctx.id}"`;
+    expect(valueOf(fromA, `coordinator_flows{${c},status="finished"}`)).toBe(1);
+    expect(valueOf(fromA, `coordinator_flows{${c},status="error"}`)).toBe(1);
+    expect(valueOf(fromA, `coordinator_runner_in_flight{${c},runner="${runner.id}"}`)).toBe(0);
+    expect(valueOf(fromA, `coordinator_jobs_in_flight{${c}}`)).toBe(0);
+    expect(valueOf(fromA, `coordinator_jobs_waiting{${c}}`)).toBe(0);
+    expect(valueOf(fromA, `coordinator_dead_letters{${c}}`)).toBe(1);
+    expect(valueOf(fromA, "coordinator_sweeps_total")).toBeGreaterThanOrEqual(1);
+    // Counted by the flows' ends (a figure record each): 4 jobs finished, 1 errored after a retry.
+    expect(valueOf(fromA, `coordinator_jobs_total{${c},status="finished"}`)).toBe(4);
+    expect(valueOf(fromA, `coordinator_jobs_total{${c},status="error"}`)).toBe(1);
+    expect(valueOf(fromA, `coordinator_job_retries_total{${c}}`)).toBe(1);
+    expect(valueOf(fromA, `coordinator_dispatch_latency_seconds_count{${c}}`)).toBe(5);
+    expect(valueOf(fromA, `coordinator_job_duration_seconds_count{${c}}`)).toBe(5);
+
+    // Each process's own series are there, and say so.
+    const raw = await (await fetch(`${b.url}/metrics`)).text();
+    expect(raw).toMatch(/^# HELP coordinator_isolate_http_requests_total .*this isolate/m);
+    expect(raw).toMatch(
+      /^coordinator_isolate_http_requests_total\{method="GET",route="\/metrics",status="200"\} \d+$/m,
+    );
+  });
+
+  it("tells the work waiting and in flight while runners are the bottleneck", async () => {
+    const ctx = await admin().client.createContext();
+    // Concurrency 2, and the runner holds its reports until a third delivery that never comes.
+    const runner = await stack().registerTestRunner(admin().client, ctx.id, { HOLD: "3" }, 2);
+    await runner.start();
+    const flow = await admin().client.submitFlow(ctx.id, {
+      start: true,
+      jobs: ["a", "b", "c", "d", "e"].map((name) => ({ name, script: "true", script_type: "sh" as const })),
+    });
+    const c = `context="${ctx.id}"`;
+    // Asked of process A only: the second process has Durable Objects of its own, and its
+    // Dispatcher of this context never saw the work (in production there is one per context).
+    const text = await eventually(
+      async () => {
+        const t = await globalFigures(stack().url);
+        return valueOf(t, `coordinator_jobs_in_flight{${c}}`) === 2 ? t : undefined;
+      },
+      30_000,
+      100,
+      "two attempts in flight",
+    );
+    expect(valueOf(text, `coordinator_runner_in_flight{${c},runner="${runner.id}"}`)).toBe(2);
+    expect(valueOf(text, `coordinator_jobs_waiting{${c}}`)).toBe(3);
+    expect(valueOf(text, `coordinator_flows{${c},status="started"}`)).toBe(1);
+    await admin().client.cancelFlow(ctx.id, flow.id);
+  });
+
+  it("counts deliveries a runner refused, the same from both processes", async () => {
+    const b = await secondWorker();
+    const ctx = await admin().client.createContext();
+    await stack().registerTestRunner(admin().client, ctx.id); // never started: nothing answers at its address
+    const flow = await admin().client.submitFlow(ctx.id, {
+      start: true,
+      jobs: [{ name: "nobody", script: "true", script_type: "sh" }],
+    });
+    const series = `coordinator_deliveries_refused_total{context="${ctx.id}"}`;
+    await eventually(
+      async () => ((valueOf(await globalFigures(stack().url), series) ?? 0) >= 1 ? true : undefined),
+      30_000,
+      100,
+      "a refused delivery counted",
+    );
+    await admin().client.cancelFlow(ctx.id, flow.id);
+    const refused = valueOf(await globalFigures(stack().url), series);
+    expect(valueOf(await globalFigures(b.url), series)).toBe(refused);
+  });
+
+  it("folds each figure record once, however many scrapes from both processes race", async () => {
+    const b = await secondWorker();
+    const ctx = await admin().client.createContext();
+    const record: FlowFigures = {
+      finished: 2,
+      error: 1,
+      stopped: 0,
+      retries: 3,
+      latency: [1, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 1],
+      latency_ms: 400_020,
+      duration: [0, 0, 0, 2, 0, 0, 0, 0, 0, 0, 0, 0, 0],
+      duration_ms: 1_500,
+    };
+    // As the ends of 1,500 flows push them: more than one fold takes (1,000).
+    const records = 1_500;
+    const list = stack().keys.contextFigures(ctx.id);
+    for (let i = 0; i < records; i += 500)
+      await stack().redis.exec(["RPUSH", list, ...Array.from({ length: 500 }, () => JSON.stringify(record))]);
+
+    await Promise.all(
+      Array.from({ length: 8 }, (_, i) => fetch(`${i % 2 ? b.url : stack().url}/metrics`).then((r) => r.text())),
+    );
+    expect(await stack().redis.exec(["LLEN", list])).toBe(0);
+    const text = await globalFigures(b.url);
+    expect(await globalFigures(stack().url)).toBe(text);
+    const c = `context="${ctx.id}"`;
+    expect(valueOf(text, `coordinator_jobs_total{${c},status="finished"}`)).toBe(2 * records);
+    expect(valueOf(text, `coordinator_jobs_total{${c},status="error"}`)).toBe(records);
+    expect(valueOf(text, `coordinator_job_retries_total{${c}}`)).toBe(3 * records);
+    // Cumulative buckets: the first bucket (25 ms) holds one a record, the +Inf bucket two.
+    expect(valueOf(text, `coordinator_dispatch_latency_seconds_bucket{${c},le="0.025"}`)).toBe(records);
+    expect(valueOf(text, `coordinator_dispatch_latency_seconds_bucket{${c},le="300"}`)).toBe(records);
+    expect(valueOf(text, `coordinator_dispatch_latency_seconds_bucket{${c},le="+Inf"}`)).toBe(2 * records);
+    expect(valueOf(text, `coordinator_dispatch_latency_seconds_count{${c}}`)).toBe(2 * records);
+    expect(valueOf(text, `coordinator_dispatch_latency_seconds_sum{${c}}`)).toBe((400_020 * records) / 1000);
+    expect(valueOf(text, `coordinator_job_duration_seconds_bucket{${c},le="0.5"}`)).toBe(0);
+    expect(valueOf(text, `coordinator_job_duration_seconds_bucket{${c},le="1"}`)).toBe(2 * records);
+    expect(valueOf(text, `coordinator_job_duration_seconds_sum{${c}}`)).toBe((1_500 * records) / 1000);
+  });
+});

@@ -1,0 +1,100 @@
+import { runInDurableObject } from "cloudflare:test";
+import { afterAll, describe, expect, it } from "vitest";
+import { storeFor } from "../../functions/core/store.js";
+import { RunnerBackoff } from "../../functions/dispatch/backoff.js";
+import { ReadyRing } from "../../functions/dispatch/ring.js";
+import { DispatchRounds, type RoundsHost } from "../../functions/dispatch/rounds.js";
+import { workItem } from "../../shared/keys.js";
+import type { Runner } from "../../shared/model/index.js";
+import type { ReadyQueue } from "../../shared/store/index.js";
+import { testWorker } from "./harness.js";
+
+// The Dispatcher's rounds on their own, in a real Durable Object's storage against real Redis,
+// with an owner that cannot be asked (its flow's commit timed out while storage was paused). The
+// claim stays unsettled, as designed, and the rounds must come back for it by themselves: once
+// nothing else wakes the dispatcher, its alarm is what brings the reaper. (Found as a flow stuck
+// for the 5 minutes of its delivery deadline in faults-outcomes.test.ts.)
+
+const w = testWorker("rounds");
+afterAll(() => w.cleanup());
+
+const store = storeFor(w.env);
+const REAP_AFTER_MS = 30_000;
+
+/** Rounds over `storage` whose owners all fail to answer; `rested` records what the alarm is told. */
+function roundsFor(storage: DurableObjectStorage, contextId: number, runner: Runner) {
+  const rests: { retrySoon: boolean; reapAt: number | undefined }[] = [];
+  let asked = 0;
+  const host: RoundsHost = {
+    backoff: new RunnerBackoff(
+      storage,
+      () => store,
+      () => contextId,
+    ),
+    ring: new ReadyRing(storage),
+    store: () => store,
+    contextId: () => contextId,
+    runners: async () => [runner],
+    // No mail waits in this test: the relay looks at msg_out and never signs anything.
+    signingKey: async () => ({}) as Awaited<ReturnType<RoundsHost["signingKey"]>>,
+    askOwner: async () => {
+      asked++;
+      throw new Error("storage is unreachable: the operation was aborted due to timeout");
+    },
+    rested: async (retrySoon, reapAt) => {
+      rests.push({ retrySoon, reapAt });
+    },
+  };
+  return { rounds: new DispatchRounds(host), host, rests, asked: () => asked };
+}
+
+describe("a claim whose owner could not be asked", () => {
+  it("has the alarm come back when the claim may be reaped, also after the object lost its memory", async () => {
+    const context = await store.contexts.create({ admins: [1], readers: [], executors: [] });
+    const ctx = context.id;
+    const runner = await store.runners.create({
+      context_id: ctx,
+      pubkey: "11qYAYKxCrfVS_7TyWQHOg7hcvPapiMlrwIaaPcHURo",
+      address: "http://127.0.0.1:9/",
+      topic: "runner",
+      local: false,
+      runner_type: "sh",
+      script_types: ["sh"],
+      concurrency: 2,
+    } as Omit<Runner, "id" | "created_at" | "updated_at">);
+    const queue: ReadyQueue = { key: w.keys.queue(ctx, "sh", 7), flow: 7, scriptType: "sh", priority: 0 };
+    const item = workItem({ messageKey: w.keys.message(ctx, 1, 70), flowId: 7, jobId: 1, attempt: 1 });
+    await w.redis.exec(["RPUSH", queue.key, item]);
+
+    await runInDurableObject(w.dispatcherStub(ctx), async (_instance, ds) => {
+      const first = roundsFor(ds.storage, ctx, runner);
+      await first.host.ring.add([queue]);
+      const before = Date.now();
+      first.rounds.want({ work: true });
+      await first.rounds.everything();
+      expect(first.asked()).toBe(1);
+      // The claim holds its slot, unsettled: the alarm is told to come back when it is reapable.
+      const slots = await w.redis.exec<string[]>(["ZRANGE", w.keys.runnerSlots(ctx, runner.id), 0, -1]);
+      expect(slots).toEqual([item]);
+      const rest = first.rests.at(-1);
+      expect(rest?.reapAt).toBeGreaterThanOrEqual(before + REAP_AFTER_MS);
+      expect(rest?.reapAt).toBeLessThanOrEqual(Date.now() + REAP_AFTER_MS);
+
+      // A fresh object (memory gone) whose alarm rang early finds the claim too young to reap,
+      // and still sets the alarm for it, from what Redis holds.
+      const fresh = roundsFor(ds.storage, ctx, runner);
+      await fresh.rounds.everything();
+      expect(fresh.asked()).toBe(0);
+      // It reckons from the claim's time in Redis, which is a little before the failed call ended.
+      const claimedAt = Number(await w.redis.exec<string>(["ZSCORE", w.keys.runnerSlots(ctx, runner.id), item]));
+      expect(fresh.rests.at(-1)?.reapAt).toBe(claimedAt + REAP_AFTER_MS);
+      expect(fresh.rests.at(-1)?.reapAt).toBeLessThanOrEqual(rest?.reapAt ?? 0);
+
+      // Once old enough, the reaper asks the owner again.
+      await w.redis.exec(["ZADD", w.keys.runnerSlots(ctx, runner.id), "XX", String(before - REAP_AFTER_MS - 1), item]);
+      const later = roundsFor(ds.storage, ctx, runner);
+      await later.rounds.everything();
+      expect(later.asked()).toBe(1);
+    });
+  });
+});
