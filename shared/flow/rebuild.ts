@@ -98,7 +98,11 @@ export function rebuildState(records: StoredRecords): FlowState {
       // The attempt ended but the job did not: it was waiting out a retry's backoff.
       job.status = "dispatched";
       if (record.error !== undefined) job.error = record.error;
-      job.deadline = notes?.deadline ?? { kind: "retry", attempt, at: latest.ended_at * 1000 };
+      // Only a retry deadline of the journal belongs here: the journal is written after a commit
+      // comes back, so after one whose outcome was unknown it may still hold the attempt's
+      // delivery deadline, which would fail the ended attempt again, and again.
+      job.deadline =
+        notes?.deadline?.kind === "retry" ? notes.deadline : { kind: "retry", attempt, at: latest.ended_at * 1000 };
     } else if (attempt > 0 && latest) {
       job.status = notes?.startedAt !== undefined ? "started" : "dispatched";
       if (notes?.delivery) job.delivery = notes.delivery;
