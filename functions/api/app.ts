@@ -23,6 +23,8 @@ import { withStore, type AppEnv } from "./app-env.js";
 /**
  * The HTTP API: every route is declared with zod schemas, so its input is validated at the edge
  * and the OpenAPI document is generated from the same declarations.
+ * The document is generated on the first GET /openapi.json, not at an isolate's start
+ * (docs/architecture.md, "Cold start").
  */
 export function createApp(): OpenAPIHono<AppEnv> {
   const app = new OpenAPIHono<AppEnv>({ defaultHook });
@@ -54,13 +56,19 @@ export function createApp(): OpenAPIHono<AppEnv> {
     description:
       'RFC 9421 HTTP Message Signature, Ed25519: label sig1 covering ("@method" "@target-uri" "content-digest"), with created, keyid (actor:<id>, runner:<context>:<id>, or key:<pubkey> to register), nonce and alg="ed25519"; Content-Digest (RFC 9530, sha-256) on every body.',
   });
-  app.doc31("/openapi.json", {
-    openapi: "3.1.0",
-    info: {
-      title: "Flow coordinator",
-      version: "0.1.0",
-      description: `Flows (DAGs of jobs) dispatched to external runners. Errors are RFC 9457 problem documents; their types:\n\n${problemTable()}`,
-    },
-  });
+  // Generated once per isolate, on the first request for it: the routes do not change after this.
+  let document: ReturnType<typeof app.getOpenAPI31Document> | undefined;
+  app.get("/openapi.json", (c) =>
+    c.json(
+      (document ??= app.getOpenAPI31Document({
+        openapi: "3.1.0",
+        info: {
+          title: "Flow coordinator",
+          version: "0.1.0",
+          description: `Flows (DAGs of jobs) dispatched to external runners. Errors are RFC 9457 problem documents; their types:\n\n${problemTable()}`,
+        },
+      })),
+    ),
+  );
   return app;
 }

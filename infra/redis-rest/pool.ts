@@ -25,6 +25,8 @@ export class ConnectionPool {
   private readonly waiters: Waiter[] = [];
   private open = 0;
   private closed = false;
+  /** Batches run and the commands in them (MULTI and EXEC included): what this pool sent to Redis, for benchmarks. */
+  readonly sent = { batches: 0, commands: 0 };
 
   constructor(
     private readonly target: RedisTarget,
@@ -33,6 +35,8 @@ export class ConnectionPool {
 
   /** Runs `commands` on one connection and returns their replies in order. */
   async run(commands: readonly (readonly (string | Buffer)[])[]): Promise<Reply[]> {
+    this.sent.batches++;
+    this.sent.commands += commands.length;
     const connection = await this.acquire();
     try {
       return await connection.send(commands);

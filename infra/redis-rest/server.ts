@@ -40,6 +40,11 @@ export interface RestServer {
   url: string;
   /** Stops listening, drops open connections and closes the Redis pool. */
   close(): Promise<void>;
+  /**
+   * What the endpoint sent to Redis since it started: requests that reached Redis and the
+   * commands in them (a transaction's MULTI and EXEC included). The benchmark counts with it.
+   */
+  sent(): { requests: number; commands: number };
 }
 
 /** An answer: HTTP status plus the JSON body Upstash would send. */
@@ -87,6 +92,7 @@ export async function startRestServer(options: RestServerOptions): Promise<RestS
   const host = options.host.includes(":") ? `[${options.host}]` : options.host;
   return {
     url: `http://${host}:${port}`,
+    sent: () => ({ requests: pool.sent.batches, commands: pool.sent.commands }),
     close: () =>
       new Promise<void>((resolve) => {
         pool.close();

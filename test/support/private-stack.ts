@@ -141,6 +141,8 @@ export async function startPrivateStack(label: string, options: PrivateStackOpti
     /** Every Redis key, as the coordinator builds it (the stack's Worker uses no prefix). */
     keys: new Keys(""),
     redis,
+    /** The redis-server's own address (redis://…), for tools that speak RESP (MONITOR, a benchmark's BullMQ). */
+    redisUrl: redisServer.url,
     anonymous,
     async newActor(): Promise<{ id: number; jwk: PrivateJwk; client: CoordinatorClient }> {
       const jwk = await generateKeyPair();
@@ -295,6 +297,8 @@ export async function startPrivateStack(label: string, options: PrivateStackOpti
       return { status: res.status, text: await res.text() };
     },
     commandStats,
+    /** What the REST endpoint sent to Redis since it (re)started: requests and commands (see `RestServer.sent`). */
+    restSent: (): { requests: number; commands: number } => rest?.sent() ?? { requests: 0, commands: 0 },
     /**
      * The command counts once Redis has gone quiet: the same total over `reads` reads in a row,
      * `intervalMs` apart (INFO is not counted, so reading does not disturb it). What the Worker

@@ -1,0 +1,284 @@
+/**
+ * `npm run bench [-- --quick] [--runs N] [--json file] [--samples N] [--idle-seconds S]`: this
+ * project against BullMQ on one machine and one redis-server. See docs/benchmark.md for what is
+ * measured and how.
+ *
+ * --quick runs only this project's counted figures (commands per job: a lone job, 100 independent
+ * jobs, the 100-job DAG), once, and exits 1 when one exceeds its budget (budgets.ts). No timings.
+ */
+import { readFileSync, writeFileSync } from "node:fs";
+import os from "node:os";
+import path from "node:path";
+import { parseArgs } from "node:util";
+import { z } from "zod";
+import { startPrivateStack } from "../test/support/private-stack.js";
+import { BUDGETS } from "./budgets.js";
+import { BullSystem } from "./bullmq.js";
+import {
+  costFigures,
+  FIGURES,
+  idleFigures,
+  percentile,
+  throughputFigures,
+  timingFigures,
+  type Figures,
+} from "./figures.js";
+import { RedisCounter } from "./measure.js";
+import { CONCURRENCY, OurSystem, type ShapeCost } from "./ours.js";
+import { overBudget, renderTable, spreadOf } from "./table.js";
+import { checkCounters } from "./verify.js";
+
+const root = path.resolve(import.meta.dirname, "..");
+
+const Options = z.object({
+  quick: z.boolean().default(false),
+  "check-counters": z.boolean().default(false),
+  runs: z.coerce.number().int().min(1).max(50).optional(),
+  json: z.string().min(1).optional(),
+  samples: z.coerce.number().int().min(5).max(1000).default(30),
+  "idle-seconds": z.coerce.number().min(1).max(600).default(60),
+});
+
+const { values } = parseArgs({
+  options: {
+    quick: { type: "boolean" },
+    "check-counters": { type: "boolean" },
+    runs: { type: "string" },
+    json: { type: "string" },
+    samples: { type: "string" },
+    "idle-seconds": { type: "string" },
+  },
+});
+const parsed = Options.safeParse(values);
+if (!parsed.success) {
+  console.error(`bench: ${z.prettifyError(parsed.error)}`);
+  process.exit(2);
+}
+// Three runs by default; quick mode counts once unless told otherwise (`--quick --runs 3`: medians).
+const options = { ...parsed.data, runs: parsed.data.runs ?? (parsed.data.quick ? 1 : 3) };
+
+const began = Date.now();
+const log = (message: string) => console.error(`[bench ${((Date.now() - began) / 1000).toFixed(1)} s] ${message}`);
+const versionOf = (pkg: string) =>
+  (JSON.parse(readFileSync(path.join(root, "node_modules", pkg, "package.json"), "utf8")) as { version: string })
+    .version;
+
+/** The machine, as the table's caption and the JSON state it. */
+function machine() {
+  const cpus = os.cpus();
+  return {
+    cores: cpus.length,
+    cpu: cpus[0]?.model.trim() ?? "unknown",
+    memoryGiB: Math.round(os.totalmem() / 2 ** 30),
+    os: `${os.type()} ${os.release()}`,
+    node: process.version,
+    bullmq: versionOf("bullmq"),
+    ioredis: versionOf("ioredis"),
+    wrangler: versionOf("wrangler"),
+    loadAverageAtStart: os.loadavg(),
+  };
+}
+
+const machineInfo = machine();
+log(`starting a private stack (redis-server, REST endpoint, wrangler dev)`);
+const stack = await startPrivateStack("bench", { cron: false });
+const counter = await RedisCounter.open(stack.redisUrl);
+let bull: BullSystem | undefined;
+const runsOurs: Figures[] = [];
+const runsBull: Figures[] = [];
+/** Per-command breakdowns and CPU by process, for the JSON. */
+const details: Record<string, unknown>[] = [];
+let exitCode = 0;
+
+try {
+  const redisVersion = /redis_version:(\S+)/.exec(await counter.info("server"))?.[1] ?? "unknown";
+  const ours = await OurSystem.start(stack, counter);
+  log("warming up this project");
+  await ours.warmUp();
+
+  if (options["check-counters"]) {
+    bull = new BullSystem(stack.redisUrl, counter);
+    await bull.openWorker();
+    await bull.warmUp();
+    await bull.closeWorker();
+    log("counting commands sent with MONITOR on (nothing is timed)");
+    const checks = await checkCounters(stack.redisUrl, counter, ours, bull);
+    for (const c of checks) {
+      const verdict = c.counted === c.monitored ? "agree" : "DISAGREE";
+      console.log(
+        `${c.who}, ${c.shape}: counted ${c.counted}, MONITOR ${c.monitored} sent (+${c.insideScripts} inside scripts): ${verdict}`,
+      );
+    }
+    if (checks.some((c) => c.counted !== c.monitored)) exitCode = 1;
+  } else if (options.quick) {
+    for (let run = 1; run <= options.runs; run++) {
+      const figures: Figures = {};
+      for (const [id, measure] of [
+        ["lone", () => ours.lone()],
+        ["indep100", () => ours.independent(100)],
+        ["dag100", () => ours.dag()],
+      ] as const) {
+        log(`run ${run}/${options.runs}: counting ${id}`);
+        const cost = keep(run, "ours", id, await measure());
+        Object.assign(figures, costFigures(id, cost));
+      }
+      // Quick mode reports counts only: the walls measured along the way are dropped.
+      for (const id of Object.keys(figures)) if (id.endsWith(".wall")) delete figures[id];
+      runsOurs.push(figures);
+    }
+  } else {
+    bull = new BullSystem(stack.redisUrl, counter);
+    log("warming up BullMQ");
+    await bull.openWorker();
+    await bull.warmUp();
+    await bull.closeWorker();
+    const b = bull;
+    /** A measurement of one shape on one system, turned into figures. */
+    type Measure = (run: number) => Promise<Figures>;
+    /** The counted shapes, by id, on each system (the layered DAG is this project's only). */
+    const costs: Record<"ours" | "bull", Record<string, () => Promise<ShapeCost>>> = {
+      ours: {
+        lone: () => ours.lone(),
+        indep100: () => ours.independent(100),
+        tree100: () => ours.tree(100),
+        dag100: () => ours.dag(),
+        tput1000: () => ours.independent(1000),
+      },
+      bull: {
+        lone: () => b.lone(),
+        indep100: () => b.independent(100),
+        tree100: () => b.tree(100),
+        tput1000: () => b.independent(1000),
+      },
+    };
+    const counted =
+      (system: "ours" | "bull", id: string): Measure =>
+      async (run) => {
+        const cost = keep(run, system, id, await (costs[system][id] as () => Promise<ShapeCost>)());
+        return id === "tput1000" ? throughputFigures(cost) : costFigures(id, cost);
+      };
+    const chainSamples = Math.ceil(options.samples / 3);
+    const shapes: { id: string; ours: Measure; bull?: Measure }[] = [
+      { id: "lone", ours: counted("ours", "lone"), bull: counted("bull", "lone") },
+      { id: "indep100", ours: counted("ours", "indep100"), bull: counted("bull", "indep100") },
+      { id: "tree100", ours: counted("ours", "tree100"), bull: counted("bull", "tree100") },
+      { id: "dag100", ours: counted("ours", "dag100") },
+      {
+        id: "latency",
+        ours: async () => timingFigures(await ours.loneTimings(options.samples)),
+        bull: async () => timingFigures(await b.loneTimings(options.samples)),
+      },
+      {
+        id: "chain10",
+        ours: async () => chainFigures(await ours.chainTimings(chainSamples, 10)),
+        bull: async () => chainFigures(await b.chainTimings(chainSamples, 10)),
+      },
+      { id: "tput1000", ours: counted("ours", "tput1000"), bull: counted("bull", "tput1000") },
+    ];
+    for (let run = 1; run <= options.runs; run++) {
+      const figures = { ours: {} as Figures, bull: {} as Figures };
+      for (const shape of shapes) {
+        // Alternate who goes first, per shape and per run: neither always finds a warmer machine.
+        const oursFirst = (run + shapes.indexOf(shape)) % 2 === 1;
+        const order = oursFirst ? (["ours", "bull"] as const) : (["bull", "ours"] as const);
+        for (const who of order) {
+          const measure = who === "ours" ? shape.ours : shape.bull;
+          if (!measure) continue;
+          log(`run ${run}/${options.runs}: ${shape.id}, ${who === "ours" ? "this project" : "BullMQ"}`);
+          if (who === "bull") await b.openWorker();
+          try {
+            Object.assign(figures[who], await measure(run));
+          } finally {
+            if (who === "bull") await b.closeWorker();
+          }
+        }
+      }
+      runsOurs.push(figures.ours);
+      runsBull.push(figures.bull);
+      details.push({ run, loadAverage: os.loadavg() });
+    }
+    // Idle cost once: it is a property of each system at rest, and each window is long.
+    const windowMs = options["idle-seconds"] * 1000;
+    log(`idle: this project, one sweep, then a ${options["idle-seconds"]} s window of rest`);
+    const idleOurs = await ours.idle(windowMs, 1000);
+    log(`idle: BullMQ, a ${options["idle-seconds"]} s window of an idle worker`);
+    const idleBull = await b.idle(windowMs, 1000);
+    Object.assign(runsOurs[0] as Figures, idleFigures(idleOurs.background, idleOurs.sweep));
+    Object.assign(runsBull[0] as Figures, idleFigures(idleBull));
+    details.push({ idle: { ours: idleOurs, bullmq: idleBull } });
+  }
+  if (ours.anomalies.length) log(`result reports not applied at first try: ${ours.anomalies.slice(0, 5).join("; ")}`);
+
+  if (!options["check-counters"]) report(redisVersion, ours.anomalies);
+} catch (error) {
+  console.error(error);
+  exitCode = 2;
+} finally {
+  await bull?.close();
+  counter.close();
+  await stack.stop();
+  log("done");
+}
+process.exit(exitCode);
+
+/** Prints the table (and checks the budgets in quick mode); writes the JSON when asked. */
+function report(redisVersion: string, anomalies: readonly string[]): void {
+  const loadAtEnd = os.loadavg();
+  const load = (l: number[]) => l.map((x) => x.toFixed(2)).join(" ");
+  console.log(
+    `\n${options.quick ? "Quick: counted figures of this project only" : "This project against BullMQ"}; ` +
+      `${options.runs} run(s)${options.runs > 1 ? ", medians (min–max)" : ""}; ` +
+      `${machineInfo.cores} cores (${machineInfo.cpu}), ${machineInfo.memoryGiB} GiB, ${machineInfo.os}; ` +
+      `load average ${load(machineInfo.loadAverageAtStart)} at start, ${load(loadAtEnd)} at end; ` +
+      `redis-server ${redisVersion}, wrangler dev ${machineInfo.wrangler}, ` +
+      (options.quick
+        ? `runner concurrency ${CONCURRENCY}.\n`
+        : `BullMQ ${machineInfo.bullmq} (ioredis ${machineInfo.ioredis}), concurrency ${CONCURRENCY}, ` +
+          `${options.samples} latency samples per run; ratio: this project ÷ BullMQ.\n`),
+  );
+  console.log(renderTable(runsOurs, runsBull, options.quick));
+  const over = overBudget(runsOurs);
+  if (options.quick) {
+    if (over.length) {
+      exitCode = 1;
+      for (const o of over) console.log(`OVER BUDGET: ${o.figure} = ${o.value.toFixed(2)} > ${o.max}`);
+    } else console.log("\nEvery counted figure is within its budget.");
+    for (const b of BUDGETS) {
+      const s = spreadOf(runsOurs, b.figure);
+      if (b.goal !== undefined && s && s.median > b.goal)
+        console.log(`not yet at its goal: ${b.figure} = ${s.median.toFixed(2)} (goal ${b.goal}, limit ${b.max})`);
+    }
+  }
+
+  if (options.json) {
+    const summary = Object.fromEntries(
+      FIGURES.map((f) => [f.id, { label: f.label, ours: spreadOf(runsOurs, f.id), bullmq: spreadOf(runsBull, f.id) }]),
+    );
+    const json = {
+      date: new Date(began).toISOString(),
+      durationSeconds: (Date.now() - began) / 1000,
+      options,
+      machine: { ...machineInfo, redis: redisVersion, loadAverageAtEnd: loadAtEnd },
+      budgets: BUDGETS,
+      overBudget: over,
+      summary,
+      runs: { ours: runsOurs, bullmq: runsBull },
+      details,
+      anomalies,
+    };
+    writeFileSync(options.json, `${JSON.stringify(json, null, 2)}\n`);
+    log(`figures written to ${options.json}`);
+  }
+}
+
+/** The chain figure: p50 of the samples. */
+function chainFigures(times: number[]): Figures {
+  return { "chain10.p50": percentile(times, 50) };
+}
+
+/** Keeps a counted shape's breakdown (commands by name, CPU by process) for the JSON; passes it on. */
+function keep(run: number, who: string, id: string, cost: ShapeCost): ShapeCost {
+  const { executed, cpu, sent, requests, wallMs, jobs } = cost;
+  details.push({ run, who, shape: id, jobs, wallMs, sent, requests, executed, cpu });
+  return cost;
+}

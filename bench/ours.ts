@@ -1,0 +1,246 @@
+import type { Readable } from "node:stream";
+import type { PrivateStack, TestRunnerProcess } from "../test/support/private-stack.js";
+import { cpuBetween, cpuSample, executedBetween, now, sleep, type CommandCount, type RedisCounter } from "./measure.js";
+import { chainJobs, independentJobs, layeredDag, loneJobs, treeJobs, type OurJob } from "./shapes.js";
+
+// This project's side: flows submitted through the Worker under `wrangler dev` (signed, as any
+// client submits them), delivered to the trivial push runner test/support/test-runner.ts, which
+// acknowledges, reports `started` and its result at once. The runner's stdout says when each job
+// began (`delivery <epoch ms>`, printed as the delivery arrives) and when each result was applied
+// (its `answered result … 200 applied` line, timed as it reaches the benchmark).
+
+/** How many deliveries the runner may hold at once; BullMQ's worker gets the same concurrency. */
+export const CONCURRENCY = 50;
+
+/** What one counted run of a shape cost. */
+export interface ShapeCost {
+  jobs: number;
+  /** Commands redis-server executed (script internals included), between two quiet points. */
+  executed: CommandCount;
+  /** Commands sent to redis-server (one EVALSHA = 1): by the REST endpoint here, by ioredis for BullMQ. */
+  sent: number;
+  /** HTTP requests the REST endpoint got (this project only): storage round trips. */
+  requests?: number;
+  /** Submit → the last result applied, ms. */
+  wallMs: number;
+  /** CPU ms by process over the same span, with `total`. */
+  cpu: Record<string, number>;
+}
+
+/** Lone-job timings: submit → start at the runner, submit → result applied, ms per sample. */
+export interface LoneTimings {
+  start: number[];
+  applied: number[];
+  /** CPU ms per job over the whole series, every process. */
+  cpuPerJob: number;
+}
+
+/** Results applied, and when each job began, read off the test runner's stdout. */
+class RunnerTap {
+  private partial = "";
+  private lastDelivery = 0;
+  private readonly starts = new Map<string, number>();
+  private readonly applied = new Map<number, number[]>();
+  private readonly appliedAt = new Map<string, number>();
+  private readonly watchers = new Set<() => void>();
+  /** Result reports not answered `200 applied` (each try). */
+  readonly anomalies: string[] = [];
+
+  constructor(stdout: Readable) {
+    stdout.on("data", (chunk: Buffer) => this.take(chunk.toString(), now()));
+  }
+
+  private take(text: string, at: number): void {
+    const lines = (this.partial + text).split("\n");
+    this.partial = lines.pop() ?? "";
+    for (const line of lines) {
+      let m = /^delivery (\d+) load/.exec(line);
+      if (m) this.lastDelivery = Number(m[1]);
+      // The runner prints `ran` right after `delivery`, in the same turn: they pair up.
+      m = /^ran (\S+) flow (\d+) attempt/.exec(line);
+      if (m) this.starts.set(`${m[2]}:${m[1]}`, this.lastDelivery);
+      m = /^answered result (\S+) flow (\d+) attempt \d+ (\S+) (\S+)/.exec(line);
+      if (m) {
+        if (m[3] === "200" && m[4] === "applied") {
+          const flow = Number(m[2]);
+          this.applied.set(flow, [...(this.applied.get(flow) ?? []), at]);
+          this.appliedAt.set(`${flow}:${m[1]}`, at);
+        } else this.anomalies.push(line);
+      }
+    }
+    this.watchers.forEach((w) => w());
+  }
+
+  /** When the `n`-th result of `flow` was applied (epoch ms), once it has been. */
+  resultsOf(flow: number, n: number, timeoutMs: number): Promise<number> {
+    return new Promise((resolve, reject) => {
+      const check = () => {
+        const times = this.applied.get(flow) ?? [];
+        if (times.length >= n) {
+          this.watchers.delete(check);
+          clearTimeout(timer);
+          resolve(times[n - 1] as number);
+        }
+      };
+      const timer = setTimeout(() => {
+        this.watchers.delete(check);
+        reject(new Error(`flow ${flow}: ${this.applied.get(flow)?.length ?? 0} of ${n} results in ${timeoutMs} ms`));
+      }, timeoutMs);
+      this.watchers.add(check);
+      check();
+    });
+  }
+
+  /** When job `job` of `flow` began at the runner (epoch ms, the runner's clock). */
+  startOf(flow: number, job: string): number | undefined {
+    return this.starts.get(`${flow}:${job}`);
+  }
+}
+
+/** This project on a private stack: a context, its push runner, and an idle context for the sweep. */
+export class OurSystem {
+  private constructor(
+    private readonly stack: PrivateStack,
+    private readonly client: Awaited<ReturnType<PrivateStack["newActor"]>>["client"],
+    private readonly contextId: number,
+    private readonly runner: TestRunnerProcess,
+    private readonly tap: RunnerTap,
+    private readonly counter: RedisCounter,
+  ) {}
+
+  static async start(stack: PrivateStack, counter: RedisCounter): Promise<OurSystem> {
+    const admin = await stack.newActor();
+    const ctx = await admin.client.createContext();
+    const registered = await stack.registerTestRunner(admin.client, ctx.id, { TIMES: "1" }, CONCURRENCY);
+    const runner = await registered.start();
+    const tap = new RunnerTap(runner.child.stdout as Readable);
+    return new OurSystem(stack, admin.client, ctx.id, runner, tap, counter);
+  }
+
+  /** Result reports that were not applied at first try (they are retried; shown as a warning). */
+  get anomalies(): readonly string[] {
+    return this.tap.anomalies;
+  }
+
+  private cpu() {
+    return cpuSample(this.runner.child.pid);
+  }
+
+  private async submit(jobs: OurJob[]): Promise<number> {
+    const flow = await this.client.submitFlow(this.contextId, { start: true, jobs });
+    return flow.id;
+  }
+
+  /** Runs `jobs` as one flow and waits for every result to be applied. */
+  private async runFlow(jobs: OurJob[], timeoutMs = 300_000): Promise<{ t0: number; flow: number; end: number }> {
+    const t0 = now();
+    const flow = await this.submit(jobs);
+    const end = await this.tap.resultsOf(flow, jobs.length, timeoutMs);
+    return { t0, flow, end };
+  }
+
+  /** Runs a few flows first: loading scripts, keys and isolates is not what is measured. */
+  async warmUp(): Promise<void> {
+    for (let i = 0; i < 3; i++) await this.runFlow(loneJobs("w"));
+    await this.runFlow(independentJobs("w", 100));
+    await this.runFlow(chainJobs("w", 3));
+  }
+
+  /** One flow of `jobs`, counted: quiet before, submit, every result applied, quiet after. */
+  async cost(jobs: OurJob[]): Promise<ShapeCost> {
+    const before = await this.counter.quiet();
+    const sentBefore = this.stack.restSent();
+    const cpuBefore = this.cpu();
+    const { t0, end } = await this.runFlow(jobs);
+    const cpu = cpuBetween(cpuBefore, this.cpu());
+    const after = await this.counter.quiet();
+    const sentAfter = this.stack.restSent();
+    return {
+      jobs: jobs.length,
+      executed: executedBetween(before, after),
+      sent: sentAfter.commands - sentBefore.commands,
+      requests: sentAfter.requests - sentBefore.requests,
+      wallMs: end - t0,
+      cpu,
+    };
+  }
+
+  lone = () => this.cost(loneJobs("l"));
+  independent = (n: number) => this.cost(independentJobs("i", n));
+  tree = (n: number) => this.cost(treeJobs("t", n));
+  dag = () => this.cost(layeredDag("d"));
+
+  /** `samples` lone jobs one after another: when each began at the runner, and was applied. */
+  async loneTimings(samples: number): Promise<LoneTimings> {
+    await this.counter.quiet();
+    const start: number[] = [];
+    const applied: number[] = [];
+    const cpuBefore = this.cpu();
+    for (let i = 0; i < samples; i++) {
+      // The runner stamps deliveries with its Date.now(): the start is compared with the same clock.
+      const wallClock = Date.now();
+      const t0 = now();
+      const flow = await this.submit(loneJobs("s"));
+      const end = await this.tap.resultsOf(flow, 1, 30_000);
+      applied.push(end - t0);
+      const began = this.tap.startOf(flow, "s0");
+      if (began !== undefined) start.push(began - wallClock);
+      await sleep(20);
+    }
+    const cpu = cpuBetween(cpuBefore, this.cpu());
+    return { start, applied, cpuPerJob: (cpu.total ?? 0) / samples };
+  }
+
+  /** `samples` chains of `length` jobs one after another: submit → the last job's result applied, ms. */
+  async chainTimings(samples: number, length: number): Promise<number[]> {
+    await this.counter.quiet();
+    const times: number[] = [];
+    for (let i = 0; i < samples; i++) {
+      const { t0, end } = await this.runFlow(chainJobs("c", length), 60_000);
+      times.push(end - t0);
+      await sleep(20);
+    }
+    return times;
+  }
+
+  /**
+   * The idle cost with `waiting` jobs waiting (a paused context holds a flow of them): `sweep`,
+   * one supervisor sweep counted alone (the cron fires it once a minute; it is off in this stack
+   * so that nothing else fires it), and `background`, everything else over `windowMs` of rest.
+   */
+  async idle(windowMs: number, waiting: number): Promise<{ sweep: ShapeCost; background: ShapeCost }> {
+    const ctx = await this.client.createContext();
+    // Registered, never started: with the context paused nothing is delivered to it.
+    await this.stack.registerTestRunner(this.client, ctx.id, {}, CONCURRENCY);
+    await this.client.setPaused(ctx.id, true);
+    await this.client.submitFlow(ctx.id, { start: true, jobs: independentJobs("q", waiting) });
+    await this.stack.sweep(); // a first sweep finds the new flow; the measured one is a steady one
+    const sweep = await this.window(waiting, async () => {
+      const swept = await this.stack.sweep();
+      if (swept.status !== 200) throw new Error(`the sweep answered ${swept.status}: ${swept.text}`);
+    });
+    const background = await this.window(waiting, () => sleep(windowMs), false);
+    return { sweep, background };
+  }
+
+  /** What `act` costs, from quiet to quiet (or to the moment it ends, without `quietAfter`). */
+  private async window(jobs: number, act: () => Promise<void>, quietAfter = true): Promise<ShapeCost> {
+    const before = await this.counter.quiet();
+    const sentBefore = this.stack.restSent();
+    const cpuBefore = this.cpu();
+    const t0 = now();
+    await act();
+    const wallMs = now() - t0;
+    const cpu = cpuBetween(cpuBefore, this.cpu());
+    const after = quietAfter ? await this.counter.quiet() : await this.counter.read();
+    const sentAfter = this.stack.restSent();
+    return {
+      jobs,
+      executed: executedBetween(before, after),
+      sent: sentAfter.commands - sentBefore.commands,
+      requests: sentAfter.requests - sentBefore.requests,
+      wallMs,
+      cpu,
+    };
+  }
+}

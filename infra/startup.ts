@@ -1,0 +1,266 @@
+import { spawn } from "node:child_process";
+import { copyFileSync, existsSync, mkdtempSync, readdirSync, readFileSync, rmSync, writeFileSync } from "node:fs";
+import { createRequire } from "node:module";
+import { availableParallelism, loadavg, tmpdir } from "node:os";
+import path from "node:path";
+import type { Readable } from "node:stream";
+import { fileURLToPath } from "node:url";
+import { parseArgs } from "node:util";
+import { gzipSync } from "node:zlib";
+
+/**
+ * The Worker's size and cold start, as the README states them:
+ *
+ *   npm run size [-- --runs 21] [--json file] [-- <more wrangler deploy flags, e.g. --minify>]
+ *   npm run size -- --script some/index.js     (an already built script instead)
+ *
+ * 1. Builds the Worker exactly as `wrangler deploy` would (`--dry-run --outdir`), and prints its
+ *    size, raw and gzipped (what wrangler reports as the upload), with the packages that make it up
+ *    (esbuild's metafile).
+ * 2. Starts a fresh workerd process on that script, alone (no wrangler, no miniflare in front), and
+ *    times spawn → listening and spawn → first answer to `GET /info` (a route that touches no
+ *    storage). workerd compiles the script and evaluates its top level before it listens, so the
+ *    first figure holds the script's startup; the second adds the first request (lazily compiled
+ *    functions, the router's first match). Inside an isolate the clock stands still while code
+ *    runs, so the time is taken from outside. The same is done, alternating, for a Worker of one
+ *    line; the difference is the cost of this Worker's script, the rest is workerd's own start.
+ *    Wall clock and CPU time (workerd's threads, Linux only): the CPU figures are the ones to
+ *    compare, since the clock also counts waiting for a core on a busy machine.
+ */
+
+const root = path.resolve(path.dirname(fileURLToPath(import.meta.url)), "..");
+const requireHere = createRequire(import.meta.url);
+
+/**
+ * One start of workerd: milliseconds from spawn to listening, and to the first answer; and the
+ * CPU time workerd had used by then (all its threads), which a busy machine disturbs far less
+ * than the wall-clock figures.
+ */
+interface Start {
+  listenMs: number;
+  answerMs: number;
+  listenCpuMs: number;
+  answerCpuMs: number;
+}
+
+/** CPU time a process has used, in ms: the sum of its threads' time on a CPU (Linux schedstat, ns). */
+function cpuMs(pid: number): number {
+  if (!existsSync(`/proc/${pid}/task`)) return Number.NaN;
+  let ns = 0;
+  for (const task of readdirSync(`/proc/${pid}/task`)) {
+    try {
+      ns += Number(readFileSync(`/proc/${pid}/task/${task}/schedstat`, "utf8").split(" ")[0]);
+    } catch {
+      // the thread ended in between
+    }
+  }
+  return ns / 1e6;
+}
+
+/** Bundles the Worker as `wrangler deploy` does, into `outdir`; returns the script's path. */
+async function bundle(outdir: string, extra: string[]): Promise<string> {
+  const wrangler = path.join(path.dirname(requireHere.resolve("wrangler/package.json")), "bin", "wrangler.js");
+  const meta = path.join(outdir, "meta.json");
+  const args = [wrangler, "deploy", "--dry-run", "--outdir", outdir, "--metafile", meta, ...extra];
+  const child = spawn(process.execPath, args, {
+    cwd: root,
+    env: { ...process.env, WRANGLER_SEND_METRICS: "false", CLOUDFLARE_CF_FETCH_ENABLED: "false", NO_COLOR: "1" },
+    stdio: ["ignore", "pipe", "pipe"],
+  });
+  let output = "";
+  child.stdout.on("data", (d: Buffer) => (output += d.toString()));
+  child.stderr.on("data", (d: Buffer) => (output += d.toString()));
+  const code = await new Promise<number | null>((resolve) => child.once("exit", resolve));
+  if (code !== 0) throw new Error(`wrangler deploy --dry-run failed (${code}):\n${output}`);
+  return path.join(outdir, "index.js");
+}
+
+/** The script's bytes by package (or by top folder of this repository), largest first. */
+function contributors(metafile: string): Array<[string, number]> {
+  const meta = JSON.parse(readFileSync(metafile, "utf8")) as {
+    outputs: Record<string, { inputs: Record<string, { bytesInOutput: number }> }>;
+  };
+  const output = Object.entries(meta.outputs).find(([name]) => name.endsWith(".js"))?.[1];
+  const totals = new Map<string, number>();
+  for (const [file, { bytesInOutput }] of Object.entries(output?.inputs ?? {})) {
+    const pkg = /node_modules\/((?:@[^/]+\/)?[^/]+)(?:\/(v4\/\w+))?/.exec(file);
+    // zod is most of the script: split it into its parts (core, classic, locales).
+    const key = pkg
+      ? pkg[1] === "zod" && pkg[2]
+        ? `zod/${pkg[2]}`
+        : (pkg[1] ?? file)
+      : file.split("/").slice(0, 2).join("/");
+    totals.set(key, (totals.get(key) ?? 0) + bytesInOutput);
+  }
+  return [...totals].sort((a, b) => b[1] - a[1]);
+}
+
+/** The wrangler.toml settings the script reads, as workerd config (text bindings). */
+const VARS: Record<string, string> = {
+  KEY_PREFIX: "",
+  REDIS_TIMEOUT_MS: "5000",
+  SIGNATURE_SKEW_SECONDS: "300",
+  ACTOR_REGISTRATION: "open",
+  ACTOR_ALLOWLIST: "",
+  OPERATOR_PUBKEYS: "",
+  ALLOW_INSECURE_HTTP: "false",
+  KEY_CACHE_SECONDS: "300",
+  RETRY_BASE_MS: "1000",
+  RETRY_CAP_MS: "60000",
+  // Never reached: /info touches no storage.
+  UPSTASH_REDIS_REST_URL: "http://127.0.0.1:9",
+  UPSTASH_REDIS_REST_TOKEN: "unused",
+};
+const DURABLE_OBJECTS: Record<string, string> = {
+  FLOW_COORDINATOR: "FlowCoordinator",
+  DISPATCHER: "Dispatcher",
+  CONTEXT_FEED: "ContextFeed",
+  SCHEDULER: "Scheduler",
+};
+
+/** A workerd config serving `script` (relative to the config's folder) on a port workerd picks. */
+function workerdConfig(script: string, withBindings: boolean): string {
+  const bindings = withBindings
+    ? [
+        ...Object.entries(VARS).map(
+          ([name, value]) => `(name = ${JSON.stringify(name)}, text = ${JSON.stringify(value)})`,
+        ),
+        ...Object.entries(DURABLE_OBJECTS).map(
+          ([name, cls]) => `(name = "${name}", durableObjectNamespace = "${cls}")`,
+        ),
+      ]
+    : [];
+  const namespaces = withBindings
+    ? Object.values(DURABLE_OBJECTS).map((cls) => `(className = "${cls}", uniqueKey = "${cls}", enableSql = true)`)
+    : [];
+  return `using Workerd = import "/workerd/workerd.capnp";
+const config :Workerd.Config = (
+  services = [(name = "main", worker = .worker)],
+  sockets = [(name = "http", address = "127.0.0.1:0", http = (), service = "main")],
+);
+const worker :Workerd.Worker = (
+  modules = [(name = "index.js", esModule = embed ${JSON.stringify(script)})],
+  compatibilityDate = "2026-10-01",
+  bindings = [${bindings.join(", ")}],
+  durableObjectNamespaces = [${namespaces.join(", ")}],
+  durableObjectStorage = (inMemory = void),
+);
+`;
+}
+
+/** workerd's binary: the one wrangler runs. */
+function workerdBinary(): string {
+  const fromWrangler = createRequire(requireHere.resolve("wrangler/package.json"));
+  const miniflare = createRequire(fromWrangler.resolve("miniflare"));
+  return (miniflare("workerd") as { default: string }).default;
+}
+
+/** Starts workerd on `config` once, times it, and stops it. */
+async function startOnce(config: string): Promise<Start> {
+  const started = performance.now();
+  // workerd writes {"event":"listen","port":N} on the control fd (3) once its socket is open.
+  const child = spawn(workerdBinary(), ["serve", config, "--control-fd=3"], {
+    stdio: ["ignore", "ignore", "pipe", "pipe"],
+  });
+  let stderr = "";
+  child.stderr?.on("data", (d: Buffer) => (stderr += d.toString()));
+  try {
+    const port = await new Promise<number>((resolve, reject) => {
+      let buffer = "";
+      (child.stdio[3] as Readable).on("data", (d: Buffer) => {
+        buffer += d.toString();
+        const match = /"event":"listen"[^}]*"port":(\d+)/.exec(buffer);
+        if (match) resolve(Number(match[1]));
+      });
+      child.once("exit", (code) => reject(new Error(`workerd exited (${code}):\n${stderr}`)));
+    });
+    const listenMs = performance.now() - started;
+    const listenCpuMs = cpuMs(child.pid as number);
+    const res = await fetch(`http://127.0.0.1:${port}/info`);
+    await res.arrayBuffer();
+    const answerMs = performance.now() - started;
+    if (!res.ok) throw new Error(`GET /info answered ${res.status}:\n${stderr}`);
+    return { listenMs, answerMs, listenCpuMs, answerCpuMs: cpuMs(child.pid as number) };
+  } finally {
+    const exited = new Promise((resolve) => child.once("exit", resolve));
+    child.kill("SIGKILL");
+    await exited;
+  }
+}
+
+const median = (xs: number[]) => {
+  const s = [...xs].sort((a, b) => a - b);
+  const mid = Math.floor(s.length / 2);
+  return s.length % 2 ? (s[mid] as number) : ((s[mid - 1] as number) + (s[mid] as number)) / 2;
+};
+const kib = (bytes: number) => `${(bytes / 1024).toFixed(1)} KiB`;
+
+async function main() {
+  const { values, positionals } = parseArgs({
+    options: { runs: { type: "string", default: "21" }, json: { type: "string" }, script: { type: "string" } },
+    allowPositionals: true,
+  });
+  const runs = Number(values.runs);
+  const dir = mkdtempSync(path.join(tmpdir(), "worker-startup-"));
+  try {
+    // --script: an already built script (its metafile, if any, next to it as meta.json).
+    const built = values.script ? path.resolve(values.script) : await bundle(dir, positionals);
+    const script = path.join(dir, "index.js");
+    if (values.script) copyFileSync(built, script);
+    const code = readFileSync(script);
+    const gzip = gzipSync(code).length;
+    console.log(`Worker script: ${kib(code.length)}, ${kib(gzip)} gzipped (${code.length} / ${gzip} bytes)`);
+    const metafile = path.join(path.dirname(built), "meta.json");
+    const parts = existsSync(metafile) ? contributors(metafile) : [];
+    for (const [name, bytes] of parts.slice(0, 10))
+      console.log(`  ${kib(bytes).padStart(11)}  ${((100 * bytes) / code.length).toFixed(0).padStart(2)}%  ${name}`);
+
+    writeFileSync(path.join(dir, "empty.js"), 'export default { fetch: () => new Response("ok") };\n');
+    writeFileSync(path.join(dir, "worker.capnp"), workerdConfig("index.js", true));
+    writeFileSync(path.join(dir, "empty.capnp"), workerdConfig("empty.js", false));
+    // One start of each first, unmeasured: the binary and the files into the page cache.
+    await startOnce(path.join(dir, "worker.capnp"));
+    await startOnce(path.join(dir, "empty.capnp"));
+    const worker: Start[] = [];
+    const empty: Start[] = [];
+    for (let i = 0; i < runs; i++) {
+      worker.push(await startOnce(path.join(dir, "worker.capnp")));
+      empty.push(await startOnce(path.join(dir, "empty.capnp")));
+    }
+    // Each start of this Worker is paired with the one-line Worker's start right after it.
+    const pick = (key: keyof Start) => ({
+      worker: median(worker.map((s) => s[key])),
+      oneLine: median(empty.map((s) => s[key])),
+      script: median(worker.map((s, i) => s[key] - (empty[i] as Start)[key])),
+    });
+    const figures = {
+      bytes: code.length,
+      gzipBytes: gzip,
+      runs,
+      loadAverage: loadavg(),
+      listenMs: pick("listenMs"),
+      answerMs: pick("answerMs"),
+      listenCpuMs: pick("listenCpuMs"),
+      answerCpuMs: pick("answerCpuMs"),
+      contributors: Object.fromEntries(parts),
+    };
+    const row = (label: string, f: ReturnType<typeof pick>) =>
+      console.log(
+        `  ${label.padEnd(26)}${f.worker.toFixed(1).padStart(8)}${f.oneLine.toFixed(1).padStart(10)}${f.script.toFixed(1).padStart(10)}`,
+      );
+    const load = loadavg()
+      .map((x) => x.toFixed(2))
+      .join(" ");
+    console.log(`Fresh workerd, medians of ${runs} starts (${availableParallelism()} cores, load average ${load}):`);
+    console.log(`  ${"ms".padEnd(26)}${"this".padStart(8)}${"one-line".padStart(10)}${"script".padStart(10)}`);
+    row("spawn → listening", figures.listenMs);
+    row("spawn → first GET /info", figures.answerMs);
+    row("CPU to listening", figures.listenCpuMs);
+    row("CPU to first GET /info", figures.answerCpuMs);
+    if (values.json) writeFileSync(values.json, JSON.stringify(figures, null, 2) + "\n");
+  } finally {
+    rmSync(dir, { recursive: true, force: true });
+  }
+}
+
+await main();
