@@ -2,6 +2,7 @@ import { readFile } from "node:fs/promises";
 import path from "node:path";
 import { parseArgs } from "node:util";
 import { parsePrivateJwk } from "../shared/auth/index.js";
+import { DEFAULT_PULL_BATCH } from "./batcher.js";
 import type { RunnerOptions } from "./runner.js";
 
 /** What `--help` prints. */
@@ -24,6 +25,9 @@ Options:
                          (default <tmp>/flow-runner; removed after each job)
   --script-types LIST    script types to run, comma-separated (default python,sh)  RUNNER_SCRIPT_TYPES
   --heartbeat SECONDS    heartbeat interval of a running job (default 10)    RUNNER_HEARTBEAT
+  --batch N              up to N jobs per lease and N reports per signed     RUNNER_BATCH
+                         request (1..100; 1 = one request per report;
+                         default ${DEFAULT_PULL_BATCH} when pulling, 1 when pushed to)
   --tls-cert FILE        push over HTTPS: PEM certificate (with --tls-key)   RUNNER_TLS_CERT
   --tls-key FILE         push over HTTPS: PEM private key                    RUNNER_TLS_KEY
   -h, --help             print this help
@@ -71,6 +75,7 @@ export async function readConfig(argv: string[], env: NodeJS.ProcessEnv, cwd: st
         "work-dir": { type: "string" },
         "script-types": { type: "string" },
         heartbeat: { type: "string" },
+        batch: { type: "string" },
         "tls-cert": { type: "string" },
         "tls-key": { type: "string" },
         help: { type: "boolean", short: "h" },
@@ -99,6 +104,11 @@ export async function readConfig(argv: string[], env: NodeJS.ProcessEnv, cwd: st
     throw new UsageError(`RUNNER_MODE must be push or pull, not ${JSON.stringify(modeText)}`);
   const concurrency = positive(pick(values.concurrency, "RUNNER_CONCURRENCY") ?? "4", "--concurrency");
   const heartbeatSeconds = positive(pick(values.heartbeat, "RUNNER_HEARTBEAT") ?? "10", "--heartbeat");
+  const batch = positive(
+    pick(values.batch, "RUNNER_BATCH") ?? String(modeText === "pull" ? DEFAULT_PULL_BATCH : 1),
+    "--batch",
+  );
+  if (batch > 100) throw new UsageError(`--batch must be at most 100, not ${batch}`);
   const scriptTypes = (pick(values["script-types"], "RUNNER_SCRIPT_TYPES") ?? "python,sh")
     .split(",")
     .map((t) => t.trim())
@@ -114,6 +124,7 @@ export async function readConfig(argv: string[], env: NodeJS.ProcessEnv, cwd: st
     concurrency,
     heartbeatSeconds,
     scriptTypes,
+    batch,
   };
   const workDir = pick(values["work-dir"], "RUNNER_WORK_DIR");
   if (workDir) options.workDir = file(workDir);

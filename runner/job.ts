@@ -3,6 +3,7 @@ import path from "node:path";
 import type { DeliveryPayload, Log, RunnerJob } from "../shared/model/index.js";
 import type { ExecutionOutcome, Executor } from "./executors/index.js";
 import { LogBatcher } from "./logs.js";
+import type { ReportBatcher } from "./batcher.js";
 import type { PostOutcome, Reporter } from "./reporter.js";
 
 /** Where the runner writes what it does: one line per job start and end, warnings. */
@@ -14,6 +15,8 @@ export interface RunnerLog {
 /** What running one attempt needs from the runner. */
 export interface JobDeps {
   reporter: Reporter;
+  /** When given, reports go in batches through it instead of one webhook request each. */
+  batcher?: ReportBatcher;
   /** The directory under which each attempt gets its own fresh one. */
   workDir: string;
   heartbeatSeconds: number;
@@ -67,11 +70,13 @@ class AttemptReports {
       try {
         if (this.lost.signal.aborted) return undefined;
         const body = { attempt: this.payload.attempt, ...extra };
-        const outcome = await this.deps.reporter.post(
-          this.payload.callbacks[name],
-          body,
-          retryForMs === undefined ? {} : { retryForMs },
-        );
+        const outcome = this.deps.batcher
+          ? await this.deps.batcher.send(this.payload, name, body, retryForMs)
+          : await this.deps.reporter.post(
+              this.payload.callbacks[name],
+              body,
+              retryForMs === undefined ? {} : { retryForMs },
+            );
         if (!outcome.ok) {
           this.deps.log.warn(`${this.label}: ${name} not taken: ${outcome.detail}`);
           if (outcome.stop) this.lost.abort(`the coordinator refused ${name} (${outcome.detail})`);
@@ -103,7 +108,12 @@ export function describeAttempt(payload: DeliveryPayload, job: RunnerJob): strin
 export async function runDelivery(
   payload: DeliveryPayload,
   deps: JobDeps,
-  options: { ack: boolean; cancel?: AbortSignal },
+  options: {
+    ack: boolean;
+    cancel?: AbortSignal;
+    /** Called once the script ended, before its result is sent: the attempt needs no slot any more. */
+    ended?: () => void;
+  },
 ): Promise<JobEnd> {
   const job = payload.message.job[0] as RunnerJob;
   const label = describeAttempt(payload, job);
@@ -162,6 +172,7 @@ export async function runDelivery(
     outcome.status === "finished"
       ? { status: "finished", result: outcome.result, logs }
       : { status: "error", error: outcome.error.slice(0, MAX_ERROR_CHARS), result: outcome.result ?? {}, logs };
+  options.ended?.();
   const reported = await reports.send("result", body, RESULT_RETRY_MS);
   const note = reported?.ok ? "" : " (the result was not taken)";
   if (outcome.status === "finished") deps.log.info(`${label} end: finished in ${seconds} s${note}`);

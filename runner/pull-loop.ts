@@ -7,14 +7,14 @@ import type { Reporter } from "./reporter.js";
 export const PULL_MIN_DELAY_MS = 200;
 /** …and slows down to this; any work resets it. */
 export const PULL_MAX_DELAY_MS = 5_000;
-/** The lease route takes at most this many at once. */
-const MAX_LEASE = 100;
 
 /** What the pull loop needs from the runner: its identity, its free slots, and where leased work goes. */
 export interface PullLoopOptions {
   reporter: Reporter;
   contextId: number;
   runnerId: number;
+  /** Most jobs one lease asks for (the lease route takes at most 100). */
+  batch: number;
   /** Free slots now. */
   freeSlots(): number;
   /** Resolves when a slot may have become free. */
@@ -34,8 +34,8 @@ export interface PullLoop {
 
 /**
  * The pull side: leases jobs through `POST /v1/contexts/<c>/runners/<r>/lease` with
- * `{max: free slots}` (Upstash offers no blocking pop over REST, so this polls), backing off
- * exponentially while there is nothing to do and polling again at once after work came.
+ * `{max: free slots, at most batch}` (Upstash offers no blocking pop over REST, so this polls),
+ * backing off exponentially while there is nothing to do and polling again at once after work came.
  */
 export function startPullLoop(options: PullLoopOptions): PullLoop {
   const stopping = new AbortController();
@@ -51,7 +51,7 @@ export function startPullLoop(options: PullLoopOptions): PullLoop {
         await Promise.race([options.slotFreed(), stopped]);
         continue;
       }
-      const leased = await lease(options, path, Math.min(free, MAX_LEASE));
+      const leased = await lease(options, path, Math.min(free, options.batch));
       for (const payload of leased) options.take(payload);
       if (leased.length > 0) {
         delay = PULL_MIN_DELAY_MS;

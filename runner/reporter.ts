@@ -94,11 +94,15 @@ export class Reporter {
     if (response.ok) return { ok: true, status: response.status, body: parsed };
     if (response.status >= 500 || response.status === 429)
       return { retry: `${response.status} ${describe(parsed, text)}` };
-    const type = problemType(parsed);
-    // 409 stale-attempt: the coordinator moved on to another attempt; 403: not this runner's job.
-    const stop = response.status === 403 || (response.status === 409 && type === "stale-attempt");
-    return { ok: false, stop, status: response.status, detail: `${response.status} ${describe(parsed, text)}` };
+    return refusal(response.status, parsed, text);
   }
+}
+
+/** A 4xx answer (of a request, or of one report of a batch) as the outcome of that report. */
+export function refusal(status: number, parsed: unknown, text = ""): PostOutcome & { ok: false } {
+  // 409 stale-attempt: the coordinator moved on to another attempt; 403: not this runner's job.
+  const stop = status === 403 || (status === 409 && problemType(parsed) === "stale-attempt");
+  return { ok: false, stop, status, detail: `${status} ${describe(parsed, text)}` };
 }
 
 function problemType(parsed: unknown): string | undefined {

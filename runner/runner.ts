@@ -7,6 +7,7 @@ import { executorFor, registerBuiltinExecutors } from "./executors/index.js";
 import { runDelivery, type JobDeps, type RunnerLog } from "./job.js";
 import { startPullLoop, type PullLoop } from "./pull-loop.js";
 import { startPushServer, type Acceptance, type CancelRequest, type PushServer } from "./push-server.js";
+import { DEFAULT_PULL_BATCH, ReportBatcher } from "./batcher.js";
 import { Reporter } from "./reporter.js";
 
 /** How to start a runner. Only the coordinator, the identity and the key are required. */
@@ -29,6 +30,11 @@ export interface RunnerOptions {
   workDir?: string;
   /** Script types this runner runs (default python and sh); each needs a registered executor. */
   scriptTypes?: string[];
+  /**
+   * Up to this many jobs per lease (pull) and reports per signed request, through the batched
+   * webhook (default DEFAULT_PULL_BATCH pulling, 1 pushed to: one webhook request per report).
+   */
+  batch?: number;
   /** Seconds between heartbeats of a running job (default 10). */
   heartbeatSeconds?: number;
   /** Accepted clock difference on delivery signatures, seconds (default 300, as the coordinator's). */
@@ -77,9 +83,24 @@ export async function startRunner(options: RunnerOptions): Promise<RunnerHandle>
     signer: { keyid: runnerKeyId(options.contextId, options.runnerId), key: await importPrivateKey(options.key) },
     warn: log.warn,
   });
+  const mode = options.mode ?? "push";
+  const batch = options.batch ?? (mode === "pull" ? DEFAULT_PULL_BATCH : 1);
+  if (!Number.isInteger(batch) || batch < 1 || batch > 100)
+    throw new Error(`batch must be an integer from 1 to 100, not ${batch}`);
   const stopping = new AbortController();
   const deps: JobDeps = {
     reporter,
+    ...(batch > 1
+      ? {
+          batcher: new ReportBatcher({
+            reporter,
+            contextId: options.contextId,
+            runnerId: options.runnerId,
+            max: batch,
+            warn: log.warn,
+          }),
+        }
+      : {}),
     workDir: options.workDir ?? path.join(tmpdir(), "flow-runner"),
     heartbeatSeconds: options.heartbeatSeconds ?? 10,
     log,
@@ -92,14 +113,27 @@ export async function startRunner(options: RunnerOptions): Promise<RunnerHandle>
   /** How to stop each running attempt when the coordinator cancels it. */
   const cancels = new Map<string, AbortController>();
   const done = new Set<string>();
+  /**
+   * Attempts whose script ended and whose result is on its way (in a batch, perhaps): they take
+   * no push slot here any more. The coordinator frees their slot when it applies the result, and
+   * may push the next job before that answer is back: a slot counted until then would refuse it.
+   */
+  const reporting = new Set<string>();
+  const busy = () => running.size - reporting.size;
   let waiters: (() => void)[] = [];
   let draining = false;
+  const wake = () => {
+    const woken = waiters;
+    waiters = [];
+    for (const w of woken) w();
+  };
 
   const start = (payload: DeliveryPayload, ack: boolean) => {
     const key = deliveryKey(payload);
     const cancel = new AbortController();
     cancels.set(key, cancel);
-    const run = runDelivery(payload, deps, { ack, cancel: cancel.signal }).then(
+    const ended = () => void reporting.add(key);
+    const run = runDelivery(payload, deps, { ack, cancel: cancel.signal, ended }).then(
       () => undefined,
       (error: Error) => log.warn(`job ${payload.job_id} (attempt ${payload.attempt}) crashed: ${error.message}`),
     );
@@ -107,12 +141,11 @@ export async function startRunner(options: RunnerOptions): Promise<RunnerHandle>
       key,
       run.finally(() => {
         running.delete(key);
+        reporting.delete(key);
         cancels.delete(key);
         done.add(key);
         if (done.size > DONE_MEMORY) done.delete(done.values().next().value as string);
-        const woken = waiters;
-        waiters = [];
-        for (const wake of woken) wake();
+        wake();
       }),
     );
   };
@@ -125,7 +158,7 @@ export async function startRunner(options: RunnerOptions): Promise<RunnerHandle>
     const key = deliveryKey(payload);
     if (running.has(key) || done.has(key)) return "duplicate";
     if (draining) return "draining";
-    if (running.size >= concurrency) return "busy";
+    if (busy() >= concurrency) return "busy";
     const type = (payload.message.job[0] as { script_type: string }).script_type;
     if (!deps.executorFor(type))
       return { refused: `this runner does not run ${type} scripts (it runs ${scriptTypes.join(", ")})` };
@@ -135,7 +168,7 @@ export async function startRunner(options: RunnerOptions): Promise<RunnerHandle>
 
   let server: PushServer | undefined;
   let pull: PullLoop | undefined;
-  if ((options.mode ?? "push") === "push") {
+  if (mode === "push") {
     const keys = new CoordinatorKeyDirectory(options.url, log.warn);
     await keys.load();
     server = await startPushServer({
@@ -155,13 +188,15 @@ export async function startRunner(options: RunnerOptions): Promise<RunnerHandle>
       log,
     });
     log.info(
-      `runner ${options.runnerId} of context ${options.contextId} listening on ${server.url} (concurrency ${concurrency}, ${scriptTypes.join(", ")})`,
+      `runner ${options.runnerId} of context ${options.contextId} listening on ${server.url} (concurrency ${concurrency}, batch ${batch}, ${scriptTypes.join(", ")})`,
     );
   } else {
     pull = startPullLoop({
       reporter,
       contextId: options.contextId,
       runnerId: options.runnerId,
+      batch,
+      // Not busy(): a lease before the coordinator applied the results would find no free slot there.
       freeSlots: () => concurrency - running.size,
       slotFreed: () => new Promise<void>((resolve) => waiters.push(resolve)),
       parse,
@@ -173,7 +208,7 @@ export async function startRunner(options: RunnerOptions): Promise<RunnerHandle>
       log,
     });
     log.info(
-      `runner ${options.runnerId} of context ${options.contextId} pulling from ${options.url} (concurrency ${concurrency}, ${scriptTypes.join(", ")})`,
+      `runner ${options.runnerId} of context ${options.contextId} pulling from ${options.url} (concurrency ${concurrency}, batch ${batch}, ${scriptTypes.join(", ")})`,
     );
   }
 
@@ -185,7 +220,8 @@ export async function startRunner(options: RunnerOptions): Promise<RunnerHandle>
       await pull?.stop();
       while (running.size > 0) await Promise.all(running.values());
       await server?.close();
-      log.info("drained");
+      const sent = deps.batcher ? ` (${deps.batcher.reports} reports sent in ${deps.batcher.requests} batches)` : "";
+      log.info(`drained${sent}`);
     })());
   return {
     ...(server ? { url: server.url } : {}),

@@ -23,7 +23,7 @@ const start: Command = {
   name: NAME,
   summary: "run the reference runner (python, sh) as a registered runner, in the foreground",
   usage:
-    "runner start <context> <runner> --key-file <runner key> [--pull] [--listen <host:port>] [--concurrency <n>] [--work-dir <dir>]",
+    "runner start <context> <runner> --key-file <runner key> [--pull] [--listen <host:port>] [--concurrency <n>] [--batch <n>] [--work-dir <dir>]",
   args: ["context", "runner"],
   options: {
     "key-file": { type: "string", value: "<file>", help: "the runner's private key (the one it was registered with)" },
@@ -34,6 +34,11 @@ const start: Command = {
       help: "push: where to listen (default 127.0.0.1:8090; the address it was registered with)",
     },
     concurrency: { type: "string", value: "<n>", help: "jobs at once (default 4)" },
+    batch: {
+      type: "string",
+      value: "<n>",
+      help: "jobs per lease and reports per signed request, 1 to 100 (default 32 with --pull, else 1)",
+    },
     "work-dir": {
       type: "string",
       value: "<dir>",
@@ -73,6 +78,8 @@ const start: Command = {
     const concurrency = options.string("concurrency");
     if (concurrency !== undefined)
       args.push("--concurrency", String(parseCount(concurrency, "--concurrency", NAME, 1)));
+    const batch = options.string("batch");
+    if (batch !== undefined) args.push("--batch", String(parseCount(batch, "--batch", NAME, 1)));
     const workDir = options.string("work-dir");
     if (workDir !== undefined) args.push("--work-dir", path.resolve(cwd, workDir));
 

@@ -42,6 +42,9 @@ export const RunnerEventBodies = {
 
 export type RunnerEventBody = z.output<(typeof RunnerEventBodies)[RunnerEventName]>;
 
+/** A signature's nonce, checked by the job's Durable Object in its own storage. */
+export type ReportNonce = { keyid: string; value: string; ttlMs: number };
+
 /** The runner calling, which must belong to the context of the path. */
 function runnerOf(call: FlowCall, contextId: number): number {
   const p = call.principal;
@@ -74,21 +77,23 @@ function toEvent(name: RunnerEventName, body: RunnerEventBody, job: number, runn
 /**
  * Routes a runner's report to the job's Durable Object. Only the runner the attempt was given
  * to may report; a replayed report (same outcome again) is answered as accepted so a runner that
- * lost the answer can stop retrying; a report on an old attempt is a 409.
+ * lost the answer can stop retrying; a report on an old attempt is a 409. The job's Durable
+ * Object refuses a `nonce` it has seen; a batch passes none for reports that are idempotent by
+ * themselves (see reportRunnerEvents).
  */
 export async function reportRunnerEvent(
   call: FlowCall,
   path: WebhookPath,
   name: RunnerEventName,
   body: RunnerEventBody,
-  nonce: { keyid: string; value: string; ttlMs: number },
+  nonce: ReportNonce | undefined,
 ): Promise<EventAnswer> {
   const runner = runnerOf(call, path.contextId);
   const scope = webhookScope(call, path);
   const logs = "logs" in body ? body.logs : undefined; // results and log reports carry lines
   const answer = unwrap(
     await coordinatorStub(call.env, scope).handle(scope, toEvent(name, body, path.jobId, runner), {
-      nonce,
+      ...(nonce ? { nonce } : {}),
       ...(logs && logs.length > 0 ? { logs } : {}),
     }),
   );

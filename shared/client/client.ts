@@ -33,6 +33,7 @@ import {
 import type { PermissionList } from "../auth/index.js";
 import { ApiError, readAnswer, type RpcErrorObject } from "./errors.js";
 import { followStream, type StreamOptions, type StreamSource } from "./events.js";
+import { reportsPath, type RunnerReport, type RunnerReportAnswer } from "./reports.js";
 import { ScheduleClient } from "./schedules.js";
 
 export type Fetcher = (request: Request) => Promise<Response>;
@@ -314,6 +315,16 @@ export class CoordinatorClient {
     ).toString();
     const answer = (await this.request("GET", `${path}${search ? `?${search}` : ""}`)) as Page<unknown>;
     return { ...answer, items: answer.items.map((item) => schema.parse(item)) };
+  }
+
+  // Runners.
+
+  /** A runner's batch of reports, signed once; one answer per report, in order. */
+  async reportBatch(contextId: number, runnerId: number, reports: RunnerReport[]): Promise<RunnerReportAnswer[]> {
+    const answer = (await this.request("POST", reportsPath(contextId, runnerId), { reports })) as {
+      answers: RunnerReportAnswer[];
+    };
+    return answer.answers;
   }
 
   // JSON-RPC.

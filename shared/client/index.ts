@@ -7,5 +7,7 @@ export { DEFAULT_RECONNECT, followStream, sleep, StreamLostError, StreamProtocol
 export type { ReconnectPolicy, StreamOptions, StreamSource } from "./events.js";
 export { SseParser } from "./sse.js";
 export type { SseMessage } from "./sse.js";
+export { MAX_BATCH_REPORTS, reportsPath } from "./reports.js";
+export type { RunnerEventName, RunnerReport, RunnerReportAnswer } from "./reports.js";
 export { ScheduleClient } from "./schedules.js";
 export type { Requester, ScheduleCreationInput } from "./schedules.js";

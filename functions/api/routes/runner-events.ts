@@ -4,6 +4,7 @@ import { RUNNER_EVENTS, type RunnerEventName } from "../../core/scopes.js";
 import { keepRefusedReport } from "../../service/recovery.js";
 import { leaseJobs, reportRunnerEvent, RunnerEventBodies } from "../../service/runner-events.js";
 import { flowCall } from "../call.js";
+import { registerRunnerReportRoutes } from "./runner-reports.js";
 import { Problem } from "../../core/problem.js";
 import { defaultHook, validationProblem } from "../errors.js";
 import { body, conflict, json, named, PathId, signed, signedErrors } from "../schemas.js";
@@ -65,8 +66,9 @@ const lease = createRoute({
   },
 });
 
-/** The runner webhooks and the pull lease. */
+/** The runner webhooks (one report each, and the batch of many) and the pull lease. */
 export function registerRunnerEventRoutes(app: OpenAPIHono<AppEnv>): void {
+  registerRunnerReportRoutes(app);
   for (const name of RUNNER_EVENTS) {
     for (const standalone of [false, true]) {
       app.openapi(
