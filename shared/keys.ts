@@ -35,8 +35,9 @@ export class Keys {
   }
 
   /**
-   * A used signature nonce, kept until its signature could no longer be fresh. A runner's nonces
-   * live in its context's slot, so a transition script can consume one in the same round trip.
+   * A used signature nonce, kept until its signature could no longer be fresh. A runner's nonces,
+   * and those of flow submissions, live in the context's slot, so a script can consume one in the
+   * same round trip (the signature covers the path, so a nonce never counts in another context).
    */
   nonce(keyid: string, nonce: string, contextId?: number): string {
     return contextId === undefined

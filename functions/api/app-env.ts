@@ -3,15 +3,18 @@ import type { Store } from "../../shared/store/index.js";
 import { readConfig, type Config } from "../core/config.js";
 import type { Env } from "../core/env.js";
 import { storeFor } from "../core/store.js";
-import type { Principal } from "../core/principal.js";
+import type { Principal, SignatureNonce } from "../core/principal.js";
 
 /** What the signature check (`authenticate`) leaves on the context for routes. */
 export interface AuthVariables {
   principal: Principal;
   /** The raw body the signature covered. */
   body: Uint8Array<ArrayBuffer>;
-  /** On runner webhooks: the nonce, left for the job's Durable Object to check. */
-  deferredNonce?: { keyid: string; value: string; ttlMs: number };
+  /**
+   * On runner webhooks and flow submissions: the nonce, left for the job's Durable Object or
+   * the submission's reservation to spend.
+   */
+  deferredNonce?: SignatureNonce;
 }
 
 /** Variables routes read from the Hono context. */

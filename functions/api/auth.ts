@@ -3,7 +3,7 @@ import { AuthError, importPublicKey, parseKeyId, verifyRequest, type KeyId } fro
 import type { Store } from "../../shared/store/index.js";
 import type { Config } from "../core/config.js";
 import { keyCache } from "../core/key-cache.js";
-import { unauthorized, type Principal } from "../core/principal.js";
+import { nonceReplayed, unauthorized, type Principal } from "../core/principal.js";
 import { Problem } from "../core/problem.js";
 import { RUNNER_EVENTS } from "../core/scopes.js";
 import type { AppEnv } from "./app-env.js";
@@ -15,6 +15,15 @@ import type { AppEnv } from "./app-env.js";
 const DEFERRED_NONCE = new RegExp(
   `^/v1/contexts/\\d+/(flows/\\d+/jobs/\\d+|jobs/\\d+/\\d+)/(${RUNNER_EVENTS.join("|")})$`,
 );
+
+/**
+ * A runner's batch of reports: its heartbeat and log reports carry the nonce to their jobs'
+ * objects, the others are idempotent by themselves (see reportRunnerEvents).
+ */
+const BATCHED_REPORTS = /^\/v1\/contexts\/\d+\/runners\/\d+\/reports$/;
+
+/** A flow submission (POST): its reservation script spends the nonce (see submitFlow). */
+const SUBMISSION = /^\/v1\/contexts\/\d+\/flows$/;
 
 /** Where a WebSocket ticket may stand for a signature: the event streams and the JSON-RPC session. */
 const TICKET_PATHS = /^(\/v1\/contexts\/\d+(\/flows\/\d+)?\/events|\/rpc)$/;
@@ -82,7 +91,7 @@ export const authenticate: MiddlewareHandler<AppEnv> = async (c, next) => {
   const principal = parseKeyId(verified.keyid) as Principal;
   // A nonce must be remembered as long as a signature carrying it could still be fresh.
   const ttlSeconds = 2 * config.skewSeconds + 60;
-  if (DEFERRED_NONCE.test(c.req.path)) {
+  if (DEFERRED_NONCE.test(c.req.path) || BATCHED_REPORTS.test(c.req.path)) {
     // Runner webhooks take reports from runners only: anyone else is refused before the body is read.
     if (principal.kind !== "runner") {
       throw new Problem("forbidden", `only runners report on jobs; this request is signed as ${verified.keyid}`, {
@@ -95,17 +104,20 @@ export const authenticate: MiddlewareHandler<AppEnv> = async (c, next) => {
     await next();
     return;
   }
+  if (c.req.method === "POST" && SUBMISSION.test(c.req.path) && principal.kind === "actor") {
+    c.set("deferredNonce", { keyid: verified.keyid, value: verified.nonce, ttlMs: ttlSeconds * 1000 });
+    c.set("principal", principal);
+    c.set("body", body);
+    await next();
+    return;
+  }
   const fresh = await store.nonces.claim(
     verified.keyid,
     verified.nonce,
     principal.kind === "runner" ? principal.contextId : undefined,
     ttlSeconds,
   );
-  if (!fresh) {
-    throw unauthorized(
-      new AuthError("nonce-replayed", "this nonce was already used: sign every request with a new nonce"),
-    );
-  }
+  if (!fresh) throw nonceReplayed();
   c.set("principal", principal);
   c.set("body", body);
   await next();

@@ -29,6 +29,11 @@ export interface CreateFlowInput {
   /** Where the flow's ready jobs stand (higher first) and its cap on attempts in flight. */
   priority?: number | undefined;
   maxParallel?: number | undefined;
+  /**
+   * Whether the caller has an https address to POST the flow's result to (FlowState.notifyHttps);
+   * unset means unknown, which counts as yes.
+   */
+  notifyHttps?: boolean | undefined;
   messageBase: number;
   /** Positions of jobs whose ids the caller chose (only those can collide). */
   chosen: number[];
@@ -93,7 +98,8 @@ export interface FlowCoordinatorRpc extends Rpc.DurableObjectBranded {
 
 /**
  * Why a dispatcher is woken: attempts were queued (`queues`: in which flows' queues; `work`: look
- * at every queue it knows), runners' slots were freed (`freed`: which runners), messages for
+ * at every queue it knows), runners' slots were freed (`freed`: which runners; `released`: the
+ * work items whose slots those were, whose delivery need not be marked any more), messages for
  * actors were posted (`mail`), the context's runners or limits changed (`runners`), or claims
  * that may have been abandoned should be looked at (`reap`, by the supervisor's sweep).
  */
@@ -101,6 +107,7 @@ export interface Wake {
   queues?: ReadyQueue[];
   work?: boolean;
   freed?: number[];
+  released?: string[];
   mail?: boolean;
   runners?: boolean;
   reap?: boolean;
@@ -109,6 +116,7 @@ export interface Wake {
 /** One wake that says all two wakes said (a queue named twice, the later naming). */
 export function mergeWakes(a: Wake | undefined, b: Wake | undefined): Wake {
   const freed = [...new Set([...(a?.freed ?? []), ...(b?.freed ?? [])])];
+  const released = [...new Set([...(a?.released ?? []), ...(b?.released ?? [])])];
   const queues = new Map([...(a?.queues ?? []), ...(b?.queues ?? [])].map((q) => [q.key, q]));
   const flag = (k: "work" | "mail" | "runners" | "reap") => (a?.[k] || b?.[k] ? { [k]: true } : {});
   return {
@@ -117,6 +125,7 @@ export function mergeWakes(a: Wake | undefined, b: Wake | undefined): Wake {
     ...flag("runners"),
     ...flag("reap"),
     ...(freed.length > 0 ? { freed } : {}),
+    ...(released.length > 0 ? { released } : {}),
     ...(queues.size > 0 ? { queues: [...queues.values()] } : {}),
   };
 }

@@ -1,4 +1,4 @@
-import type { AuthError, KeyId } from "../../shared/auth/index.js";
+import { AuthError, type KeyId } from "../../shared/auth/index.js";
 import { Problem } from "./problem.js";
 
 /** Who a verified request comes from. */
@@ -10,4 +10,18 @@ const ACCEPT_SIGNATURE = 'sig1=("@method" "@target-uri" "content-digest");create
 /** An AuthError as a 401 problem whose type names the failure. */
 export function unauthorized(error: AuthError): Problem {
   return new Problem(error.code, error.message, {}, { "accept-signature": ACCEPT_SIGNATURE });
+}
+
+/** A signature's nonce whose spending a route leaves to the script that does its work. */
+export interface SignatureNonce {
+  keyid: string;
+  value: string;
+  ttlMs: number;
+}
+
+/** The 401 of a request whose nonce was used before. */
+export function nonceReplayed(): Problem {
+  return unauthorized(
+    new AuthError("nonce-replayed", "this nonce was already used: sign every request with a new nonce"),
+  );
 }

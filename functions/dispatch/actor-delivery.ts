@@ -8,18 +8,34 @@ const NOTIFY_TIMEOUT_MS = 5_000;
 const NOTIFY_ATTEMPTS = 3;
 
 /**
+ * A flow's result that the commit ending the flow put in its caller's inbox itself: on msg_out
+ * only to be POSTed. Results written by older versions wait on msg_out `dispatched`, for the
+ * relay to put them in the inbox as it does chat and mail.
+ */
+export function alreadyInInbox(message: Message): boolean {
+  return message.flow_result !== undefined && message.status !== "dispatched";
+}
+
+/**
  * Hands a message between actors to its recipient, as the model's supervisor does before it
  * releases a message: chat and mail only between members of the context (checked again now,
  * since permissions may have changed since it was sent). The message goes into the recipient's
  * inbox (`msg_in:<actor>`) exactly once, and is then POSTed, signed by the coordinator, to each
- * of the recipient's https addresses (best effort: the inbox is where it is kept).
+ * of the recipient's https addresses (best effort: the inbox is where it is kept). A flow's
+ * result is in the inbox already (alreadyInInbox): it is only POSTed, and since its in-flight
+ * entry goes only after that (relayMail's settle), a relay that dies first leaves it to be
+ * POSTed again: at least once.
  */
 export async function deliverToActor(
   store: Store,
   key: CoordinatorKey,
   message: Message,
-): Promise<"delivered" | "refused" | "settled-before"> {
+): Promise<"delivered" | "posted" | "refused" | "settled-before"> {
   const recipient = message.to ?? message.caller_id;
+  if (alreadyInInbox(message)) {
+    await postToAddresses(store, key, recipient, message);
+    return "posted";
+  }
   if (!message.flow_result) {
     const context = await store.contexts.find({ id: message.context_id });
     const reason = !context
@@ -47,11 +63,16 @@ export async function deliverToActor(
     }
   }
   if (!(await store.messages.settle(message, { deliver: true }))) return "settled-before";
+  await postToAddresses(store, key, recipient, { ...message, status: "acknowledged" });
+  return "delivered";
+}
+
+/** POSTs a message to each of the recipient's https addresses, as they are now. */
+async function postToAddresses(store: Store, key: CoordinatorKey, recipient: number, message: Message): Promise<void> {
   const actor = await store.actors.find({ id: recipient });
   for (const address of actor?.address ?? []) {
-    if (address.type === "https") await notify(address.url, { ...message, status: "acknowledged" }, key);
+    if (address.type === "https") await notify(address.url, message, key);
   }
-  return "delivered";
 }
 
 async function notify(url: string, message: Message, key: CoordinatorKey): Promise<void> {

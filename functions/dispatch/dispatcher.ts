@@ -16,7 +16,11 @@ import { DispatchRounds } from "./rounds.js";
 const SAFETY_MS = 30_000;
 /** How soon the alarm rings again after a round failed. */
 const RETRY_SOON_MS = 5_000;
-const RUNNER_CACHE_MS = 2_000;
+/**
+ * How long the runner list is trusted: every change of a runner wakes this object with `runners`,
+ * which drops it at once; this bounds a change whose wake was lost.
+ */
+const RUNNER_CACHE_MS = 30_000;
 
 /**
  * Dispatcher: one per context, the one that keeps the context's ready work moving. Attempts wait

@@ -8,8 +8,10 @@ import { deliverToActor } from "./actor-delivery.js";
 const SETTLE_WITHIN_MS = 30_000;
 
 /**
- * Moves messages for actors (chat, mail, a flow's result) from the context's msg_out into their
- * recipients' inboxes. Taking from msg_out into the in-flight set is one step, so a relay that
+ * Moves messages between actors (chat, mail) from the context's msg_out into their recipients'
+ * inboxes, and POSTs them to the recipients' https addresses. A flow's result is on msg_out only
+ * when its caller had https addresses: the commit that ended the flow put it in the inbox, so it
+ * is only POSTed. Taking from msg_out into the in-flight set is one step, so a relay that
  * dies loses nothing: the next claim after the settle deadline puts what it held back. A job
  * attempt found on msg_out (written by an older version, which queued attempts there) is moved to
  * its flow's queue. Resolves with how many messages it took, and the queues attempts went to.
@@ -33,7 +35,7 @@ export async function relayMail(
       if (message?.message_type === "job") {
         const queue = await requeueAttempt(store, k, message);
         if (queue) requeued.push(queue);
-      } else if (message) await deliverToActor(store, key, message); // settles its own in-flight entry
+      } else if (message) await deliverToActor(store, key, message);
       settled.push(k); // a vanished message leaves the relay too
     }),
   );

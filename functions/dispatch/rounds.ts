@@ -12,6 +12,7 @@ import {
 import type { DeliverAnswer, Wake } from "../core/contracts.js";
 import type { CoordinatorKey } from "../core/coordinator-key.js";
 import type { RunnerBackoff } from "./backoff.js";
+import { DeliveredClaims } from "./delivered.js";
 import { relayMail } from "./mail.js";
 import type { ReadyRing } from "./ring.js";
 
@@ -73,6 +74,8 @@ export class DispatchRounds {
   private retrySoon = false;
   /** When claims left unsettled become old enough to reap (epoch ms): the alarm comes then. */
   private reapAt: number | undefined;
+  /** Delivered claims not yet marked so in Redis (most never need it: see DeliveredClaims). */
+  private readonly delivered = new DeliveredClaims();
 
   constructor(private readonly host: RoundsHost) {}
 
@@ -82,6 +85,7 @@ export class DispatchRounds {
    * is room a push runner may now use.
    */
   accept(wake: Wake, queuesWait: boolean): Wanted | undefined {
+    if (wake.released) this.delivered.release(wake.released);
     const freed = (wake.freed?.length ?? 0) > 0;
     const work = Boolean(wake.work || wake.runners || wake.queues?.length || (freed && queuesWait));
     if (!work && !wake.mail && !wake.reap) return undefined;
@@ -129,7 +133,10 @@ export class DispatchRounds {
     const retrySoon = this.retrySoon;
     this.retrySoon = false;
     try {
-      await this.host.rested(retrySoon, this.reapAt);
+      // The alarm also comes back to mark delivered claims held back long enough.
+      const marks = this.delivered.nextDue();
+      const at = marks === undefined ? this.reapAt : Math.min(this.reapAt ?? marks, marks);
+      await this.host.rested(retrySoon, at);
     } catch (error) {
       console.warn(
         `dispatch in context ${this.host.contextId()}: setting the alarm failed: ${(error as Error).message}`,
@@ -150,6 +157,8 @@ export class DispatchRounds {
       if (moved.taken >= MAIL_PER_ROUND) this.want({ mail: true });
     }
     await this.settleOwed(store);
+    const marks = this.delivered.due();
+    if (marks.length > 0) await this.settle(store, { delivered: marks, gone: [], back: [] });
     if (wanted.reap || Date.now() - this.reapedAt > REAP_EVERY_MS) await this.reap(store);
     if (wanted.work) await this.dispatchWork(store);
   }
@@ -233,7 +242,7 @@ export class DispatchRounds {
         try {
           const answer = await this.host.askOwner(claim.item, runner);
           if (answer.outcome === "delivered") {
-            settlement.delivered.push(held);
+            this.delivered.add([held]);
             await this.host.backoff.succeeded(runner.id);
           } else if (answer.outcome === "gone") {
             settlement.gone.push(held);
@@ -309,7 +318,7 @@ export class DispatchRounds {
     const runners = await this.host.runners();
     const ids = runners.map((r) => r.id);
     const unsettled = (await store.dispatch.unsettled(this.host.contextId(), ids)).filter(
-      (c) => !this.delivering.has(c.item),
+      (c) => !this.delivering.has(c.item) && !this.delivered.has(c.item),
     );
     const stale = unsettled.filter((c) => c.claimedAt <= now - REAP_AFTER_MS);
     // Claims too young to reap yet are reaped when they are old enough: nothing else may come

@@ -10,7 +10,7 @@ import {
   type JobState,
 } from "../../shared/flow/index.js";
 import type { FlowView } from "../../shared/model/index.js";
-import { deadlineOwner, type Store } from "../../shared/store/index.js";
+import { ConflictError, deadlineOwner, type Store } from "../../shared/store/index.js";
 import type {
   CreateFlowInput,
   DeliverAnswer,
@@ -99,41 +99,64 @@ export class FlowCoordinator extends DurableObject<Env> implements FlowCoordinat
 
   // RPC methods, called by the Worker's routes, the dispatcher and the supervisor.
 
+  /**
+   * Stores the flow, and starts it in the same script call when `start` is asked. Memory is not
+   * read from storage first: the script itself refuses an id that is taken, and only then is
+   * the flow there read (a retried submission, or another flow under a chosen id).
+   */
   async create(scope: FlowScope, input: CreateFlowInput): Promise<RpcResult<FlowView>> {
-    return this.guard(scope, async () => {
-      if (!this.commits.current) {
-        const state = newFlowState({
-          id: scope.flowId,
-          contextId: scope.contextId,
-          callerId: input.callerId,
-          envVars: input.envVars,
-          timeouts: input.timeouts,
-          traceId: input.traceId,
-          priority: input.priority,
-          maxParallel: input.maxParallel,
-          jobs: input.jobs,
-          messageBase: input.messageBase,
-        });
-        let created: boolean;
-        try {
-          created = await storeNewFlow(this.store(), this.bound(), state, input.chosen);
-        } catch (error) {
-          // The outcome may be unknown (storage timed out, yet may run it): read it back next time.
-          this.commits.forget();
-          throw error;
-        }
-        if (created) {
-          this.commits.adopt(state);
-          this.stream.append(scope, state.traceId, [createdChange(state, Date.now())]);
-        } else this.commits.forget();
-        await this.commits.load();
-        await this.keepScope();
-        if (!(await this.relay.forward(scope))) await this.deadlines.arm(this.commits.current, true);
-      }
-      if (input.start && this.commits.current?.status === "dispatched")
-        await this.commits.enqueue({ type: "start", at: Date.now() });
-      return this.viewOf(this.current());
+    return this.guard(
+      scope,
+      async () => {
+        // A creation whose outcome was unknown is settled before anything else.
+        if (await this.commits.settlePending()) this.commits.forget();
+        if (!this.commits.current) await this.createNow(scope, input);
+        if (input.start && this.commits.current?.status === "dispatched")
+          await this.commits.enqueue({ type: "start", at: Date.now() });
+        return this.viewOf(this.current());
+      },
+      false,
+    );
+  }
+
+  /** Stores the new flow (and starts it, if asked); reads the flow back when its id is taken. */
+  private async createNow(scope: FlowScope, input: CreateFlowInput): Promise<void> {
+    const state = newFlowState({
+      id: scope.flowId,
+      contextId: scope.contextId,
+      callerId: input.callerId,
+      envVars: input.envVars,
+      timeouts: input.timeouts,
+      traceId: input.traceId,
+      priority: input.priority,
+      maxParallel: input.maxParallel,
+      notifyHttps: input.notifyHttps,
+      jobs: input.jobs,
+      messageBase: input.messageBase,
     });
+    const created = createdChange(state, Date.now());
+    let stored: boolean;
+    try {
+      if (input.start && !scope.job) {
+        await this.commits.createWith(state, input.chosen, created, { type: "start", at: Date.now() });
+        stored = true;
+      } else {
+        stored = await storeNewFlow(this.store(), this.bound(), state, input.chosen);
+        if (stored) {
+          this.commits.adopt(state);
+          this.stream.append(scope, state.traceId, [created]);
+        }
+      }
+    } catch (error) {
+      // The outcome may be unknown (storage timed out, yet may run it): read it back next time.
+      this.commits.forget();
+      if (!(error instanceof ConflictError && error.kind === "flow")) throw error;
+      stored = false;
+    }
+    if (!stored) this.commits.forget();
+    await this.commits.load();
+    await this.keepScope();
+    if (!(await this.relay.forward(scope))) await this.deadlines.arm(this.commits.current, true);
   }
 
   async start(scope: FlowScope): Promise<RpcResult<FlowView>> {
@@ -288,11 +311,14 @@ export class FlowCoordinator extends DurableObject<Env> implements FlowCoordinat
     await this.deadlines.arm(this.commits.current ?? state, !reached || !owedDone || !fed);
   }
 
-  /** Binds and loads, runs `work`, and turns any failure into a problem the caller can rethrow. */
-  private async guard<T>(scope: FlowScope, work: () => Promise<T>): Promise<RpcResult<T>> {
+  /**
+   * Binds and (unless `load` is false) loads, runs `work`, and turns any failure into a problem
+   * the caller can rethrow.
+   */
+  private async guard<T>(scope: FlowScope, work: () => Promise<T>, load = true): Promise<RpcResult<T>> {
     try {
       await this.bind(scope);
-      if (await this.commits.load()) await this.keepScope();
+      if (load && (await this.commits.load())) await this.keepScope();
       return { ok: await work() };
     } catch (error) {
       const problem = toProblem(error);

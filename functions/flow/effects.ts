@@ -14,8 +14,10 @@ const OWED = "owed-wake";
 
 /**
  * What a flow owes the world once a batch is durable, besides what the batch's own script wrote:
- * the context's dispatcher is woken when attempts were queued, slots freed or results posted
- * (and the wake is kept as owed, durably, until it went through); the supervisor's sweep is told
+ * the context's dispatcher is woken when attempts were queued, slots freed or a flow's result
+ * left on msg_out for its relay to POST to the caller's https addresses (a caller without any
+ * finds the result in its inbox, written by the commit itself, and nothing is woken for it);
+ * the wake is kept as owed, durably, until it went through. The supervisor's sweep is told
  * when the flow's deadlines start (a start or a re-run); runners are told to stop cancelled
  * attempts (best effort: a runner that misses it learns on its next report, answered 409).
  */
@@ -105,7 +107,7 @@ export class FlowEffects {
   }
 }
 
-function wakeFor(plan: Pick<PendingCommit, "queued" | "freed" | "notifies">): Wake | undefined {
+function wakeFor(plan: Pick<PendingCommit, "queued" | "freed" | "released" | "notifies">): Wake | undefined {
   // A plan written by an older version says only whether it queued anything.
   const queued: unknown = plan.queued;
   const queues = Array.isArray(queued) ? plan.queued : [];
@@ -115,6 +117,7 @@ function wakeFor(plan: Pick<PendingCommit, "queued" | "freed" | "notifies">): Wa
     ...(queues.length > 0 ? { queues } : {}),
     ...(work ? { work: true } : {}),
     ...(plan.freed.length > 0 ? { freed: plan.freed } : {}),
+    ...(plan.released?.length ? { released: plan.released } : {}),
     ...(plan.notifies ? { mail: true } : {}),
   };
 }

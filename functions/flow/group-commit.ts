@@ -9,6 +9,7 @@ import {
 import { changesOf, type FlowChange } from "../../shared/flow/changes.js";
 import type { Log } from "../../shared/model/index.js";
 import {
+  ConflictError,
   NotFoundError,
   planCommit,
   RedisCommandError,
@@ -81,6 +82,8 @@ export class GroupCommit {
   /** The last commit or settlement: the next one starts after it. */
   private writing: Promise<unknown> = Promise.resolve();
   private readonly pending: PendingCommits;
+  /** A flow not in storage yet: the next batch stores it with its own transitions (createWith). */
+  private unborn: { state: FlowState; chosen: number[]; created: FlowChange } | undefined;
 
   constructor(private readonly host: CommitHost) {
     this.pending = new PendingCommits(host.storage);
@@ -118,7 +121,14 @@ export class GroupCommit {
     return this.exclusive(async () => {
       const plan = await this.pending.read();
       if (!plan) return false;
-      await this.run(plan);
+      try {
+        await this.run(plan);
+      } catch (error) {
+        // A creation that found another flow under its id wrote nothing and owes nothing.
+        if (!(error instanceof ConflictError)) throw error;
+        await this.pending.clear();
+        return true;
+      }
       await this.host.resolved(plan);
       await this.pending.clear();
       return true;
@@ -135,6 +145,17 @@ export class GroupCommit {
   /** Takes a state that was just created in storage as the current one. */
   adopt(state: FlowState): void {
     this.state = state;
+  }
+
+  /**
+   * Stores a flow that is not in storage yet together with the transition of `event` (its
+   * start), in one script call: resolves as `enqueue` does. Rejects with ConflictError (kind
+   * "flow") when another flow holds the id, or "job" when a chosen job id is taken: nothing
+   * was written then, and memory is forgotten.
+   */
+  createWith(state: FlowState, chosen: number[], created: FlowChange, event: FlowEvent): Promise<Transition> {
+    this.unborn = { state, chosen, created };
+    return this.enqueue(event);
   }
 
   /** Forgets memory: the next use reads the state back. */
@@ -157,7 +178,7 @@ export class GroupCommit {
       while (this.queue.length > 0) {
         let state: FlowState | null;
         try {
-          state = await this.load();
+          state = this.unborn?.state ?? (await this.load());
           if (!state) throw new NotFoundError("flow", "this");
         } catch (error) {
           for (const item of this.queue.splice(0)) item.reject(error);
@@ -190,9 +211,15 @@ export class GroupCommit {
   }
 
   private async commit(steps: CommitStep[], before: FlowState, after: FlowState, changes: FlowChange[]): Promise<void> {
-    if (steps.length === 0) return;
-    const plan = planCommit(this.host.store().keys, steps, Date.now());
-    const writes = plan.sections > 0;
+    const unborn = this.unborn;
+    this.unborn = undefined;
+    if (steps.length === 0 && !unborn) return;
+    const now = Date.now();
+    const commit = planCommit(this.host.store().keys, steps, now);
+    const plan: PendingCommit = unborn
+      ? { ...commit, ...this.host.store().flows.creation(unborn.state, unborn.chosen, now, commit) }
+      : commit;
+    const writes = unborn !== undefined || commit.sections > 0;
     let skipped: number[] = [];
     if (writes) {
       await this.pending.write(plan);
@@ -200,8 +227,9 @@ export class GroupCommit {
         skipped = await this.run(plan);
       } catch (error) {
         this.state = undefined;
-        if (error instanceof RedisCommandError) {
-          // Redis refused the script (a bug, not an outage): running it again cannot help.
+        if (error instanceof RedisCommandError || error instanceof ConflictError) {
+          // Redis refused the script (a bug, not an outage), or the creation found its ids
+          // taken (nothing written): running it again cannot help.
           await this.pending.clear();
         } else {
           await this.host.storageDown();
@@ -214,17 +242,17 @@ export class GroupCommit {
       // Which sections Redis had, and what each step did: what a state read back disagrees on.
       const did = steps.map((step) => step.effects.map((e) => e.type).join("+") || "journal only").join(", ");
       console.warn(
-        `flow ${after.id} of context ${after.contextId}: storage held part of a batch already (sections ${skipped.join(", ")} of ${plan.sections}; steps: ${did}); reading it back`,
+        `flow ${after.id} of context ${after.contextId}: storage held part of a batch already (sections ${skipped.join(", ")} of ${commit.sections}; steps: ${did}); reading it back`,
       );
       this.state = undefined;
     } else {
       this.state = after;
       // Told with the state that memory now holds (no await between): a view reads both together.
       // After a conflict the changes are not told from here: reading the state back catches up.
-      this.host.publish(after, changes);
+      this.host.publish(after, unborn ? [unborn.created, ...changes] : changes);
       await this.host.storage.put("journal", journalOf(after));
     }
-    await this.host.committed({ before, after, steps, plan: writes ? plan : undefined, conflict });
+    await this.host.committed({ before, after, steps, plan: writes ? commit : undefined, conflict });
     if (writes) await this.pending.clear();
   }
 

@@ -1,7 +1,11 @@
-import type { CommitPlan } from "../../shared/store/index.js";
+import type { CommitPlan, Creation } from "../../shared/store/index.js";
 
-/** What of a commit must survive the object: the script call, and what it owes dispatch. */
-export type PendingCommit = Pick<CommitPlan, "keys" | "args" | "queued" | "freed" | "notifies">;
+/**
+ * What of a commit must survive the object: the script call (a commit's, or a creation's with
+ * its first commit), and what it owes dispatch.
+ */
+export type PendingCommit = Pick<CommitPlan, "keys" | "args" | "queued" | "freed" | "released" | "notifies"> &
+  Partial<Pick<Creation, "creates" | "caller">>;
 
 /** A Durable Object value may hold 2 MB with its key; a plan is written in chunks well below. */
 const CHUNK_CHARS = 500_000;

@@ -1,5 +1,6 @@
 import { AuthError, decide, type Access } from "../../shared/auth/index.js";
 import type { Context } from "../../shared/model/index.js";
+import { EpochCache } from "../core/epoch-cache.js";
 import { fieldProblem } from "../core/errors.js";
 import { unauthorized } from "../core/principal.js";
 import { Problem } from "../core/problem.js";
@@ -18,12 +19,35 @@ export function requireActor(call: ServiceCall): number {
 }
 
 /**
+ * Contexts this isolate read, for the access checks of every request: a hit costs no storage
+ * command. Only an allowing answer is taken from it (a refusal is read again, so a grant works
+ * at once), and every change of a context bumps the revocation epoch (`contextChanged`): a
+ * revoked permission or a changed limit holds everywhere within a second.
+ */
+const contexts = new EpochCache<Context>();
+
+/**
  * Loads a context and checks that the calling actor may do `access` in it: 404 when there is no
  * such context, 403 naming the lists that would allow it. Runners and bare keys are refused.
+ * The context may come from this isolate's cache (see `contexts`) unless `fresh`.
  */
-export async function contextFor(call: ServiceCall, contextId: number, access: Access): Promise<Context> {
+export async function contextFor(
+  call: ServiceCall,
+  contextId: number,
+  access: Access,
+  fresh = false,
+): Promise<Context> {
   const actorId = requireActor(call);
-  const context = await call.store.contexts.load({ id: contextId });
+  const load = () => call.store.contexts.load({ id: contextId });
+  const context = fresh
+    ? await load()
+    : ((await contexts.get(
+        call.store,
+        call.config.keyCacheSeconds,
+        contextId,
+        load,
+        (cached) => decide(cached, actorId, access).allowed,
+      )) as Context);
   const decision = decide(context, actorId, access);
   if (!decision.allowed) {
     throw new Problem(
@@ -33,6 +57,15 @@ export async function contextFor(call: ServiceCall, contextId: number, access: A
     );
   }
   return context;
+}
+
+/**
+ * After a change of a context (its lists, limits, pause, deletion): every isolate reads it again
+ * within a second (the epoch), this one at once.
+ */
+export async function contextChanged(call: ServiceCall, contextId: number): Promise<void> {
+  contexts.forget(call.store.keys.prefix, contextId);
+  await call.store.keyEpoch.bump();
 }
 
 /** Refuses plain-http addresses unless the deployment allows them (local development). */

@@ -5,6 +5,7 @@ import { ConflictError } from "../../shared/store/index.js";
 import { keyCache } from "../core/key-cache.js";
 import { Problem } from "../core/problem.js";
 import { checkAddress, requireActor } from "./access.js";
+import { forgetAddresses } from "./caller-addresses.js";
 import type { ServiceCall } from "./call.js";
 import { verifyCountersignature } from "./countersignature.js";
 
@@ -89,7 +90,12 @@ export async function loadActor(call: ServiceCall, id: number): Promise<Actor> {
 export async function updateActor(call: ServiceCall, id: number, input: z.output<typeof ActorUpdate>): Promise<Actor> {
   if (requireActor(call) !== id) throw forbidden(`only actor ${id} itself may change its addresses`);
   input.address.forEach((a, i) => a.type === "https" && checkAddress(call, `body.address.${i}.url`, a.url));
-  return call.store.actors.update({ id }, { address: input.address });
+  const updated = await call.store.actors.update({ id }, { address: input.address });
+  // Flows submitted from now on learn whether to POST their result here (caller-addresses.ts):
+  // this isolate at once, every other within a second.
+  forgetAddresses(call.store.keys.prefix, id);
+  await call.store.keyEpoch.bump();
+  return updated;
 }
 
 /**

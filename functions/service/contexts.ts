@@ -2,7 +2,7 @@ import type { z } from "zod";
 import { isMember, type PermissionList } from "../../shared/auth/index.js";
 import type { Context, ContextCreation, ContextLimitsUpdate, PermissionsUpdate } from "../../shared/model/index.js";
 import { fieldProblem } from "../core/errors.js";
-import { contextFor, requireActor } from "./access.js";
+import { contextChanged, contextFor, requireActor } from "./access.js";
 import type { FlowCall, ServiceCall } from "./call.js";
 import { wakeContext } from "./wake.js";
 
@@ -56,7 +56,7 @@ export async function listContexts(
 
 /** Loads a context: anyone in one of its lists. */
 export function loadContext(call: ServiceCall, id: number): Promise<Context> {
-  return contextFor(call, id, "read");
+  return contextFor(call, id, "read", true);
 }
 
 /** Replaces all three permission lists (admins only; at least one admin stays). */
@@ -68,7 +68,9 @@ export async function setPermissions(
   await contextFor(call, id, "admin");
   const lists = { admins: unique(input.admins), readers: unique(input.readers), executors: unique(input.executors) };
   await checkActorsExist(call, lists);
-  return call.store.contexts.update({ id }, lists);
+  const updated = await call.store.contexts.update({ id }, lists);
+  await contextChanged(call, id);
+  return updated;
 }
 
 /** Adds an actor to one list (admins only); granting twice is harmless. */
@@ -76,6 +78,7 @@ export async function grant(call: ServiceCall, id: number, list: PermissionList,
   await contextFor(call, id, "admin");
   await call.store.actors.load({ id: actorId });
   await call.store.contextAdmin.grant(id, list, actorId);
+  await contextChanged(call, id);
   return call.store.contexts.load({ id });
 }
 
@@ -83,6 +86,7 @@ export async function grant(call: ServiceCall, id: number, list: PermissionList,
 export async function revoke(call: ServiceCall, id: number, list: PermissionList, actorId: number): Promise<Context> {
   await contextFor(call, id, "admin");
   await call.store.contextAdmin.revoke(id, list, actorId);
+  await contextChanged(call, id);
   return call.store.contexts.load({ id });
 }
 
@@ -90,6 +94,7 @@ export async function revoke(call: ServiceCall, id: number, list: PermissionList
 export async function deleteContext(call: ServiceCall, id: number): Promise<void> {
   await contextFor(call, id, "admin");
   await call.store.contextAdmin.delete(id);
+  await contextChanged(call, id);
 }
 
 /**
@@ -99,6 +104,7 @@ export async function deleteContext(call: ServiceCall, id: number): Promise<void
 export async function setLimits(call: FlowCall, id: number, limits: ContextLimitsUpdate): Promise<Context> {
   await contextFor(call, id, "admin");
   await call.store.contextAdmin.setLimits(id, limits);
+  await contextChanged(call, id);
   await wakeContext(call, id, { work: true });
   return call.store.contexts.load({ id });
 }

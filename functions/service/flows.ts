@@ -3,6 +3,7 @@ import type { Context, Flow, FlowStatus, FlowView } from "../../shared/model/ind
 import type { Page, ReservedIds } from "../../shared/store/index.js";
 import type { FlowCoordinatorRpc } from "../core/contracts.js";
 import { Problem, unwrap, type RpcResult } from "../core/problem.js";
+import { nonceReplayed, type SignatureNonce } from "../core/principal.js";
 import type { FlowScope } from "../core/scopes.js";
 import { coordinatorStub } from "../core/stubs.js";
 import { contextFor, requireActor } from "./access.js";
@@ -17,12 +18,16 @@ import { checkPinnedRunners, createInObject, dagProblem, requestDigest } from ".
  * reserved: storage may have run the reservation, or the creation, and only the answer got lost
  * (the caller saw a 503). So a retry creates the flow if it is missing, starts it if `start` was
  * asked, and answers with it. The same key with another request is refused (422).
+ *
+ * A signed request's `nonce` is spent by the reservation (the same script), not before: a
+ * submission costs one storage command less, and a replay still creates nothing.
  */
 export async function submitFlow(
   call: FlowCall,
   contextId: number,
   submission: FlowSubmission,
   idempotencyKey: string | undefined,
+  nonce?: SignatureNonce,
 ): Promise<{ view: FlowView; created: boolean }> {
   const callerId = requireActor(call);
   const context = await contextFor(call, contextId, "admin");
@@ -49,7 +54,9 @@ export async function submitFlow(
     highestChosenJobId: Math.max(0, ...submission.jobs.map((j) => j.id ?? 0)),
     messages: messagesNeeded(submission.jobs),
     ...(idempotencyKey && digest ? { idempotencyKey, digest } : {}),
+    ...(nonce ? { nonce } : {}),
   });
+  if ("replayed" in reservation) throw nonceReplayed();
   let ids: ReservedIds;
   let created = true;
   if ("existing" in reservation) {

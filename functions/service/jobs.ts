@@ -42,7 +42,8 @@ export async function submitJob(
     highestChosenJobId: input.job.id ?? 0,
     messages: messagesNeeded([input.job]),
   });
-  if ("existing" in reservation) throw new Error("a job submission has no Idempotency-Key");
+  // Neither an Idempotency-Key nor a nonce goes with a job submission's reservation.
+  if (!("flowId" in reservation)) throw new Error("a job submission's reservation found an earlier one");
   const resolved = resolveDag([input.job], () => reservation.firstJobId);
   if ("issues" in resolved) throw dagProblem(resolved.issues);
   const job = resolved.jobs[0] as (typeof resolved.jobs)[number];

@@ -4,7 +4,7 @@ import type { Page } from "../../shared/store/index.js";
 import { unwrap } from "../core/problem.js";
 import type { FlowScope } from "../core/scopes.js";
 import { coordinatorStub } from "../core/stubs.js";
-import { contextFor } from "./access.js";
+import { contextChanged, contextFor } from "./access.js";
 import { callScope, type FlowCall } from "./call.js";
 import { flowCommand } from "./flows.js";
 import { wakeContext } from "./wake.js";
@@ -31,6 +31,7 @@ export async function setDispatch(
 ): Promise<{ context_id: number; paused: boolean }> {
   await contextFor(call, contextId, "admin");
   await call.store.contextAdmin.setPaused(contextId, paused);
+  await contextChanged(call, contextId);
   if (!paused) await wakeContext(call, contextId, { work: true, mail: true });
   call.later(announceDispatch(call, contextId, paused));
   return { context_id: contextId, paused };

@@ -8,6 +8,7 @@ import { unwrap } from "../core/problem.js";
 import type { FlowScope } from "../core/scopes.js";
 import { coordinatorStub } from "../core/stubs.js";
 import type { FlowCall } from "./call.js";
+import { callerHasHttps } from "./caller-addresses.js";
 
 /*
  * What submitting a flow and submitting a job outside any flow share: the checks of the jobs,
@@ -90,6 +91,8 @@ export async function createInObject(
     ...input,
     timeouts: flowTimeouts(call, input.timeouts),
     traceId: traceId(call.request),
+    // Known in this isolate in the common case (caller-addresses.ts): no storage read per flow.
+    notifyHttps: input.notifyHttps ?? (await callerHasHttps(call, input.callerId)),
   };
   return unwrap(await coordinatorStub(call.env, scope).create(scope, create));
 }

@@ -11,6 +11,8 @@ interface NewFlow {
   traceId: string;
   priority?: number | undefined;
   maxParallel?: number | undefined;
+  /** False when the caller has no https address to POST the result to (FlowState.notifyHttps). */
+  notifyHttps?: boolean | undefined;
   /** Resolved jobs in submission order. */
   jobs: DagJob[];
   /** First of the message ids reserved for this flow: one per possible attempt of every job. */
@@ -92,5 +94,6 @@ export function newFlowState(input: NewFlow): FlowState {
     traceId: input.traceId,
     priority: input.priority ?? 0,
     ...(input.maxParallel !== undefined ? { maxParallel: input.maxParallel } : {}),
+    ...(input.notifyHttps !== undefined ? { notifyHttps: input.notifyHttps } : {}),
   };
 }

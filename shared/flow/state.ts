@@ -111,6 +111,13 @@ export interface FlowState {
   priority: number;
   /** The most attempts that may hold runner slots at once, if limited. */
   maxParallel?: number;
+  /**
+   * Whether the flow's result, once in the caller's inbox, is also relayed to be POSTed to the
+   * caller's https addresses: false when the caller had none when it submitted the flow. Unset
+   * (a flow rebuilt from storage, or created by an older version) counts as true: the relay then
+   * reads the caller's addresses and POSTs to those it finds.
+   */
+  notifyHttps?: boolean;
   startedAt?: number;
   endedAt?: number;
 }

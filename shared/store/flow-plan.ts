@@ -27,7 +27,7 @@ export interface CommitStep {
 export interface CommitPlan {
   keys: string[];
   args: string[];
-  /** The messages it creates: job attempts (queued for runners) and messages for actors (msg_out). */
+  /** The messages it creates: job attempts (queued for runners) and a flow's result (in its caller's inbox). */
   messages: Message[];
   /** Sections in step order; a skipped section means that step was already written. */
   sections: number;
@@ -35,7 +35,9 @@ export interface CommitPlan {
   queued: ReadyQueue[];
   /** The runners whose slots it frees: work waiting for them may go now. */
   freed: number[];
-  /** It puts messages for actors on msg_out (a flow's result). */
+  /** The work items whose slots it frees (what the dispatcher need not mark delivered any more). */
+  released?: string[];
+  /** It puts a flow's result on msg_out, for the relay to POST to its caller's https addresses. */
   notifies: boolean;
 }
 
@@ -97,7 +99,7 @@ export function planCommit(keys: Keys, steps: CommitStep[], now: number): Commit
     const flowKey = keys.flow(ctx, state.id);
     const standalone = state.id === 0;
     const ops: Op[] = [];
-    /** Work items by queue, and messages for actors (onto msg_out). */
+    /** Work items by queue, and results to POST to the caller (onto msg_out). */
     const queued = new Map<string, string[]>();
     const posted: string[] = [];
     /** Frees the slot an attempt held at `runner`. */
@@ -252,13 +254,18 @@ export function planCommit(keys: Keys, steps: CommitStep[], now: number): Commit
             ops.push(["Z", keys.flowsByStatus(ctx, state.status), [String(state.id), String(state.id)]]);
           }
           ops.push(["R", keys.deadlines(ctx), [deadlineMember(state)]]);
-          // The caller hears how it ended: a result message, relayed to its inbox.
+          // The caller hears how it ended: a result message, put in its inbox right here (once:
+          // the section is guarded). Only a caller with https addresses to POST it to costs the
+          // relay anything: the message goes onto msg_out too, which the relay only POSTs.
           const report = resultMessage(state, now);
           const key = keys.message(ctx, state.callerId, report.id);
           ops.push(["H", key, encodePairs(codecs.message, report), 2]);
+          ops.push(["P", keys.msgIn(ctx, state.callerId), [key]]);
           messages.push(report);
-          posted.push(key);
-          notifies = true;
+          if (state.notifyHttps !== false) {
+            posted.push(key);
+            notifies = true;
+          }
           // What the run adds to the context's figures (/metrics), once: the section is guarded.
           const figures = flowFigures(state);
           if (figures) ops.push(["P", keys.contextFigures(ctx), [JSON.stringify(figures)]]);
@@ -305,6 +312,7 @@ export function planCommit(keys: Keys, steps: CommitStep[], now: number): Commit
     sections,
     queued: [...ready.values()],
     freed: [...frees.values()].map((f) => f.runner),
+    released: [...frees.values()].flatMap((f) => f.items),
     notifies,
   };
 }

@@ -101,7 +101,10 @@ export function dispatchMessage(state: FlowState, job: JobState, attempt: number
 
 /**
  * The message that tells a flow's caller how it ended, for its inbox (and its https address):
- * a mail with a readable summary, and the flow's status, result and error as `flow_result`.
+ * a mail with a readable summary, and the flow's status, result and error as `flow_result`. It is
+ * written `acknowledged`, the status of a message in an inbox: the commit that ends the flow puts
+ * it there itself (flow-plan.ts), and the relay, which may still POST it, knows by that status
+ * not to put it there again (actor-delivery.ts).
  */
 export function resultMessage(state: FlowState, now: number): Message {
   const standalone = state.id === 0;
@@ -130,7 +133,7 @@ export function resultMessage(state: FlowState, now: number): Message {
     logs: [],
     created_at: seconds(now),
     updated_at: seconds(now),
-    status: "dispatched",
+    status: "acknowledged",
     trace_id: state.traceId,
     to: state.callerId,
     subject,

@@ -1,4 +1,4 @@
-import { attemptBlock, type FlowState } from "../flow/index.js";
+import { attemptBlock, type FlowState, type JobState } from "../flow/index.js";
 import type { Keys } from "../keys.js";
 import type { Flow, FlowStatus, Message, RunnerJob } from "../model/index.js";
 import { decodeRecord, encodePairs } from "./codec.js";
@@ -21,7 +21,8 @@ export interface ReservedIds {
  * Ids reserved now, or (`existing`) by an earlier submission with the same Idempotency-Key: its
  * ids and its request's digest, or only its flow id when an older version made it.
  */
-export type Reservation = ReservedIds | { existing: (ReservedIds & { digest: string }) | { flowId: number } };
+export type Reservation =
+  ReservedIds | { existing: (ReservedIds & { digest: string }) | { flowId: number } } | { replayed: true };
 
 export interface ReserveRequest {
   contextId: number;
@@ -35,6 +36,8 @@ export interface ReserveRequest {
   idempotencyKey?: string;
   /** The request's digest, kept with the Idempotency-Key (a reuse with another request is refused). */
   digest?: string;
+  /** The signature's nonce, spent by the reservation (`replayed` when it was used before). */
+  nonce?: { keyid: string; value: string; ttlMs: number };
 }
 
 /** A flow as stored: its record, its jobs, and every message of its jobs' attempts. */
@@ -52,6 +55,17 @@ export interface Settlement {
 }
 
 const IDEMPOTENCY_TTL_SECONDS = 24 * 3600;
+
+/**
+ * The script call that stores a new flow (see FlowStore.creation): `creates` lists its jobs'
+ * ids in order and `caller` is their actor, to name a job whose id was taken.
+ */
+export interface Creation {
+  keys: string[];
+  args: string[];
+  creates: number[];
+  caller: number;
+}
 
 /** Storage of flows: the scripts of their lifecycle and the reads that rebuild them. */
 export class FlowStore {
@@ -73,7 +87,9 @@ export class FlowStore {
   /** Allocates a submission's ids, or finds the flow its Idempotency-Key already created. */
   async reserve(r: ReserveRequest): Promise<Reservation> {
     const keys = [this.keys.ids(r.contextId)];
-    if (r.idempotencyKey) keys.push(this.keys.idempotency(r.contextId, r.callerId, r.idempotencyKey));
+    const idempotent = r.idempotencyKey !== undefined && r.digest !== undefined;
+    if (idempotent) keys.push(this.keys.idempotency(r.contextId, r.callerId, r.idempotencyKey as string));
+    if (r.nonce) keys.push(this.keys.nonce(r.nonce.keyid, r.nonce.value, r.contextId));
     const reply = (await reserveFlow.run(this.redis, keys, [
       r.flowId ?? "",
       this.keys.jobCounter(r.callerId),
@@ -81,9 +97,12 @@ export class FlowStore {
       r.highestChosenJobId,
       r.messages,
       IDEMPOTENCY_TTL_SECONDS,
-      r.digest ?? "",
+      idempotent ? (r.digest as string) : "",
       this.keys.messageCounter(r.callerId),
+      r.nonce ? crypto.randomUUID() : "",
+      r.nonce ? Math.ceil(r.nonce.ttlMs / 1000) : 0,
     ])) as (number | string)[];
+    if (Number(reply[0]) === 2) return { replayed: true };
     if (Number(reply[0]) === 1) {
       const [flowId, firstJobId, firstMessageId, digest] = String(reply[1]).split(":");
       return digest === undefined
@@ -105,6 +124,21 @@ export class FlowStore {
    * jobs whose ids the caller chose: only those can collide. Returns false if the flow exists.
    */
   async create(state: FlowState, chosen: number[], now: number): Promise<boolean> {
+    try {
+      await this.commit(this.creation(state, chosen, now));
+      return true;
+    } catch (error) {
+      if (error instanceof ConflictError && error.kind === "flow") return false;
+      throw error;
+    }
+  }
+
+  /**
+   * The script call that stores a new flow and its jobs and, with `first`, runs that commit's
+   * sections in the same step (a flow submitted with `start`). Run it with `commit`: it is
+   * idempotent like a commit, so it can be left pending and run again.
+   */
+  creation(state: FlowState, chosen: number[], now: number, first?: Pick<CommitPlan, "keys" | "args">): Creation {
     const ctx = state.contextId;
     const flowFields = encodePairs(codecs.flow, flowRecord(state, now));
     const keys = [
@@ -113,31 +147,45 @@ export class FlowStore {
       this.keys.flowsByStatus(ctx, state.status),
       this.keys.index(ctx, "job"),
     ];
-    const args: (string | number)[] = [state.id, flowFields.length / 2, ...flowFields];
+    const args: string[] = [
+      String(state.id),
+      String(state.order.length),
+      chosen.map((p) => p + 1).join(","),
+      state.traceId,
+      String(flowFields.length / 2),
+      ...flowFields.map(String),
+    ];
     for (const id of state.order) {
-      const job = state.jobs[id];
-      if (!job) continue;
+      const job = state.jobs[id] as JobState;
       const fields = encodePairs(codecs.job, jobRecord(state, job, now));
       const ref = { context_id: ctx, caller_id: state.callerId, id };
       keys.push(this.jobs.key(ref));
-      args.push(this.jobs.indexMember(ref), fields.length / 2, ...fields);
+      args.push(this.jobs.indexMember(ref), String(fields.length / 2), ...fields.map(String));
     }
-    args.push(chosen.map((p) => p + 1).join(","));
-    const result = Number(await createFlow.run(this.redis, keys, args));
-    if (result === -1) return false;
-    if (result < -1) {
-      const jobId = state.order[-result - 2];
-      throw new ConflictError(
-        "job",
-        String(jobId),
-        `job id ${jobId} is taken by another job of actor ${state.callerId}`,
-      );
-    }
-    return true;
+    return {
+      keys: [...keys, ...(first?.keys ?? [])],
+      args: [...args, ...(first?.args ?? [])],
+      creates: state.order,
+      caller: state.callerId,
+    };
   }
 
-  /** Runs a commit plan's script; returns the sections that were skipped as already written. */
-  async commit(plan: Pick<CommitPlan, "keys" | "args">): Promise<number[]> {
+  /**
+   * Runs a commit plan's script, or a creation's (see `creation`); returns the sections that
+   * were skipped as already written. A creation refused throws ConflictError: kind "flow" when
+   * another flow holds the id, "job" when a chosen job id is taken (nothing was written).
+   */
+  async commit(
+    plan: Pick<CommitPlan, "keys" | "args"> & Partial<Pick<Creation, "creates" | "caller">>,
+  ): Promise<number[]> {
+    if (plan.creates) {
+      const reply = await createFlow.run(this.redis, plan.keys, plan.args);
+      if (Array.isArray(reply)) return reply.slice(1).map(Number);
+      const code = Number(reply);
+      if (code === -1) throw new ConflictError("flow", plan.args[0] as string);
+      const jobId = plan.creates[-code - 2];
+      throw new ConflictError("job", String(jobId), `job id ${jobId} is taken by another job of actor ${plan.caller}`);
+    }
     if (plan.args.length === 0) return [];
     const skipped = await commitFlow.run(this.redis, plan.keys, plan.args);
     return Array.isArray(skipped) ? skipped.map(Number) : [];

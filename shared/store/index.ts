@@ -5,7 +5,7 @@ export { Repository } from "./repository.js";
 export type { CreateInput, Patch, RecordRef } from "./repository.js";
 export type { Page } from "./reads.js";
 export { codecs } from "./layouts.js";
-export { FlowStore } from "./flow-store.js";
+export { FlowStore, type Creation } from "./flow-store.js";
 export { CLAIM_LIMIT, DELIVERED_SCORE, DispatchStore } from "./dispatch-store.js";
 export type { Claim, ClaimResult, ClaimRunner, Held, RunnerHealth, WorkSettlement } from "./dispatch-store.js";
 export { readyQueueOf, serves } from "./ready-queue.js";

@@ -90,6 +90,19 @@ describe("submission", () => {
     expect(first.jobs[0]?.id).toBe(7001);
   });
 
+  it("refuses a replayed submission, its nonce spent by the reservation, and creates nothing for it", async () => {
+    const before = (await client.listFlows(ctx)).total;
+    const request = await signed("POST", `/v1/contexts/${ctx}/flows`, admin.jwk, actorKeyId(admin.actor.id), {
+      jobs: [sh("replayed")],
+    });
+    const replay = request.clone();
+    expect((await w.fetch(request)).status).toBe(201);
+    const second = await w.fetch(replay);
+    expect(second.status).toBe(401);
+    expect(await second.json()).toMatchObject({ type: "/problems/nonce-replayed" });
+    expect((await client.listFlows(ctx)).total).toBe(before + 1);
+  });
+
   it("answers a repeated Idempotency-Key with the first flow", async () => {
     // Raw requests: the first answer is 201 Created, the repeated one 200.
     const send = async () =>

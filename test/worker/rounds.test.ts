@@ -2,6 +2,7 @@ import { runInDurableObject } from "cloudflare:test";
 import { afterAll, describe, expect, it } from "vitest";
 import { storeFor } from "../../functions/core/store.js";
 import { RunnerBackoff } from "../../functions/dispatch/backoff.js";
+import { SETTLE_DELIVERED_AFTER_MS } from "../../functions/dispatch/delivered.js";
 import { ReadyRing } from "../../functions/dispatch/ring.js";
 import { DispatchRounds, type RoundsHost } from "../../functions/dispatch/rounds.js";
 import { workItem } from "../../shared/keys.js";
@@ -21,8 +22,11 @@ afterAll(() => w.cleanup());
 const store = storeFor(w.env);
 const REAP_AFTER_MS = 30_000;
 
-/** Rounds over `storage` whose owners all fail to answer; `rested` records what the alarm is told. */
-function roundsFor(storage: DurableObjectStorage, contextId: number, runner: Runner) {
+/**
+ * Rounds over `storage` whose owners all fail to answer (or, with `delivers`, answer that they
+ * delivered); `rested` records what the alarm is told.
+ */
+function roundsFor(storage: DurableObjectStorage, contextId: number, runner: Runner, delivers = false) {
   const rests: { retrySoon: boolean; reapAt: number | undefined }[] = [];
   let asked = 0;
   const host: RoundsHost = {
@@ -39,6 +43,7 @@ function roundsFor(storage: DurableObjectStorage, contextId: number, runner: Run
     signingKey: async () => ({}) as Awaited<ReturnType<RoundsHost["signingKey"]>>,
     askOwner: async () => {
       asked++;
+      if (delivers) return { outcome: "delivered" as const };
       throw new Error("storage is unreachable: the operation was aborted due to timeout");
     },
     rested: async (retrySoon, reapAt) => {
@@ -95,6 +100,52 @@ describe("a claim whose owner could not be asked", () => {
       const later = roundsFor(ds.storage, ctx, runner);
       await later.rounds.everything();
       expect(later.asked()).toBe(1);
+    });
+  });
+});
+
+describe("a claim delivered", () => {
+  it("is not marked in Redis while its attempt may end soon, and needs no mark once its slot is freed", async () => {
+    const context = await store.contexts.create({ admins: [1], readers: [], executors: [] });
+    const ctx = context.id;
+    const runner = await store.runners.create({
+      context_id: ctx,
+      pubkey: "11qYAYKxCrfVS_7TyWQHOg7hcvPapiMlrwIaaPcHURo",
+      address: "http://127.0.0.1:9/",
+      topic: "runner",
+      local: false,
+      runner_type: "sh",
+      script_types: ["sh"],
+      concurrency: 2,
+    } as Omit<Runner, "id" | "created_at" | "updated_at">);
+    const queue: ReadyQueue = { key: w.keys.queue(ctx, "sh", 8), flow: 8, scriptType: "sh", priority: 0 };
+    const item = workItem({ messageKey: w.keys.message(ctx, 1, 80), flowId: 8, jobId: 1, attempt: 1 });
+    await w.redis.exec(["RPUSH", queue.key, item]);
+    const slots = w.keys.runnerSlots(ctx, runner.id);
+
+    await runInDurableObject(w.dispatcherStub(ctx), async (_instance, ds) => {
+      const r = roundsFor(ds.storage, ctx, runner, true);
+      await r.host.ring.add([queue]);
+      const before = Date.now();
+      r.rounds.want({ work: true });
+      await r.rounds.everything();
+      expect(r.asked()).toBe(1);
+      // Claimed and delivered, its slot still reads the claim time: no mark was written.
+      const claimedAt = Number(await w.redis.exec<string>(["ZSCORE", slots, item]));
+      expect(claimedAt).toBeGreaterThanOrEqual(before);
+      // The alarm comes back to mark it, should the attempt still run then.
+      expect(r.rests.at(-1)?.reapAt).toBeGreaterThanOrEqual(before + SETTLE_DELIVERED_AFTER_MS);
+      // Even once it looks abandoned, the reaper does not ask its owner again: it was delivered.
+      await w.redis.exec(["ZADD", slots, "XX", String(before - 60_000), item]);
+      await r.rounds.everything();
+      expect(r.asked()).toBe(1);
+
+      // The commit that ends the attempt frees the slot and names the item: no mark is owed.
+      await w.redis.exec(["ZREM", slots, item]);
+      r.rounds.accept({ freed: [runner.id], released: [item] }, false);
+      await r.rounds.everything();
+      expect(r.rests.at(-1)?.reapAt).toBeUndefined();
+      expect(await w.redis.exec<number>(["ZCARD", slots])).toBe(0);
     });
   });
 });

@@ -97,6 +97,7 @@ export function registerFlowRoutes(app: OpenAPIHono<AppEnv>): void {
       c.req.valid("param").contextId,
       c.req.valid("json"),
       c.req.valid("header")["idempotency-key"],
+      c.var.deferredNonce,
     );
     return created ? c.json(view, 201) : c.json(view, 200);
   });

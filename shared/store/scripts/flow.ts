@@ -12,7 +12,7 @@ import { LuaScript } from "../script.js";
  * reservation and the request's digest, so a submission retried after an answer was lost (or
  * after storage timed out with the outcome unknown) finishes with the very same ids.
  *   KEYS[1]  the context's id counters (hash)
- *   KEYS[2]  the idempotency key (optional)
+ *   KEYS[2]  the idempotency key (when ARGV[7] is not empty)
  *   ARGV[1]  flow id chosen by the caller, or "" to allocate
  *   ARGV[2]  the counter field of the caller's jobs (Keys.jobCounter)
  *   ARGV[3]  how many job ids to allocate
@@ -21,13 +21,22 @@ import { LuaScript } from "../script.js";
  *   ARGV[6]  idempotency TTL in seconds
  *   ARGV[7]  the request's digest (with KEYS[2])
  *   ARGV[8]  the counter field of the caller's messages (Keys.messageCounter)
+ *   ARGV[9]  the signature nonce's token, or "" when the request's nonce was spent elsewhere;
+ *            with a token, KEYS[#KEYS] is the nonce's key and ARGV[10] its TTL in seconds
+ * The nonce is spent here so that a signed submission costs one storage command less; the
+ * token is this call's own, so a call retried after it took effect still finds it fresh.
  * Returns {0, flowId, firstJobId, firstMessageId}, or {1, "<flow>:<job>:<message>:<digest>"}
  * (or {1, "<flow>"} as older versions wrote it) when the Idempotency-Key was seen before:
- * nothing is allocated then.
+ * nothing is allocated then; {2} when the nonce was used before (nothing done).
  */
 export const reserveFlow = new LuaScript(
   "reserveFlow",
-  `if KEYS[2] then
+  `if ARGV[9] ~= "" then
+  local used = redis.call("SET", KEYS[#KEYS], ARGV[9], "NX", "GET", "EX", tonumber(ARGV[10]))
+  if used and used ~= ARGV[9] then return {2} end
+end
+local idempotent = ARGV[7] ~= ""
+if idempotent then
   local seen = redis.call("GET", KEYS[2])
   if seen then return {1, seen} end
 end
@@ -47,85 +56,20 @@ if floor > base then base = floor end
 redis.call("HSET", KEYS[1], jobField, base + count)
 local lastMessage = redis.call("HINCRBY", KEYS[1], ARGV[8], tonumber(ARGV[5]))
 local firstMessage = lastMessage - tonumber(ARGV[5]) + 1
-if KEYS[2] then
+if idempotent then
   redis.call("SET", KEYS[2], flowId .. ":" .. (base + 1) .. ":" .. firstMessage .. ":" .. ARGV[7], "EX", tonumber(ARGV[6]))
 end
 return {0, flowId, base + 1, firstMessage}`,
 );
 
 /**
- * createFlow: store a flow and all its jobs in one step.
- *   KEYS[1]  the flow hash            KEYS[2]  the flow index          KEYS[3]  the status index
- *   KEYS[4]  the job index            KEYS[5..]  the job hashes, in order
- *   ARGV[1]  flow id   ARGV[2]  n, the number of flow fields, then n field/value pairs
- *   then for each job: its index member, m, and m field/value pairs
- *   ARGV[last]  comma-separated positions (1-based) of jobs whose id the caller chose
- * Returns 0 created; -1 the flow exists (nothing written); -(1 + k) job k's id is taken.
+ * The interpreter of a commit plan's sections (see commitFlow), as a chunk of Lua: it reads
+ * sections from ARGV[i] on, with the key positions they name offset by KO, and leaves the
+ * sections it skipped in `skipped`. Shared by commitFlow and createFlow.
  */
-export const createFlow = new LuaScript(
-  "createFlow",
-  `if redis.call("EXISTS", KEYS[1]) == 1 then return -1 end
-for pos in string.gmatch(ARGV[#ARGV], "%d+") do
-  if redis.call("EXISTS", KEYS[4 + tonumber(pos)]) == 1 then return -1 - tonumber(pos) end
-end
-local n = tonumber(ARGV[2])
-redis.call("HSET", KEYS[1], unpack(ARGV, 3, 2 + 2 * n))
-redis.call("ZADD", KEYS[2], ARGV[1], ARGV[1])
-redis.call("ZADD", KEYS[3], ARGV[1], ARGV[1])
-local i = 3 + 2 * n
-local members = {}
-for k = 5, #KEYS do
-  local member = ARGV[i]
-  local m = tonumber(ARGV[i + 1])
-  redis.call("HSET", KEYS[k], unpack(ARGV, i + 2, i + 1 + 2 * m))
-  members[#members + 1] = string.match(member, ":(%d+)$")
-  members[#members + 1] = member
-  i = i + 2 + 2 * m
-end
-redis.call("ZADD", KEYS[4], unpack(members))
-return 0`,
-);
-
-/**
- * commitFlow: write one batch of a flow's transitions, all or nothing.
- *
- * A small interpreter on purpose. The FlowCoordinator applies the events that arrived together
- * (a burst of results, a result and the dispatches it unlocks, the flow's end) to the pure
- * machine, and `planCommit` (flow-plan.ts) turns every transition's effects into a *section* of
- * operations. One call writes the whole batch: one round trip and one EVALSHA per batch instead
- * of one per transition. Measured in the 100-job layered DAG (test/e2e/flow-delivery.test.ts):
- * 27 commitFlow calls wrote its 202 transitions (start, 100 dispatches, 100 ends, end), for 5.6
- * to 5.9 commands per job in all; a script per transition would make at least 202 calls, 1.75
- * more commands per job, over the budget of 6. The cost of the design is that what a transition
- * writes is read in flow-plan.ts, not here.
- *
- * What the operations write (the section that writes them, from flow-plan.ts):
- *   "H" HSET   a job's final status and result, a message's status (dispatched, processed,
- *              error) and times, the flow's status, result and times, a new message (a job's
- *              attempt, a flow's result mail), a dead letter's entry
- *   "D" HDEL   fields a re-run clears (the flow's ended_at and error, a job's error)
- *   "P" RPUSH  work items onto a ready queue (a dispatch), message keys onto msg_out (mail)
- *   "Z" ZADD   status indexes, the context's deadline set, the dead-letter index
- *   "R" ZREM   status indexes, the deadline set, and a runner's slot (an attempt ended)
- *   "L"        append log lines to a message's JSON `logs` field (capped at 256 KiB)
- *
- * Idempotent, so it can be run again after an unknown outcome (see docs/architecture.md): a
- * guarded section starts with a write that changes something only the first time (an HSET
- * adding a final-state field such as ended_at or a new message, an HDEL of a field a re-run
- * clears); when that write returns 0 the transition was written before and the rest of the
- * section is skipped. Unguarded sections hold only writes that are harmless twice (freeing
- * slots: ZREM).
- *   KEYS     every key the batch touches
- *   ARGV     sections: guarded ("1"/"0"), number of operations, then the operations: op (above),
- *            key position in KEYS, argument count, arguments
- * Returns the positions (1-based) of the sections that were skipped; empty when all applied.
- */
-export const commitFlow = new LuaScript(
-  "commitFlow",
-  `local COMMANDS = { H = "HSET", D = "HDEL", P = "RPUSH", Z = "ZADD", R = "ZREM" }
+const COMMIT_SECTIONS = `local COMMANDS = { H = "HSET", D = "HDEL", P = "RPUSH", Z = "ZADD", R = "ZREM" }
 local LOG_CAP = 262144
 local skipped = {}
-local i = 1
 local section = 0
 while i <= #ARGV do
   local guarded = ARGV[i] == "1"
@@ -134,7 +78,7 @@ while i <= #ARGV do
   section = section + 1
   local skip = false
   for k = 1, ops do
-    local op, key, n = ARGV[i], KEYS[tonumber(ARGV[i + 1])], tonumber(ARGV[i + 2])
+    local op, key, n = ARGV[i], KEYS[KO + tonumber(ARGV[i + 1])], tonumber(ARGV[i + 2])
     local first = i + 3
     i = first + n
     if not skip then
@@ -153,7 +97,102 @@ while i <= #ARGV do
       end
     end
   end
+end`;
+
+/**
+ * createFlow: store a flow and all its jobs in one step, and with them (when a flow is submitted
+ * with `start`) the sections of its first commit: a submission that starts its flow at once is
+ * one script call, not a creation and then a commit.
+ *   KEYS[1]  the flow hash            KEYS[2]  the flow index          KEYS[3]  the status index
+ *   KEYS[4]  the job index            KEYS[5 .. 4 + J]  the job hashes, in order
+ *   KEYS[5 + J ..]  the keys of the commit's sections (their positions count from 1 there)
+ *   ARGV[1]  flow id   ARGV[2]  J, the number of jobs
+ *   ARGV[3]  comma-separated positions (1-based) of jobs whose id the caller chose
+ *   ARGV[4]  the flow's trace id: a flow stored with it is this very creation, run again
+ *   ARGV[5]  n, the number of flow fields, then n field/value pairs
+ *   then for each job: its index member, m, and m field/value pairs
+ *   then the commit's sections, as commitFlow reads them (none: a creation alone)
+ * Returns -1 when another flow holds the id (nothing written), -(1 + k) when job k's id is
+ * taken; else {created, skipped...}: created 1 when it stored the flow now, 0 when this creation
+ * had been stored before (a retried call after an unknown outcome: only the commit's sections
+ * are run, guarded as always), then the commit's sections that were skipped as written before.
+ */
+export const createFlow = new LuaScript(
+  "createFlow",
+  `local J = tonumber(ARGV[2])
+local created = 1
+if redis.call("EXISTS", KEYS[1]) == 1 then
+  if redis.call("HGET", KEYS[1], "trace_id") ~= ARGV[4] then return -1 end
+  created = 0
 end
+local n = tonumber(ARGV[5])
+local i = 6 + 2 * n
+if created == 1 then
+  for pos in string.gmatch(ARGV[3], "%d+") do
+    if redis.call("EXISTS", KEYS[4 + tonumber(pos)]) == 1 then return -1 - tonumber(pos) end
+  end
+  redis.call("HSET", KEYS[1], unpack(ARGV, 6, 5 + 2 * n))
+  redis.call("ZADD", KEYS[2], ARGV[1], ARGV[1])
+  redis.call("ZADD", KEYS[3], ARGV[1], ARGV[1])
+  local members = {}
+  for k = 5, 4 + J do
+    local member = ARGV[i]
+    local m = tonumber(ARGV[i + 1])
+    redis.call("HSET", KEYS[k], unpack(ARGV, i + 2, i + 1 + 2 * m))
+    members[#members + 1] = string.match(member, ":(%d+)$")
+    members[#members + 1] = member
+    i = i + 2 + 2 * m
+  end
+  redis.call("ZADD", KEYS[4], unpack(members))
+else
+  for k = 1, J do i = i + 2 + 2 * tonumber(ARGV[i + 1]) end
+end
+local KO = 4 + J
+${COMMIT_SECTIONS}
+table.insert(skipped, 1, created)
+return skipped`,
+);
+
+/**
+ * commitFlow: write one batch of a flow's transitions, all or nothing.
+ *
+ * A small interpreter on purpose. The FlowCoordinator applies the events that arrived together
+ * (a burst of results, a result and the dispatches it unlocks, the flow's end) to the pure
+ * machine, and `planCommit` (flow-plan.ts) turns every transition's effects into a *section* of
+ * operations. One call writes the whole batch: one round trip and one EVALSHA per batch instead
+ * of one per transition. Measured in the 100-job layered DAG (test/e2e/flow-delivery.test.ts):
+ * some 27 commitFlow calls write its 202 transitions (start, 100 dispatches, 100 ends, end), for
+ * about 5.35 commands per job in all; a script per transition would make at least 202 calls,
+ * 1.75 more commands per job. The cost of the design is that what a transition
+ * writes is read in flow-plan.ts, not here.
+ *
+ * What the operations write (the section that writes them, from flow-plan.ts):
+ *   "H" HSET   a job's final status and result, a message's status (dispatched, processed,
+ *              error) and times, the flow's status, result and times, a new message (a job's
+ *              attempt, a flow's result mail), a dead letter's entry
+ *   "D" HDEL   fields a re-run clears (the flow's ended_at and error, a job's error)
+ *   "P" RPUSH  work items onto a ready queue (a dispatch), a flow's result onto its caller's
+ *              msg_in (and onto msg_out when the relay is to POST it), the context's figures
+ *   "Z" ZADD   status indexes, the context's deadline set, the dead-letter index
+ *   "R" ZREM   status indexes, the deadline set, and a runner's slot (an attempt ended)
+ *   "L"        append log lines to a message's JSON `logs` field (capped at 256 KiB)
+ *
+ * Idempotent, so it can be run again after an unknown outcome (see docs/architecture.md): a
+ * guarded section starts with a write that changes something only the first time (an HSET
+ * adding a final-state field such as ended_at or a new message, an HDEL of a field a re-run
+ * clears); when that write returns 0 the transition was written before and the rest of the
+ * section is skipped. Unguarded sections hold only writes that are harmless twice (freeing
+ * slots: ZREM).
+ *   KEYS     every key the batch touches
+ *   ARGV     sections: guarded ("1"/"0"), number of operations, then the operations: op (above),
+ *            key position in KEYS, argument count, arguments
+ * Returns the positions (1-based) of the sections that were skipped; empty when all applied.
+ */
+export const commitFlow = new LuaScript(
+  "commitFlow",
+  `local i = 1
+local KO = 0
+${COMMIT_SECTIONS}
 return skipped`,
 );
 

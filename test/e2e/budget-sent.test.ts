@@ -1,0 +1,72 @@
+import { describe, expect, it } from "vitest";
+import { answersIn, flowEnd } from "../support/flow-runs.js";
+import type { TestRunnerProcess } from "../support/private-stack.js";
+import { usePrivateStack } from "../support/use-private-stack.js";
+
+// What the Worker sends to storage per job, counted where it leaves: at this stack's own REST
+// endpoint (one EVALSHA is one command, a pipeline of n is n). Deterministic budgets, no timings:
+// a lone job (a flow of one job, the commonest case for a webhook-driven system) and a batch of
+// independent jobs. The trivial test runner acknowledges and reports at once.
+
+// No cron: a sweep in the middle would be counted too.
+const { stack, admin } = usePrivateStack("budget-sent", { cron: false });
+
+/** Budgets of issue 13 (README, Performance). */
+const LONE_JOB_SENT = 6;
+const INDEPENDENT_SENT_PER_JOB = 0.2;
+
+/** The commands sent once nothing more goes out for a while (what the Worker does after an answer counts too). */
+async function quietSent(idleMs = 600): Promise<number> {
+  let last = stack().restSent().commands;
+  for (;;) {
+    await new Promise((r) => setTimeout(r, idleMs));
+    const now = stack().restSent().commands;
+    if (now === last) return now;
+    last = now;
+  }
+}
+
+describe("budget: commands sent to storage", () => {
+  let ctx: number;
+  let proc: TestRunnerProcess;
+
+  it(`runs a lone job with at most ${LONE_JOB_SENT} commands sent`, async () => {
+    ctx = (await admin().client.createContext()).id;
+    proc = await (await stack().registerTestRunner(admin().client, ctx)).start();
+    // Warm up: the first flows pay for loading scripts, looking up keys, the context, the runners.
+    for (let i = 0; i < 2; i++) {
+      const warm = await admin().client.submitFlow(ctx, {
+        start: true,
+        jobs: [{ name: "w", script: "true", script_type: "sh" }],
+      });
+      expect((await flowEnd(admin().client, ctx, warm.id)).status).toBe("finished");
+    }
+    await answersIn(proc, "answered result w ", 2);
+
+    const counts: number[] = [];
+    for (let i = 0; i < 3; i++) {
+      const before = await quietSent();
+      const flow = await admin().client.submitFlow(ctx, {
+        start: true,
+        jobs: [{ name: `lone${i}`, script: "true", script_type: "sh" }],
+      });
+      await answersIn(proc, new RegExp(`^answered result lone${i} flow ${flow.id} .* 200 applied$`), 1);
+      counts.push((await quietSent()) - before);
+    }
+    console.log(`budget: a lone job sent ${counts.join(", ")} commands (limit ${LONE_JOB_SENT}, goal 4)`);
+    for (const n of counts) expect(n).toBeLessThanOrEqual(LONE_JOB_SENT);
+  });
+
+  it(`runs 100 independent jobs with at most ${INDEPENDENT_SENT_PER_JOB} commands sent per job`, async () => {
+    const before = await quietSent();
+    const jobs = Array.from({ length: 100 }, (_, i) => ({ name: `i${i}`, script: "true", script_type: "sh" as const }));
+    const flow = await admin().client.submitFlow(ctx, { start: true, jobs });
+    await answersIn(proc, new RegExp(`^answered result \\S+ flow ${flow.id} `), 100, 90_000);
+    const sent = (await quietSent()) - before;
+    console.log(
+      `budget: 100 independent jobs sent ${sent} commands = ${(sent / 100).toFixed(2)} per job (limit ${INDEPENDENT_SENT_PER_JOB})`,
+    );
+    expect((await admin().client.loadFlow(ctx, flow.id)).status).toBe("finished");
+    expect(sent / 100).toBeLessThanOrEqual(INDEPENDENT_SENT_PER_JOB);
+  });
+});
