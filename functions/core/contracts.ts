@@ -113,10 +113,15 @@ export interface Wake {
   reap?: boolean;
 }
 
+/** Most items a wake names as released. */
+const MOST_RELEASED = 1_000;
+
 /** One wake that says all two wakes said (a queue named twice, the later naming). */
 export function mergeWakes(a: Wake | undefined, b: Wake | undefined): Wake {
   const freed = [...new Set([...(a?.freed ?? []), ...(b?.freed ?? [])])];
-  const released = [...new Set([...(a?.released ?? []), ...(b?.released ?? [])])];
+  // Only spares the dispatcher a mark (see DeliveredClaims), so a wake owed for long keeps the
+  // latest few: it is stored whole with the flow's object.
+  const released = [...new Set([...(a?.released ?? []), ...(b?.released ?? [])])].slice(-MOST_RELEASED);
   const queues = new Map([...(a?.queues ?? []), ...(b?.queues ?? [])].map((q) => [q.key, q]));
   const flag = (k: "work" | "mail" | "runners" | "reap") => (a?.[k] || b?.[k] ? { [k]: true } : {});
   return {

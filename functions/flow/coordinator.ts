@@ -58,6 +58,8 @@ export class FlowCoordinator extends DurableObject<Env> implements FlowCoordinat
   /** Whether the scope is in storage, where an alarm that wakes a fresh instance finds it. */
   private scopeKept = false;
   private readonly nonces = new NonceLedger(this.ctx.storage);
+  /** The creation under way (see create). */
+  private creating: Promise<unknown> = Promise.resolve();
   private readonly outgoing = new OutgoingMessages();
   private readonly stream = new FlowStream(this.ctx);
   private readonly relay = new FeedRelay(this.env, this.ctx.storage, this.stream);
@@ -107,13 +109,18 @@ export class FlowCoordinator extends DurableObject<Env> implements FlowCoordinat
   async create(scope: FlowScope, input: CreateFlowInput): Promise<RpcResult<FlowView>> {
     return this.guard(
       scope,
-      async () => {
-        // A creation whose outcome was unknown is settled before anything else.
-        if (await this.commits.settlePending()) this.commits.forget();
-        if (!this.commits.current) await this.createNow(scope, input);
-        if (input.start && this.commits.current?.status === "dispatched")
-          await this.commits.enqueue({ type: "start", at: Date.now() });
-        return this.viewOf(this.current());
+      () => {
+        // One creation at a time: a second (a retry racing the first) finds the flow in memory.
+        const turn = this.creating.then(async () => {
+          // A creation whose outcome was unknown is settled before anything else.
+          if (await this.commits.settlePending()) this.commits.forget();
+          if (!this.commits.current) await this.createNow(scope, input);
+          if (input.start && this.commits.current?.status === "dispatched")
+            await this.commits.enqueue({ type: "start", at: Date.now() });
+          return this.viewOf(this.current());
+        });
+        this.creating = turn.catch(() => undefined);
+        return turn;
       },
       false,
     );
@@ -138,6 +145,8 @@ export class FlowCoordinator extends DurableObject<Env> implements FlowCoordinat
     let stored: boolean;
     try {
       if (input.start && !scope.job) {
+        // Kept first: the commit arms the alarm, which must find the scope should we die then.
+        await this.keepScope();
         await this.commits.createWith(state, input.chosen, created, { type: "start", at: Date.now() });
         stored = true;
       } else {

@@ -19,10 +19,18 @@ import {
 } from "../../shared/store/index.js";
 import { PendingCommits, type PendingCommit } from "./pending.js";
 
+/** A flow not in storage yet, stored by the batch of the event it came with (createWith). */
+interface Unborn {
+  state: FlowState;
+  chosen: number[];
+  created: FlowChange;
+}
+
 /** An event waiting for the next batch, with log lines it brought and who waits for it. */
 interface Queued {
   event: FlowEvent;
   logs?: { job: number; lines: Log[] };
+  unborn?: Unborn;
   resolve: (t: Transition) => void;
   reject: (error: unknown) => void;
 }
@@ -82,8 +90,11 @@ export class GroupCommit {
   /** The last commit or settlement: the next one starts after it. */
   private writing: Promise<unknown> = Promise.resolve();
   private readonly pending: PendingCommits;
-  /** A flow not in storage yet: the next batch stores it with its own transitions (createWith). */
-  private unborn: { state: FlowState; chosen: number[]; created: FlowChange } | undefined;
+  /**
+   * Bumped whenever memory is set or forgotten here: a read from storage begun before does not
+   * overwrite what a commit set meanwhile (it would take memory back to an older state).
+   */
+  private generation = 0;
 
   constructor(private readonly host: CommitHost) {
     this.pending = new PendingCommits(host.storage);
@@ -96,20 +107,32 @@ export class GroupCommit {
 
   /** Loads the state unless memory holds it, settling a pending plan first. Throws while storage is away. */
   async load(): Promise<FlowState | null> {
-    if (this.state === undefined) {
+    // A read whose answer came after memory was forgotten again is read once more.
+    for (let tries = 0; this.state === undefined && tries < 3; tries++) {
       // Not blockConcurrencyWhile: a failure there resets the whole object (and answers 500).
       this.loading ??= this.loadNow().finally(() => (this.loading = undefined));
       await this.loading;
     }
-    return this.state as FlowState | null;
+    if (this.state === undefined) throw new Error("the flow's state changed while it was read: try again");
+    return this.state;
   }
 
   private async loadNow(): Promise<void> {
     await this.settlePending();
+    const generation = this.generation;
     const journal = (await this.host.storage.get<Journal>("journal")) ?? {};
-    this.state = await this.host.rebuild(journal);
+    const state = await this.host.rebuild(journal);
     this.host.storageUp();
-    if (this.state) this.host.reloaded(this.state);
+    // A commit (or a creation) that set memory meanwhile knows better than this read.
+    if (generation !== this.generation) return;
+    this.state = state;
+    if (state) this.host.reloaded(state);
+  }
+
+  /** Sets memory (see `generation`). */
+  private remember(state: FlowState | null | undefined): void {
+    this.state = state;
+    this.generation++;
   }
 
   /**
@@ -144,7 +167,7 @@ export class GroupCommit {
 
   /** Takes a state that was just created in storage as the current one. */
   adopt(state: FlowState): void {
-    this.state = state;
+    this.remember(state);
   }
 
   /**
@@ -154,21 +177,25 @@ export class GroupCommit {
    * was written then, and memory is forgotten.
    */
   createWith(state: FlowState, chosen: number[], created: FlowChange, event: FlowEvent): Promise<Transition> {
-    this.unborn = { state, chosen, created };
-    return this.enqueue(event);
+    return this.enqueue(event, undefined, { state, chosen, created });
   }
 
   /** Forgets memory: the next use reads the state back. */
   forget(): void {
-    this.state = undefined;
+    this.remember(undefined);
   }
 
   /** Applies an event in the next batch; resolves once the batch is durable. */
-  enqueue(event: FlowEvent, logs?: Queued["logs"]): Promise<Transition> {
+  enqueue(event: FlowEvent, logs?: Queued["logs"], unborn?: Unborn): Promise<Transition> {
     return new Promise((resolve, reject) => {
-      this.queue.push({ event, ...(logs ? { logs } : {}), resolve, reject });
+      this.queue.push({ event, ...(logs ? { logs } : {}), ...(unborn ? { unborn } : {}), resolve, reject });
       void this.drain();
     });
+  }
+
+  /** The flow a queued creation brings, if one waits in the queue. */
+  private unbornQueued(): Unborn | undefined {
+    return this.queue.find((item) => item.unborn)?.unborn;
   }
 
   private async drain(): Promise<void> {
@@ -178,13 +205,16 @@ export class GroupCommit {
       while (this.queue.length > 0) {
         let state: FlowState | null;
         try {
-          state = this.unborn?.state ?? (await this.load());
+          state = this.unbornQueued()?.state ?? (await this.load());
+          // A creation queued while the state was read brings its own.
+          state = this.unbornQueued()?.state ?? state;
           if (!state) throw new NotFoundError("flow", "this");
         } catch (error) {
           for (const item of this.queue.splice(0)) item.reject(error);
           break;
         }
         const batch = this.queue.splice(0);
+        const unborn = batch.find((item) => item.unborn)?.unborn;
         let next = state;
         const steps: CommitStep[] = [];
         const changes: FlowChange[] = [];
@@ -198,7 +228,7 @@ export class GroupCommit {
           return t;
         });
         try {
-          await this.exclusive(() => this.commit(steps, state, next, changes));
+          await this.exclusive(() => this.commit(steps, state, next, changes, unborn));
         } catch (error) {
           for (const item of batch) item.reject(error);
           continue;
@@ -210,9 +240,13 @@ export class GroupCommit {
     }
   }
 
-  private async commit(steps: CommitStep[], before: FlowState, after: FlowState, changes: FlowChange[]): Promise<void> {
-    const unborn = this.unborn;
-    this.unborn = undefined;
+  private async commit(
+    steps: CommitStep[],
+    before: FlowState,
+    after: FlowState,
+    changes: FlowChange[],
+    unborn: Unborn | undefined,
+  ): Promise<void> {
     if (steps.length === 0 && !unborn) return;
     const now = Date.now();
     const commit = planCommit(this.host.store().keys, steps, now);
@@ -226,7 +260,7 @@ export class GroupCommit {
       try {
         skipped = await this.run(plan);
       } catch (error) {
-        this.state = undefined;
+        this.remember(undefined);
         if (error instanceof RedisCommandError || error instanceof ConflictError) {
           // Redis refused the script (a bug, not an outage), or the creation found its ids
           // taken (nothing written): running it again cannot help.
@@ -244,9 +278,9 @@ export class GroupCommit {
       console.warn(
         `flow ${after.id} of context ${after.contextId}: storage held part of a batch already (sections ${skipped.join(", ")} of ${commit.sections}; steps: ${did}); reading it back`,
       );
-      this.state = undefined;
+      this.remember(undefined);
     } else {
-      this.state = after;
+      this.remember(after);
       // Told with the state that memory now holds (no await between): a view reads both together.
       // After a conflict the changes are not told from here: reading the state back catches up.
       this.host.publish(after, unborn ? [unborn.created, ...changes] : changes);

@@ -37,11 +37,15 @@ export async function submitFlow(
   // A start is taken from the throttle before anything is reserved, so a refused submission
   // leaves nothing behind; a retry under an Idempotency-Key that got as far as a reservation
   // was counted when it first came.
-  if (
-    submission.start &&
-    context.flow_starts_per_minute !== undefined &&
-    !(idempotencyKey && (await call.store.flows.reserved(contextId, callerId, idempotencyKey)))
-  )
+  const throttled = submission.start && context.flow_starts_per_minute !== undefined;
+  if (throttled && nonce) {
+    // A replayed request must not take a start: its nonce is spent first (a command more, only
+    // in contexts that throttle starts), and the reservation is then made without it.
+    if (!(await call.store.nonces.claim(nonce.keyid, nonce.value, contextId, Math.ceil(nonce.ttlMs / 1000))))
+      throw nonceReplayed();
+    nonce = undefined;
+  }
+  if (throttled && !(idempotencyKey && (await call.store.flows.reserved(contextId, callerId, idempotencyKey))))
     await takeFlowStart(call, context);
 
   const chosen = submission.jobs.flatMap((job, i) => (job.id !== undefined ? [i] : []));

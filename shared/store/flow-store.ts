@@ -135,8 +135,10 @@ export class FlowStore {
 
   /**
    * The script call that stores a new flow and its jobs and, with `first`, runs that commit's
-   * sections in the same step (a flow submitted with `start`). Run it with `commit`: it is
-   * idempotent like a commit, so it can be left pending and run again.
+   * sections in the same step (a flow submitted with `start`). Run it with `commit`. With a
+   * commit it is idempotent like one, so it can be left pending and run again: the flow keeps
+   * the creation's own token, which tells a re-run of this very call from another flow that
+   * holds the id (a trace id would not: a client's retry resends its `traceparent`).
    */
   creation(state: FlowState, chosen: number[], now: number, first?: Pick<CommitPlan, "keys" | "args">): Creation {
     const ctx = state.contextId;
@@ -151,7 +153,7 @@ export class FlowStore {
       String(state.id),
       String(state.order.length),
       chosen.map((p) => p + 1).join(","),
-      state.traceId,
+      first ? crypto.randomUUID() : "",
       String(flowFields.length / 2),
       ...flowFields.map(String),
     ];

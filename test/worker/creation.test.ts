@@ -35,12 +35,20 @@ function newFlow(traceId?: string): {
   return { state: traceId ? { ...state, traceId } : state, ...w.flowStub(contextId, 1) };
 }
 
-function hostFor(storage: DurableObjectStorage, scope: FlowScope, use: { store: Store }) {
+function hostFor(
+  storage: DurableObjectStorage,
+  scope: FlowScope,
+  use: { store: Store; beforeRebuild?: () => Promise<void> },
+) {
   const told = { published: [] as string[], resolved: [] as PendingCommit[], committed: 0, down: 0 };
   const host: CommitHost = {
     storage,
     store: () => use.store,
-    rebuild: (journal) => rebuildFlow(use.store, scope, journal),
+    rebuild: async (journal) => {
+      const read = await rebuildFlow(use.store, scope, journal);
+      await use.beforeRebuild?.();
+      return read;
+    },
     publish: (_state, changes) => told.published.push(...changes.map((c) => c.type)),
     reloaded: () => undefined,
     committed: async () => {
@@ -107,7 +115,8 @@ describe("a flow created and started in one script call", () => {
 
   it("writes nothing when another flow holds the id", async () => {
     const { state, scope, stub } = newFlow();
-    expect(await store.flows.create({ ...state, traceId: "another-submission" }, [], T)).toBe(true);
+    // The same trace id (a client resends its traceparent): still another creation.
+    expect(await store.flows.create(state, [], T)).toBe(true);
     await runInDurableObject(stub, async (_instance, ds) => {
       const { host, told } = hostFor(ds.storage, scope, { store });
       const commits = new GroupCommit(host);
@@ -119,6 +128,22 @@ describe("a flow created and started in one script call", () => {
       expect(await queued(state)).toBe(0);
       expect(told).toMatchObject({ committed: 0, down: 0, published: [] });
       expect(await new PendingCommits(ds.storage).read()).toBeUndefined();
+    });
+  });
+
+  it("is not taken back by a read of the flow begun before it was stored", async () => {
+    const { state, scope, stub } = newFlow();
+    await runInDurableObject(stub, async (_instance, ds) => {
+      let answer!: () => void;
+      const gate = new Promise<void>((resolve) => (answer = resolve));
+      const { host } = hostFor(ds.storage, scope, { store, beforeRebuild: () => gate });
+      const commits = new GroupCommit(host);
+      // A view on the fresh object reads the flow: not there yet; its answer is held back.
+      const reading = commits.load();
+      await commits.createWith(state, [], createdChange(state, T), start);
+      answer();
+      expect((await reading)?.status).toBe("started");
+      expect(commits.current?.status).toBe("started");
     });
   });
 });

@@ -45,6 +45,23 @@ describe("context limits", () => {
     expect(forbidden.status).toBe(403);
   });
 
+  it("does not let a replayed submission take a flow start", async () => {
+    const ctx = (await client.createContext()).id;
+    await client.setLimits(ctx, { flow_starts_per_minute: 2 });
+    const request = await signed("POST", `/v1/contexts/${ctx}/flows`, admin.jwk, actorKeyId(admin.actor.id), {
+      start: true,
+      jobs: [sh("once")],
+    });
+    const replay = request.clone();
+    expect((await w.fetch(request)).status).toBe(201);
+    const replayed = await w.fetch(replay);
+    expect(replayed.status).toBe(401);
+    expect(await replayed.json()).toMatchObject({ type: "/problems/nonce-replayed" });
+    // The minute's second start is still there.
+    await client.submitFlow(ctx, { start: true, jobs: [sh("second")] });
+    expect((await client.listFlows(ctx)).total).toBe(2);
+  });
+
   it("refuses a flow start past flow_starts_per_minute with 429 and Retry-After, and creates nothing", async () => {
     const ctx = (await client.createContext()).id;
     await client.setLimits(ctx, { flow_starts_per_minute: 3 });

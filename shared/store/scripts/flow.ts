@@ -108,7 +108,8 @@ end`;
  *   KEYS[5 + J ..]  the keys of the commit's sections (their positions count from 1 there)
  *   ARGV[1]  flow id   ARGV[2]  J, the number of jobs
  *   ARGV[3]  comma-separated positions (1-based) of jobs whose id the caller chose
- *   ARGV[4]  the flow's trace id: a flow stored with it is this very creation, run again
+ *   ARGV[4]  with a commit, this creation's own token (kept in the flow hash's `_op`): a flow
+ *            that holds it is this very creation, run again; "" without a commit
  *   ARGV[5]  n, the number of flow fields, then n field/value pairs
  *   then for each job: its index member, m, and m field/value pairs
  *   then the commit's sections, as commitFlow reads them (none: a creation alone)
@@ -122,7 +123,7 @@ export const createFlow = new LuaScript(
   `local J = tonumber(ARGV[2])
 local created = 1
 if redis.call("EXISTS", KEYS[1]) == 1 then
-  if redis.call("HGET", KEYS[1], "trace_id") ~= ARGV[4] then return -1 end
+  if ARGV[4] == "" or redis.call("HGET", KEYS[1], "_op") ~= ARGV[4] then return -1 end
   created = 0
 end
 local n = tonumber(ARGV[5])
@@ -132,6 +133,7 @@ if created == 1 then
     if redis.call("EXISTS", KEYS[4 + tonumber(pos)]) == 1 then return -1 - tonumber(pos) end
   end
   redis.call("HSET", KEYS[1], unpack(ARGV, 6, 5 + 2 * n))
+  if ARGV[4] ~= "" then redis.call("HSET", KEYS[1], "_op", ARGV[4]) end
   redis.call("ZADD", KEYS[2], ARGV[1], ARGV[1])
   redis.call("ZADD", KEYS[3], ARGV[1], ARGV[1])
   local members = {}

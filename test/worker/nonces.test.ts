@@ -1,0 +1,42 @@
+import { runInDurableObject } from "cloudflare:test";
+import { afterAll, describe, expect, it } from "vitest";
+import { ledgerKey, NONCE_PREFIX, NonceLedger } from "../../functions/flow/nonces.js";
+import { testWorker } from "./harness.js";
+
+// The nonce ledger of a flow's object, in a real Durable Object's storage: a nonce is taken once
+// until it expires, expired ones are swept, and the ledger an older version kept as one value
+// still counts.
+
+const w = testWorker("nonces");
+afterAll(() => w.cleanup());
+
+const T = 1_800_000_000_000;
+const TTL = 660_000;
+
+describe("the nonce ledger", () => {
+  it("takes a nonce once until it expires, per signer", async () => {
+    await runInDurableObject(w.flowStub(1, 1).stub, async (_instance, ds) => {
+      const ledger = new NonceLedger(ds.storage);
+      expect(await ledger.use("runner:1:2", "n1", TTL, T)).toBe(true);
+      expect(await ledger.use("runner:1:2", "n1", TTL, T + 1)).toBe(false);
+      expect(await ledger.use("runner:1:3", "n1", TTL, T + 1)).toBe(true);
+      // A fresh object (memory gone) still knows it.
+      expect(await new NonceLedger(ds.storage).use("runner:1:2", "n1", TTL, T + 2)).toBe(false);
+      expect(await ledger.use("runner:1:2", "n1", TTL, T + TTL + 1)).toBe(true);
+    });
+  });
+
+  it("sweeps expired nonces, and keeps those an older version stored as one value", async () => {
+    await runInDurableObject(w.flowStub(1, 2).stub, async (_instance, ds) => {
+      await ds.storage.put("nonces", { "runner:1:2 old": T + TTL, "runner:1:2 gone": T - 1 });
+      const ledger = new NonceLedger(ds.storage);
+      expect(await ledger.use("runner:1:2", "old", TTL, T)).toBe(false);
+      expect(await ds.storage.get("nonces")).toBeUndefined();
+      for (let i = 0; i < 300; i++) expect(await ledger.use("runner:1:2", `n${i}`, 10, T + i)).toBe(true);
+      const left = await ds.storage.list({ prefix: NONCE_PREFIX });
+      // The sweep at the 256th use dropped what had expired by then; the older version's live one stays.
+      expect(left.size).toBeLessThan(100);
+      expect(left.has(ledgerKey("runner:1:2", "old"))).toBe(true);
+    });
+  });
+});
