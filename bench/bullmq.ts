@@ -2,7 +2,7 @@ import { FlowProducer, Queue, Worker } from "bullmq";
 import { Redis } from "ioredis";
 import type { LoneTimings, ShapeCost } from "./ours.js";
 import { CONCURRENCY } from "./ours.js";
-import { cpuBetween, cpuSample, executedBetween, now, sleep, type RedisCounter } from "./measure.js";
+import { cpuBetween, cpuSample, executedBetween, now, nthTime, sleep, type RedisCounter } from "./measure.js";
 import { bullChain, bullTree } from "./shapes.js";
 
 // BullMQ's side, in this process, on the same redis-server as the coordinator: a Queue and a
@@ -53,22 +53,13 @@ class Completions {
 
   /** When the `n`-th job of `tag` completed, once it has. */
   nth(tag: string, n: number, timeoutMs: number): Promise<number> {
-    return new Promise((resolve, reject) => {
-      const check = () => {
-        const times = this.done.get(tag) ?? [];
-        if (times.length >= n) {
-          this.watchers.delete(check);
-          clearTimeout(timer);
-          resolve(times[n - 1] as number);
-        }
-      };
-      const timer = setTimeout(() => {
-        this.watchers.delete(check);
-        reject(new Error(`BullMQ ${tag}: ${this.done.get(tag)?.length ?? 0} of ${n} completed in ${timeoutMs} ms`));
-      }, timeoutMs);
-      this.watchers.add(check);
-      check();
-    });
+    return nthTime(
+      this.watchers,
+      () => this.done.get(tag) ?? [],
+      n,
+      timeoutMs,
+      (count) => `BullMQ ${tag}: ${count} of ${n} completed in ${timeoutMs} ms`,
+    );
   }
 }
 

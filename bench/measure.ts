@@ -1,6 +1,7 @@
 import { execFileSync } from "node:child_process";
 import { readdirSync, readFileSync } from "node:fs";
 import { parseRedisUrl, RedisConnection } from "../infra/redis-rest/connection.js";
+import { commandDelta } from "../test/support/private-stack.js";
 
 // What the benchmark reads besides the clock: Redis's own command counts, read on a connection
 // of the benchmark's own straight to redis-server (so reading them goes through neither the REST
@@ -71,19 +72,8 @@ export class RedisCounter {
   }
 }
 
-/** What ran between two readings of INFO commandstats. */
-export function executedBetween(before: Map<string, number>, after: Map<string, number>): CommandCount {
-  const byCommand: Record<string, number> = {};
-  let total = 0;
-  for (const [name, calls] of after) {
-    const delta = calls - (before.get(name) ?? 0);
-    if (delta > 0) {
-      byCommand[name] = delta;
-      total += delta;
-    }
-  }
-  return { total, byCommand };
-}
+/** What ran between two readings of INFO commandstats (the same sum the tests make). */
+export const executedBetween: (before: Map<string, number>, after: Map<string, number>) => CommandCount = commandDelta;
 
 const ticksPerSecond = (() => {
   try {
@@ -177,4 +167,33 @@ export function cpuBetween(before: CpuSample, after: CpuSample, roles?: readonly
     total += delta;
   }
   return { ...used, total };
+}
+
+/**
+ * When the `n`-th of some times was recorded, once it has been: `times` is read again each time
+ * a watcher in `watchers` is called; rejects after `timeoutMs`, saying `what` had come.
+ */
+export function nthTime(
+  watchers: Set<() => void>,
+  times: () => number[],
+  n: number,
+  timeoutMs: number,
+  what: (count: number) => string,
+): Promise<number> {
+  return new Promise((resolve, reject) => {
+    const check = () => {
+      const seen = times();
+      if (seen.length >= n) {
+        watchers.delete(check);
+        clearTimeout(timer);
+        resolve(seen[n - 1] as number);
+      }
+    };
+    const timer = setTimeout(() => {
+      watchers.delete(check);
+      reject(new Error(what(times().length)));
+    }, timeoutMs);
+    watchers.add(check);
+    check();
+  });
 }

@@ -1,6 +1,15 @@
 import type { Readable } from "node:stream";
 import type { PrivateStack, TestRunnerProcess } from "../test/support/private-stack.js";
-import { cpuBetween, cpuSample, executedBetween, now, sleep, type CommandCount, type RedisCounter } from "./measure.js";
+import {
+  cpuBetween,
+  cpuSample,
+  executedBetween,
+  now,
+  nthTime,
+  sleep,
+  type CommandCount,
+  type RedisCounter,
+} from "./measure.js";
 import { chainJobs, independentJobs, layeredDag, loneJobs, treeJobs, type OurJob } from "./shapes.js";
 
 // This project's side: flows submitted through the Worker under `wrangler dev` (signed, as any
@@ -73,22 +82,13 @@ class RunnerTap {
 
   /** When the `n`-th result of `flow` was applied (epoch ms), once it has been. */
   resultsOf(flow: number, n: number, timeoutMs: number): Promise<number> {
-    return new Promise((resolve, reject) => {
-      const check = () => {
-        const times = this.applied.get(flow) ?? [];
-        if (times.length >= n) {
-          this.watchers.delete(check);
-          clearTimeout(timer);
-          resolve(times[n - 1] as number);
-        }
-      };
-      const timer = setTimeout(() => {
-        this.watchers.delete(check);
-        reject(new Error(`flow ${flow}: ${this.applied.get(flow)?.length ?? 0} of ${n} results in ${timeoutMs} ms`));
-      }, timeoutMs);
-      this.watchers.add(check);
-      check();
-    });
+    return nthTime(
+      this.watchers,
+      () => this.applied.get(flow) ?? [],
+      n,
+      timeoutMs,
+      (count) => `flow ${flow}: ${count} of ${n} results in ${timeoutMs} ms`,
+    );
   }
 
   /** When job `job` of `flow` began at the runner (epoch ms, the runner's clock). */

@@ -1,3 +1,4 @@
+import type { ProblemDocument } from "../../shared/client/index.js";
 import { z } from "zod";
 import { Id } from "../../shared/model/index.js";
 import { toProblem } from "../core/errors.js";
@@ -47,20 +48,9 @@ export type RunnerReport = z.output<typeof RunnerReport>;
 /** The body of a batch of reports. */
 export const RunnerReports = z.object({ reports: z.array(RunnerReport).min(1).max(MAX_REPORTS) }).strict();
 
-/** A problem document as one answer of a batch carries it (the members the OpenAPI document names). */
-export interface ProblemJson {
-  type: string;
-  title: string;
-  status: number;
-  detail?: string;
-  field?: string;
-  errors?: { field: string; message: string }[];
-  needed?: string[];
-}
-
 /** How one report of a batch was taken: as its webhook would answer, or the problem it would answer with. */
 export type ReportAnswer =
-  { outcome: "applied" | "duplicate"; status?: string; reason?: string } | { problem: ProblemJson };
+  { outcome: "applied" | "duplicate"; status?: string; reason?: string } | { problem: ProblemDocument };
 
 function pathOf(contextId: number, r: RunnerReport): WebhookPath {
   return r.flow_id !== undefined
@@ -114,7 +104,7 @@ export async function reportRunnerEvents(
     } catch (error) {
       const problem = toProblem(error);
       if (problem.status >= 500) console.warn(`report ${i} (${r.event} of job ${r.job_id}): ${problem.message}`);
-      return { problem: problem.toJSON() as unknown as ProblemJson };
+      return { problem: problem.toJSON() as unknown as ProblemDocument };
     }
   };
   const queue = [...jobs.values()];

@@ -53,23 +53,29 @@ function roundsFor(storage: DurableObjectStorage, contextId: number, runner: Run
   return { rounds: new DispatchRounds(host), host, rests, asked: () => asked };
 }
 
+/** A context with one push runner of sh jobs, and one work item queued in flow `flowId`'s queue. */
+async function oneQueuedItem(flowId: number) {
+  const context = await store.contexts.create({ admins: [1], readers: [], executors: [] });
+  const ctx = context.id;
+  const runner = await store.runners.create({
+    context_id: ctx,
+    pubkey: "11qYAYKxCrfVS_7TyWQHOg7hcvPapiMlrwIaaPcHURo",
+    address: "http://127.0.0.1:9/",
+    topic: "runner",
+    local: false,
+    runner_type: "sh",
+    script_types: ["sh"],
+    concurrency: 2,
+  } as Omit<Runner, "id" | "created_at" | "updated_at">);
+  const queue: ReadyQueue = { key: w.keys.queue(ctx, "sh", flowId), flow: flowId, scriptType: "sh", priority: 0 };
+  const item = workItem({ messageKey: w.keys.message(ctx, 1, flowId * 10), flowId, jobId: 1, attempt: 1 });
+  await w.redis.exec(["RPUSH", queue.key, item]);
+  return { ctx, runner, queue, item };
+}
+
 describe("a claim whose owner could not be asked", () => {
   it("has the alarm come back when the claim may be reaped, also after the object lost its memory", async () => {
-    const context = await store.contexts.create({ admins: [1], readers: [], executors: [] });
-    const ctx = context.id;
-    const runner = await store.runners.create({
-      context_id: ctx,
-      pubkey: "11qYAYKxCrfVS_7TyWQHOg7hcvPapiMlrwIaaPcHURo",
-      address: "http://127.0.0.1:9/",
-      topic: "runner",
-      local: false,
-      runner_type: "sh",
-      script_types: ["sh"],
-      concurrency: 2,
-    } as Omit<Runner, "id" | "created_at" | "updated_at">);
-    const queue: ReadyQueue = { key: w.keys.queue(ctx, "sh", 7), flow: 7, scriptType: "sh", priority: 0 };
-    const item = workItem({ messageKey: w.keys.message(ctx, 1, 70), flowId: 7, jobId: 1, attempt: 1 });
-    await w.redis.exec(["RPUSH", queue.key, item]);
+    const { ctx, runner, queue, item } = await oneQueuedItem(7);
 
     await runInDurableObject(w.dispatcherStub(ctx), async (_instance, ds) => {
       const first = roundsFor(ds.storage, ctx, runner);
@@ -106,21 +112,7 @@ describe("a claim whose owner could not be asked", () => {
 
 describe("a claim delivered", () => {
   it("is not marked in Redis while its attempt may end soon, and needs no mark once its slot is freed", async () => {
-    const context = await store.contexts.create({ admins: [1], readers: [], executors: [] });
-    const ctx = context.id;
-    const runner = await store.runners.create({
-      context_id: ctx,
-      pubkey: "11qYAYKxCrfVS_7TyWQHOg7hcvPapiMlrwIaaPcHURo",
-      address: "http://127.0.0.1:9/",
-      topic: "runner",
-      local: false,
-      runner_type: "sh",
-      script_types: ["sh"],
-      concurrency: 2,
-    } as Omit<Runner, "id" | "created_at" | "updated_at">);
-    const queue: ReadyQueue = { key: w.keys.queue(ctx, "sh", 8), flow: 8, scriptType: "sh", priority: 0 };
-    const item = workItem({ messageKey: w.keys.message(ctx, 1, 80), flowId: 8, jobId: 1, attempt: 1 });
-    await w.redis.exec(["RPUSH", queue.key, item]);
+    const { ctx, runner, queue, item } = await oneQueuedItem(8);
     const slots = w.keys.runnerSlots(ctx, runner.id);
 
     await runInDurableObject(w.dispatcherStub(ctx), async (_instance, ds) => {
