@@ -27,6 +27,11 @@ export class ConnectionPool {
   private closed = false;
   /** Batches run and the commands in them (MULTI and EXEC included): what this pool sent to Redis, for benchmarks. */
   readonly sent = { batches: 0, commands: 0 };
+  /**
+   * While set, each batch's commands are told to it, in the order they are sent (a test reads
+   * which calls a request made, one request a round trip).
+   */
+  watcher: ((commands: readonly (readonly (string | Buffer)[])[]) => void) | undefined;
 
   constructor(
     private readonly target: RedisTarget,
@@ -37,6 +42,7 @@ export class ConnectionPool {
   async run(commands: readonly (readonly (string | Buffer)[])[]): Promise<Reply[]> {
     this.sent.batches++;
     this.sent.commands += commands.length;
+    this.watcher?.(commands);
     const connection = await this.acquire();
     try {
       return await connection.send(commands);

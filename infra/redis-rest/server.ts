@@ -45,6 +45,11 @@ export interface RestServer {
    * commands in them (a transaction's MULTI and EXEC included). The benchmark counts with it.
    */
   sent(): { requests: number; commands: number };
+  /**
+   * Records the requests that reach Redis until the returned function is called, which gives
+   * them back: per request, its commands' names (an EVALSHA as `EVALSHA <sha1>`).
+   */
+  record(): () => string[][];
 }
 
 /** An answer: HTTP status plus the JSON body Upstash would send. */
@@ -93,6 +98,20 @@ export async function startRestServer(options: RestServerOptions): Promise<RestS
   return {
     url: `http://${host}:${port}`,
     sent: () => ({ requests: pool.sent.batches, commands: pool.sent.commands }),
+    record: () => {
+      const requests: string[][] = [];
+      pool.watcher = (commands) =>
+        requests.push(
+          commands.map(([name, first]) => {
+            const upper = String(name).toUpperCase();
+            return upper === "EVALSHA" ? `EVALSHA ${String(first)}` : upper;
+          }),
+        );
+      return () => {
+        pool.watcher = undefined;
+        return requests;
+      };
+    },
     close: () =>
       new Promise<void>((resolve) => {
         pool.close();

@@ -1,4 +1,7 @@
+import { createHash } from "node:crypto";
 import { describe, expect, it } from "vitest";
+import { claimWork } from "../../shared/store/scripts/dispatch.js";
+import { commitFlow, createFlow, reserveFlow } from "../../shared/store/scripts/flow.js";
 import { answersIn, flowEnd } from "../support/flow-runs.js";
 import type { TestRunnerProcess } from "../support/private-stack.js";
 import { usePrivateStack } from "../support/use-private-stack.js";
@@ -67,6 +70,29 @@ describe("budget: commands sent to storage", () => {
       `budget: a lone job sent ${counts.join(", ")} commands besides ${reads.join(", ")} key epoch read(s) (limit ${LONE_JOB_SENT} + the epoch's, goal 4 in all)`,
     );
     for (const n of counts) expect(n).toBeLessThanOrEqual(LONE_JOB_SENT);
+  });
+
+  it("takes one storage round trip per step of a lone job: two to submit it, one to dispatch it, one for its result", async () => {
+    const sha1 = (text: string) => createHash("sha1").update(text).digest("hex");
+    const names = new Map(
+      [reserveFlow, createFlow, claimWork, commitFlow].map((script) => [`EVALSHA ${sha1(script.source)}`, script.name]),
+    );
+    await quietSent();
+    const stop = stack().restRecord();
+    const flow = await admin().client.submitFlow(ctx, {
+      start: true,
+      jobs: [{ name: "steps", script: "true", script_type: "sh" }],
+    });
+    await answersIn(proc, new RegExp(`^answered result steps flow ${flow.id} .* 200 applied$`), 1);
+    await quietSent();
+    const requests = stop().map((commands) => commands.map((c) => names.get(c) ?? c).join(" + "));
+    console.log(`budget: a lone job's storage round trips, in order: ${requests.join(", ")}`);
+    // The key epoch's reads (GET) come at most once a second, whichever request they precede.
+    const path = requests.filter((r) => r !== "GET");
+    // In order: the reservation (with the nonce), the creation with its start, the claim, the
+    // result's commit; the sweep's due time (ZADD) is not on the path to the runner.
+    expect(path.filter((r) => r !== "ZADD")).toEqual(["reserveFlow", "createFlow", "claimWork", "commitFlow"]);
+    expect(path.filter((r) => r === "ZADD")).toHaveLength(1);
   });
 
   it(`runs 100 independent jobs with at most ${INDEPENDENT_SENT_PER_JOB} commands sent per job`, async () => {

@@ -299,6 +299,12 @@ export async function startPrivateStack(label: string, options: PrivateStackOpti
     commandStats,
     /** What the REST endpoint sent to Redis since it (re)started: requests and commands (see `RestServer.sent`). */
     restSent: (): { requests: number; commands: number } => rest?.sent() ?? { requests: 0, commands: 0 },
+    /** Records what the REST endpoint sends to Redis until the returned function is called (see `RestServer.record`). */
+    restRecord: (): (() => string[][]) => {
+      const running = rest;
+      if (!running) throw new Error("the REST endpoint is stopped");
+      return running.record();
+    },
     /**
      * The command counts once Redis has gone quiet: the same total over `reads` reads in a row,
      * `intervalMs` apart (INFO is not counted, so reading does not disturb it). What the Worker
