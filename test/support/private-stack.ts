@@ -89,7 +89,16 @@ export async function startPrivateStack(label: string, options: PrivateStackOpti
     vars: { ALLOW_INSECURE_HTTP: "true", KEY_PREFIX: "", ...options.vars },
     onLine: (line: string) => (workerLog = `${workerLog}${line.replace(ANSI, "")}\n`.slice(-200_000)),
   };
-  let worker = await startWranglerDev(workerOptions);
+  let worker: Awaited<ReturnType<typeof startWranglerDev>>;
+  try {
+    worker = await startWranglerDev(workerOptions);
+  } catch (error) {
+    // Nothing else will stop what was started so far: the caller never gets a stack to stop.
+    await rest.close();
+    await redisServer.stop();
+    rmSync(dir, { recursive: true, force: true });
+    throw error;
+  }
   const crons = options.cron === false ? undefined : fireCrons(worker.url, cronsOf(path.join(root, "wrangler.toml")));
   const redis: Redis = connectRedis({ url: restUrl, token });
   /** Every runner process started, test runners and reference runners: killed by `stop`. */
