@@ -1,11 +1,4 @@
-import {
-  apply,
-  journalOf,
-  type FlowEvent,
-  type FlowState,
-  type Journal,
-  type Transition,
-} from "../../shared/flow/index.js";
+import { apply, type FlowEvent, type FlowState, type Journal, type Transition } from "../../shared/flow/index.js";
 import { changesOf, type FlowChange } from "../../shared/flow/changes.js";
 import type { Log } from "../../shared/model/index.js";
 import {
@@ -17,6 +10,7 @@ import {
   type CommitStep,
   type Store,
 } from "../../shared/store/index.js";
+import { FlowJournal } from "./journal.js";
 import { PendingCommits, type PendingCommit } from "./pending.js";
 
 /** A flow not in storage yet, stored by the batch of the event it came with (createWith). */
@@ -90,6 +84,7 @@ export class GroupCommit {
   /** The last commit or settlement: the next one starts after it. */
   private writing: Promise<unknown> = Promise.resolve();
   private readonly pending: PendingCommits;
+  private readonly journal: FlowJournal;
   /**
    * Bumped whenever memory is set or forgotten here: a read from storage begun before does not
    * overwrite what a commit set meanwhile (it would take memory back to an older state).
@@ -98,6 +93,7 @@ export class GroupCommit {
 
   constructor(private readonly host: CommitHost) {
     this.pending = new PendingCommits(host.storage);
+    this.journal = new FlowJournal(host.storage);
   }
 
   /** The state as committed: undefined until loaded (or after an unknown outcome), null when there is no such flow. */
@@ -120,8 +116,7 @@ export class GroupCommit {
   private async loadNow(): Promise<void> {
     await this.settlePending();
     const generation = this.generation;
-    const journal = (await this.host.storage.get<Journal>("journal")) ?? {};
-    const state = await this.host.rebuild(journal);
+    const state = await this.host.rebuild(await this.journal.read());
     this.host.storageUp();
     // A commit (or a creation) that set memory meanwhile knows better than this read.
     if (generation !== this.generation) return;
@@ -284,7 +279,7 @@ export class GroupCommit {
       // Told with the state that memory now holds (no await between): a view reads both together.
       // After a conflict the changes are not told from here: reading the state back catches up.
       this.host.publish(after, unborn ? [unborn.created, ...changes] : changes);
-      await this.host.storage.put("journal", journalOf(after));
+      await this.journal.write(before, after);
     }
     await this.host.committed({ before, after, steps, plan: writes ? commit : undefined, conflict });
     if (writes) await this.pending.clear();

@@ -2,14 +2,14 @@ import type { Flow, Message, RunnerJob } from "../model/index.js";
 import { linkDependents, specOf } from "./build.js";
 import { ENDED } from "./draft.js";
 import { MESSAGE_TIMEOUTS } from "./submission.js";
-import { jobKey, type Deadline, type Delivery, type FlowState, type FlowTimeouts, type JobState } from "./state.js";
+import { type Deadline, type Delivery, type FlowState, type FlowTimeouts, type JobState } from "./state.js";
 
 /**
  * What Redis does not hold about a job in progress (it keeps only final statuses): where the
  * current attempt's message is, when the job started, its last heartbeat and its deadline. The
  * Durable Object journals these in its own storage.
  */
-interface JobJournal {
+export interface JobJournal {
   attempt: number;
   delivery?: Delivery;
   refused?: string;
@@ -21,21 +21,26 @@ interface JobJournal {
 
 export type Journal = Record<number, JobJournal>;
 
+/** The transient facts of a job in progress; undefined for one not sent yet or ended. */
+export function jobJournalOf(job: JobState): JobJournal | undefined {
+  if (job.attempt === 0 || ENDED.has(job.status)) return undefined;
+  return {
+    attempt: job.attempt,
+    ...(job.delivery ? { delivery: job.delivery } : {}),
+    ...(job.refused !== undefined ? { refused: job.refused } : {}),
+    ...(job.startedAt !== undefined ? { startedAt: job.startedAt } : {}),
+    ...(job.heartbeatAt !== undefined ? { heartbeatAt: job.heartbeatAt } : {}),
+    ...(job.deadline ? { deadline: job.deadline } : {}),
+    ...(job.queuedAt !== undefined ? { queuedAt: job.queuedAt } : {}),
+  };
+}
+
 /** The transient facts of every job in progress. */
 export function journalOf(state: FlowState): Journal {
   const journal: Journal = {};
   for (const id of state.order) {
-    const job = state.jobs[id] as JobState;
-    if (job.attempt === 0 || ENDED.has(job.status)) continue;
-    journal[id] = {
-      attempt: job.attempt,
-      ...(job.delivery ? { delivery: job.delivery } : {}),
-      ...(job.refused !== undefined ? { refused: job.refused } : {}),
-      ...(job.startedAt !== undefined ? { startedAt: job.startedAt } : {}),
-      ...(job.heartbeatAt !== undefined ? { heartbeatAt: job.heartbeatAt } : {}),
-      ...(job.deadline ? { deadline: job.deadline } : {}),
-      ...(job.queuedAt !== undefined ? { queuedAt: job.queuedAt } : {}),
-    };
+    const entry = jobJournalOf(state.jobs[id] as JobState);
+    if (entry) journal[id] = entry;
   }
   return journal;
 }
@@ -122,11 +127,6 @@ export function rebuildState(records: StoredRecords): FlowState {
   }
   linkDependents(jobs, order);
 
-  const result: FlowState["result"] = {};
-  for (const id of order) {
-    const job = jobs[id] as JobState;
-    if (job.status === "finished") result[jobKey(job)] = job.result ?? {};
-  }
   const first = records.jobs[0];
   return {
     id: flow?.id ?? 0,
@@ -137,7 +137,6 @@ export function rebuildState(records: StoredRecords): FlowState {
     timeouts,
     order,
     jobs,
-    result,
     ...(flow?.error ? { error: flow.error } : {}),
     traceId: flow?.trace_id ?? "",
     priority: flow?.priority ?? 0,

@@ -4,6 +4,7 @@ import type { FlowScope } from "../../functions/core/scopes.js";
 import { storeFor } from "../../functions/core/store.js";
 import { GroupCommit, type CommitHost, type Committed } from "../../functions/flow/group-commit.js";
 import { PendingCommits, type PendingCommit } from "../../functions/flow/pending.js";
+import { FlowJournal } from "../../functions/flow/journal.js";
 import { rebuildFlow } from "../../functions/flow/stored.js";
 import { journalOf, type FlowEvent, type FlowState, type Transition } from "../../shared/flow/index.js";
 import { NotFoundError, RedisCommandError, StorageUnavailableError, type Store } from "../../shared/store/index.js";
@@ -143,7 +144,7 @@ describe("GroupCommit", () => {
       expect(await jobField(state, 3, "status")).toBe("dispatched");
       const now = commits.current as FlowState;
       expect(now.jobs[3]?.status).toBe("dispatched");
-      expect(await ds.storage.get("journal")).toEqual(journalOf(now));
+      expect(await new FlowJournal(ds.storage).read()).toEqual(journalOf(now));
       expect(await new PendingCommits(ds.storage).read()).toBeUndefined();
       expect(told.down).toBe(0);
     });
@@ -158,7 +159,7 @@ describe("GroupCommit", () => {
       await commits.enqueue(start);
       await commits.enqueue(assigned(1));
       await commits.enqueue(finished(1));
-      const journal = await ds.storage.get("journal");
+      const journal = await new FlowJournal(ds.storage).read();
       const calls = told.storeCalls;
       const batches = told.committed.length;
       const after = commits.current;
@@ -174,7 +175,7 @@ describe("GroupCommit", () => {
       expect(told.storeCalls).toBe(calls);
       expect(told.committed.length).toBe(batches);
       expect(commits.current).toBe(after);
-      expect(await ds.storage.get("journal")).toEqual(journal);
+      expect(await new FlowJournal(ds.storage).read()).toEqual(journal);
       expect(await new PendingCommits(ds.storage).read()).toBeUndefined();
       expect(await queued(state)).toBe(3);
       expect(await jobField(state, 1, "status")).toBe("finished");
@@ -204,7 +205,7 @@ describe("GroupCommit", () => {
         notifies: false,
       });
       expect(plan?.keys).toContain(w.keys.flow(state.contextId, state.id));
-      expect(await ds.storage.get("journal")).toBeUndefined();
+      expect(await new FlowJournal(ds.storage).read()).toEqual({});
       expect(await flowField(state, "status")).toBe("dispatched");
 
       // Still away: settling fails the same way and the plan stays.
@@ -274,7 +275,7 @@ describe("GroupCommit", () => {
       const ahead = new GroupCommit(first.host);
       ahead.adopt(state);
       await ahead.enqueue(start);
-      const journal = await ds.storage.get("journal");
+      const journal = await new FlowJournal(ds.storage).read();
 
       // A second writer whose memory still holds the flow before the start (as after a lost answer).
       const second = hostFor(ds.storage, scope, { store });
@@ -285,7 +286,7 @@ describe("GroupCommit", () => {
       expect(second.told.committed).toHaveLength(1);
       expect(second.told.committed[0]?.conflict).toBe(true);
       expect(behind.current).toBeUndefined(); // Redis has the truth: read it back
-      expect(await ds.storage.get("journal")).toEqual(journal); // its own view is not journalled
+      expect(await new FlowJournal(ds.storage).read()).toEqual(journal); // its own view is not journalled
       expect(await new PendingCommits(ds.storage).read()).toBeUndefined();
       expect(await queued(state)).toBe(3);
 
