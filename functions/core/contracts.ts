@@ -55,6 +55,12 @@ export interface EventExtras {
   logs?: Log[];
 }
 
+/** One event of `handleMany`, with what its report brought. */
+export interface ReportedEvent {
+  event: FlowEvent;
+  extras?: EventExtras;
+}
+
 /** A runner a work item was claimed for, as its delivery needs it. */
 export interface DeliveryTarget {
   id: number;
@@ -88,6 +94,11 @@ export interface FlowCoordinatorRpc extends Rpc.DurableObjectBranded {
   view(scope: FlowScope, options?: { explain?: boolean }): Promise<RpcResult<FlowView | null>>;
   /** Applies a runner's event; resolves once the transition is durable. */
   handle(scope: FlowScope, event: FlowEvent, extras?: EventExtras): Promise<RpcResult<EventAnswer>>;
+  /**
+   * Applies several runner events in one call, each as `handle` would, answered in order; events
+   * of one job are applied in their order, different jobs' together (one group commit).
+   */
+  handleMany(scope: FlowScope, events: ReportedEvent[]): Promise<RpcResult<RpcResult<EventAnswer>[]>>;
   /** Delivers a claimed attempt (a work item) to the runner its slot was claimed at. */
   deliver(scope: FlowScope, item: string, runner: DeliveryTarget): Promise<RpcResult<DeliverAnswer>>;
   /** The supervisor's poke: settle what is pending, act on due deadlines. */

@@ -17,6 +17,7 @@ import type {
   DeliveryTarget,
   EventAnswer,
   EventExtras,
+  ReportedEvent,
   FlowCoordinatorRpc,
 } from "../core/contracts.js";
 import { coordinatorKeys } from "../core/coordinator-key.js";
@@ -33,6 +34,7 @@ import { FlowEffects } from "./effects.js";
 import { FeedRelay } from "./feed-relay.js";
 import { GroupCommit } from "./group-commit.js";
 import { NonceLedger } from "./nonces.js";
+import { applyReported, inJobOrder } from "./reported.js";
 import { rebuildFlow, storeNewFlow } from "./stored.js";
 import { FlowStream, sinceOf } from "./stream.js";
 import { flowView } from "./view.js";
@@ -87,7 +89,12 @@ export class FlowCoordinator extends DurableObject<Env> implements FlowCoordinat
       const woken = await this.effects.committed(batch);
       const fed = await this.relay.forward(this.bound());
       // A wake or a feed still owed, or memory forgotten after a conflict: the alarm comes back soon.
-      await this.deadlines.arm(this.commits.current, !woken || !fed || this.commits.current === undefined);
+      await this.deadlines.arm(
+        this.commits.current,
+        !woken || !fed || this.commits.current === undefined,
+        Date.now(),
+        batch.conflict ? undefined : batch.before,
+      );
     },
     resolved: async (plan) => {
       if (!(await this.effects.resolved(plan))) await this.deadlines.arm(undefined, true);
@@ -212,20 +219,20 @@ export class FlowCoordinator extends DurableObject<Env> implements FlowCoordinat
   async handle(scope: FlowScope, event: FlowEvent, extras: EventExtras = {}): Promise<RpcResult<EventAnswer>> {
     return this.guard(scope, async () => {
       this.current(); // no such flow: not found, before a nonce is spent
-      if (extras.nonce && !(await this.nonces.use(extras.nonce.keyid, extras.nonce.value, extras.nonce.ttlMs))) {
-        return { outcome: "replayed", reason: "this nonce was already used: sign every request with a new nonce" };
-      }
-      const logs = extras.logs && "job" in event ? { job: event.job, lines: extras.logs } : undefined;
-      // The jitter of a retry's backoff is chosen here, so the machine stays pure.
-      const t = await this.commits.enqueue(event.type === "failed" ? { ...event, random: Math.random() } : event, logs);
-      const job = "job" in event ? t.state.jobs[event.job] : undefined;
-      return {
-        outcome: t.outcome,
-        ...(t.reason ? { reason: t.reason } : {}),
-        ...(job ? { status: job.status } : {}),
-        origin: this.bound().origin,
-      };
+      return this.applyReported(event, extras);
     });
+  }
+
+  async handleMany(scope: FlowScope, events: ReportedEvent[]): Promise<RpcResult<RpcResult<EventAnswer>[]>> {
+    return this.guard(scope, async () => {
+      this.current();
+      return inJobOrder(events, (event, extras) => this.applyReported(event, extras));
+    });
+  }
+
+  /** A runner's event, once the flow is known to exist. */
+  private applyReported(event: FlowEvent, extras: EventExtras): Promise<EventAnswer> {
+    return applyReported(this.nonces, this.commits, this.bound().origin, event, extras);
   }
 
   async deliver(scope: FlowScope, item: string, runner: DeliveryTarget): Promise<RpcResult<DeliverAnswer>> {
@@ -293,6 +300,7 @@ export class FlowCoordinator extends DurableObject<Env> implements FlowCoordinat
 
   override async alarm(): Promise<void> {
     // A fresh instance can be woken by its alarm before any call told it its scope.
+    this.deadlines.rang();
     this.scope ??= await this.ctx.storage.get<FlowScope>("scope");
     if (!this.scope) return;
     this.scopeKept = true;
@@ -312,7 +320,7 @@ export class FlowCoordinator extends DurableObject<Env> implements FlowCoordinat
     const owedDone = await this.effects.wake(undefined);
     const state = await this.commits.load();
     if (!state) {
-      await this.ctx.storage.deleteAlarm();
+      await this.deadlines.disarm();
       return;
     }
     const reached = await this.deadlines.actOnDue(state);

@@ -1,4 +1,4 @@
-import { jobKey, nearestDeadline, type FlowState, type JobState } from "../../shared/flow/index.js";
+import { flowResult, jobKey, nearestDeadline, type FlowState, type JobState } from "../../shared/flow/index.js";
 import type { FlowView, JobView, JobWaiting } from "../../shared/model/index.js";
 
 const secs = (ms: number) => Math.floor(ms / 1000);
@@ -72,7 +72,7 @@ export function flowView(state: FlowState, dispatch: Map<number, JobWaiting> = n
     caller_id: state.callerId,
     status: state.status,
     env_vars: state.envVars,
-    result: state.result,
+    result: flowResult(state),
     ...(state.error ? { error: state.error } : {}),
     trace_id: state.traceId,
     priority: state.priority,

@@ -2,7 +2,7 @@ import { z } from "zod";
 import type { FlowEvent } from "../../shared/flow/index.js";
 import { Log, ResultMap, type DeliveryPayload } from "../../shared/model/index.js";
 import type { WorkSettlement } from "../../shared/store/index.js";
-import type { EventAnswer } from "../core/contracts.js";
+import type { EventAnswer, ReportedEvent } from "../core/contracts.js";
 import { Problem, unwrap } from "../core/problem.js";
 import type { FlowScope, RunnerEventName } from "../core/scopes.js";
 import { askOwner, coordinatorStub, dispatcherStub } from "../core/stubs.js";
@@ -88,15 +88,31 @@ export async function reportRunnerEvent(
   body: RunnerEventBody,
   nonce: ReportNonce | undefined,
 ): Promise<EventAnswer> {
+  const { scope, reported } = reportedEvent(call, path, name, body, nonce);
+  return reportAnswer(unwrap(await coordinatorStub(call.env, scope).handle(scope, reported.event, reported.extras)));
+}
+
+/** A report as its job's Durable Object takes it: that object's scope, and the event with its extras. */
+export function reportedEvent(
+  call: FlowCall,
+  path: WebhookPath,
+  name: RunnerEventName,
+  body: RunnerEventBody,
+  nonce: ReportNonce | undefined,
+): { scope: FlowScope; reported: ReportedEvent } {
   const runner = runnerOf(call, path.contextId);
-  const scope = webhookScope(call, path);
   const logs = "logs" in body ? body.logs : undefined; // results and log reports carry lines
-  const answer = unwrap(
-    await coordinatorStub(call.env, scope).handle(scope, toEvent(name, body, path.jobId, runner), {
-      ...(nonce ? { nonce } : {}),
-      ...(logs && logs.length > 0 ? { logs } : {}),
-    }),
-  );
+  return {
+    scope: webhookScope(call, path),
+    reported: {
+      event: toEvent(name, body, path.jobId, runner),
+      extras: { ...(nonce ? { nonce } : {}), ...(logs && logs.length > 0 ? { logs } : {}) },
+    },
+  };
+}
+
+/** The object's answer as the runner gets it: applied or duplicate, else the problem its webhook answers. */
+export function reportAnswer(answer: EventAnswer): EventAnswer {
   switch (answer.outcome) {
     case "applied":
     case "duplicate":

@@ -1,21 +1,23 @@
 import type { ProblemDocument } from "../../shared/client/index.js";
 import { z } from "zod";
 import { Id } from "../../shared/model/index.js";
+import type { EventAnswer, ReportedEvent } from "../core/contracts.js";
 import { toProblem } from "../core/errors.js";
-import { Problem } from "../core/problem.js";
-import type { RunnerEventName } from "../core/scopes.js";
+import { Problem, unwrap, type RpcResult } from "../core/problem.js";
+import type { FlowScope, RunnerEventName } from "../core/scopes.js";
+import { coordinatorStub } from "../core/stubs.js";
 import type { FlowCall } from "./call.js";
-import { reportRunnerEvent, RunnerEventBodies, type ReportNonce, type WebhookPath } from "./runner-events.js";
+import { reportAnswer, reportedEvent, RunnerEventBodies, type ReportNonce, type WebhookPath } from "./runner-events.js";
 
 /** Reports one signed request may carry. */
 export const MAX_REPORTS = 100;
 
 /**
- * Jobs whose reports are applied at once. The reports of different jobs of one flow meet in that
- * flow's Durable Object, whose group commit writes what arrives together in one step; jobs of
- * different flows go to different objects. Bounded, so one request never fans out past this.
+ * Durable Objects (flows, or jobs outside any flow) a batch calls at once. Each gets all its
+ * reports in one call, and its group commit writes what arrives together in one step. Bounded,
+ * so one request never fans out past this.
  */
-const PARALLEL_JOBS = 16;
+const PARALLEL_OBJECTS = 16;
 
 /**
  * Events whose repetition changes nothing: a second ack, start or result of the same attempt is
@@ -59,10 +61,11 @@ function pathOf(contextId: number, r: RunnerReport): WebhookPath {
 }
 
 /**
- * Applies a runner's batch of reports, each through the path its own webhook takes
- * (reportRunnerEvent → the job's Durable Object), and answers each in order; one refused report
- * (an old attempt, an unknown job) does not stop the others. Reports on one job are applied in
- * their order, one after another; different jobs at once, up to PARALLEL_JOBS.
+ * Applies a runner's batch of reports, each as its own webhook would be (the same event to the
+ * job's Durable Object, the same answer), and answers each in order; one refused report (an old
+ * attempt, an unknown job) does not stop the others. Each object gets its reports in one call
+ * (`handleMany`), which applies one job's reports in their order and different jobs' together;
+ * up to PARALLEL_OBJECTS objects at once.
  *
  * Replays: the request's nonce is not claimed in Redis. Acks, starts and results are idempotent
  * by themselves (see IDEMPOTENT); a heartbeat or log report carries the nonce with its position
@@ -83,36 +86,58 @@ export async function reportRunnerEvents(
       needed: ["runner"],
     });
   }
-  const jobs = new Map<string, number[]>();
-  reports.forEach((r, i) => {
-    const key = r.flow_id !== undefined ? `${r.flow_id}/${r.job_id}` : `c${r.caller_id}/${r.job_id}`;
-    const list = jobs.get(key);
-    if (list) list.push(i);
-    else jobs.set(key, [i]);
-  });
+  // The reports of each object, in their order.
+  const objects = new Map<string, { scope: FlowScope; reported: ReportedEvent[]; at: number[] }>();
   const answers: ReportAnswer[] = [];
-  const apply = async (i: number): Promise<ReportAnswer> => {
-    const r = reports[i] as RunnerReport;
+  reports.forEach((r, i) => {
+    // A heartbeat or log report is checked against the request's nonce and its position.
     const own = IDEMPOTENT.has(r.event) ? undefined : { ...nonce, value: `${nonce.value} #${i}` };
     try {
-      const a = await reportRunnerEvent(call, pathOf(contextId, r), r.event, r.body, own);
-      return {
-        outcome: a.outcome as "applied" | "duplicate",
-        ...(a.status ? { status: a.status } : {}),
-        ...(a.reason ? { reason: a.reason } : {}),
-      };
+      const { scope, reported } = reportedEvent(call, pathOf(contextId, r), r.event, r.body, own);
+      const key = r.flow_id !== undefined ? `${r.flow_id}` : `c${r.caller_id}/${r.job_id}`;
+      const object = objects.get(key) ?? { scope, reported: [], at: [] };
+      object.reported.push(reported);
+      object.at.push(i);
+      objects.set(key, object);
     } catch (error) {
-      const problem = toProblem(error);
-      if (problem.status >= 500) console.warn(`report ${i} (${r.event} of job ${r.job_id}): ${problem.message}`);
-      return { problem: problem.toJSON() as unknown as ProblemDocument };
+      answers[i] = problemOf(error, i, r);
     }
+  });
+  const apply = async (object: { scope: FlowScope; reported: ReportedEvent[]; at: number[] }) => {
+    let results: RpcResult<EventAnswer>[];
+    try {
+      // The stub's types cannot map an RpcResult nested in another (they make the method's answer
+      // `never`); what comes back is what handleMany declares.
+      const answered = coordinatorStub(call.env, object.scope).handleMany(object.scope, object.reported) as unknown;
+      results = unwrap(await (answered as Promise<RpcResult<RpcResult<EventAnswer>[]>>));
+    } catch (error) {
+      for (const i of object.at) answers[i] = problemOf(error, i, reports[i] as RunnerReport);
+      return;
+    }
+    object.at.forEach((i, k) => {
+      try {
+        const a = reportAnswer(unwrap(results[k] as RpcResult<EventAnswer>));
+        answers[i] = {
+          outcome: a.outcome as "applied" | "duplicate",
+          ...(a.status ? { status: a.status } : {}),
+          ...(a.reason ? { reason: a.reason } : {}),
+        };
+      } catch (error) {
+        answers[i] = problemOf(error, i, reports[i] as RunnerReport);
+      }
+    });
   };
-  const queue = [...jobs.values()];
+  const queue = [...objects.values()];
   const lane = async () => {
-    for (let next = queue.shift(); next; next = queue.shift()) {
-      for (const i of next) answers[i] = await apply(i);
-    }
+    for (let next = queue.shift(); next; next = queue.shift()) await apply(next);
   };
-  await Promise.all(Array.from({ length: Math.min(PARALLEL_JOBS, queue.length) }, lane));
+  await Promise.all(Array.from({ length: Math.min(PARALLEL_OBJECTS, queue.length) }, lane));
   return answers;
+}
+
+/** A report's failure as its answer (logged when it is the coordinator's). */
+function problemOf(error: unknown, i: number, r: RunnerReport): ReportAnswer {
+  const problem = toProblem(error);
+  if (problem.status >= 500) console.warn(`report ${i} (${r.event} of job ${r.job_id}): ${problem.message}`);
+  return { problem: problem.toJSON() as unknown as ProblemDocument };
 }

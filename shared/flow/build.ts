@@ -90,7 +90,6 @@ export function newFlowState(input: NewFlow): FlowState {
     timeouts: input.timeouts,
     order,
     jobs,
-    result: {},
     traceId: input.traceId,
     priority: input.priority ?? 0,
     ...(input.maxParallel !== undefined ? { maxParallel: input.maxParallel } : {}),

@@ -1,4 +1,5 @@
 import type { FlowEventType, FlowStreamEvent, JobStatus, Log } from "../model/index.js";
+import { changedJobs } from "./draft.js";
 import type { FlowEvent, Transition } from "./events.js";
 import type { FlowState, JobState } from "./state.js";
 
@@ -84,10 +85,10 @@ export function changesOf(before: FlowState, t: Transition, event: FlowEvent, li
   if (reported && "job" in event) {
     out.push(jobChange(reported, job(event.job), at, reported === "job.logs" && lines ? { lines } : {}));
   }
-  for (const id of after.order) {
+  for (const id of changedJobs(before, after)) {
     const was = before.jobs[id] as JobState;
     const now = job(id);
-    if (now !== was && now.status === "waiting_for_prerequisites" && was.status !== now.status)
+    if (now.status === "waiting_for_prerequisites" && was.status !== now.status)
       out.push(jobChange("job.waiting", now, at));
   }
   for (const effect of t.effects) {

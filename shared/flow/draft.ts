@@ -11,15 +11,46 @@ export const RETRY_DEFAULTS = { baseMs: 1_000, capMs: 60_000 } as const;
 
 export const ENDED = new Set(["finished", "error"]);
 
+/**
+ * The jobs each applied transition changed, by the state it reached and the one it came from.
+ * Only a cache: `changedJobs` finds the same ids by comparing the states when it has no entry, in
+ * time proportional to the flow rather than to the change (which is what it is for: a batch of a
+ * 1,000-job flow touches a few jobs, and a commit, its journal, its stream events and its alarm
+ * look at those only).
+ */
+const changes = new WeakMap<FlowState, { from: FlowState; ids: ReadonlySet<number> }>();
+
+/**
+ * The ids of the jobs that differ between `before` and a later state `after` (reached from it by
+ * applied transitions), in the order they were first changed. Draft copies a job on its first
+ * write, so a job that is the same object in both is unchanged.
+ */
+export function changedJobs(before: FlowState, after: FlowState): number[] {
+  const ids = new Set<number>();
+  const chain: ReadonlySet<number>[] = [];
+  for (let at = after; at !== before;) {
+    const step = changes.get(at);
+    if (!step) return after.order.filter((id) => after.jobs[id] !== before.jobs[id]);
+    chain.push(step.ids);
+    at = step.from;
+  }
+  for (const step of chain.reverse()) for (const id of step) ids.add(id);
+  return [...ids];
+}
+
+/** How many jobs, from the start of its order, a state of a running flow had finished. */
+const finishedPrefix = new WeakMap<FlowState, number>();
+
 /** A mutable draft of the flow: jobs are copied on first write, the rest shared. */
 export class Draft {
   readonly flow: FlowState;
   private readonly jobs: Record<number, JobState>;
   readonly effects: FlowEffect[] = [];
+  private readonly touched = new Set<number>();
 
-  constructor(state: FlowState) {
-    this.jobs = { ...state.jobs };
-    this.flow = { ...state, jobs: this.jobs, result: state.result };
+  constructor(private readonly from: FlowState) {
+    this.jobs = { ...from.jobs };
+    this.flow = { ...from, jobs: this.jobs };
   }
 
   job(id: number): JobState {
@@ -31,10 +62,25 @@ export class Draft {
     const next = { ...this.job(id), ...patch };
     for (const key of Object.keys(patch) as (keyof JobState)[]) if (patch[key] === undefined) delete next[key];
     this.jobs[id] = next as JobState;
+    this.touched.add(id);
     return next as JobState;
   }
 
+  /**
+   * Whether every job of the flow has finished. Jobs that finished stay finished while the flow
+   * runs, so how far the order is known to be finished is carried from state to state, and a
+   * flow whose jobs end one by one is not read whole at every end.
+   */
+  allFinished(): boolean {
+    let at = finishedPrefix.get(this.from) ?? 0;
+    const order = this.flow.order;
+    while (at < order.length && this.job(order[at] as number).status === "finished") at++;
+    finishedPrefix.set(this.flow, at);
+    return at === order.length;
+  }
+
   done(): Transition {
+    changes.set(this.flow, { from: this.from, ids: this.touched });
     return { state: this.flow, effects: this.effects, outcome: "applied" };
   }
 }

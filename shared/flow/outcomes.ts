@@ -11,7 +11,6 @@ export function finish(d: Draft, id: number, result: ResultMap, at: number): voi
     error: undefined,
     ...timings(d.job(id), at),
   });
-  d.flow.result = { ...d.flow.result, [jobKey(job)]: result };
   d.effects.push({ type: "jobEnded", job: id });
   if (d.flow.status !== "started") return;
   for (const dependent of job.dependents) {
@@ -20,7 +19,7 @@ export function finish(d: Draft, id: number, result: ResultMap, at: number): voi
       dispatch(d, dependent, at);
     }
   }
-  if (d.flow.order.every((jobId) => d.job(jobId).status === "finished")) endFlow(d, at);
+  if (d.allFinished()) endFlow(d, at);
 }
 
 /**

@@ -103,8 +103,6 @@ export interface FlowState {
   /** Job ids in submission order. */
   order: number[];
   jobs: Readonly<Record<number, JobState>>;
-  /** Results by job key (name, or id when unnamed), filled as jobs finish. */
-  result: Record<string, ResultMap>;
   error?: FlowError;
   traceId: string;
   /** Higher goes first when runners are the bottleneck (0 by default). */
@@ -120,6 +118,20 @@ export interface FlowState {
   notifyHttps?: boolean;
   startedAt?: number;
   endedAt?: number;
+}
+
+/**
+ * The flow's result: each finished job's result by its key (name, or id when unnamed), in the
+ * flow's job order. Derived when asked (a flow's end, a view), not kept up as jobs finish: a map
+ * copied at every job's end made a 1,000-job flow quadratic.
+ */
+export function flowResult(state: Pick<FlowState, "order" | "jobs">): Record<string, ResultMap> {
+  const result: Record<string, ResultMap> = {};
+  for (const id of state.order) {
+    const job = state.jobs[id] as JobState;
+    if (job.status === "finished") result[jobKey(job)] = job.result ?? {};
+  }
+  return result;
 }
 
 /** The key a job's results are known by: its name, else its id. */

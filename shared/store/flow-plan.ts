@@ -1,5 +1,6 @@
 import {
   flowFigures,
+  flowResult,
   jobKey,
   messageId,
   nearestDeadline,
@@ -244,7 +245,7 @@ export function planCommit(keys: Keys, steps: CommitStep[], now: number): Commit
           if (!standalone) {
             const final = {
               status: state.status,
-              result: state.result,
+              result: flowResult(state),
               error: state.error,
               ended_at: secs,
               updated_at: secs,

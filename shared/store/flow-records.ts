@@ -1,4 +1,5 @@
 import {
+  flowResult,
   jobEnvironment,
   jobKey,
   messageId,
@@ -25,7 +26,7 @@ export function flowRecord(state: FlowState, now: number): Flow {
     context_id: state.contextId,
     jobs: state.order,
     env_vars: state.envVars,
-    result: state.result,
+    result: flowResult(state),
     created_at: seconds(now),
     updated_at: seconds(now),
     status: state.status,
@@ -112,12 +113,7 @@ export function resultMessage(state: FlowState, now: number): Message {
   const lines = [subject];
   if (state.error) lines.push(`failed job: ${state.error.name ?? state.error.job}: ${state.error.reason}`);
   // Results in the flow's job order, not the order the jobs happened to finish in.
-  const ordered: Record<string, Record<string, string>> = {};
-  for (const id of state.order) {
-    const job = state.jobs[id] as JobState;
-    const result = state.result[jobKey(job)];
-    if (result) ordered[jobKey(job)] = result;
-  }
+  const ordered = flowResult(state);
   for (const [key, result] of Object.entries(ordered)) lines.push(`${key}: ${JSON.stringify(result)}`);
   return {
     id: resultMessageId(state),

@@ -1,5 +1,5 @@
 import { describe, expect, it } from "vitest";
-import { messageId, messagesNeeded, nearestDeadline } from "../../shared/flow/index.js";
+import { flowResult, messageId, messagesNeeded, nearestDeadline } from "../../shared/flow/index.js";
 import { dispatched, Driver, flowOf, jobIn, resolved, started, T, TIMEOUTS } from "./flow-sim.js";
 
 // The flow state machine when attempts go wrong: a job's failure and what it takes with it,
@@ -36,7 +36,7 @@ describe("failure", () => {
     const done = d.send({ type: "finished", ...ev, result: { ok: "1" }, at: T + 7 });
     expect(done.outcome).toBe("applied");
     expect(done.effects).toEqual([{ type: "jobEnded", job: 101 }]);
-    expect(d.state.result).toEqual({ good: { ok: "1" } });
+    expect(flowResult(d.state)).toEqual({ good: { ok: "1" } });
     expect(d.state.status).toBe("error");
     expect(dispatched(d)).toEqual([100, 101]);
     // Nothing is left waiting in a flow that failed.

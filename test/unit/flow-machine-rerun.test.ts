@@ -1,6 +1,7 @@
 import { describe, expect, it } from "vitest";
 import {
   failedJobs,
+  flowResult,
   messageId,
   messagesNeeded,
   nearestDeadline,
@@ -71,7 +72,7 @@ describe("re-run", () => {
       { type: "dispatch", job: 101, attempt: 3 },
     ]);
     expect(d.statusOf([100, 101, 102])).toEqual(["finished", "dispatched", "waiting_for_prerequisites"]);
-    expect(d.state.result).toEqual({ ok: { v: "1" } });
+    expect(flowResult(d.state)).toEqual({ ok: { v: "1" } });
     // Attempt numbers go on; the attempt's message is the first id of the fresh block.
     expect(messageId(d.job(101), 3)).toBe(1005);
     d.run(101);

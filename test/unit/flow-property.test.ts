@@ -1,6 +1,6 @@
 import fc from "fast-check";
 import { describe, expect, it } from "vitest";
-import { jobKey, type FlowState } from "../../shared/flow/index.js";
+import { flowResult, jobKey, type FlowState } from "../../shared/flow/index.js";
 import { flowOf, shapeJobs, simulate, type DagShape, type JobIn, type SimReport } from "./flow-sim.js";
 
 /** Random DAG shapes of n jobs, n in [min, max]. */
@@ -45,11 +45,11 @@ function checkCommon(start: FlowState, report: SimReport): void {
     const job = d.job(id);
     if (job.status !== "finished" && job.status !== "error") wrong.push(`job ${id} ends ${job.status}`);
     if (ended.get(id) !== 1) wrong.push(`job ${id} ended ${ended.get(id) ?? 0} times`);
-    if (job.status === "finished" && (finished++, d.state.result[jobKey(job)] !== job.result))
+    if (job.status === "finished" && (finished++, flowResult(d.state)[jobKey(job)] !== job.result))
       wrong.push(`no result of job ${id}`);
   }
   expect(wrong).toEqual([]);
-  expect(Object.keys(d.state.result)).toHaveLength(finished);
+  expect(Object.keys(flowResult(d.state))).toHaveLength(finished);
 }
 
 function runsOk(shape: DagShape): void {
@@ -61,8 +61,9 @@ function runsOk(shape: DagShape): void {
   expect(d.state.error).toBeUndefined();
   expect(d.dispatches.size).toBe(shape.n);
   expect([...d.dispatches.values()].every((count) => count === 1)).toBe(true);
-  expect(Object.keys(d.state.result)).toHaveLength(shape.n);
-  const results = start.order.filter((id) => d.state.result[jobKey(d.job(id))]?.out !== `${id}.1`);
+  const result = flowResult(d.state);
+  expect(Object.keys(result)).toHaveLength(shape.n);
+  const results = start.order.filter((id) => result[jobKey(d.job(id))]?.out !== `${id}.1`);
   expect(results).toEqual([]);
 }
 

@@ -74,7 +74,6 @@ function freezeNew(next: FlowState, prev?: FlowState, touched?: number[]): void 
   const large = next.order.length > 100;
   Object.freeze(next);
   if (!large) Object.freeze(next.jobs);
-  Object.freeze(next.result);
   Object.freeze(next.order);
   if (next.error) Object.freeze(next.error);
   for (const id of large && touched ? touched : next.order) {

@@ -5,7 +5,7 @@ import { storeFor } from "../../functions/core/store.js";
 import { Deadlines, RETRY_SOON_MS, type DeadlineHost } from "../../functions/flow/deadlines.js";
 import { GroupCommit } from "../../functions/flow/group-commit.js";
 import { rebuildFlow } from "../../functions/flow/stored.js";
-import { apply, type FlowEvent, type FlowState, type Transition } from "../../shared/flow/index.js";
+import { apply, nearestDeadline, type FlowEvent, type FlowState, type Transition } from "../../shared/flow/index.js";
 import type { Store } from "../../shared/store/index.js";
 import { flowOf, shJob, through, unreachableStore } from "./flow-fixtures.js";
 import { testWorker } from "./harness.js";
@@ -90,6 +90,49 @@ describe("Deadlines", () => {
         await deadlines.arm(started, false, T);
         await deadlines.arm(null, false, T); // no such flow
         expect(await ds.storage.getAlarm()).toBeNull();
+      } finally {
+        await ds.storage.deleteAlarm();
+      }
+    });
+  });
+
+  it("follows each batch's changes to the nearest deadline, and leaves an alarm already in place alone", async () => {
+    const { state, stub } = await newFlow();
+    const at = (job: number, ms: number) => ({ job, attempt: 1, runner: RUNNER, at: T + ms });
+    const batches: FlowEvent[][] = [
+      [start],
+      [
+        { type: "assigned", ...at(1, 1_000) },
+        { type: "delivered", ...at(1, 1_000), acknowledged: false },
+      ],
+      [{ type: "started", ...at(1, 3_000) }], // the nearest job's deadline moves later
+      [{ type: "finished", ...at(1, 4_000), result: {} }], // …and goes; b is dispatched
+      [{ type: "assigned", ...at(2, 5_000) }],
+      [{ type: "cancel", reason: "enough", at: T + 6_000 }], // no deadline left
+    ];
+    await runInDurableObject(stub, async (_instance, ds) => {
+      let sets = 0;
+      const storage = new Proxy(ds.storage, {
+        get(target, name) {
+          if (name === "setAlarm") return (time: number) => (sets++, target.setAlarm(time));
+          const value = Reflect.get(target, name) as unknown;
+          return typeof value === "function" ? (value as (...a: unknown[]) => unknown).bind(target) : value;
+        },
+      });
+      const deadlines = new Deadlines(hostFor(storage, { state }, { store }).host);
+      try {
+        let before = state;
+        for (const batch of batches) {
+          const after = through(before, batch);
+          await deadlines.arm(after, false, T, before);
+          expect(await ds.storage.getAlarm()).toBe(nearestDeadline(after)?.at ?? null);
+          before = after;
+        }
+        const count = sets;
+        await deadlines.arm(before, false, T, before); // nothing changed: no write
+        const again = { ...before }; // the same flow, read back: a state not reached from the last one
+        await deadlines.arm(again, false, T); // a state not reached from the last one: read whole
+        expect(sets).toBe(count);
       } finally {
         await ds.storage.deleteAlarm();
       }
