@@ -3,6 +3,7 @@ import path from "node:path";
 import { parseArgs } from "node:util";
 import { parsePrivateJwk } from "../shared/auth/index.js";
 import { DEFAULT_PULL_BATCH } from "./batcher.js";
+import { DEFAULT_STARTED_AFTER_MS } from "./job.js";
 import type { RunnerOptions } from "./runner.js";
 
 /** What `--help` prints. */
@@ -25,6 +26,9 @@ Options:
                          (default <tmp>/flow-runner; removed after each job)
   --script-types LIST    script types to run, comma-separated (default python,sh)  RUNNER_SCRIPT_TYPES
   --heartbeat SECONDS    heartbeat interval of a running job (default 10)    RUNNER_HEARTBEAT
+  --started-after MS     report \`started\` only for a job still running MS     RUNNER_STARTED_AFTER
+                         after its start (default ${DEFAULT_STARTED_AFTER_MS}): one that ends sooner
+                         reports only its result (one request less); 0 reports it at once
   --batch N              up to N jobs per lease and N reports per signed     RUNNER_BATCH
                          request (1..100; 1 = one request per report;
                          default ${DEFAULT_PULL_BATCH} when pulling, 1 when pushed to)
@@ -75,6 +79,7 @@ export async function readConfig(argv: string[], env: NodeJS.ProcessEnv, cwd: st
         "work-dir": { type: "string" },
         "script-types": { type: "string" },
         heartbeat: { type: "string" },
+        "started-after": { type: "string" },
         batch: { type: "string" },
         "tls-cert": { type: "string" },
         "tls-key": { type: "string" },
@@ -104,6 +109,9 @@ export async function readConfig(argv: string[], env: NodeJS.ProcessEnv, cwd: st
     throw new UsageError(`RUNNER_MODE must be push or pull, not ${JSON.stringify(modeText)}`);
   const concurrency = positive(pick(values.concurrency, "RUNNER_CONCURRENCY") ?? "4", "--concurrency");
   const heartbeatSeconds = positive(pick(values.heartbeat, "RUNNER_HEARTBEAT") ?? "10", "--heartbeat");
+  const startedText = pick(values["started-after"], "RUNNER_STARTED_AFTER") ?? String(DEFAULT_STARTED_AFTER_MS);
+  // 0 is allowed: `started` at once.
+  const startedAfterMs = startedText === "0" ? 0 : positive(startedText, "--started-after");
   const batch = positive(
     pick(values.batch, "RUNNER_BATCH") ?? String(modeText === "pull" ? DEFAULT_PULL_BATCH : 1),
     "--batch",
@@ -123,6 +131,7 @@ export async function readConfig(argv: string[], env: NodeJS.ProcessEnv, cwd: st
     mode: modeText,
     concurrency,
     heartbeatSeconds,
+    startedAfterMs,
     scriptTypes,
     batch,
   };

@@ -4,7 +4,7 @@ import { importPrivateKey, runnerKeyId, type PrivateJwk } from "../shared/auth/i
 import { DeliveryPayload } from "../shared/model/index.js";
 import { CoordinatorKeyDirectory } from "./coordinator-keys.js";
 import { executorFor, registerBuiltinExecutors } from "./executors/index.js";
-import { runDelivery, type JobDeps, type RunnerLog } from "./job.js";
+import { DEFAULT_STARTED_AFTER_MS, runDelivery, type JobDeps, type RunnerLog } from "./job.js";
 import { startPullLoop, type PullLoop } from "./pull-loop.js";
 import { startPushServer, type Acceptance, type CancelRequest, type PushServer } from "./push-server.js";
 import { DEFAULT_PULL_BATCH, ReportBatcher } from "./batcher.js";
@@ -37,6 +37,8 @@ export interface RunnerOptions {
   batch?: number;
   /** Seconds between heartbeats of a running job (default 10). */
   heartbeatSeconds?: number;
+  /** A job that ends within this many ms of its start reports only its result (default DEFAULT_STARTED_AFTER_MS). */
+  startedAfterMs?: number;
   /** Accepted clock difference on delivery signatures, seconds (default 300, as the coordinator's). */
   skewSeconds?: number;
   /** Where job start/end lines and warnings go (default stdout / stderr). */
@@ -103,6 +105,7 @@ export async function startRunner(options: RunnerOptions): Promise<RunnerHandle>
       : {}),
     workDir: options.workDir ?? path.join(tmpdir(), "flow-runner"),
     heartbeatSeconds: options.heartbeatSeconds ?? 10,
+    startedAfterMs: options.startedAfterMs ?? DEFAULT_STARTED_AFTER_MS,
     log,
     stopSignal: stopping.signal,
     executorFor: (type) => (scriptTypes.includes(type) ? executorFor(type) : undefined),

@@ -97,7 +97,8 @@ const jobs = (n: number) =>
 describe("the reference runner, batching", () => {
   it("runs a 200-job flow pulled 50 at a time, each job once, reports in batches", async () => {
     const { id: contextId } = await admin.createContext();
-    const proc = await startRunner(contextId, "pull", 100, ["--batch", "50"]);
+    // `started` for every job, however quick: the count of reports is then exact.
+    const proc = await startRunner(contextId, "pull", 100, ["--batch", "50", "--started-after", "0"]);
     const before = await requestsByRoute();
     const flow = await admin.submitFlow(contextId, { start: true, jobs: jobs(200) });
     const ended = await flowEnd(admin, contextId, flow.id, 120_000);
@@ -122,6 +123,21 @@ describe("the reference runner, batching", () => {
     proc.child.kill("SIGTERM");
     const drained = await proc.waitForLine(/drained \(\d+ reports sent in \d+ batches\)/);
     expect(drained).toMatch(new RegExp(`\\(${reports} reports sent in ${batches} batches\\)`));
+  });
+
+  it("reports only the result of a job that ended at once (the fast path), and `started` of one still running", async () => {
+    const { id: contextId } = await admin.createContext();
+    // 5 s: no quick job here takes that long, however busy the machine.
+    const proc = await startRunner(contextId, "push", 20, ["--started-after", "5000"]);
+    const before = await requestsByRoute();
+    const slow = { name: "slow", script_type: "sh" as const, script: 'sleep 6\necho v=1 > "$RESULT_FILE"\n' };
+    const flow = await admin.submitFlow(contextId, { start: true, jobs: [...jobs(20), slow] });
+    const ended = await flowEnd(admin, contextId, flow.id, 120_000);
+    expect(ended.jobs.map((j) => j.status)).toEqual(ended.jobs.map(() => "finished"));
+    await waitForCount(proc, / end: finished /g, 21);
+    const after = await requestsByRoute();
+    expect(delta(before, after, /\/jobs\/:jobId\/result 200$/)).toBe(21);
+    expect(delta(before, after, /\/jobs\/:jobId\/started 200$/)).toBe(1); // the slow one's
   });
 
   it("batches a push runner's reports when told to", async () => {
