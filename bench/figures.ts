@@ -37,6 +37,20 @@ export const FIGURES: readonly Figure[] = [
   { id: "tput1000.rate", label: "throughput, 1,000 independent trivial jobs", decimals: 0, unit: " jobs/s" },
   { id: "tput1000.sent", label: "commands sent / job, 1,000 independent jobs", decimals: 2, unit: "" },
   { id: "tput1000.executed", label: "executed commands / job, 1,000 independent jobs", decimals: 2, unit: "" },
+  {
+    id: "fast1000.rate",
+    label: "throughput, 1,000 jobs, runner's fast path (push; only the result reported)",
+    decimals: 0,
+    unit: " jobs/s",
+  },
+  {
+    id: "batched1000.rate",
+    label: "throughput, 1,000 jobs, batched (pull leases of 50; 100 reports a request)",
+    decimals: 0,
+    unit: " jobs/s",
+  },
+  { id: "cpu.fast.workerd", label: "CPU / job in workerd, 1,000 jobs, fast path", decimals: 2, unit: " ms" },
+  { id: "cpu.batched.workerd", label: "CPU / job in workerd, 1,000 jobs, batched", decimals: 2, unit: " ms" },
   { id: "cpu.bulk", label: "CPU / job, all processes, 1,000 jobs", decimals: 2, unit: " ms" },
   { id: "cpu.bulk.workerd", label: "CPU / job in workerd, 1,000 jobs", decimals: 2, unit: " ms" },
   { id: "cpu.lone", label: "CPU / job, all processes, lone jobs one at a time", decimals: 2, unit: " ms" },
@@ -95,6 +109,17 @@ export function throughputFigures(cost: ShapeCost): Figures {
     "tput1000.executed": cost.executed.total / cost.jobs,
     "cpu.bulk": (cost.cpu.total ?? 0) / cost.jobs,
     ...(cost.cpu.workerd !== undefined ? { "cpu.bulk.workerd": cost.cpu.workerd / cost.jobs } : {}),
+  };
+}
+
+/**
+ * Throughput figures of a 1,000-job run in one of the runner's modes. BullMQ gets the same
+ * figures from its one run (its worker takes one job at a time, whatever the mode).
+ */
+export function modeFigures(mode: "fast" | "batched", cost: ShapeCost): Figures {
+  return {
+    [`${mode}1000.rate`]: cost.jobs / (cost.wallMs / 1000),
+    ...(cost.cpu.workerd !== undefined ? { [`cpu.${mode}.workerd`]: cost.cpu.workerd / cost.jobs } : {}),
   };
 }
 

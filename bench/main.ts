@@ -19,6 +19,7 @@ import {
   FIGURES,
   idleFigures,
   percentile,
+  modeFigures,
   throughputFigures,
   timingFigures,
   type Figures,
@@ -143,6 +144,8 @@ try {
         tree100: () => ours.tree(100),
         dag100: () => ours.dag(),
         tput1000: () => ours.independent(1000),
+        fast1000: () => ours.throughputOf("fast", 1000),
+        batched1000: () => ours.throughputOf("batched", 1000),
       },
       bull: {
         lone: () => b.lone(),
@@ -155,6 +158,7 @@ try {
       (system: "ours" | "bull", id: string): Measure =>
       async (run) => {
         const cost = keep(run, system, id, await (costs[system][id] as () => Promise<ShapeCost>)());
+        if (id === "fast1000" || id === "batched1000") return modeFigures(id === "fast1000" ? "fast" : "batched", cost);
         return id === "tput1000" ? throughputFigures(cost) : costFigures(id, cost);
       };
     const chainSamples = Math.ceil(options.samples / 3);
@@ -174,6 +178,8 @@ try {
         bull: async () => chainFigures(await b.chainTimings(chainSamples, 10)),
       },
       { id: "tput1000", ours: counted("ours", "tput1000"), bull: counted("bull", "tput1000") },
+      { id: "fast1000", ours: counted("ours", "fast1000") },
+      { id: "batched1000", ours: counted("ours", "batched1000") },
     ];
     for (let run = 1; run <= options.runs; run++) {
       const figures = { ours: {} as Figures, bull: {} as Figures };
@@ -193,6 +199,10 @@ try {
           }
         }
       }
+      // BullMQ has one throughput: its worker takes one job at a time, whatever this project's runner does.
+      const bullRate = figures.bull["tput1000.rate"];
+      if (bullRate !== undefined)
+        Object.assign(figures.bull, { "fast1000.rate": bullRate, "batched1000.rate": bullRate });
       runsOurs.push(figures.ours);
       runsBull.push(figures.bull);
       details.push({ run, loadAverage: os.loadavg() });

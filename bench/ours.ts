@@ -204,6 +204,48 @@ export class OurSystem {
   }
 
   /**
+   * Throughput of `n` independent jobs in a context of its own, served by a runner started for
+   * this run only: `fast`, the push runner reporting only each result (no `started`: a job that
+   * ends at once needs none), or `batched`, a pull runner leasing up to 50 jobs at a time and
+   * reporting in batches (an ack and a result per job, up to 100 reports a request). The runner
+   * is stopped after the last result (a pull runner polls while idle), and the counts run from
+   * quiet before to quiet after its stop, so they include its last idle polls.
+   */
+  async throughputOf(mode: "fast" | "batched", n: number): Promise<ShapeCost> {
+    const ctx = await this.client.createContext();
+    const env = mode === "fast" ? { TIMES: "1", FAST: "1" } : { TIMES: "1", PULL: "50" };
+    const registered = await this.stack.registerTestRunner(this.client, ctx.id, env, CONCURRENCY);
+    const runner = await registered.start();
+    const tap = new RunnerTap(runner.child.stdout as Readable);
+    try {
+      // Its first flow warms the new context's objects up, as warmUp does for the main one.
+      const warm = await this.client.submitFlow(ctx.id, { start: true, jobs: independentJobs("w", 100) });
+      await tap.resultsOf(warm.id, 100, 120_000);
+      const before = await this.counter.quiet();
+      const sentBefore = this.stack.restSent();
+      const cpuBefore = cpuSample(runner.child.pid);
+      const t0 = now();
+      const flow = await this.client.submitFlow(ctx.id, { start: true, jobs: independentJobs(mode[0] as string, n) });
+      const end = await tap.resultsOf(flow.id, n, 300_000);
+      const cpu = cpuBetween(cpuBefore, cpuSample(runner.child.pid));
+      await runner.kill();
+      const after = await this.counter.quiet();
+      const sentAfter = this.stack.restSent();
+      this.tap.anomalies.push(...tap.anomalies);
+      return {
+        jobs: n,
+        executed: executedBetween(before, after),
+        sent: sentAfter.commands - sentBefore.commands,
+        requests: sentAfter.requests - sentBefore.requests,
+        wallMs: end - t0,
+        cpu,
+      };
+    } finally {
+      await runner.kill();
+    }
+  }
+
+  /**
    * The idle cost with `waiting` jobs waiting (a paused context holds a flow of them): `sweep`,
    * one supervisor sweep counted alone (the cron fires it once a minute; it is off in this stack
    * so that nothing else fires it), and `background`, everything else over `windowMs` of rest.

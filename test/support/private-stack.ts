@@ -140,8 +140,8 @@ export async function startPrivateStack(label: string, options: PrivateStackOpti
     });
     const proc = watchProcess(child, `test runner ${runnerId} of context ${contextId}`);
     children.push(proc);
-    const line = await proc.waitForLine(/^listening \d+$/);
-    return { ...proc, port: Number(line.split(" ")[1]) };
+    const line = await proc.waitForLine(/^(listening \d+|pulling)$/);
+    return { ...proc, port: Number(line.split(" ")[1] ?? 0) };
   }
 
   return {
@@ -160,7 +160,8 @@ export async function startPrivateStack(label: string, options: PrivateStackOpti
     },
     /**
      * Registers a push runner of sh jobs at a free port, to be served by a test runner (with the
-     * env switches of `extra`) once `start` is called: until then deliveries to it fail.
+     * env switches of `extra`) once `start` is called: until then deliveries to it fail. With
+     * `PULL` in `extra` the runner is registered without an address: a pull runner.
      */
     async registerTestRunner(
       admin: CoordinatorClient,
@@ -173,7 +174,7 @@ export async function startPrivateStack(label: string, options: PrivateStackOpti
       const runner = await admin.createRunner(contextId, {
         pubkey: jwk.x,
         runner_type: "sh",
-        address: `http://127.0.0.1:${port}/`,
+        ...(extra.PULL ? {} : { address: `http://127.0.0.1:${port}/` }),
         concurrency,
       });
       return {

@@ -20,6 +20,15 @@
  * (`status: "exploded"`) before each real one; REFUSE_FILE=<path> answers 503 to deliveries
  * while that file exists (a runner that is down, then comes back).
  *
+ * Fast path: FAST=1 reports no `started`, only the result (a job that ends at once needs no
+ * start; the coordinator takes a result straight after the acknowledgement).
+ *
+ * Pull: PULL=n makes it a pull runner (register it without an address): it leases up to n jobs at
+ * a time and reports on them in batches (`POST …/reports`: `ack` and the result of each job, at
+ * most 100 reports a request, at most two requests on the way), polling again at once after work
+ * came and after 5 ms (doubling to 100 ms) when none did. Push switches other than TIMES do not
+ * apply to it.
+ *
  * Load: WORK_MS=n works n ms on each job before reporting; TIMES=1 prints `delivery <epoch ms>
  * load <attempts held>` for every delivery taken (the load counts the new one). Reports are
  * retried for REPORT_RETRY_MS (default 30 s) on network errors and 5xx.
@@ -64,6 +73,8 @@ const late = process.env.LATE === "1";
 const poison = process.env.POISON === "1";
 const workMs = Number(process.env.WORK_MS ?? 0);
 const times = process.env.TIMES === "1";
+const fast = process.env.FAST === "1";
+const pull = Number(process.env.PULL ?? 0);
 const refuseFile = process.env.REFUSE_FILE;
 const reportRetryMs = Number(process.env.REPORT_RETRY_MS ?? 30_000);
 /** Attempts taken and not reported on yet. */
@@ -114,6 +125,13 @@ function codeOf(text: string): string {
   return "-";
 }
 
+/** What a job reports: an error if FAIL or FAIL_MATCH names it, else a result naming the job. */
+function outcomeOf(name: string, attempt: number): Record<string, unknown> {
+  return failing.has(name) || failMatch?.test(name)
+    ? { status: "error", error: `job ${name} failed on purpose` }
+    : { status: "finished", result: { job: name, attempt: String(attempt) } };
+}
+
 /** LATE: first attempts' results held back, by `<flow>:<job>`, until the job's next attempt comes. */
 const lateResults = new Map<string, () => Promise<void>>();
 
@@ -133,12 +151,9 @@ async function run(payload: DeliveryPayload): Promise<void> {
     lateResults.delete(lateKey);
     await stale();
   }
-  await report(payload.callbacks.started, { attempt: payload.attempt });
+  if (!fast) await report(payload.callbacks.started, { attempt: payload.attempt });
   if (workMs > 0) await new Promise((r) => setTimeout(r, workMs));
-  const body =
-    failing.has(name) || failMatch?.test(name)
-      ? { attempt: payload.attempt, status: "error", error: `job ${name} failed on purpose` }
-      : { attempt: payload.attempt, status: "finished", result: { job: name, attempt: String(payload.attempt) } };
+  const body = { attempt: payload.attempt, ...outcomeOf(name, payload.attempt) };
   const finish = async () => {
     if (poison) await report(payload.callbacks.result, { ...body, status: "exploded" }, `poison ${label}`);
     load--;
@@ -160,6 +175,97 @@ async function run(payload: DeliveryPayload): Promise<void> {
     return;
   }
   await finish();
+}
+
+/** A report of a batch, and the label its answer is printed with (results only). */
+interface BatchReport {
+  entry: { flow_id: number; job_id: number; event: "ack" | "result"; body: Record<string, unknown> };
+  label?: string;
+}
+
+/** POSTs one batch of reports, signed, retrying the whole batch on network errors and 5xx. */
+async function reportBatch(batch: BatchReport[]): Promise<void> {
+  const path = `/v1/contexts/${contextId}/runners/${runnerId}/reports`;
+  const giveUpAt = Date.now() + reportRetryMs;
+  for (let attempt = 0; Date.now() < giveUpAt; attempt++) {
+    try {
+      const request = await signRequest(
+        new Request(`${base}${path}`, {
+          method: "POST",
+          body: JSON.stringify({ reports: batch.map((r) => r.entry) }),
+          headers: { "content-type": "application/json" },
+        }),
+        signer,
+      );
+      const res = await fetch(request);
+      const text = await res.text();
+      if (res.status === 200) {
+        const { answers } = JSON.parse(text) as { answers: { outcome?: string; problem?: { type: string } }[] };
+        batch.forEach((r, i) => {
+          const answer = answers[i];
+          const code = answer?.outcome ?? answer?.problem?.type.split("/").pop() ?? "-";
+          if (r.label) console.log(`answered ${r.label} ${answer?.problem ? 409 : 200} ${code}`);
+        });
+        return;
+      }
+      if (res.status < 500) {
+        console.log(`batch refused ${res.status} ${codeOf(text)}`);
+        return;
+      }
+    } catch (error) {
+      console.log(`batch failed ${(error as Error).message}`);
+    }
+    await new Promise((r) => setTimeout(r, Math.min(2_000, 100 * 2 ** attempt)));
+  }
+}
+
+/** PULL: leases up to `pull` jobs at a time, runs them at once and reports on them in batches. */
+async function pullLoop(): Promise<void> {
+  const path = `/v1/contexts/${contextId}/runners/${runnerId}/lease`;
+  const onTheWay = new Set<Promise<void>>();
+  let idle = 5;
+  for (;;) {
+    while (onTheWay.size >= 2) await Promise.race(onTheWay);
+    const request = await signRequest(
+      new Request(`${base}${path}`, {
+        method: "POST",
+        body: JSON.stringify({ max: pull }),
+        headers: { "content-type": "application/json" },
+      }),
+      signer,
+    );
+    const res = await fetch(request).catch(() => undefined);
+    const deliveries = res?.ok ? ((await res.json()) as { deliveries: unknown[] }).deliveries : [];
+    if (deliveries.length === 0) {
+      await new Promise((r) => setTimeout(r, idle));
+      idle = Math.min(idle * 2, 100);
+      continue;
+    }
+    idle = 5;
+    const reports: BatchReport[] = [];
+    for (const raw of deliveries) {
+      const payload = DeliveryPayload.parse(raw);
+      const name = payload.message.job[0]?.name ?? String(payload.job_id);
+      if (times) console.log(`delivery ${Date.now()} load ${deliveries.length}`);
+      console.log(`ran ${name} flow ${payload.flow_id} attempt ${payload.attempt} avoid -`);
+      const ids = { flow_id: payload.flow_id, job_id: payload.job_id };
+      reports.push({ entry: { ...ids, event: "ack", body: { attempt: payload.attempt } } });
+      reports.push({
+        entry: { ...ids, event: "result", body: { attempt: payload.attempt, ...outcomeOf(name, payload.attempt) } },
+        label: `result ${name} flow ${payload.flow_id} attempt ${payload.attempt}`,
+      });
+    }
+    for (let i = 0; i < reports.length; i += 100) {
+      const sent = reportBatch(reports.slice(i, i + 100)).finally(() => onTheWay.delete(sent));
+      onTheWay.add(sent);
+    }
+  }
+}
+
+if (pull > 0) {
+  console.log("pulling");
+  process.on("SIGTERM", () => process.exit(0));
+  await pullLoop();
 }
 
 const server = signedServer(
