@@ -107,6 +107,20 @@ function procStat(pid: number): ProcStat | undefined {
   }
 }
 
+/**
+ * The process listening on `port` of 127.0.0.1 (wrangler dev's proxy answers the Worker's own
+ * address), from `ss`; undefined when it cannot be told.
+ */
+export function listenerPid(port: number): number | undefined {
+  try {
+    const out = execFileSync("ss", ["-ltnpH", `sport = :${port}`], { encoding: "utf8" });
+    const m = /pid=(\d+)/.exec(out);
+    return m ? Number(m[1]) : undefined;
+  } catch {
+    return undefined;
+  }
+}
+
 /** Every process descending from `root`, found by walking /proc's parent links. */
 function descendants(root: number): ProcStat[] {
   const all = readdirSync("/proc")
@@ -134,23 +148,26 @@ export type CpuSample = Record<string, number>;
 
 /**
  * CPU time (user + system) of this process and every process it started, by role: `bench` (this
- * process, read with process.cpuUsage), `redis-server`, `workerd`, `runner` (the pid given),
- * `wrangler` (the rest of wrangler dev's node processes) and `other`.
+ * process, read with process.cpuUsage), `redis-server`, `workerd` (the Worker's), `proxy` (the
+ * workerd of wrangler dev's proxy in front of it, `proxyPid`; production has none), `runner` (the
+ * pid given), `wrangler` (the rest of wrangler dev's node processes) and `other`.
  */
-export function cpuSample(runnerPid?: number): CpuSample {
+export function cpuSample(runnerPid?: number, proxyPid?: number): CpuSample {
   const usage = process.cpuUsage();
   const sample: CpuSample = { bench: (usage.user + usage.system) / 1000 };
   for (const p of descendants(process.pid)) {
     const role =
       p.pid === runnerPid
         ? "runner"
-        : p.comm === "redis-server"
-          ? "redis-server"
-          : p.comm.startsWith("workerd")
-            ? "workerd"
-            : p.comm === "node" || p.comm.startsWith("esbuild")
-              ? "wrangler"
-              : "other";
+        : p.pid === proxyPid
+          ? "proxy"
+          : p.comm === "redis-server"
+            ? "redis-server"
+            : p.comm.startsWith("workerd")
+              ? "workerd"
+              : p.comm === "node" || p.comm.startsWith("esbuild")
+                ? "wrangler"
+                : "other";
     sample[role] = (sample[role] ?? 0) + p.cpuMs;
   }
   return sample;

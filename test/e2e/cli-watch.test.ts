@@ -32,7 +32,8 @@ beforeAll(async () => {
     FLOWC_ACTOR_ID: String(admin.id),
   };
   contextId = (await admin.client.createContext()).id;
-  const runner = await stack.registerReferenceRunner(admin.client, contextId, "push");
+  // `started` reported for every job, however quick: the watch shows each job's start.
+  const runner = await stack.registerReferenceRunner(admin.client, contextId, "push", ["--started-after", "0"]);
   runnerId = runner.id;
   await runner.start();
 });
