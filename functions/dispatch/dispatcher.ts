@@ -10,17 +10,13 @@ import { askOwner } from "../core/stubs.js";
 import { RunnerBackoff } from "./backoff.js";
 import { explainWait } from "./explain.js";
 import { ReadyRing } from "./ring.js";
+import { RunnerList } from "./runner-list.js";
 import { DispatchRounds } from "./rounds.js";
 
 /** A wake's alarm: should this isolate die mid-round, the round runs again then. */
 const SAFETY_MS = 30_000;
 /** How soon the alarm rings again after a round failed. */
 const RETRY_SOON_MS = 5_000;
-/**
- * How long the runner list is trusted: every change of a runner wakes this object with `runners`,
- * which drops it at once; this bounds a change whose wake was lost.
- */
-const RUNNER_CACHE_MS = 30_000;
 
 /**
  * Dispatcher: one per context, the one that keeps the context's ready work moving. Attempts wait
@@ -38,7 +34,11 @@ const RUNNER_CACHE_MS = 30_000;
  */
 export class Dispatcher extends DurableObject<Env> implements DispatcherRpc {
   private scope: DispatchScope | undefined;
-  private runnerCache: { at: number; list: Runner[] } | undefined;
+  private readonly runnerList = new RunnerList(
+    this.ctx.storage,
+    async () => (await this.store().runners.list({ context_id: this.bound().contextId }, 0, 1000)).items,
+    (list) => this.backoff.keepOnly(new Set(list.map((r) => r.id))),
+  );
   /** When the alarm rings (null: none), once read; undefined until then, or when unsure. */
   private alarmAt: number | null | undefined;
   private readonly backoff = new RunnerBackoff(
@@ -60,7 +60,7 @@ export class Dispatcher extends DurableObject<Env> implements DispatcherRpc {
 
   async wake(scope: DispatchScope, wake: Wake): Promise<void> {
     await this.bind(scope);
-    if (wake.runners) this.runnerCache = undefined;
+    if (wake.runners) await this.runnerList.drop();
     // Durable before the wake is answered: the queues are what the ring must not lose.
     if (wake.queues?.length) await this.ring.add(wake.queues);
     const wanted = this.rounds.accept(wake, (await this.ring.keys()).length > 0);
@@ -89,7 +89,7 @@ export class Dispatcher extends DurableObject<Env> implements DispatcherRpc {
     await this.bind(scope);
     let runners = await this.runners();
     if (!runners.some((r) => r.id === runnerId)) {
-      this.runnerCache = undefined; // registered a moment ago
+      await this.runnerList.drop(); // registered a moment ago
       runners = await this.runners();
     }
     const runner = runners.find((r) => r.id === runnerId);
@@ -138,15 +138,9 @@ export class Dispatcher extends DurableObject<Env> implements DispatcherRpc {
     }
   }
 
-  /** The context's runners, looked up at most every few seconds. */
-  private async runners(): Promise<Runner[]> {
-    const now = Date.now();
-    if (!this.runnerCache || now - this.runnerCache.at > RUNNER_CACHE_MS) {
-      const list = (await this.store().runners.list({ context_id: this.bound().contextId }, 0, 1000)).items;
-      this.runnerCache = { at: now, list };
-      await this.backoff.keepOnly(new Set(list.map((r) => r.id)));
-    }
-    return this.runnerCache.list;
+  /** The context's runners (see RunnerList). */
+  private runners(): Promise<Runner[]> {
+    return this.runnerList.get();
   }
 
   private async bind(scope: DispatchScope): Promise<void> {

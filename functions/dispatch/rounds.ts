@@ -24,7 +24,7 @@ export type Wanted = Pick<Wake, "work" | "mail" | "reap">;
 
 /** A claim not settled for this long is owed a delivery: its owner is asked again. */
 const REAP_AFTER_MS = 30_000;
-/** How often a busy dispatcher looks for abandoned claims without being asked. */
+/** How often a busy dispatcher (one that claimed since) looks for abandoned claims without being asked. */
 const REAP_EVERY_MS = 60_000;
 /** Rounds in flight at once: a slow runner's deliveries must not hold up the others'. */
 const MAX_ROUNDS = 4;
@@ -64,7 +64,14 @@ export class DispatchRounds {
   private idle: (() => void)[] = [];
   /** Items this instance is delivering now (the reaper leaves them alone). */
   private readonly delivering = new Set<string>();
-  private reapedAt = 0;
+  /**
+   * When this instance last reaped; its start at first. Claims an earlier instance left unsettled
+   * are its alarm's to reap (set before every round, to when they may be reaped after it): a
+   * fresh instance woken for new work does not pay a reap on the way to the runner.
+   */
+  private reapedAt = Date.now();
+  /** When this instance last claimed: a periodic reap is for claims it may have left. */
+  private claimedAt = 0;
   /** The claim in flight: claims go one at a time, so each sees the turns the last one moved. */
   private claiming: Promise<unknown> = Promise.resolve();
   /** Settlements that could not be written (storage away): written with the next round's. */
@@ -159,7 +166,8 @@ export class DispatchRounds {
     await this.settleOwed(store);
     const marks = this.delivered.due();
     if (marks.length > 0) await this.settle(store, { delivered: marks, gone: [], back: [] });
-    if (wanted.reap || Date.now() - this.reapedAt > REAP_EVERY_MS) await this.reap(store);
+    const periodic = this.claimedAt > this.reapedAt && Date.now() - this.reapedAt > REAP_EVERY_MS;
+    if (wanted.reap || periodic) await this.reap(store);
     if (wanted.work) await this.dispatchWork(store);
   }
 
@@ -185,6 +193,7 @@ export class DispatchRounds {
    * priority, those found empty leave the ring.
    */
   claim(store: Store, takers: Runner[], all: Runner[], max: number): Promise<Claim[]> {
+    this.claimedAt = Date.now();
     const claimed = this.claiming.then(() => this.claimNow(store, takers, all, max));
     this.claiming = claimed.catch(() => undefined);
     return claimed;

@@ -76,7 +76,8 @@ async function sweepContext(
     }
   };
   await attempt("dispatcher", () =>
-    wakeDispatcher(env, { ...base, contextId }, { work: true, mail: true, reap: true }),
+    // `runners` too: a runner change whose own wake failed left the sweep due (wakeContext).
+    wakeDispatcher(env, { ...base, contextId }, { work: true, mail: true, reap: true, runners: true }),
   );
   for (const owner of await store.sweep.dueOwners(contextId, now, FLOWS_PER_CONTEXT)) {
     const scope = scopeFor(base, contextId, owner);

@@ -72,6 +72,22 @@ describe("budget: commands sent to storage", () => {
     for (const n of counts) expect(n).toBeLessThanOrEqual(LONE_JOB_SENT);
   });
 
+  it("costs a lone job no more after a quiet spell of over 30 s (the runner list is kept)", async () => {
+    await quietSent();
+    await new Promise((r) => setTimeout(r, 31_000));
+    const before = await quietSent();
+    const record = stack().restRecord();
+    const flow = await admin().client.submitFlow(ctx, {
+      start: true,
+      jobs: [{ name: "later", script: "true", script_type: "sh" }],
+    });
+    await answersIn(proc, new RegExp(`^answered result later flow ${flow.id} .* 200 applied$`), 1);
+    const sent = (await quietSent()) - before;
+    console.log(`budget: a lone job after 31 s of quiet sent ${sent}: ${JSON.stringify(record().map((c) => c[0]))}`);
+    // The key epoch is read again after a quiet spell: one more than the lone job's own.
+    expect(sent).toBeLessThanOrEqual(LONE_JOB_SENT + 1);
+  });
+
   it("takes one storage round trip per step of a lone job: two to submit it, one to dispatch it, one for its result", async () => {
     const sha1 = (text: string) => createHash("sha1").update(text).digest("hex");
     const names = new Map(

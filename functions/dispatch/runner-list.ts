@@ -1,0 +1,54 @@
+import type { Runner } from "../../shared/model/index.js";
+
+/**
+ * How long the list is trusted: every change of a runner wakes the Dispatcher with `runners`,
+ * which drops it at once, and so does the sweep (the backstop of a wake that failed); this bounds
+ * a change whose wakes were all lost. Long, since reloading the list costs a command per runner,
+ * which a lone job would pay after every quiet spell.
+ */
+const TRUST_MS = 300_000;
+/** The durable copy: survives the object's eviction, which a quiet context meets within seconds. */
+const KEY = "runners";
+/** A longer list is kept in memory only (a Durable Object value has a size limit). */
+const MAX_KEPT = 100;
+
+/**
+ * The context's runners as the Dispatcher uses them: loaded from Redis at most every TRUST_MS,
+ * and kept in memory and in the object's storage, so a lone job after a quiet spell (the object
+ * evicted meanwhile) does not pay a reload of the list.
+ */
+export class RunnerList {
+  private cached: { at: number; list: Runner[] } | undefined;
+  private read = false;
+
+  constructor(
+    private readonly storage: DurableObjectStorage,
+    private readonly load: () => Promise<Runner[]>,
+    /** Called with each list loaded from Redis. */
+    private readonly loaded: (list: Runner[]) => Promise<void>,
+  ) {}
+
+  /** The runners, from memory, the object's storage, or Redis. */
+  async get(): Promise<Runner[]> {
+    if (!this.cached && !this.read) {
+      this.cached = await this.storage.get<{ at: number; list: Runner[] }>(KEY);
+      this.read = true;
+    }
+    const now = Date.now();
+    if (!this.cached || now - this.cached.at > TRUST_MS) {
+      const list = await this.load();
+      this.cached = { at: now, list };
+      if (list.length <= MAX_KEPT) await this.storage.put(KEY, this.cached);
+      else await this.storage.delete(KEY);
+      await this.loaded(list);
+    }
+    return this.cached.list;
+  }
+
+  /** A runner changed: the next use loads the list again. */
+  async drop(): Promise<void> {
+    this.cached = undefined;
+    this.read = true;
+    await this.storage.delete(KEY);
+  }
+}
