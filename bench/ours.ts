@@ -218,22 +218,32 @@ export class OurSystem {
   /**
    * Throughput of `n` independent jobs with batching, in a context of its own served by a pull
    * runner started for this run only: it leases up to 50 jobs at a time and reports in batches
-   * (an ack and a result per job, up to 100 reports a request). The runner is stopped after the
-   * last result (a pull runner polls while idle), and the counts run from quiet before to quiet
-   * after its stop, so they include its last idle polls.
+   * (an ack and a result per job, up to 100 reports a request). The runner runs only while the
+   * jobs are measured (a pull runner polls while idle): the counts run from quiet before its
+   * start to quiet after its stop, so they include its polls.
    */
   async batchedThroughput(n: number): Promise<ShapeCost> {
     const ctx = await this.client.createContext();
-    const env = { TIMES: "1", PULL: "50" };
-    const registered = await this.stack.registerTestRunner(this.client, ctx.id, env, CONCURRENCY);
+    const registered = await this.stack.registerTestRunner(
+      this.client,
+      ctx.id,
+      { TIMES: "1", PULL: "50" },
+      CONCURRENCY,
+    );
+    // A first flow warms the new context's objects up, as warmUp does for the main one. The
+    // runner then stops: an idle pull runner's polls (2 commands each) keep Redis from going quiet.
+    const warming = await registered.start();
+    try {
+      const warm = await this.client.submitFlow(ctx.id, { start: true, jobs: independentJobs("w", 100) });
+      await new RunnerTap(warming.child.stdout as Readable).resultsOf(warm.id, 100, 120_000);
+    } finally {
+      await warming.kill();
+    }
+    const before = await this.counter.quiet();
+    const sentBefore = this.stack.restSent();
     const runner = await registered.start();
     const tap = new RunnerTap(runner.child.stdout as Readable);
     try {
-      // Its first flow warms the new context's objects up, as warmUp does for the main one.
-      const warm = await this.client.submitFlow(ctx.id, { start: true, jobs: independentJobs("w", 100) });
-      await tap.resultsOf(warm.id, 100, 120_000);
-      const before = await this.counter.quiet();
-      const sentBefore = this.stack.restSent();
       const cpuBefore = cpuSample(runner.child.pid, this.proxyPid);
       const t0 = now();
       const flow = await this.client.submitFlow(ctx.id, { start: true, jobs: independentJobs("b", n) });
