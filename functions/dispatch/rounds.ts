@@ -65,9 +65,9 @@ export class DispatchRounds {
   /** Items this instance is delivering now (the reaper leaves them alone). */
   private readonly delivering = new Set<string>();
   /**
-   * When this instance last reaped; its start at first. Claims an earlier instance left unsettled
-   * are its alarm's to reap (set before every round, to when they may be reaped after it): a
-   * fresh instance woken for new work does not pay a reap on the way to the runner.
+   * When this instance last reaped; its start at first: a fresh instance woken for new work does
+   * not pay a reap on the way to the runner. Claims an earlier instance left unsettled are reaped
+   * by the alarm that `reapAt` sets, once they are old enough.
    */
   private reapedAt = Date.now();
   /** When this instance last claimed: a periodic reap is for claims it may have left. */
@@ -79,8 +79,12 @@ export class DispatchRounds {
   private rotation = 0;
   /** A round failed (storage away, an owner out of reach): the alarm tries again shortly. */
   private retrySoon = false;
-  /** When claims left unsettled become old enough to reap (epoch ms): the alarm comes then. */
-  private reapAt: number | undefined;
+  /**
+   * When claims left unsettled become old enough to reap (epoch ms): the alarm comes then. A fresh
+   * instance cannot know what an earlier one (evicted, reset mid-round) left, so its alarm comes
+   * back once to look, a reap's age after its start (an earlier alarm it would otherwise move).
+   */
+  private reapAt: number | undefined = Date.now() + REAP_AFTER_MS;
   /** Delivered claims not yet marked so in Redis (most never need it: see DeliveredClaims). */
   private readonly delivered = new DeliveredClaims();
 

@@ -20,6 +20,8 @@ const MAX_KEPT = 100;
 export class RunnerList {
   private cached: { at: number; list: Runner[] } | undefined;
   private read = false;
+  /** Bumped by every drop: a load that a drop overtook (its fetch let the wake in) is not kept. */
+  private generation = 0;
 
   constructor(
     private readonly storage: DurableObjectStorage,
@@ -35,18 +37,23 @@ export class RunnerList {
       this.read = true;
     }
     const now = Date.now();
-    if (!this.cached || now - this.cached.at > TRUST_MS) {
+    if (this.cached && now - this.cached.at <= TRUST_MS) return this.cached.list;
+    for (;;) {
+      const generation = this.generation;
       const list = await this.load();
+      // A runner changed while the list was on its way: it may predate the change.
+      if (generation !== this.generation) continue;
       this.cached = { at: now, list };
       if (list.length <= MAX_KEPT) await this.storage.put(KEY, this.cached);
       else await this.storage.delete(KEY);
       await this.loaded(list);
+      return list;
     }
-    return this.cached.list;
   }
 
   /** A runner changed: the next use loads the list again. */
   async drop(): Promise<void> {
+    this.generation++;
     this.cached = undefined;
     this.read = true;
     await this.storage.delete(KEY);

@@ -76,10 +76,16 @@ export class FlowJournal {
     await this.apply(puts, [...deletes, FORMER]);
   }
 
+  /**
+   * Every chunk is issued before any is awaited: writes with no await between them are coalesced
+   * into one atomic write, so a crash never leaves half a batch's entries new and half old.
+   */
   private async apply(puts: Record<string, JobJournal>, deletes: string[]): Promise<void> {
     const entries = Object.entries(puts);
+    const writes: Promise<unknown>[] = [];
     for (let i = 0; i < entries.length; i += CHUNK)
-      await this.storage.put(Object.fromEntries(entries.slice(i, i + CHUNK)));
-    for (let i = 0; i < deletes.length; i += CHUNK) await this.storage.delete(deletes.slice(i, i + CHUNK));
+      writes.push(this.storage.put(Object.fromEntries(entries.slice(i, i + CHUNK))));
+    for (let i = 0; i < deletes.length; i += CHUNK) writes.push(this.storage.delete(deletes.slice(i, i + CHUNK)));
+    await Promise.all(writes);
   }
 }
