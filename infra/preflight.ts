@@ -1,12 +1,14 @@
 import { existsSync } from "node:fs";
 import { spawnSync } from "node:child_process";
 import { buildConsole, kib } from "./console-build.js";
+import { natsServerBinary } from "./nats-server.js";
 import { hasRedisServer } from "./redis-server.js";
 
 /**
  * Runs before `npm start`, `npm run dev` and `npm test` (npm's pre-scripts). What they need that
  * npm cannot install comes from Debian's packages: `redis-server` for all three, and for
- * `npm test` (`--browser`) `chromium`, the browser the console's tests drive. When one is
+ * `npm test` (`--browser`) `chromium`, the browser the console's tests drive, and `nats-server`,
+ * which the runner fleet's tests start (`--nats`). When one is
  * missing on a Debian-like machine and we may install packages (as root, or with sudo that asks
  * no password: a fresh CI box, a container), it is installed; anywhere else the user is told
  * exactly what to install, before anything starts, instead of a failure deep inside a test.
@@ -61,6 +63,18 @@ async function main(): Promise<number> {
       "Debian: sudo apt-get install chromium",
     ) ||
       !existsSync(CHROMIUM))
+  ) {
+    return 1;
+  }
+  if (
+    process.argv.includes("--nats") &&
+    !natsServerBinary() &&
+    (!aptInstall(
+      ["nats-server"],
+      "nats-server is not installed, and npm test starts its own to test the runner fleet on JetStream.",
+      "Debian: sudo apt-get install nats-server",
+    ) ||
+      !natsServerBinary())
   ) {
     return 1;
   }

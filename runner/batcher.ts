@@ -1,5 +1,5 @@
 import { reportsPath, type RunnerEventName, type RunnerReport } from "../shared/client/index.js";
-import type { DeliveryPayload } from "../shared/model/index.js";
+import type { ReportBody, ReportSink, ReportTarget } from "./report-sink.js";
 import { refusal, type PostOutcome, type Reporter } from "./reporter.js";
 
 /** Where and how the batcher sends. */
@@ -50,7 +50,7 @@ interface Waiting {
  * The caller sends one report of an attempt at a time (AttemptReports waits for each answer), so
  * batches never reorder the reports of one job.
  */
-export class ReportBatcher {
+export class ReportBatcher implements ReportSink {
   private readonly queue: Waiting[] = [];
   private inFlight = 0;
   private timer: NodeJS.Timeout | undefined;
@@ -68,17 +68,17 @@ export class ReportBatcher {
     this.path = reportsPath(options.contextId, options.runnerId);
   }
 
-  /** Reports `event` of a delivery's attempt; resolves with how the coordinator took it. */
+  /** Reports `event` of an attempt; resolves with how the coordinator took it. */
   send(
-    payload: DeliveryPayload,
+    target: ReportTarget,
     event: RunnerEventName,
-    body: { attempt: number } & Record<string, unknown>,
+    body: ReportBody,
     retryForMs = DEFAULT_RETRY_FOR_MS,
   ): Promise<PostOutcome> {
-    const callback = payload.callbacks[event];
+    const callback = target.callbacks[event];
     if (this.single) return this.options.reporter.post(callback, body, { retryForMs });
-    const job = payload.flow_id > 0 ? { flow_id: payload.flow_id } : { caller_id: payload.message.caller_id };
-    const report: RunnerReport = { ...job, job_id: payload.job_id, event, body };
+    const job = target.flow_id > 0 ? { flow_id: target.flow_id } : { caller_id: target.caller_id };
+    const report: RunnerReport = { ...job, job_id: target.job_id, event, body };
     return new Promise((resolve) => {
       const bytes = JSON.stringify(report).length;
       this.queue.push({ report, callback, bytes, deadline: Date.now() + retryForMs, resolve });

@@ -5,6 +5,8 @@ import { parsePrivateJwk } from "../shared/auth/index.js";
 import { DEFAULT_PULL_BATCH } from "./batcher.js";
 import { DEFAULT_STARTED_AFTER_MS } from "./job.js";
 import type { RunnerOptions } from "./runner.js";
+import type { FleetOptions } from "./fleet/fleet.js";
+import { DEFAULT_FLEET_SETUP } from "./fleet/setup.js";
 
 /** What `--help` prints. */
 export const USAGE = `Usage: npm run -s runner -- --url <coordinator> --context <id> --runner <id> --key-file <file> [options]
@@ -35,6 +37,30 @@ Options:
   --tls-cert FILE        push over HTTPS: PEM certificate (with --tls-key)   RUNNER_TLS_CERT
   --tls-key FILE         push over HTTPS: PEM private key                    RUNNER_TLS_KEY
   -h, --help             print this help
+
+A fleet on NATS JetStream (README, "Scaling runners"): many processes behind one registered runner.
+  --mode MODE            single (default: a runner of its own), gateway      RUNNER_FLEET_MODE
+                         (the registered runner: stores deliveries in
+                         JetStream, relays the workers' reports), worker
+                         (runs jobs from JetStream; needs no --url), or
+                         combined (both in one process)
+  --nats URL[,URL]       the NATS servers (nats://host:4222)                 RUNNER_NATS
+  --capacity N           gateway: at most N jobs in the fleet at once        RUNNER_CAPACITY
+                         (default: the live workers' slots)
+  --ops-listen HOST:PORT worker (or a pulling gateway): where /health,       RUNNER_OPS_LISTEN
+                         /ready, /metrics, /info and POST /admin/drain are
+                         served (default 127.0.0.1:0, any free port, printed);
+                         a pushed-to gateway serves them on --listen
+  --ack-wait SECONDS     a job message not kept alive this long goes to      RUNNER_ACK_WAIT
+                         another worker (default ${DEFAULT_FLEET_SETUP.ackWaitSeconds})
+  --max-deliver N        deliveries of a job that cannot start before it     RUNNER_MAX_DELIVER
+                         goes to the dead letters (default ${DEFAULT_FLEET_SETUP.maxDeliver})
+  --max-ack-pending N    job messages out with workers at once (default ${DEFAULT_FLEET_SETUP.maxAckPending})   RUNNER_MAX_ACK_PENDING
+  --replicas N           copies of each stream in a NATS cluster (default 1)  RUNNER_REPLICAS
+  --max-age SECONDS      events and dead letters are kept this long          RUNNER_MAX_AGE
+                         (default ${DEFAULT_FLEET_SETUP.maxAgeSeconds}, a week)
+  In a fleet, --concurrency is a worker's slots; --key-file is the runner's key everywhere (a
+  worker uses only its public half, to check /admin/drain).
 
 Jobs:
   A job runs in a fresh working directory with its env_vars (flow env, job env, FLOW_ID, JOB_ID,
@@ -83,6 +109,15 @@ export async function readConfig(argv: string[], env: NodeJS.ProcessEnv, cwd: st
         batch: { type: "string" },
         "tls-cert": { type: "string" },
         "tls-key": { type: "string" },
+        mode: { type: "string" },
+        nats: { type: "string" },
+        capacity: { type: "string" },
+        "ops-listen": { type: "string" },
+        "ack-wait": { type: "string" },
+        "max-deliver": { type: "string" },
+        "max-ack-pending": { type: "string" },
+        replicas: { type: "string" },
+        "max-age": { type: "string" },
         help: { type: "boolean", short: "h" },
       },
     }));
@@ -96,7 +131,14 @@ export async function readConfig(argv: string[], env: NodeJS.ProcessEnv, cwd: st
     if (value === undefined) throw new UsageError(`--${option} (or ${name}) is required`);
     return value;
   };
-  const url = need(pick(values.url, "RUNNER_URL"), "url", "RUNNER_URL");
+  const fleetMode = pick(values.mode, "RUNNER_FLEET_MODE") ?? "single";
+  if (!["single", "gateway", "worker", "combined"].includes(fleetMode))
+    throw new UsageError(`--mode must be single, gateway, worker or combined, not ${JSON.stringify(fleetMode)}`);
+  // A worker talks to NATS only.
+  const url =
+    fleetMode === "worker"
+      ? (pick(values.url, "RUNNER_URL") ?? "http://127.0.0.1/")
+      : need(pick(values.url, "RUNNER_URL"), "url", "RUNNER_URL");
   if (!/^https?:\/\/[^/]/.test(url)) throw new UsageError(`--url must be an http(s) URL, not ${JSON.stringify(url)}`);
   const contextId = positive(need(pick(values.context, "RUNNER_CONTEXT"), "context", "RUNNER_CONTEXT"), "--context");
   const runnerId = positive(need(pick(values.runner, "RUNNER_ID"), "runner", "RUNNER_ID"), "--runner");
@@ -137,7 +179,10 @@ export async function readConfig(argv: string[], env: NodeJS.ProcessEnv, cwd: st
   };
   const workDir = pick(values["work-dir"], "RUNNER_WORK_DIR");
   if (workDir) options.workDir = file(workDir);
-  if (modeText === "push") {
+  if (fleetMode !== "single") {
+    options.fleet = readFleet(fleetMode as FleetOptions["mode"], values, pick, need);
+  }
+  if (modeText === "push" && fleetMode !== "worker") {
     options.listen = parseListen(pick(values.listen, "RUNNER_LISTEN") ?? "127.0.0.1:8090");
     const cert = pick(values["tls-cert"], "RUNNER_TLS_CERT");
     const key = pick(values["tls-key"], "RUNNER_TLS_KEY");
@@ -149,6 +194,47 @@ export async function readConfig(argv: string[], env: NodeJS.ProcessEnv, cwd: st
       };
   }
   return { help: false, options };
+}
+
+/** The fleet's options (`--mode` gateway, worker or combined). */
+function readFleet(
+  mode: FleetOptions["mode"],
+  values: Record<string, string | boolean | undefined>,
+  pick: (flag: string | undefined, name: string) => string | undefined,
+  need: (value: string | undefined, option: string, name: string) => string,
+): FleetOptions {
+  const flag = (name: string) => values[name] as string | undefined;
+  const servers = need(pick(flag("nats"), "RUNNER_NATS"), "nats", "RUNNER_NATS")
+    .split(",")
+    .map((s) => s.trim())
+    .filter(Boolean);
+  for (const server of servers)
+    if (!/^(nats|tls|wss?):\/\/[^/]+$/.test(server) && !/^[^/:]+:\d+$/.test(server))
+      throw new UsageError(`--nats must be nats://host:port (comma-separated), not ${JSON.stringify(server)}`);
+  const number = (option: string, env: string): number | undefined => {
+    const text = pick(flag(option), env);
+    return text === undefined ? undefined : positive(text, `--${option}`);
+  };
+  const setup = {
+    ...optional("ackWaitSeconds", number("ack-wait", "RUNNER_ACK_WAIT")),
+    ...optional("maxDeliver", number("max-deliver", "RUNNER_MAX_DELIVER")),
+    ...optional("maxAckPending", number("max-ack-pending", "RUNNER_MAX_ACK_PENDING")),
+    ...optional("replicas", number("replicas", "RUNNER_REPLICAS")),
+    ...optional("maxAgeSeconds", number("max-age", "RUNNER_MAX_AGE")),
+  };
+  const capacity = number("capacity", "RUNNER_CAPACITY");
+  const ops = pick(flag("ops-listen"), "RUNNER_OPS_LISTEN");
+  return {
+    mode,
+    servers,
+    setup,
+    ...(capacity === undefined ? {} : { capacity }),
+    ...(ops === undefined ? {} : { opsListen: parseListen(ops) }),
+  };
+}
+
+function optional<K extends string>(key: K, value: number | undefined): { [P in K]?: number } {
+  return (value === undefined ? {} : { [key]: value }) as { [P in K]?: number };
 }
 
 function positive(text: string, option: string): number {

@@ -15,3 +15,5 @@ export {
   shExecutor,
 } from "./executors/index.js";
 export type { ExecutionOutcome, ExecutionRequest, Executor, ScriptCommand } from "./executors/index.js";
+export { startFleetRunner, fleetNames, DEFAULT_FLEET_SETUP, ensureFleet } from "./fleet/index.js";
+export type { FleetOptions, FleetNames, FleetSetup } from "./fleet/index.js";

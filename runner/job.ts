@@ -3,8 +3,8 @@ import path from "node:path";
 import type { DeliveryPayload, Log, RunnerJob } from "../shared/model/index.js";
 import type { ExecutionOutcome, Executor } from "./executors/index.js";
 import { LogBatcher } from "./logs.js";
-import type { ReportBatcher } from "./batcher.js";
-import type { PostOutcome, Reporter } from "./reporter.js";
+import { reportTarget, type ReportSink, type ReportTarget } from "./report-sink.js";
+import type { PostOutcome } from "./reporter.js";
 
 /** Where the runner writes what it does: one line per job start and end, warnings. */
 export interface RunnerLog {
@@ -14,9 +14,8 @@ export interface RunnerLog {
 
 /** What running one attempt needs from the runner. */
 export interface JobDeps {
-  reporter: Reporter;
-  /** When given, reports go in batches through it instead of one webhook request each. */
-  batcher?: ReportBatcher;
+  /** Where the attempt's reports go: the coordinator's webhooks, in batches, or a fleet's events stream. */
+  sink: ReportSink;
   /** The directory under which each attempt gets its own fresh one. */
   workDir: string;
   heartbeatSeconds: number;
@@ -38,7 +37,8 @@ export interface JobEnd {
 
 /** Reports on a result are retried for this long: losing one would leave the job to its timeout. */
 const RESULT_RETRY_MS = 10 * 60_000;
-const ACK_RETRY_MS = 30_000;
+/** An acknowledgement is retried this long; past it the coordinator has given the job to another runner anyway. */
+export const ACK_RETRY_MS = 30_000;
 /**
  * The fast path: a job that ends within this many ms of its start reports only its result. The
  * coordinator takes a result straight after the acknowledgement (`started` is news only while
@@ -61,12 +61,15 @@ class AttemptReports {
   private tail: Promise<unknown> = Promise.resolve();
   private pending = 0;
   readonly lost = new AbortController();
+  private readonly target: ReportTarget;
 
   constructor(
     private readonly payload: DeliveryPayload,
     private readonly deps: JobDeps,
     private readonly label: string,
-  ) {}
+  ) {
+    this.target = reportTarget(payload);
+  }
 
   /** Nothing queued or in flight. */
   get idle(): boolean {
@@ -79,13 +82,7 @@ class AttemptReports {
       try {
         if (this.lost.signal.aborted) return undefined;
         const body = { attempt: this.payload.attempt, ...extra };
-        const outcome = this.deps.batcher
-          ? await this.deps.batcher.send(this.payload, name, body, retryForMs)
-          : await this.deps.reporter.post(
-              this.payload.callbacks[name],
-              body,
-              retryForMs === undefined ? {} : { retryForMs },
-            );
+        const outcome = await this.deps.sink.send(this.target, name, body, retryForMs);
         if (!outcome.ok) {
           this.deps.log.warn(`${this.label}: ${name} not taken: ${outcome.detail}`);
           if (outcome.stop) this.lost.abort(`the coordinator refused ${name} (${outcome.detail})`);

@@ -1,10 +1,12 @@
 /**
  * The runner's command line: `npm run -s runner -- --url … --context … --runner … --key-file …`
- * (`--help` for everything). Starts the runner, drains on SIGTERM / SIGINT and exits 0 once
- * the running jobs have finished and reported; a second signal stops at once.
+ * (`--help` for everything). Starts the runner (or a fleet's gateway or worker, `--mode`),
+ * drains on SIGTERM / SIGINT and exits 0 once the running jobs have finished and reported; a
+ * second signal stops at once.
  */
 import { pathToFileURL } from "node:url";
 import { readConfig, UsageError, USAGE } from "./config.js";
+import { startFleetRunner } from "./fleet/fleet.js";
 import { startRunner } from "./runner.js";
 
 /** Runs the CLI; resolves with the exit code once the runner has drained. */
@@ -23,13 +25,16 @@ export async function main(argv: string[], env: NodeJS.ProcessEnv, cwd = process
   }
   let runner;
   try {
-    runner = await startRunner(config.options);
+    const { options } = config;
+    runner = options.fleet ? await startFleetRunner({ ...options, fleet: options.fleet }) : await startRunner(options);
   } catch (error) {
     process.stderr.write(`runner: ${(error as Error).message}\n`);
     return 1;
   }
   const handle = runner;
   return new Promise<number>((resolve) => {
+    // A fleet member may be drained by a signed request too.
+    void handle.finished.then(() => resolve(0));
     let signals = 0;
     const onSignal = (signal: NodeJS.Signals) => {
       signals++;

@@ -23,7 +23,9 @@ export type Acceptance =
   /** Draining (503): no new work. */
   | "draining"
   /** Not for this runner, or a script type it has no executor for (422). */
-  | { refused: string };
+  | { refused: string }
+  /** Cannot be stored now (a fleet gateway whose NATS is away): 503, the coordinator tries again later. */
+  | { unavailable: string };
 
 /** Where the push server listens, how it verifies, and what it hands verified deliveries to. */
 export interface PushServerOptions {
@@ -36,10 +38,12 @@ export interface PushServerOptions {
   skewSeconds: number;
   /** Parses a verified body; a string says what is wrong. */
   parse(body: unknown): DeliveryPayload | string;
-  accept(payload: DeliveryPayload): Acceptance;
+  accept(payload: DeliveryPayload): Acceptance | Promise<Acceptance>;
   /** The coordinator cancels an attempt (a flow was cancelled): true when it was running here. */
   cancel(request: CancelRequest): boolean;
   health(): Record<string, unknown>;
+  /** More routes, mounted before the deliveries' catch-all (a fleet gateway's operations routes, its own `/health`). */
+  routes?(app: Hono): void;
   log: RunnerLog;
 }
 
@@ -95,6 +99,7 @@ export async function startPushServer(options: PushServerOptions): Promise<PushS
 function pushApp(options: PushServerOptions, nonces: NonceLedger): Hono {
   // Routes match the path as sent, without Hono's percent-decoding.
   const app = new Hono({ getPath: (request) => new URL(request.url).pathname });
+  options.routes?.(app);
   // Hono routes HEAD to GET handlers: HEAD /health stays a 405, as every non-POST but GET /health.
   app.get("/health", (c) => (c.req.method === "GET" ? json(c, 200, options.health()) : notAllowed(c)));
   // Any path: the coordinator POSTs to the address the runner registered, whatever its path.
@@ -163,7 +168,7 @@ async function deliver(c: Context, options: PushServerOptions, nonces: NonceLedg
     options.log.warn(`refused a malformed delivery (400): ${payload}`);
     return problem(c, 400, "invalid-body", payload);
   }
-  const acceptance = options.accept(payload);
+  const acceptance = await options.accept(payload);
   const key = `${payload.message.caller_id}:${payload.message.id} attempt ${payload.attempt}`;
   switch (acceptance) {
     case "accepted":
@@ -176,10 +181,13 @@ async function deliver(c: Context, options: PushServerOptions, nonces: NonceLedg
     case "draining":
       options.log.info(`refused delivery of message ${key}: draining (503)`);
       return problem(c, 503, "draining", "this runner is draining: it takes no new work");
-    default:
-      options.log.warn(`refused delivery of message ${key} (422): ${acceptance.refused}`);
-      return problem(c, 422, "refused", acceptance.refused);
   }
+  if ("unavailable" in acceptance) {
+    options.log.warn(`refused delivery of message ${key} (503): ${acceptance.unavailable}`);
+    return problem(c, 503, "unavailable", acceptance.unavailable, { "retry-after": "1" });
+  }
+  options.log.warn(`refused delivery of message ${key} (422): ${acceptance.refused}`);
+  return problem(c, 422, "refused", acceptance.refused);
 }
 
 /**
@@ -189,7 +197,7 @@ async function deliver(c: Context, options: PushServerOptions, nonces: NonceLedg
  * doctored Host still names its runner in the body, which `accept` checks. Host and the framing
  * headers (which proxies rewrite) are left out, as the verifier has always seen the request.
  */
-function signedRequest(c: Context): Request {
+export function signedRequest(c: Context): Request {
   const headers = new Headers();
   for (const [name, value] of c.req.raw.headers) {
     if (!["host", "content-length", "connection", "transfer-encoding"].includes(name)) headers.set(name, value);
@@ -223,7 +231,7 @@ function stop(server: ServerType): Promise<void> {
 }
 
 /** Nonces seen while their signatures could still be fresh: a replayed delivery is refused. */
-class NonceLedger {
+export class NonceLedger {
   private readonly seen = new Map<string, number>();
 
   constructor(private readonly ttlMs: number) {}

@@ -1,13 +1,16 @@
 import { tmpdir } from "node:os";
 import path from "node:path";
 import { importPrivateKey, runnerKeyId, type PrivateJwk } from "../shared/auth/index.js";
-import { DeliveryPayload } from "../shared/model/index.js";
+import type { DeliveryPayload } from "../shared/model/index.js";
 import { CoordinatorKeyDirectory } from "./coordinator-keys.js";
 import { executorFor, registerBuiltinExecutors } from "./executors/index.js";
 import { DEFAULT_STARTED_AFTER_MS, runDelivery, type JobDeps, type RunnerLog } from "./job.js";
 import { startPullLoop, type PullLoop } from "./pull-loop.js";
 import { startPushServer, type Acceptance, type CancelRequest, type PushServer } from "./push-server.js";
 import { DEFAULT_PULL_BATCH, ReportBatcher } from "./batcher.js";
+import { parseDelivery } from "./delivery.js";
+import type { FleetOptions } from "./fleet/fleet.js";
+import { DirectSink } from "./report-sink.js";
 import { Reporter } from "./reporter.js";
 
 /** How to start a runner. Only the coordinator, the identity and the key are required. */
@@ -43,12 +46,18 @@ export interface RunnerOptions {
   skewSeconds?: number;
   /** Where job start/end lines and warnings go (default stdout / stderr). */
   log?: RunnerLog;
+  /** Part of a fleet on NATS JetStream (gateway, worker or both) instead of a runner of its own: startFleetRunner. */
+  fleet?: FleetOptions;
 }
 
 /** A started runner. */
 export interface RunnerHandle {
   /** Push mode: the URL it listens at. */
   url?: string;
+  /** A fleet member without a push server: where its operations routes are served. */
+  opsUrl?: string;
+  /** Resolves once the runner drained, however that was asked (a signal, or a fleet's signed `/admin/drain`). */
+  finished: Promise<void>;
   /** Jobs running now. */
   running(): number;
   /** Takes no new work, lets running jobs finish and report, then closes. Idempotent. */
@@ -90,19 +99,18 @@ export async function startRunner(options: RunnerOptions): Promise<RunnerHandle>
   if (!Number.isInteger(batch) || batch < 1 || batch > 100)
     throw new Error(`batch must be an integer from 1 to 100, not ${batch}`);
   const stopping = new AbortController();
+  const batcher =
+    batch > 1
+      ? new ReportBatcher({
+          reporter,
+          contextId: options.contextId,
+          runnerId: options.runnerId,
+          max: batch,
+          warn: log.warn,
+        })
+      : undefined;
   const deps: JobDeps = {
-    reporter,
-    ...(batch > 1
-      ? {
-          batcher: new ReportBatcher({
-            reporter,
-            contextId: options.contextId,
-            runnerId: options.runnerId,
-            max: batch,
-            warn: log.warn,
-          }),
-        }
-      : {}),
+    sink: batcher ?? new DirectSink(reporter),
     workDir: options.workDir ?? path.join(tmpdir(), "flow-runner"),
     heartbeatSeconds: options.heartbeatSeconds ?? 10,
     startedAfterMs: options.startedAfterMs ?? DEFAULT_STARTED_AFTER_MS,
@@ -153,7 +161,7 @@ export async function startRunner(options: RunnerOptions): Promise<RunnerHandle>
     );
   };
 
-  const parse = parser(reporter, log);
+  const parse = parseDelivery(reporter, log);
   const accept = (payload: DeliveryPayload): Acceptance => {
     if (payload.context_id !== options.contextId || payload.runner_id !== options.runnerId) {
       return { refused: `this delivery is for runner ${payload.runner_id} of context ${payload.context_id}` };
@@ -216,6 +224,8 @@ export async function startRunner(options: RunnerOptions): Promise<RunnerHandle>
   }
 
   let drained: Promise<void> | undefined;
+  let resolveFinished: () => void = () => undefined;
+  const finished = new Promise<void>((resolve) => (resolveFinished = resolve));
   const drain = () =>
     (drained ??= (async () => {
       draining = true;
@@ -223,12 +233,14 @@ export async function startRunner(options: RunnerOptions): Promise<RunnerHandle>
       await pull?.stop();
       while (running.size > 0) await Promise.all(running.values());
       await server?.close();
-      const sent = deps.batcher ? ` (${deps.batcher.reports} reports sent in ${deps.batcher.requests} batches)` : "";
+      const sent = batcher ? ` (${batcher.reports} reports sent in ${batcher.requests} batches)` : "";
       log.info(`drained${sent}`);
+      resolveFinished();
     })());
   return {
     ...(server ? { url: server.url } : {}),
     running: () => running.size,
+    finished,
     drain,
     stop: () => {
       stopping.abort("the runner was stopped");
@@ -256,35 +268,4 @@ function deliveryKey(p: DeliveryPayload): string {
     message_id: p.message.id,
     attempt: p.attempt,
   });
-}
-
-/**
- * Reads a delivery with the DeliveryPayload schema. Callback URLs without an origin (what the
- * coordinator sends when it does not know its public URL, e.g. from its background sweep) fail
- * that schema; they are resolved against `--url` first, with a warning, since the paths are
- * good and the runner knows where the coordinator is.
- */
-function parser(reporter: Reporter, log: RunnerLog): (raw: unknown) => DeliveryPayload | string {
-  let warned = false;
-  return (raw) => {
-    const callbacks = (raw as { callbacks?: unknown } | null)?.callbacks;
-    if (callbacks && typeof callbacks === "object") {
-      const fixed = Object.entries(callbacks).map(([name, url]) => [
-        name,
-        typeof url === "string" && url.startsWith("/") ? reporter.resolve(url) : url,
-      ]);
-      if (fixed.some(([name, url]) => url !== (callbacks as Record<string, unknown>)[name as string])) {
-        if (!warned) log.warn("the coordinator sent callback paths without an origin; resolving them against --url");
-        warned = true;
-        raw = { ...(raw as object), callbacks: Object.fromEntries(fixed) };
-      }
-    }
-    const parsed = DeliveryPayload.safeParse(raw);
-    if (!parsed.success) {
-      const issue = parsed.error.issues[0];
-      return `not a delivery: ${issue?.path.join(".") || "body"}: ${issue?.message}`;
-    }
-    if (parsed.data.message.job.length === 0) return "not a delivery: the message carries no job";
-    return parsed.data;
-  };
 }

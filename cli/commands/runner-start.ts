@@ -23,7 +23,7 @@ const start: Command = {
   name: NAME,
   summary: "run the reference runner (python, sh) as a registered runner, in the foreground",
   usage:
-    "runner start <context> <runner> --key-file <runner key> [--pull] [--listen <host:port>] [--concurrency <n>] [--batch <n>] [--work-dir <dir>]",
+    "runner start <context> <runner> --key-file <runner key> [--pull] [--listen <host:port>] [--concurrency <n>] [--batch <n>] [--work-dir <dir>] [--mode gateway|worker|combined --nats <url>]",
   args: ["context", "runner"],
   options: {
     "key-file": { type: "string", value: "<file>", help: "the runner's private key (the one it was registered with)" },
@@ -44,6 +44,18 @@ const start: Command = {
       value: "<dir>",
       help: "where each job gets a fresh working directory (default <tmp>/flow-runner)",
     },
+    mode: {
+      type: "string",
+      value: "<mode>",
+      help: "a fleet on NATS JetStream: gateway (the registered runner), worker (runs jobs), or combined (both)",
+    },
+    nats: { type: "string", value: "<url>", help: "with --mode: the NATS servers, nats://host:4222 (comma-separated)" },
+    capacity: { type: "string", value: "<n>", help: "gateway: at most n jobs in the fleet at once" },
+    "ops-listen": {
+      type: "string",
+      value: "<host:port>",
+      help: "worker: where /health, /ready, /metrics, /info and /admin/drain are served (default any free port)",
+    },
   },
   details: [
     "Starts runner/main.ts of this checkout with the coordinator URL of your profile (or --url /",
@@ -52,11 +64,16 @@ const start: Command = {
     "First, if your profile may read the context's runners, it checks that <runner> is registered with",
     "this key (runner ids count per context) and that its address matches --listen.",
     "Here --key-file names the runner's key, not yours. npm run -s runner -- --help lists the runner's own options.",
+    "With --mode, it is part of a fleet behind the registered runner (README, Scaling runners): the gateway",
+    "takes the deliveries (at --listen, or --pull) into JetStream, workers on any machine run them; every",
+    "member gets the runner's --key-file (a worker uses only its public half, to check a signed /admin/drain).",
   ].join("\n"),
   examples: [
     "flowc runner register 1 --key-file runner.json --type python --script-types python,sh --address http://127.0.0.1:8090/",
     "flowc runner start 1 2 --key-file runner.json --listen 127.0.0.1:8090",
     "flowc runner start 1 3 --key-file runner.json --pull --concurrency 2",
+    "flowc runner start 1 2 --key-file runner.json --mode gateway --nats nats://127.0.0.1:4222 --listen 127.0.0.1:8090",
+    "flowc runner start 1 2 --key-file runner.json --mode worker --nats nats://127.0.0.1:4222 --concurrency 8",
   ],
   async run(invocation) {
     const { options, cwd, out } = invocation;
@@ -82,8 +99,26 @@ const start: Command = {
     if (batch !== undefined) args.push("--batch", String(parseCount(batch, "--batch", NAME, 1)));
     const workDir = options.string("work-dir");
     if (workDir !== undefined) args.push("--work-dir", path.resolve(cwd, workDir));
+    const mode = options.string("mode");
+    const nats = options.string("nats");
+    if (mode !== undefined) {
+      if (!["gateway", "worker", "combined"].includes(mode))
+        throw new UsageError(`--mode must be gateway, worker or combined, not ${JSON.stringify(mode)}`, NAME);
+      if (nats === undefined) throw new UsageError(`--mode ${mode} needs --nats <url>`, NAME);
+      if (mode === "worker" && (listen !== undefined || options.flag("pull")))
+        throw new UsageError("a worker takes its jobs from NATS: --listen and --pull are for the gateway", NAME);
+      args.push("--mode", mode, "--nats", nats);
+    } else if (nats !== undefined) {
+      throw new UsageError("--nats goes with --mode gateway, worker or combined", NAME);
+    }
+    const capacity = options.string("capacity");
+    if (capacity !== undefined) args.push("--capacity", String(parseCount(capacity, "--capacity", NAME, 1)));
+    const opsListen = options.string("ops-listen");
+    if (opsListen !== undefined) args.push("--ops-listen", opsListen);
 
-    await checkRegistration(invocation, { contextId, runnerId, pubkey, keyFile, listen, pull: options.flag("pull") });
+    // A worker is no runner of its own: the gateway stands for the registration.
+    if (mode !== "worker")
+      await checkRegistration(invocation, { contextId, runnerId, pubkey, keyFile, listen, pull: options.flag("pull") });
 
     const entry = path.join(ROOT, "runner", "main.ts");
     if (!existsSync(entry))

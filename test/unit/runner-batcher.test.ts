@@ -2,8 +2,8 @@ import http from "node:http";
 import type { AddressInfo } from "node:net";
 import { afterEach, describe, expect, it } from "vitest";
 import { generateKeyPair, importPrivateKey, runnerKeyId } from "../../shared/auth/index.js";
-import type { DeliveryPayload } from "../../shared/model/index.js";
 import { ReportBatcher } from "../../runner/batcher.js";
+import type { ReportTarget } from "../../runner/report-sink.js";
 import { Reporter } from "../../runner/reporter.js";
 
 /**
@@ -47,16 +47,15 @@ async function batcherFor(url: string, warnings: string[] = []): Promise<ReportB
   return new ReportBatcher({ reporter, contextId: 1, runnerId: 2, max: 10, warn: (line) => warnings.push(line) });
 }
 
-/** A delivery of job `job` of flow 5 (as much of one as the batcher reads). */
-function delivery(url: string, job: number): DeliveryPayload {
+/** Where the reports of job `job` of flow 5 go (as the batcher reads a delivery's). */
+function delivery(url: string, job: number): ReportTarget {
   const base = `${url}/v1/contexts/1/flows/5/jobs/${job}`;
   return {
     flow_id: 5,
     job_id: job,
-    attempt: 1,
-    message: { caller_id: 9 },
+    caller_id: 9,
     callbacks: { ack: `${base}/ack`, started: `${base}/started`, heartbeat: "", result: `${base}/result`, logs: "" },
-  } as unknown as DeliveryPayload;
+  };
 }
 
 const problem = (status: number, kind: string) => ({ type: `/problems/${kind}`, title: kind, status });

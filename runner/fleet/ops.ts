@@ -1,0 +1,95 @@
+import { serve, type ServerType } from "@hono/node-server";
+import { Hono, type Context } from "hono";
+import type { AddressInfo } from "node:net";
+import { AuthError, verifyRequest } from "../../shared/auth/index.js";
+import { readBoundedBody } from "../../shared/http/body.js";
+import { NonceLedger, signedRequest } from "../push-server.js";
+
+/** What a gateway or worker tells its operators. */
+export interface FleetOps {
+  /** NATS (and, for a gateway, the coordinator) reachable: `ok`, else what is not. */
+  health(): Promise<{ ok: boolean } & Record<string, unknown>>;
+  /** Takes work now: not draining, NATS connected, room for jobs. */
+  ready(): Promise<{ ok: boolean } & Record<string, unknown>>;
+  /** Prometheus exposition text. */
+  metrics(): Promise<string>;
+  info(): Promise<Record<string, unknown>>;
+  /** Starts draining (idempotent); the process exits 0 once drained. */
+  drain(): void;
+  /** The runner's key id (`runner:<context>:<id>`) and public key: only it may drain. */
+  admin: { keyid: string; key: CryptoKey };
+  skewSeconds: number;
+}
+
+/**
+ * Mounts `/health`, `/ready`, `/metrics`, `/info` (unsigned GETs: they tell state, change
+ * nothing) and `POST /admin/drain` (signed by the runner's own key, RFC 9421 as everything else:
+ * draining stops a fleet member, so only whoever holds the runner's key may ask).
+ */
+export function mountOps(app: Hono, ops: FleetOps): void {
+  const nonces = new NonceLedger((2 * ops.skewSeconds + 60) * 1000);
+  const status = async (c: Context, check: () => Promise<{ ok: boolean } & Record<string, unknown>>) => {
+    const result = await check();
+    return c.json(result, result.ok ? 200 : 503);
+  };
+  app.get("/health", (c) => status(c, ops.health));
+  app.get("/ready", (c) => status(c, ops.ready));
+  app.get("/metrics", async (c) =>
+    c.body(await ops.metrics(), 200, { "content-type": "text/plain; version=0.0.4; charset=utf-8" }),
+  );
+  app.get("/info", async (c) => c.json(await ops.info()));
+  app.post("/admin/drain", async (c) => {
+    const body = await readBoundedBody(c.req.raw, 64 * 1024);
+    if (!body) return problem(c, 413, "too-large", "a drain request carries no body to speak of");
+    try {
+      const verified = await verifyRequest(signedRequest(c), {
+        body,
+        now: Math.floor(Date.now() / 1000),
+        skewSeconds: ops.skewSeconds,
+        resolveKey: async (kid) => (kid === ops.admin.keyid ? ops.admin.key : null),
+      });
+      if (!nonces.use(`${verified.keyid} ${verified.nonce}`))
+        return problem(c, 401, "nonce-replayed", "this signature's nonce was already used");
+    } catch (error) {
+      if (!(error instanceof AuthError)) throw error;
+      return problem(c, 401, error.code, `${error.message} (sign with the runner's key, keyid ${ops.admin.keyid})`);
+    }
+    ops.drain();
+    return c.json({ draining: true }, 202);
+  });
+}
+
+/** A standalone ops server (a worker, or a pulling gateway): the routes above on `host:port`. */
+export async function startOpsServer(
+  ops: FleetOps,
+  listen: { host: string; port: number },
+): Promise<{ url: string; close(): Promise<void> }> {
+  const app = new Hono();
+  mountOps(app, ops);
+  app.notFound((c) => problem(c, 404, "not-found", "GET /health, /ready, /metrics, /info; POST /admin/drain"));
+  const server: ServerType = serve({
+    fetch: app.fetch,
+    port: listen.port,
+    hostname: listen.host,
+    overrideGlobalObjects: false,
+  });
+  const { port } = await new Promise<AddressInfo>((resolve, reject) => {
+    server.once("error", reject);
+    server.once("listening", () => resolve(server.address() as AddressInfo));
+  });
+  const host = listen.host.includes(":") ? `[${listen.host}]` : listen.host;
+  return {
+    url: `http://${host}:${port}/`,
+    close: () =>
+      new Promise((resolve) => {
+        server.close(() => resolve());
+        if ("closeAllConnections" in server) server.closeAllConnections();
+      }),
+  };
+}
+
+function problem(c: Context, status: 401 | 404 | 413, type: string, detail: string): Response {
+  return c.body(JSON.stringify({ type: `/problems/${type}`, title: type, status, detail }), status, {
+    "content-type": "application/problem+json",
+  });
+}

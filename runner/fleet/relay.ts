@@ -1,0 +1,142 @@
+import type { NatsConnection } from "@nats-io/nats-core";
+import { jetstream, type ConsumerMessages, type JsMsg } from "@nats-io/jetstream";
+import { sleep } from "../../shared/client/index.js";
+import type { RunnerLog } from "../job.js";
+import type { ReportSink } from "../report-sink.js";
+import { FleetEvent } from "./events.js";
+import type { FleetMetrics } from "./metrics.js";
+import { attemptId, type AttemptRef, type FleetNames } from "./names.js";
+
+/** What the relay needs: the events consumer, where reports go, and whom to tell about a lost attempt. */
+export interface RelayOptions {
+  nc: NatsConnection;
+  names: FleetNames;
+  /** Reports go to the coordinator through this (one webhook each, or batched). */
+  sink: ReportSink;
+  /** How long an event may stay unacknowledged before JetStream gives it to another gateway (ms). */
+  ackWaitMs: number;
+  /** The coordinator says the attempt is not the runner's any more (409 stale-attempt, 403): stop it. */
+  lost(ref: AttemptRef, why: string): void;
+  /**
+   * A result is on its way to the coordinator (`by` 1), or came back unanswered (-1): its job is
+   * leaving the fleet. Counted before the answer, since the coordinator may push the next job on
+   * the freed slot before its answer to this one is back.
+   */
+  settled(event: FleetEvent, by: 1 | -1): void;
+  log: RunnerLog;
+  metrics: FleetMetrics;
+}
+
+/** The running relay. */
+export interface Relay {
+  /**
+   * Runs `task` in the attempt's queue: after what is queued for it, before its events that come
+   * later (a pull gateway's acknowledgement goes first this way).
+   */
+  enqueue(ref: AttemptRef, task: () => Promise<unknown>): Promise<void>;
+  /** Events taken from the stream and not yet answered. */
+  inFlight(): number;
+  /** Stops taking events; resolves once those taken were answered. */
+  stop(): Promise<void>;
+}
+
+/** One try at the coordinator lasts at most this long before the event goes back to the stream. */
+const RELAY_RETRY_MS = 30_000;
+
+/**
+ * The gateway's outbox: takes the workers' events from the events stream and sends each to the
+ * coordinator as the signed report it is, acknowledging it only after the coordinator answered —
+ * 2xx (applied or `duplicate`) or a 4xx that ends it (409 for an attempt that is over). Events
+ * of one attempt are sent one after another, in stream order (`started` before the result);
+ * different attempts' events go at once. An event the coordinator did not answer within
+ * RELAY_RETRY_MS goes back to the stream and comes again; a gateway that dies leaves its
+ * unacknowledged events to come again after the ack wait. Nothing is lost either way, and the
+ * coordinator applies a report once however often it comes.
+ */
+export function startRelay(options: RelayOptions): Relay {
+  const { names, log, metrics } = options;
+  const js = jetstream(options.nc);
+  const queues = new Map<string, Promise<void>>();
+  let inFlight = 0;
+  let stopping = false;
+  let messages: ConsumerMessages | undefined;
+
+  const enqueue = (ref: AttemptRef, task: () => Promise<unknown>): Promise<void> => {
+    const key = attemptId(ref);
+    const next = (queues.get(key) ?? Promise.resolve()).then(task).then(
+      () => undefined,
+      (error: Error) => log.warn(`relay of attempt ${key}: ${error.message}`),
+    );
+    queues.set(key, next);
+    void next.finally(() => {
+      if (queues.get(key) === next) queues.delete(key);
+    });
+    return next;
+  };
+
+  const relay = async (m: JsMsg, event: FleetEvent, keepAlive: NodeJS.Timeout) => {
+    try {
+      options.settled(event, 1);
+      const outcome = await options.sink.send(event.target, event.event, event.body, RELAY_RETRY_MS);
+      if (outcome.ok) {
+        m.ack();
+        metrics.count("fleet_reports_relayed_total", RELAYED_HELP, { event: event.event, outcome: "taken" });
+        return;
+      }
+      if (outcome.status === 0) {
+        // Not answered (the coordinator is away): back to the stream, to come again.
+        options.settled(event, -1);
+        m.nak(2_000);
+        metrics.count("fleet_reports_relayed_total", RELAYED_HELP, { event: event.event, outcome: "retry" });
+        return;
+      }
+      m.ack();
+      metrics.count("fleet_reports_relayed_total", RELAYED_HELP, { event: event.event, outcome: "refused" });
+      log.warn(`${event.event} of attempt ${attemptId(event.attempt)} refused by the coordinator: ${outcome.detail}`);
+      if (outcome.stop) options.lost(event.attempt, outcome.detail);
+    } finally {
+      clearInterval(keepAlive);
+      inFlight--;
+    }
+  };
+
+  const loop = (async () => {
+    while (!stopping) {
+      try {
+        const consumer = await js.consumers.get(names.eventsStream, names.gatewayConsumer);
+        messages = await consumer.consume({ max_messages: 256 });
+        for await (const m of messages) {
+          let event: FleetEvent;
+          try {
+            event = FleetEvent.parse(m.json());
+          } catch (error) {
+            log.warn(`dropped event ${m.seq} on ${m.subject}: not a fleet event (${(error as Error).message})`);
+            m.term();
+            continue;
+          }
+          // Kept alive from now: it may wait behind its attempt's earlier events.
+          const keepAlive = setInterval(() => m.working(), options.ackWaitMs / 3);
+          inFlight++;
+          void enqueue(event.attempt, () => relay(m, event, keepAlive));
+        }
+      } catch (error) {
+        if (stopping) break;
+        log.warn(`relay: reading events failed: ${(error as Error).message}; trying again`);
+      }
+      if (!stopping) await sleep(1_000);
+    }
+  })();
+
+  return {
+    enqueue,
+    inFlight: () => inFlight,
+    stop: async () => {
+      stopping = true;
+      await messages?.close();
+      await loop;
+      while (queues.size > 0) await Promise.all(queues.values());
+    },
+  };
+}
+
+const RELAYED_HELP = "Worker events relayed to the coordinator, by event and how it went (taken, refused, retry).";

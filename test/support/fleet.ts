@@ -1,0 +1,189 @@
+import { mkdtempSync, readFileSync, rmSync } from "node:fs";
+import { tmpdir } from "node:os";
+import path from "node:path";
+import { startNatsServer, type NatsServerProcess } from "../../infra/nats-server.js";
+import { freePort } from "../../infra/redis-server.js";
+import {
+  generateKeyPair,
+  importPrivateKey,
+  runnerKeyId,
+  signRequest,
+  type PrivateJwk,
+} from "../../shared/auth/index.js";
+import type { CoordinatorClient } from "../../shared/client/index.js";
+import type { FlowSubmissionInput } from "../../shared/flow/index.js";
+import { spawnRunner, writeKeyFile, type RunnerProcess } from "./runner-process.js";
+
+/** A nats-server with JetStream of a test file's own, on a free port, its store in a temporary folder. */
+export async function startPrivateNats(): Promise<
+  NatsServerProcess & { restart(): Promise<void>; close(): Promise<void> }
+> {
+  const dir = mkdtempSync(path.join(tmpdir(), "fleet-nats-"));
+  const port = await freePort();
+  let server = await startNatsServer({ port, dir });
+  return {
+    get url() {
+      return server.url;
+    },
+    port,
+    get child() {
+      return server.child;
+    },
+    stop: () => server.stop(),
+    kill: () => server.kill(),
+    /** Stops it (SIGTERM) and starts it again on the same port and store. */
+    async restart() {
+      await server.stop();
+      server = await startNatsServer({ port, dir });
+    },
+    async close() {
+      await server.kill();
+      rmSync(dir, { recursive: true, force: true });
+    },
+  };
+}
+
+/** A registered runner backed by a fleet: start its gateway and workers as processes. */
+export interface RegisteredFleet {
+  contextId: number;
+  runnerId: number;
+  jwk: PrivateJwk;
+  /** The gateway's push address, as registered. */
+  address: string;
+  port: number;
+  /**
+   * Starts the gateway (push, on the registered port, or pulling); resolves once it listens or
+   * pulls. `--mode combined` in `args` makes it a worker too.
+   */
+  gateway(args?: string[]): Promise<RunnerProcess>;
+  /** Starts a worker; resolves with it and its operations URL once it takes jobs. */
+  worker(args?: string[]): Promise<{ proc: RunnerProcess; ops: string; workDir: string }>;
+  /** A signed `POST /admin/drain` to `opsUrl`, with the runner's key (or `jwk`). */
+  drain(opsUrl: string, jwk?: PrivateJwk): Promise<Response>;
+}
+
+/**
+ * Registers a push runner for a fleet in a fresh context (its address: the gateway's port) and
+ * returns how to start its gateway and workers against `natsUrl`. Every process started is
+ * pushed to `started` for the caller's cleanup.
+ */
+export async function registerFleet(
+  admin: CoordinatorClient,
+  options: {
+    url: string;
+    natsUrl: () => string;
+    dir: string;
+    concurrency: number;
+    scriptTypes?: ("sh" | "python" | "v")[];
+    /** Registered to pull (its gateway leases jobs) instead of being pushed to. */
+    pull?: boolean;
+    started: RunnerProcess[];
+  },
+): Promise<RegisteredFleet> {
+  const { id: contextId } = await admin.createContext();
+  const jwk = await generateKeyPair();
+  const port = await freePort();
+  const address = `http://127.0.0.1:${port}/`;
+  const scriptTypes = options.scriptTypes ?? ["sh", "python"];
+  const runner = await admin.createRunner(contextId, {
+    pubkey: jwk.x,
+    runner_type: "sh",
+    script_types: scriptTypes,
+    concurrency: options.concurrency,
+    ...(options.pull ? { local: true } : { address }),
+  });
+  const keyFile = writeKeyFile(options.dir, contextId, runner.id, jwk);
+  const common = ["--context", String(contextId), "--runner", String(runner.id), "--key-file", keyFile];
+  let workers = 0;
+  return {
+    contextId,
+    runnerId: runner.id,
+    jwk,
+    address,
+    port,
+    async gateway(args = []) {
+      const proc = spawnRunner([
+        ...common,
+        "--url",
+        options.url,
+        "--mode",
+        "gateway",
+        "--nats",
+        options.natsUrl(),
+        ...(options.pull ? ["--pull"] : ["--listen", `127.0.0.1:${port}`]),
+        "--script-types",
+        scriptTypes.join(","),
+        ...args,
+      ]);
+      options.started.push(proc);
+      await proc.waitForLine(
+        options.pull ? /fleet gateway .* pulling from / : /fleet gateway .* listening on /,
+        30_000,
+      );
+      return proc;
+    },
+    async worker(args = []) {
+      const workDir = path.join(options.dir, `work-${contextId}-${runner.id}-${++workers}`);
+      const proc = spawnRunner([
+        ...common,
+        "--mode",
+        "worker",
+        "--nats",
+        options.natsUrl(),
+        "--work-dir",
+        workDir,
+        ...args,
+      ]);
+      options.started.push(proc);
+      const line = await proc.waitForLine(/operations on http:\/\/\S+/, 30_000);
+      await proc.waitForLine(/fleet worker \S+ .* taking jobs/, 30_000);
+      return { proc, ops: (/operations on (http:\/\/\S+)/.exec(line) as RegExpExecArray)[1] as string, workDir };
+    },
+    async drain(opsUrl, key = jwk) {
+      const request = new Request(new URL("admin/drain", opsUrl), { method: "POST" });
+      const signed = await signRequest(request, {
+        keyid: runnerKeyId(contextId, runner.id),
+        key: await importPrivateKey(key),
+      });
+      return fetch(signed);
+    },
+  };
+}
+
+/**
+ * `n` independent sh jobs (`j0`…) that append `<job> <worker's work dir>` to `log` when they
+ * start, sleep `seconds`, and report `n=<i>`: a fleet's runs are counted from the log.
+ */
+export function loggedJobs(
+  n: number,
+  log: string,
+  seconds: number,
+  retries = 0,
+): FlowSubmissionInput & { start: true } {
+  return {
+    start: true,
+    env_vars: { RUN_LOG: log },
+    jobs: Array.from({ length: n }, (_, i) => ({
+      name: `j${i}`,
+      script_type: "sh" as const,
+      retries,
+      script: `echo "j${i} $(dirname "$PWD")" >> "$RUN_LOG"\nsleep ${seconds}\necho "n=${i}" > "$RESULT_FILE"\n`,
+    })),
+  };
+}
+
+/** The runs in a log of loggedJobs: by job, the work dir of the worker of each run. */
+export function runsIn(log: string): Map<string, string[]> {
+  const byJob = new Map<string, string[]>();
+  let text: string;
+  try {
+    text = readFileSync(log, "utf8");
+  } catch {
+    return byJob;
+  }
+  for (const line of text.split("\n").filter(Boolean)) {
+    const [job, dir] = line.split(" ") as [string, string];
+    byJob.set(job, [...(byJob.get(job) ?? []), dir]);
+  }
+  return byJob;
+}

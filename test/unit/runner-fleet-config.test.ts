@@ -1,0 +1,71 @@
+import { mkdtempSync, rmSync, writeFileSync } from "node:fs";
+import { tmpdir } from "node:os";
+import path from "node:path";
+import { afterAll, describe, expect, it } from "vitest";
+import { generateKeyPair } from "../../shared/auth/index.js";
+import { readConfig } from "../../runner/config.js";
+
+/** The runner's command line for a fleet (`--mode`, `--nats` and the JetStream settings). */
+
+const dir = mkdtempSync(path.join(tmpdir(), "fleet-config-"));
+afterAll(() => rmSync(dir, { recursive: true, force: true }));
+
+async function config(args: string[], env: NodeJS.ProcessEnv = {}) {
+  const keyFile = path.join(dir, "runner.json");
+  writeFileSync(keyFile, JSON.stringify(await generateKeyPair()));
+  return readConfig(["--context", "3", "--runner", "4", "--key-file", keyFile, ...args], env, dir);
+}
+
+describe("the runner's fleet options", () => {
+  it("reads a gateway's and a worker's settings; a worker needs no coordinator URL", async () => {
+    const gateway = await config([
+      "--url",
+      "http://127.0.0.1:8787",
+      "--mode",
+      "gateway",
+      "--nats",
+      "nats://127.0.0.1:4222,nats://10.0.0.2:4222",
+      "--capacity",
+      "12",
+      "--ack-wait",
+      "10",
+      "--max-deliver",
+      "3",
+    ]);
+    expect(gateway.help).toBe(false);
+    if (gateway.help) return;
+    expect(gateway.options.fleet).toEqual({
+      mode: "gateway",
+      servers: ["nats://127.0.0.1:4222", "nats://10.0.0.2:4222"],
+      setup: { ackWaitSeconds: 10, maxDeliver: 3 },
+      capacity: 12,
+    });
+    expect(gateway.options.listen).toEqual({ host: "127.0.0.1", port: 8090 });
+
+    const worker = await config([], {
+      RUNNER_FLEET_MODE: "worker",
+      RUNNER_NATS: "nats://n:4222",
+      RUNNER_OPS_LISTEN: ":9100",
+    });
+    if (worker.help) throw new Error("no help asked");
+    expect(worker.options.fleet).toMatchObject({ mode: "worker", opsListen: { host: "127.0.0.1", port: 9100 } });
+    expect(worker.options.listen).toBeUndefined();
+  });
+
+  it("names what is wrong: an unknown mode, no --nats, a NATS URL that is not one, a bad number", async () => {
+    await expect(config(["--url", "http://c", "--mode", "fleet"])).rejects.toThrow(
+      /--mode must be single, gateway, worker or combined, not "fleet"/,
+    );
+    await expect(config(["--url", "http://c", "--mode", "gateway"])).rejects.toThrow(
+      /--nats \(or RUNNER_NATS\) is required/,
+    );
+    await expect(config(["--mode", "worker", "--nats", "http://n:4222"])).rejects.toThrow(
+      /--nats must be nats:\/\/host:port/,
+    );
+    await expect(config(["--mode", "worker", "--nats", "nats://n:4222", "--ack-wait", "0"])).rejects.toThrow(
+      /--ack-wait must be a positive integer, not "0"/,
+    );
+    // Without --mode, a gateway's settings mean nothing and --url stays required.
+    await expect(config([])).rejects.toThrow(/--url \(or RUNNER_URL\) is required/);
+  });
+});
