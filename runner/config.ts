@@ -59,6 +59,8 @@ A fleet on NATS JetStream (README, "Scaling runners"): many processes behind one
   --replicas N           copies of each stream in a NATS cluster (default 1)  RUNNER_REPLICAS
   --max-age SECONDS      events and dead letters are kept this long          RUNNER_MAX_AGE
                          (default ${DEFAULT_FLEET_SETUP.maxAgeSeconds}, a week)
+  --drain-timeout SECONDS a draining gateway waits this long at most for     RUNNER_DRAIN_TIMEOUT
+                         the fleet's running jobs and their reports (default 600)
   In a fleet, --concurrency is a worker's slots; --key-file is the runner's key everywhere (a
   worker uses only its public half, to check /admin/drain).
 
@@ -118,6 +120,7 @@ export async function readConfig(argv: string[], env: NodeJS.ProcessEnv, cwd: st
         "max-ack-pending": { type: "string" },
         replicas: { type: "string" },
         "max-age": { type: "string" },
+        "drain-timeout": { type: "string" },
         help: { type: "boolean", short: "h" },
       },
     }));
@@ -223,12 +226,14 @@ function readFleet(
     ...optional("maxAgeSeconds", number("max-age", "RUNNER_MAX_AGE")),
   };
   const capacity = number("capacity", "RUNNER_CAPACITY");
+  const drainTimeout = number("drain-timeout", "RUNNER_DRAIN_TIMEOUT");
   const ops = pick(flag("ops-listen"), "RUNNER_OPS_LISTEN");
   return {
     mode,
     servers,
     setup,
     ...(capacity === undefined ? {} : { capacity }),
+    ...(drainTimeout === undefined ? {} : { drainTimeoutMs: drainTimeout * 1000 }),
     ...(ops === undefined ? {} : { opsListen: parseListen(ops) }),
   };
 }

@@ -105,6 +105,22 @@ describe("a runner fleet on NATS JetStream", () => {
     expect(await (await fetch(new URL("info", combined.address))).json()).toMatchObject({ mode: "combined", slots: 2 });
   });
 
+  it("stops a running job on its worker when the flow is cancelled, and the gate keeps a queued one from starting", async () => {
+    const fleet = await fleetIn(2);
+    await fleet.gateway();
+    const { proc } = await fleet.worker(["--concurrency", "1"]);
+    const log = path.join(tmp, `runs-${fleet.contextId}.log`);
+    const flow = await admin.submitFlow(fleet.contextId, jobs(2, log, 30));
+    await eventually(() => (runs(log).size === 1 ? true : undefined), 20_000);
+    await admin.cancelFlow(fleet.contextId, flow.id, "enough");
+    const view = await flowEnd(admin, fleet.contextId, flow.id, 30_000);
+    expect(view.status).toBe("error");
+    // The running job was killed, not left to sleep its 30 s; the queued one never started.
+    await proc.waitForLine(/end: error after \d+\.\d s: .*cancelled/, 10_000);
+    await proc.waitForLine(/not run: it is cancelled/, 10_000);
+    expect(runs(log).size).toBe(1);
+  });
+
   it("sends a job no worker can start to the dead letters after its deliveries, and reports it as the job's error, naming it", async () => {
     const fleet = await fleetIn(2, ["sh", "python", "v"]);
     await fleet.gateway();
