@@ -225,6 +225,8 @@ function readFleet(
     ...optional("replicas", number("replicas", "RUNNER_REPLICAS")),
     ...optional("maxAgeSeconds", number("max-age", "RUNNER_MAX_AGE")),
   };
+  if ((setup.maxAgeSeconds ?? DEFAULT_FLEET_SETUP.maxAgeSeconds) < 120)
+    throw new UsageError("--max-age must be at least 120 seconds (the events' dedupe window)");
   const capacity = number("capacity", "RUNNER_CAPACITY");
   const drainTimeout = number("drain-timeout", "RUNNER_DRAIN_TIMEOUT");
   const ops = pick(flag("ops-listen"), "RUNNER_OPS_LISTEN");

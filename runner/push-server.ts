@@ -39,8 +39,11 @@ export interface PushServerOptions {
   /** Parses a verified body; a string says what is wrong. */
   parse(body: unknown): DeliveryPayload | string;
   accept(payload: DeliveryPayload): Acceptance | Promise<Acceptance>;
-  /** The coordinator cancels an attempt (a flow was cancelled): true when it was running here. */
-  cancel(request: CancelRequest): boolean;
+  /**
+   * The coordinator cancels an attempt (a flow was cancelled): true when it was running here (a
+   * fleet gateway: passed on). A rejection is answered 503, for the coordinator to try again.
+   */
+  cancel(request: CancelRequest): boolean | Promise<boolean>;
   health(): Record<string, unknown>;
   /** More routes, mounted before the deliveries' catch-all (a fleet gateway's operations routes, its own `/health`). */
   routes?(app: Hono): void;
@@ -157,7 +160,15 @@ async function deliver(c: Context, options: PushServerOptions, nonces: NonceLedg
       );
     }
     const { cancel } = parsed.data;
-    const stopped = options.cancel(cancel);
+    let stopped: boolean;
+    try {
+      stopped = await options.cancel(cancel);
+    } catch (error) {
+      options.log.warn(
+        `cancel of message ${cancel.caller_id}:${cancel.message_id} not passed on: ${(error as Error).message}`,
+      );
+      return problem(c, 503, "unavailable", `the cancel could not be passed on now: ${(error as Error).message}`);
+    }
     options.log.info(
       `cancel of message ${cancel.caller_id}:${cancel.message_id} attempt ${cancel.attempt}: ${stopped ? "stopping it" : "not running here"}`,
     );

@@ -6,7 +6,13 @@ import { CoordinatorKeyDirectory } from "./coordinator-keys.js";
 import { executorFor, registerBuiltinExecutors } from "./executors/index.js";
 import { DEFAULT_STARTED_AFTER_MS, runDelivery, type JobDeps, type RunnerLog } from "./job.js";
 import { startPullLoop, type PullLoop } from "./pull-loop.js";
-import { startPushServer, type Acceptance, type CancelRequest, type PushServer } from "./push-server.js";
+import {
+  startPushServer,
+  type Acceptance,
+  type CancelRequest,
+  type PushServer,
+  type PushServerOptions,
+} from "./push-server.js";
 import { DEFAULT_PULL_BATCH, ReportBatcher } from "./batcher.js";
 import { parseDelivery } from "./delivery.js";
 import type { FleetOptions } from "./fleet/fleet.js";
@@ -111,12 +117,7 @@ export async function startRunner(options: RunnerOptions): Promise<RunnerHandle>
       : undefined;
   const deps: JobDeps = {
     sink: batcher ?? new DirectSink(reporter),
-    workDir: options.workDir ?? path.join(tmpdir(), "flow-runner"),
-    heartbeatSeconds: options.heartbeatSeconds ?? 10,
-    startedAfterMs: options.startedAfterMs ?? DEFAULT_STARTED_AFTER_MS,
-    log,
-    stopSignal: stopping.signal,
-    executorFor: (type) => (scriptTypes.includes(type) ? executorFor(type) : undefined),
+    ...jobSettings(options, log, stopping.signal, scriptTypes),
   };
 
   /** Attempts running now and recently done, by message and attempt: the dedupe of at-least-once deliveries. */
@@ -180,14 +181,8 @@ export async function startRunner(options: RunnerOptions): Promise<RunnerHandle>
   let server: PushServer | undefined;
   let pull: PullLoop | undefined;
   if (mode === "push") {
-    const keys = new CoordinatorKeyDirectory(options.url, log.warn);
-    await keys.load();
     server = await startPushServer({
-      host: options.listen?.host ?? "127.0.0.1",
-      port: options.listen?.port ?? 0,
-      ...(options.tls ? { tls: options.tls } : {}),
-      keys,
-      skewSeconds: options.skewSeconds ?? 300,
+      ...(await pushListening(options, log)),
       parse,
       accept,
       cancel: (c) => {
@@ -246,6 +241,42 @@ export async function startRunner(options: RunnerOptions): Promise<RunnerHandle>
       stopping.abort("the runner was stopped");
       return drain();
     },
+  };
+}
+
+/** How jobs run with these options: everything a job needs but where its reports go. */
+export function jobSettings(
+  options: RunnerOptions,
+  log: RunnerLog,
+  stopSignal: AbortSignal,
+  scriptTypes: string[],
+): Omit<JobDeps, "sink"> {
+  return {
+    workDir: options.workDir ?? path.join(tmpdir(), "flow-runner"),
+    heartbeatSeconds: options.heartbeatSeconds ?? 10,
+    startedAfterMs: options.startedAfterMs ?? DEFAULT_STARTED_AFTER_MS,
+    log,
+    stopSignal,
+    executorFor: (type) => (scriptTypes.includes(type) ? executorFor(type) : undefined),
+  };
+}
+
+/**
+ * Where a push server of these options listens (default 127.0.0.1, any free port) and how it
+ * verifies deliveries: the coordinator's keys, loaded now.
+ */
+export async function pushListening(
+  options: RunnerOptions,
+  log: RunnerLog,
+): Promise<Pick<PushServerOptions, "host" | "port" | "tls" | "keys" | "skewSeconds">> {
+  const keys = new CoordinatorKeyDirectory(options.url, log.warn);
+  await keys.load();
+  return {
+    host: options.listen?.host ?? "127.0.0.1",
+    port: options.listen?.port ?? 0,
+    ...(options.tls ? { tls: options.tls } : {}),
+    keys,
+    skewSeconds: options.skewSeconds ?? 300,
   };
 }
 

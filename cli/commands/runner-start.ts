@@ -108,8 +108,10 @@ const start: Command = {
       if (mode === "worker" && (listen !== undefined || options.flag("pull")))
         throw new UsageError("a worker takes its jobs from NATS: --listen and --pull are for the gateway", NAME);
       args.push("--mode", mode, "--nats", nats);
-    } else if (nats !== undefined) {
-      throw new UsageError("--nats goes with --mode gateway, worker or combined", NAME);
+    } else {
+      for (const fleetOnly of ["nats", "capacity", "ops-listen"])
+        if (options.string(fleetOnly) !== undefined)
+          throw new UsageError(`--${fleetOnly} goes with --mode gateway, worker or combined`, NAME);
     }
     const capacity = options.string("capacity");
     if (capacity !== undefined) args.push("--capacity", String(parseCount(capacity, "--capacity", NAME, 1)));

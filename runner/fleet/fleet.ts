@@ -1,20 +1,24 @@
 import { readFileSync } from "node:fs";
-import path from "node:path";
-import { tmpdir } from "node:os";
 import { connect } from "@nats-io/transport-node";
 import type { Hono } from "hono";
-import { importPrivateKey, importPublicKey, KEY_DIRECTORY_PATH, runnerKeyId } from "../../shared/auth/index.js";
+import { hostname } from "node:os";
+import {
+  importPrivateKey,
+  importPublicKey,
+  KEY_DIRECTORY_PATH,
+  randomHex,
+  runnerKeyId,
+} from "../../shared/auth/index.js";
 import { sleep } from "../../shared/client/index.js";
 import { DEFAULT_PULL_BATCH, ReportBatcher } from "../batcher.js";
-import { CoordinatorKeyDirectory } from "../coordinator-keys.js";
 import { parseDelivery } from "../delivery.js";
 import { executorFor, registerBuiltinExecutors } from "../executors/index.js";
-import { ACK_RETRY_MS, DEFAULT_STARTED_AFTER_MS, type RunnerLog } from "../job.js";
+import { ACK_RETRY_MS } from "../job.js";
 import { startPullLoop, type PullLoop } from "../pull-loop.js";
 import { startPushServer, type PushServer } from "../push-server.js";
 import { DirectSink, reportTarget, type ReportSink } from "../report-sink.js";
 import { Reporter } from "../reporter.js";
-import type { RunnerHandle, RunnerOptions } from "../runner.js";
+import { consoleLog, jobSettings, pushListening, type RunnerHandle, type RunnerOptions } from "../runner.js";
 import { startGateway, type Gateway } from "./gateway.js";
 import { FleetMetrics } from "./metrics.js";
 import { fleetNames } from "./names.js";
@@ -48,10 +52,7 @@ const VERSION = (
  * `POST /admin/drain`.
  */
 export async function startFleetRunner(options: RunnerOptions & { fleet: FleetOptions }): Promise<RunnerHandle> {
-  const log: RunnerLog = options.log ?? {
-    info: (line) => process.stdout.write(`${new Date().toISOString()} ${line}\n`),
-    warn: (line) => process.stderr.write(`${new Date().toISOString()} warning: ${line}\n`),
-  };
+  const log = options.log ?? consoleLog;
   const { fleet, contextId, runnerId } = options;
   const setup: FleetSetup = { ...DEFAULT_FLEET_SETUP, ...fleet.setup };
   const scriptTypes = options.scriptTypes ?? ["python", "sh"];
@@ -76,6 +77,8 @@ export async function startFleetRunner(options: RunnerOptions & { fleet: FleetOp
     }
   })();
   const names = fleetNames({ contextId, runnerId });
+  /** This process in the fleet: its worker id, the name a drain must give. */
+  const member = `${hostname().replace(/[^A-Za-z0-9_-]/g, "_")}-${process.pid}-${randomHex(3)}`;
   const stores = await ensureFleet(nc, names, setup);
   const metrics = new FleetMetrics();
   metrics.gauge("fleet_consumer_pending", "Messages not yet delivered to a consumer (its lag).", async () => [
@@ -130,17 +133,11 @@ export async function startFleetRunner(options: RunnerOptions & { fleet: FleetOp
         names,
         stores,
         setup,
+        id: member,
         slots: options.concurrency ?? 4,
         scriptTypes,
         metrics,
-        job: {
-          workDir: options.workDir ?? path.join(tmpdir(), "flow-runner"),
-          heartbeatSeconds: options.heartbeatSeconds ?? 10,
-          startedAfterMs: options.startedAfterMs ?? DEFAULT_STARTED_AFTER_MS,
-          log,
-          stopSignal: stopping.signal,
-          executorFor: (type) => (scriptTypes.includes(type) ? executorFor(type) : undefined),
-        },
+        job: jobSettings(options, log, stopping.signal, scriptTypes),
       })
     : undefined;
   const gateway: Gateway | undefined =
@@ -194,7 +191,7 @@ export async function startFleetRunner(options: RunnerOptions & { fleet: FleetOp
   };
   const ops: FleetOps = {
     admin: { keyid: runnerKeyId(contextId, runnerId), key: await importPublicKey(options.key.x) },
-    skewSeconds: options.skewSeconds ?? 300,
+    member,
     async health() {
       const nats = await natsUp();
       const coordinator = gateway ? await coordinatorUp() : "not needed (worker)";
@@ -217,6 +214,7 @@ export async function startFleetRunner(options: RunnerOptions & { fleet: FleetOp
       }
       return {
         mode: fleet.mode,
+        member,
         version: VERSION,
         context_id: contextId,
         runner_id: runnerId,
@@ -239,14 +237,8 @@ export async function startFleetRunner(options: RunnerOptions & { fleet: FleetOp
   };
 
   if (gateway && options.mode !== "pull") {
-    const keys = new CoordinatorKeyDirectory(options.url, log.warn);
-    await keys.load();
     server = await startPushServer({
-      host: options.listen?.host ?? "127.0.0.1",
-      port: options.listen?.port ?? 0,
-      ...(options.tls ? { tls: options.tls } : {}),
-      keys,
-      skewSeconds: options.skewSeconds ?? 300,
+      ...(await pushListening(options, log)),
       parse: parseDelivery(reporter!, log),
       accept: (payload) => gateway.accept(payload),
       cancel: (request) => gateway.cancel(request),
@@ -302,7 +294,7 @@ export async function startFleetRunner(options: RunnerOptions & { fleet: FleetOp
         gateway?.refuseNew();
         await pull?.stop();
         await worker?.drain();
-        await gateway?.drain(fleet.drainTimeoutMs ?? 600_000);
+        await gateway?.drain(fleet.drainTimeoutMs ?? 600_000, stopping.signal);
         await server?.close();
         await opsServer?.close();
         await nc.drain().catch(() => undefined);

@@ -1,7 +1,9 @@
 import { headers as natsHeaders, type NatsConnection } from "@nats-io/nats-core";
 import { jetstream } from "@nats-io/jetstream";
 import type { DeliveryPayload, RunnerJob } from "../../shared/model/index.js";
+import { sleep } from "../../shared/client/index.js";
 import type { RunnerLog } from "../job.js";
+import type { PostOutcome } from "../reporter.js";
 import type { Acceptance, CancelRequest } from "../push-server.js";
 import type { ReportSink } from "../report-sink.js";
 import type { FleetMetrics } from "./metrics.js";
@@ -31,17 +33,20 @@ export interface Gateway {
   /** Push: a verified delivery; answered once JetStream stored it (or why not). */
   accept(payload: DeliveryPayload): Promise<Acceptance>;
   /** Pull: a leased delivery, stored and then acknowledged to the coordinator. */
-  take(payload: DeliveryPayload, ack: () => Promise<unknown>): void;
-  /** The coordinator cancels an attempt: workers are told, and the gate keeps it from starting later. */
-  cancel(request: CancelRequest): boolean;
+  take(payload: DeliveryPayload, ack: () => Promise<PostOutcome>): void;
+  /** The coordinator cancels an attempt: the gate keeps it from starting later, and workers are told. */
+  cancel(request: CancelRequest): Promise<boolean>;
   /** Jobs the fleet can hold now (live workers' slots, capped). */
   capacity(): Promise<number>;
   /** Job messages in the work stream (waiting or running). */
   depth(): Promise<number>;
   /** Room in the fleet as last read (pull: how many to lease). */
   room(): number;
-  /** Takes no new work, waits for the fleet's running jobs' results to be relayed, then stops. */
-  drain(timeoutMs: number): Promise<void>;
+  /**
+   * Takes no new work, waits for the fleet's running jobs' results to be relayed (at most
+   * `timeoutMs`, or until `hurry` is aborted: only what is being relayed is finished), then stops.
+   */
+  drain(timeoutMs: number, hurry: AbortSignal): Promise<void>;
   /** Refuses new deliveries from now on (the first step of a drain). */
   refuseNew(): void;
   relay: Relay;
@@ -63,17 +68,20 @@ export function startGateway(options: GatewayOptions): Gateway {
   const js = jetstream(nc);
   let isDraining = false;
   /**
-   * The fleet's capacity and the work stream's depth as last read, and what changed since: jobs
-   * published, and results relayed. A job leaves the stream when its worker acknowledges it, just
-   * after the result is stored, while the coordinator may already push the next job on the slot
-   * that result freed: counting the relayed result as gone keeps that push from a false 429.
+   * The fleet's capacity and the jobs in it (waiting or out with a worker, as the workers'
+   * consumer counts them) as last read, and what changed since: jobs reserved (counted before
+   * their publish, so deliveries at once cannot all pass the check), and results relayed. A job
+   * leaves the fleet when its worker acknowledges it, just after its result is stored, while the
+   * coordinator may already push the next job on the slot that result freed: counting the relayed
+   * result as gone keeps that push from a false 429. A read keeps what changed while it ran.
    */
-  const read = { at: 0, capacity: 0, depth: 0, published: 0, settled: 0 };
-  const depth = () => Math.max(0, read.depth + read.published - read.settled);
+  const read = { at: 0, capacity: 0, depth: 0, reserved: 0, settled: 0, running: 0 };
+  const depth = () => Math.max(0, read.depth + read.reserved - read.settled);
   let reading: Promise<void> | undefined;
 
   const refresh = (): Promise<void> =>
     (reading ??= (async () => {
+      const before = { reserved: read.reserved, settled: read.settled };
       try {
         let slots = 0;
         for await (const key of await stores.workers.keys()) {
@@ -82,11 +90,12 @@ export function startGateway(options: GatewayOptions): Gateway {
           const worker = entry.json<{ slots?: number; draining?: boolean }>();
           if (!worker.draining) slots += worker.slots ?? 0;
         }
-        const info = await stores.jsm.streams.info(names.jobsStream);
+        const info = await stores.jsm.consumers.info(names.jobsStream, names.workersConsumer);
         read.capacity = options.capacityCap === undefined ? slots : Math.min(slots, options.capacityCap);
-        read.depth = info.state.messages;
-        read.published = 0;
-        read.settled = 0;
+        read.depth = info.num_pending + info.num_ack_pending;
+        read.running = info.num_ack_pending;
+        read.reserved -= before.reserved;
+        read.settled -= before.settled;
         read.at = Date.now();
       } finally {
         reading = undefined;
@@ -96,16 +105,23 @@ export function startGateway(options: GatewayOptions): Gateway {
     if (Date.now() - read.at > READ_EVERY_MS) await refresh();
   };
 
-  const lost = (ref: AttemptRef, why: string) => {
+  /**
+   * The attempt is over for the coordinator: marked `cancelled` in the gate (unless it is done),
+   * so no worker starts it later, then running workers are told. The mark is awaited: a cancel
+   * whose mark could not be written is not answered as done.
+   */
+  const lost = async (ref: AttemptRef, why: string): Promise<void> => {
+    const key = attemptId(ref);
+    if ((await stores.gate.get(key))?.string() !== "done") await stores.gate.put(key, "cancelled");
     nc.publish(names.cancelSubject, JSON.stringify({ ...ref, reason: why }));
-    void stores.gate.create(attemptId(ref), "cancelled").catch(() => undefined);
   };
   const relay = startRelay({
     nc,
     names,
     sink: options.sink,
     ackWaitMs: options.setup.ackWaitSeconds * 1000,
-    lost,
+    lost: (ref, why) =>
+      void lost(ref, why).catch((error: Error) => log.warn(`cannot cancel ${attemptId(ref)}: ${error.message}`)),
     settled: (event, by) => {
       if (event.event === "result") read.settled += by;
     },
@@ -113,16 +129,24 @@ export function startGateway(options: GatewayOptions): Gateway {
     metrics,
   });
 
-  const publish = async (payload: DeliveryPayload): Promise<"stored" | "duplicate"> => {
+  /** Publishes a delivery; its place in the fleet is reserved already (`reserved`) or now. */
+  const publish = async (payload: DeliveryPayload, reserved = false): Promise<"stored" | "duplicate"> => {
     const ref = attemptOf(payload);
     const job = payload.message.job[0] as RunnerJob;
     const h = natsHeaders();
     h.set("Fleet-Attempt", String(payload.attempt));
-    const ack = await js.publish(names.job(job.script_type, ref), JSON.stringify(payload), {
-      msgID: attemptId(ref),
-      headers: h,
-    });
-    read.published++;
+    if (!reserved) read.reserved++;
+    let ack;
+    try {
+      ack = await js.publish(names.job(job.script_type, ref), JSON.stringify(payload), {
+        msgID: attemptId(ref),
+        headers: h,
+      });
+    } catch (error) {
+      read.reserved--;
+      throw error;
+    }
+    if (ack.duplicate) read.reserved--;
     metrics.count("fleet_deliveries_total", DELIVERIES_HELP, { outcome: ack.duplicate ? "duplicate" : "stored" });
     return ack.duplicate ? "duplicate" : "stored";
   };
@@ -161,14 +185,19 @@ export function startGateway(options: GatewayOptions): Gateway {
         log.warn(`leased job ${payload.job_id} not taken: ${typeof refused === "string" ? refused : refused.refused}`);
         return;
       }
-      // Leased means ours: it is stored even while draining, and acknowledged before any of its events go.
-      void relay.enqueue(attemptOf(payload), async () => {
-        await publish(payload);
-        await ack();
+      // Leased means ours: it is stored even while draining, and acknowledged before any of its
+      // events go. Its place is taken now, so the pull loop does not lease past the fleet's room.
+      read.reserved++;
+      const ref = attemptOf(payload);
+      void relay.enqueue(ref, async () => {
+        await publish(payload, true);
+        const acked = await ack();
+        // Not ours after all (or no answer): it must not run.
+        if (!acked.ok) await lost(ref, `the coordinator did not take its ack: ${acked.detail}`);
       });
     },
-    cancel(request) {
-      lost(request, request.reason);
+    async cancel(request) {
+      await lost(request, request.reason);
       return true;
     },
     capacity: async () => {
@@ -180,23 +209,24 @@ export function startGateway(options: GatewayOptions): Gateway {
       return depth();
     },
     room: () => Math.max(0, read.capacity - depth()),
-    async drain(timeoutMs) {
+    async drain(timeoutMs, hurry) {
       isDraining = true;
       const until = Date.now() + timeoutMs;
-      // The fleet's running jobs report through us: wait until they are done and relayed.
-      for (;;) {
+      // The fleet's jobs report through us: wait until those running (even on draining workers)
+      // are done and their events relayed; jobs still waiting only while some worker may take them.
+      while (!hurry.aborted) {
         await refresh().catch(() => undefined);
         const events = await stores.jsm.consumers
           .info(names.eventsStream, names.gatewayConsumer)
           .catch(() => undefined);
         const waiting = (events?.num_pending ?? 0) + (events?.num_ack_pending ?? 0) + relay.inFlight();
-        const jobs = read.capacity > 0 ? read.depth : 0;
+        const jobs = read.capacity > 0 ? read.depth : read.running;
         if (waiting === 0 && jobs === 0) break;
         if (Date.now() > until) {
           log.warn(`gateway drain: gave up waiting (${jobs} job(s) in the fleet, ${waiting} event(s) to relay)`);
           break;
         }
-        await new Promise((resolve) => setTimeout(resolve, 250));
+        await sleep(250);
       }
       await relay.stop();
     },

@@ -18,16 +18,21 @@ export interface FleetOps {
   drain(): void;
   /** The runner's key id (`runner:<context>:<id>`) and public key: only it may drain. */
   admin: { keyid: string; key: CryptoKey };
-  skewSeconds: number;
+  /** This process's id in the fleet (in `/info`): a drain must name it. */
+  member: string;
 }
+
+/** How old a signed drain may be: short, since it stops a member. */
+const DRAIN_SKEW_S = 60;
 
 /**
  * Mounts `/health`, `/ready`, `/metrics`, `/info` (unsigned GETs: they tell state, change
- * nothing) and `POST /admin/drain` (signed by the runner's own key, RFC 9421 as everything else:
- * draining stops a fleet member, so only whoever holds the runner's key may ask).
+ * nothing) and `POST /admin/drain` (signed by the runner's own key, RFC 9421 as everything else,
+ * within a minute, its body `{"member": "<id>"}` naming this process: draining stops a fleet
+ * member, so only whoever holds the runner's key may ask, and only of the member it names).
  */
 export function mountOps(app: Hono, ops: FleetOps): void {
-  const nonces = new NonceLedger((2 * ops.skewSeconds + 60) * 1000);
+  const nonces = new NonceLedger((2 * DRAIN_SKEW_S + 60) * 1000);
   const status = async (c: Context, check: () => Promise<{ ok: boolean } & Record<string, unknown>>) => {
     const result = await check();
     return c.json(result, result.ok ? 200 : 503);
@@ -45,7 +50,7 @@ export function mountOps(app: Hono, ops: FleetOps): void {
       const verified = await verifyRequest(signedRequest(c), {
         body,
         now: Math.floor(Date.now() / 1000),
-        skewSeconds: ops.skewSeconds,
+        skewSeconds: DRAIN_SKEW_S,
         resolveKey: async (kid) => (kid === ops.admin.keyid ? ops.admin.key : null),
       });
       if (!nonces.use(`${verified.keyid} ${verified.nonce}`))
@@ -54,6 +59,20 @@ export function mountOps(app: Hono, ops: FleetOps): void {
       if (!(error instanceof AuthError)) throw error;
       return problem(c, 401, error.code, `${error.message} (sign with the runner's key, keyid ${ops.admin.keyid})`);
     }
+    // The body names the member: a drain seen on its way cannot be replayed to the others.
+    let member: unknown;
+    try {
+      member = (JSON.parse(new TextDecoder().decode(body)) as { member?: unknown } | null)?.member;
+    } catch {
+      member = undefined;
+    }
+    if (member !== ops.member)
+      return problem(
+        c,
+        403,
+        "wrong-member",
+        `a drain names the member it stops ({"member": "${ops.member}"}, as /info shows)`,
+      );
     ops.drain();
     return c.json({ draining: true }, 202);
   });
@@ -88,7 +107,7 @@ export async function startOpsServer(
   };
 }
 
-function problem(c: Context, status: 401 | 404 | 413, type: string, detail: string): Response {
+function problem(c: Context, status: 401 | 403 | 404 | 413, type: string, detail: string): Response {
   return c.body(JSON.stringify({ type: `/problems/${type}`, title: type, status, detail }), status, {
     "content-type": "application/problem+json",
   });

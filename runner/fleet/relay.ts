@@ -40,7 +40,7 @@ export interface Relay {
   stop(): Promise<void>;
 }
 
-/** One try at the coordinator lasts at most this long before the event goes back to the stream. */
+/** One round of retries at the coordinator (the reporter's backoff); rounds go on until it answers. */
 const RELAY_RETRY_MS = 30_000;
 
 /**
@@ -48,9 +48,9 @@ const RELAY_RETRY_MS = 30_000;
  * coordinator as the signed report it is, acknowledging it only after the coordinator answered —
  * 2xx (applied or `duplicate`) or a 4xx that ends it (409 for an attempt that is over). Events
  * of one attempt are sent one after another, in stream order (`started` before the result);
- * different attempts' events go at once. An event the coordinator did not answer within
- * RELAY_RETRY_MS goes back to the stream and comes again; a gateway that dies leaves its
- * unacknowledged events to come again after the ack wait. Nothing is lost either way, and the
+ * different attempts' events go at once. An event the coordinator does not answer is tried
+ * again until it does (kept alive with in-progress acks meanwhile); a gateway that stops hands
+ * it back, and one that dies leaves its unacknowledged events to come again after the ack wait. Nothing is lost either way, and the
  * coordinator applies a report once however often it comes.
  */
 export function startRelay(options: RelayOptions): Relay {
@@ -77,14 +77,18 @@ export function startRelay(options: RelayOptions): Relay {
   const relay = async (m: JsMsg, event: FleetEvent, keepAlive: NodeJS.Timeout) => {
     try {
       options.settled(event, 1);
-      const outcome = await options.sink.send(event.target, event.event, event.body, RELAY_RETRY_MS);
+      // Not answered (the coordinator is away): tried again here, holding the attempt's queue, so
+      // its later events do not overtake this one; handed back to the stream only when stopping.
+      let outcome = await options.sink.send(event.target, event.event, event.body, RELAY_RETRY_MS);
+      while (!outcome.ok && outcome.status === 0 && !stopping)
+        outcome = await options.sink.send(event.target, event.event, event.body, RELAY_RETRY_MS);
       if (outcome.ok) {
         m.ack();
         metrics.count("fleet_reports_relayed_total", RELAYED_HELP, { event: event.event, outcome: "taken" });
         return;
       }
       if (outcome.status === 0) {
-        // Not answered (the coordinator is away): back to the stream, to come again.
+        // Stopping with it unanswered: back to the stream, to come again.
         options.settled(event, -1);
         m.nak(2_000);
         metrics.count("fleet_reports_relayed_total", RELAYED_HELP, { event: event.event, outcome: "retry" });

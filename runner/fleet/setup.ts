@@ -21,7 +21,7 @@ export interface FleetSetup {
   maxAgeSeconds: number;
   /** A job message not acknowledged (nor kept alive with `in-progress`) this long goes to another worker (s). */
   ackWaitSeconds: number;
-  /** Deliveries of a job message before a worker sends it to the dead letters. */
+  /** Starts of a job (or deliveries, when no live worker runs its type) before it goes to the dead letters. */
   maxDeliver: number;
   /** Job messages out with workers at once, fleet-wide. */
   maxAckPending: number;
@@ -35,8 +35,13 @@ export const DEFAULT_FLEET_SETUP: FleetSetup = {
   maxAckPending: 1000,
 };
 
-/** A window in which a delivery published again (a retried push) is stored once. */
-const DUPLICATE_WINDOW_S = 120;
+/**
+ * A window in which a delivery published again (a retried push, a reaped claim delivered again)
+ * is stored once: an hour, longer than the coordinator takes to deliver an attempt again.
+ */
+const JOBS_DUPLICATE_WINDOW_S = 3600;
+/** The same for events (a worker's publish retried after a lost PubAck). */
+const EVENTS_DUPLICATE_WINDOW_S = 120;
 /** Worker announcements expire this long after the last one (each worker refreshes every third of it). */
 export const WORKER_TTL_MS = 15_000;
 /** The idempotency gate remembers an attempt this long: longer than any redelivery of it. */
@@ -63,7 +68,7 @@ export async function ensureFleet(nc: NatsConnection, names: FleetNames, setup: 
     name: names.jobsStream,
     subjects: [names.jobsFilter],
     retention: RetentionPolicy.Workqueue,
-    duplicate_window: nanos(DUPLICATE_WINDOW_S * 1000),
+    duplicate_window: nanos(JOBS_DUPLICATE_WINDOW_S * 1000),
   });
   await ensureStream(jsm, {
     ...common,
@@ -71,7 +76,7 @@ export async function ensureFleet(nc: NatsConnection, names: FleetNames, setup: 
     subjects: [names.eventsFilter],
     retention: RetentionPolicy.Workqueue,
     max_age: nanos(setup.maxAgeSeconds * 1000),
-    duplicate_window: nanos(DUPLICATE_WINDOW_S * 1000),
+    duplicate_window: nanos(EVENTS_DUPLICATE_WINDOW_S * 1000),
   });
   await ensureStream(jsm, {
     ...common,
@@ -85,9 +90,10 @@ export async function ensureFleet(nc: NatsConnection, names: FleetNames, setup: 
     ack_policy: AckPolicy.Explicit,
     deliver_policy: DeliverPolicy.All,
     ack_wait: nanos(setup.ackWaitSeconds * 1000),
-    // One more than the workers' limit: the delivery that finds it reached sends the message to
-    // the dead letters (and reports it); JetStream alone would only stop redelivering it.
-    max_deliver: setup.maxDeliver + 1,
+    // Redelivered for ever: the workers count starts in the gate and send a message past the
+    // limit to the dead letters (and report it). JetStream's own limit would leave it in the work
+    // stream, delivered to no one, holding a place in the fleet's capacity for good.
+    max_deliver: -1,
     max_ack_pending: setup.maxAckPending,
   });
   await ensureConsumer(jsm, names.eventsStream, {

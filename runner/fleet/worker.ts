@@ -1,8 +1,6 @@
-import { hostname } from "node:os";
 import { headers as natsHeaders, type NatsConnection, type Subscription } from "@nats-io/nats-core";
-import { jetstream, type Consumer, type JsMsg } from "@nats-io/jetstream";
+import { jetstream, type Consumer, type ConsumerMessages, type JsMsg } from "@nats-io/jetstream";
 import { sleep } from "../../shared/client/index.js";
-import { randomHex } from "../../shared/auth/index.js";
 import { DeliveryPayload, type RunnerJob } from "../../shared/model/index.js";
 import { describeAttempt, runDelivery, type JobDeps } from "../job.js";
 import { reportTarget } from "../report-sink.js";
@@ -17,6 +15,8 @@ export interface FleetWorkerOptions {
   names: FleetNames;
   stores: FleetStores;
   setup: FleetSetup;
+  /** The worker's id in the fleet (its entry among the live workers, its events' dedupe ids). */
+  id: string;
   /** Jobs at once on this worker. */
   slots: number;
   scriptTypes: string[];
@@ -35,8 +35,10 @@ export interface FleetWorker {
 
 /** A worker waits this long for job messages per fetch. */
 const FETCH_EXPIRES_MS = 5_000;
-/** Settling a finished attempt (gate, then ack) is retried this long while NATS is away. */
+/** Marking a finished attempt done in the gate is retried this long while NATS is away. */
 const SETTLE_FOR_MS = 120_000;
+/** A cancel of an attempt not running here is remembered this long. */
+const CANCEL_MEMORY_MS = 10 * 60_000;
 
 /**
  * A worker of the fleet: takes job messages from the shared durable consumer (never more than
@@ -44,14 +46,16 @@ const SETTLE_FOR_MS = 120_000;
  * acknowledges the message only once the result event is stored and the idempotency gate says
  * the attempt is done. A message redelivered after that (its ack was lost) is acknowledged
  * without running; one redelivered because its worker died runs again here. A message that
- * cannot start (unreadable, a script type no worker runs, or delivered more often than the
- * limit) goes to the dead letters and is reported to the coordinator as the attempt's error.
+ * cannot start (unreadable, a script type no live worker runs, or started `maxDeliver` times
+ * without finishing, as the gate counts) goes to the dead letters and is reported to the
+ * coordinator as the attempt's error. Deliveries alone are not counted: a worker that lacks the
+ * job's script type, or is draining, hands it back without using up its chances.
  */
 export async function startFleetWorker(options: FleetWorkerOptions): Promise<FleetWorker> {
   const { nc, names, stores, setup, slots, scriptTypes, metrics } = options;
   const log = options.job.log;
   const js = jetstream(nc);
-  const id = `${hostname().replace(/[^A-Za-z0-9_-]/g, "_")}-${process.pid}-${randomHex(3)}`;
+  const id = options.id;
   const running = new Map<string, { cancel: AbortController; done: Promise<void> }>();
   let draining = false;
   let waiters: (() => void)[] = [];
@@ -71,18 +75,42 @@ export async function startFleetWorker(options: FleetWorkerOptions): Promise<Fle
   await announce();
   const announcer = setInterval(() => void announce(), WORKER_TTL_MS / 3);
 
+  /**
+   * Attempts cancelled while not running here, for a while: a cancel that comes between a job
+   * message's gate check and its start (the gate's own mark may not have been read) still stops it.
+   */
+  const cancelled = new Map<string, number>();
   // Stops an attempt the gateway says is over (the coordinator cancelled it or moved on).
   const cancels: Subscription = nc.subscribe(names.cancelSubject, {
     callback: (error, msg) => {
       if (error) return;
       try {
         const ref = msg.json<AttemptRef & { reason?: string }>();
-        running.get(attemptId(ref))?.cancel.abort(`cancelled: ${ref.reason ?? "the attempt is over"}`);
+        const key = attemptId(ref);
+        const run = running.get(key);
+        if (run) run.cancel.abort(`cancelled: ${ref.reason ?? "the attempt is over"}`);
+        else cancelled.set(key, Date.now() + CANCEL_MEMORY_MS);
+        if (cancelled.size > 1000) for (const [k, until] of cancelled) if (until < Date.now()) cancelled.delete(k);
       } catch {
         // Not a cancel of ours.
       }
     },
   });
+
+  /** Script types some live worker of the fleet runs (read at most every few seconds). */
+  let liveTypes = { at: 0, types: new Set<string>() };
+  const runByOthers = async (type: string): Promise<boolean> => {
+    if (Date.now() - liveTypes.at > WORKER_TTL_MS / 3) {
+      const types = new Set<string>();
+      for await (const worker of await stores.workers.keys()) {
+        const entry = await stores.workers.get(worker);
+        if (entry?.operation === "PUT")
+          for (const t of entry.json<{ script_types?: string[] }>().script_types ?? []) types.add(t);
+      }
+      liveTypes = { at: Date.now(), types };
+    }
+    return liveTypes.types.has(type);
+  };
 
   const deadLetter = async (m: JsMsg, reason: string, payload?: DeliveryPayload) => {
     const type = payload ? (payload.message.job[0] as RunnerJob).script_type : "unknown";
@@ -99,13 +127,15 @@ export async function startFleetWorker(options: FleetWorkerOptions): Promise<Fle
     if (payload && ref) {
       const sink = new EventSink(js, names, ref, { worker: id, delivery: m.info.deliveryCount });
       const error = `dead letter: ${reason} (kept in NATS stream ${names.deadStream} as message ${stored.seq})`;
-      await sink.send(reportTarget(payload), "result", {
+      const reported = await sink.send(reportTarget(payload), "result", {
         attempt: payload.attempt,
         status: "error",
         error,
         result: {},
         logs: [],
       });
+      // Not reported: it comes again, and the dead letter is stored once (its dedupe id).
+      if (!reported.ok) return m.nak(5_000);
       await stores.gate.put(attemptId(ref), "done");
     }
     m.term();
@@ -116,7 +146,6 @@ export async function startFleetWorker(options: FleetWorkerOptions): Promise<Fle
     const delivery = m.info.deliveryCount;
     if (delivery > 1)
       metrics.count("fleet_redeliveries_total", "Job messages this worker got again (a worker died or let one go).");
-    if (draining) return m.nak();
     let raw: unknown;
     try {
       raw = m.json();
@@ -131,21 +160,32 @@ export async function startFleetWorker(options: FleetWorkerOptions): Promise<Fle
     const label = describeAttempt(payload, job);
     const ref = attemptOf(payload);
     const key = attemptId(ref);
+    // The gate: `done` or `cancelled` ends it here; `running:<n>` counts its starts so far.
     const gate = await stores.gate.get(key);
-    if (gate && gate.operation === "PUT") {
-      log.info(`${label} not run: it is ${gate.string()} (delivery ${delivery})`);
+    const state = gate?.operation === "PUT" ? gate.string() : "";
+    if (state === "done" || state === "cancelled" || (cancelled.get(key) ?? 0) > Date.now()) {
+      log.info(`${label} not run: it is ${state || "cancelled"} (delivery ${delivery})`);
       metrics.count("fleet_jobs_total", help.jobs, { outcome: "skipped" });
       return m.ack();
     }
-    if (delivery > setup.maxDeliver) {
-      return deadLetter(m, `${label} was delivered ${delivery - 1} times without finishing`, payload);
+    const starts = state.startsWith("running:") ? Number(state.slice("running:".length)) || 0 : 0;
+    if (starts >= setup.maxDeliver) {
+      return deadLetter(m, `${label} was started ${starts} times and never finished`, payload);
     }
     if (!scriptTypes.includes(job.script_type)) {
-      if (delivery >= setup.maxDeliver)
-        return deadLetter(m, `${label}: no worker ran ${job.script_type} scripts in ${delivery} deliveries`, payload);
+      // Another worker may run it: its deliveries here do not count. Only when no live worker
+      // runs its type does it become poison.
+      if (!(await runByOthers(job.script_type)) && delivery >= setup.maxDeliver)
+        return deadLetter(
+          m,
+          `${label}: no live worker runs ${job.script_type} scripts (delivered ${delivery} times)`,
+          payload,
+        );
       return m.nak(1_000);
     }
+    if (draining) return m.nak(1_000);
     if (running.has(key)) return m.working();
+    await stores.gate.put(key, `running:${starts + 1}`);
 
     const cancel = new AbortController();
     const sink = new EventSink(js, names, ref, { worker: id, delivery });
@@ -163,7 +203,10 @@ export async function startFleetWorker(options: FleetWorkerOptions): Promise<Fle
           return;
         }
         await settle(() => stores.gate.put(key, "done"));
-        await settle(() => m.ackAck());
+        // An ack lost on the way (NATS restarting) cannot be sent again (the client counts it
+        // sent); the message then comes again, and the gate's `done` keeps it from running.
+        if (!(await m.ackAck().catch(() => false)))
+          log.info(`${label}: the ack of its job message was not confirmed; the gate stops a redelivery`);
         metrics.count("fleet_jobs_total", help.jobs, { outcome: end.status });
       } finally {
         clearInterval(keepAlive);
@@ -177,6 +220,7 @@ export async function startFleetWorker(options: FleetWorkerOptions): Promise<Fle
     running.set(key, { cancel, done });
   };
 
+  let batch: ConsumerMessages | undefined;
   const consume = async () => {
     let consumer: Consumer | undefined;
     while (!draining) {
@@ -187,7 +231,7 @@ export async function startFleetWorker(options: FleetWorkerOptions): Promise<Fle
       }
       try {
         consumer ??= await js.consumers.get(names.jobsStream, names.workersConsumer);
-        const batch = await consumer.fetch({ max_messages: free, expires: FETCH_EXPIRES_MS });
+        batch = await consumer.fetch({ max_messages: free, expires: FETCH_EXPIRES_MS });
         for await (const m of batch) await take(m);
       } catch (error) {
         if (draining) break;
@@ -210,6 +254,7 @@ export async function startFleetWorker(options: FleetWorkerOptions): Promise<Fle
       (drained ??= (async () => {
         draining = true;
         wake();
+        batch?.stop();
         await announce();
         log.info(`worker ${id} draining: ${running.size} job(s) running, taking no new work`);
         await loop;

@@ -1,17 +1,12 @@
-import { mkdtempSync, rmSync } from "node:fs";
-import { tmpdir } from "node:os";
 import path from "node:path";
 import { jetstreamManager } from "@nats-io/jetstream";
 import { connect } from "@nats-io/transport-node";
-import { afterAll, beforeAll, describe, expect, it } from "vitest";
-import { actorKeyId, generateKeyPair } from "../../shared/auth/index.js";
-import { CoordinatorClient, signerFromJwk } from "../../shared/client/index.js";
+import { describe, expect, it } from "vitest";
+import { generateKeyPair } from "../../shared/auth/index.js";
 import { fleetNames } from "../../runner/fleet/names.js";
 import { eventually } from "../support/eventually.js";
-import { loggedJobs as jobs, registerFleet, runsIn as runs, startPrivateNats } from "../support/fleet.js";
+import { loggedJobs as jobs, runsIn as runs, useFleetStack } from "../support/fleet.js";
 import { flowEnd } from "../support/flow-runs.js";
-import type { RunnerProcess } from "../support/runner-process.js";
-import { startTestWorker, type TestWorker } from "../support/test-worker.js";
 
 /**
  * The fleet's faults on the real stack: a worker killed mid-job, the gateway killed with results
@@ -19,29 +14,9 @@ import { startTestWorker, type TestWorker } from "../support/test-worker.js";
  * "ran once" and "ran at most retries + 1 times" are counted, not inferred.
  */
 
-const tmp = mkdtempSync(path.join(tmpdir(), "fleet-faults-"));
-const started: RunnerProcess[] = [];
-let worker: TestWorker;
-let admin: CoordinatorClient;
-let nats: Awaited<ReturnType<typeof startPrivateNats>>;
-
-beforeAll(async () => {
-  [worker, nats] = await Promise.all([startTestWorker("fleet-faults", tmp), startPrivateNats()]);
-  const jwk = await generateKeyPair();
-  const anonymous = new CoordinatorClient({ baseUrl: worker.url });
-  const { id } = await anonymous.registerActor(jwk);
-  admin = anonymous.as(await signerFromJwk(jwk, actorKeyId(id)));
-});
-
-afterAll(async () => {
-  await Promise.all(started.map((p) => p.kill()));
-  await Promise.all([worker?.stop(), nats?.close()]);
-  rmSync(tmp, { recursive: true, force: true });
-});
-
-const fleetIn = (concurrency: number) =>
-  registerFleet(admin, { url: worker.url, natsUrl: () => nats.url, dir: tmp, concurrency, started });
-
+const stack = useFleetStack("fleet-faults");
+const { tmp, fleetIn } = stack;
+const admin = () => stack.admin();
 const logOf = (contextId: number) => path.join(tmp, `runs-${contextId}.log`);
 
 describe("a runner fleet's faults", () => {
@@ -51,11 +26,11 @@ describe("a runner fleet's faults", () => {
     const a = await fleet.worker(["--concurrency", "2", "--ack-wait", "3"]);
     const b = await fleet.worker(["--concurrency", "2", "--ack-wait", "3"]);
     const log = logOf(fleet.contextId);
-    const flow = await admin.submitFlow(fleet.contextId, jobs(1, log, 4, 1));
+    const flow = await admin().submitFlow(fleet.contextId, jobs(1, log, 4, 1));
     const [first] = await eventually(() => runs(log).get("j0"), 20_000);
     const victim = first === a.workDir ? a : b;
     await victim.proc.kill();
-    const view = await flowEnd(admin, fleet.contextId, flow.id, 60_000);
+    const view = await flowEnd(admin(), fleet.contextId, flow.id, 60_000);
     expect(view.status).toBe("finished");
     const ran = runs(log).get("j0") ?? [];
     expect(ran.length).toBeGreaterThanOrEqual(2);
@@ -69,12 +44,12 @@ describe("a runner fleet's faults", () => {
     await fleet.worker(["--concurrency", "3"]);
     await fleet.worker(["--concurrency", "3"]);
     const log = logOf(fleet.contextId);
-    const flow = await admin.submitFlow(fleet.contextId, jobs(12, log, 1));
+    const flow = await admin().submitFlow(fleet.contextId, jobs(12, log, 1));
     await eventually(() => (runs(log).size >= 3 ? true : undefined), 20_000);
     await gateway.kill();
     // Results of the running jobs pile up in the events stream meanwhile.
     const names = fleetNames({ contextId: fleet.contextId, runnerId: fleet.runnerId });
-    const nc = await connect({ servers: nats.url });
+    const nc = await connect({ servers: stack.nats().url });
     try {
       const jsm = await jetstreamManager(nc);
       const pending = await eventually(async () => {
@@ -86,7 +61,7 @@ describe("a runner fleet's faults", () => {
       await nc.close();
     }
     await fleet.gateway(["--ack-wait", "3"]);
-    const view = await flowEnd(admin, fleet.contextId, flow.id, 90_000);
+    const view = await flowEnd(admin(), fleet.contextId, flow.id, 90_000);
     expect(view.status).toBe("finished");
     expect(Object.keys(view.result)).toHaveLength(12);
     const byJob = runs(log);
@@ -102,10 +77,10 @@ describe("a runner fleet's faults", () => {
     const w1 = await fleet.worker(["--concurrency", "2"]);
     const w2 = await fleet.worker(["--concurrency", "2"]);
     const log = logOf(fleet.contextId);
-    const flow = await admin.submitFlow(fleet.contextId, jobs(10, log, 1));
+    const flow = await admin().submitFlow(fleet.contextId, jobs(10, log, 1));
     await eventually(() => (runs(log).size >= 2 ? true : undefined), 20_000);
-    await nats.restart();
-    const view = await flowEnd(admin, fleet.contextId, flow.id, 120_000);
+    await stack.nats().restart();
+    const view = await flowEnd(admin(), fleet.contextId, flow.id, 120_000);
     expect(view.status, JSON.stringify(view.jobs.map((j) => [j.key, j.status, j.error]))).toBe("finished");
     expect(runs(log).size).toBe(10);
     const output = [gateway, w1.proc, w2.proc].map((p) => p.output()).join("\n");
@@ -118,7 +93,7 @@ describe("a runner fleet's faults", () => {
     const a = await fleet.worker(["--concurrency", "2"]);
     const b = await fleet.worker(["--concurrency", "2"]);
     const log = logOf(fleet.contextId);
-    const flow = await admin.submitFlow(fleet.contextId, jobs(8, log, 1.5));
+    const flow = await admin().submitFlow(fleet.contextId, jobs(8, log, 1.5));
     const busy = await eventually(() => {
       const byJob = runs(log);
       const onA = [...byJob.values()].filter(([dir]) => dir === a.workDir).length;
@@ -127,12 +102,15 @@ describe("a runner fleet's faults", () => {
     // Unsigned, or signed with another key: refused.
     expect((await fetch(new URL("admin/drain", a.ops), { method: "POST" })).status).toBe(401);
     expect((await fleet.drain(a.ops, await generateKeyPair())).status).toBe(401);
+    // Signed rightly, but naming another member (a drain of b replayed to a): refused.
+    const bMember = ((await (await fetch(new URL("info", b.ops))).json()) as { member: string }).member;
+    expect((await fleet.drain(a.ops, fleet.jwk, bMember)).status).toBe(403);
     const answer = await fleet.drain(a.ops);
     expect(answer.status).toBe(202);
     expect((await a.proc.exited).code).toBe(0);
     expect(a.proc.output()).toMatch(/worker \S+ drained/);
     expect(busy).toBeGreaterThan(0);
-    const view = await flowEnd(admin, fleet.contextId, flow.id, 90_000);
+    const view = await flowEnd(admin(), fleet.contextId, flow.id, 90_000);
     expect(view.status).toBe("finished");
     const byJob = runs(log);
     expect(byJob.size).toBe(8);

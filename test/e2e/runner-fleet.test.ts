@@ -1,18 +1,12 @@
-import { mkdtempSync, rmSync } from "node:fs";
-import { tmpdir } from "node:os";
 import path from "node:path";
 import { connect } from "@nats-io/transport-node";
 import { jetstreamManager } from "@nats-io/jetstream";
-import { afterAll, beforeAll, describe, expect, it } from "vitest";
-import { actorKeyId, generateKeyPair } from "../../shared/auth/index.js";
-import { CoordinatorClient, signerFromJwk } from "../../shared/client/index.js";
+import { describe, expect, it } from "vitest";
 import { fleetNames } from "../../runner/fleet/names.js";
 import { DEFAULT_FLEET_SETUP, ensureFleet } from "../../runner/fleet/setup.js";
 import { eventually } from "../support/eventually.js";
-import { loggedJobs as jobs, registerFleet, runsIn as runs, startPrivateNats } from "../support/fleet.js";
+import { loggedJobs as jobs, runsIn as runs, useFleetStack } from "../support/fleet.js";
 import { flowEnd } from "../support/flow-runs.js";
-import type { RunnerProcess } from "../support/runner-process.js";
-import { startTestWorker, type TestWorker } from "../support/test-worker.js";
 
 /**
  * The runner fleet on NATS JetStream, on the real stack: a `wrangler dev` coordinator, a
@@ -21,36 +15,11 @@ import { startTestWorker, type TestWorker } from "../support/test-worker.js";
  * registered runner (so streams) of its own.
  */
 
-const tmp = mkdtempSync(path.join(tmpdir(), "fleet-test-"));
-const started: RunnerProcess[] = [];
-let worker: TestWorker;
-let admin: CoordinatorClient;
-let nats: Awaited<ReturnType<typeof startPrivateNats>>;
-
-beforeAll(async () => {
-  [worker, nats] = await Promise.all([startTestWorker("fleet", tmp), startPrivateNats()]);
-  const jwk = await generateKeyPair();
-  const anonymous = new CoordinatorClient({ baseUrl: worker.url });
-  const { id } = await anonymous.registerActor(jwk);
-  admin = anonymous.as(await signerFromJwk(jwk, actorKeyId(id)));
-});
-
-afterAll(async () => {
-  await Promise.all(started.map((p) => p.kill()));
-  await Promise.all([worker?.stop(), nats?.close()]);
-  rmSync(tmp, { recursive: true, force: true });
-});
-
+const stack = useFleetStack("fleet");
+const { tmp } = stack;
+const admin = () => stack.admin();
 const fleetIn = (concurrency: number, scriptTypes?: ("sh" | "python" | "v")[], pull = false) =>
-  registerFleet(admin, {
-    url: worker.url,
-    natsUrl: () => nats.url,
-    dir: tmp,
-    concurrency,
-    ...(scriptTypes ? { scriptTypes } : {}),
-    pull,
-    started,
-  });
+  stack.fleetIn(concurrency, { ...(scriptTypes ? { scriptTypes } : {}), pull });
 
 describe("a runner fleet on NATS JetStream", () => {
   it("runs a 200-job flow on one registered runner through a gateway and three workers, each job once, spread over the workers", async () => {
@@ -62,8 +31,8 @@ describe("a runner fleet on NATS JetStream", () => {
       for (let i = 0; i < workers; i++) dirs.push((await fleet.worker(["--concurrency", "4"])).workDir);
       const log = path.join(tmp, `runs-${fleet.contextId}.log`);
       const began = Date.now();
-      const flow = await admin.submitFlow(fleet.contextId, jobs(n, log, 0.05));
-      const view = await flowEnd(admin, fleet.contextId, flow.id, 120_000);
+      const flow = await admin().submitFlow(fleet.contextId, jobs(n, log, 0.05));
+      const view = await flowEnd(admin(), fleet.contextId, flow.id, 120_000);
       const seconds = (Date.now() - began) / 1000;
       expect(view.status, JSON.stringify(view.error)).toBe("finished");
       return { log, dirs, seconds, view };
@@ -89,8 +58,8 @@ describe("a runner fleet on NATS JetStream", () => {
     const gateway = await pulled.gateway(["--batch", "8"]);
     await pulled.worker(["--concurrency", "4"]);
     const log = path.join(tmp, `runs-${pulled.contextId}.log`);
-    const flow = await admin.submitFlow(pulled.contextId, jobs(12, log, 0.2));
-    const view = await flowEnd(admin, pulled.contextId, flow.id, 60_000);
+    const flow = await admin().submitFlow(pulled.contextId, jobs(12, log, 0.2));
+    const view = await flowEnd(admin(), pulled.contextId, flow.id, 60_000);
     expect(view.status, JSON.stringify(view.error)).toBe("finished");
     expect([...runs(log).values()].map((dirs) => dirs.length)).toEqual(Array(12).fill(1));
     expect(gateway.output()).toMatch(/operations on http:\/\/127\.0\.0\.1:\d+\//);
@@ -99,49 +68,69 @@ describe("a runner fleet on NATS JetStream", () => {
     const both = await combined.gateway(["--mode", "combined", "--concurrency", "2"]);
     expect(both.output()).toMatch(/fleet worker \S+ of runner \d+ .* taking jobs/);
     const log2 = path.join(tmp, `runs-${combined.contextId}.log`);
-    const flow2 = await admin.submitFlow(combined.contextId, jobs(5, log2, 0.1));
-    expect((await flowEnd(admin, combined.contextId, flow2.id, 60_000)).status).toBe("finished");
+    const flow2 = await admin().submitFlow(combined.contextId, jobs(5, log2, 0.1));
+    expect((await flowEnd(admin(), combined.contextId, flow2.id, 60_000)).status).toBe("finished");
     expect(runs(log2).size).toBe(5);
     expect(await (await fetch(new URL("info", combined.address))).json()).toMatchObject({ mode: "combined", slots: 2 });
   });
 
   it("stops a running job on its worker when the flow is cancelled, and the gate keeps a queued one from starting", async () => {
-    const fleet = await fleetIn(2);
+    const fleet = await fleetIn(1);
     await fleet.gateway();
     const { proc } = await fleet.worker(["--concurrency", "1"]);
     const log = path.join(tmp, `runs-${fleet.contextId}.log`);
-    const flow = await admin.submitFlow(fleet.contextId, jobs(2, log, 30));
+    const flow = await admin().submitFlow(fleet.contextId, jobs(1, log, 30));
     await eventually(() => (runs(log).size === 1 ? true : undefined), 20_000);
-    await admin.cancelFlow(fleet.contextId, flow.id, "enough");
-    const view = await flowEnd(admin, fleet.contextId, flow.id, 30_000);
-    expect(view.status).toBe("error");
-    // The running job was killed, not left to sleep its 30 s; the queued one never started.
-    await proc.waitForLine(/end: error after \d+\.\d s: .*cancelled/, 10_000);
-    await proc.waitForLine(/not run: it is cancelled/, 10_000);
-    expect(runs(log).size).toBe(1);
+    await admin().cancelFlow(fleet.contextId, flow.id, "enough");
+    expect((await flowEnd(admin(), fleet.contextId, flow.id, 30_000)).status).toBe("error");
+    // Killed, not left to sleep its 30 s.
+    await proc.waitForLine(/end: error after \d+\.\d s: .*cancelled: enough/, 10_000);
+
+    // A job waiting in the work stream: its only worker so far runs python, not sh (and hands it
+    // back, however often, since --max-deliver is high). Cancelled there, it never starts.
+    const queued = await fleetIn(1);
+    await queued.gateway();
+    const python = await queued.worker(["--script-types", "python", "--max-deliver", "1000"]);
+    const log2 = path.join(tmp, `runs-${queued.contextId}.log`);
+    const flow2 = await admin().submitFlow(queued.contextId, jobs(1, log2, 0.1));
+    await eventually(async () => {
+      const metrics = await (await fetch(new URL("metrics", queued.address))).text();
+      return /^fleet_deliveries_total\{outcome="stored"\} 1$/m.test(metrics) ? true : undefined;
+    }, 20_000);
+    await admin().cancelFlow(queued.contextId, flow2.id, "not now");
+    expect((await flowEnd(admin(), queued.contextId, flow2.id, 30_000)).status).toBe("error");
+    // Whichever worker meets it next, the python one or a new sh one, drops it unrun.
+    const sh = await queued.worker(["--script-types", "sh"]);
+    await eventually(
+      () =>
+        /job \d+ \(j0, .*\) not run: it is cancelled/.test(python.proc.output() + sh.proc.output()) ? true : undefined,
+      20_000,
+    );
+    await new Promise((r) => setTimeout(r, 500));
+    expect(runs(log2).size).toBe(0);
   });
 
   it("sends a job no worker can start to the dead letters after its deliveries, and reports it as the job's error, naming it", async () => {
     const fleet = await fleetIn(2, ["sh", "python", "v"]);
     await fleet.gateway();
     await fleet.worker(["--max-deliver", "2"]);
-    const flow = await admin.submitFlow(fleet.contextId, {
+    const flow = await admin().submitFlow(fleet.contextId, {
       start: true,
       jobs: [{ name: "odd", script_type: "v", script: "println('hi')", retries: 0 }],
     });
-    const view = await flowEnd(admin, fleet.contextId, flow.id, 60_000);
+    const view = await flowEnd(admin(), fleet.contextId, flow.id, 60_000);
     expect(view.status).toBe("error");
     const job = view.jobs.find((j) => j.key === "odd" || j.name === "odd");
     const names = fleetNames({ contextId: fleet.contextId, runnerId: fleet.runnerId });
-    expect(job?.error).toMatch(/dead letter: .*no worker ran v scripts in 2 deliveries/);
+    expect(job?.error).toMatch(/dead letter: .*no live worker runs v scripts \(delivered 2 times\)/);
     expect(job?.error).toContain(names.deadStream);
-    const nc = await connect({ servers: nats.url });
+    const nc = await connect({ servers: stack.nats().url });
     try {
       const jsm = await jetstreamManager(nc);
       const dead = await jsm.streams.info(names.deadStream);
       expect(dead.state.messages).toBe(1);
       const message = await jsm.streams.getMessage(names.deadStream, { seq: dead.state.first_seq });
-      expect(message?.header.get("Fleet-Reason")).toMatch(/no worker ran v scripts/);
+      expect(message?.header.get("Fleet-Reason")).toMatch(/no live worker runs v scripts/);
       expect((message?.json() as { job_id: number }).job_id).toBe(job?.id);
     } finally {
       await nc.close();
@@ -162,8 +151,8 @@ describe("a runner fleet on NATS JetStream", () => {
     expect(await (await fetch(new URL("health", ops))).json()).toMatchObject({ ok: true, nats: "connected" });
 
     const log = path.join(tmp, `runs-${fleet.contextId}.log`);
-    const flow = await admin.submitFlow(fleet.contextId, jobs(6, log, 0.5));
-    expect((await flowEnd(admin, fleet.contextId, flow.id, 90_000)).status).toBe("finished");
+    const flow = await admin().submitFlow(fleet.contextId, jobs(6, log, 0.5));
+    expect((await flowEnd(admin(), fleet.contextId, flow.id, 90_000)).status).toBe("finished");
     expect([...runs(log).values()].every((dirs) => dirs.length === 1)).toBe(true);
     expect(gateway.output()).toMatch(/refused delivery of message .*: at the concurrency limit \(429\)/);
 
@@ -194,16 +183,16 @@ describe("a runner fleet on NATS JetStream", () => {
 
   it("sets the fleet up idempotently, updates what may change and names what may not", async () => {
     const names = fleetNames({ contextId: 990_001, runnerId: 1 });
-    const nc = await connect({ servers: nats.url });
+    const nc = await connect({ servers: stack.nats().url });
     try {
       await ensureFleet(nc, names, DEFAULT_FLEET_SETUP);
       await ensureFleet(nc, names, DEFAULT_FLEET_SETUP);
       const jsm = await jetstreamManager(nc);
       const before = await jsm.consumers.info(names.jobsStream, names.workersConsumer);
-      await ensureFleet(nc, names, { ...DEFAULT_FLEET_SETUP, ackWaitSeconds: 7, maxDeliver: 3 });
+      await ensureFleet(nc, names, { ...DEFAULT_FLEET_SETUP, ackWaitSeconds: 7 });
       const after = await jsm.consumers.info(names.jobsStream, names.workersConsumer);
       expect(after.created).toBe(before.created);
-      expect(after.config).toMatchObject({ ack_wait: 7_000_000_000, max_deliver: 4 });
+      expect(after.config).toMatchObject({ ack_wait: 7_000_000_000, max_ack_pending: 1000, max_deliver: -1 });
       const other = fleetNames({ contextId: 990_002, runnerId: 1 });
       await jsm.streams.add({ name: other.jobsStream, subjects: [other.jobsFilter] });
       await expect(ensureFleet(nc, other, DEFAULT_FLEET_SETUP)).rejects.toThrow(

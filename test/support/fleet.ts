@@ -1,18 +1,21 @@
 import { mkdtempSync, readFileSync, rmSync } from "node:fs";
 import { tmpdir } from "node:os";
 import path from "node:path";
+import { afterAll, beforeAll } from "vitest";
 import { startNatsServer, type NatsServerProcess } from "../../infra/nats-server.js";
 import { freePort } from "../../infra/redis-server.js";
 import {
+  actorKeyId,
   generateKeyPair,
   importPrivateKey,
   runnerKeyId,
   signRequest,
   type PrivateJwk,
 } from "../../shared/auth/index.js";
-import type { CoordinatorClient } from "../../shared/client/index.js";
+import { CoordinatorClient, signerFromJwk } from "../../shared/client/index.js";
 import type { FlowSubmissionInput } from "../../shared/flow/index.js";
 import { spawnRunner, writeKeyFile, type RunnerProcess } from "./runner-process.js";
+import { startTestWorker, type TestWorker } from "./test-worker.js";
 
 /** A nats-server with JetStream of a test file's own, on a free port, its store in a temporary folder. */
 export async function startPrivateNats(): Promise<
@@ -58,8 +61,8 @@ export interface RegisteredFleet {
   gateway(args?: string[]): Promise<RunnerProcess>;
   /** Starts a worker; resolves with it and its operations URL once it takes jobs. */
   worker(args?: string[]): Promise<{ proc: RunnerProcess; ops: string; workDir: string }>;
-  /** A signed `POST /admin/drain` to `opsUrl`, with the runner's key (or `jwk`). */
-  drain(opsUrl: string, jwk?: PrivateJwk): Promise<Response>;
+  /** A signed `POST /admin/drain` to `opsUrl` naming its member (from `/info`), with the runner's key (or `jwk`). */
+  drain(opsUrl: string, jwk?: PrivateJwk, member?: string): Promise<Response>;
 }
 
 /**
@@ -139,8 +142,13 @@ export async function registerFleet(
       await proc.waitForLine(/fleet worker \S+ .* taking jobs/, 30_000);
       return { proc, ops: (/operations on (http:\/\/\S+)/.exec(line) as RegExpExecArray)[1] as string, workDir };
     },
-    async drain(opsUrl, key = jwk) {
-      const request = new Request(new URL("admin/drain", opsUrl), { method: "POST" });
+    async drain(opsUrl, key = jwk, named?: string) {
+      const member = named ?? ((await (await fetch(new URL("info", opsUrl))).json()) as { member: string }).member;
+      const request = new Request(new URL("admin/drain", opsUrl), {
+        method: "POST",
+        headers: { "content-type": "application/json" },
+        body: JSON.stringify({ member }),
+      });
       const signed = await signRequest(request, {
         keyid: runnerKeyId(contextId, runner.id),
         key: await importPrivateKey(key),
@@ -186,4 +194,60 @@ export function runsIn(log: string): Map<string, string[]> {
     byJob.set(job, [...(byJob.get(job) ?? []), dir]);
   }
   return byJob;
+}
+
+/** What a fleet test file works with, set up once for the file (see useFleetStack). */
+export interface FleetStack {
+  /** A temporary folder for keys, work dirs and run logs. */
+  tmp: string;
+  admin(): CoordinatorClient;
+  nats(): Awaited<ReturnType<typeof startPrivateNats>>;
+  /** A fresh context with a runner registered for a fleet, to start its gateway and workers. */
+  fleetIn(
+    concurrency: number,
+    options?: { scriptTypes?: ("sh" | "python" | "v")[]; pull?: boolean },
+  ): Promise<RegisteredFleet>;
+}
+
+/**
+ * A test file's fleet stack: its own `wrangler dev` coordinator (under a fresh key prefix named
+ * `label`), its own nats-server, an admin actor; and, after the file, every process it started
+ * killed and everything removed.
+ */
+export function useFleetStack(label: string): FleetStack {
+  const tmp = mkdtempSync(path.join(tmpdir(), `${label}-`));
+  const started: RunnerProcess[] = [];
+  let worker: TestWorker | undefined;
+  let admin: CoordinatorClient | undefined;
+  let nats: Awaited<ReturnType<typeof startPrivateNats>> | undefined;
+  beforeAll(async () => {
+    [worker, nats] = await Promise.all([startTestWorker(label, tmp), startPrivateNats()]);
+    const jwk = await generateKeyPair();
+    const anonymous = new CoordinatorClient({ baseUrl: worker.url });
+    const { id } = await anonymous.registerActor(jwk);
+    admin = anonymous.as(await signerFromJwk(jwk, actorKeyId(id)));
+  });
+  afterAll(async () => {
+    await Promise.all(started.map((p) => p.kill()));
+    await Promise.all([worker?.stop(), nats?.close()]);
+    rmSync(tmp, { recursive: true, force: true });
+  });
+  const need = <T>(value: T | undefined): T => {
+    if (value === undefined) throw new Error("the fleet stack is not started (use it inside tests)");
+    return value;
+  };
+  return {
+    tmp,
+    admin: () => need(admin),
+    nats: () => need(nats),
+    fleetIn: (concurrency, options = {}) =>
+      registerFleet(need(admin), {
+        url: need(worker).url,
+        natsUrl: () => need(nats).url,
+        dir: tmp,
+        concurrency,
+        ...options,
+        started,
+      }),
+  };
 }

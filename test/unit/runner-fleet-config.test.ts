@@ -65,6 +65,9 @@ describe("the runner's fleet options", () => {
     await expect(config(["--mode", "worker", "--nats", "nats://n:4222", "--ack-wait", "0"])).rejects.toThrow(
       /--ack-wait must be a positive integer, not "0"/,
     );
+    await expect(config(["--mode", "worker", "--nats", "nats://n:4222", "--max-age", "60"])).rejects.toThrow(
+      /--max-age must be at least 120 seconds/,
+    );
     // Without --mode, a gateway's settings mean nothing and --url stays required.
     await expect(config([])).rejects.toThrow(/--url \(or RUNNER_URL\) is required/);
   });
