@@ -330,6 +330,20 @@ describe("flowc flows", () => {
       1,
       new RegExp(`runner 99 is not registered in context ${contextId}`),
     );
+    // A fleet member's options, checked before anything starts.
+    const start = ["runner", "start", contextId, runnerId, "--key-file", runnerKey];
+    expectOneErrorLine(
+      await owner.run(...start, "--mode", "fleet", "--nats", "nats://127.0.0.1:4222"),
+      2,
+      /--mode must be gateway, worker or combined, not "fleet"/,
+    );
+    expectOneErrorLine(await owner.run(...start, "--mode", "gateway"), 2, /--mode gateway needs --nats <url>/);
+    expectOneErrorLine(await owner.run(...start, "--nats", "nats://127.0.0.1:4222"), 2, /--nats goes with --mode/);
+    expectOneErrorLine(
+      await owner.run(...start, "--mode", "worker", "--nats", "nats://127.0.0.1:4222", "--pull"),
+      2,
+      /a worker takes its jobs from NATS: --listen and --pull are for the gateway/,
+    );
     const r = runner as NonNullable<typeof runner>;
     r.child.kill("SIGTERM");
     expect(await r.exited).toEqual({ code: 0, signal: null });
