@@ -1,11 +1,11 @@
 import { readFile } from "node:fs/promises";
 import path from "node:path";
 import { parseArgs } from "node:util";
-import { parsePrivateJwk } from "../shared/auth/index.js";
+import { parsePrivateJwk, PublicJwk } from "../shared/auth/index.js";
 import { DEFAULT_PULL_BATCH } from "./batcher.js";
 import { DEFAULT_STARTED_AFTER_MS } from "./job.js";
 import type { RunnerOptions } from "./runner.js";
-import type { FleetOptions } from "./fleet/fleet.js";
+import type { FleetOptions } from "./fleet/options.js";
 import { DEFAULT_FLEET_SETUP } from "./fleet/setup.js";
 
 /** What `--help` prints. */
@@ -61,8 +61,9 @@ A fleet on NATS JetStream (README, "Scaling runners"): many processes behind one
                          (default ${DEFAULT_FLEET_SETUP.maxAgeSeconds}, a week)
   --drain-timeout SECONDS a draining gateway waits this long at most for     RUNNER_DRAIN_TIMEOUT
                          the fleet's running jobs and their reports (default 600)
-  In a fleet, --concurrency is a worker's slots; --key-file is the runner's key everywhere (a
-  worker uses only its public half, to check /admin/drain).
+  In a fleet, --concurrency is a worker's slots; --key-file is the runner's key, and a worker's
+  may hold only its public half ({"kty":"OKP","crv":"Ed25519","x":…}: it signs nothing, and
+  checks /admin/drain with it).
 
 Jobs:
   A job runs in a fresh working directory with its env_vars (flow env, job env, FLOW_ID, JOB_ID,
@@ -172,7 +173,7 @@ export async function readConfig(argv: string[], env: NodeJS.ProcessEnv, cwd: st
     url: url.replace(/\/+$/, ""),
     contextId,
     runnerId,
-    key: parsePrivateJwk(await readText(keyFile, "--key-file"), keyFile),
+    key: readKey(await readText(keyFile, "--key-file"), keyFile, fleetMode === "worker"),
     mode: modeText,
     concurrency,
     heartbeatSeconds,
@@ -242,6 +243,23 @@ function readFleet(
 
 function optional<K extends string>(key: K, value: number | undefined): { [P in K]?: number } {
   return (value === undefined ? {} : { [key]: value }) as { [P in K]?: number };
+}
+
+/**
+ * The runner's key: private, since it signs its reports; a fleet's worker signs nothing and
+ * checks drains with the public half, so its file may hold only that (a worker machine that
+ * holds no private key cannot report as the runner).
+ */
+function readKey(text: string, file: string, publicOk: boolean): RunnerOptions["key"] {
+  if (publicOk) {
+    try {
+      const parsed = PublicJwk.safeParse(JSON.parse(text));
+      if (parsed.success && !("d" in (JSON.parse(text) as object))) return parsed.data;
+    } catch {
+      // Not JSON: parsePrivateJwk says so below.
+    }
+  }
+  return parsePrivateJwk(text, file);
 }
 
 function positive(text: string, option: string): number {

@@ -1,6 +1,6 @@
 import { tmpdir } from "node:os";
 import path from "node:path";
-import { importPrivateKey, runnerKeyId, type PrivateJwk } from "../shared/auth/index.js";
+import { importPrivateKey, runnerKeyId, type PrivateJwk, type PublicJwk } from "../shared/auth/index.js";
 import type { DeliveryPayload } from "../shared/model/index.js";
 import { CoordinatorKeyDirectory } from "./coordinator-keys.js";
 import { executorFor, registerBuiltinExecutors } from "./executors/index.js";
@@ -15,7 +15,7 @@ import {
 } from "./push-server.js";
 import { DEFAULT_PULL_BATCH, ReportBatcher } from "./batcher.js";
 import { parseDelivery } from "./delivery.js";
-import type { FleetOptions } from "./fleet/fleet.js";
+import type { FleetOptions } from "./fleet/options.js";
 import { DirectSink } from "./report-sink.js";
 import { Reporter } from "./reporter.js";
 
@@ -25,8 +25,11 @@ export interface RunnerOptions {
   url: string;
   contextId: number;
   runnerId: number;
-  /** The runner's private key (the public part is what it was registered with). */
-  key: PrivateJwk;
+  /**
+   * The runner's private key (the public part is what it was registered with). A fleet's worker
+   * may have the public part alone: it signs nothing.
+   */
+  key: PrivateJwk | PublicJwk;
   /** `push` (default): serve deliveries over HTTP(S); `pull`: lease them. */
   mode?: "push" | "pull";
   /** Push: where to listen (default 127.0.0.1, port 0 = any free one). */
@@ -97,7 +100,7 @@ export async function startRunner(options: RunnerOptions): Promise<RunnerHandle>
 
   const reporter = new Reporter({
     baseUrl: options.url,
-    signer: { keyid: runnerKeyId(options.contextId, options.runnerId), key: await importPrivateKey(options.key) },
+    signer: { keyid: runnerKeyId(options.contextId, options.runnerId), key: await signingKey(options.key) },
     warn: log.warn,
   });
   const mode = options.mode ?? "push";
@@ -242,6 +245,13 @@ export async function startRunner(options: RunnerOptions): Promise<RunnerHandle>
       return drain();
     },
   };
+}
+
+/** The runner's key for signing: a public key alone cannot sign its reports. */
+export function signingKey(key: PrivateJwk | PublicJwk): Promise<CryptoKey> {
+  if (!("d" in key))
+    throw new Error("the runner signs its reports: --key-file must hold its private key, not only the public one");
+  return importPrivateKey(key);
 }
 
 /** How jobs run with these options: everything a job needs but where its reports go. */

@@ -66,7 +66,7 @@ const start: Command = {
     "Here --key-file names the runner's key, not yours. npm run -s runner -- --help lists the runner's own options.",
     "With --mode, it is part of a fleet behind the registered runner (README, Scaling runners): the gateway",
     "takes the deliveries (at --listen, or --pull) into JetStream, workers on any machine run them; every",
-    "member gets the runner's --key-file (a worker uses only its public half, to check a signed /admin/drain).",
+    "member gets the runner's --key-file; a worker's may hold only the public key (it signs nothing).",
   ].join("\n"),
   examples: [
     "flowc runner register 1 --key-file runner.json --type python --script-types python,sh --address http://127.0.0.1:8090/",
@@ -81,8 +81,10 @@ const start: Command = {
     const keyOption = options.string("key-file");
     if (keyOption === undefined) throw new UsageError("missing option --key-file <runner key>", NAME);
     const keyFile = path.resolve(cwd, keyOption);
-    // Checked here so a wrong path is flowc's one line, not the runner's.
-    const { x: pubkey } = readPrivateKey(keyFile, "--key-file");
+    // Checked here so a wrong path is flowc's one line, not the runner's. A worker's file may
+    // hold the public half alone (it signs nothing): the runner reads that one.
+    const mode = options.string("mode");
+    const pubkey = mode === "worker" ? "" : readPrivateKey(keyFile, "--key-file").x;
     const url = requireUrl(resolveConfig(invocation.globals, invocation.env, cwd, NAME));
 
     const args = ["--url", url, "--context", String(contextId), "--runner", String(runnerId), "--key-file", keyFile];
@@ -99,7 +101,6 @@ const start: Command = {
     if (batch !== undefined) args.push("--batch", String(parseCount(batch, "--batch", NAME, 1)));
     const workDir = options.string("work-dir");
     if (workDir !== undefined) args.push("--work-dir", path.resolve(cwd, workDir));
-    const mode = options.string("mode");
     const nats = options.string("nats");
     if (mode !== undefined) {
       if (!["gateway", "worker", "combined"].includes(mode))

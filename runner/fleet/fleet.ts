@@ -2,13 +2,7 @@ import { readFileSync } from "node:fs";
 import { connect } from "@nats-io/transport-node";
 import type { Hono } from "hono";
 import { hostname } from "node:os";
-import {
-  importPrivateKey,
-  importPublicKey,
-  KEY_DIRECTORY_PATH,
-  randomHex,
-  runnerKeyId,
-} from "../../shared/auth/index.js";
+import { importPublicKey, KEY_DIRECTORY_PATH, randomHex, runnerKeyId } from "../../shared/auth/index.js";
 import { sleep } from "../../shared/client/index.js";
 import { DEFAULT_PULL_BATCH, ReportBatcher } from "../batcher.js";
 import { parseDelivery } from "../delivery.js";
@@ -18,28 +12,21 @@ import { startPullLoop, type PullLoop } from "../pull-loop.js";
 import { startPushServer, type PushServer } from "../push-server.js";
 import { DirectSink, reportTarget, type ReportSink } from "../report-sink.js";
 import { Reporter } from "../reporter.js";
-import { consoleLog, jobSettings, pushListening, type RunnerHandle, type RunnerOptions } from "../runner.js";
+import {
+  consoleLog,
+  jobSettings,
+  pushListening,
+  signingKey,
+  type RunnerHandle,
+  type RunnerOptions,
+} from "../runner.js";
 import { startGateway, type Gateway } from "./gateway.js";
 import { FleetMetrics } from "./metrics.js";
 import { fleetNames } from "./names.js";
 import { mountOps, startOpsServer, type FleetOps } from "./ops.js";
+import type { FleetOptions } from "./options.js";
 import { DEFAULT_FLEET_SETUP, ensureFleet, type FleetSetup } from "./setup.js";
 import { startFleetWorker, type FleetWorker } from "./worker.js";
-
-/** A runner process's part in a fleet on NATS JetStream. */
-export interface FleetOptions {
-  /** `gateway`: the registered runner, storing deliveries; `worker`: runs them; `combined`: both. */
-  mode: "gateway" | "worker" | "combined";
-  /** NATS server URLs, e.g. `nats://127.0.0.1:4222`. */
-  servers: string[];
-  setup?: Partial<FleetSetup>;
-  /** Gateway: at most this many jobs in the fleet at once, whatever its workers offer. */
-  capacity?: number;
-  /** Where `/health`, `/ready`, `/metrics`, `/info` and `/admin/drain` are served when no push server is (port 0: any free one). */
-  opsListen?: { host: string; port: number };
-  /** A draining gateway waits this long at most for the fleet's results (ms, default 10 minutes). */
-  drainTimeoutMs?: number;
-}
 
 const VERSION = (
   JSON.parse(readFileSync(new URL("../../package.json", import.meta.url), "utf8")) as { version: string }
@@ -119,7 +106,7 @@ export async function startFleetRunner(options: RunnerOptions & { fleet: FleetOp
   if (isGateway) {
     reporter = new Reporter({
       baseUrl: options.url,
-      signer: { keyid: runnerKeyId(contextId, runnerId), key: await importPrivateKey(options.key) },
+      signer: { keyid: runnerKeyId(contextId, runnerId), key: await signingKey(options.key) },
       warn: log.warn,
     });
     const batch = options.batch ?? (options.mode === "pull" ? DEFAULT_PULL_BATCH : 1);

@@ -9,6 +9,7 @@ export {
   keyThumbprint,
   parsePrivateJwk,
   PrivateJwk,
+  PublicJwk,
 } from "./keys.js";
 export { PRIMARY_LABEL, signRequest } from "./sign.js";
 export type { RequestSigner, SignOptions } from "./sign.js";

@@ -18,6 +18,10 @@ export const PrivateJwk = z.object({
 });
 export type PrivateJwk = z.infer<typeof PrivateJwk>;
 
+/** The public half alone: `{"kty":"OKP","crv":"Ed25519","x":"<public>"}`. */
+export const PublicJwk = PrivateJwk.omit({ d: true });
+export type PublicJwk = z.infer<typeof PublicJwk>;
+
 const ED25519 = { name: "Ed25519" } as const;
 
 /** A fresh key pair, exported as a private JWK (which carries the public key too). */

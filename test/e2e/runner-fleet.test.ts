@@ -1,3 +1,4 @@
+import { writeFileSync } from "node:fs";
 import path from "node:path";
 import { connect } from "@nats-io/transport-node";
 import { jetstreamManager } from "@nats-io/jetstream";
@@ -28,7 +29,13 @@ describe("a runner fleet on NATS JetStream", () => {
       const fleet = await fleetIn(4 * workers);
       await fleet.gateway();
       const dirs = [];
-      for (let i = 0; i < workers; i++) dirs.push((await fleet.worker(["--concurrency", "4"])).workDir);
+      // The last worker holds only the runner's public key: a worker signs nothing.
+      const publicKey = path.join(tmp, `public-${fleet.contextId}.json`);
+      writeFileSync(publicKey, JSON.stringify({ kty: "OKP", crv: "Ed25519", x: fleet.jwk.x }));
+      for (let i = 0; i < workers; i++) {
+        const own = i === workers - 1 ? ["--key-file", publicKey] : [];
+        dirs.push((await fleet.worker(["--concurrency", "4", ...own])).workDir);
+      }
       const log = path.join(tmp, `runs-${fleet.contextId}.log`);
       const began = Date.now();
       const flow = await admin().submitFlow(fleet.contextId, jobs(n, log, 0.05));
@@ -66,7 +73,7 @@ describe("a runner fleet on NATS JetStream", () => {
 
     const combined = await fleetIn(2);
     const both = await combined.gateway(["--mode", "combined", "--concurrency", "2"]);
-    expect(both.output()).toMatch(/fleet worker \S+ of runner \d+ .* taking jobs/);
+    await both.waitForLine(/fleet worker \S+ of runner \d+ .* taking jobs/, 10_000);
     const log2 = path.join(tmp, `runs-${combined.contextId}.log`);
     const flow2 = await admin().submitFlow(combined.contextId, jobs(5, log2, 0.1));
     expect((await flowEnd(admin(), combined.contextId, flow2.id, 60_000)).status).toBe("finished");

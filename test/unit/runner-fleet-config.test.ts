@@ -52,6 +52,19 @@ describe("the runner's fleet options", () => {
     expect(worker.options.listen).toBeUndefined();
   });
 
+  it("lets a worker's key file hold the public key alone, and no one else's", async () => {
+    const { x } = await generateKeyPair();
+    const publicFile = path.join(dir, "public.json");
+    writeFileSync(publicFile, JSON.stringify({ kty: "OKP", crv: "Ed25519", x }));
+    const base = ["--context", "3", "--runner", "4", "--key-file", publicFile, "--nats", "nats://n:4222"];
+    const worker = await readConfig([...base, "--mode", "worker"], {}, dir);
+    if (worker.help) throw new Error("no help asked");
+    expect(worker.options.key).toEqual({ kty: "OKP", crv: "Ed25519", x });
+    await expect(readConfig([...base, "--mode", "gateway", "--url", "http://c"], {}, dir)).rejects.toThrow(
+      /is not an Ed25519 private JWK \(d:/,
+    );
+  });
+
   it("names what is wrong: an unknown mode, no --nats, a NATS URL that is not one, a bad number", async () => {
     await expect(config(["--url", "http://c", "--mode", "fleet"])).rejects.toThrow(
       /--mode must be single, gateway, worker or combined, not "fleet"/,
