@@ -53,8 +53,9 @@ A fleet on NATS JetStream (README, "Scaling runners"): many processes behind one
                          a pushed-to gateway serves them on --listen
   --ack-wait SECONDS     a job message not kept alive this long goes to      RUNNER_ACK_WAIT
                          another worker (default ${DEFAULT_FLEET_SETUP.ackWaitSeconds})
-  --max-deliver N        deliveries of a job that cannot start before it     RUNNER_MAX_DELIVER
-                         goes to the dead letters (default ${DEFAULT_FLEET_SETUP.maxDeliver})
+  --max-deliver N        starts of a job without a result (or deliveries,    RUNNER_MAX_DELIVER
+                         when no live worker runs its script type) before
+                         it goes to the dead letters (default ${DEFAULT_FLEET_SETUP.maxDeliver})
   --max-ack-pending N    job messages out with workers at once (default ${DEFAULT_FLEET_SETUP.maxAckPending})   RUNNER_MAX_ACK_PENDING
   --replicas N           copies of each stream in a NATS cluster (default 1)  RUNNER_REPLICAS
   --max-age SECONDS      events and dead letters are kept this long          RUNNER_MAX_AGE
