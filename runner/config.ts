@@ -159,6 +159,12 @@ export async function readConfig(argv: string[], env: NodeJS.ProcessEnv, cwd: st
   const startedText = pick(values["started-after"], "RUNNER_STARTED_AFTER") ?? String(DEFAULT_STARTED_AFTER_MS);
   // 0 is allowed: `started` at once.
   const startedAfterMs = startedText === "0" ? 0 : positive(startedText, "--started-after");
+  // Past the heartbeat interval, heartbeats would come before `started`, and the coordinator
+  // would start the job's own timeout that much late.
+  if (startedAfterMs >= heartbeatSeconds * 1000)
+    throw new UsageError(
+      `--started-after must be below the heartbeat interval (${heartbeatSeconds * 1000} ms), not ${startedAfterMs}`,
+    );
   const batch = positive(
     pick(values.batch, "RUNNER_BATCH") ?? String(modeText === "pull" ? DEFAULT_PULL_BATCH : 1),
     "--batch",

@@ -71,8 +71,9 @@ export class Draft {
 
   /**
    * Whether every job of the flow has finished. Jobs that finished stay finished while the flow
-   * runs, so how far the order is known to be finished is carried from state to state, and a
-   * flow whose jobs end one by one is not read whole at every end.
+   * runs (a re-run aside, which `done` watches for), so how far the order is known to be
+   * finished is carried from state to state, and a flow whose jobs end one by one is not read
+   * whole at every end.
    */
   allFinished(): boolean {
     let at = finishedPrefix.get(this.from) ?? 0;
@@ -84,6 +85,14 @@ export class Draft {
 
   done(): Transition {
     changes.set(this.flow, { from: new WeakRef(this.from), ids: this.touched });
+    // The finished prefix still holds unless a finished job was made unfinished (a re-run).
+    const carried = finishedPrefix.get(this.from);
+    if (carried !== undefined && !finishedPrefix.has(this.flow)) {
+      const reopened = [...this.touched].some(
+        (id) => this.from.jobs[id]?.status === "finished" && this.job(id).status !== "finished",
+      );
+      if (!reopened) finishedPrefix.set(this.flow, carried);
+    }
     return { state: this.flow, effects: this.effects, outcome: "applied" };
   }
 }

@@ -81,6 +81,9 @@ describe("the runner's fleet options", () => {
     await expect(config(["--mode", "worker", "--nats", "nats://n:4222", "--max-age", "60"])).rejects.toThrow(
       /--max-age must be at least 120 seconds/,
     );
+    await expect(config(["--url", "http://c", "--heartbeat", "2", "--started-after", "2000"])).rejects.toThrow(
+      /--started-after must be below the heartbeat interval \(2000 ms\), not 2000/,
+    );
     // Without --mode, a gateway's settings mean nothing and --url stays required.
     await expect(config([])).rejects.toThrow(/--url \(or RUNNER_URL\) is required/);
   });
