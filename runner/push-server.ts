@@ -44,7 +44,8 @@ export interface PushServerOptions {
    * fleet gateway: passed on). A rejection is answered 503, for the coordinator to try again.
    */
   cancel(request: CancelRequest): boolean | Promise<boolean>;
-  health(): Record<string, unknown>;
+  /** What `GET /health` tells (load, draining); without it, `routes` serve `/health`. */
+  health?(): Record<string, unknown>;
   /** More routes, mounted before the deliveries' catch-all (a fleet gateway's operations routes, its own `/health`). */
   routes?(app: Hono): void;
   log: RunnerLog;
@@ -70,19 +71,30 @@ const MAX_BODY_BYTES = 4 * 1024 * 1024;
  */
 export async function startPushServer(options: PushServerOptions): Promise<PushServer> {
   const app = pushApp(options, new NonceLedger((2 * options.skewSeconds + 60) * 1000));
+  return serveApp(app, options);
+}
+
+/**
+ * Serves `app` on `host:port` (port 0: any free one), over HTTPS with `tls`; resolves once it
+ * listens, with its URL and how to close it (open keep-alive connections dropped).
+ */
+export async function serveApp(
+  app: Hono,
+  listen: { host: string; port: number; tls?: { cert: Buffer; key: Buffer } },
+): Promise<PushServer> {
   const base = {
     fetch: app.fetch,
-    port: options.port,
-    hostname: options.host,
+    port: listen.port,
+    hostname: listen.host,
     // The runner may run in-process next to other code (tests, an embedding app) that uses
     // fetch: its global Request/Response must stay Node's own.
     overrideGlobalObjects: false,
   };
-  const server = options.tls
+  const server = listen.tls
     ? serve({
         ...base,
         createServer: createHttpsServer,
-        serverOptions: { cert: options.tls.cert, key: options.tls.key },
+        serverOptions: { cert: listen.tls.cert, key: listen.tls.key },
       })
     : serve(base);
   const { port } = await new Promise<AddressInfo>((resolve, reject) => {
@@ -92,9 +104,9 @@ export async function startPushServer(options: PushServerOptions): Promise<PushS
       resolve(server.address() as AddressInfo);
     });
   });
-  const host = options.host.includes(":") ? `[${options.host}]` : options.host;
+  const host = listen.host.includes(":") ? `[${listen.host}]` : listen.host;
   return {
-    url: `${options.tls ? "https" : "http"}://${host}:${port}/`,
+    url: `${listen.tls ? "https" : "http"}://${host}:${port}/`,
     close: () => stop(server),
   };
 }
@@ -104,7 +116,8 @@ function pushApp(options: PushServerOptions, nonces: NonceLedger): Hono {
   const app = new Hono({ getPath: (request) => new URL(request.url).pathname });
   options.routes?.(app);
   // Hono routes HEAD to GET handlers: HEAD /health stays a 405, as every non-POST but GET /health.
-  app.get("/health", (c) => (c.req.method === "GET" ? json(c, 200, options.health()) : notAllowed(c)));
+  const { health } = options;
+  if (health) app.get("/health", (c) => (c.req.method === "GET" ? json(c, 200, health()) : notAllowed(c)));
   // Any path: the coordinator POSTs to the address the runner registered, whatever its path.
   app.post("*", (c) => deliver(c, options, nonces));
   app.notFound(notAllowed);
@@ -220,7 +233,8 @@ function json(c: Context, status: ContentfulStatusCode, body: unknown): Response
   return c.body(JSON.stringify(body), status, { "content-type": "application/json" });
 }
 
-function problem(
+/** An RFC 9457 problem answer, `type` a `/problems/<type>` path. */
+export function problem(
   c: Context,
   status: ContentfulStatusCode,
   type: string,

@@ -1,10 +1,11 @@
 import { headers as natsHeaders } from "@nats-io/nats-core";
 import type { JetStreamClient } from "@nats-io/jetstream";
 import { z } from "zod";
-import { sleep, type RunnerEventName } from "../../shared/client/index.js";
+import type { RunnerEventName } from "../../shared/client/index.js";
 import type { PostOutcome } from "../reporter.js";
 import type { ReportBody, ReportSink, ReportTarget } from "../report-sink.js";
 import { attemptId, type AttemptRef, type FleetNames } from "./names.js";
+import { retryFor } from "./retry.js";
 
 /**
  * What a worker publishes to the events stream for the gateway to relay: the report as its
@@ -37,15 +38,13 @@ export const FleetEvent = z.object({
 });
 export type FleetEvent = z.infer<typeof FleetEvent>;
 
-const INITIAL_DELAY_MS = 250;
-const MAX_DELAY_MS = 8_000;
 const DEFAULT_RETRY_FOR_MS = 60_000;
 
 /**
  * A worker's sink for one delivery of an attempt: each report becomes an event in the events
  * stream, and counts as taken once JetStream stored it (the gateway relays it from there, and
  * keeps it until the coordinator answered). A publish that fails (NATS away) is tried again with
- * backoff, under the same dedupe id, so a retry whose first try was stored is stored once.
+ * backoff (retryFor), under the same dedupe id, so a retry whose first try was stored is stored once.
  */
 export class EventSink implements ReportSink {
   private seq = 0;
@@ -70,19 +69,15 @@ export class EventSink implements ReportSink {
     const msgID = `${attemptId(this.attempt)}.${this.run.worker}.${this.run.delivery}.${++this.seq}`;
     const headers = natsHeaders();
     headers.set("Fleet-Event", event);
-    const deadline = Date.now() + (retryForMs ?? DEFAULT_RETRY_FOR_MS);
-    let delay = INITIAL_DELAY_MS;
-    for (;;) {
-      try {
-        await this.js.publish(this.names.event(event, this.attempt), JSON.stringify(payload), { msgID, headers });
-        if (event === "result") this.resultStored = true;
-        return { ok: true, status: 202, body: { stored: event } };
-      } catch (error) {
-        if (Date.now() + delay > deadline)
-          return { ok: false, stop: false, status: 0, detail: `not stored in NATS: ${(error as Error).message}` };
-        await sleep(delay);
-        delay = Math.min(delay * 2, MAX_DELAY_MS);
-      }
+    try {
+      await retryFor(
+        () => this.js.publish(this.names.event(event, this.attempt), JSON.stringify(payload), { msgID, headers }),
+        retryForMs ?? DEFAULT_RETRY_FOR_MS,
+      );
+    } catch (error) {
+      return { ok: false, stop: false, status: 0, detail: `not stored in NATS: ${(error as Error).message}` };
     }
+    if (event === "result") this.resultStored = true;
+    return { ok: true, status: 202, body: { stored: event } };
   }
 }

@@ -68,35 +68,26 @@ export async function startFleetRunner(options: RunnerOptions & { fleet: FleetOp
   const member = `${hostname().replace(/[^A-Za-z0-9_-]/g, "_")}-${process.pid}-${randomHex(3)}`;
   const stores = await ensureFleet(nc, names, setup);
   const metrics = new FleetMetrics();
-  metrics.gauge("fleet_consumer_pending", "Messages not yet delivered to a consumer (its lag).", async () => [
-    [
-      { consumer: names.workersConsumer },
-      (await stores.jsm.consumers.info(names.jobsStream, names.workersConsumer)).num_pending,
-    ],
-    [
-      { consumer: names.gatewayConsumer },
-      (await stores.jsm.consumers.info(names.eventsStream, names.gatewayConsumer)).num_pending,
-    ],
-  ]);
-  metrics.gauge("fleet_consumer_ack_pending", "Messages delivered and not yet acknowledged (in flight).", async () => [
-    [
-      { consumer: names.workersConsumer },
-      (await stores.jsm.consumers.info(names.jobsStream, names.workersConsumer)).num_ack_pending,
-    ],
-    [
-      { consumer: names.gatewayConsumer },
-      (await stores.jsm.consumers.info(names.eventsStream, names.gatewayConsumer)).num_ack_pending,
-    ],
-  ]);
-  metrics.gauge(
-    "fleet_consumer_redelivered",
-    "Messages delivered more than once and not yet acknowledged.",
-    async () => [
-      [
-        { consumer: names.workersConsumer },
-        (await stores.jsm.consumers.info(names.jobsStream, names.workersConsumer)).num_redelivered,
-      ],
-    ],
+  // The fleet's two consumers, read once per gauge at scrape time.
+  const consumerPairs: [stream: string, consumer: string][] = [
+    [names.jobsStream, names.workersConsumer],
+    [names.eventsStream, names.gatewayConsumer],
+  ];
+  const consumers = (field: "num_pending" | "num_ack_pending" | "num_redelivered") =>
+    Promise.all(
+      consumerPairs.map(async ([stream, consumer]): Promise<[Record<string, string>, number]> => [
+        { consumer },
+        (await stores.jsm.consumers.info(stream, consumer))[field],
+      ]),
+    );
+  metrics.gauge("fleet_consumer_pending", "Messages not yet delivered to a consumer (its lag).", () =>
+    consumers("num_pending"),
+  );
+  metrics.gauge("fleet_consumer_ack_pending", "Messages delivered and not yet acknowledged (in flight).", () =>
+    consumers("num_ack_pending"),
+  );
+  metrics.gauge("fleet_consumer_redelivered", "Messages delivered more than once and not yet acknowledged.", () =>
+    consumers("num_redelivered"),
   );
 
   const stopping = new AbortController();
@@ -230,7 +221,6 @@ export async function startFleetRunner(options: RunnerOptions & { fleet: FleetOp
       accept: (payload) => gateway.accept(payload),
       cancel: (request) => gateway.cancel(request),
       routes: (app: Hono) => mountOps(app, ops),
-      health: () => ({}),
       log,
     });
     log.info(

@@ -1,9 +1,7 @@
-import { serve, type ServerType } from "@hono/node-server";
 import { Hono, type Context } from "hono";
-import type { AddressInfo } from "node:net";
 import { AuthError, verifyRequest } from "../../shared/auth/index.js";
 import { readBoundedBody } from "../../shared/http/body.js";
-import { NonceLedger, signedRequest } from "../push-server.js";
+import { NonceLedger, problem, serveApp, signedRequest, type PushServer } from "../push-server.js";
 
 /** What a gateway or worker tells its operators. */
 export interface FleetOps {
@@ -79,36 +77,9 @@ export function mountOps(app: Hono, ops: FleetOps): void {
 }
 
 /** A standalone ops server (a worker, or a pulling gateway): the routes above on `host:port`. */
-export async function startOpsServer(
-  ops: FleetOps,
-  listen: { host: string; port: number },
-): Promise<{ url: string; close(): Promise<void> }> {
+export function startOpsServer(ops: FleetOps, listen: { host: string; port: number }): Promise<PushServer> {
   const app = new Hono();
   mountOps(app, ops);
   app.notFound((c) => problem(c, 404, "not-found", "GET /health, /ready, /metrics, /info; POST /admin/drain"));
-  const server: ServerType = serve({
-    fetch: app.fetch,
-    port: listen.port,
-    hostname: listen.host,
-    overrideGlobalObjects: false,
-  });
-  const { port } = await new Promise<AddressInfo>((resolve, reject) => {
-    server.once("error", reject);
-    server.once("listening", () => resolve(server.address() as AddressInfo));
-  });
-  const host = listen.host.includes(":") ? `[${listen.host}]` : listen.host;
-  return {
-    url: `http://${host}:${port}/`,
-    close: () =>
-      new Promise((resolve) => {
-        server.close(() => resolve());
-        if ("closeAllConnections" in server) server.closeAllConnections();
-      }),
-  };
-}
-
-function problem(c: Context, status: 401 | 403 | 404 | 413, type: string, detail: string): Response {
-  return c.body(JSON.stringify({ type: `/problems/${type}`, title: type, status, detail }), status, {
-    "content-type": "application/problem+json",
-  });
+  return serveApp(app, listen);
 }

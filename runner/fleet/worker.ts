@@ -7,6 +7,7 @@ import { reportTarget } from "../report-sink.js";
 import { EventSink } from "./events.js";
 import type { FleetMetrics } from "./metrics.js";
 import { attemptId, attemptOf, type AttemptRef, type FleetNames } from "./names.js";
+import { retryFor } from "./retry.js";
 import { WORKER_TTL_MS, type FleetSetup, type FleetStores } from "./setup.js";
 
 /** What a worker needs: the fleet, its slots and script types, and how to run a job. */
@@ -37,6 +38,7 @@ export interface FleetWorker {
 const FETCH_EXPIRES_MS = 5_000;
 /** Marking a finished attempt done in the gate is retried this long while NATS is away. */
 const SETTLE_FOR_MS = 120_000;
+const JOBS_HELP = "Job messages this worker settled, by how (finished, error, abandoned, skipped, dead).";
 /** A cancel of an attempt not running here is remembered this long. */
 const CANCEL_MEMORY_MS = 10 * 60_000;
 
@@ -63,9 +65,6 @@ export async function startFleetWorker(options: FleetWorkerOptions): Promise<Fle
     const woken = waiters;
     waiters = [];
     for (const w of woken) w();
-  };
-  const help = {
-    jobs: "Job messages this worker settled, by how (finished, error, abandoned, skipped, dead).",
   };
 
   const announce = async () => {
@@ -139,7 +138,7 @@ export async function startFleetWorker(options: FleetWorkerOptions): Promise<Fle
       await stores.gate.put(attemptId(ref), "done");
     }
     m.term();
-    metrics.count("fleet_jobs_total", help.jobs, { outcome: "dead" });
+    metrics.count("fleet_jobs_total", JOBS_HELP, { outcome: "dead" });
   };
 
   const take = async (m: JsMsg) => {
@@ -165,7 +164,7 @@ export async function startFleetWorker(options: FleetWorkerOptions): Promise<Fle
     const state = gate?.operation === "PUT" ? gate.string() : "";
     if (state === "done" || state === "cancelled" || (cancelled.get(key) ?? 0) > Date.now()) {
       log.info(`${label} not run: it is ${state || "cancelled"} (delivery ${delivery})`);
-      metrics.count("fleet_jobs_total", help.jobs, { outcome: "skipped" });
+      metrics.count("fleet_jobs_total", JOBS_HELP, { outcome: "skipped" });
       return m.ack();
     }
     const starts = state.startsWith("running:") ? Number(state.slice("running:".length)) || 0 : 0;
@@ -202,12 +201,12 @@ export async function startFleetWorker(options: FleetWorkerOptions): Promise<Fle
           m.nak(5_000);
           return;
         }
-        await settle(() => stores.gate.put(key, "done"));
+        await retryFor(() => stores.gate.put(key, "done"), SETTLE_FOR_MS);
         // An ack lost on the way (NATS restarting) cannot be sent again (the client counts it
         // sent); the message then comes again, and the gate's `done` keeps it from running.
         if (!(await m.ackAck().catch(() => false)))
           log.info(`${label}: the ack of its job message was not confirmed; the gate stops a redelivery`);
-        metrics.count("fleet_jobs_total", help.jobs, { outcome: end.status });
+        metrics.count("fleet_jobs_total", JOBS_HELP, { outcome: end.status });
       } finally {
         clearInterval(keepAlive);
       }
@@ -265,18 +264,4 @@ export async function startFleetWorker(options: FleetWorkerOptions): Promise<Fle
         log.info(`worker ${id} drained`);
       })()),
   };
-}
-
-/** Runs `step` until it succeeds or SETTLE_FOR_MS passed (NATS restarting), then throws its last error. */
-async function settle(step: () => Promise<unknown>): Promise<void> {
-  const deadline = Date.now() + SETTLE_FOR_MS;
-  for (let delay = 250; ; delay = Math.min(delay * 2, 5_000)) {
-    try {
-      await step();
-      return;
-    } catch (error) {
-      if (Date.now() + delay > deadline) throw error;
-      await sleep(delay);
-    }
-  }
 }
