@@ -108,9 +108,23 @@ const letter: Command = {
   },
 };
 
+const removeLetter: Command = {
+  name: "deadletter delete",
+  summary: "delete a dead letter once it is dealt with; one already gone is no error (admins)",
+  usage: "deadletter delete <context> <id>",
+  args: ["context", "id"],
+  examples: ["flowc deadletter delete 1 3:12:2"],
+  async run(invocation) {
+    const { contextId, session } = await contextSession(invocation, "deadletter delete");
+    const id = invocation.args[1] ?? "";
+    await session.client.deleteDeadLetter(contextId, id);
+    invocation.out.result({ deleted: true, id }, [`dead letter ${id} deleted`]);
+  },
+};
+
 /** `flow cancel`, `flow rerun`. */
 export const flowRecoveryCommands: Command[] = [cancel, rerun];
 /** `context pause`, `context resume`. */
 export const dispatchCommands: Command[] = [dispatchCommand(true), dispatchCommand(false)];
-/** `deadletter list`, `deadletter show`. */
-export const deadLetterCommands: Command[] = [letters, letter];
+/** `deadletter list`, `deadletter show`, `deadletter delete`. */
+export const deadLetterCommands: Command[] = [letters, letter, removeLetter];

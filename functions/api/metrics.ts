@@ -1,6 +1,11 @@
 import type { MiddlewareHandler } from "hono";
 import { DURATION_BUCKETS, LATENCY_BUCKETS } from "../../shared/flow/index.js";
-import { SCRAPE_CONTEXT_LIMIT, type ContextFigures, type Counters } from "../../shared/store/index.js";
+import {
+  DEAD_LETTERS_DROPPED_FIELD,
+  SCRAPE_CONTEXT_LIMIT,
+  type ContextFigures,
+  type Counters,
+} from "../../shared/store/index.js";
 import type { Config } from "../core/config.js";
 import { Problem } from "../core/problem.js";
 import type { Figures } from "../service/figures.js";
@@ -116,6 +121,17 @@ export function renderMetrics(figures: Figures): string {
     "Dead letters kept: jobs out of retries, undeliverable mail, unreadable reports.",
   );
   perContext(out, "coordinator_dead_letters", contexts, (c) => c.deadLetters);
+  out.family(
+    "coordinator_dead_letters_dropped_total",
+    "counter",
+    "Dead letters dropped, oldest first, to keep the context within its cap (DEAD_LETTERS_MAX or its retention).",
+  );
+  perContext(
+    out,
+    "coordinator_dead_letters_dropped_total",
+    contexts,
+    (c) => c.counters[DEAD_LETTERS_DROPPED_FIELD] ?? 0,
+  );
   out.family("coordinator_runner_in_flight", "gauge", "Job attempts each runner holds, across every isolate.");
   for (const c of contexts)
     for (const r of c.runners) out.sample("coordinator_runner_in_flight", { context: c.id, runner: r.id }, r.inFlight);

@@ -29,7 +29,14 @@ import { createContext, listContexts, loadContext, setLimits } from "../service/
 import { flowDag, listFlows, loadFlow, startFlow, submitFlow } from "../service/flows.js";
 import { JobSubmission, loadJob, loadMessage, startJob, submitJob } from "../service/jobs.js";
 import { inbox, sendMessage } from "../service/messages.js";
-import { cancelFlow, listDeadLetters, loadDeadLetter, rerunFlow, setDispatch } from "../service/recovery.js";
+import {
+  cancelFlow,
+  deleteDeadLetter,
+  listDeadLetters,
+  loadDeadLetter,
+  rerunFlow,
+  setDispatch,
+} from "../service/recovery.js";
 import { createRunner, listRunners, loadRunner } from "../service/runners.js";
 import {
   createSchedule,
@@ -251,6 +258,15 @@ export const METHODS: MethodTable = {
     params: z.object({ context_id: Id, id: z.string().min(1).max(200) }).strict(),
     result: DeadLetter,
     run: (call, p) => loadDeadLetter(call, p.context_id, p.id),
+  }),
+  "deadletter.delete": method({
+    summary: "Delete a dead letter (admins); idempotent: one already gone answers the same",
+    params: z.object({ context_id: Id, id: z.string().min(1).max(200) }).strict(),
+    result: z.object({ deleted: z.literal(true) }).strict(),
+    run: async (call, p) => {
+      await deleteDeadLetter(call, p.context_id, p.id);
+      return { deleted: true };
+    },
   }),
   "schedule.create": method({
     summary:

@@ -1,6 +1,7 @@
 import { z } from "zod";
 import { RETRY_DEFAULTS } from "../../shared/flow/index.js";
 import { PublicKey } from "../../shared/model/index.js";
+import { DEAD_LETTERS_MAX } from "../../shared/store/index.js";
 import { Problem } from "./problem.js";
 import type { Env } from "./env.js";
 
@@ -27,6 +28,8 @@ const ConfigSchema = z.object({
   RETRY_BASE_MS: z.coerce.number().int().min(0).default(RETRY_DEFAULTS.baseMs),
   RETRY_CAP_MS: z.coerce.number().int().min(0).default(RETRY_DEFAULTS.capMs),
   METRICS_TOKEN: z.string().min(16, "at least 16 characters").optional(),
+  // The bounds of a context's own `retention.dead_letters`.
+  DEAD_LETTERS_MAX: z.coerce.number().int().min(1).max(1_000_000).default(DEAD_LETTERS_MAX),
 });
 
 /** The Worker's settings, parsed from its vars once per set of bindings. */
@@ -42,6 +45,8 @@ export interface Config {
   retryCapMs: number;
   /** What a scraper of /metrics must send as its bearer token (unset: local development only). */
   metricsToken: string | undefined;
+  /** Most dead letters a context keeps unless its `retention.dead_letters` says otherwise. */
+  deadLettersMax: number;
 }
 
 const cache = new WeakMap<Env, Config>();
@@ -61,6 +66,7 @@ export function readConfig(env: Env): Config {
     RETRY_BASE_MS: blankToUndefined(env.RETRY_BASE_MS),
     RETRY_CAP_MS: blankToUndefined(env.RETRY_CAP_MS),
     METRICS_TOKEN: blankToUndefined(env.METRICS_TOKEN),
+    DEAD_LETTERS_MAX: blankToUndefined(env.DEAD_LETTERS_MAX),
   });
   if (!parsed.success) {
     const issue = parsed.error.issues[0];
@@ -77,9 +83,20 @@ export function readConfig(env: Env): Config {
     retryBaseMs: v.RETRY_BASE_MS,
     retryCapMs: v.RETRY_CAP_MS,
     metricsToken: v.METRICS_TOKEN,
+    deadLettersMax: v.DEAD_LETTERS_MAX,
   };
   cache.set(env, config);
   return config;
+}
+
+/**
+ * DEAD_LETTERS_MAX alone, for the Store every Durable Object opens (they read no other var, so a
+ * mistake elsewhere in the vars does not stop them); a bad value is a 500 naming it.
+ */
+export function readDeadLettersMax(env: Env): number {
+  const parsed = ConfigSchema.shape.DEAD_LETTERS_MAX.safeParse(env.DEAD_LETTERS_MAX || undefined);
+  if (!parsed.success) throw new Problem("misconfigured", `DEAD_LETTERS_MAX: ${parsed.error.issues[0]?.message}`);
+  return parsed.data;
 }
 
 /**

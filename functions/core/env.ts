@@ -39,6 +39,8 @@ export interface Env {
   RETRY_BASE_MS?: string;
   /** Retry backoff of jobs: its cap in ms (default 60000). */
   RETRY_CAP_MS?: string;
+  /** Most dead letters a context keeps (default 10000; past it the oldest go); a context's `retention` overrides it. */
+  DEAD_LETTERS_MAX?: string;
   /** The coordinator's public origin for runner callbacks (default: the origin requests arrive at). */
   PUBLIC_URL?: string;
   /**

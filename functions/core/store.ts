@@ -1,5 +1,6 @@
 import { Keys } from "../../shared/keys.js";
 import { connectStore, type Store } from "../../shared/store/index.js";
+import { readDeadLettersMax } from "./config.js";
 import type { Env } from "./env.js";
 import { Problem } from "./problem.js";
 
@@ -18,12 +19,15 @@ export function storeFor(env: Env): Store {
     env.UPSTASH_REDIS_REST_TOKEN,
     env.KEY_PREFIX ?? "",
     env.REDIS_TIMEOUT_MS ?? "",
+    env.DEAD_LETTERS_MAX ?? "",
   ].join("\n");
   if (cached?.signature !== signature) {
     const timeoutMs = Number(env.REDIS_TIMEOUT_MS) > 0 ? Number(env.REDIS_TIMEOUT_MS) : undefined;
     const store = connectStore(
       { url: env.UPSTASH_REDIS_REST_URL, token: env.UPSTASH_REDIS_REST_TOKEN, ...(timeoutMs ? { timeoutMs } : {}) },
       new Keys(env.KEY_PREFIX ?? ""),
+      undefined,
+      { deadLetters: readDeadLettersMax(env) },
     );
     cached = { signature, store };
   }

@@ -244,7 +244,8 @@ export class GroupCommit {
   ): Promise<void> {
     if (steps.length === 0 && !unborn) return;
     const now = Date.now();
-    const commit = planCommit(this.host.store().keys, steps, now);
+    const store = this.host.store();
+    const commit = planCommit(store.keys, steps, now, store.deadLetters.max);
     const plan: PendingCommit = unborn
       ? { ...commit, ...this.host.store().flows.creation(unborn.state, unborn.chosen, now, commit) }
       : commit;

@@ -83,6 +83,16 @@ export async function loadDeadLetter(call: FlowCall, contextId: number, id: stri
   return call.store.deadLetters.load(contextId, id);
 }
 
+/**
+ * Deletes a dead letter (admins), once whatever it was about has been dealt with. Idempotent, as
+ * deleting a schedule is: a letter already gone (deleted before, dropped past the context's cap,
+ * never there) answers the same, so a retried delete never fails.
+ */
+export async function deleteDeadLetter(call: FlowCall, contextId: number, id: string): Promise<void> {
+  await contextFor(call, contextId, "admin");
+  await call.store.deadLetters.remove(contextId, id);
+}
+
 /** A runner's report its route refused: which check failed, where it was sent, and why. */
 export interface RefusedReport {
   /** The validation target that failed: `json` is the body, anything else the request around it. */

@@ -297,7 +297,7 @@ export class CoordinatorClient {
     return Context.parse(await this.request("PUT", `/v1/contexts/${contextId}/limits`, limits));
   }
 
-  /** What the coordinator gave up on in a context, newest first. */
+  /** What the coordinator gave up on in a context, newest first (at most the context's cap of them). */
   async listDeadLetters(contextId: number, page: PageQuery = {}): Promise<Page<DeadLetter>> {
     return this.page(`/v1/contexts/${contextId}/deadletters`, page, DeadLetter);
   }
@@ -306,6 +306,11 @@ export class CoordinatorClient {
     return DeadLetter.parse(
       await this.request("GET", `/v1/contexts/${contextId}/deadletters/${encodeURIComponent(id)}`),
     );
+  }
+
+  /** Deletes a dead letter (admins); one already gone is no error (the same answer). */
+  async deleteDeadLetter(contextId: number, id: string): Promise<void> {
+    await this.request("DELETE", `/v1/contexts/${contextId}/deadletters/${encodeURIComponent(id)}`);
   }
 
   /** GETs a page of a list route, each item parsed by `schema`. */

@@ -5,18 +5,33 @@ import { CorruptRecordError, NotFoundError } from "./errors.js";
 import { readIndexPage, toPage, type Page } from "./reads.js";
 import { callRedis, type Redis } from "./redis.js";
 import { LuaScript } from "./script.js";
+import { DEAD_LETTERS_MAX, KEEP_DEAD_LETTER } from "./scripts/dead-letter-cap.js";
 
 /**
- * addDeadLetter: keep one dead letter (entries from flows are written by commitFlow itself).
+ * addDeadLetter: keep one dead letter (entries from flows are written by commitFlow itself),
+ * within the context's cap: past it the oldest are dropped and counted (scripts/dead-letter-cap.ts).
  *   KEYS[1]  the dead letters hash   KEYS[2]  their index
+ *   KEYS[3]  the context hash (its `retention` may set the cap)   KEYS[4]  the context's counters
  *   ARGV[1]  id   ARGV[2]  the entry (JSON)   ARGV[3]  score (epoch ms)
- * Returns 1 added, 0 already there (a replay).
+ *   ARGV[4]  the deployment's cap (DEAD_LETTERS_MAX)
+ * Returns 1 added, 0 already there (a replay: nothing written, nothing dropped).
  */
 const addDeadLetter = new LuaScript(
   "addDeadLetter",
-  `if redis.call("HSETNX", KEYS[1], ARGV[1], ARGV[2]) == 0 then return 0 end
-redis.call("ZADD", KEYS[2], ARGV[3], ARGV[1])
-return 1`,
+  `${KEEP_DEAD_LETTER}
+return keepDeadLetter(KEYS[1], KEYS[2], KEYS[3], KEYS[4], ARGV[1], ARGV[2], ARGV[3], ARGV[4])`,
+);
+
+/**
+ * deleteDeadLetter: remove one dead letter and its index entry. Idempotent.
+ *   KEYS[1]  the dead letters hash   KEYS[2]  their index
+ *   ARGV[1]  id
+ * Returns 1 deleted, 0 already gone.
+ */
+const deleteDeadLetter = new LuaScript(
+  "deleteDeadLetter",
+  `redis.call("ZREM", KEYS[2], ARGV[1])
+return redis.call("HDEL", KEYS[1], ARGV[1])`,
 );
 
 function parse(key: string, text: string): DeadLetter {
@@ -29,20 +44,40 @@ function parse(key: string, text: string): DeadLetter {
   return parseStored(DeadLetter, key, value, "(entry)");
 }
 
-/** A context's dead letters: what the coordinator gave up on, newest first. */
+/**
+ * A context's dead letters: what the coordinator gave up on, newest first, at most `max` of them
+ * (the deployment's cap; a context's `retention.dead_letters` overrides it).
+ */
 export class DeadLetters {
   constructor(
     private readonly redis: Redis,
     private readonly keys: Keys,
+    readonly max: number = DEAD_LETTERS_MAX,
   ) {}
 
+  /** Keeps a letter (once: a replay with the same id writes nothing); past the cap the oldest go. */
   async add(entry: DeadLetter): Promise<void> {
     const ctx = entry.context_id;
     await addDeadLetter.run(
       this.redis,
-      [this.keys.deadLetters(ctx), this.keys.deadLetterIndex(ctx)],
-      [entry.id, JSON.stringify(entry), Date.now()],
+      [
+        this.keys.deadLetters(ctx),
+        this.keys.deadLetterIndex(ctx),
+        this.keys.context(ctx),
+        this.keys.contextCounters(ctx),
+      ],
+      [entry.id, JSON.stringify(entry), Date.now(), this.max],
     );
+  }
+
+  /** Deletes a letter and its index entry; true when it was there (deleting it again is no error). */
+  async remove(contextId: number, id: string): Promise<boolean> {
+    const deleted = await deleteDeadLetter.run(
+      this.redis,
+      [this.keys.deadLetters(contextId), this.keys.deadLetterIndex(contextId)],
+      [id],
+    );
+    return Number(deleted) === 1;
   }
 
   async list(contextId: number, offset: number, limit: number): Promise<Page<DeadLetter>> {

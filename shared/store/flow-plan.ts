@@ -14,6 +14,7 @@ import { encodePairs } from "./codec.js";
 import { codecs } from "./layouts.js";
 import { readyQueueOf, type ReadyQueue } from "./ready-queue.js";
 import { ScriptKeys } from "./script.js";
+import { DEAD_LETTERS_MAX } from "./scripts/dead-letter-cap.js";
 import { dispatchMessage, resultMessage } from "./flow-records.js";
 
 /** One applied transition: the state after it, its effects, and logs that came with it. */
@@ -48,7 +49,7 @@ export interface CommitPlan {
  * surer: 1 the flow's own lifecycle fields (started_at, ended_at, a re-run's clearing of
  * ended_at), 2 a new message, 3 a message's ended_at.
  */
-type Op = ["H" | "D" | "P" | "Z" | "R" | "L", string, string[], (1 | 2 | 3)?];
+type Op = ["H" | "D" | "P" | "Z" | "R" | "L" | "X", string, string[], (1 | 2 | 3)?];
 
 /** Who a flow is in the context's deadline set: the flow, or the job that runs alone. */
 export function deadlineOwner(state: FlowState): DeadlineOwner {
@@ -77,8 +78,14 @@ function attemptItem(keys: Keys, state: FlowState, job: JobState, attempt: numbe
  * messages of newly dispatched jobs (their work items queued by script type, or for the runner a
  * job is pinned to), the freeing of the slot an ended attempt held, the flow's status.
  * Statuses in between (waiting, started) live in the Durable Object, not in Redis.
+ * `deadLettersMax` is the deployment's cap on a context's dead letters (DEAD_LETTERS_MAX).
  */
-export function planCommit(keys: Keys, steps: CommitStep[], now: number): CommitPlan {
+export function planCommit(
+  keys: Keys,
+  steps: CommitStep[],
+  now: number,
+  deadLettersMax: number = DEAD_LETTERS_MAX,
+): CommitPlan {
   const scriptKeys = new ScriptKeys();
   const at = (key: string) => String(scriptKeys.at(key));
   const args: string[] = [];
@@ -178,8 +185,14 @@ export function planCommit(keys: Keys, steps: CommitStep[], now: number): Commit
             reason: effect.reason,
             at: secs,
           };
-          ops.push(["H", keys.deadLetters(ctx), [entry.id, JSON.stringify(entry)]]);
-          ops.push(["Z", keys.deadLetterIndex(ctx), [String(now), entry.id]]);
+          // Kept within the context's cap (scripts/dead-letter-cap.ts): only a batch that writes a
+          // dead letter pays for reading the cap and the index's size.
+          const where = [keys.deadLetterIndex(ctx), keys.context(ctx), keys.contextCounters(ctx)].map(at);
+          ops.push([
+            "X",
+            keys.deadLetters(ctx),
+            [...where, entry.id, JSON.stringify(entry), String(now), String(deadLettersMax)],
+          ]);
           break;
         }
         case "flowRerun": {

@@ -1,4 +1,5 @@
 export { Store, connectStore, epochSeconds } from "./store.js";
+export type { StoreLimits } from "./store.js";
 export type { RedisConfig } from "./redis.js";
 export * from "./errors.js";
 export { Repository } from "./repository.js";
@@ -16,6 +17,7 @@ export type { CommitPlan, CommitStep } from "./flow-plan.js";
 export { jobRecord } from "./flow-records.js";
 export { MessageStore } from "./message-store.js";
 export { DeadLetters } from "./dead-letters.js";
+export { DEAD_LETTERS_MAX, DROPPED_FIELD as DEAD_LETTERS_DROPPED_FIELD } from "./scripts/dead-letter-cap.js";
 export type { ContextChecks } from "./sweep-store.js";
 export { FOLD_LIMIT, MetricsStore, SCRAPE_CONTEXT_LIMIT } from "./metrics-store.js";
 export type { ContextFigures, Counters, Scrape, SweepCounts } from "./metrics-store.js";

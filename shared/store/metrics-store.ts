@@ -22,7 +22,7 @@ export interface ContextFigures {
   active: number;
   /** Entries of the dead-letter index. */
   deadLetters: number;
-  /** The context's counters, figures folded in (`Keys.contextCounters`). */
+  /** The context's counters, figures folded in, and dead letters dropped past the cap (`Keys.contextCounters`). */
   counters: Counters;
   /** Each runner's slots held: attempts claimed or delivered and not ended. */
   runners: { id: number; inFlight: number }[];

@@ -22,6 +22,12 @@ export function epochSeconds(): number {
   return Math.floor(Date.now() / 1000);
 }
 
+/** What a deployment sets for the storage layer (wrangler.toml vars, read by the Worker). */
+export interface StoreLimits {
+  /** Most dead letters a context keeps unless its `retention.dead_letters` says otherwise (DEAD_LETTERS_MAX). */
+  deadLetters?: number;
+}
+
 /**
  * The storage layer, and the only door to Redis: one part per role over one Upstash-protocol
  * client, every key built by `keys` (whose prefix keeps deployments and test files apart). The
@@ -63,6 +69,7 @@ export class Store {
     private readonly redis: Redis,
     readonly keys: Keys = new Keys(),
     readonly now: () => number = epochSeconds,
+    limits: StoreLimits = {},
   ) {
     const l = layouts(keys);
     this.actors = new Repository(redis, l.actor, now);
@@ -74,7 +81,7 @@ export class Store {
     this.actorKeys = new ActorKeys(redis, keys);
     this.contextAdmin = new ContextAdmin(redis, keys, now);
     this.dispatch = new DispatchStore(redis, keys);
-    this.deadLetters = new DeadLetters(redis, keys);
+    this.deadLetters = new DeadLetters(redis, keys, limits.deadLetters);
     this.nonces = new NonceStore(redis, keys);
     this.sweep = new SweepStore(redis, keys);
     this.tickets = new TicketStore(redis, keys);
@@ -93,6 +100,11 @@ export class Store {
 }
 
 /** A Store over a new client of the Upstash-protocol endpoint `config` names. */
-export function connectStore(config: RedisConfig, keys: Keys = new Keys(), now: () => number = epochSeconds): Store {
-  return new Store(connectRedis(config), keys, now);
+export function connectStore(
+  config: RedisConfig,
+  keys: Keys = new Keys(),
+  now: () => number = epochSeconds,
+  limits: StoreLimits = {},
+): Store {
+  return new Store(connectRedis(config), keys, now, limits);
 }

@@ -288,6 +288,13 @@ describe("flowc flows", () => {
     expect(id).toMatch(/^\d+:\d+:1$/);
     const shown = await owner.run("deadletter", "show", contextId, id);
     expect(shown.stdout).toMatch(/^reason\s+exit code 3$/m);
+    // Deleted once dealt with; deleting it again answers the same.
+    for (let i = 0; i < 2; i++) {
+      const deleted = await owner.run("deadletter", "delete", contextId, id);
+      expect(deleted.code, deleted.stderr).toBe(0);
+      expect(deleted.stdout.trim()).toBe(`dead letter ${id} deleted`);
+    }
+    expectOneErrorLine(await owner.run("deadletter", "show", contextId, id), 1, /^flowc: 404 /);
 
     // The failing job fails again the same way; what matters is that only it (and not download) runs again.
     const rerun = await owner.run("flow", "rerun", contextId, failingId);

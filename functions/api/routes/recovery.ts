@@ -1,11 +1,19 @@
 import { createRoute, z, type OpenAPIHono } from "@hono/zod-openapi";
 import { DeadLetter } from "../../../shared/model/index.js";
-import { cancelFlow, listDeadLetters, loadDeadLetter, rerunFlow, setDispatch } from "../../service/recovery.js";
+import {
+  cancelFlow,
+  deleteDeadLetter,
+  listDeadLetters,
+  loadDeadLetter,
+  rerunFlow,
+  setDispatch,
+} from "../../service/recovery.js";
 import { flowCall } from "../call.js";
 import { body, conflict, json, named, pageOf, PageQuery, PathId, schemas, signed, signedErrors } from "../schemas.js";
 import type { AppEnv } from "../app-env.js";
 
 const contextParams = z.object({ contextId: PathId });
+const letterParams = z.object({ contextId: PathId, id: z.string().min(1).max(200) });
 const flowParams = z.object({ contextId: PathId, flowId: PathId });
 const Dispatch = named(z.object({ context_id: z.int(), paused: z.boolean() }), "DispatchState");
 
@@ -63,7 +71,7 @@ const list = createRoute({
   tags: ["dead letters"],
   summary: "Dead letters, newest first (readers)",
   description:
-    "Jobs out of retries, messages no runner took, runners' reports that could not be read, refused messages: each with the reason and the attempts.",
+    "Jobs out of retries, messages no runner took, runners' reports that could not be read, refused messages: each with the reason and the attempts. A context keeps at most DEAD_LETTERS_MAX of them (10000 unless the deployment says otherwise; its `retention.dead_letters` overrides it): past it the oldest are dropped, counted in /metrics as coordinator_dead_letters_dropped_total.",
   security: signed,
   request: { params: contextParams, query: PageQuery },
   responses: { 200: json(pageOf(DeadLetter, "DeadLetterPage"), "A page of dead letters"), ...signedErrors },
@@ -75,11 +83,23 @@ const show = createRoute({
   tags: ["dead letters"],
   summary: "One dead letter (readers)",
   security: signed,
-  request: { params: z.object({ contextId: PathId, id: z.string().min(1).max(200) }) },
+  request: { params: letterParams },
   responses: { 200: json(DeadLetter, "The dead letter"), ...signedErrors },
 });
 
-/** Cancel, re-run, pause and resume, and the dead letters. */
+const remove = createRoute({
+  method: "delete",
+  path: "/v1/contexts/{contextId}/deadletters/{id}",
+  tags: ["dead letters"],
+  summary: "Delete a dead letter (admins), once what it was about is dealt with. Idempotent",
+  description:
+    "The letter and its index entry go. One already gone (deleted before, or dropped as the oldest past the context's cap) answers 204 as well, as deleting a schedule does.",
+  security: signed,
+  request: { params: letterParams },
+  responses: { 204: { description: "Deleted (or already gone)" }, ...signedErrors },
+});
+
+/** Cancel, re-run, pause and resume, and the dead letters (list, load, delete). */
 export function registerRecoveryRoutes(app: OpenAPIHono<AppEnv>): void {
   app.openapi(cancel, async (c) => {
     const { contextId, flowId } = c.req.valid("param");
@@ -98,5 +118,10 @@ export function registerRecoveryRoutes(app: OpenAPIHono<AppEnv>): void {
   app.openapi(show, async (c) => {
     const { contextId, id } = c.req.valid("param");
     return c.json(await loadDeadLetter(flowCall(c), contextId, id), 200);
+  });
+  app.openapi(remove, async (c) => {
+    const { contextId, id } = c.req.valid("param");
+    await deleteDeadLetter(flowCall(c), contextId, id);
+    return c.body(null, 204);
   });
 }

@@ -1,4 +1,5 @@
 import { LuaScript } from "../script.js";
+import { KEEP_DEAD_LETTER } from "./dead-letter-cap.js";
 
 /**
  * Scripts of the flow lifecycle. Every key a script touches is in KEYS, all in the context's
@@ -65,9 +66,11 @@ return {0, flowId, base + 1, firstMessage}`,
 /**
  * The interpreter of a commit plan's sections (see commitFlow), as a chunk of Lua: it reads
  * sections from ARGV[i] on, with the key positions they name offset by KO, and leaves the
- * sections it skipped in `skipped`. Shared by commitFlow and createFlow.
+ * sections it skipped in `skipped`. Shared by commitFlow and createFlow. A dead letter ("X") is
+ * kept by the same Lua as addDeadLetter's, so both writers enforce the context's cap alike.
  */
-const COMMIT_SECTIONS = `local COMMANDS = { H = "HSET", D = "HDEL", P = "RPUSH", Z = "ZADD", R = "ZREM" }
+const COMMIT_SECTIONS = `${KEEP_DEAD_LETTER}
+local COMMANDS = { H = "HSET", D = "HDEL", P = "RPUSH", Z = "ZADD", R = "ZREM" }
 local LOG_CAP = 262144
 local skipped = {}
 local section = 0
@@ -88,6 +91,9 @@ while i <= #ARGV do
         if not current or current == "[]" then current = add
         elseif #current + #add <= LOG_CAP then current = string.sub(current, 1, -2) .. "," .. string.sub(add, 2) end
         redis.call("HSET", key, "logs", current)
+      elseif op == "X" then
+        local at = function(j) return KEYS[KO + tonumber(ARGV[first + j])] end
+        keepDeadLetter(key, at(0), at(1), at(2), ARGV[first + 3], ARGV[first + 4], ARGV[first + 5], ARGV[first + 6])
       else
         local result = redis.call(COMMANDS[op], key, unpack(ARGV, first, first + n - 1))
         if k == 1 and guarded and result == 0 then
@@ -171,13 +177,19 @@ return skipped`,
  * What the operations write (the section that writes them, from flow-plan.ts):
  *   "H" HSET   a job's final status and result, a message's status (dispatched, processed,
  *              error) and times, the flow's status, result and times, a new message (a job's
- *              attempt, a flow's result mail), a dead letter's entry
+ *              attempt, a flow's result mail)
  *   "D" HDEL   fields a re-run clears (the flow's ended_at and error, a job's error)
  *   "P" RPUSH  work items onto a ready queue (a dispatch), a flow's result onto its caller's
  *              msg_in (and onto msg_out when the relay is to POST it), the context's figures
- *   "Z" ZADD   status indexes, the context's deadline set, the dead-letter index
+ *   "Z" ZADD   status indexes, the context's deadline set
  *   "R" ZREM   status indexes, the deadline set, and a runner's slot (an attempt ended)
  *   "L"        append log lines to a message's JSON `logs` field (capped at 256 KiB)
+ *   "X"        keep a dead letter (a job out of retries) within the context's cap: HSETNX into
+ *              the dead letters hash, ZADD to their index, and past the cap (the context hash's
+ *              `retention.dead_letters`, else the deployment's) the oldest dropped from both and
+ *              counted in the context's counters (`dead_letters_dropped`). Its arguments: the
+ *              key positions of the index, the context hash and the counters, then id, entry
+ *              (JSON), score (epoch ms), the deployment's cap (scripts/dead-letter-cap.ts)
  *
  * Idempotent, so it can be run again after an unknown outcome (see docs/architecture.md): a
  * guarded section starts with a write that changes something only the first time (an HSET
