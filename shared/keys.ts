@@ -108,15 +108,17 @@ export class Keys {
     return `${this.namespace(contextId)}runner:${id}`;
   }
 
+  /** `runner_keys`: the context's runners by public key (pubkey → id; `indexed` once all are). */
+  runnerKeys(contextId: number): string {
+    return `${this.namespace(contextId)}runner_keys`;
+  }
+
   /** `msg_out`: outbound messages waiting for the supervisor's relay. */
   msgOut(contextId: number): string {
     return `${this.namespace(contextId)}msg_out`;
   }
 
-  /**
-   * `msg_in:<actor>`: the model's inbound queue, one per recipient, so an actor reads and pops
-   * only its own messages (results of its flows, chat and mail from other members).
-   */
+  /** `msg_in:<actor>`: the model's inbound queue, one per recipient: only the actor's own messages. */
   msgIn(contextId: number, actorId: number): string {
     return `${this.namespace(contextId)}msg_in:${actorId}`;
   }
@@ -158,10 +160,7 @@ export class Keys {
     return `${this.namespace(contextId)}runner:${runnerId}:slots`;
   }
 
-  /**
-   * Hash of runners whose deliveries fail, for operators: runner id → JSON of the last error,
-   * when it happened and when the runner is tried again. Written only when that changes.
-   */
+  /** Hash of runners whose deliveries fail (id → JSON: last error, when, next try), for operators. */
   runnerHealth(contextId: number): string {
     return `${this.namespace(contextId)}runner_health`;
   }

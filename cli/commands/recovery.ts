@@ -1,9 +1,9 @@
 import type { DeadLetter } from "../../shared/model/index.js";
-import { pageOptions, pageQuery, type Command } from "../command.js";
+import { pageOptions, pageQuery, parseId, type Command, type Invocation } from "../command.js";
 import { fields, table, timestamp } from "../output.js";
-import { contextSession, objectSession } from "../session.js";
+import { actorSession, contextSession, objectSession } from "../session.js";
 
-/** Cancel and re-run flows, pause and resume dispatch, read the dead letters. */
+/** Cancel and re-run flows (and jobs outside flows), pause and resume dispatch, read the dead letters. */
 
 const cancel: Command = {
   name: "flow cancel",
@@ -11,6 +11,10 @@ const cancel: Command = {
   usage: "flow cancel <context> <flow> [--reason <text>]",
   args: ["context", "flow"],
   options: { reason: { type: "string", help: "why (kept on the flow and its jobs)" } },
+  details: [
+    "A flow that already ended is refused (409, naming its status) and nothing changes: a cancel",
+    "repeated after it succeeded too. A failed flow whose other jobs still run is cancelled: they stop.",
+  ].join("\n"),
   examples: ["flowc flow cancel 1 3", 'flowc flow cancel 1 3 --reason "wrong input"'],
   async run(invocation) {
     const { contextId, id: flowId, session } = await objectSession(invocation, "<flow>", "flow cancel");
@@ -33,6 +37,51 @@ const rerun: Command = {
     invocation.out.result(view, [
       `flow ${flowId} ${view.status} again: ${again.join(", ")} (watch it with flowc flow watch ${contextId} ${flowId})`,
     ]);
+  },
+};
+
+/** The `<context> <caller> <job>` of a job outside any flow (its caller is the actor that submitted it). */
+function loneJob(invocation: Invocation, command: string): { contextId: number; callerId: number; jobId: number } {
+  const [context = "", caller = "", job = ""] = invocation.args;
+  return {
+    contextId: parseId(context, "<context>", command),
+    callerId: parseId(caller, "<caller>", command),
+    jobId: parseId(job, "<job>", command),
+  };
+}
+
+const cancelJob: Command = {
+  name: "job cancel",
+  summary: "cancel a job run outside any flow, as a flow is cancelled (admins)",
+  usage: "job cancel <context> <caller> <job> [--reason <text>]",
+  args: ["context", "caller", "job"],
+  options: { reason: { type: "string", help: "why (kept on the job)" } },
+  details: [
+    "<caller> is the actor that submitted the job (POST /v1/contexts/{id}/jobs). A job that already",
+    "ended is refused (409, naming its status) and nothing changes: a cancel repeated after it",
+    "succeeded too.",
+  ].join("\n"),
+  examples: ["flowc job cancel 1 2 7", 'flowc job cancel 1 2 7 --reason "wrong input"'],
+  async run(invocation) {
+    const { contextId, callerId, jobId } = loneJob(invocation, "job cancel");
+    const session = await actorSession(invocation, "job cancel");
+    const job = await session.client.cancelJob(contextId, callerId, jobId, invocation.options.string("reason"));
+    invocation.out.result(job, [`job ${jobId} ${job.status}: ${job.error ?? "cancelled"}`]);
+  },
+};
+
+const rerunJob: Command = {
+  name: "job rerun",
+  summary: "run a failed job outside any flow again, with fresh retries (admins)",
+  usage: "job rerun <context> <caller> <job>",
+  args: ["context", "caller", "job"],
+  details: "A job that did not fail is refused (409, naming its status).",
+  examples: ["flowc job rerun 1 2 7"],
+  async run(invocation) {
+    const { contextId, callerId, jobId } = loneJob(invocation, "job rerun");
+    const session = await actorSession(invocation, "job rerun");
+    const job = await session.client.rerunJob(contextId, callerId, jobId);
+    invocation.out.result(job, [`job ${jobId} ${job.status} again (attempt ${job.live?.attempt ?? job.attempt ?? 0})`]);
   },
 };
 
@@ -122,8 +171,8 @@ const removeLetter: Command = {
   },
 };
 
-/** `flow cancel`, `flow rerun`. */
-export const flowRecoveryCommands: Command[] = [cancel, rerun];
+/** `flow cancel`, `flow rerun`, and the same of a job outside any flow: `job cancel`, `job rerun`. */
+export const flowRecoveryCommands: Command[] = [cancel, rerun, cancelJob, rerunJob];
 /** `context pause`, `context resume`. */
 export const dispatchCommands: Command[] = [dispatchCommand(true), dispatchCommand(false)];
 /** `deadletter list`, `deadletter show`, `deadletter delete`. */

@@ -27,7 +27,7 @@ import { loadActor, registerActor } from "../service/actors.js";
 import type { FlowCall } from "../service/call.js";
 import { createContext, listContexts, loadContext, setLimits } from "../service/contexts.js";
 import { flowDag, listFlows, loadFlow, startFlow, submitFlow } from "../service/flows.js";
-import { JobSubmission, loadJob, loadMessage, startJob, submitJob } from "../service/jobs.js";
+import { cancelJob, JobSubmission, loadJob, loadMessage, rerunJob, startJob, submitJob } from "../service/jobs.js";
 import { inbox, sendMessage } from "../service/messages.js";
 import {
   cancelFlow,
@@ -73,6 +73,8 @@ export type MethodTable = Readonly<Record<string, Method>>;
 const ById = z.object({ id: Id }).strict();
 const InContext = z.object({ context_id: Id, id: Id }).strict();
 const ByCaller = z.object({ context_id: Id, caller_id: Id, id: Id }).strict();
+/** Why a flow or job is cancelled, kept on what it ends. */
+const Reason = z.string().min(1).max(500).default("cancelled by an admin");
 const Paging = { offset: z.int().min(0).default(0), limit: z.int().min(1).max(500).default(50) };
 
 /** A page of a listing: `next` is the offset of the following page, absent on the last one. */
@@ -195,9 +197,11 @@ export const METHODS: MethodTable = {
     run: (call, p) => startFlow(call, p.context_id, p.id),
   }),
   "flow.cancel": method({
-    summary: "Cancel a flow (admins): nothing more is dispatched, runners of attempts in flight are told",
-    params: InContext.safeExtend({ reason: z.string().min(1).max(500).default("cancelled by an admin") }),
+    summary:
+      "Cancel a flow (admins): nothing more is dispatched, runners of attempts in flight are told; one that already ended is a conflict naming its status",
+    params: InContext.safeExtend({ reason: Reason }),
     result: FlowView,
+    alsoFails: [409],
     run: (call, p) => cancelFlow(call, p.context_id, p.id, p.reason),
   }),
   "flow.rerun": method({
@@ -226,6 +230,21 @@ export const METHODS: MethodTable = {
     result: JobWithStatus,
     alsoFails: [409],
     run: (call, p) => startJob(call, p.context_id, p.caller_id, p.id),
+  }),
+  "job.cancel": method({
+    summary:
+      "Cancel a job outside any flow (admins), as a flow is cancelled; one that already ended is a conflict naming its status",
+    params: ByCaller.safeExtend({ reason: Reason }),
+    result: JobWithStatus,
+    alsoFails: [409],
+    run: (call, p) => cancelJob(call, p.context_id, p.caller_id, p.id, p.reason),
+  }),
+  "job.rerun": method({
+    summary: "Re-run a failed job outside any flow with fresh retries (admins); any other status is a conflict",
+    params: ByCaller,
+    result: JobWithStatus,
+    alsoFails: [409],
+    run: (call, p) => rerunJob(call, p.context_id, p.caller_id, p.id),
   }),
   "message.create": method({
     summary: "Send a chat line or a mail to another member of the context (members)",

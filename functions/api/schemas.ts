@@ -125,6 +125,16 @@ export const conflict = {
   409: problem("The id is taken, or the change would leave a context without an admin"),
 } as const;
 
+/** A cancel or re-run refused by the status of what it names (a flow, a job outside flows). */
+export const statusConflict = {
+  409: problem(
+    "Its status does not allow this (`flow_status`, or `job_status` for a job outside any flow, names it): a cancel of what already ended, a re-run of what did not fail",
+  ),
+} as const;
+
+/** The body of a cancel (a flow's, a job's): why, kept on what it ends. */
+export const CancelBody = z.object({ reason: z.string().min(1).max(500).default("cancelled by an admin") }).strict();
+
 /** A JSON body of a response. */
 export function json<T extends z.ZodType>(schema: T, description: string) {
   return { description, content: { "application/json": { schema } } };

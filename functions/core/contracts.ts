@@ -86,7 +86,7 @@ export interface FlowCoordinatorRpc extends Rpc.DurableObjectBranded {
   create(scope: FlowScope, input: CreateFlowInput): Promise<RpcResult<FlowView>>;
   /** Starts the flow; starting a started flow changes nothing. */
   start(scope: FlowScope): Promise<RpcResult<FlowView>>;
-  /** Cancels the flow; cancelling twice changes nothing. */
+  /** Cancels the flow; one that ended already (a repeated cancel too) is a 409 naming its status, nothing written. */
   cancel(scope: FlowScope, reason: string): Promise<RpcResult<FlowView>>;
   /** Runs a failed flow again from its failed jobs. */
   rerun(scope: FlowScope): Promise<RpcResult<FlowView>>;

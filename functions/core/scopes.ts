@@ -1,4 +1,5 @@
 import { parseMessageKey, parseWorkItem, type DeadlineOwner } from "../../shared/keys.js";
+import { Problem } from "./problem.js";
 
 /**
  * What a FlowCoordinator instance coordinates, passed with every call so an instance that lost
@@ -62,6 +63,21 @@ export function workItemOwner(item: string): ScopeTarget | null {
 /** The scope of the dispatcher of the context a flow's scope names. */
 export function dispatchScopeOf(scope: Pick<FlowScope, "prefix" | "contextId" | "origin">): DispatchScope {
   return { prefix: scope.prefix, contextId: scope.contextId, origin: scope.origin };
+}
+
+/** What a scope names, as problems say it: `flow <id>`, or `job <id> of actor <caller>`. */
+export function scopeName(scope: Pick<FlowScope, "flowId" | "job">): string {
+  return scope.job ? `job ${scope.job.id} of actor ${scope.job.callerId}` : `flow ${scope.flowId}`;
+}
+
+/**
+ * A 409 naming the status that refused a command on a scope, as `flow 3 <detail>`, and in
+ * `flow_status` (a job outside any flow: `job_status`; a problem's own `status` is its HTTP one).
+ */
+export function scopeConflict(scope: Pick<FlowScope, "flowId" | "job">, status: string, detail: string): Problem {
+  return new Problem("conflict", `${scopeName(scope)} ${detail}`, {
+    [scope.job ? "job_status" : "flow_status"]: status,
+  });
 }
 
 /** The deterministic Durable Object name of a scope. */

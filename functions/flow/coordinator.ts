@@ -24,7 +24,7 @@ import { coordinatorKeys } from "../core/coordinator-key.js";
 import type { Env } from "../core/env.js";
 import { toProblem } from "../core/errors.js";
 import { Problem, problemData, unwrap, type RpcResult } from "../core/problem.js";
-import type { FlowScope } from "../core/scopes.js";
+import { scopeConflict, scopeName, type FlowScope } from "../core/scopes.js";
 import { storeForPrefix } from "../core/store.js";
 import { createdChange, flowChange } from "../../shared/flow/changes.js";
 import { closeQuietly } from "../core/sockets.js";
@@ -184,7 +184,10 @@ export class FlowCoordinator extends DurableObject<Env> implements FlowCoordinat
    * attempts in flight are told to stop.
    */
   async cancel(scope: FlowScope, reason: string): Promise<RpcResult<FlowView>> {
-    return this.command(scope, () => ({ type: "cancel", reason, at: Date.now() }));
+    // Refused (409, nothing written) when the flow ended with nothing of it in flight: decided
+    // by the machine on the state this batch holds, so a cancel racing the flow's end is too.
+    const refused = (status: string) => `already ended (${status}): nothing is left to cancel`;
+    return this.command(scope, () => ({ type: "cancel", reason, at: Date.now() }), refused);
   }
 
   /** Each failed job gets fresh retries and a fresh block of message ids, allocated here. */
@@ -193,7 +196,7 @@ export class FlowCoordinator extends DurableObject<Env> implements FlowCoordinat
       const state = this.current();
       // The machine refuses this too; asking first keeps a refused re-run from using up ids.
       if (state.status !== "error")
-        throw new Problem("conflict", `only a failed flow can be re-run; flow ${state.id} is ${state.status}`);
+        throw scopeConflict(this.bound(), state.status, `is ${state.status}: only a failed one can be re-run`);
       const needed = messagesNeeded(failedJobs(state).map((id) => (state.jobs[id] as JobState).spec));
       const first = await this.store().messages.allocateIds(state.contextId, state.callerId, needed);
       const t = await this.commits.enqueue({ type: "rerun", bases: rerunBases(state, first), at: Date.now() });
@@ -344,11 +347,13 @@ export class FlowCoordinator extends DurableObject<Env> implements FlowCoordinat
     }
   }
 
-  /** Runs one event as an admin's command and answers the flow as it is then. */
-  private command(scope: FlowScope, event: () => FlowEvent): Promise<RpcResult<FlowView>> {
+  /** Runs an admin's command, answering the flow as it is then (not applied: a 409 if `refused` says why). */
+  private command(scope: FlowScope, event: () => FlowEvent, refused?: (status: string) => string) {
     return this.guard(scope, async () => {
       this.current();
-      await this.commits.enqueue(event());
+      const t = await this.commits.enqueue(event());
+      if (refused && t.outcome !== "applied")
+        throw scopeConflict(this.bound(), t.state.status, refused(t.state.status));
       return this.viewOf(this.current());
     });
   }
@@ -388,7 +393,6 @@ export class FlowCoordinator extends DurableObject<Env> implements FlowCoordinat
     const state = this.commits.current;
     if (state) return state;
     const scope = this.bound();
-    const what = scope.job ? `job ${scope.job.id} of actor ${scope.job.callerId}` : `flow ${scope.flowId}`;
-    throw new Problem("not-found", `${what} does not exist in context ${scope.contextId}`);
+    throw new Problem("not-found", `${scopeName(scope)} does not exist in context ${scope.contextId}`);
   }
 }

@@ -117,9 +117,11 @@ async function cancelRunning(c: FireContext, running: number[], fire: Fire): Pro
     try {
       await cancelFlow(c.call, c.record.context_id, flowId, reason);
     } catch (error) {
-      // A flow that is gone has nothing left to cancel; anything else is the fire's problem.
+      // A flow that is gone, or that ended meanwhile (409, a fire run again included), has
+      // nothing left to cancel; anything else is the fire's problem.
       const problem = classify(error, `cancelling flow ${flowId}`);
-      if (problem.kind !== "not-found") return `cancelling flow ${flowId}: ${problem.detail ?? problem.title}`;
+      if (problem.kind !== "not-found" && problem.kind !== "conflict")
+        return `cancelling flow ${flowId}: ${problem.detail ?? problem.title}`;
     }
   }
   c.memory.running = c.memory.running.filter((id) => !running.includes(id));

@@ -1,7 +1,9 @@
 import { z } from "zod";
 import { FlowJobInput, messagesNeeded, resolveDag, MessageTimeouts } from "../../shared/flow/index.js";
 import type { FlowView, JobView, Message, RunnerJob } from "../../shared/model/index.js";
-import { Problem, unwrap } from "../core/problem.js";
+import type { FlowCoordinatorRpc } from "../core/contracts.js";
+import { Problem, unwrap, type RpcResult } from "../core/problem.js";
+import type { FlowScope } from "../core/scopes.js";
 import { coordinatorStub } from "../core/stubs.js";
 import { contextFor, requireActor } from "./access.js";
 import { callScope, type FlowCall } from "./call.js";
@@ -81,19 +83,50 @@ export async function loadJob(call: FlowCall, contextId: number, callerId: numbe
 }
 
 /** Starts a job outside any flow (admins); starting it twice changes nothing. */
-export async function startJob(
+export function startJob(call: FlowCall, contextId: number, callerId: number, id: number): Promise<JobWithStatus> {
+  return loneJobCommand(call, contextId, callerId, id, "start", (stub, scope) => stub.start(scope));
+}
+
+/**
+ * Cancels a job outside any flow (admins), as a flow is cancelled: it errors as cancelled and its
+ * runner, if it holds an attempt, is told to stop. A job that already ended is refused (409 naming
+ * its status) and nothing changes; so is a cancel retried after it succeeded.
+ */
+export function cancelJob(
   call: FlowCall,
   contextId: number,
   callerId: number,
   id: number,
+  reason: string,
+): Promise<JobWithStatus> {
+  return loneJobCommand(call, contextId, callerId, id, "cancel", (stub, scope) => stub.cancel(scope, reason));
+}
+
+/** Runs a failed job outside any flow again with fresh retries (admins); any other status is a 409 naming it. */
+export function rerunJob(call: FlowCall, contextId: number, callerId: number, id: number): Promise<JobWithStatus> {
+  return loneJobCommand(call, contextId, callerId, id, "rerun", (stub, scope) => stub.rerun(scope));
+}
+
+/**
+ * Runs an admin's command on the Durable Object of a job outside any flow (the one a flow's
+ * command runs on, so the same machine decides), then answers the job with its live status. A
+ * job of a flow is refused: its flow is what starts, cancels and re-runs.
+ */
+async function loneJobCommand(
+  call: FlowCall,
+  contextId: number,
+  callerId: number,
+  id: number,
+  verb: "start" | "cancel" | "rerun",
+  command: (stub: DurableObjectStub<FlowCoordinatorRpc>, scope: FlowScope) => Promise<RpcResult<FlowView>>,
 ): Promise<JobWithStatus> {
   await contextFor(call, contextId, "admin");
   const record = await call.store.jobs.load({ context_id: contextId, caller_id: callerId, id });
   if (record.flow_id !== 0) {
-    throw new Problem("conflict", `job ${id} belongs to flow ${record.flow_id}: start the flow`);
+    throw new Problem("conflict", `job ${id} belongs to flow ${record.flow_id}: ${verb} the flow`);
   }
   const scope = callScope(call, contextId, { callerId, jobId: id });
-  unwrap(await coordinatorStub(call.env, scope).start(scope));
+  unwrap(await command(coordinatorStub(call.env, scope), scope));
   return loadJob(call, contextId, callerId, id);
 }
 

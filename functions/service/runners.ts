@@ -7,9 +7,10 @@ import {
   type RunnerUpdate,
   type RunnerWithDispatch,
 } from "../../shared/model/index.js";
-import type { Page } from "../../shared/store/index.js";
+import { RunnerKeyTakenError, type Page } from "../../shared/store/index.js";
 import { fieldProblem } from "../core/errors.js";
 import { keyCache } from "../core/key-cache.js";
+import { Problem } from "../core/problem.js";
 import { checkAddress, contextFor } from "./access.js";
 import type { FlowCall, ServiceCall } from "./call.js";
 import { wakeContext } from "./wake.js";
@@ -41,20 +42,40 @@ export async function createRunner(
     throw fieldProblem([
       { field: "body.script_types", message: `required: runner type ${input.runner_type} is not a script type` },
     ]);
-  const runner = await call.store.runners.create({
-    ...(input.id !== undefined ? { id: input.id } : {}),
-    context_id: contextId,
-    pubkey: input.pubkey,
-    address: input.address,
-    topic: input.topic ?? "",
-    local,
-    runner_type: input.runner_type,
-    script_types: [...new Set(scriptTypes)],
-    concurrency: input.concurrency,
-  });
+  const runner = await keyHeld(
+    call.store.runners.create({
+      ...(input.id !== undefined ? { id: input.id } : {}),
+      context_id: contextId,
+      pubkey: input.pubkey,
+      address: input.address,
+      topic: input.topic ?? "",
+      local,
+      runner_type: input.runner_type,
+      script_types: [...new Set(scriptTypes)],
+      concurrency: input.concurrency,
+    }),
+  );
   // Work may have waited for a runner like this one.
   await wakeContext(call, contextId, { runners: true });
   return runner;
+}
+
+/**
+ * A runner write refused because another runner of the context holds the key: 409 naming the
+ * field and the holder (`runner_id`). A public key is one runner's per context, so that removing
+ * a runner or changing its key revokes the key for whoever used it (README, "Writing a runner").
+ */
+async function keyHeld<T>(write: Promise<T>): Promise<T> {
+  try {
+    return await write;
+  } catch (error) {
+    if (!(error instanceof RunnerKeyTakenError)) throw error;
+    throw new Problem(
+      "conflict",
+      `public key ${error.pubkey} is already runner ${error.holder}'s in context ${error.contextId}: give each runner a key of its own`,
+      { field: "body.pubkey", runner_id: error.holder },
+    );
+  }
 }
 
 /** Lists a context's runners (readers). */
@@ -119,7 +140,7 @@ export async function updateRunner(
       { field: "body.address", message: "a runner that does not pull (local: false) needs an https address" },
     ]);
   const patch = Object.fromEntries(Object.entries(input).filter(([, v]) => v !== undefined));
-  const updated = await call.store.runners.update({ context_id: contextId, id }, patch);
+  const updated = await keyHeld(call.store.runners.update({ context_id: contextId, id }, patch));
   // Also when the key is already this one: a retry whose first try changed it but failed to bump.
   if (input.pubkey !== undefined) await call.store.keyEpoch.bump();
   keyCache.forget(call.store.keys.prefix, runnerKeyId(contextId, id));

@@ -18,7 +18,9 @@ import {
   FlowDag,
   FlowStreamEvent,
   FlowView,
+  JobView,
   Runner,
+  RunnerJob,
   RunnerWithDispatch,
   type ActorRegistration,
   type FlowStatus,
@@ -37,6 +39,10 @@ import { reportsPath, type RunnerReport, type RunnerReportAnswer } from "./repor
 import { ScheduleClient } from "./schedules.js";
 
 export type Fetcher = (request: Request) => Promise<Response>;
+
+/** A job outside any flow as its routes answer it: the record, with its live status while it runs. */
+const JobWithStatus = RunnerJob.extend({ live: JobView.optional() });
+export type JobWithStatus = z.infer<typeof JobWithStatus>;
 
 export interface ClientOptions {
   /** The coordinator's base URL, e.g. `https://coordinator.example` (no trailing path). */
@@ -249,6 +255,20 @@ export class CoordinatorClient {
   /** Runs a failed flow again from its failed jobs; finished jobs keep their results. */
   async rerunFlow(contextId: number, flowId: number): Promise<FlowView> {
     return FlowView.parse(await this.request("POST", `/v1/contexts/${contextId}/flows/${flowId}/rerun`));
+  }
+
+  /**
+   * Stops a job run outside any flow (`callerId` submitted it), as cancelFlow stops a flow. One
+   * that already ended is an ApiError 409 naming its status (`job_status`), a retried cancel too.
+   */
+  async cancelJob(contextId: number, callerId: number, jobId: number, reason?: string): Promise<JobWithStatus> {
+    const path = `/v1/contexts/${contextId}/jobs/${callerId}/${jobId}/cancel`;
+    return JobWithStatus.parse(await this.request("POST", path, reason ? { reason } : {}));
+  }
+
+  /** Runs a failed job outside any flow again with fresh retries (409 when it did not fail). */
+  async rerunJob(contextId: number, callerId: number, jobId: number): Promise<JobWithStatus> {
+    return JobWithStatus.parse(await this.request("POST", `/v1/contexts/${contextId}/jobs/${callerId}/${jobId}/rerun`));
   }
 
   // Event streams.

@@ -20,10 +20,13 @@ export function apply(state: FlowState, event: FlowEvent): Transition {
     case "start":
       return start(state, event.at);
     case "cancel": {
+      // Refused, not a duplicate, when nothing is left to stop (the flow ended and none of its
+      // attempts is still in flight): a cancel that changes nothing answers a conflict, decided
+      // here on the state the batch holds, not by a read racing the flow's end.
       const d = new Draft(state);
       return cancel(d, event.reason, event.at)
         ? d.done()
-        : unchanged(state, "duplicate", `the flow already ${state.status}`);
+        : unchanged(state, "not-applicable", `the flow already ended: it is ${state.status}`);
     }
     case "rerun":
       return reRun(state, event);

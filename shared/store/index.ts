@@ -3,6 +3,7 @@ export type { StoreLimits } from "./store.js";
 export type { RedisConfig } from "./redis.js";
 export * from "./errors.js";
 export { Repository } from "./repository.js";
+export { RunnerKeyTakenError, RunnerStore } from "./runner-store.js";
 export type { CreateInput, Patch, RecordRef } from "./repository.js";
 export type { Page } from "./reads.js";
 export { codecs } from "./layouts.js";

@@ -1,5 +1,5 @@
 import { Keys } from "../keys.js";
-import type { Actor, Context, Runner, RunnerJob } from "../model/index.js";
+import type { Actor, Context, RunnerJob } from "../model/index.js";
 import { ActorKeys } from "./actor-keys.js";
 import { ContextAdmin } from "./contexts.js";
 import { DeadLetters } from "./dead-letters.js";
@@ -12,6 +12,7 @@ import { MetricsStore } from "./metrics-store.js";
 import { NonceStore } from "./nonce-store.js";
 import { callRedis, connectRedis, type Redis, type RedisConfig } from "./redis.js";
 import { Repository } from "./repository.js";
+import { RunnerStore } from "./runner-store.js";
 import { ScheduleStore } from "./schedule-store.js";
 import { SweepStore } from "./sweep-store.js";
 import { Throttles } from "./throttles.js";
@@ -37,7 +38,8 @@ export class Store {
   readonly actors: Repository<Actor>;
   readonly contexts: Repository<Context>;
   readonly jobs: Repository<RunnerJob>;
-  readonly runners: Repository<Runner>;
+  /** Runners, with the index that keeps each public key one runner's per context. */
+  readonly runners: RunnerStore;
   /** Flows: the scripts of their lifecycle, the relay of msg_out, and the reads that rebuild a flow. */
   readonly flows: FlowStore;
   /** Messages: ids, posting between actors, inboxes, and loading one. */
@@ -75,7 +77,7 @@ export class Store {
     this.actors = new Repository(redis, l.actor, now);
     this.contexts = new Repository(redis, l.context, now);
     this.jobs = new Repository(redis, l.job, now);
-    this.runners = new Repository(redis, l.runner, now);
+    this.runners = new RunnerStore(redis, l.runner, keys, now);
     this.flows = new FlowStore(redis, keys);
     this.messages = new MessageStore(redis, keys, now);
     this.actorKeys = new ActorKeys(redis, keys);

@@ -28,8 +28,38 @@ describe("cancel", () => {
     expect(d.job(101)).toMatchObject({ error: "cancelled: operator" });
     expect(d.job(101).deadline).toBeUndefined();
     expect(nearestDeadline(d.state)).toBeUndefined();
-    expect(d.send({ type: "cancel", reason: "again", at: T + 51 }).outcome).toBe("duplicate");
+    // A second cancel (a client's retry) finds nothing left to stop: refused, naming the status.
+    const again = d.send({ type: "cancel", reason: "again", at: T + 51 });
+    expect([again.outcome, again.reason]).toEqual(["not-applicable", "the flow already ended: it is error"]);
     expect(d.send({ type: "assigned", job: 101, attempt: 1, runner: 1, at: T + 52 }).outcome).toBe("stale");
+  });
+
+  it("refuses to cancel a finished flow, and changes nothing", () => {
+    const d = started([jobIn({ name: "a" })]);
+    d.run(100, { result: { v: "1" } });
+    const before = d.state;
+    const t = d.send({ type: "cancel", reason: "late", at: T + 10 });
+    expect([t.outcome, t.reason]).toEqual(["not-applicable", "the flow already ended: it is finished"]);
+    expect(t.state).toBe(before);
+    expect(t.effects).toEqual([]);
+  });
+
+  it("still stops the attempts a failed flow has in flight, then refuses", () => {
+    const d = started([jobIn({ name: "bad" }), jobIn({ name: "slow" })]);
+    const slow = { job: 101, attempt: 1, runner: 2 };
+    d.send({ type: "assigned", ...slow, at: T + 1 });
+    d.send({ type: "delivered", ...slow, acknowledged: true, at: T + 2 });
+    d.run(100, { error: "boom" });
+    expect([d.state.status, d.job(101).status]).toEqual(["error", "dispatched"]);
+    const t = d.send({ type: "cancel", reason: "stop it", at: T + 20 });
+    expect(t.outcome).toBe("applied");
+    expect(t.effects).toEqual([
+      { type: "cancelJob", job: 101, attempt: 1, runner: 2, reason: "stop it" },
+      { type: "jobEnded", job: 101 },
+    ]);
+    // The flow keeps the error it ended with; a cancel now has nothing left to stop.
+    expect(d.state.error).toMatchObject({ job: 100, reason: "boom" });
+    expect(d.send({ type: "cancel", reason: "again", at: T + 21 }).outcome).toBe("not-applicable");
   });
 
   it("cancels a flow that never started", () => {

@@ -42,6 +42,23 @@ describe("GET /openapi.json", () => {
     expect(doc.info.description).toContain(problemTable());
   });
 
+  it("documents cancel and re-run of flows and of jobs outside flows, with the 409 of a status that refuses them", async () => {
+    const res = await w.fetch(new Request("http://coordinator.test/openapi.json"));
+    const doc = (await res.json()) as {
+      paths: Record<
+        string,
+        Record<string, { responses: Record<string, { description: string }>; requestBody?: unknown }>
+      >;
+    };
+    const flows = "/v1/contexts/{contextId}/flows/{flowId}";
+    const jobs = "/v1/contexts/{contextId}/jobs/{callerId}/{jobId}";
+    for (const path of [`${flows}/cancel`, `${flows}/rerun`, `${jobs}/cancel`, `${jobs}/rerun`]) {
+      const post = doc.paths[path]?.post;
+      expect(post?.responses["409"]?.description, path).toMatch(/flow_status.*job_status/);
+      expect(post?.requestBody !== undefined, path).toBe(path.endsWith("/cancel"));
+    }
+  });
+
   it("publishes the coordinator's key at the well-known URL with its thumbprint as kid", async () => {
     const keys = await w.anonymous.coordinatorKeys();
     expect(keys.keys).toHaveLength(1);

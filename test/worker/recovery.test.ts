@@ -36,6 +36,23 @@ const fast = { retry_base_ms: 10, retry_cap_ms: 20 };
 
 const stubOf = (flowId: number) => w.flowStub(ctx, flowId).stub;
 
+/**
+ * What a flow has written: its record and its jobs' (as stored), the context's figure records
+ * waiting to be folded, the caller's inbox, and the number of the flow's latest event.
+ */
+async function footprint(flowId: number) {
+  const view = await client.loadFlow(ctx, flowId);
+  const hash = (key: string) => w.redis.exec<string[]>(["HGETALL", key]);
+  return {
+    status: view.status,
+    lastSeq: view.last_seq,
+    flow: await hash(w.keys.flow(ctx, flowId)),
+    jobs: await Promise.all(view.jobs.map((j) => hash(w.keys.job(ctx, view.caller_id, j.id)))),
+    figures: await w.redis.exec<number>(["LLEN", w.keys.contextFigures(ctx)]),
+    inbox: await w.redis.exec<number>(["LLEN", w.keys.msgIn(ctx, view.caller_id)]),
+  };
+}
+
 /** Rings the flow's alarm, if one is set, until the condition holds (the alarm holds the nearest deadline). */
 function ringUntil(flowId: number, done: (view: FlowView) => boolean): Promise<FlowView> {
   return eventually(
@@ -196,8 +213,54 @@ describe("cancel and pause", () => {
     expect(cancelled.jobs.map((j) => j.status)).toEqual(["error", "error"]);
     expect(await runner.report(a, "heartbeat")).toMatchObject({ status: 409 });
     expect(await runner.lease()).toEqual([]);
-    const twice = await client.cancelFlow(ctx, flow.id);
-    expect(twice.error?.reason).toBe("cancelled: changed my mind");
+    // A second cancel (a client's retry of the first) finds the flow ended: 409, and nothing moves.
+    const before = await footprint(flow.id);
+    const twice = await failure(client.cancelFlow(ctx, flow.id, "again"));
+    expect([twice.status, twice.code, twice.problem.flow_status]).toEqual([409, "conflict", "error"]);
+    expect(twice.problem.detail).toBe(`flow ${flow.id} already ended (error): nothing is left to cancel`);
+    expect(await footprint(flow.id)).toEqual(before);
+    expect((await client.loadFlow(ctx, flow.id)).error?.reason).toBe("cancelled: changed my mind");
+  });
+
+  it("refuses to cancel a finished flow: 409 naming its status, no record, event, figure or mail written", async () => {
+    const flow = await submit({ start: true, jobs: [sh("done")] });
+    const [d] = await runner.leaseSome();
+    if (!d) throw new Error("nothing leased");
+    await runner.finish(d, { v: "1" });
+    const before = await footprint(flow.id);
+    expect(before.status).toBe("finished");
+    expect(before.figures).toBeGreaterThan(0); // the end pushed its figures: a cancel must not push more
+    for (const reason of ["too late", "still too late"]) {
+      const refused = await failure(client.cancelFlow(ctx, flow.id, reason));
+      expect([refused.status, refused.code, refused.problem.flow_status]).toEqual([409, "conflict", "finished"]);
+      expect(refused.problem.status).toBe(409); // the document's own status stays the HTTP one
+      expect(refused.problem.detail).toBe(`flow ${flow.id} already ended (finished): nothing is left to cancel`);
+    }
+    expect(await footprint(flow.id)).toEqual(before);
+    // JSON-RPC answers the same conflict.
+    const rpc = await failure(client.rpc("flow.cancel", { context_id: ctx, id: flow.id }));
+    expect([rpc.rpcCode, rpc.status, rpc.problem.flow_status]).toEqual([-32009, 409, "finished"]);
+  });
+
+  it("still cancels a failed flow whose other job runs (stopping it), then refuses", async () => {
+    const flow = await submit({ start: true, jobs: [sh("bad"), sh("slow")] });
+    const leased = await runner.leaseSome(2);
+    const bad = leased.find((d) => jobName(d) === "bad");
+    const slow = leased.find((d) => jobName(d) === "slow");
+    if (!bad || !slow) throw new Error("both jobs should be leased");
+    await runner.report(slow, "ack");
+    await runner.fail(bad, "exit code 2");
+    const failed = await client.loadFlow(ctx, flow.id);
+    expect([failed.status, failed.jobs.find((j) => j.key === "slow")?.status]).toEqual(["error", "dispatched"]);
+    const cancelled = await client.cancelFlow(ctx, flow.id, "stop slow");
+    // The flow keeps the error it ended with; the job still running is stopped.
+    expect(cancelled.error).toMatchObject({ reason: "exit code 2" });
+    expect(cancelled.jobs.find((j) => j.key === "slow")).toMatchObject({
+      status: "error",
+      error: "cancelled: stop slow",
+    });
+    expect(await runner.report(slow, "heartbeat")).toMatchObject({ status: 409 });
+    expect((await failure(client.cancelFlow(ctx, flow.id))).problem.flow_status).toBe("error");
   });
 
   it("holds dispatch while a context is paused, and lets it go on resume", async () => {

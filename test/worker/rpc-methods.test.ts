@@ -90,7 +90,7 @@ describe("methods for operators", () => {
     expect((await admin.loadContext(ctx)).paused ?? false).toBe(false);
   });
 
-  it("runner.list, job.create / job.start and message.inbox answer as their routes", async () => {
+  it("runner.list, job.create / job.start / job.cancel / job.rerun and message.inbox answer as their routes", async () => {
     const runners = await reader.rpc<Page<{ id: number }>>("runner.list", { context_id: ctx });
     expect(runners.items.map((r) => r.id)).toContain(runner.id);
     const job = await admin.rpc<{ id: number; caller_id: number; status: string }>("job.create", {
@@ -104,6 +104,14 @@ describe("methods for operators", () => {
     });
     expect(started.id).toBe(job.id);
     expect(started.live?.status).toBe("dispatched");
+    const byCaller = { context_id: ctx, caller_id: job.caller_id, id: job.id };
+    const cancelled = await admin.rpc<{ status: string; error?: string }>("job.cancel", { ...byCaller, reason: "no" });
+    expect(cancelled).toMatchObject({ status: "error", error: "cancelled: no" });
+    expect((await failure(reader.rpc("job.rerun", byCaller))).rpcCode).toBe(-32003);
+    const rerun = await admin.rpc<{ live?: { status: string; attempt: number } }>("job.rerun", byCaller);
+    expect(rerun.live).toMatchObject({ status: "dispatched", attempt: 2 });
+    const again = await failure(admin.rpc("job.rerun", byCaller));
+    expect([again.rpcCode, again.problem.job_status]).toEqual([-32009, "started"]);
     expect(await admin.rpc("message.inbox", { context_id: ctx, max: 5 })).toMatchObject({
       messages: expect.any(Array),
     });

@@ -9,7 +9,19 @@ import {
   setDispatch,
 } from "../../service/recovery.js";
 import { flowCall } from "../call.js";
-import { body, conflict, json, named, pageOf, PageQuery, PathId, schemas, signed, signedErrors } from "../schemas.js";
+import {
+  body,
+  CancelBody,
+  json,
+  named,
+  pageOf,
+  PageQuery,
+  PathId,
+  schemas,
+  signed,
+  signedErrors,
+  statusConflict,
+} from "../schemas.js";
 import type { AppEnv } from "../app-env.js";
 
 const contextParams = z.object({ contextId: PathId });
@@ -23,13 +35,10 @@ const cancel = createRoute({
   tags: ["flows"],
   summary: "Cancel a flow (admins)",
   description:
-    "Nothing more is dispatched; what has not ended errors as cancelled; the runners of attempts in flight get a signed cancel. Cancelling twice changes nothing.",
+    "Nothing more is dispatched; what has not ended errors as cancelled; the runners of attempts in flight get a signed cancel. A flow that already ended (finished, or error with no attempt of it still in flight) is refused 409 naming its status in `flow_status`, and nothing changes: so is a cancel repeated after it succeeded (a client's retry), which finds the flow ended. A failed flow whose other jobs still run can be cancelled: they are stopped.",
   security: signed,
-  request: {
-    params: flowParams,
-    ...body(z.object({ reason: z.string().min(1).max(500).default("cancelled by an admin") }).strict()),
-  },
-  responses: { 200: json(schemas.FlowView, "Cancelled"), ...signedErrors },
+  request: { params: flowParams, ...body(CancelBody) },
+  responses: { 200: json(schemas.FlowView, "Cancelled"), ...signedErrors, ...statusConflict },
 });
 
 const rerun = createRoute({
@@ -37,10 +46,11 @@ const rerun = createRoute({
   path: "/v1/contexts/{contextId}/flows/{flowId}/rerun",
   tags: ["flows"],
   summary: "Re-run a failed flow from its failed jobs (admins)",
-  description: "Finished jobs keep their results and are not run again; each failed job gets fresh retries.",
+  description:
+    "Finished jobs keep their results and are not run again; each failed job gets fresh retries. A flow that did not fail is refused 409 naming its status in `flow_status`.",
   security: signed,
   request: { params: flowParams },
-  responses: { 200: json(schemas.FlowView, "Running again"), ...signedErrors, ...conflict },
+  responses: { 200: json(schemas.FlowView, "Running again"), ...signedErrors, ...statusConflict },
 });
 
 const pause = createRoute({

@@ -1,0 +1,178 @@
+import type { Keys } from "../keys.js";
+import { MAX_ID } from "../model/common.js";
+import type { Runner } from "../model/index.js";
+import { encodePairs } from "./codec.js";
+import { ConflictError, NotFoundError, StoreError } from "./errors.js";
+import { callRedis, type Redis } from "./redis.js";
+import { Repository, type CreateInput, type Patch, type RecordLayout, type RecordRef } from "./repository.js";
+import type { ScriptReply } from "./script.js";
+import { createRunner, deleteRunner, indexRunnerKeys, releaseRunnerKey, updateRunnerKey } from "./scripts/runner.js";
+
+/** A public key is one runner's in a context: this one already holds it (409). */
+export class RunnerKeyTakenError extends ConflictError {
+  override name = "RunnerKeyTakenError";
+  constructor(
+    readonly contextId: number,
+    readonly pubkey: string,
+    /** The runner that holds the key. */
+    readonly holder: number,
+  ) {
+    super("runner key", pubkey, `public key ${pubkey} is registered to runner ${holder} of context ${contextId}`);
+  }
+}
+
+/** How often a write starts over after its read went stale (a concurrent change of the runner). */
+const MAX_TRIES = 8;
+/** Runners per call when the runners of a context are indexed for the first time. */
+const INDEX_CHUNK = 200;
+
+/**
+ * The runners of contexts: a Repository whose writes also keep the key index (`runner_keys`,
+ * scripts/runner.ts), one script each, so two runners of a context never
+ * hold one key: registering a key again, or patching a runner to a key another holds, is refused
+ * with RunnerKeyTakenError naming the holder.
+ */
+export class RunnerStore extends Repository<Runner> {
+  constructor(
+    private readonly db: Redis,
+    private readonly shape: RecordLayout<Runner>,
+    private readonly keys: Keys,
+    private readonly clock: () => number,
+  ) {
+    super(db, shape, clock);
+  }
+
+  /**
+   * Registers a runner. A retry of this same call (its token) finds it created; any other
+   * registration of a key a runner of the context holds is refused, whoever asks.
+   */
+  override async create(input: CreateInput<Runner>, token: string = crypto.randomUUID()): Promise<Runner> {
+    const { id: chosen, ...rest } = input;
+    for (let tries = 0; tries < MAX_TRIES * 4; tries++) {
+      const id = chosen ?? (await this.allocate(rest.context_id));
+      const record = this.record(rest, id);
+      const answer = await createRunner.run(
+        this.db,
+        [this.shape.key(record), this.shape.indexKey(record), this.keys.runnerKeys(record.context_id)],
+        [String(id), id, token, record.pubkey, ...encodePairs(this.shape.codec, record)],
+      );
+      const [code, holder] = codeOf(answer);
+      if (code === 1) return record;
+      if (code === 0 && chosen !== undefined) throw new ConflictError("runner", `${id} (context ${record.context_id})`);
+      if (code === 2) await this.taken(record.context_id, record.pubkey, holder);
+      if (code === 3) await this.indexKeys(record.context_id);
+      // 0 with an allocated id (taken by a runner of a chosen id): the next id.
+    }
+    throw new StoreError(`could not register a runner in context ${input.context_id}: it kept changing`);
+  }
+
+  /** Patches a runner; a new key moves its index entry, refused when another runner holds the key. */
+  override async update(ref: RecordRef, patch: Patch<Runner>): Promise<Runner> {
+    for (let tries = 0; tries < MAX_TRIES; tries++) {
+      const current = await this.load(ref);
+      // The same key (or none given): nothing to move, and a retried patch that already moved it lands here.
+      if (patch.pubkey === undefined || patch.pubkey === current.pubkey) return super.update(ref, patch);
+      const merged = this.shape.codec.schema.parse({ ...current, ...patch, updated_at: this.clock() });
+      const removed = Object.keys(patch).filter((k) => (patch as Record<string, unknown>)[k] === undefined);
+      const changed = encodePairs(this.shape.codec, { ...patch, updated_at: merged.updated_at });
+      const contextId = merged.context_id;
+      const answer = await updateRunnerKey.run(
+        this.db,
+        [this.shape.key(merged), this.keys.runnerKeys(contextId)],
+        [String(merged.id), current.pubkey, merged.pubkey, removed.length, ...removed, ...changed],
+      );
+      const [code, holder] = codeOf(answer);
+      if (code === 1) return merged;
+      if (code === 0) throw new NotFoundError("runner", `${ref.id} (context ${contextId})`);
+      if (code === 2) await this.taken(contextId, merged.pubkey, holder);
+      if (code === 3) await this.indexKeys(contextId);
+    }
+    throw new StoreError(`runner ${ref.id} kept changing while it was patched`);
+  }
+
+  /** Removes a runner, its index entry and its key's entry; NotFoundError when there was none. */
+  override async delete(ref: RecordRef): Promise<void> {
+    for (let tries = 0; tries < MAX_TRIES; tries++) {
+      const current = await this.find(ref);
+      if (!current) throw new NotFoundError("runner", `${ref.id} (context ${ref.context_id})`);
+      const deleted = await deleteRunner.run(
+        this.db,
+        [this.shape.key(current), this.shape.indexKey(current), this.keys.runnerKeys(current.context_id)],
+        [String(current.id), current.pubkey],
+      );
+      if (Number(deleted) === 1) return;
+      if (Number(deleted) === 0) throw new NotFoundError("runner", `${ref.id} (context ${ref.context_id})`);
+    }
+    throw new StoreError(`runner ${ref.id} kept changing while it was removed`);
+  }
+
+  /**
+   * The key is in the index under `holder`: refused, unless the entry is stale (its runner gone
+   * or holding another key, written by a version that did not keep the index), which is dropped
+   * so the caller's next try goes through.
+   */
+  private async taken(contextId: number, pubkey: string, holder: number): Promise<void> {
+    const runner = await this.find({ context_id: contextId, id: holder });
+    if (runner?.pubkey === pubkey) throw new RunnerKeyTakenError(contextId, pubkey, holder);
+    await releaseRunnerKey.run(
+      this.db,
+      [this.keys.runnerKeys(contextId), this.keys.runner(contextId, holder)],
+      [holder, pubkey],
+    );
+  }
+
+  /**
+   * Adds the context's runners to the key index (those registered before it existed), then marks
+   * the context indexed: once, the first time a runner of the context is written after the index
+   * came. Reads every runner's key (one round trip), then one script per INDEX_CHUNK runners.
+   */
+  private async indexKeys(contextId: number): Promise<void> {
+    const index = this.keys.index(contextId, "runner");
+    const ids = (await callRedis(() => this.db.exec<string[]>(["ZRANGE", index, "0", "-1"]))).map(String);
+    const pubkeys = ids.length === 0 ? [] : await this.pubkeysOf(contextId, ids);
+    for (let from = 0; from === 0 || from < ids.length; from += INDEX_CHUNK) {
+      const keys = [this.keys.runnerKeys(contextId), index];
+      const args = [from + INDEX_CHUNK >= ids.length ? String(ids.length) : ""];
+      for (let i = from; i < Math.min(ids.length, from + INDEX_CHUNK); i++) {
+        const id = Number(ids[i]);
+        const pubkey = pubkeys[i];
+        if (pubkey === null || pubkey === undefined) continue;
+        keys.push(this.keys.runner(contextId, id));
+        args.push(String(id), pubkey);
+      }
+      // A listing gone stale (a runner came or went meanwhile) leaves the context unmarked: the
+      // caller's next try indexes it again.
+      await indexRunnerKeys.run(this.db, keys, args);
+    }
+  }
+
+  /** The public key of each runner (null for one gone meanwhile), in one round trip. */
+  private async pubkeysOf(contextId: number, ids: string[]): Promise<(string | null)[]> {
+    return callRedis(async () => {
+      const p = this.db.pipeline();
+      for (const id of ids) p.hget(this.keys.runner(contextId, Number(id)), "pubkey");
+      return ((await p.exec()) as unknown[]).map((v) => (v === null || v === undefined ? null : String(v)));
+    });
+  }
+
+  /** The next runner id of the context (ids chosen by callers are skipped by the script's refusal). */
+  private async allocate(contextId: number): Promise<number> {
+    const counter = this.shape.counter({ context_id: contextId });
+    const id = Number(await callRedis(() => this.db.exec<number>(["HINCRBY", counter.key, counter.field, "1"])));
+    if (id > MAX_ID) throw new StoreError(`runner ids are exhausted in ${counter.key}`);
+    return id;
+  }
+
+  /** The whole record as `create` stores it (Repository's own, which this class cannot reach). */
+  private record(rest: Omit<CreateInput<Runner>, "id">, id: number): Runner {
+    const now = this.clock();
+    const filled = this.shape.withId ? this.shape.withId(rest, id) : rest;
+    return this.shape.codec.schema.parse({ ...filled, id, created_at: now, updated_at: now });
+  }
+}
+
+/** A script's `{code, holder?}` answer. */
+function codeOf(answer: ScriptReply): [number, number] {
+  const [code, holder] = Array.isArray(answer) ? answer : [answer];
+  return [Number(code), Number(holder ?? 0)];
+}

@@ -1,0 +1,134 @@
+import { mkdtempSync, readFileSync, rmSync } from "node:fs";
+import { tmpdir } from "node:os";
+import path from "node:path";
+import { afterAll, beforeAll, describe, expect, it } from "vitest";
+import { freePort } from "../../infra/redis-server.js";
+import { actorKeyId, type PrivateJwk } from "../../shared/auth/index.js";
+import { CoordinatorClient, signerFromJwk, type JobWithStatus } from "../../shared/client/index.js";
+import { eventually } from "../support/eventually.js";
+import { expectOneErrorLine, newUser, register, startFlowc } from "../support/flowc.js";
+import type { WatchedProcess } from "../support/process.js";
+import { startTestWorker, type TestWorker } from "../support/test-worker.js";
+
+/**
+ * `flowc job cancel` and `flowc job rerun` on jobs outside any flow, run by the reference runner
+ * (`flowc runner start`), against a real `wrangler dev` Worker; and `flowc runner register` of a
+ * key another runner of the context holds.
+ */
+
+const tmp = mkdtempSync(path.join(tmpdir(), "flowc-jobs-test-"));
+let worker: TestWorker | undefined;
+const owner = newUser(tmp, "owner");
+let context = "";
+let caller = "";
+let runnerKey = "";
+let runnerId = "";
+let runner: WatchedProcess | undefined;
+/** The API, signed as the owner: jobs outside flows have no submit command of their own. */
+let api: CoordinatorClient;
+
+beforeAll(async () => {
+  worker = await startTestWorker("cli-jobs", tmp);
+  caller = String(await register(owner, worker.url));
+  const jwk = JSON.parse(readFileSync(path.join(owner.home, "key.json"), "utf8")) as PrivateJwk;
+  api = new CoordinatorClient({ baseUrl: worker.url, signer: await signerFromJwk(jwk, actorKeyId(Number(caller))) });
+  context = /^context (\d+) created/.exec((await owner.run("context", "create")).stdout)?.[1] as string;
+  runnerKey = path.join(owner.home, "runner.json");
+  expect((await owner.run("keygen", "--out", runnerKey)).code).toBe(0);
+  const port = String(await freePort());
+  const address = `http://127.0.0.1:${port}/`;
+  const reg = await owner.run(
+    "runner",
+    "register",
+    context,
+    "--key-file",
+    runnerKey,
+    "--type",
+    "sh",
+    "--address",
+    address,
+  );
+  expect(reg.code, reg.stderr).toBe(0);
+  runnerId = /^runner (\d+) registered/.exec(reg.stdout)?.[1] as string;
+  const work = path.join(tmp, "work");
+  runner = startFlowc(
+    [
+      "runner",
+      "start",
+      context,
+      runnerId,
+      "--key-file",
+      runnerKey,
+      "--listen",
+      `127.0.0.1:${port}`,
+      "--work-dir",
+      work,
+    ],
+    owner.env,
+  );
+  await runner.waitForLine(/listening on http:\/\/127\.0\.0\.1:\d+\//, 30_000);
+}, 120_000);
+
+afterAll(async () => {
+  await runner?.kill();
+  await worker?.stop();
+  rmSync(tmp, { recursive: true, force: true });
+});
+
+/** Submits a started job outside any flow; answers its id. */
+async function submit(name: string, script: string): Promise<string> {
+  const answer = (await api.request("POST", `/v1/contexts/${context}/jobs`, {
+    job: { name, script, script_type: "sh" },
+    start: true,
+  })) as { job: JobWithStatus };
+  return String(answer.job.id);
+}
+
+/** Waits until the job's live status (or final one) is `status`. */
+function until(job: string, status: string): Promise<JobWithStatus> {
+  return eventually(
+    async () => {
+      const j = (await api.request("GET", `/v1/contexts/${context}/jobs/${caller}/${job}`)) as JobWithStatus;
+      return (j.live?.status ?? j.status) === status ? j : undefined;
+    },
+    30_000,
+    100,
+    `job ${job} ${status}`,
+  );
+}
+
+describe("flowc job", () => {
+  it("cancels a running job (its runner stops it), then refuses to cancel it again", async () => {
+    const job = await submit("sleeper", "sleep 30");
+    await until(job, "started");
+    const cancelled = await owner.run("job", "cancel", context, caller, job, "--reason", "enough");
+    expect(cancelled.code, cancelled.stderr).toBe(0);
+    expect(cancelled.stdout.trim()).toBe(`job ${job} error: cancelled: enough`);
+    await runner?.waitForLine(/\(sleeper, flow 0, attempt 1, sh\) end: error/, 20_000);
+    const again = await owner.run("job", "cancel", context, caller, job);
+    expectOneErrorLine(again, 1, /^flowc: 409 .*already ended \(error\): nothing is left to cancel/);
+    expectOneErrorLine(
+      await owner.run("job", "cancel", context, "me", job),
+      2,
+      /<caller> must be a positive integer id/,
+    );
+  });
+
+  it("re-runs a failed job with fresh retries, and refuses to re-run one that finished", async () => {
+    const marker = path.join(tmp, "second-time");
+    const job = await submit("twice", `[ -e ${marker} ] || { touch ${marker}; exit 4; }`);
+    expect((await until(job, "error")).error).toBe("exit code 4");
+    const rerun = await owner.run("job", "rerun", context, caller, job);
+    expect(rerun.code, rerun.stderr).toBe(0);
+    expect(rerun.stdout.trim()).toMatch(new RegExp(`^job ${job} \\w+ again \\(attempt 2\\)$`));
+    await until(job, "finished");
+    expectOneErrorLine(await owner.run("job", "rerun", context, caller, job), 1, /^flowc: 409 .*is finished/);
+    const json = await owner.run("job", "cancel", context, caller, job, "--json");
+    expect(json.code).toBe(1);
+  });
+
+  it("refuses to register a second runner with a key another runner holds, naming it", async () => {
+    const again = await owner.run("runner", "register", context, "--key-file", runnerKey, "--type", "sh", "--local");
+    expectOneErrorLine(again, 1, new RegExp(`^flowc: 409 .*already runner ${runnerId}'s in context ${context}`));
+  });
+});
