@@ -182,9 +182,10 @@ export interface DispatcherRpc extends Rpc.DurableObjectBranded {
 export interface ContextFeedRpc extends Rpc.DurableObjectBranded {
   /**
    * Takes a flow's `flow.*` events (at least once: what it has already is skipped); resolves
-   * once they are journalled.
+   * once they are journalled. `incarnation` is the flow's token: events of another incarnation
+   * under the same id (Redis flushed, the id given again) start from 1 and are all taken.
    */
-  publish(scope: DispatchScope, flowId: number, events: FlowStreamEvent[]): Promise<void>;
+  publish(scope: DispatchScope, flowId: number, events: FlowStreamEvent[], incarnation?: string): Promise<void>;
 }
 
 /**

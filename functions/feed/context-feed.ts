@@ -32,18 +32,35 @@ export class ContextFeed extends DurableObject<Env> implements ContextFeedRpc {
 
   private get sql(): SqlStorage {
     if (!this.ready) {
-      this.ctx.storage.sql.exec(`
+      const sql = this.ctx.storage.sql;
+      sql.exec(`
         CREATE TABLE IF NOT EXISTS feed (seq INTEGER PRIMARY KEY, body TEXT NOT NULL);
-        CREATE TABLE IF NOT EXISTS flows (flow INTEGER PRIMARY KEY, last INTEGER NOT NULL);
+        CREATE TABLE IF NOT EXISTS flows (flow INTEGER PRIMARY KEY, last INTEGER NOT NULL, incarnation TEXT);
       `);
+      // A table made before flows had incarnations lacks the column.
+      if (
+        !sql
+          .exec<{ name: string }>("PRAGMA table_info(flows)")
+          .toArray()
+          .some((c) => c.name === "incarnation")
+      )
+        sql.exec("ALTER TABLE flows ADD COLUMN incarnation TEXT");
       this.ready = true;
     }
     return this.ctx.storage.sql;
   }
 
-  async publish(scope: DispatchScope, flowId: number, events: FlowStreamEvent[]): Promise<void> {
-    const last =
-      this.sql.exec<{ last: number }>("SELECT last FROM flows WHERE flow = ?", flowId).toArray()[0]?.last ?? 0;
+  /**
+   * Per flow, the feed keeps the last event it took and the flow's incarnation: a batch of
+   * another incarnation (a flow under an id given again, after Redis was flushed or the flow
+   * deleted) starts from nothing, so its events, numbered from 1 again, are not skipped as seen.
+   * A batch without an incarnation (a flow written before there were tokens) keeps what is there.
+   */
+  async publish(scope: DispatchScope, flowId: number, events: FlowStreamEvent[], incarnation?: string): Promise<void> {
+    const row = this.sql
+      .exec<{ last: number; incarnation: string | null }>("SELECT last, incarnation FROM flows WHERE flow = ?", flowId)
+      .toArray()[0];
+    const last = row && (incarnation === undefined || row.incarnation === incarnation) ? row.last : 0;
     const fresh = events.filter((e) => e.seq > last).sort((a, b) => a.seq - b.seq);
     if (fresh.length === 0) return;
     // Only the oldest are ever deleted, so the newest kept number is the last one given.
@@ -54,9 +71,11 @@ export class ContextFeed extends DurableObject<Env> implements ContextFeedRpc {
       return entry;
     });
     this.sql.exec(
-      "INSERT INTO flows (flow, last) VALUES (?, ?) ON CONFLICT (flow) DO UPDATE SET last = excluded.last",
+      `INSERT INTO flows (flow, last, incarnation) VALUES (?, ?, ?) ON CONFLICT (flow)
+       DO UPDATE SET last = excluded.last, incarnation = COALESCE(excluded.incarnation, flows.incarnation)`,
       flowId,
       (fresh.at(-1) as FlowStreamEvent).seq,
+      incarnation ?? null,
     );
     this.sql.exec("DELETE FROM feed WHERE seq <= ?", seq - FEED_KEPT);
     for (const socket of this.ctx.getWebSockets(SUBSCRIBER)) {

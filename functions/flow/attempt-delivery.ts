@@ -37,6 +37,11 @@ export class OutgoingMessages {
   forget(key: string): void {
     this.byKey.delete(key);
   }
+
+  /** Forgets every message: another flow under the same id numbers its messages anew. */
+  clear(): void {
+    this.byKey.clear();
+  }
 }
 
 /**

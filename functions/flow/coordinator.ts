@@ -3,14 +3,13 @@ import {
   failedJobs,
   messagesNeeded,
   nearestDeadline,
-  newFlowState,
   rerunBases,
   type FlowEvent,
   type FlowState,
   type JobState,
 } from "../../shared/flow/index.js";
 import type { FlowView } from "../../shared/model/index.js";
-import { ConflictError, deadlineOwner, type Store } from "../../shared/store/index.js";
+import { deadlineOwner, type Store } from "../../shared/store/index.js";
 import type {
   CreateFlowInput,
   DeliverAnswer,
@@ -26,16 +25,18 @@ import { toProblem } from "../core/errors.js";
 import { Problem, problemData, unwrap, type RpcResult } from "../core/problem.js";
 import { scopeConflict, scopeName, type FlowScope } from "../core/scopes.js";
 import { storeForPrefix } from "../core/store.js";
-import { createdChange, flowChange } from "../../shared/flow/changes.js";
+import { flowChange } from "../../shared/flow/changes.js";
 import { closeQuietly } from "../core/sockets.js";
 import { deliverAttempt, OutgoingMessages } from "./attempt-delivery.js";
+import { FlowBinding } from "./binding.js";
+import { createNow } from "./creation.js";
 import { Deadlines } from "./deadlines.js";
 import { FlowEffects } from "./effects.js";
 import { FeedRelay } from "./feed-relay.js";
 import { GroupCommit } from "./group-commit.js";
+import { Incarnations } from "./incarnation.js";
 import { NonceLedger } from "./nonces.js";
 import { applyReported, inJobOrder } from "./reported.js";
-import { rebuildFlow, storeNewFlow } from "./stored.js";
 import { FlowStream, sinceOf } from "./stream.js";
 import { flowView } from "./view.js";
 import { explainWaiting, whyUndelivered } from "./waiting.js";
@@ -53,18 +54,17 @@ import { explainWaiting, whyUndelivered } from "./waiting.js";
  *   WebSockets (hibernatable), and FeedRelay forwards the flow's own events to its context's feed.
  *
  * Transient facts (delivery, started, heartbeats, deadlines) are journalled in this object's
- * storage; after eviction it rebuilds from Redis plus that journal.
+ * storage; after eviction it rebuilds from Redis plus that journal. Storage that belongs to
+ * another incarnation of the flow (FlowBinding) is wiped before anything of it is used.
  */
 export class FlowCoordinator extends DurableObject<Env> implements FlowCoordinatorRpc {
-  private scope: FlowScope | undefined;
-  /** Whether the scope is in storage, where an alarm that wakes a fresh instance finds it. */
-  private scopeKept = false;
+  private readonly binding = new FlowBinding(this.ctx.storage);
   private readonly nonces = new NonceLedger(this.ctx.storage);
   /** The creation under way (see create). */
   private creating: Promise<unknown> = Promise.resolve();
   private readonly outgoing = new OutgoingMessages();
   private readonly stream = new FlowStream(this.ctx);
-  private readonly relay = new FeedRelay(this.env, this.ctx.storage, this.stream);
+  private readonly relay = new FeedRelay(this.env, this.ctx.storage, this.stream, () => this.binding.incarnation);
   private readonly effects = new FlowEffects(
     this.env,
     this.ctx.storage,
@@ -80,7 +80,8 @@ export class FlowCoordinator extends DurableObject<Env> implements FlowCoordinat
   private readonly commits: GroupCommit = new GroupCommit({
     storage: this.ctx.storage,
     store: () => this.store(),
-    rebuild: (journal) => rebuildFlow(this.store(), this.bound(), journal),
+    rebuild: (journal) => this.incarnations.rebuild(journal),
+    ownsPending: () => this.incarnations.ownsPending(),
     publish: (state, changes) => void this.stream.append(this.bound(), state.traceId, changes),
     reloaded: (state) => this.stream.catchUp(this.bound(), state),
     committed: async (batch) => {
@@ -105,6 +106,16 @@ export class FlowCoordinator extends DurableObject<Env> implements FlowCoordinat
     },
     storageUp: () => void this.deadlines.storageUp(this.commits.current).catch(() => undefined),
   });
+  private readonly incarnations: Incarnations = new Incarnations({
+    ctx: this.ctx,
+    binding: this.binding,
+    parts: [this.stream, this.relay, this.deadlines, this.nonces, { forget: () => this.outgoing.clear() }],
+    store: () => this.store(),
+    current: () => this.commits.current,
+    load: () => this.commits.load(),
+    forget: () => this.commits.forget(),
+    close: (reason) => this.stream.close(reason),
+  });
 
   // RPC methods, called by the Worker's routes, the dispatcher and the supervisor.
 
@@ -121,7 +132,8 @@ export class FlowCoordinator extends DurableObject<Env> implements FlowCoordinat
         const turn = this.creating.then(async () => {
           // A creation whose outcome was unknown is settled before anything else.
           if (await this.commits.settlePending()) this.commits.forget();
-          if (!this.commits.current) await this.createNow(scope, input);
+          await this.incarnations.clearForeign();
+          if (!this.commits.current) await createNow(this.creator(), scope, input);
           if (input.start && this.commits.current?.status === "dispatched")
             await this.commits.enqueue({ type: "start", at: Date.now() });
           return this.viewOf(this.current());
@@ -131,48 +143,6 @@ export class FlowCoordinator extends DurableObject<Env> implements FlowCoordinat
       },
       false,
     );
-  }
-
-  /** Stores the new flow (and starts it, if asked); reads the flow back when its id is taken. */
-  private async createNow(scope: FlowScope, input: CreateFlowInput): Promise<void> {
-    const state = newFlowState({
-      id: scope.flowId,
-      contextId: scope.contextId,
-      callerId: input.callerId,
-      envVars: input.envVars,
-      timeouts: input.timeouts,
-      traceId: input.traceId,
-      priority: input.priority,
-      maxParallel: input.maxParallel,
-      notifyHttps: input.notifyHttps,
-      jobs: input.jobs,
-      messageBase: input.messageBase,
-    });
-    const created = createdChange(state, Date.now());
-    let stored: boolean;
-    try {
-      if (input.start && !scope.job) {
-        // Kept first: the commit arms the alarm, which must find the scope should we die then.
-        await this.keepScope();
-        await this.commits.createWith(state, input.chosen, created, { type: "start", at: Date.now() });
-        stored = true;
-      } else {
-        stored = await storeNewFlow(this.store(), this.bound(), state, input.chosen);
-        if (stored) {
-          this.commits.adopt(state);
-          this.stream.append(scope, state.traceId, [created]);
-        }
-      }
-    } catch (error) {
-      // The outcome may be unknown (storage timed out, yet may run it): read it back next time.
-      this.commits.forget();
-      if (!(error instanceof ConflictError && error.kind === "flow")) throw error;
-      stored = false;
-    }
-    if (!stored) this.commits.forget();
-    await this.commits.load();
-    await this.keepScope();
-    if (!(await this.relay.forward(scope))) await this.deadlines.arm(this.commits.current, true);
   }
 
   async start(scope: FlowScope): Promise<RpcResult<FlowView>> {
@@ -304,9 +274,7 @@ export class FlowCoordinator extends DurableObject<Env> implements FlowCoordinat
   override async alarm(): Promise<void> {
     // A fresh instance can be woken by its alarm before any call told it its scope.
     this.deadlines.rang();
-    this.scope ??= await this.ctx.storage.get<FlowScope>("scope");
-    if (!this.scope) return;
-    this.scopeKept = true;
+    if (!(await this.binding.restore())) return;
     try {
       await this.wakeUp();
     } catch (error) {
@@ -321,7 +289,7 @@ export class FlowCoordinator extends DurableObject<Env> implements FlowCoordinat
   private async wakeUp(): Promise<void> {
     await this.commits.settlePending();
     const owedDone = await this.effects.wake(undefined);
-    const state = await this.commits.load();
+    const state = await this.incarnations.loadToAct();
     if (!state) {
       await this.deadlines.disarm();
       return;
@@ -337,8 +305,8 @@ export class FlowCoordinator extends DurableObject<Env> implements FlowCoordinat
    */
   private async guard<T>(scope: FlowScope, work: () => Promise<T>, load = true): Promise<RpcResult<T>> {
     try {
-      await this.bind(scope);
-      if (load && (await this.commits.load())) await this.keepScope();
+      await this.binding.bind(scope);
+      if (load && (await this.commits.load())) await this.binding.keep();
       return { ok: await work() };
     } catch (error) {
       const problem = toProblem(error);
@@ -358,21 +326,10 @@ export class FlowCoordinator extends DurableObject<Env> implements FlowCoordinat
     });
   }
 
-  /**
-   * Takes the scope this object serves: the stored one, else the caller's. It is stored only once
-   * the flow exists (keepScope), so asking about a flow that does not exist leaves nothing behind.
-   */
-  private async bind(scope: FlowScope): Promise<void> {
-    if (this.scope) return;
-    const stored = await this.ctx.storage.get<FlowScope>("scope");
-    this.scope = stored ?? scope;
-    this.scopeKept = stored !== undefined;
-  }
-
-  private async keepScope(): Promise<void> {
-    if (this.scopeKept || !this.scope) return;
-    await this.ctx.storage.put("scope", this.scope);
-    this.scopeKept = true;
+  /** What a creation uses (see creation.ts). */
+  private creator(): Parameters<typeof createNow>[0] {
+    const { binding, commits, stream, relay, deadlines } = this;
+    return { binding, commits, stream, relay, deadlines, store: () => this.store() };
   }
 
   /** The flow's view, with the number of its latest event (subscribe after it for what follows). */
@@ -381,8 +338,7 @@ export class FlowCoordinator extends DurableObject<Env> implements FlowCoordinat
   }
 
   private bound(): FlowScope {
-    if (!this.scope) throw new Error("the FlowCoordinator was used before it was bound to a scope");
-    return this.scope;
+    return this.binding.bound;
   }
 
   private store(): Store {

@@ -201,6 +201,13 @@ export class Deadlines {
     this.armed = target;
   }
 
+  /** Storage was wiped (alarm and outage mark with it): nothing of it is known any more, and no alarm is set. */
+  forget(): void {
+    this.downSince = undefined;
+    this.reading = undefined;
+    this.armed = null;
+  }
+
   /** The alarm rang (or is about to be cleared elsewhere): what is set is not known any more. */
   rang(): void {
     this.armed = undefined;

@@ -9,7 +9,9 @@ const FED = "fed";
 /**
  * Forwards the flow's own events (`flow.*`) to its context's feed, at least once: a cursor in
  * the object's storage says how far the feed has them, and what is not forwarded yet is sent
- * again on the next commit or alarm (the feed skips what it has).
+ * again on the next commit or alarm (the feed skips what it has). Each batch names the flow's
+ * incarnation, so the feed tells another flow under the same id (whose events start at 1 again)
+ * from a repeat.
  */
 export class FeedRelay {
   private fed: number | undefined;
@@ -18,7 +20,14 @@ export class FeedRelay {
     private readonly env: Env,
     private readonly storage: DurableObjectStorage,
     private readonly stream: FlowStream,
+    /** The incarnation token of the flow whose events these are (undefined for older records). */
+    private readonly incarnation: () => string | undefined,
   ) {}
+
+  /** Forgets its cursor (after the object's storage was wiped). */
+  forget(): void {
+    this.fed = undefined;
+  }
 
   /** Sends what the feed lacks; false if it could not (the caller arranges to try again soon). */
   async forward(scope: FlowScope): Promise<boolean> {
@@ -29,7 +38,12 @@ export class FeedRelay {
     const events = this.stream.after(this.fed, true);
     if (events.length === 0) return true;
     try {
-      await feedStub(this.env, dispatchScopeOf(scope)).publish(dispatchScopeOf(scope), scope.flowId, events);
+      await feedStub(this.env, dispatchScopeOf(scope)).publish(
+        dispatchScopeOf(scope),
+        scope.flowId,
+        events,
+        this.incarnation(),
+      );
     } catch (error) {
       console.warn(`flow ${scope.flowId}: the context's feed is out of reach: ${(error as Error).message}`);
       return false;

@@ -18,6 +18,8 @@ interface Unborn {
   state: FlowState;
   chosen: number[];
   created: FlowChange;
+  /** Its incarnation token (kept in its record). */
+  token: string;
 }
 
 /** An event waiting for the next batch, with log lines it brought and who waits for it. */
@@ -50,6 +52,12 @@ export interface CommitHost {
   store(): Store;
   /** Reads the flow from Redis plus the journal; null when there is no such flow. */
   rebuild(journal: Journal): Promise<FlowState | null>;
+  /**
+   * Whether a commit plan left pending belongs to the flow in Redis (not to another incarnation
+   * under the same id); if not, the host wiped its storage, the plan with it. Without it, every
+   * plan is the flow's.
+   */
+  ownsPending?(): Promise<boolean>;
   /** The changes of a durable batch, for the flow's event stream. */
   publish(state: FlowState, changes: FlowChange[]): void;
   /** The state was read back from storage: the stream catches up with it. */
@@ -139,6 +147,8 @@ export class GroupCommit {
     return this.exclusive(async () => {
       const plan = await this.pending.read();
       if (!plan) return false;
+      // A creation's script tells another flow under the id itself; a commit's would write into it.
+      if (!plan.creates && this.host.ownsPending && !(await this.host.ownsPending())) return true;
       try {
         await this.run(plan);
       } catch (error) {
@@ -167,12 +177,18 @@ export class GroupCommit {
 
   /**
    * Stores a flow that is not in storage yet together with the transition of `event` (its
-   * start), in one script call: resolves as `enqueue` does. Rejects with ConflictError (kind
-   * "flow") when another flow holds the id, or "job" when a chosen job id is taken: nothing
-   * was written then, and memory is forgotten.
+   * start), in one script call, with `token` as its incarnation: resolves as `enqueue` does.
+   * Rejects with ConflictError (kind "flow") when another flow holds the id, or "job" when a
+   * chosen job id is taken: nothing was written then, and memory is forgotten.
    */
-  createWith(state: FlowState, chosen: number[], created: FlowChange, event: FlowEvent): Promise<Transition> {
-    return this.enqueue(event, undefined, { state, chosen, created });
+  createWith(
+    state: FlowState,
+    chosen: number[],
+    created: FlowChange,
+    event: FlowEvent,
+    token: string = crypto.randomUUID(),
+  ): Promise<Transition> {
+    return this.enqueue(event, undefined, { state, chosen, created, token });
   }
 
   /** Forgets memory: the next use reads the state back. */
@@ -247,7 +263,7 @@ export class GroupCommit {
     const store = this.host.store();
     const commit = planCommit(store.keys, steps, now, store.deadLetters.max);
     const plan: PendingCommit = unborn
-      ? { ...commit, ...this.host.store().flows.creation(unborn.state, unborn.chosen, now, commit) }
+      ? { ...commit, ...this.host.store().flows.creation(unborn.state, unborn.chosen, now, commit, unborn.token) }
       : commit;
     const writes = unborn !== undefined || commit.sections > 0;
     let skipped: number[] = [];

@@ -24,6 +24,11 @@ export class NonceLedger {
 
   constructor(private readonly storage: DurableObjectStorage) {}
 
+  /** Storage was wiped: the nonces an older version kept are looked for again (none will be). */
+  forget(): void {
+    this.former = undefined;
+  }
+
   /** Records a nonce; false when it was already used and has not expired. */
   async use(keyid: string, nonce: string, ttlMs: number, now = Date.now()): Promise<boolean> {
     this.former ??= this.takeFormer(now);

@@ -1,5 +1,5 @@
 import { rebuildState, type FlowState, type JobState, type Journal } from "../../shared/flow/index.js";
-import { ConflictError, jobRecord, type Store } from "../../shared/store/index.js";
+import { ConflictError, jobRecord, type RecordToken, type Store, type StoredFlow } from "../../shared/store/index.js";
 import type { FlowScope } from "../core/scopes.js";
 
 /*
@@ -9,16 +9,18 @@ import type { FlowScope } from "../core/scopes.js";
  */
 
 /**
- * Stores a new flow (or a job outside any flow) all or nothing. False when it exists already: a
- * retried creation, or another flow under a caller-chosen id (the caller tells them apart).
+ * Stores a new flow (or a job outside any flow) all or nothing, with `token` as its incarnation.
+ * False when it exists already: a retried creation, or another flow under a caller-chosen id
+ * (the caller tells them apart).
  */
 export async function storeNewFlow(
   store: Store,
   scope: FlowScope,
   state: FlowState,
   chosen: number[],
+  token: string,
 ): Promise<boolean> {
-  if (!scope.job) return store.flows.create(state, chosen, Date.now());
+  if (!scope.job) return store.flows.create(state, chosen, Date.now(), token);
   try {
     const {
       created_at: _c,
@@ -26,7 +28,7 @@ export async function storeNewFlow(
       ...record
     } = jobRecord(state, state.jobs[state.order[0] as number] as JobState, Date.now());
     // Without a flow record, the job keeps the timeouts it runs with (rebuildState reads them).
-    await store.jobs.create({ ...record, timeouts: state.timeouts });
+    await store.jobs.create({ ...record, timeouts: state.timeouts }, token);
     return true;
   } catch (error) {
     if (error instanceof ConflictError && chosen.length === 0) return false;
@@ -34,23 +36,35 @@ export async function storeNewFlow(
   }
 }
 
-/** Reads the flow from Redis plus the journal of the object's storage; null when there is none. */
-export async function rebuildFlow(store: Store, scope: FlowScope, journal: Journal): Promise<FlowState | null> {
-  if (scope.job) {
-    const { jobs, messages } = await store.flows.loadJobs(scope.contextId, scope.job.callerId, [scope.job.id]);
-    return jobs.length === 0
-      ? null
-      : rebuildState({ flow: null, contextId: scope.contextId, callerId: scope.job.callerId, jobs, messages, journal });
-  }
+/** The flow's records in Redis (a job's, for a job outside any flow) with their incarnation token; null when there are none. */
+export async function readFlow(store: Store, scope: FlowScope): Promise<StoredFlow | null> {
+  if (scope.job) return store.flows.loadJob(scope.contextId, scope.job.callerId, scope.job.id);
   const stored = await store.flows.load(scope.contextId, scope.flowId);
-  return stored?.flow
-    ? rebuildState({
-        flow: stored.flow,
-        contextId: scope.contextId,
-        callerId: stored.flow.caller_id,
-        jobs: stored.jobs,
-        messages: stored.messages,
-        journal,
-      })
-    : null;
+  return stored?.flow ? stored : null;
+}
+
+/** What `readFlow` found, as the record's token (one command: the flow's hash, or the job's). */
+export function readRecordToken(store: Store, scope: FlowScope): Promise<RecordToken> {
+  const key = scope.job
+    ? store.keys.job(scope.contextId, scope.job.callerId, scope.job.id)
+    : store.keys.flow(scope.contextId, scope.flowId);
+  return store.flows.recordToken(key);
+}
+
+/** Reads the flow from Redis plus the journal of the object's storage, whatever incarnation; null when there is none. */
+export async function rebuildFlow(store: Store, scope: FlowScope, journal: Journal): Promise<FlowState | null> {
+  const stored = await readFlow(store, scope);
+  return stored ? rebuildFrom(scope, stored, journal) : null;
+}
+
+/** The state of records `readFlow` found, plus the journal of the object's storage. */
+export function rebuildFrom(scope: FlowScope, stored: StoredFlow, journal: Journal): FlowState {
+  return rebuildState({
+    flow: stored.flow,
+    contextId: scope.contextId,
+    callerId: stored.flow?.caller_id ?? scope.job?.callerId ?? 0,
+    jobs: stored.jobs,
+    messages: stored.messages,
+    journal,
+  });
 }

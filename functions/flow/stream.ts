@@ -2,6 +2,7 @@ import { catchUpChanges, createdChange, type FlowChange, type Published } from "
 import type { FlowState } from "../../shared/flow/index.js";
 import type { FlowStreamEvent, JobStatus } from "../../shared/model/index.js";
 import type { FlowScope } from "../core/scopes.js";
+import { closeQuietly } from "../core/sockets.js";
 
 /** The tag of the subscribers' WebSockets: the only sockets a FlowCoordinator accepts. */
 const SUBSCRIBER = "events";
@@ -31,6 +32,12 @@ export class FlowStream {
   private newest: { seq: number; flowSeq: number } | undefined;
 
   constructor(private readonly ctx: DurableObjectState) {}
+
+  /** Forgets what it knows of its tables (after they were wiped): they are made again on next use. */
+  forget(): void {
+    this.ready = false;
+    this.newest = undefined;
+  }
 
   private get sql(): SqlStorage {
     if (!this.ready) {
@@ -67,6 +74,14 @@ export class FlowStream {
       .toArray()
       .map((row) => ({ seq: row.seq ?? 0, flowSeq: row.flowSeq ?? 0 }))[0];
     return this.newest ?? { seq: 0, flowSeq: 0 };
+  }
+
+  /**
+   * Closes every subscriber's socket (1012, told why): the stream they follow is gone, and a
+   * new one numbers its events from 1 again; a client subscribes again from the start.
+   */
+  close(reason: string): void {
+    for (const socket of this.ctx.getWebSockets(SUBSCRIBER)) closeQuietly(socket, 1012, reason);
   }
 
   /** Numbers the changes, journals them, and pushes them to every subscriber. */

@@ -28,6 +28,11 @@ export interface Memory {
   paused?: boolean;
   /** Storage or an object failed this many times in a row while acting (the retry backs off). */
   failures?: number;
+  /**
+   * The incarnation token of the schedule this memory is of (its record's `_op`): a record under
+   * the same id with another token is another schedule, whose memory starts empty.
+   */
+  incarnation?: string;
 }
 
 /** A fresh memory. */

@@ -1,6 +1,6 @@
 import { DurableObject } from "cloudflare:workers";
 import type { Schedule, ScheduleRun } from "../../shared/model/index.js";
-import { NotFoundError, type SchedulePatch, type Store } from "../../shared/store/index.js";
+import { NotFoundError, type SchedulePatch, type Store, type StoredSchedule } from "../../shared/store/index.js";
 import { readConfig } from "../core/config.js";
 import type { SchedulerRpc, SchedulerState, ScheduleScope } from "../core/contracts.js";
 import type { Env } from "../core/env.js";
@@ -76,14 +76,15 @@ export class Scheduler extends DurableObject<Env> implements SchedulerRpc {
   }
 
   /** Plans what is due, acts on pending fires, sets the alarm and publishes the next fire. */
-  private async advance(known?: Schedule): Promise<SchedulerState> {
+  private async advance(known?: StoredSchedule): Promise<SchedulerState> {
     const scope = this.bound();
-    const record = known ?? (await this.store().schedules.find(scope.contextId, scope.scheduleId));
-    if (!record) {
+    const found = known ?? (await this.store().schedules.findStored(scope.contextId, scope.scheduleId));
+    if (!found) {
       await this.forget();
       return stateOf(emptyMemory());
     }
-    const memory = await this.memory();
+    const record = found.record;
+    const memory = await this.memoryOf(found);
     const now = Date.now();
     if (record.paused) memory.paused = true;
     else {
@@ -207,13 +208,13 @@ export class Scheduler extends DurableObject<Env> implements SchedulerRpc {
   /** A fire now (this second), through the overlap policy, paused or not; answers its run. */
   private async fireNow(): Promise<ScheduleRun> {
     const scope = this.bound();
-    const record = await this.store().schedules.find(scope.contextId, scope.scheduleId);
-    if (!record) {
+    const found = await this.store().schedules.findStored(scope.contextId, scope.scheduleId);
+    if (!found) {
       // Nothing to fire; and nothing of this call stays behind in the object's storage.
       await this.forget();
       throw new NotFoundError("schedule", `${scope.scheduleId} in context ${scope.contextId}`);
     }
-    const memory = await this.memory();
+    const memory = await this.memoryOf(found);
     // A manual fire still pending (its trigger was answered 503 and is being retried) is this
     // one: a retried trigger must not become a second run.
     const waiting = memory.pending.find((f) => f.trigger === "manual");
@@ -224,7 +225,7 @@ export class Scheduler extends DurableObject<Env> implements SchedulerRpc {
       memory.pending.push(fire);
       await this.save(memory);
     }
-    await this.advance(record);
+    await this.advance(found);
     const run = recorded(memory, fire) ?? memory.runs.find((r) => r.fire_at === seconds(fire.at));
     if (!run) throw new Problem("storage-unavailable", "the fire could not be acted on yet; it is retried");
     return run;
@@ -254,6 +255,21 @@ export class Scheduler extends DurableObject<Env> implements SchedulerRpc {
     this.cached = undefined;
     const scope = this.bound();
     await this.store().schedules.setDue(scope.contextId, scope.scheduleId, undefined);
+  }
+
+  /**
+   * The memory of the schedule `found`. A record under this id with another incarnation token
+   * (Redis flushed or replaced, the id given again) is another schedule: it starts from an empty
+   * memory, not with the old one's last fire (whose missed fires it would catch up), pending
+   * fires, runs, or running flows (whose ids now name other flows). A record without a token
+   * (created before there were tokens) keeps the memory there is.
+   */
+  private async memoryOf(found: StoredSchedule): Promise<Memory> {
+    const memory = await this.memory();
+    if (found.incarnation === undefined || memory.incarnation === found.incarnation) return memory;
+    const fresh: Memory = { ...emptyMemory(), incarnation: found.incarnation };
+    await this.save(fresh);
+    return fresh;
   }
 
   private async memory(): Promise<Memory> {

@@ -46,7 +46,21 @@ export interface StoredFlow {
   jobs: RunnerJob[];
   /** Messages by job id, in attempt order. */
   messages: Map<number, Message[]>;
+  /**
+   * The incarnation token of the record read (the flow's, or a job's read alone: its `_op`, the
+   * token of the call that created it); undefined for a record written before there were tokens.
+   */
+  incarnation?: string;
 }
+
+/**
+ * What a record's creation left of it: null when there is no record; else its incarnation token
+ * (`_op`), undefined when it was written before there were tokens.
+ */
+export type RecordToken = null | { token: string | undefined };
+
+/** The hash field in which a flow or a job run outside any flow keeps its incarnation token. */
+export const INCARNATION_FIELD = "_op";
 
 /** Where the relay of msg_out sends messages it took: delivered, or back to msg_out. */
 export interface Settlement {
@@ -122,10 +136,11 @@ export class FlowStore {
   /**
    * Stores a new flow and its jobs all or nothing. `chosen` are the positions (in `order`) of
    * jobs whose ids the caller chose: only those can collide. Returns false if the flow exists.
+   * `token` is the flow's incarnation token (see `creation`).
    */
-  async create(state: FlowState, chosen: number[], now: number): Promise<boolean> {
+  async create(state: FlowState, chosen: number[], now: number, token?: string): Promise<boolean> {
     try {
-      await this.commit(this.creation(state, chosen, now));
+      await this.commit(this.creation(state, chosen, now, undefined, token));
       return true;
     } catch (error) {
       if (error instanceof ConflictError && error.kind === "flow") return false;
@@ -139,8 +154,18 @@ export class FlowStore {
    * commit it is idempotent like one, so it can be left pending and run again: the flow keeps
    * the creation's own token, which tells a re-run of this very call from another flow that
    * holds the id (a trace id would not: a client's retry resends its `traceparent`).
+   *
+   * That token (`_op` in the flow's hash) is also the flow's incarnation: its FlowCoordinator
+   * keeps it with its own storage and wipes that storage when the record it reads holds
+   * another (docs/architecture.md, "A flow's Durable Object"). `token` is the coordinator's.
    */
-  creation(state: FlowState, chosen: number[], now: number, first?: Pick<CommitPlan, "keys" | "args">): Creation {
+  creation(
+    state: FlowState,
+    chosen: number[],
+    now: number,
+    first?: Pick<CommitPlan, "keys" | "args">,
+    token: string = crypto.randomUUID(),
+  ): Creation {
     const ctx = state.contextId;
     const flowFields = encodePairs(codecs.flow, flowRecord(state, now));
     const keys = [
@@ -153,7 +178,7 @@ export class FlowStore {
       String(state.id),
       String(state.order.length),
       chosen.map((p) => p + 1).join(","),
-      first ? crypto.randomUUID() : "",
+      token,
       String(flowFields.length / 2),
       ...flowFields.map(String),
     ];
@@ -199,11 +224,45 @@ export class FlowStore {
     const hash = await readHash(this.redis, key);
     if (!hash) return null;
     const flow = decodeRecord(codecs.flow, key, hash);
-    return { flow, ...(await this.loadJobs(contextId, flow.caller_id, flow.jobs)) };
+    const token = hash[INCARNATION_FIELD];
+    return {
+      flow,
+      ...(await this.loadJobs(contextId, flow.caller_id, flow.jobs)),
+      ...(token !== undefined ? { incarnation: token } : {}),
+    };
+  }
+
+  /** Reads a job run outside any flow with its attempts' messages (two round trips), or null. */
+  async loadJob(contextId: number, callerId: number, jobId: number): Promise<StoredFlow | null> {
+    const { jobs, messages, hashes } = await this.readJobs(contextId, callerId, [jobId]);
+    const token = hashes[0]?.[INCARNATION_FIELD];
+    if (jobs.length === 0) return null;
+    return { flow: null, jobs, messages, ...(token !== undefined ? { incarnation: token } : {}) };
+  }
+
+  /**
+   * The incarnation token of the flow or job hash at `key` (one command), to tell whether the
+   * record a Durable Object holds in memory is still the one in Redis.
+   */
+  async recordToken(key: string): Promise<RecordToken> {
+    const [token, id] = await callRedis(() =>
+      this.redis.exec<(string | null)[]>(["HMGET", key, INCARNATION_FIELD, "id"]),
+    );
+    if (id === null || id === undefined) return null;
+    return { token: token === null || token === undefined ? undefined : String(token) };
   }
 
   /** Reads jobs and the messages of every attempt they may have had. */
   async loadJobs(contextId: number, callerId: number, jobIds: number[]): Promise<Omit<StoredFlow, "flow">> {
+    const { jobs, messages } = await this.readJobs(contextId, callerId, jobIds);
+    return { jobs, messages };
+  }
+
+  private async readJobs(
+    contextId: number,
+    callerId: number,
+    jobIds: number[],
+  ): Promise<Omit<StoredFlow, "flow"> & { hashes: (Record<string, string> | null)[] }> {
     const jobKeys = jobIds.map((id) => this.keys.job(contextId, callerId, id));
     const jobHashes = await readHashes(this.redis, jobKeys);
     const jobs = jobHashes.flatMap((h, i) => (h ? [decodeRecord(codecs.job, jobKeys[i] as string, h)] : []));
@@ -226,7 +285,7 @@ export class FlowStore {
       list.push(message);
       messages.set((wanted[i] as { job: number }).job, list);
     });
-    return { jobs, messages };
+    return { jobs, messages, hashes: jobHashes };
   }
 
   /** Loads messages by key (for the relay's messages of other flows). */

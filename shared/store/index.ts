@@ -12,7 +12,7 @@ export { CLAIM_LIMIT, DELIVERED_SCORE, DispatchStore } from "./dispatch-store.js
 export type { Claim, ClaimResult, ClaimRunner, Held, RunnerHealth, WorkSettlement } from "./dispatch-store.js";
 export { readyQueueOf, serves } from "./ready-queue.js";
 export type { ReadyQueue } from "./ready-queue.js";
-export type { Reservation, ReservedIds, ReserveRequest, Settlement, StoredFlow } from "./flow-store.js";
+export type { RecordToken, Reservation, ReservedIds, ReserveRequest, Settlement, StoredFlow } from "./flow-store.js";
 export { deadlineOwner, planCommit } from "./flow-plan.js";
 export type { CommitPlan, CommitStep } from "./flow-plan.js";
 export { jobRecord } from "./flow-records.js";
@@ -24,4 +24,4 @@ export { FOLD_LIMIT, MetricsStore, SCRAPE_CONTEXT_LIMIT } from "./metrics-store.
 export type { ContextFigures, Counters, Scrape, SweepCounts } from "./metrics-store.js";
 export { KeyEpoch } from "./key-epoch.js";
 export { ScheduleStore } from "./schedule-store.js";
-export type { NewSchedule, SchedulePatch } from "./schedule-store.js";
+export type { NewSchedule, SchedulePatch, StoredSchedule } from "./schedule-store.js";

@@ -63,14 +63,16 @@ export class Repository<T extends RecordRef & { created_at: number; updated_at: 
 
   /**
    * Stores a new record. With `id` given it must be free (ConflictError otherwise); without, the
-   * next free id of the scope is allocated (ids callers chose are skipped).
+   * next free id of the scope is allocated (ids callers chose are skipped). `token`, when given,
+   * is the creating call's token the record keeps in `_op` (else a random one): a job run
+   * outside any flow keeps its coordinator's incarnation token there.
    */
-  async create(input: CreateInput<T>): Promise<T> {
+  async create(input: CreateInput<T>, token: string = crypto.randomUUID()): Promise<T> {
     const { id: chosen, ...fields } = input;
     const rest = fields as unknown as Omit<T, Managed>;
     if (chosen !== undefined) {
       const record = this.build(rest, chosen);
-      if (!(await this.insert(record))) throw new ConflictError(this.kind, describe(record));
+      if (!(await this.insert(record, token))) throw new ConflictError(this.kind, describe(record));
       return record;
     }
     const counter = this.layout.counter(rest as unknown as Omit<RecordRef, "id">);
@@ -78,7 +80,7 @@ export class Repository<T extends RecordRef & { created_at: number; updated_at: 
       const id = Number(await callRedis(() => this.redis.exec<number>(["HINCRBY", counter.key, counter.field, "1"])));
       if (id > MAX_ID) throw new StoreError(`${this.kind} ids are exhausted in ${counter.key}`);
       const record = this.build(rest, id);
-      if (await this.insert(record)) return record;
+      if (await this.insert(record, token)) return record;
     }
     throw new StoreError(`could not allocate a free ${this.kind} id in ${counter.key}`);
   }
@@ -153,14 +155,14 @@ export class Repository<T extends RecordRef & { created_at: number; updated_at: 
   }
 
   /** Writes a complete new record; false when its key is already taken. */
-  private async insert(record: T): Promise<boolean> {
+  private async insert(record: T, token: string): Promise<boolean> {
     const key = this.layout.key(record);
     const index = { key: this.layout.indexKey(record), member: this.layout.indexMember(record) };
     const keys = this.layout.indexInSlot ? [key, index.key] : [key];
     const created = await createRecord.run(this.redis, keys, [
       index.member,
       record.id,
-      crypto.randomUUID(),
+      token,
       ...encodePairs(this.layout.codec, record),
     ]);
     if (created !== 1) return false;

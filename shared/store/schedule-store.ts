@@ -38,7 +38,8 @@ const codec: RecordCodec<Schedule> = {
  *   KEYS[3]  the Idempotency-Key's record (optional: Keys.scheduleIdempotency)
  *   ARGV[1]  the counter field ("schedule")   ARGV[2]  the schedule key prefix (`…schedule:`)
  *   ARGV[3]  how long the Idempotency-Key is kept (seconds)   ARGV[4]  the request's digest
- *   ARGV[5…] the record's field / value pairs (without `id`)
+ *   ARGV[5…] the record's field / value pairs (without `id`; with `_op`, the schedule's
+ *            incarnation token, which its Scheduler object keeps too)
  * Returns {0, "<new id>"}, or {1, "<id>:<digest>"} when the Idempotency-Key created schedule `id`
  * before, for a request of that digest.
  */
@@ -90,6 +91,15 @@ return redis.call("DEL", KEYS[1])`,
 /** What a new schedule is made of: everything but the id the store allocates. */
 export type NewSchedule = Omit<Schedule, "id">;
 
+/** A schedule as read, with its incarnation token (undefined for a schedule created before there were tokens). */
+export interface StoredSchedule {
+  record: Schedule;
+  incarnation?: string;
+}
+
+/** The hash field of a schedule's incarnation token: a random id made when it is created. */
+const INCARNATION_FIELD = "_op";
+
 /** A change of a schedule: fields to set, and optional fields to clear. */
 export interface SchedulePatch {
   set: Partial<Omit<Schedule, "id" | "context_id" | "created_at">>;
@@ -117,7 +127,9 @@ export class ScheduleStore {
     idempotency?: { key: string; digest: string },
   ): Promise<{ schedule: Schedule; existing: false } | { existing: true; id: number; digest: string }> {
     const ctx = input.context_id;
-    const pairs = encodePairs<Schedule>(codec, input);
+    // A schedule under an id given again (Redis flushed) is another incarnation: its Scheduler
+    // tells it from the one it remembers by this token.
+    const pairs = [...encodePairs<Schedule>(codec, input), INCARNATION_FIELD, crypto.randomUUID()];
     const keys = [this.keys.ids(ctx), this.keys.scheduleIndex(ctx)];
     if (idempotency) keys.push(this.keys.scheduleIdempotency(ctx, input.creator_id, idempotency.key));
     const [seen, answer] = (await createSchedule.run(this.redis, keys, [
@@ -141,9 +153,16 @@ export class ScheduleStore {
 
   /** One schedule, or null when there is none. */
   async find(contextId: number, id: number): Promise<Schedule | null> {
+    return (await this.findStored(contextId, id))?.record ?? null;
+  }
+
+  /** One schedule with its incarnation token (one command), or null when there is none. */
+  async findStored(contextId: number, id: number): Promise<StoredSchedule | null> {
     const key = this.keys.schedule(contextId, id);
     const hash = await readHash(this.redis, key);
-    return hash ? decodeRecord(codec, key, hash) : null;
+    if (!hash) return null;
+    const token = hash[INCARNATION_FIELD];
+    return { record: decodeRecord(codec, key, hash), ...(token !== undefined ? { incarnation: token } : {}) };
   }
 
   /** A page of a context's schedules by id (two round trips). */

@@ -161,17 +161,20 @@ export async function startPrivateStack(label: string, options: PrivateStackOpti
     /**
      * Registers a push runner of sh jobs at a free port, to be served by a test runner (with the
      * env switches of `extra`) once `start` is called: until then deliveries to it fail. With
-     * `PULL` in `extra` the runner is registered without an address: a pull runner.
+     * `PULL` in `extra` the runner is registered without an address: a pull runner. With `again`,
+     * a runner the context lost is registered again, with its id and key.
      */
     async registerTestRunner(
       admin: CoordinatorClient,
       contextId: number,
       extra: Record<string, string> = {},
       concurrency = 200,
+      again?: { id: number; jwk: PrivateJwk },
     ): Promise<RegisteredRunner<TestRunnerProcess>> {
-      const jwk = await generateKeyPair();
+      const jwk = again?.jwk ?? (await generateKeyPair());
       const port = await freePort();
       const runner = await admin.createRunner(contextId, {
+        ...(again ? { id: again.id } : {}),
         pubkey: jwk.x,
         runner_type: "sh",
         ...(extra.PULL ? {} : { address: `http://127.0.0.1:${port}/` }),

@@ -36,6 +36,27 @@ export class PullRunner {
   }
 
   /**
+   * Registers `old` again, same id and key, in a context that lost it (its Redis was flushed):
+   * the same runner as far as anyone can tell.
+   */
+  static async again(w: TestWorker, admin: CoordinatorClient, old: PullRunner): Promise<PullRunner> {
+    const runner = await admin.createRunner(old.contextId, {
+      id: old.id,
+      pubkey: old.jwk.x,
+      runner_type: "sh",
+      local: true,
+      script_types: ["sh", "python"],
+      concurrency: 100,
+    });
+    return new PullRunner(
+      runner.id,
+      old.contextId,
+      old.jwk,
+      await w.clientFor(old.jwk, runnerKeyId(old.contextId, runner.id)),
+    );
+  }
+
+  /**
    * Leases until at least `atLeast` deliveries came (the relay runs just after a commit, in the
    * flow's Durable Object); fails if they do not come within 10 s.
    */

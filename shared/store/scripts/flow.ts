@@ -114,8 +114,10 @@ end`;
  *   KEYS[5 + J ..]  the keys of the commit's sections (their positions count from 1 there)
  *   ARGV[1]  flow id   ARGV[2]  J, the number of jobs
  *   ARGV[3]  comma-separated positions (1-based) of jobs whose id the caller chose
- *   ARGV[4]  with a commit, this creation's own token (kept in the flow hash's `_op`): a flow
- *            that holds it is this very creation, run again; "" without a commit
+ *   ARGV[4]  this creation's own token, kept in the flow hash's `_op`: the flow's incarnation
+ *            (its FlowCoordinator keeps it too), and with a commit, what tells this very
+ *            creation run again (created 0) from another flow under the id; "" (plans left by
+ *            older versions without a commit) writes none
  *   ARGV[5]  n, the number of flow fields, then n field/value pairs
  *   then for each job: its index member, m, and m field/value pairs
  *   then the commit's sections, as commitFlow reads them (none: a creation alone)
