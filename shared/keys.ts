@@ -187,6 +187,21 @@ export class Keys {
     return `${this.namespace(contextId)}deadlines`;
   }
 
+  /** Ended flows (`flow:<id>`) and jobs outside flows (`job:<caller>:<id>`) by end time (ms), what retention removes. */
+  ended(contextId: number, status: "finished" | "error"): string {
+    return `${this.namespace(contextId)}ended:${status}`;
+  }
+
+  /** Messages put in an inbox (inboxEntry) by when (ms): unread, they are removed after the inbox window. */
+  inboxDue(contextId: number): string {
+    return `${this.namespace(contextId)}inbox_due`;
+  }
+
+  /** Contexts whose deletion began and is not done, by when it began (ms): the sweep carries it on. */
+  contextsDeleting(): string {
+    return `${this.prefix}deleting:context`;
+  }
+
   /** Hash of the context's dead letters: entry id → the entry (JSON). */
   deadLetters(contextId: number): string {
     return `${this.namespace(contextId)}deadletters`;
@@ -376,4 +391,9 @@ export function parseWorkItem(member: string): WorkItem | null {
 export function parseMessageKey(key: string): { callerId: number; id: number } | null {
   const m = /:message:(\d+):(\d+)$/.exec(key);
   return m ? { callerId: Number(m[1]), id: Number(m[2]) } : null;
+}
+
+/** A member of `inboxDue`: `<recipient>|<message key>` (the recipient names the inbox). */
+export function inboxEntry(actorId: number, messageKey: string): string {
+  return `${actorId}|${messageKey}`;
 }

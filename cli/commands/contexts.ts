@@ -5,6 +5,7 @@ import { watchContext } from "../context-watch.js";
 import { UsageError } from "../errors.js";
 import { fields, ids, timestamp } from "../output.js";
 import { actorSession, contextSession } from "../session.js";
+import { detailLines } from "./lifecycle.js";
 
 function contextLines(context: Context): string[] {
   return fields([
@@ -65,14 +66,14 @@ const create: Command = {
 
 const show: Command = {
   name: "context show",
-  summary: "show a context's permission lists (readers and up)",
+  summary: "show a context: permission lists, limits, retention and what it stores (readers and up)",
   usage: "context show <context>",
   args: ["context"],
   examples: ["flowc context show 1"],
   async run(invocation) {
     const { contextId, session } = await contextSession(invocation, "context show");
     const context = await session.client.loadContext(contextId);
-    invocation.out.result(context, contextLines(context));
+    invocation.out.result(context, [...contextLines(context), ...detailLines(context)]);
   },
 };
 
@@ -125,8 +126,12 @@ const remove: Command = {
       );
     }
     const session = await actorSession(invocation, "context delete");
-    await session.client.deleteContext(id);
-    invocation.out.result({ context_id: id, deleted: true }, [`context ${id} deleted`]);
+    const done = await session.client.deleteContext(id);
+    invocation.out.result({ context_id: id, deleted: done }, [
+      done
+        ? `context ${id} deleted`
+        : `context ${id} is being deleted: it is gone already, and the rest of it is removed in the background`,
+    ]);
   },
 };
 

@@ -3,6 +3,7 @@ import { actorCommands } from "./actors.js";
 import { contextCommands } from "./contexts.js";
 import { flowCommands } from "./flows.js";
 import { keyCommands } from "./keys.js";
+import { lifecycleCommands } from "./lifecycle.js";
 import { messageCommands } from "./messages.js";
 import { deadLetterCommands, dispatchCommands, flowRecoveryCommands } from "./recovery.js";
 import { runnerStartCommands } from "./runner-start.js";
@@ -20,6 +21,7 @@ export const COMMANDS: Command[] = [
   ...flowCommands,
   ...flowRecoveryCommands,
   ...scheduleCommands,
+  ...lifecycleCommands,
   ...messageCommands,
   ...deadLetterCommands,
 ];

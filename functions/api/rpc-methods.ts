@@ -5,6 +5,7 @@ import {
   ActorRegistration,
   Context,
   ContextCreation,
+  ContextDetails,
   ContextLimitsUpdate,
   DeadLetter,
   Flow,
@@ -24,8 +25,10 @@ import {
   ScheduleView,
 } from "../../shared/model/index.js";
 import { loadActor, registerActor } from "../service/actors.js";
-import type { FlowCall } from "../service/call.js";
-import { createContext, listContexts, loadContext, setLimits } from "../service/contexts.js";
+import { createContext, listContexts, setLimits } from "../service/contexts.js";
+import { contextDetails } from "../service/retention.js";
+import { LIFECYCLE_METHODS } from "./rpc-lifecycle.js";
+import { method, type MethodTable } from "./rpc-method.js";
 import { flowDag, listFlows, loadFlow, startFlow, submitFlow } from "../service/flows.js";
 import { cancelJob, JobSubmission, loadJob, loadMessage, rerunJob, startJob, submitJob } from "../service/jobs.js";
 import { inbox, sendMessage } from "../service/messages.js";
@@ -48,27 +51,7 @@ import {
   triggerSchedule,
 } from "../service/schedules.js";
 
-/**
- * A JSON-RPC method: what it does, its params (by name: one zod object, the schema calls are
- * validated with), the schema of its result, and the service function behind it. The OpenRPC
- * document is generated from these same schemas.
- */
-export interface Method<P extends z.ZodType = z.ZodType> {
-  summary: string;
-  params: P;
-  result: z.ZodType;
-  /** HTTP statuses of problems this method may answer besides 400, 403, 404 and 503 (409 conflict, 422 …). */
-  alsoFails?: readonly number[];
-  run(call: FlowCall, params: z.output<P>): Promise<unknown>;
-}
-
-/** A method's definition, its params typed from its schema. */
-export function method<P extends z.ZodType>(definition: Method<P>): Method {
-  return definition as unknown as Method;
-}
-
-/** The methods a transport offers, by name. */
-export type MethodTable = Readonly<Record<string, Method>>;
+export { method, type Method, type MethodTable } from "./rpc-method.js";
 
 const ById = z.object({ id: Id }).strict();
 const InContext = z.object({ context_id: Id, id: Id }).strict();
@@ -111,10 +94,10 @@ export const METHODS: MethodTable = {
     run: (call, p) => createContext(call, p),
   }),
   "context.load": method({
-    summary: "Load a context (its members)",
+    summary: "Load a context: its members, the retention in force and what it stores",
     params: ById,
-    result: Context,
-    run: (call, p) => loadContext(call, p.id),
+    result: ContextDetails,
+    run: (call, p) => contextDetails(call, p.id),
   }),
   "context.list": method({
     summary:
@@ -333,4 +316,5 @@ export const METHODS: MethodTable = {
       return { deleted: true };
     },
   }),
+  ...LIFECYCLE_METHODS,
 };

@@ -17,6 +17,9 @@ const keyList = z
   .pipe(z.array(PublicKey));
 
 const seconds = (fallback: number) => z.coerce.number().int().min(0).default(fallback);
+const DAY = 86_400;
+/** A retention window: at least a second, at most ten years (as a context's own setting). */
+const window = (fallback: number) => z.coerce.number().int().min(1).max(315_360_000).default(fallback);
 
 const ConfigSchema = z.object({
   SIGNATURE_SKEW_SECONDS: seconds(300),
@@ -30,6 +33,9 @@ const ConfigSchema = z.object({
   METRICS_TOKEN: z.string().min(16, "at least 16 characters").optional(),
   // The bounds of a context's own `retention.dead_letters`.
   DEAD_LETTERS_MAX: z.coerce.number().int().min(1).max(1_000_000).default(DEAD_LETTERS_MAX),
+  RETENTION_FINISHED_SECONDS: window(7 * DAY),
+  RETENTION_ERROR_SECONDS: window(30 * DAY),
+  RETENTION_INBOX_SECONDS: window(30 * DAY),
 });
 
 /** The Worker's settings, parsed from its vars once per set of bindings. */
@@ -47,6 +53,8 @@ export interface Config {
   metricsToken: string | undefined;
   /** Most dead letters a context keeps unless its `retention.dead_letters` says otherwise. */
   deadLettersMax: number;
+  /** Retention defaults (seconds), which a context's own `retention` overrides part by part. */
+  retention: { finished_seconds: number; error_seconds: number; inbox_seconds: number };
 }
 
 const cache = new WeakMap<Env, Config>();
@@ -67,6 +75,9 @@ export function readConfig(env: Env): Config {
     RETRY_CAP_MS: blankToUndefined(env.RETRY_CAP_MS),
     METRICS_TOKEN: blankToUndefined(env.METRICS_TOKEN),
     DEAD_LETTERS_MAX: blankToUndefined(env.DEAD_LETTERS_MAX),
+    RETENTION_FINISHED_SECONDS: blankToUndefined(env.RETENTION_FINISHED_SECONDS),
+    RETENTION_ERROR_SECONDS: blankToUndefined(env.RETENTION_ERROR_SECONDS),
+    RETENTION_INBOX_SECONDS: blankToUndefined(env.RETENTION_INBOX_SECONDS),
   });
   if (!parsed.success) {
     const issue = parsed.error.issues[0];
@@ -84,6 +95,11 @@ export function readConfig(env: Env): Config {
     retryCapMs: v.RETRY_CAP_MS,
     metricsToken: v.METRICS_TOKEN,
     deadLettersMax: v.DEAD_LETTERS_MAX,
+    retention: {
+      finished_seconds: v.RETENTION_FINISHED_SECONDS,
+      error_seconds: v.RETENTION_ERROR_SECONDS,
+      inbox_seconds: v.RETENTION_INBOX_SECONDS,
+    },
   };
   cache.set(env, config);
   return config;

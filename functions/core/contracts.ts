@@ -8,7 +8,7 @@ import type {
   ScheduleRun,
   ScriptType,
 } from "../../shared/model/index.js";
-import type { Claim, ReadyQueue } from "../../shared/store/index.js";
+import type { Claim, PurgeOutcome, ReadyQueue } from "../../shared/store/index.js";
 import type { RpcResult } from "./problem.js";
 import type { DispatchScope, FlowScope } from "./scopes.js";
 
@@ -105,6 +105,12 @@ export interface FlowCoordinatorRpc extends Rpc.DurableObjectBranded {
   tick(scope: FlowScope): Promise<RpcResult<null>>;
   /** Tells the flow's stream that dispatch in its context was paused or resumed (once per change). */
   announce(scope: FlowScope, type: "flow.paused" | "flow.resumed", reason: string): Promise<RpcResult<null>>;
+  /**
+   * Removes the flow (or job) with all it owns, in Redis and in the object's own storage: only
+   * once it ended (else `{running: status}`, nothing removed), or with `force` whatever it is
+   * doing (its context is being deleted). Idempotent: a flow removed before is `gone`.
+   */
+  purge(scope: FlowScope, options?: { force?: boolean }): Promise<RpcResult<PurgeOutcome>>;
 }
 
 /**
@@ -173,6 +179,8 @@ export interface DispatcherRpc extends Rpc.DurableObjectBranded {
    * theirs; the caller has each claim's owner hand it out and settles the claims.
    */
   lease(scope: DispatchScope, runnerId: number, max: number): Promise<Claim[]>;
+  /** Forgets the context (it is being deleted): no alarm, no storage. Idempotent. */
+  purge(scope: DispatchScope): Promise<void>;
 }
 
 /**
@@ -186,6 +194,8 @@ export interface ContextFeedRpc extends Rpc.DurableObjectBranded {
    * under the same id (Redis flushed, the id given again) start from 1 and are all taken.
    */
   publish(scope: DispatchScope, flowId: number, events: FlowStreamEvent[], incarnation?: string): Promise<void>;
+  /** Forgets the context's stream (it is being deleted): subscribers closed, no storage. Idempotent. */
+  purge(scope: DispatchScope): Promise<void>;
 }
 
 /**

@@ -41,6 +41,10 @@ export interface Env {
   RETRY_CAP_MS?: string;
   /** Most dead letters a context keeps (default 10000; past it the oldest go); a context's `retention` overrides it. */
   DEAD_LETTERS_MAX?: string;
+  /** Retention defaults, seconds: ended flows (finished, error) and unread inbox messages. */
+  RETENTION_FINISHED_SECONDS?: string;
+  RETENTION_ERROR_SECONDS?: string;
+  RETENTION_INBOX_SECONDS?: string;
   /** The coordinator's public origin for runner callbacks (default: the origin requests arrive at). */
   PUBLIC_URL?: string;
   /**

@@ -97,6 +97,18 @@ export class Dispatcher extends DurableObject<Env> implements DispatcherRpc {
     return this.rounds.claim(this.store(), [runner], runners, max);
   }
 
+  /**
+   * Forgets the context, which is being deleted: the alarm and every stored key go, and the
+   * scope, so nothing runs here until a call binds it again. (Ring entries this instance still
+   * holds in memory name queues that are gone: a round finds them empty and drops them.)
+   */
+  async purge(): Promise<void> {
+    await this.ctx.storage.deleteAlarm();
+    await this.ctx.storage.deleteAll();
+    this.scope = undefined;
+    this.alarmAt = null;
+  }
+
   override async alarm(): Promise<void> {
     this.alarmAt = null; // it rang
     this.scope ??= await this.ctx.storage.get<DispatchScope>("scope");

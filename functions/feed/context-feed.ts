@@ -87,6 +87,13 @@ export class ContextFeed extends DurableObject<Env> implements ContextFeedRpc {
     }
   }
 
+  /** Forgets the context's stream, which is being deleted: its subscribers are closed and its storage goes. */
+  async purge(): Promise<void> {
+    for (const socket of this.ctx.getWebSockets(SUBSCRIBER)) closeQuietly(socket, 1001, "the context was deleted");
+    await this.ctx.storage.deleteAll();
+    this.ready = false;
+  }
+
   /**
    * A subscriber's WebSocket (the Worker checked who may read the context): what it missed
    * after `since`, then every new event. A `since` older than what is kept starts with

@@ -9,7 +9,7 @@ import {
   type JobState,
 } from "../../shared/flow/index.js";
 import type { FlowView } from "../../shared/model/index.js";
-import { deadlineOwner, type Store } from "../../shared/store/index.js";
+import { deadlineOwner, type PurgeOutcome, type Store } from "../../shared/store/index.js";
 import type {
   CreateFlowInput,
   DeliverAnswer,
@@ -36,6 +36,7 @@ import { FeedRelay } from "./feed-relay.js";
 import { GroupCommit } from "./group-commit.js";
 import { Incarnations } from "./incarnation.js";
 import { NonceLedger } from "./nonces.js";
+import { purgeRecords } from "./purge.js";
 import { applyReported, inJobOrder } from "./reported.js";
 import { FlowStream, sinceOf } from "./stream.js";
 import { flowView } from "./view.js";
@@ -245,6 +246,21 @@ export class FlowCoordinator extends DurableObject<Env> implements FlowCoordinat
       if (!(await this.relay.forward(this.bound()))) await this.deadlines.arm(state, true);
       return null;
     });
+  }
+
+  /** Removes the flow for good (see purge.ts); nothing else runs in the object meanwhile. */
+  async purge(scope: FlowScope, options: { force?: boolean } = {}): Promise<RpcResult<PurgeOutcome>> {
+    return this.guard(scope, () =>
+      this.ctx.blockConcurrencyWhile(async () => {
+        const state = this.commits.current ?? undefined;
+        const outcome = await purgeRecords(this.store(), this.bound(), state, options.force === true);
+        if (typeof outcome === "object") return outcome;
+        // A fresh start: nothing of the flow is left in storage, nor in memory.
+        await this.incarnations.wipe("the flow was purged");
+        this.commits.forget();
+        return outcome;
+      }),
+    );
   }
 
   /**

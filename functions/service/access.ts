@@ -28,7 +28,8 @@ const contexts = new EpochCache<Context>();
 
 /**
  * Loads a context and checks that the calling actor may do `access` in it: 404 when there is no
- * such context, 403 naming the lists that would allow it. Runners and bare keys are refused.
+ * such context (or one being deleted, unless `evenDeleting`), 403 naming the lists that would
+ * allow it. Runners and bare keys are refused.
  * The context may come from this isolate's cache (see `contexts`) unless `fresh`.
  */
 export async function contextFor(
@@ -36,6 +37,7 @@ export async function contextFor(
   contextId: number,
   access: Access,
   fresh = false,
+  evenDeleting = false,
 ): Promise<Context> {
   const actorId = requireActor(call);
   const load = () => call.store.contexts.load({ id: contextId });
@@ -48,6 +50,9 @@ export async function contextFor(
         load,
         (cached) => decide(cached, actorId, access).allowed,
       )) as Context);
+  // A context being deleted is gone for every caller; only asking to delete it again goes on.
+  if (context.deleting_since !== undefined && !evenDeleting)
+    throw new Problem("not-found", `context ${contextId} is being deleted`);
   const decision = decide(context, actorId, access);
   if (!decision.allowed) {
     throw new Problem(

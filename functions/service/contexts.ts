@@ -54,11 +54,6 @@ export async function listContexts(
   return page.next === undefined ? { items } : { items, next: page.next };
 }
 
-/** Loads a context: anyone in one of its lists. */
-export function loadContext(call: ServiceCall, id: number): Promise<Context> {
-  return contextFor(call, id, "read", true);
-}
-
 /** Replaces all three permission lists (admins only; at least one admin stays). */
 export async function setPermissions(
   call: ServiceCall,
@@ -88,13 +83,6 @@ export async function revoke(call: ServiceCall, id: number, list: PermissionList
   await call.store.contextAdmin.revoke(id, list, actorId);
   await contextChanged(call, id);
   return call.store.contexts.load({ id });
-}
-
-/** Deletes a context and everything in it (admins only). */
-export async function deleteContext(call: ServiceCall, id: number): Promise<void> {
-  await contextFor(call, id, "admin");
-  await call.store.contextAdmin.delete(id);
-  await contextChanged(call, id);
 }
 
 /**

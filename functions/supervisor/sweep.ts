@@ -1,7 +1,10 @@
 import type { ContextChecks, Store } from "../../shared/store/index.js";
-import { publicOrigin } from "../core/config.js";
+import type { EffectiveRetention } from "../../shared/model/index.js";
+import { publicOrigin, readConfig } from "../core/config.js";
+import { deleteContextStep, DELETION_STEP_MS } from "../core/context-deletion.js";
 import type { Env } from "../core/env.js";
 import { unwrap } from "../core/problem.js";
+import { parseRetention, retentionInForce, retentionStep } from "../core/retention.js";
 import { scopeFor, type ScopeBase } from "../core/scopes.js";
 import { storeFor } from "../core/store.js";
 import { coordinatorStub, wakeDispatcher } from "../core/stubs.js";
@@ -13,6 +16,11 @@ export interface SweepReport {
   poked: number;
   /** Contexts (storage away: they stay due), dispatchers and flows that could not be reached this time. */
   failed: number;
+  /** Ended flows (and jobs outside flows) removed by retention, and unread inbox messages past their window. */
+  removed: number;
+  expired: number;
+  /** Contexts whose deletion went on (deleted ones included). */
+  deleting: number;
 }
 
 const CONTEXTS_PER_SWEEP = 50;
@@ -31,7 +39,7 @@ const MSG_OUT_RECHECK_MS = 30_000;
 export async function sweep(env: Env, now = Date.now()): Promise<SweepReport> {
   const store = storeFor(env);
   const due = await store.sweep.dueContexts(now, CONTEXTS_PER_SWEEP);
-  const report: SweepReport = { contexts: due.length, poked: 0, failed: 0 };
+  const report: SweepReport = { contexts: due.length, poked: 0, failed: 0, removed: 0, expired: 0, deleting: 0 };
   for (const contextId of due) {
     try {
       await sweepContext(env, store, contextId, now, report);
@@ -67,6 +75,14 @@ async function sweepContext(
   report: SweepReport,
 ): Promise<void> {
   const base: ScopeBase = { prefix: store.keys.prefix, origin: publicOrigin(env) };
+  const checks = await store.sweep.checks(contextId);
+  if (checks.deletingSince !== undefined) {
+    // A deletion under way goes on, a bounded step at a time, until nothing of the context is left.
+    report.deleting++;
+    if (!(await deleteContextStep(env, store, base, contextId, Date.now() + DELETION_STEP_MS)))
+      await store.sweep.reschedule(contextId, now + 1000);
+    return;
+  }
   const attempt = async (what: string, call: () => Promise<unknown>) => {
     try {
       await call();
@@ -86,20 +102,43 @@ async function sweepContext(
       report.poked++;
     });
   }
-  await store.sweep.reschedule(contextId, nextDue(await store.sweep.checks(contextId), now));
+  const policy = retentionInForce(readConfig(env), parseRetention(checks.retention));
+  let more = false;
+  if (retentionDue(checks, policy) <= now) {
+    const step = await retentionStep(env, store, base, contextId, policy, now);
+    report.removed += step.removed;
+    report.expired += step.expired;
+    report.failed += step.failed;
+    more = step.more;
+  }
+  await store.sweep.reschedule(contextId, nextDue(await store.sweep.checks(contextId), policy, now, more));
   // A flow that started while this ran made the context due by its own deadline (ZADD LT), which
   // the write above may have overwritten: it always adds to the deadline set first, so a second
   // read sees it, and an earlier due time is put back.
-  const again = nextDue(await store.sweep.checks(contextId), now);
+  const again = nextDue(await store.sweep.checks(contextId), policy, now, more);
   if (again !== undefined) await store.sweep.dueBy(contextId, again);
 }
 
-/** When a context is next due: the nearest of a flow's check time, leftovers in msg_out, a delivery to settle. */
-function nextDue(checks: ContextChecks, now: number): number | undefined {
+/** When retention next has something to remove in a context (epoch ms; Infinity: nothing). */
+function retentionDue(checks: ContextChecks, policy: EffectiveRetention): number {
+  const after = (at: number | undefined, seconds: number) => (at === undefined ? Infinity : at + seconds * 1000);
+  return Math.min(
+    after(checks.firstEnded.finished, policy.finished_seconds),
+    after(checks.firstEnded.error, policy.error_seconds),
+    after(checks.firstInbox, policy.inbox_seconds),
+  );
+}
+
+/**
+ * When a context is next due: the nearest of a flow's check time, leftovers in msg_out, a
+ * delivery to settle, what retention removes next (at once when a step left more behind).
+ */
+function nextDue(checks: ContextChecks, policy: EffectiveRetention, now: number, more: boolean): number | undefined {
   const next = Math.min(
     checks.firstCheck ?? Infinity,
     checks.waitingMail > 0 ? now + MSG_OUT_RECHECK_MS : Infinity,
     checks.firstInFlight !== undefined ? checks.firstInFlight + 1_000 : Infinity,
+    more ? now : retentionDue(checks, policy),
   );
   return Number.isFinite(next) ? Math.max(next, now + 1000) : undefined;
 }

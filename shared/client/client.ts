@@ -12,6 +12,7 @@ import type { FlowSubmissionInput } from "../flow/index.js";
 import {
   Actor,
   Context,
+  ContextDetails,
   ContextStreamEvent,
   DeadLetter,
   Flow,
@@ -36,6 +37,7 @@ import type { PermissionList } from "../auth/index.js";
 import { ApiError, readAnswer, type RpcErrorObject } from "./errors.js";
 import { followStream, type StreamOptions, type StreamSource } from "./events.js";
 import { reportsPath, type RunnerReport, type RunnerReportAnswer } from "./reports.js";
+import { LifecycleClient } from "./lifecycle.js";
 import { ScheduleClient } from "./schedules.js";
 
 export type Fetcher = (request: Request) => Promise<Response>;
@@ -85,6 +87,8 @@ export class CoordinatorClient {
   private readonly send: Fetcher;
   /** Recurring flows: create, list, get, pause, resume, trigger, delete schedules. */
   readonly schedules = new ScheduleClient(this);
+  /** Retention, and deleting an ended flow. */
+  readonly lifecycle = new LifecycleClient(this);
 
   constructor(private readonly options: ClientOptions) {
     this.baseUrl = options.baseUrl.replace(/\/+$/, "");
@@ -169,8 +173,9 @@ export class CoordinatorClient {
     return Context.parse(await this.request("POST", "/v1/contexts", input));
   }
 
-  async loadContext(id: number): Promise<Context> {
-    return Context.parse(await this.request("GET", `/v1/contexts/${id}`));
+  /** A context with the retention in force and what it stores. */
+  async loadContext(id: number): Promise<ContextDetails> {
+    return ContextDetails.parse(await this.request("GET", `/v1/contexts/${id}`));
   }
 
   async setPermissions(id: number, input: PermissionsUpdate): Promise<Context> {
@@ -185,8 +190,9 @@ export class CoordinatorClient {
     return Context.parse(await this.request("DELETE", `/v1/contexts/${id}/permissions/${list}/${actorId}`));
   }
 
-  async deleteContext(id: number): Promise<void> {
-    await this.request("DELETE", `/v1/contexts/${id}`);
+  /** Deletes a context; false while the rest of it is still being removed in the background. */
+  async deleteContext(id: number): Promise<boolean> {
+    return (await this.request("DELETE", `/v1/contexts/${id}`)) === undefined;
   }
 
   // Runners.

@@ -9,5 +9,6 @@ export { SseParser } from "./sse.js";
 export type { SseMessage } from "./sse.js";
 export { MAX_BATCH_REPORTS, reportsPath } from "./reports.js";
 export type { RunnerEventName, RunnerReport, RunnerReportAnswer } from "./reports.js";
+export { LifecycleClient } from "./lifecycle.js";
 export { ScheduleClient } from "./schedules.js";
 export type { Requester, ScheduleCreationInput } from "./schedules.js";

@@ -1,6 +1,6 @@
 import type { ResultMap } from "../model/index.js";
 import { backoffMs, dispatch, ENDED, timings, type Draft } from "./draft.js";
-import { jobKey } from "./state.js";
+import { jobKey, messageId } from "./state.js";
 
 /** A job finished: record its result, dispatch what now can run, maybe end the flow. */
 export function finish(d: Draft, id: number, result: ResultMap, at: number): void {
@@ -121,8 +121,11 @@ export function rerun(d: Draft, again: number[], bases: Record<number, number>, 
   delete d.flow.endedAt;
   for (const id of again) {
     const job = d.job(id);
+    const used: [number, number][] =
+      job.attempt > job.attemptFloor ? [[messageId(job, job.attemptFloor + 1), messageId(job, job.attempt)]] : [];
     d.update(id, {
       status: "waiting_for_prerequisites",
+      ...(used.length > 0 ? { pastMessages: [...(job.pastMessages ?? []), ...used] } : {}),
       attemptFloor: job.attempt,
       messageBase: (bases[id] as number) - job.attempt,
       error: undefined,

@@ -91,6 +91,7 @@ export function rebuildState(records: StoredRecords): FlowState {
       status: record.status,
       attempt: Math.max(attempt, record.attempt ?? 0),
       attemptFloor: record.attempt_floor ?? 0,
+      ...(record.past_messages ? { pastMessages: record.past_messages as [number, number][] } : {}),
     };
     if (ended) {
       if (record.status === "finished") job.result = record.result;

@@ -60,6 +60,11 @@ export interface JobState {
   attempt: number;
   /** Attempts made before the current run of the flow (a re-run starts retries afresh). */
   attemptFloor: number;
+  /**
+   * The message ids (inclusive ranges) attempts of earlier runs used: a re-run gives the job a
+   * new block, and removing the flow must still find the old attempts' messages.
+   */
+  pastMessages?: [number, number][];
   /** The runner of the previous attempt, which a retry avoids when it can. */
   previousRunner?: number;
   delivery?: Delivery;

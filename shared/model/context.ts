@@ -1,5 +1,6 @@
 import { z } from "zod";
 import { Id, Timestamp } from "./common.js";
+import { ContextStored, EffectiveRetention, RetentionPolicy } from "./retention.js";
 
 /** A permission list: actor ids. */
 export const ActorIds = z.array(Id).max(10_000);
@@ -22,7 +23,9 @@ export const FlowStartsPerMinute = z
 /**
  * A tenant: its permission lists. Everything else of the context lives in its key namespace.
  * Extensions: `paused` (dispatch held: no runner is given work and no mail is relayed until
- * resumed) and its limits, `max_inflight` and `flow_starts_per_minute` (docs/dispatch.md).
+ * resumed) and its limits, `max_inflight` and `flow_starts_per_minute` (docs/dispatch.md), its
+ * own `retention` settings, and `deleting_since` once its deletion has begun (it is then gone for
+ * every caller; the deletion goes on in bounded steps until nothing of it is left).
  */
 export const Context = z
   .object({
@@ -33,6 +36,8 @@ export const Context = z
     paused: z.boolean().optional(),
     max_inflight: MaxInflight.optional(),
     flow_starts_per_minute: FlowStartsPerMinute.optional(),
+    retention: RetentionPolicy.optional(),
+    deleting_since: Timestamp.optional(),
     created_at: Timestamp,
     updated_at: Timestamp,
   })
@@ -49,3 +54,10 @@ export const ContextLimitsUpdate = z
   .strict()
   .meta({ id: "ContextLimitsUpdate" });
 export type ContextLimitsUpdate = z.infer<typeof ContextLimitsUpdate>;
+
+/** A context as `GET /v1/contexts/{id}` shows it: the record, the retention in force and what it stores. */
+export const ContextDetails = Context.safeExtend({
+  retention_in_force: EffectiveRetention,
+  stored: ContextStored,
+}).meta({ id: "ContextDetails" });
+export type ContextDetails = z.infer<typeof ContextDetails>;

@@ -1,7 +1,8 @@
 export * from "./enums.js";
 export * from "./common.js";
 export { Actor } from "./actor.js";
-export { Context, ContextLimitsUpdate, FlowStartsPerMinute, MaxInflight } from "./context.js";
+export { Context, ContextDetails, ContextLimitsUpdate, FlowStartsPerMinute, MaxInflight } from "./context.js";
+export { ContextStored, DeadLettersMax, EffectiveRetention, RetentionPolicy, RetentionUpdate } from "./retention.js";
 export { Flow, FlowErrorInfo, FlowPriority, FlowTimeoutsRecord, MaxParallel } from "./flow.js";
 export { JOB_DEFAULTS, RunnerJob } from "./job.js";
 export { FlowResultInfo, Message } from "./message.js";

@@ -7,7 +7,8 @@ import { FlowTimeoutsRecord } from "./flow.js";
  * A RunnerJob: one executable unit. Extensions beyond the model: `flow_id` (0 for a job outside
  * any flow), `name` (how the flow's other jobs and its results refer to it), the pinned
  * `runner_id`, `message_base` (its attempts' message ids are message_base, message_base + 1, …),
- * `attempt_floor` (attempts before its flow was last re-run), and once it ended: the last
+ * `attempt_floor` (attempts before its flow was last re-run), `past_messages` (the message ids,
+ * as inclusive ranges, its attempts used in runs before a re-run: what removing it removes too), and once it ended: the last
  * `attempt`, the `error`, and its last attempt's `latency_ms` (queued to delivered) and
  * `duration_ms` (delivered to its end). A job run outside any flow keeps its message `timeouts` itself (a
  * flow's jobs have their flow's), so they survive its coordinator's eviction.
@@ -31,6 +32,7 @@ export const RunnerJob = z
     message_base: Id.optional(),
     attempt: z.int().min(0).optional(),
     attempt_floor: z.int().min(0).optional(),
+    past_messages: z.array(z.array(Id).length(2)).optional(),
     error: z.string().optional(),
     timeouts: FlowTimeoutsRecord.optional(),
     latency_ms: z.int().min(0).optional(),

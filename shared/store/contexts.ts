@@ -1,12 +1,12 @@
 import type { Keys } from "../keys.js";
 import type { PermissionList } from "../auth/permissions.js";
-import type { ContextLimitsUpdate } from "../model/index.js";
+import type { ContextLimitsUpdate, RetentionPolicy } from "../model/index.js";
 import { encodePairs } from "./codec.js";
 import { ConflictError, NotFoundError } from "./errors.js";
 import { KeyEpoch } from "./key-epoch.js";
 import { codecs } from "./layouts.js";
 import { callRedis, type Redis } from "./redis.js";
-import { changePermission, deleteNamespace } from "./scripts/context.js";
+import { changePermission, deleteNamespace, dropRunners } from "./scripts/context.js";
 import { updateRecord } from "./scripts/record.js";
 
 /** Context operations beyond plain records: in-place permission changes and deletion. */
@@ -61,6 +61,18 @@ export class ContextAdmin {
     if (updated !== 1) throw new NotFoundError("context", String(contextId));
   }
 
+  /** Sets the context's own retention settings in place (undefined: none, the defaults hold). */
+  async setRetention(contextId: number, retention: RetentionPolicy | undefined): Promise<void> {
+    const fields = encodePairs(codecs.context, { ...(retention ? { retention } : {}), updated_at: this.now() });
+    const removed = retention ? [] : ["retention"];
+    const updated = await updateRecord.run(
+      this.redis,
+      [this.keys.context(contextId)],
+      [removed.length, ...removed, ...fields],
+    );
+    if (updated !== 1) throw new NotFoundError("context", String(contextId));
+  }
+
   /** Whether dispatch is held in the context. */
   async isPaused(contextId: number): Promise<boolean> {
     return (
@@ -70,17 +82,61 @@ export class ContextAdmin {
   }
 
   /**
-   * Deletes the context and every key in its namespace, a bounded batch per round trip; the
-   * context hash goes first, so nothing can act in it once deletion has begun; the key epoch is
-   * bumped last, so its runners' keys stop working in every isolate. Safe to repeat.
+   * Begins deleting a context: it is marked (`deleting_since`; every caller finds it gone from
+   * then on) and listed in `deleting:context` and `sweep:due`, so the sweep carries the deletion
+   * on if this request does not finish it. False when there is no such context. Safe to repeat.
    */
-  async delete(contextId: number): Promise<void> {
+  async beginDeletion(contextId: number, nowMs: number): Promise<boolean> {
+    await callRedis(async () => {
+      const p = this.redis.pipeline();
+      p.zadd(this.keys.contextsDeleting(), { nx: true }, { score: nowMs, member: String(contextId) });
+      p.zadd(this.keys.sweepDue(), { score: nowMs, member: String(contextId) });
+      return p.exec();
+    });
+    const fields = encodePairs(codecs.context, { deleting_since: Math.floor(nowMs / 1000) });
+    return (await updateRecord.run(this.redis, [this.keys.context(contextId)], [0, ...fields])) === 1;
+  }
+
+  /** Deletes up to `count` of the context's runners; resolves with how many (0: none left). */
+  async dropRunners(contextId: number, count: number): Promise<number> {
+    return Number(
+      await dropRunners.run(
+        this.redis,
+        [this.keys.index(contextId, "runner")],
+        [this.keys.namespace(contextId), count],
+      ),
+    );
+  }
+
+  /** The first `count` members of one of the context's indexes (flows, jobs, schedules). */
+  async firstMembers(contextId: number, index: "flow" | "job" | "schedule", count: number): Promise<string[]> {
+    const key = index === "schedule" ? this.keys.scheduleIndex(contextId) : this.keys.index(contextId, index);
+    return (await callRedis(() => this.redis.exec<string[]>(["ZRANGE", key, "0", String(count - 1)]))).map(String);
+  }
+
+  /**
+   * Deletes what is left of the context's namespace, a bounded batch per round trip (SCAN +
+   * UNLINK), until `until` (epoch ms); true when it is empty. The context hash goes first.
+   */
+  async deleteNamespace(contextId: number, until: number): Promise<boolean> {
     const pattern = `${this.keys.namespace(contextId).replace(/[*?[\]\\]/g, "\\$&")}*`;
     let cursor = "0";
     do {
       cursor = String(await deleteNamespace.run(this.redis, [this.keys.context(contextId)], [cursor, pattern, 1000]));
+      if (cursor !== "0" && Date.now() > until) return false;
     } while (cursor !== "0");
-    await callRedis(() => this.redis.exec(["ZREM", this.keys.contextIndex(), String(contextId)]));
+    return true;
+  }
+
+  /** Ends a context's deletion: out of the context index, the deletion list and the sweep's. */
+  async endDeletion(contextId: number): Promise<void> {
+    await callRedis(async () => {
+      const p = this.redis.pipeline();
+      p.zrem(this.keys.contextIndex(), String(contextId));
+      p.zrem(this.keys.contextsDeleting(), String(contextId));
+      p.zrem(this.keys.sweepDue(), String(contextId));
+      return p.exec();
+    });
     // Its runners' keys went with it: every isolate drops its cached keys (key-epoch.ts).
     await new KeyEpoch(this.redis, this.keys).bump();
   }

@@ -8,7 +8,14 @@ import {
   type FlowState,
   type JobState,
 } from "../flow/index.js";
-import { deadLetterIds, deadlineMember as ownerMember, workItem, type DeadlineOwner, type Keys } from "../keys.js";
+import {
+  deadLetterIds,
+  deadlineMember as ownerMember,
+  inboxEntry,
+  workItem,
+  type DeadlineOwner,
+  type Keys,
+} from "../keys.js";
 import type { DeadLetter, Log, Message } from "../model/index.js";
 import { encodePairs } from "./codec.js";
 import { codecs } from "./layouts.js";
@@ -202,6 +209,8 @@ export function planCommit(
             ops.push(["R", keys.flowsByStatus(ctx, "error"), [String(state.id)]]);
             ops.push(["Z", keys.flowsByStatus(ctx, "started"), [String(state.id), String(state.id)]]);
           }
+          // Running again: nothing of it may be removed now (retention.ts, the purge's guard).
+          ops.push(["R", keys.ended(ctx, "error"), [deadlineMember(state)]]);
           for (const id of effect.jobs) {
             const job = state.jobs[id] as JobState;
             const jobHash = keys.job(ctx, state.callerId, id);
@@ -212,6 +221,7 @@ export function planCommit(
                 status: job.status,
                 message_base: job.messageBase,
                 attempt_floor: job.attemptFloor,
+                ...(job.pastMessages ? { past_messages: job.pastMessages } : {}),
                 updated_at: secs,
               }),
             ]);
@@ -268,6 +278,9 @@ export function planCommit(
             ops.push(["Z", keys.flowsByStatus(ctx, state.status), [String(state.id), String(state.id)]]);
           }
           ops.push(["R", keys.deadlines(ctx), [deadlineMember(state)]]);
+          // Kept until the context's retention window for how it ended has passed (retention.ts).
+          if (state.status === "finished" || state.status === "error")
+            ops.push(["Z", keys.ended(ctx, state.status), [String(now), deadlineMember(state)]]);
           // The caller hears how it ended: a result message, put in its inbox right here (once:
           // the section is guarded). Only a caller with https addresses to POST it to costs the
           // relay anything: the message goes onto msg_out too, which the relay only POSTs.
@@ -275,6 +288,7 @@ export function planCommit(
           const key = keys.message(ctx, state.callerId, report.id);
           ops.push(["H", key, encodePairs(codecs.message, report), 2]);
           ops.push(["P", keys.msgIn(ctx, state.callerId), [key]]);
+          ops.push(["Z", keys.inboxDue(ctx), [String(now), inboxEntry(state.callerId, key)]]);
           messages.push(report);
           if (state.notifyHttps !== false) {
             posted.push(key);

@@ -25,3 +25,5 @@ export type { ContextFigures, Counters, Scrape, SweepCounts } from "./metrics-st
 export { KeyEpoch } from "./key-epoch.js";
 export { ScheduleStore } from "./schedule-store.js";
 export type { NewSchedule, SchedulePatch, StoredSchedule } from "./schedule-store.js";
+export { RetentionStore } from "./retention-store.js";
+export type { PurgeOutcome, PurgeTarget } from "./retention-store.js";

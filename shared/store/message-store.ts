@@ -1,4 +1,4 @@
-import type { Keys } from "../keys.js";
+import { inboxEntry, type Keys } from "../keys.js";
 import type { Message } from "../model/index.js";
 import { decodeKeyedHashes, encodePairs } from "./codec.js";
 import { ConflictError } from "./errors.js";
@@ -6,7 +6,7 @@ import { codecs, layouts } from "./layouts.js";
 import { callRedis, type Redis } from "./redis.js";
 import { Repository, type RecordLayout, type RecordRef } from "./repository.js";
 import { createRecord } from "./scripts/record.js";
-import { readInbox, settleMessage } from "./scripts/messages.js";
+import { expireInbox, readInbox, settleMessage } from "./scripts/messages.js";
 
 /** Messages: their ids, posting between actors onto msg_out, settling into inboxes, reading inboxes. */
 export class MessageStore {
@@ -52,23 +52,41 @@ export class MessageStore {
   /** Puts a relayed message into its recipient's inbox (once), or marks it refused. */
   async settle(message: Message, outcome: { deliver: true } | { deliver: false; reason: string }): Promise<boolean> {
     const inbox = this.keys.msgIn(message.context_id, message.to ?? message.caller_id);
-    const args = outcome.deliver ? ["deliver", this.now()] : ["refuse", this.now(), outcome.reason.slice(0, 256)];
+    const recipient = message.to ?? message.caller_id;
+    const key = this.layout.key(message);
+    const args = outcome.deliver
+      ? ["deliver", this.now(), "", inboxEntry(recipient, key)]
+      : ["refuse", this.now(), outcome.reason.slice(0, 256), ""];
     return (
       (await settleMessage.run(
         this.redis,
-        [this.layout.key(message), inbox, this.keys.inflight(message.context_id)],
+        [key, inbox, this.keys.inflight(message.context_id), this.keys.inboxDue(message.context_id)],
         args,
       )) === 1
     );
   }
 
-  /** An actor's oldest messages, popped (marked processed) or only looked at. */
+  /** An actor's oldest messages, popped (read: marked processed, and removed) or only looked at. */
   async inbox(contextId: number, actorId: number, max: number, pop: boolean): Promise<Message[]> {
     const reply = await readInbox.run(
       this.redis,
-      [this.keys.msgIn(contextId, actorId)],
-      [max, pop ? "pop" : "peek", this.now()],
+      [this.keys.msgIn(contextId, actorId), this.keys.inboxDue(contextId), this.keys.index(contextId, "message")],
+      [max, pop ? "pop" : "peek", this.now(), actorId],
     );
     return decodeKeyedHashes(codecs.message, reply).map(({ record }) => record);
+  }
+
+  /**
+   * Removes messages left unread in inboxes since before `before` (epoch ms), oldest first, at
+   * most `limit`; resolves with how many went.
+   */
+  async expireUnread(contextId: number, before: number, limit: number): Promise<number> {
+    return Number(
+      await expireInbox.run(
+        this.redis,
+        [this.keys.inboxDue(contextId), this.keys.index(contextId, "message")],
+        [before, limit, this.keys.namespace(contextId)],
+      ),
+    );
   }
 }

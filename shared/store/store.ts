@@ -13,6 +13,7 @@ import { NonceStore } from "./nonce-store.js";
 import { callRedis, connectRedis, type Redis, type RedisConfig } from "./redis.js";
 import { Repository } from "./repository.js";
 import { RunnerStore } from "./runner-store.js";
+import { RetentionStore } from "./retention-store.js";
 import { ScheduleStore } from "./schedule-store.js";
 import { SweepStore } from "./sweep-store.js";
 import { Throttles } from "./throttles.js";
@@ -66,6 +67,8 @@ export class Store {
   readonly metrics: MetricsStore;
   /** The key-revocation epoch, which tells isolates to drop their cache of public keys. */
   readonly keyEpoch: KeyEpoch;
+  /** Ended flows waiting for their retention window, their removal, and what a context stores. */
+  readonly retention: RetentionStore;
 
   constructor(
     private readonly redis: Redis,
@@ -91,6 +94,7 @@ export class Store {
     this.schedules = new ScheduleStore(redis, keys);
     this.metrics = new MetricsStore(redis, keys);
     this.keyEpoch = new KeyEpoch(redis, keys);
+    this.retention = new RetentionStore(redis, keys);
   }
 
   /** One round trip to Redis; resolves with how long it took. */

@@ -9,6 +9,14 @@ export interface ContextChecks {
   waitingMail: number;
   /** When the oldest message the relay holds must be settled (epoch ms), if it holds any. */
   firstInFlight?: number;
+  /** When the oldest flow (or job outside flows) still kept ended so (epoch ms). */
+  firstEnded: { finished?: number; error?: number };
+  /** When the oldest message still in an inbox came (epoch ms). */
+  firstInbox?: number;
+  /** The context's own retention settings, as stored (JSON), if it has any. */
+  retention?: string;
+  /** When its deletion began (epoch ms), if it is being deleted. */
+  deletingSince?: number;
 }
 
 /**
@@ -78,19 +86,49 @@ export class SweepStore {
     );
   }
 
-  /** What a context still has for the sweep: its earliest check, waiting mail, mail in flight (one round trip). */
+  /**
+   * What a context still has for the sweep (one round trip): its earliest check, waiting mail,
+   * mail in flight, the oldest of what retention removes and its policy, and whether it is being
+   * deleted.
+   */
   async checks(contextId: number): Promise<ContextChecks> {
-    const [first, waiting, inflight] = await callRedis(async () => {
+    const k = this.keys;
+    const replies = await callRedis(async () => {
       const p = this.redis.pipeline();
-      p.zrange(this.keys.deadlines(contextId), 0, 0, { withScores: true });
-      p.llen(this.keys.msgOut(contextId));
-      p.zrange(this.keys.inflight(contextId), 0, 0, { withScores: true });
-      return (await p.exec()) as [string[], number, string[]];
+      p.zrange(k.deadlines(contextId), 0, 0, { withScores: true });
+      p.llen(k.msgOut(contextId));
+      p.zrange(k.inflight(contextId), 0, 0, { withScores: true });
+      p.zrange(k.ended(contextId, "finished"), 0, 0, { withScores: true });
+      p.zrange(k.ended(contextId, "error"), 0, 0, { withScores: true });
+      p.zrange(k.inboxDue(contextId), 0, 0, { withScores: true });
+      p.hget(k.context(contextId), "retention");
+      p.zscore(k.contextsDeleting(), String(contextId));
+      return await p.exec();
     });
+    const [first, waiting, inflight, finished, error, inbox, retention, deleting] = replies as [
+      string[],
+      number,
+      string[],
+      string[],
+      string[],
+      string[],
+      unknown,
+      number | string | null,
+    ];
+    const score = (pair: string[]) => (pair.length === 2 ? Number(pair[1]) : undefined);
+    const optional = <K extends string>(key: K, value: number | undefined) =>
+      value === undefined ? {} : ({ [key]: value } as Record<K, number>);
     return {
-      ...(first.length === 2 ? { firstCheck: Number(first[1]) } : {}),
+      ...optional("firstCheck", score(first)),
       waitingMail: Number(waiting),
-      ...(inflight.length === 2 ? { firstInFlight: Number(inflight[1]) } : {}),
+      ...optional("firstInFlight", score(inflight)),
+      firstEnded: { ...optional("finished", score(finished)), ...optional("error", score(error)) },
+      ...optional("firstInbox", score(inbox)),
+      // The client may hand a JSON field back parsed: kept as the text it was stored as.
+      ...(retention === null || retention === undefined
+        ? {}
+        : { retention: typeof retention === "string" ? retention : JSON.stringify(retention) }),
+      ...optional("deletingSince", deleting === null ? undefined : Number(deleting)),
     };
   }
 }

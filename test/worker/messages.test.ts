@@ -106,11 +106,12 @@ describe("messages between actors", () => {
     expect(forBob).toHaveLength(1);
     expect(forBob[0]).toMatchObject({ message_type: "mail", subject: "re", status: "acknowledged" });
     const popped = await inboxOf(bob.client, true);
-    const loaded = (await alice.client.request(
-      "GET",
-      `/v1/contexts/${ctx}/messages/${alice.actor.id}/${popped[0]?.id}`,
-    )) as Message;
-    expect(loaded.status).toBe("processed");
+    expect(popped[0]).toMatchObject({ subject: "re", status: "processed" });
+    // Read, it is removed (the inbox's retention rule): its sender finds it no more.
+    const gone = await failure(
+      alice.client.request("GET", `/v1/contexts/${ctx}/messages/${alice.actor.id}/${popped[0]?.id}`),
+    );
+    expect(gone.status).toBe(404);
   });
 
   it("refuses a recipient outside the context and a sender outside it", async () => {

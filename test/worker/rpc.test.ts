@@ -1,7 +1,7 @@
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
 import { actorKeyId, bareKeyId, generateKeyPair, importPrivateKey, type PrivateJwk } from "../../shared/auth/index.js";
 import type { CoordinatorClient } from "../../shared/client/index.js";
-import { Actor, Context, Runner, RunnerWithDispatch } from "../../shared/model/index.js";
+import { Actor, Context, ContextDetails, Runner, RunnerWithDispatch } from "../../shared/model/index.js";
 import { BASE, failure, signed, testWorker } from "./harness.js";
 
 const w = testWorker("rpc");
@@ -34,7 +34,9 @@ describe("JSON-RPC methods", () => {
   it("context.create, context.load, runner.create, runner.load", async () => {
     const context = await admin.client.rpc("context.create", {}, Context);
     expect(context.admins).toEqual([admin.id]);
-    expect(await admin.client.rpc("context.load", { id: context.id }, Context)).toEqual(context);
+    const loaded = await admin.client.rpc("context.load", { id: context.id }, ContextDetails);
+    expect(loaded).toMatchObject(context);
+    expect(loaded.stored.runners).toBe(0);
     const runner = await admin.client.rpc(
       "runner.create",
       { context_id: context.id, pubkey: (await generateKeyPair()).x, runner_type: "python", local: true },

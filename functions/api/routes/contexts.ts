@@ -1,15 +1,7 @@
 import { createRoute, z, type OpenAPIHono } from "@hono/zod-openapi";
 import { PERMISSION_LISTS } from "../../../shared/auth/index.js";
-import {
-  createContext,
-  deleteContext,
-  grant,
-  listContexts,
-  loadContext,
-  revoke,
-  setLimits,
-  setPermissions,
-} from "../../service/contexts.js";
+import { createContext, grant, listContexts, revoke, setLimits, setPermissions } from "../../service/contexts.js";
+import { contextDetails, deleteContext, setRetention } from "../../service/retention.js";
 import { flowCall, serviceCall } from "../call.js";
 import { body, conflict, json, PageQuery, PathId, schemas, signed, signedErrors } from "../schemas.js";
 import type { AppEnv } from "../app-env.js";
@@ -27,6 +19,8 @@ const create = createRoute({
   request: body(schemas.ContextCreation),
   responses: { 201: json(schemas.Context, "Created"), ...signedErrors, ...conflict },
 });
+
+const DeletionUnderWay = z.object({ context_id: z.int(), status: z.literal("deleting") }).openapi("ContextDeletion");
 
 const ContextList = z.object({ items: z.array(schemas.Context), next: z.int().optional() }).openapi("ContextList");
 
@@ -46,10 +40,24 @@ const load = createRoute({
   method: "get",
   path: "/v1/contexts/{contextId}",
   tags: ["contexts"],
-  summary: "Load a context (admins, readers, executors)",
+  summary: "Load a context with its retention and what it stores (admins, readers, executors)",
+  description:
+    "The context's record, `retention_in_force` (its own `retention` settings over the deployment's defaults; `overridden` names the parts it sets itself) and `stored`: what it holds, counted from its indexes (flows by status, ended flows and jobs waiting for their retention window, jobs, messages between actors, unread inbox messages, dead letters, runners, schedules).",
   security: signed,
   request: { params: contextParams },
-  responses: { 200: json(schemas.Context, "The context"), ...signedErrors },
+  responses: { 200: json(schemas.ContextDetails, "The context"), ...signedErrors },
+});
+
+const retention = createRoute({
+  method: "put",
+  path: "/v1/contexts/{contextId}/retention",
+  tags: ["contexts"],
+  summary: "Set the context's retention (admins)",
+  description:
+    "How long a flow (or a job outside any flow) is kept after it `finished`, or ended in `error` (then it is removed with its jobs, messages, logs and its Durable Object's storage), how long a message may wait unread in an inbox (a read one is removed as it is read), and the most `dead_letters` kept (the oldest are dropped first). A number sets a part, null goes back to the deployment's default (wrangler.toml `RETENTION_*`, `DEAD_LETTERS_MAX`), an absent part stays. The supervisor's sweep removes what is due, a bounded batch per context a minute; a running flow is never removed.",
+  security: signed,
+  request: { params: contextParams, ...body(schemas.RetentionUpdate) },
+  responses: { 200: json(schemas.ContextDetails, "The context with its retention"), ...signedErrors },
 });
 
 const replace = createRoute({
@@ -99,9 +107,15 @@ const remove = createRoute({
   path: "/v1/contexts/{contextId}",
   tags: ["contexts"],
   summary: "Delete a context with everything in it (admins)",
+  description:
+    "The context is gone for every caller at once (404 from then on); its runners, schedules, flows, jobs, messages, dead letters and every Durable Object's storage of it are removed in bounded steps. 204 when all was removed within this request; 202 when the rest goes on in the background (the supervisor's sweep carries it on, a step a minute, and survives interruption). Asking again while it is under way goes on with it; once it is done the context is 404.",
   security: signed,
   request: { params: contextParams },
-  responses: { 204: { description: "Deleted" }, ...signedErrors },
+  responses: {
+    204: { description: "Deleted" },
+    202: json(DeletionUnderWay, "Being deleted: the sweep goes on with it"),
+    ...signedErrors,
+  },
 });
 
 /** Context routes: create, list, load, permissions, delete. */
@@ -111,7 +125,10 @@ export function registerContextRoutes(app: OpenAPIHono<AppEnv>): void {
     const { offset, limit } = c.req.valid("query");
     return c.json(await listContexts(serviceCall(c), offset, limit), 200);
   });
-  app.openapi(load, async (c) => c.json(await loadContext(serviceCall(c), c.req.valid("param").contextId), 200));
+  app.openapi(load, async (c) => c.json(await contextDetails(serviceCall(c), c.req.valid("param").contextId), 200));
+  app.openapi(retention, async (c) =>
+    c.json(await setRetention(flowCall(c), c.req.valid("param").contextId, c.req.valid("json")), 200),
+  );
   app.openapi(replace, async (c) =>
     c.json(await setPermissions(serviceCall(c), c.req.valid("param").contextId, c.req.valid("json")), 200),
   );
@@ -127,7 +144,8 @@ export function registerContextRoutes(app: OpenAPIHono<AppEnv>): void {
     return c.json(await revoke(serviceCall(c), contextId, list, actorId), 200);
   });
   app.openapi(remove, async (c) => {
-    await deleteContext(serviceCall(c), c.req.valid("param").contextId);
-    return c.body(null, 204);
+    const contextId = c.req.valid("param").contextId;
+    if (await deleteContext(flowCall(c), contextId)) return c.body(null, 204);
+    return c.json({ context_id: contextId, status: "deleting" as const }, 202);
   });
 }

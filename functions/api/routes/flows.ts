@@ -2,6 +2,7 @@ import { createRoute, z, type OpenAPIHono } from "@hono/zod-openapi";
 import { FlowSubmission } from "../../../shared/flow/index.js";
 import { FlowDag, FlowStatus } from "../../../shared/model/index.js";
 import { flowDag, listFlows, loadFlow, startFlow, submitFlow } from "../../service/flows.js";
+import { deleteFlow } from "../../service/retention.js";
 import { flowCall } from "../call.js";
 import {
   body,
@@ -79,6 +80,18 @@ const dag = createRoute({
   responses: { 200: json(FlowDag, "The DAG"), ...signedErrors },
 });
 
+const remove = createRoute({
+  method: "delete",
+  path: "/v1/contexts/{contextId}/flows/{flowId}",
+  tags: ["flows"],
+  summary: "Delete an ended flow now, with everything it owns (admins)",
+  description:
+    "Removes the flow's record, its jobs, their attempts' messages and logs, its result message (also from the caller's inbox), its index entries and its Durable Object's storage (its event stream). Only a flow that ended (finished or error) can be deleted: one still running is refused with 409 `conflict` naming its `status` (cancel it first). A flow that does not exist, or was deleted before, is 404. Dead letters of its jobs stay (they are capped and deleted on their own). Retention does the same by itself once the context's window for how the flow ended has passed.",
+  security: signed,
+  request: { params: flowParams },
+  responses: { 204: { description: "Deleted" }, ...signedErrors, ...conflict },
+});
+
 const start = createRoute({
   method: "post",
   path: "/v1/contexts/{contextId}/flows/{flowId}/start",
@@ -89,7 +102,7 @@ const start = createRoute({
   responses: { 200: json(schemas.FlowView, "Started"), ...signedErrors, ...throttled },
 });
 
-/** Flow routes: submit, list, load, DAG, start. */
+/** Flow routes: submit, list, load, DAG, start, delete. */
 export function registerFlowRoutes(app: OpenAPIHono<AppEnv>): void {
   app.openapi(submit, async (c) => {
     const { view, created } = await submitFlow(
@@ -116,5 +129,10 @@ export function registerFlowRoutes(app: OpenAPIHono<AppEnv>): void {
   app.openapi(start, async (c) => {
     const { contextId, flowId } = c.req.valid("param");
     return c.json(await startFlow(flowCall(c), contextId, flowId), 200);
+  });
+  app.openapi(remove, async (c) => {
+    const { contextId, flowId } = c.req.valid("param");
+    await deleteFlow(flowCall(c), contextId, flowId);
+    return c.body(null, 204);
   });
 }

@@ -24,7 +24,8 @@ const read = createRoute({
   path: "/v1/contexts/{contextId}/inbox",
   tags: ["messages"],
   summary: "Read one's inbox: results of one's flows, chat and mail (members)",
-  description: "Oldest first. `pop=true` takes the returned messages off the inbox and marks them processed.",
+  description:
+    "Oldest first. `pop=true` takes the returned messages off the inbox: they were read, and are removed from storage (answered once more, marked processed). Messages left unread are removed after the context's `inbox_seconds` (its retention).",
   security: signed,
   request: {
     params: contextParams,

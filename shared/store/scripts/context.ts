@@ -35,8 +35,9 @@ return 1`,
 
 /**
  * deleteNamespace: delete up to COUNT keys of a context per call (SCAN + UNLINK), so deleting a
- * large context is a loop of bounded steps rather than one long-blocking script.
- *   KEYS[1]  the context hash (deleted first, so the context is gone for readers at once)
+ * large context is a loop of bounded steps rather than one long-blocking script: the last step of
+ * a context's deletion, for whatever its flows, runners and schedules did not take with them.
+ *   KEYS[1]  the context hash (deleted first)
  *   ARGV[1]  SCAN cursor ("0" to start)   ARGV[2]  MATCH pattern (the namespace)   ARGV[3]  COUNT
  * Returns the next cursor; "0" when the namespace is empty.
  */
@@ -46,4 +47,20 @@ export const deleteNamespace = new LuaScript(
 local page = redis.call("SCAN", ARGV[1], "MATCH", ARGV[2], "COUNT", ARGV[3])
 if #page[2] > 0 then redis.call("UNLINK", unpack(page[2])) end
 return page[1]`,
+);
+
+/**
+ * dropRunners: deletes up to COUNT of a context's runners (their hashes, slot sets and index
+ * entries) in one step: the first step of deleting a context, so their keys stop working at once.
+ *   KEYS[1]  the runner index   ARGV[1]  the context's namespace (`ctx:{C}:`)   ARGV[2]  COUNT
+ * Returns how many it deleted (0: none left).
+ */
+export const dropRunners = new LuaScript(
+  "dropRunners",
+  `local ids = redis.call("ZRANGE", KEYS[1], 0, tonumber(ARGV[2]) - 1)
+for _, id in ipairs(ids) do
+  redis.call("UNLINK", ARGV[1] .. "runner:" .. id, ARGV[1] .. "runner:" .. id .. ":slots")
+  redis.call("ZREM", KEYS[1], id)
+end
+return #ids`,
 );

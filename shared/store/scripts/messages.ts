@@ -8,8 +8,9 @@ import { LuaScript } from "../script.js";
 /**
  * settleMessage: the relay hands a message to its recipient's inbox, or refuses it.
  *   KEYS[1]  the message hash   KEYS[2]  the recipient's msg_in   KEYS[3]  the in-flight set
+ *   KEYS[4]  the context's inbox_due set
  *   ARGV[1]  "deliver" | "refuse"   ARGV[2]  now (epoch seconds)   ARGV[3]  reason (refuse; kept
- *            in the message's `subject`, which the sender reads)
+ *            in the message's `subject`, which the sender reads)   ARGV[4]  its inbox_due entry
  * Returns 1 done; 0 the message was settled before, or is gone (nothing written but the
  * in-flight entry's removal).
  */
@@ -20,6 +21,7 @@ if redis.call("HGET", KEYS[1], "status") ~= "dispatched" then return 0 end
 if ARGV[1] == "deliver" then
   redis.call("HSET", KEYS[1], "status", "acknowledged", "updated_at", ARGV[2])
   redis.call("RPUSH", KEYS[2], KEYS[1])
+  redis.call("ZADD", KEYS[4], tonumber(ARGV[2]) * 1000, ARGV[4])
 else
   redis.call("HSET", KEYS[1], "status", "error", "updated_at", ARGV[2], "subject", ARGV[3])
 end
@@ -27,10 +29,12 @@ return 1`,
 );
 
 /**
- * readInbox: an actor's oldest messages, taken off the inbox (and marked processed) or left.
- *   KEYS[1]  the actor's msg_in
- *   ARGV[1]  how many   ARGV[2]  "pop" | "peek"   ARGV[3]  now (epoch seconds)
- * Returns {key, {field, value, ...}, ...}; a key whose message is gone is skipped.
+ * readInbox: an actor's oldest messages, taken off the inbox or only looked at. A message taken
+ * is removed (it was read: the inbox's retention rule), with its index and inbox_due entries.
+ *   KEYS[1]  the actor's msg_in   KEYS[2]  the context's inbox_due set   KEYS[3]  the message index
+ *   ARGV[1]  how many   ARGV[2]  "pop" | "peek"   ARGV[3]  now (epoch seconds)   ARGV[4]  the actor's id
+ * Returns {key, {field, value, ...}, ...}; a key whose message is gone is skipped (the message
+ * was removed with its flow, or after the inbox window).
  */
 export const readInbox = new LuaScript(
   "readInbox",
@@ -42,14 +46,47 @@ else
 end
 local out = {}
 for _, key in ipairs(keys) do
-  if ARGV[2] == "pop" and redis.call("EXISTS", key) == 1 then
-    redis.call("HSET", key, "status", "processed", "updated_at", ARGV[3])
-  end
   local hash = redis.call("HGETALL", key)
   if #hash > 0 then
+    if ARGV[2] == "pop" then
+      for i = 1, #hash, 2 do
+        if hash[i] == "status" then hash[i + 1] = "processed" end
+        if hash[i] == "updated_at" then hash[i + 1] = ARGV[3] end
+      end
+      local caller, id = string.match(key, "message:(%d+):(%d+)$")
+      redis.call("UNLINK", key)
+      redis.call("ZREM", KEYS[3], caller .. ":" .. id)
+    end
     out[#out + 1] = key
     out[#out + 1] = hash
   end
+  if ARGV[2] == "pop" then redis.call("ZREM", KEYS[2], ARGV[4] .. "|" .. key) end
 end
 return out`,
+);
+
+/**
+ * expireInbox: removes messages left unread past the inbox window, oldest first, a bounded
+ * batch per call: each off its recipient's msg_in (LREM from the head, where the oldest are),
+ * its hash and index entry gone.
+ *   KEYS[1]  the context's inbox_due set   KEYS[2]  the message index
+ *   ARGV[1]  remove those that came before this (epoch ms)   ARGV[2]  at most this many
+ *   ARGV[3]  the context's namespace (`ctx:{C}:`, what its msg_in keys start with)
+ * Returns how many were removed. Inboxes are derived from the entries (`<actor>|<message key>`),
+ * all in the context's slot.
+ */
+export const expireInbox = new LuaScript(
+  "expireInbox",
+  `local due = redis.call("ZRANGEBYSCORE", KEYS[1], "-inf", "(" .. ARGV[1], "LIMIT", 0, tonumber(ARGV[2]))
+for _, entry in ipairs(due) do
+  local actor, key = string.match(entry, "^(%d+)|(.+)$")
+  if actor then
+    redis.call("LREM", ARGV[3] .. "msg_in:" .. actor, 1, key)
+    local caller, id = string.match(key, "message:(%d+):(%d+)$")
+    redis.call("UNLINK", key)
+    if caller then redis.call("ZREM", KEYS[2], caller .. ":" .. id) end
+  end
+  redis.call("ZREM", KEYS[1], entry)
+end
+return #due`,
 );

@@ -1,0 +1,142 @@
+import { deadlineMember, inboxEntry, parseDeadlineMember, type DeadlineOwner, type Keys } from "../keys.js";
+import type { ContextStored, FlowStatus } from "../model/index.js";
+import { callRedis, type Redis } from "./redis.js";
+import { purgeOwner } from "./scripts/retention.js";
+
+/** Keys deleted per purge call: a large flow is removed in several bounded calls. */
+const PURGE_CHUNK = 500;
+
+/** Everything a flow (or a job outside any flow) owns in Redis, as its object knows it. */
+export interface PurgeTarget {
+  contextId: number;
+  owner: DeadlineOwner;
+  callerId: number;
+  /** The flow's jobs (none for a job outside any flow: the job is the owner). */
+  jobIds: number[];
+  /** Every message id its attempts used, in this run and in runs before a re-run, and its result's. */
+  messageIds: number[];
+  /** The id of its result message, which may still wait in the caller's inbox. */
+  resultId?: number;
+  /** The flow-status indexes it may be listed in. */
+  statuses: FlowStatus[];
+}
+
+/** What a purge found: removed now, removed before, or the owner's status when it had not ended. */
+export type PurgeOutcome = "removed" | "gone" | { running: string };
+
+/**
+ * Retention: the ended flows and jobs waiting for their window to pass (`ended:<status>`), their
+ * removal with everything they own, and the counts of what a context stores.
+ */
+export class RetentionStore {
+  constructor(
+    private readonly redis: Redis,
+    private readonly keys: Keys,
+  ) {}
+
+  /** Flows and jobs outside flows that ended so before `before` (epoch ms), oldest first, at most `limit`. */
+  async endedBefore(
+    contextId: number,
+    status: "finished" | "error",
+    before: number,
+    limit: number,
+  ): Promise<DeadlineOwner[]> {
+    const members = await callRedis(() =>
+      this.redis.exec<string[]>([
+        "ZRANGEBYSCORE",
+        this.keys.ended(contextId, status),
+        "-inf",
+        `(${before}`,
+        "LIMIT",
+        "0",
+        String(limit),
+      ]),
+    );
+    return members.flatMap((m) => parseDeadlineMember(String(m)) ?? []);
+  }
+
+  /**
+   * Removes a flow (or a job outside any flow) and all it owns, in bounded calls; with `force`
+   * whatever its status (its context is being deleted), else only once it ended (the script
+   * checks, so a flow re-run meanwhile is left alone).
+   */
+  async purge(target: PurgeTarget, force = false): Promise<PurgeOutcome> {
+    const { contextId: ctx, owner, callerId } = target;
+    const k = this.keys;
+    const ownerKey = "flowId" in owner ? k.flow(ctx, owner.flowId) : k.job(ctx, owner.callerId, owner.jobId);
+    const member = deadlineMember(owner);
+    const resultKey = target.resultId !== undefined ? k.message(ctx, callerId, target.resultId) : undefined;
+    // The result message goes too (left unread, it would outlive its flow: only its inbox
+    // entries are taken out below).
+    const doomed = [
+      ...target.jobIds.map((id) => k.job(ctx, callerId, id)),
+      ...target.messageIds.map((id) => k.message(ctx, callerId, id)),
+      ...(resultKey ? [resultKey] : []),
+    ];
+    const indexes: [string, "Z" | "L", string[]][] = [
+      [k.ended(ctx, "finished"), "Z", [member]],
+      [k.ended(ctx, "error"), "Z", [member]],
+      [k.deadlines(ctx), "Z", [member]],
+      [
+        k.index(ctx, "job"),
+        "Z",
+        [...target.jobIds, ...("jobId" in owner ? [owner.jobId] : [])].map((id) => `${callerId}:${id}`),
+      ],
+    ];
+    if ("flowId" in owner) {
+      indexes.push([k.index(ctx, "flow"), "Z", [String(owner.flowId)]]);
+      for (const status of target.statuses) indexes.push([k.flowsByStatus(ctx, status), "Z", [String(owner.flowId)]]);
+    }
+    if (resultKey) {
+      indexes.push([k.inboxDue(ctx), "Z", [inboxEntry(callerId, resultKey)]]);
+      indexes.push([k.msgIn(ctx, callerId), "L", [resultKey]]);
+    }
+    const mode = force ? "force" : "ended";
+    for (let at = 0; ; at += PURGE_CHUNK) {
+      const chunk = doomed.slice(at, at + PURGE_CHUNK);
+      const last = at + PURGE_CHUNK >= doomed.length;
+      const marks = last ? indexes : [];
+      const args: string[] = [mode, last ? "1" : "0", String(marks.length)];
+      for (const [, op, members] of marks) args.push(op, String(members.length), ...members);
+      const outcome = String(
+        await purgeOwner.run(this.redis, [ownerKey, ...marks.map(([key]) => key), ...chunk], args),
+      );
+      if (outcome !== "removed" && outcome !== "gone") return { running: outcome };
+      // Gone (removed before) ends it, unless forced: a forced removal takes every chunk anyway.
+      if (last || (outcome === "gone" && !force)) return outcome;
+    }
+  }
+
+  /** What a context stores, from its indexes (one round trip). */
+  async stored(contextId: number): Promise<ContextStored> {
+    const k = this.keys;
+    const statuses = ["dispatched", "started", "finished", "error"] as const;
+    const counted = [
+      ...statuses.map((s) => k.flowsByStatus(contextId, s)),
+      k.ended(contextId, "finished"),
+      k.ended(contextId, "error"),
+      k.index(contextId, "job"),
+      k.index(contextId, "message"),
+      k.inboxDue(contextId),
+      k.deadLetterIndex(contextId),
+      k.index(contextId, "runner"),
+      k.scheduleIndex(contextId),
+    ];
+    const n = await callRedis(async () => {
+      const p = this.redis.pipeline();
+      for (const key of counted) p.zcard(key);
+      return ((await p.exec()) as number[]).map(Number);
+    });
+    const at = (i: number) => n[i] ?? 0;
+    return {
+      flows: { dispatched: at(0), started: at(1), finished: at(2), error: at(3) },
+      ended: { finished: at(4), error: at(5) },
+      jobs: at(6),
+      messages: at(7),
+      unread_inbox: at(8),
+      dead_letters: at(9),
+      runners: at(10),
+      schedules: at(11),
+    };
+  }
+}
