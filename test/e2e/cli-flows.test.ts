@@ -329,6 +329,30 @@ describe("flowc flows", () => {
     expect((await owner.run("flow", "cancel", contextId, flowId)).code).toBe(0);
   });
 
+  it("shows and sets a context's retention, and deletes an ended flow", async () => {
+    const shown = await owner.run("context", "show", contextId);
+    expect(shown.code, shown.stderr).toBe(0);
+    expect(shown.stdout).toMatch(/^keep finished\s+7d \(default\)$/m);
+    expect(shown.stdout).toMatch(/^flows\s+\d+ submitted, \d+ running, \d+ finished, \d+ error$/m);
+    const set = await owner.run("context", "retention", contextId, "--finished", "12h", "--dead-letters", "50");
+    expect(set.code, set.stderr).toBe(0);
+    expect(set.stdout).toMatch(/^keep finished\s+12h$/m);
+    expect(set.stdout).toMatch(/^dead letters max\s+50$/m);
+    const back = await owner.run("context", "retention", contextId, "--finished", "default");
+    expect(back.stdout).toMatch(/^keep finished\s+7d \(default\)$/m);
+    expectOneErrorLine(
+      await owner.run("context", "retention", contextId, "--error", "soon"),
+      2,
+      /--error must be a duration/,
+    );
+
+    const deleted = await owner.run("flow", "delete", contextId, diamondId);
+    expect(deleted.code, deleted.stderr).toBe(0);
+    expect(deleted.stdout.trim()).toBe(`flow ${diamondId} deleted`);
+    expectOneErrorLine(await owner.run("flow", "show", contextId, diamondId), 1, /^flowc: 404 /);
+    expectOneErrorLine(await owner.run("flow", "delete", contextId, diamondId), 1, /^flowc: 404 /);
+  });
+
   it("drains the runner on SIGTERM through flowc runner start, which exits with the runner's code", async () => {
     expectOneErrorLine(await owner.run("runner", "start", contextId, "1"), 2, /missing option --key-file/);
     const runnerKey = path.join(owner.home, "runner.json");
