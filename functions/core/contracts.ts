@@ -196,6 +196,8 @@ export interface ContextFeedRpc extends Rpc.DurableObjectBranded {
   publish(scope: DispatchScope, flowId: number, events: FlowStreamEvent[], incarnation?: string): Promise<void>;
   /** Forgets the context's stream (it is being deleted): subscribers closed, no storage. Idempotent. */
   purge(scope: DispatchScope): Promise<void>;
+  /** Forgets a removed flow's cursor (its events already in the stream stay until they age out). */
+  forget(scope: DispatchScope, flowId: number): Promise<void>;
 }
 
 /**

@@ -87,6 +87,11 @@ export class ContextFeed extends DurableObject<Env> implements ContextFeedRpc {
     }
   }
 
+  /** Forgets a removed flow's cursor: kept per flow, it would otherwise outlive the flow. */
+  async forget(_scope: DispatchScope, flowId: number): Promise<void> {
+    this.sql.exec("DELETE FROM flows WHERE flow = ?", flowId);
+  }
+
   /** Forgets the context's stream, which is being deleted: its subscribers are closed and its storage goes. */
   async purge(): Promise<void> {
     for (const socket of this.ctx.getWebSockets(SUBSCRIBER)) closeQuietly(socket, 1001, "the context was deleted");

@@ -32,7 +32,7 @@ import { FlowBinding } from "./binding.js";
 import { createNow } from "./creation.js";
 import { Deadlines } from "./deadlines.js";
 import { FlowEffects } from "./effects.js";
-import { FeedRelay } from "./feed-relay.js";
+import { FeedRelay, forgetInFeed } from "./feed-relay.js";
 import { GroupCommit } from "./group-commit.js";
 import { Incarnations } from "./incarnation.js";
 import { NonceLedger } from "./nonces.js";
@@ -258,6 +258,7 @@ export class FlowCoordinator extends DurableObject<Env> implements FlowCoordinat
         // A fresh start: nothing of the flow is left in storage, nor in memory.
         await this.incarnations.wipe("the flow was purged");
         this.commits.forget();
+        await forgetInFeed(this.env, this.bound());
         return outcome;
       }),
     );

@@ -53,3 +53,16 @@ export class FeedRelay {
     return true;
   }
 }
+
+/**
+ * Has the context's feed forget the flow's cursor. Best effort: a row left behind is a few bytes,
+ * and the context's deletion drops the feed's storage whole.
+ */
+export async function forgetInFeed(env: Env, scope: FlowScope): Promise<void> {
+  if (scope.job || scope.flowId === 0) return;
+  try {
+    await feedStub(env, dispatchScopeOf(scope)).forget(dispatchScopeOf(scope), scope.flowId);
+  } catch (error) {
+    console.warn(`flow ${scope.flowId}: the feed did not forget it: ${(error as Error).message}`);
+  }
+}

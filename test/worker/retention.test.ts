@@ -4,7 +4,9 @@ import type { CoordinatorClient } from "../../shared/client/index.js";
 import type { FlowSubmissionInput } from "../../shared/flow/index.js";
 import type { Message } from "../../shared/model/index.js";
 import { keysUnder } from "../support/prefix.js";
-import { failure, testWorker } from "./harness.js";
+import type { ContextFeed } from "../../functions/feed/context-feed.js";
+import { feedStub } from "../../functions/core/stubs.js";
+import { BASE, failure, testWorker } from "./harness.js";
 import { PullRunner } from "./pull-runner.js";
 
 // Retention, deleting a flow, deleting a context: what goes, what stays, inside workerd.
@@ -52,6 +54,17 @@ function storedIn(flowId: number): Promise<{ keys: string[]; events: number }> {
       tables.length > 0 ? state.storage.sql.exec<{ n: number }>("SELECT COUNT(*) AS n FROM stream").one().n : 0;
     return { keys, events };
   });
+}
+
+/** The flows the context's feed keeps a cursor for. */
+function feedCursors(): Promise<number[]> {
+  const stub = feedStub(w.env, { prefix: w.prefix, contextId: ctx, origin: BASE });
+  return runInDurableObject(stub as unknown as DurableObjectStub<ContextFeed>, (_instance, state) =>
+    state.storage.sql
+      .exec<{ flow: number }>("SELECT flow FROM flows ORDER BY flow")
+      .toArray()
+      .map((r) => r.flow),
+  );
 }
 
 /**
@@ -105,6 +118,8 @@ describe("retention", () => {
       expect((await failure(client.loadFlow(ctx, flowId))).status).toBe(404);
       expect(await storedIn(flowId)).toEqual({ keys: [], events: 0 });
     }
+    // The context's feed forgot their cursors; the running flow's is kept.
+    expect(await feedCursors()).toEqual([running.id]);
     const left = await contextKeys();
     expect(flowKeys(left, done.id)).toEqual([]);
     expect(flowKeys(left, failed.id)).toEqual([]);
