@@ -1,19 +1,14 @@
 import { queueSuffix, type FlowStatus, type ScriptType } from "./model/enums.js";
 
 /**
- * Every Redis key and queue name, built in one place.
- *
- * Layout (docs/architecture.md, "Storage"): actors and id counters for global objects are
- * global; everything of context `C` lives under `ctx:{C}:`. The braces are a Redis Cluster hash
- * tag, so one context's keys share a slot and a Lua script may touch any of them, including keys
- * it derives at run time from a prefix (a freshly allocated id), without crossing slots. Inside
- * the namespace the model's canonical names apply (herocoordinator's `redis_key()`):
- * `context:<C>`, `flow:<id>`, `job:<caller>:<id>`, `message:<caller>:<id>`, `runner:<id>`,
- * `msg_out`, `msg_in`, `queue:<script_type>`.
- *
- * An optional deployment-wide `prefix` goes in front of every key, so several deployments (or
- * test files) can share one database without seeing each other. It must not contain braces,
- * or it would move the hash tag.
+ * Every Redis key and queue name, built in one place. Layout (docs/architecture.md, "Storage"):
+ * actors and global id counters are global; everything of context `C` lives under `ctx:{C}:`, a
+ * Redis Cluster hash tag, so a Lua script may touch any key of one context, including keys it
+ * derives at run time (a freshly allocated id), without crossing slots. Inside the namespace the
+ * model's canonical names apply (herocoordinator's `redis_key()`): `context:<C>`, `flow:<id>`,
+ * `job:<caller>:<id>`, `message:<caller>:<id>`, `runner:<id>`, `msg_out`, `msg_in`, `queue:<type>`.
+ * An optional deployment-wide `prefix` goes in front of every key, so deployments (or test files)
+ * can share one database; it must not contain braces, or it would move the hash tag.
  */
 export class Keys {
   constructor(readonly prefix = "") {
@@ -200,6 +195,11 @@ export class Keys {
   /** Contexts whose deletion began and is not done, by when it began (ms): the sweep carries it on. */
   contextsDeleting(): string {
     return `${this.prefix}deleting:context`;
+  }
+
+  /** Hash: context → the SCAN cursor its deletion reached (deleteNamespace carries on from there). */
+  deletionCursors(): string {
+    return `${this.prefix}deleting:cursor`;
   }
 
   /** Hash of the context's dead letters: entry id → the entry (JSON). */

@@ -132,7 +132,7 @@ export const conflict = {
 /** A cancel or re-run refused by the status of what it names (a flow, a job outside flows). */
 export const statusConflict = {
   409: problem(
-    "Its status does not allow this (`flow_status`, or `job_status` for a job outside any flow, names it): a cancel of what already ended, a re-run of what did not fail",
+    "Its status does not allow this (`flow_status`, or `job_status` for a job outside any flow, names it): a cancel of what already ended, a re-run of what did not fail, a delete of what still runs",
   ),
 } as const;
 

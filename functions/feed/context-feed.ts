@@ -89,7 +89,11 @@ export class ContextFeed extends DurableObject<Env> implements ContextFeedRpc {
 
   /** Forgets a removed flow's cursor: kept per flow, it would otherwise outlive the flow. */
   async forget(_scope: DispatchScope, flowId: number): Promise<void> {
-    this.sql.exec("DELETE FROM flows WHERE flow = ?", flowId);
+    // No tables (the feed was never fed, or its context deleted meanwhile): nothing to forget,
+    // and nothing is made for it.
+    const sql = this.ctx.storage.sql;
+    const made = sql.exec("SELECT name FROM sqlite_master WHERE type = 'table' AND name = 'flows'").toArray();
+    if (made.length > 0) sql.exec("DELETE FROM flows WHERE flow = ?", flowId);
   }
 
   /** Forgets the context's stream, which is being deleted: its subscribers are closed and its storage goes. */

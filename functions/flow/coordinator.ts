@@ -250,17 +250,26 @@ export class FlowCoordinator extends DurableObject<Env> implements FlowCoordinat
 
   /** Removes the flow for good (see purge.ts); nothing else runs in the object meanwhile. */
   async purge(scope: FlowScope, options: { force?: boolean } = {}): Promise<RpcResult<PurgeOutcome>> {
-    return this.guard(scope, () =>
-      this.ctx.blockConcurrencyWhile(async () => {
-        const state = this.commits.current ?? undefined;
-        const outcome = await purgeRecords(this.store(), this.bound(), state, options.force === true);
-        if (typeof outcome === "object") return outcome;
-        // A fresh start: nothing of the flow is left in storage, nor in memory.
-        await this.incarnations.wipe("the flow was purged");
-        this.commits.forget();
-        await forgetInFeed(this.env, this.bound());
-        return outcome;
-      }),
+    const force = options.force === true;
+    return this.guard(
+      scope,
+      () =>
+        this.ctx.blockConcurrencyWhile(async () => {
+          // A flow whose records cannot be read is still removed when its context goes.
+          await this.commits.load().catch((error: unknown) => {
+            if (!force) throw error;
+          });
+          const outcome = await this.commits.quiet(() =>
+            purgeRecords(this.store(), this.bound(), this.commits.current ?? undefined, force),
+          );
+          if (typeof outcome === "object") return outcome;
+          // A fresh start: nothing of the flow is left in storage, nor in memory.
+          await this.incarnations.wipe("the flow was purged");
+          this.commits.forget();
+          await forgetInFeed(this.env, this.bound());
+          return outcome;
+        }),
+      false,
     );
   }
 

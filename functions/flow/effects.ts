@@ -34,6 +34,12 @@ export class FlowEffects {
     const woken = batch.plan ? await this.wake(wakeFor(batch.plan)) : true;
     for (const step of batch.steps) {
       if (step.effects.some((e) => e.type === "flowStarted" || e.type === "flowRerun")) await this.sweepAt(batch.after);
+      // A flow that ended without ever starting (cancelled first) never made its context due:
+      // the sweep looks within a minute, and keeps it for its retention window from then on.
+      if (step.effects.some((e) => e.type === "flowEnded") && step.state.startedAt === undefined)
+        await this.store()
+          .sweep.dueBy(step.state.contextId, Date.now() + 60_000)
+          .catch(() => undefined);
     }
     const cancels = batch.steps.flatMap((step) =>
       step.effects.filter((e): e is Extract<FlowEffect, { type: "cancelJob" }> => e.type === "cancelJob"),

@@ -163,6 +163,16 @@ export class GroupCommit {
     });
   }
 
+  /**
+   * Runs `work` once every event queued so far is committed, and no commit or settlement runs
+   * beside it (the flow's removal: nothing may write after it decided). The caller keeps new
+   * events out meanwhile (blockConcurrencyWhile).
+   */
+  async quiet<T>(work: () => Promise<T>): Promise<T> {
+    while (this.draining || this.queue.length > 0) await this.writing.then(() => new Promise((r) => setTimeout(r, 1)));
+    return this.exclusive(work);
+  }
+
   /** Runs `work` when no other commit or settlement runs: one plan is pending at a time. */
   private exclusive<T>(work: () => Promise<T>): Promise<T> {
     const turn = this.writing.then(work, work);

@@ -34,9 +34,22 @@ export function purgeTarget(scope: FlowScope, state: FlowState | undefined): Pur
     callerId,
     jobIds: scope.job ? [] : state.order,
     messageIds: jobs.flatMap(jobMessages),
-    ...(state.endedAt !== undefined ? { resultId: resultMessageId(state) } : {}),
-    statuses: [state.status],
+    ...(over(state) ? { resultId: resultMessageId(state) } : {}),
+    // Every status index: a flow cancelled before it started was listed as dispatched too.
+    statuses: FlowStatus.options,
   };
+}
+
+/**
+ * Whether nothing of the flow runs any more: it ended (finished or error) and so did every job
+ * (a flow that failed may still have attempts of other jobs in flight: cancel stops them). The
+ * job's own status tells for a job outside any flow, which has no flow record to date its end.
+ */
+function over(state: FlowState): boolean {
+  return (
+    (state.status === "finished" || state.status === "error") &&
+    state.order.every((id) => ["finished", "error"].includes((state.jobs[id] as JobState).status))
+  );
 }
 
 /**
@@ -51,7 +64,7 @@ export async function purgeRecords(
   state: FlowState | undefined,
   force: boolean,
 ): Promise<PurgeOutcome> {
-  if (state && !force && state.endedAt === undefined) return { running: state.status };
+  if (state && !force && !over(state)) return { running: state.status };
   if (!state && !force) return "gone";
   return store.retention.purge(purgeTarget(scope, state), force);
 }

@@ -52,7 +52,9 @@ export async function deleteFlow(call: FlowCall, contextId: number, flowId: numb
   if (typeof outcome === "object")
     throw new Problem(
       "conflict",
-      `flow ${flowId} is ${outcome.running}: only a flow that ended (finished or error) can be deleted; cancel it first`,
+      outcome.running === "finished" || outcome.running === "error"
+        ? `flow ${flowId} is ${outcome.running} but some of its jobs still run: cancel it first, then delete it`
+        : `flow ${flowId} is ${outcome.running}: only a flow that ended (finished or error) can be deleted; cancel it first`,
       { flow_status: outcome.running },
     );
 }

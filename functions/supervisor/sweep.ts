@@ -115,8 +115,11 @@ async function sweepContext(
   // A flow that started while this ran made the context due by its own deadline (ZADD LT), which
   // the write above may have overwritten: it always adds to the deadline set first, so a second
   // read sees it, and an earlier due time is put back.
-  const again = nextDue(await store.sweep.checks(contextId), policy, now, more);
-  if (again !== undefined) await store.sweep.dueBy(contextId, again);
+  const latest = await store.sweep.checks(contextId);
+  const again = nextDue(latest, policy, now, more);
+  // A deletion begun while this ran must not lose its place: the write above may have removed it.
+  if (latest.deletingSince !== undefined) await store.sweep.dueBy(contextId, now);
+  else if (again !== undefined) await store.sweep.dueBy(contextId, again);
 }
 
 /** When retention next has something to remove in a context (epoch ms; Infinity: nothing). */

@@ -120,10 +120,16 @@ export class ContextAdmin {
    */
   async deleteNamespace(contextId: number, until: number): Promise<boolean> {
     const pattern = `${this.keys.namespace(contextId).replace(/[*?[\]\\]/g, "\\$&")}*`;
-    let cursor = "0";
+    // SCAN walks the whole keyspace: a deletion cut short carries on from where it was.
+    const cursors = this.keys.deletionCursors();
+    const field = String(contextId);
+    let cursor = (await callRedis(() => this.redis.exec<string | null>(["HGET", cursors, field]))) ?? "0";
     do {
       cursor = String(await deleteNamespace.run(this.redis, [this.keys.context(contextId)], [cursor, pattern, 1000]));
-      if (cursor !== "0" && Date.now() > until) return false;
+      if (cursor !== "0" && Date.now() > until) {
+        await callRedis(() => this.redis.exec(["HSET", cursors, field, cursor]));
+        return false;
+      }
     } while (cursor !== "0");
     return true;
   }
@@ -135,6 +141,7 @@ export class ContextAdmin {
       p.zrem(this.keys.contextIndex(), String(contextId));
       p.zrem(this.keys.contextsDeleting(), String(contextId));
       p.zrem(this.keys.sweepDue(), String(contextId));
+      p.hdel(this.keys.deletionCursors(), String(contextId));
       return p.exec();
     });
     // Its runners' keys went with it: every isolate drops its cached keys (key-epoch.ts).

@@ -274,7 +274,11 @@ export function planCommit(
               updated_at: secs,
             };
             ops.push(["H", flowKey, encodePairs(codecs.flow, final), 1]);
-            ops.push(["R", keys.flowsByStatus(ctx, "started"), [String(state.id)]]);
+            ops.push([
+              "R",
+              keys.flowsByStatus(ctx, state.startedAt === undefined ? "dispatched" : "started"),
+              [String(state.id)],
+            ]);
             ops.push(["Z", keys.flowsByStatus(ctx, state.status), [String(state.id), String(state.id)]]);
           }
           ops.push(["R", keys.deadlines(ctx), [deadlineMember(state)]]);

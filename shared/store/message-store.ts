@@ -57,13 +57,25 @@ export class MessageStore {
     const args = outcome.deliver
       ? ["deliver", this.now(), "", inboxEntry(recipient, key)]
       : ["refuse", this.now(), outcome.reason.slice(0, 256), ""];
-    return (
+    const settled =
       (await settleMessage.run(
         this.redis,
         [key, inbox, this.keys.inflight(message.context_id), this.keys.inboxDue(message.context_id)],
         args,
-      )) === 1
-    );
+      )) === 1;
+    // The sweep looks at the context within a minute, and from then on by its inbox window: what
+    // comes into an inbox is removed unread after it even in a context that runs no flows.
+    if (settled && outcome.deliver)
+      await callRedis(() =>
+        this.redis.exec([
+          "ZADD",
+          this.keys.sweepDue(),
+          "LT",
+          String(this.now() * 1000 + 60_000),
+          String(message.context_id),
+        ]),
+      );
+    return settled;
   }
 
   /** An actor's oldest messages, popped (read: marked processed, and removed) or only looked at. */

@@ -56,6 +56,17 @@ export class RetentionStore {
   }
 
   /**
+   * Moves an ended flow's entry to `at` (epoch ms), if it is still there (XX: never brings back
+   * one a re-run took out): one that cannot be removed now (its jobs still run, its object fails)
+   * waits a window again instead of standing in front of the others.
+   */
+  async postpone(contextId: number, status: "finished" | "error", owner: DeadlineOwner, at: number): Promise<void> {
+    await callRedis(() =>
+      this.redis.exec(["ZADD", this.keys.ended(contextId, status), "XX", String(at), deadlineMember(owner)]),
+    );
+  }
+
+  /**
    * Removes a flow (or a job outside any flow) and all it owns, in bounded calls; with `force`
    * whatever its status (its context is being deleted), else only once it ended (the script
    * checks, so a flow re-run meanwhile is left alone).
@@ -102,8 +113,14 @@ export class RetentionStore {
         await purgeOwner.run(this.redis, [ownerKey, ...marks.map(([key]) => key), ...chunk], args),
       );
       if (outcome !== "removed" && outcome !== "gone") return { running: outcome };
-      // Gone (removed before) ends it, unless forced: a forced removal takes every chunk anyway.
-      if (last || (outcome === "gone" && !force)) return outcome;
+      if (last) return outcome;
+      if (outcome === "gone" && !force) {
+        // Removed before (or never there): its leftover index entries go, and nothing else.
+        const marks: string[] = [mode, "1", String(indexes.length)];
+        for (const [, op, members] of indexes) marks.push(op, String(members.length), ...members);
+        await purgeOwner.run(this.redis, [ownerKey, ...indexes.map(([key]) => key)], marks);
+        return "gone";
+      }
     }
   }
 

@@ -1,4 +1,4 @@
-import { runInDurableObject } from "cloudflare:test";
+import { evictDurableObject, runInDurableObject } from "cloudflare:test";
 import { afterAll, beforeAll, beforeEach, describe, expect, it } from "vitest";
 import type { CoordinatorClient } from "../../shared/client/index.js";
 import type { FlowSubmissionInput } from "../../shared/flow/index.js";
@@ -169,6 +169,54 @@ describe("retention", () => {
     // Both runs' attempts go with it (the first run's through the job's past_messages). The first
     // run's result mail is the caller's: it goes as its inbox's mail does (read, or its window).
     expect(await w.redis.exec(["EXISTS", oldAttempt, w.keys.message(ctx, callerId, again.message.id)])).toBe(0);
+  });
+
+  it("removes a job outside any flow after its object was evicted, and a flow cancelled before it started", async () => {
+    await client.lifecycle.setRetention(ctx, { finished_seconds: 1, error_seconds: 1 });
+    const answer = (await client.request("POST", `/v1/contexts/${ctx}/jobs`, {
+      job: { name: "lone", script: "echo lone", script_type: "sh" },
+      start: true,
+    })) as { job: { id: number; caller_id: number } };
+    await runAll(1);
+    const lone = w.jobStub(ctx, answer.job.caller_id, answer.job.id).stub;
+    await evictDurableObject(lone); // its memory gone: the end is read back from the job's record
+    const idle = await submit({ jobs: [sh("never")] });
+    await client.cancelFlow(ctx, idle.id, "not needed");
+    expect((await client.loadContext(ctx)).stored.ended).toEqual({ finished: 1, error: 1 });
+    await pause(1_100);
+    await dueNow();
+    await w.sweep();
+    expect(await w.redis.exec(["EXISTS", w.keys.job(ctx, answer.job.caller_id, answer.job.id)])).toBe(0);
+    const after = await client.loadContext(ctx);
+    expect(after.stored).toMatchObject({ jobs: 0, ended: { finished: 0, error: 0 } });
+    expect(after.stored.flows).toEqual({ dispatched: 0, started: 0, finished: 0, error: 0 });
+  });
+
+  it("keeps a failed flow while another of its jobs still runs, and removes it once that ended", async () => {
+    await client.lifecycle.setRetention(ctx, { error_seconds: 1 });
+    const flow = await submit({ start: true, jobs: [sh("bad"), sh("slow")] });
+    const leased = await runner.leaseSome(2);
+    const bad = leased.find((d) => d.message.job[0]?.name === "bad");
+    const slow = leased.find((d) => d.message.job[0]?.name === "slow");
+    if (!bad || !slow) throw new Error("both jobs should be leased");
+    await runner.report(slow, "ack");
+    await runner.fail(bad, "boom");
+    expect((await client.loadFlow(ctx, flow.id)).status).toBe("error");
+    const refused = await failure(client.lifecycle.deleteFlow(ctx, flow.id));
+    expect([refused.status, refused.message]).toEqual([409, expect.stringContaining("still run") as string]);
+    await pause(1_100);
+    await dueNow();
+    await w.sweep();
+    expect((await client.loadFlow(ctx, flow.id)).jobs.map((j) => j.status)).toEqual(["error", "dispatched"]);
+    // Its entry waits a window again rather than standing in front of the others.
+    expect(Number(await w.redis.exec(["ZSCORE", w.keys.ended(ctx, "error"), `flow:${flow.id}`]))).toBeGreaterThan(
+      Date.now() - 5_000,
+    );
+    await runner.report(slow, "result", { status: "finished", result: {} });
+    await pause(1_100);
+    await dueNow();
+    await w.sweep();
+    expect((await failure(client.loadFlow(ctx, flow.id))).status).toBe(404);
   });
 
   it("removes a message as it is read, and an unread one after the inbox window", async () => {

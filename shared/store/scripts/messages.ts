@@ -55,7 +55,7 @@ for _, key in ipairs(keys) do
       end
       local caller, id = string.match(key, "message:(%d+):(%d+)$")
       redis.call("UNLINK", key)
-      redis.call("ZREM", KEYS[3], caller .. ":" .. id)
+      if caller then redis.call("ZREM", KEYS[3], caller .. ":" .. id) end
     end
     out[#out + 1] = key
     out[#out + 1] = hash
