@@ -211,6 +211,21 @@ export function parseCount(text: string, what: string, command: string, min = 0)
   return value;
 }
 
+/**
+ * An option that sets a value or, given as the word `reset` (`none`, `default`), clears it:
+ * undefined when absent, null for the word, else what `parse` makes of it.
+ */
+export function resettableOption(
+  options: ParsedOptions,
+  name: string,
+  reset: string,
+  parse: (text: string, what: string) => number,
+): number | null | undefined {
+  const text = options.string(name);
+  if (text === undefined) return undefined;
+  return text === reset ? null : parse(text, `--${name}`);
+}
+
 /** The `--offset` / `--limit` options of a list command; `noun` is what it lists, e.g. `runners`. */
 export function pageOptions(noun: string): OptionSpecs {
   return {

@@ -1,6 +1,6 @@
 import { PERMISSION_LISTS, type PermissionList } from "../../shared/auth/index.js";
 import type { Context } from "../../shared/model/index.js";
-import { parseCount, parseId, type Command, type ParsedOptions } from "../command.js";
+import { parseCount, parseId, resettableOption, type Command, type ParsedOptions } from "../command.js";
 import { watchContext } from "../context-watch.js";
 import { UsageError } from "../errors.js";
 import { fields, ids, timestamp } from "../output.js";
@@ -137,9 +137,7 @@ const remove: Command = {
 
 /** A limit's value: a positive integer, or `none` to lift it. */
 function limitOption(options: ParsedOptions, name: string, command: string): number | null | undefined {
-  const text = options.string(name);
-  if (text === undefined) return undefined;
-  return text === "none" ? null : parseCount(text, `--${name}`, command, 1);
+  return resettableOption(options, name, "none", (text, what) => parseCount(text, what, command, 1));
 }
 
 const limits: Command = {

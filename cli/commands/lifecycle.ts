@@ -1,5 +1,5 @@
 import type { ContextDetails, RetentionUpdate } from "../../shared/model/index.js";
-import { parseCount, type Command, type ParsedOptions } from "../command.js";
+import { parseCount, resettableOption, type Command } from "../command.js";
 import { UsageError } from "../errors.js";
 import { fields } from "../output.js";
 import { contextSession, objectSession } from "../session.js";
@@ -47,12 +47,6 @@ export function detailLines(context: ContextDetails): string[] {
   ]);
 }
 
-function windowOption(options: ParsedOptions, name: string, command: string): number | null | undefined {
-  const text = options.string(name);
-  if (text === undefined) return undefined;
-  return text === "default" ? null : parseDuration(text, `--${name}`, command);
-}
-
 const retention: Command = {
   name: "context retention",
   summary: "set how long a context keeps ended flows, unread messages and dead letters (admins)",
@@ -75,16 +69,15 @@ const retention: Command = {
   async run(invocation) {
     const name = "context retention";
     const { options } = invocation;
-    const update: RetentionUpdate = {};
-    const finished = windowOption(options, "finished", name);
-    const error = windowOption(options, "error", name);
-    const inbox = windowOption(options, "inbox", name);
-    const deadText = options.string("dead-letters");
-    if (finished !== undefined) update.finished_seconds = finished;
-    if (error !== undefined) update.error_seconds = error;
-    if (inbox !== undefined) update.inbox_seconds = inbox;
-    if (deadText !== undefined)
-      update.dead_letters = deadText === "default" ? null : parseCount(deadText, "--dead-letters", name, 1);
+    const window = (option: string) =>
+      resettableOption(options, option, "default", (text, what) => parseDuration(text, what, name));
+    const parts: [keyof RetentionUpdate, number | null | undefined][] = [
+      ["finished_seconds", window("finished")],
+      ["error_seconds", window("error")],
+      ["inbox_seconds", window("inbox")],
+      ["dead_letters", resettableOption(options, "dead-letters", "default", (t, w) => parseCount(t, w, name, 1))],
+    ];
+    const update: RetentionUpdate = Object.fromEntries(parts.filter(([, value]) => value !== undefined));
     const { contextId, session } = await contextSession(invocation, name);
     const context =
       Object.keys(update).length === 0

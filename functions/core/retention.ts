@@ -1,5 +1,5 @@
 import type { DeadlineOwner } from "../../shared/keys.js";
-import type { EffectiveRetention, RetentionPolicy } from "../../shared/model/index.js";
+import { RetentionPolicy, type EffectiveRetention } from "../../shared/model/index.js";
 import type { Store } from "../../shared/store/index.js";
 import type { Config } from "./config.js";
 import type { Env } from "./env.js";
@@ -33,10 +33,11 @@ export function retentionInForce(config: Config, own: RetentionPolicy | undefine
 }
 
 /** Reads a context's own retention as the sweep sees it (the raw field); an unreadable one counts as none. */
-export function parseRetention(raw: string | null | undefined): RetentionPolicy | undefined {
+export function parseRetention(raw: string | undefined): RetentionPolicy | undefined {
   if (!raw) return undefined;
   try {
-    return JSON.parse(raw) as RetentionPolicy;
+    const parsed = RetentionPolicy.safeParse(JSON.parse(raw));
+    return parsed.success ? parsed.data : undefined;
   } catch {
     return undefined;
   }

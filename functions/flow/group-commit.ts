@@ -89,6 +89,8 @@ export class GroupCommit {
   private loading: Promise<void> | undefined;
   private queue: Queued[] = [];
   private draining = false;
+  /** Who waits for the queue to be drained (quiet). */
+  private drained: (() => void)[] = [];
   /** The last commit or settlement: the next one starts after it. */
   private writing: Promise<unknown> = Promise.resolve();
   private readonly pending: PendingCommits;
@@ -169,7 +171,7 @@ export class GroupCommit {
    * events out meanwhile (blockConcurrencyWhile).
    */
   async quiet<T>(work: () => Promise<T>): Promise<T> {
-    while (this.draining || this.queue.length > 0) await this.writing.then(() => new Promise((r) => setTimeout(r, 1)));
+    while (this.draining) await new Promise<void>((resolve) => this.drained.push(resolve));
     return this.exclusive(work);
   }
 
@@ -258,6 +260,7 @@ export class GroupCommit {
       }
     } finally {
       this.draining = false;
+      for (const resolve of this.drained.splice(0)) resolve();
     }
   }
 

@@ -1,5 +1,4 @@
-import { messageId, resultMessageId, type FlowState, type JobState } from "../../shared/flow/index.js";
-import { FlowStatus } from "../../shared/model/index.js";
+import { ENDED, messageId, resultMessageId, type FlowState, type JobState } from "../../shared/flow/index.js";
 import type { PurgeOutcome, PurgeTarget, Store } from "../../shared/store/index.js";
 import type { FlowScope } from "../core/scopes.js";
 
@@ -25,8 +24,7 @@ function jobMessages(job: JobState): number[] {
 export function purgeTarget(scope: FlowScope, state: FlowState | undefined): PurgeTarget {
   const owner = scope.job ? { callerId: scope.job.callerId, jobId: scope.job.id } : { flowId: scope.flowId };
   const callerId = state?.callerId ?? scope.job?.callerId ?? 0;
-  if (!state)
-    return { contextId: scope.contextId, owner, callerId, jobIds: [], messageIds: [], statuses: FlowStatus.options };
+  if (!state) return { contextId: scope.contextId, owner, callerId, jobIds: [], messageIds: [] };
   const jobs = state.order.map((id) => state.jobs[id] as JobState);
   return {
     contextId: scope.contextId,
@@ -35,8 +33,6 @@ export function purgeTarget(scope: FlowScope, state: FlowState | undefined): Pur
     jobIds: scope.job ? [] : state.order,
     messageIds: jobs.flatMap(jobMessages),
     ...(over(state) ? { resultId: resultMessageId(state) } : {}),
-    // Every status index: a flow cancelled before it started was listed as dispatched too.
-    statuses: FlowStatus.options,
   };
 }
 
@@ -48,7 +44,7 @@ export function purgeTarget(scope: FlowScope, state: FlowState | undefined): Pur
 function over(state: FlowState): boolean {
   return (
     (state.status === "finished" || state.status === "error") &&
-    state.order.every((id) => ["finished", "error"].includes((state.jobs[id] as JobState).status))
+    state.order.every((id) => ENDED.has((state.jobs[id] as JobState).status))
   );
 }
 

@@ -3,7 +3,7 @@ export type { DagIssue, DagJob } from "./dag.js";
 export { jobEnvironment } from "./env.js";
 export { failedJobs, messagesNeeded, newFlowState, rerunBases } from "./build.js";
 export { apply, deadlineEvent, dueDeadlines, nearestDeadline } from "./machine.js";
-export { changedJobs, RETRY_DEFAULTS } from "./draft.js";
+export { changedJobs, ENDED, RETRY_DEFAULTS } from "./draft.js";
 export type { FlowEffect, FlowEvent, TransitionOutcome, Transition } from "./machine.js";
 export { attemptBlock, flowResult, jobKey, messageId, resultMessageId } from "./state.js";
 export type { Deadline, Delivery, FlowState, FlowTimeouts, JobSpec, JobState } from "./state.js";

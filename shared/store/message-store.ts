@@ -51,31 +51,19 @@ export class MessageStore {
 
   /** Puts a relayed message into its recipient's inbox (once), or marks it refused. */
   async settle(message: Message, outcome: { deliver: true } | { deliver: false; reason: string }): Promise<boolean> {
-    const inbox = this.keys.msgIn(message.context_id, message.to ?? message.caller_id);
     const recipient = message.to ?? message.caller_id;
+    const inbox = this.keys.msgIn(message.context_id, recipient);
     const key = this.layout.key(message);
     const args = outcome.deliver
       ? ["deliver", this.now(), "", inboxEntry(recipient, key)]
       : ["refuse", this.now(), outcome.reason.slice(0, 256), ""];
-    const settled =
+    return (
       (await settleMessage.run(
         this.redis,
         [key, inbox, this.keys.inflight(message.context_id), this.keys.inboxDue(message.context_id)],
         args,
-      )) === 1;
-    // The sweep looks at the context within a minute, and from then on by its inbox window: what
-    // comes into an inbox is removed unread after it even in a context that runs no flows.
-    if (settled && outcome.deliver)
-      await callRedis(() =>
-        this.redis.exec([
-          "ZADD",
-          this.keys.sweepDue(),
-          "LT",
-          String(this.now() * 1000 + 60_000),
-          String(message.context_id),
-        ]),
-      );
-    return settled;
+      )) === 1
+    );
   }
 
   /** An actor's oldest messages, popped (read: marked processed, and removed) or only looked at. */

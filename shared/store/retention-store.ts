@@ -1,5 +1,5 @@
 import { deadlineMember, inboxEntry, parseDeadlineMember, type DeadlineOwner, type Keys } from "../keys.js";
-import type { ContextStored, FlowStatus } from "../model/index.js";
+import { FlowStatus, type ContextStored } from "../model/index.js";
 import { callRedis, type Redis } from "./redis.js";
 import { purgeOwner } from "./scripts/retention.js";
 
@@ -17,8 +17,6 @@ export interface PurgeTarget {
   messageIds: number[];
   /** The id of its result message, which may still wait in the caller's inbox. */
   resultId?: number;
-  /** The flow-status indexes it may be listed in. */
-  statuses: FlowStatus[];
 }
 
 /** What a purge found: removed now, removed before, or the owner's status when it had not ended. */
@@ -96,31 +94,29 @@ export class RetentionStore {
     ];
     if ("flowId" in owner) {
       indexes.push([k.index(ctx, "flow"), "Z", [String(owner.flowId)]]);
-      for (const status of target.statuses) indexes.push([k.flowsByStatus(ctx, status), "Z", [String(owner.flowId)]]);
+      // Every status index: a flow cancelled before it started was listed as dispatched too.
+      for (const status of FlowStatus.options)
+        indexes.push([k.flowsByStatus(ctx, status), "Z", [String(owner.flowId)]]);
     }
     if (resultKey) {
       indexes.push([k.inboxDue(ctx), "Z", [inboxEntry(callerId, resultKey)]]);
       indexes.push([k.msgIn(ctx, callerId), "L", [resultKey]]);
     }
     const mode = force ? "force" : "ended";
-    for (let at = 0; ; at += PURGE_CHUNK) {
-      const chunk = doomed.slice(at, at + PURGE_CHUNK);
-      const last = at + PURGE_CHUNK >= doomed.length;
+    /** One call: a chunk of keys to delete, and in the last the index entries and the owner. */
+    const call = async (chunk: string[], last: boolean): Promise<string> => {
       const marks = last ? indexes : [];
-      const args: string[] = [mode, last ? "1" : "0", String(marks.length)];
+      const args = [mode, last ? "1" : "0", String(marks.length)];
       for (const [, op, members] of marks) args.push(op, String(members.length), ...members);
-      const outcome = String(
-        await purgeOwner.run(this.redis, [ownerKey, ...marks.map(([key]) => key), ...chunk], args),
-      );
+      return String(await purgeOwner.run(this.redis, [ownerKey, ...marks.map(([key]) => key), ...chunk], args));
+    };
+    for (let at = 0; ; at += PURGE_CHUNK) {
+      const last = at + PURGE_CHUNK >= doomed.length;
+      const outcome = await call(doomed.slice(at, at + PURGE_CHUNK), last);
       if (outcome !== "removed" && outcome !== "gone") return { running: outcome };
       if (last) return outcome;
-      if (outcome === "gone" && !force) {
-        // Removed before (or never there): its leftover index entries go, and nothing else.
-        const marks: string[] = [mode, "1", String(indexes.length)];
-        for (const [, op, members] of indexes) marks.push(op, String(members.length), ...members);
-        await purgeOwner.run(this.redis, [ownerKey, ...indexes.map(([key]) => key)], marks);
-        return "gone";
-      }
+      // Removed before (or never there): its leftover index entries go, and no key.
+      if (outcome === "gone" && !force) return (await call([], true)) as "gone";
     }
   }
 

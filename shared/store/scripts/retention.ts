@@ -12,31 +12,21 @@ import { LuaScript } from "../script.js";
  *            `ended_at` set); "force": whatever its status (the context is being deleted)
  *   ARGV[2]  "1" when this is the last chunk: the owner's record goes too
  *   ARGV[3]  X; then per key of KEYS[2 .. 1 + X]: "Z" or "L", the number of members n, n members
- * Returns "removed"; "gone" when the owner was not there (removed before: only its sorted-set
- * entries named here go then, unless forced); or the owner's status when it has not ended
- * (nothing done).
+ * Returns "removed"; "gone" when the owner was not there (removed before: only the index
+ * entries named here go then, no key, unless forced); or the owner's status when it has not
+ * ended (nothing done).
  */
 export const purgeOwner = new LuaScript(
   "purgeOwner",
   `local status = redis.call("HGET", KEYS[1], "status")
-local x = tonumber(ARGV[3])
-if ARGV[1] == "ended" then
-  -- Gone (removed before): only its entries in the indexes go, nothing of a later owner of the id.
-  if not status then
-    local i = 4
-    for k = 1, x do
-      local n = tonumber(ARGV[i + 1])
-      if ARGV[i] == "Z" and n > 0 then redis.call("ZREM", KEYS[1 + k], unpack(ARGV, i + 2, i + 1 + n)) end
-      i = i + 2 + n
-    end
-    return "gone"
-  end
+if ARGV[1] == "ended" and status then
   local ended = status == "finished" or status == "error"
   if ended and redis.call("HEXISTS", KEYS[1], "flow_id") == 0 then
     ended = redis.call("HEXISTS", KEYS[1], "ended_at") == 1
   end
   if not ended then return status end
 end
+local x = tonumber(ARGV[3])
 local i = 4
 for k = 1, x do
   local op, n = ARGV[i], tonumber(ARGV[i + 1])
@@ -48,6 +38,8 @@ for k = 1, x do
   end
   i = i + 2 + n
 end
+-- Gone (removed before): its index entries went above, and no key is deleted.
+if not status and ARGV[1] == "ended" then return "gone" end
 if #KEYS > 1 + x then redis.call("UNLINK", unpack(KEYS, 2 + x)) end
 if ARGV[2] == "1" then redis.call("UNLINK", KEYS[1]) end
 if not status then return "gone" end
