@@ -1,4 +1,5 @@
 import type { LoneTimings, ShapeCost } from "./ours.js";
+import { STEPS, type Step } from "./steps.js";
 
 // The figures the benchmark reports, in the order of the table, and how each is read off a
 // shape's measurement. A run fills a Figures record for each system.
@@ -12,6 +13,15 @@ export interface Figure {
   /** Unit shown after the number ("" for a count). */
   unit: string;
 }
+
+/** The steps of a lone job (ours.ts, STEPS), as the table names them. */
+const STEP_LABELS: Record<Step, string> = {
+  ready: "lone job, step 1: submit → job.ready in the flow's object (route, reservation), p50",
+  dispatched: "lone job, step 2: → job.dispatched (commit, Dispatcher's claim, hand-over), p50",
+  start: "lone job, step 3: → job starts at the runner (signed POST), p50",
+  reported: "lone job, step 4: → job.finished in the flow's object (signed result), p50",
+  applied: "lone job, step 5: → result applied at the runner (commit, answer), p50",
+};
 
 export const FIGURES: readonly Figure[] = [
   { id: "lone.sent", label: "commands sent / job, a flow of one job (one EVALSHA = 1)", decimals: 1, unit: "" },
@@ -33,6 +43,7 @@ export const FIGURES: readonly Figure[] = [
   { id: "start.p50", label: "submit → job starts at the runner, p50", decimals: 1, unit: " ms" },
   { id: "start.p95", label: "submit → job starts at the runner, p95", decimals: 1, unit: " ms" },
   { id: "applied.p50", label: "submit → result applied, p50", decimals: 1, unit: " ms" },
+  ...STEPS.map((step) => ({ id: `step.${step}.p50`, label: STEP_LABELS[step], decimals: 1, unit: " ms" })),
   { id: "chain10.p50", label: "10-job chain end to end, p50", decimals: 0, unit: " ms" },
   { id: "tput1000.rate", label: "throughput, 1,000 independent trivial jobs", decimals: 0, unit: " jobs/s" },
   { id: "tput1000.sent", label: "commands sent / job, 1,000 independent jobs", decimals: 2, unit: "" },
@@ -101,6 +112,12 @@ export function timingFigures(timings: LoneTimings): Figures {
     "start.p95": percentile(timings.start, 95),
     "applied.p50": percentile(timings.applied, 50),
     "cpu.lone": timings.cpuPerJob,
+    ...Object.fromEntries(
+      STEPS.flatMap((step) => {
+        const samples = timings.steps?.[step] ?? [];
+        return samples.length > 0 ? [[`step.${step}.p50`, percentile(samples, 50)]] : [];
+      }),
+    ),
   };
 }
 

@@ -12,6 +12,7 @@ import {
   type RedisCounter,
 } from "./measure.js";
 import { chainJobs, independentJobs, layeredDag, loneJobs, treeJobs, type OurJob } from "./shapes.js";
+import { STEPS, stepsOf, type Step } from "./steps.js";
 
 // This project's side: flows submitted through the Worker under `wrangler dev` (signed, as any
 // client submits them), delivered to the trivial push runner test/support/test-runner.ts, which
@@ -43,6 +44,8 @@ export interface LoneTimings {
   applied: number[];
   /** CPU ms per job over the whole series, every process. */
   cpuPerJob: number;
+  /** Where the time goes (this project only): ms per sample, by step (see STEPS). */
+  steps?: Record<Step, number[]>;
 }
 
 /** Results applied, and when each job began, read off the test runner's stdout. */
@@ -187,6 +190,7 @@ export class OurSystem {
     await this.counter.quiet();
     const start: number[] = [];
     const applied: number[] = [];
+    const sent: { flow: number; submitted: number; began: number; answered: number }[] = [];
     const cpuBefore = this.cpu();
     for (let i = 0; i < samples; i++) {
       // The runner stamps deliveries with its Date.now(): the start is compared with the same clock.
@@ -196,11 +200,31 @@ export class OurSystem {
       const end = await this.tap.resultsOf(flow, 1, 30_000);
       applied.push(end - t0);
       const began = this.tap.startOf(flow, "s0");
-      if (began !== undefined) start.push(began - wallClock);
+      if (began !== undefined) {
+        start.push(began - wallClock);
+        sent.push({ flow, submitted: wallClock, began, answered: wallClock + (end - t0) });
+      }
       await sleep(20);
     }
     const cpu = cpuBetween(cpuBefore, this.cpu());
-    return { start, applied, cpuPerJob: (cpu.total ?? 0) / samples };
+    // Read after the series, so that reading costs nothing while it is timed.
+    const steps = Object.fromEntries(STEPS.map((step) => [step, [] as number[]])) as Record<Step, number[]>;
+    for (const sample of sent) {
+      const times = stepsOf(sample, await this.eventTimes(sample.flow));
+      if (times) for (const step of STEPS) steps[step].push(times[step]);
+    }
+    return { start, applied, cpuPerJob: (cpu.total ?? 0) / samples, steps };
+  }
+
+  /** When each kind of event of a finished lone flow happened first (its `at_ms`), from its stream. */
+  private async eventTimes(flow: number): Promise<Partial<Record<string, number>>> {
+    const at: Partial<Record<string, number>> = {};
+    const signal = AbortSignal.timeout(10_000);
+    for await (const event of this.client.flowEvents(this.contextId, flow, { signal })) {
+      at[event.type] ??= event.at_ms;
+      if (event.type === "flow.finished" || event.type === "flow.error") break;
+    }
+    return at;
   }
 
   /** `samples` chains of `length` jobs one after another: submit → the last job's result applied, ms. */
