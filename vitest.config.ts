@@ -10,9 +10,9 @@ export default defineConfig({
   test: {
     globalSetup: ["test/support/global-setup.ts"],
     // Three test files at once, on any machine. The end-to-end files mostly wait (for alarms,
-    // deadlines, runners, a sweep), so on the 2-core machines of CI one file at a time (what this
-    // run got by default) left the CPU idle half the time: 16 minutes of tests, against about 8
-    // with three. Every file has its own key prefix, or a stack of its own where it counts or
+    // deadlines, runners, a sweep), so on the 2-core machines of CI one file at a time (vitest's
+    // default there, as measured) left the CPU idle half the time: 16 minutes of tests, against
+    // about 8 with three. Every file has its own key prefix, or a stack of its own where it counts or
     // breaks things, so files never see each other's state.
     maxWorkers: 3,
     projects: [

@@ -14,7 +14,7 @@ export interface Figure {
   unit: string;
 }
 
-/** The steps of a lone job (ours.ts, STEPS), as the table names them. */
+/** The steps of a lone job (steps.ts), as the table names them. */
 const STEP_LABELS: Record<Step, string> = {
   ready: "lone job, step 1: submit → job.ready in the flow's object (route, reservation), p50",
   dispatched: "lone job, step 2: → job.dispatched (commit, Dispatcher's claim, hand-over), p50",

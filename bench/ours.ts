@@ -12,7 +12,7 @@ import {
   type RedisCounter,
 } from "./measure.js";
 import { chainJobs, independentJobs, layeredDag, loneJobs, treeJobs, type OurJob } from "./shapes.js";
-import { STEPS, stepsOf, type Step } from "./steps.js";
+import { STEPS, stepsOf, type LoneSample, type Step } from "./steps.js";
 
 // This project's side: flows submitted through the Worker under `wrangler dev` (signed, as any
 // client submits them), delivered to the trivial push runner test/support/test-runner.ts, which
@@ -190,7 +190,7 @@ export class OurSystem {
     await this.counter.quiet();
     const start: number[] = [];
     const applied: number[] = [];
-    const sent: { flow: number; submitted: number; began: number; answered: number }[] = [];
+    const sent: (LoneSample & { flow: number })[] = [];
     const cpuBefore = this.cpu();
     for (let i = 0; i < samples; i++) {
       // The runner stamps deliveries with its Date.now(): the start is compared with the same clock.
