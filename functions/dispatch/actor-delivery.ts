@@ -65,7 +65,7 @@ export async function deliverToActor(
   if (!(await store.messages.settle(message, { deliver: true }))) return "settled-before";
   // The sweep looks at the context within a minute, and from then on by its inbox window: what
   // comes into an inbox is removed unread after it even in a context that runs no flows.
-  await store.sweep.dueBy(message.context_id, Date.now() + 60_000).catch(() => undefined);
+  await store.sweep.dueSoon(message.context_id);
   await postToAddresses(store, key, recipient, { ...message, status: "acknowledged" });
   return "delivered";
 }

@@ -37,9 +37,7 @@ export class FlowEffects {
       // A flow that ended without ever starting (cancelled first) never made its context due:
       // the sweep looks within a minute, and keeps it for its retention window from then on.
       if (step.effects.some((e) => e.type === "flowEnded") && step.state.startedAt === undefined)
-        await this.store()
-          .sweep.dueBy(step.state.contextId, Date.now() + 60_000)
-          .catch(() => undefined);
+        await this.store().sweep.dueSoon(step.state.contextId);
     }
     const cancels = batch.steps.flatMap((step) =>
       step.effects.filter((e): e is Extract<FlowEffect, { type: "cancelJob" }> => e.type === "cancelJob"),

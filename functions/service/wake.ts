@@ -2,9 +2,6 @@ import type { Wake } from "../core/contracts.js";
 import { wakeDispatcher } from "../core/stubs.js";
 import type { FlowCall } from "./call.js";
 
-/** How soon the supervisor's sweep looks at a context whose dispatcher could not be woken. */
-const SWEEP_BACKSTOP_MS = 60_000;
-
 /**
  * Wakes a context's dispatcher (new messages for actors, runners changed, dispatch resumed) and
  * waits until the wake is durable. Should the dispatcher be out of reach, the context is left
@@ -15,6 +12,6 @@ export async function wakeContext(call: FlowCall, contextId: number, wake: Wake)
     await wakeDispatcher(call.env, { prefix: call.store.keys.prefix, contextId, origin: call.origin }, wake);
   } catch (error) {
     console.warn(`waking the dispatcher of context ${contextId} failed: ${(error as Error).message}`);
-    await call.store.sweep.dueBy(contextId, Date.now() + SWEEP_BACKSTOP_MS).catch(() => undefined);
+    await call.store.sweep.dueSoon(contextId);
   }
 }

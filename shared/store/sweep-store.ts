@@ -51,6 +51,15 @@ export class SweepStore {
     await callRedis(() => this.redis.exec(["ZADD", this.keys.sweepDue(), "LT", String(at), String(contextId)]));
   }
 
+  /**
+   * Makes a context due within a minute (the sweep's own period), best effort: something new
+   * waits there that nothing else may come for (a wake that failed, mail, a flow that never
+   * started), and a failure only leaves it to whatever makes the context due later.
+   */
+  async dueSoon(contextId: number): Promise<void> {
+    await this.dueBy(contextId, Date.now() + 60_000).catch(() => undefined);
+  }
+
   /** Sets when a context is next due; undefined: it has nothing to look at. */
   async reschedule(contextId: number, at: number | undefined): Promise<void> {
     await callRedis(() =>
