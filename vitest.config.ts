@@ -9,13 +9,11 @@ const stack = await testStackConfig();
 export default defineConfig({
   test: {
     globalSetup: ["test/support/global-setup.ts"],
-    // Two test files at once. The end-to-end files mostly wait (for alarms, deadlines, runners,
-    // a sweep), and on the 2-core machines of CI vitest ran one file at a time (as measured),
-    // leaving the CPU idle half the time: 16 minutes of tests, 10 with two at once. Three took 8,
-    // but the longest gap between deliveries that dispatch.test.ts bounds at 1.5 s grew from
-    // 0.5 s to 1.1 s; with two it stays under 0.8 s. Every file has its own key prefix, or a
-    // stack of its own where it counts or breaks things, so files never see each other's state.
-    maxWorkers: 2,
+    // One test file at a time, as vitest runs them on a 2-core machine. The end-to-end files
+    // mostly wait, so two or three at once would take 10 or 8 minutes instead of 16, but the
+    // longest gap between deliveries that dispatch.test.ts bounds at 1.5 s then reached 1.1 s
+    // (three) and 1.4 s (two), against 0.5 s alone: too close to pass every time.
+    maxWorkers: 1,
     projects: [
       {
         test: {
