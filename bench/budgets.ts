@@ -17,8 +17,9 @@ export const BUDGETS: readonly Budget[] = [
   { figure: "lone.sent", max: 6 },
   // Batches must not get dearer than they are (0.20 when the goal was set).
   { figure: "indep100.sent", max: 0.2 },
-  // The 100-job layered DAG (10 layers of 10), script internals included. The goal of 4.5 is
-  // not reached (5.3 to 5.4): four HSETs per job are the floor of today's records (README,
+  // The 100-job layered DAG (10 layers of 10), script internals included: 4.35 to 4.45 since a
+  // job's end writes only the job (5.3 to 5.4 before). Three HSETs per job (the job at creation
+  // and at its end, its message at dispatch) are the floor of today's records (README,
   // Performance); the limit guards against getting dearer.
-  { figure: "dag100.executed", max: 6, goal: 4.5 },
+  { figure: "dag100.executed", max: 5, goal: 4 },
 ];

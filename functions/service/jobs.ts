@@ -1,6 +1,7 @@
 import { z } from "zod";
 import { FlowJobInput, messagesNeeded, resolveDag, MessageTimeouts } from "../../shared/flow/index.js";
 import type { FlowView, JobView, Message, RunnerJob } from "../../shared/model/index.js";
+import { messageEnd } from "../../shared/store/index.js";
 import type { FlowCoordinatorRpc } from "../core/contracts.js";
 import { Problem, unwrap, type RpcResult } from "../core/problem.js";
 import type { FlowScope } from "../core/scopes.js";
@@ -131,14 +132,18 @@ async function loneJobCommand(
 }
 
 /**
- * Loads a message (readers). A job message's stored status moves at dispatch and at the end;
- * in between, whether the runner acknowledged it comes from the job's live state.
+ * Loads a message (readers). A job message's stored status moves at dispatch, and at the end
+ * only for a failed attempt that is retried: the last attempt takes its end from the job's
+ * record. In between, whether the runner acknowledged it comes from the job's live state.
  */
 export async function loadMessage(call: FlowCall, contextId: number, callerId: number, id: number): Promise<Message> {
   await contextFor(call, contextId, "read");
   const message = await call.store.messages.load({ context_id: contextId, caller_id: callerId, id });
   const job = message.job[0];
   if (message.message_type !== "job" || !job || message.status !== "dispatched") return message;
+  const record = await call.store.jobs.find({ context_id: contextId, caller_id: job.caller_id, id: job.id });
+  const ended = record && messageEnd(message, record);
+  if (ended) return ended;
   const live = await liveJob(call, job);
   const current = live && live.attempt === message.attempt;
   if (current && (live.delivery === "acknowledged" || live.status === "started"))

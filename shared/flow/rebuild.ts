@@ -98,8 +98,11 @@ export function rebuildState(records: StoredRecords): FlowState {
       if (record.error !== undefined) job.error = record.error;
       if (record.latency_ms !== undefined) job.latencyMs = record.latency_ms;
       if (record.duration_ms !== undefined) job.durationMs = record.duration_ms;
-      if (latest?.runner_id !== undefined)
-        job.delivery = { runnerId: latest.runner_id, state: "acknowledged", at: (latest.ended_at ?? 0) * 1000 };
+      // Where the last attempt ran: the job's record has it; records of older versions left it
+      // in the attempt's message.
+      const runnerId = record.last_runner_id ?? latest?.runner_id;
+      const at = record.ended_at ?? latest?.ended_at ?? 0;
+      if (runnerId !== undefined) job.delivery = { runnerId, state: "acknowledged", at: at * 1000 };
     } else if (attempt > 0 && latest && latest.ended_at !== undefined) {
       // The attempt ended but the job did not: it was waiting out a retry's backoff.
       job.status = "dispatched";

@@ -9,8 +9,10 @@ import { FlowTimeoutsRecord } from "./flow.js";
  * `runner_id`, `message_base` (its attempts' message ids are message_base, message_base + 1, …),
  * `attempt_floor` (attempts before its flow was last re-run), `past_messages` (the message ids,
  * as inclusive ranges, its attempts used in runs before a re-run: what removing it removes too), and once it ended: the last
- * `attempt`, the `error`, and its last attempt's `latency_ms` (queued to delivered) and
- * `duration_ms` (delivered to its end). A job run outside any flow keeps its message `timeouts` itself (a
+ * `attempt`, the `error`, `ended_at`, the runner its last attempt was delivered to
+ * (`last_runner_id`), and that attempt's `latency_ms` (queued to delivered) and `duration_ms`
+ * (delivered to its end). The last attempt's message takes its final status from these: the
+ * commit that ends a job writes only the job (docs/dispatch.md, "What a job costs"). A job run outside any flow keeps its message `timeouts` itself (a
  * flow's jobs have their flow's), so they survive its coordinator's eviction.
  */
 export const RunnerJob = z
@@ -37,6 +39,8 @@ export const RunnerJob = z
     timeouts: FlowTimeoutsRecord.optional(),
     latency_ms: z.int().min(0).optional(),
     duration_ms: z.int().min(0).optional(),
+    ended_at: Timestamp.optional(),
+    last_runner_id: Id.optional(),
     created_at: Timestamp,
     updated_at: Timestamp,
     status: JobStatus,

@@ -54,9 +54,9 @@ export interface CommitPlan {
  * An operation, and whether it can guard its step: a write that changes something only the
  * first time it runs (an HSET adding a field, an HDEL removing one). The lower the number, the
  * surer: 1 the flow's own lifecycle fields (started_at, ended_at, a re-run's clearing of
- * ended_at), 2 a new message, 3 a message's ended_at.
+ * ended_at), 2 a new message, 3 a job's ended_at.
  */
-type Op = ["H" | "D" | "P" | "Z" | "R" | "L" | "X", string, string[], (1 | 2 | 3)?];
+type Op = ["H" | "D" | "P" | "Z" | "R" | "L" | "X" | "E", string, string[], (1 | 2 | 3)?];
 
 /** Who a flow is in the context's deadline set: the flow, or the job that runs alone. */
 export function deadlineOwner(state: FlowState): DeadlineOwner {
@@ -78,11 +78,11 @@ function attemptItem(keys: Keys, state: FlowState, job: JobState, attempt: numbe
 
 /**
  * Turns applied transitions into one `commitFlow` call: per step a section, guarded by a write
- * that changes something only the first time (a message's ended_at, a new message, the flow's
+ * that changes something only the first time (a job's ended_at, a new message, the flow's
  * started_at or ended_at, a re-run clearing ended_at), so a step written once is never written
  * twice, whether the transition was replayed or the script call itself was retried. Only what
- * changed is written: a finished job's status and result, its message's final status, the
- * messages of newly dispatched jobs (their work items queued by script type, or for the runner a
+ * changed is written: an ended job's status, result and end (its message's final status is read
+ * from it), the messages of newly dispatched jobs (their work items queued by script type, or for the runner a
  * job is pinned to), the freeing of the slot an ended attempt held, the flow's status.
  * Statuses in between (waiting, started) live in the Durable Object, not in Redis.
  * `deadLettersMax` is the deployment's cap on a context's dead letters (DEAD_LETTERS_MAX).
@@ -214,6 +214,10 @@ export function planCommit(
           for (const id of effect.jobs) {
             const job = state.jobs[id] as JobState;
             const jobHash = keys.job(ctx, state.callerId, id);
+            // The last run's final message took its end from the job, which is about to forget
+            // it: the end is written into the message first (if the job ended after an attempt).
+            const last = job.pastMessages?.at(-1)?.[1];
+            if (last !== undefined) ops.push(["E", keys.message(ctx, state.callerId, last), [at(jobHash)]]);
             ops.push([
               "H",
               jobHash,
@@ -225,7 +229,7 @@ export function planCommit(
                 updated_at: secs,
               }),
             ]);
-            ops.push(["D", jobHash, ["error"]]);
+            ops.push(["D", jobHash, ["error", "ended_at", "last_runner_id"]]);
           }
           const due = nearestDeadline(state);
           if (due) ops.push(["Z", keys.deadlines(ctx), [String(due.at), deadlineMember(state)]]);
@@ -236,19 +240,9 @@ export function planCommit(
         case "jobEnded": {
           const job = state.jobs[effect.job] as JobState;
           release(job, job.attempt, job.delivery?.runnerId);
-          if (job.attempt > 0) {
-            const messageKey = keys.message(ctx, state.callerId, messageId(job, job.attempt));
-            const final: Partial<Message> = {
-              status: job.status === "finished" ? "processed" : "error",
-              ended_at: secs,
-              updated_at: secs,
-              ...(job.delivery ? { runner_id: job.delivery.runnerId } : {}),
-            };
-            // ended_at is new on the first write of this outcome, and only then.
-            ops.push(["H", messageKey, encodePairs(codecs.message, final), 3]);
-            if (step.logs?.job === job.id && step.logs.lines.length > 0)
-              ops.push(["L", messageKey, [JSON.stringify(step.logs.lines)]]);
-          }
+          // The job alone is written: its last attempt's message takes its final status, end and
+          // runner from it when read (messageEnd), which saves a write per job. ended_at is new
+          // on the first write of this outcome, and only then (a re-run deletes it).
           ops.push([
             "H",
             keys.job(ctx, state.callerId, job.id),
@@ -259,9 +253,18 @@ export function planCommit(
               attempt: job.attempt,
               latency_ms: job.latencyMs,
               duration_ms: job.durationMs,
+              ended_at: secs,
+              last_runner_id: job.delivery?.runnerId,
               updated_at: secs,
             }),
+            3,
           ]);
+          if (job.attempt > 0 && step.logs?.job === job.id && step.logs.lines.length > 0)
+            ops.push([
+              "L",
+              keys.message(ctx, state.callerId, messageId(job, job.attempt)),
+              [JSON.stringify(step.logs.lines)],
+            ]);
           break;
         }
         case "flowEnded": {

@@ -142,3 +142,22 @@ export function resultMessage(state: FlowState, now: number): Message {
     },
   };
 }
+
+/**
+ * A job attempt's message with its final status, end and runner taken from its job's record
+ * when the message has no end of its own: the commit that ends a job writes only the job
+ * (flow-plan.ts). Only the job's last attempt can take them, and only while the job holds them
+ * (a re-run copies them into the message before the job forgets them). Null when the job's
+ * record says nothing of this message's end.
+ */
+export function messageEnd(message: Message, job: RunnerJob): Message | null {
+  if (message.message_type !== "job" || message.ended_at !== undefined) return null;
+  if (job.ended_at === undefined || job.attempt !== message.attempt) return null;
+  return {
+    ...message,
+    status: job.status === "finished" ? "processed" : "error",
+    ended_at: job.ended_at,
+    updated_at: job.ended_at,
+    ...(job.last_runner_id !== undefined ? { runner_id: job.last_runner_id } : {}),
+  };
+}

@@ -15,7 +15,7 @@ export type { ReadyQueue } from "./ready-queue.js";
 export type { RecordToken, Reservation, ReservedIds, ReserveRequest, Settlement, StoredFlow } from "./flow-store.js";
 export { deadlineOwner, planCommit } from "./flow-plan.js";
 export type { CommitPlan, CommitStep } from "./flow-plan.js";
-export { jobRecord } from "./flow-records.js";
+export { jobRecord, messageEnd } from "./flow-records.js";
 export { MessageStore } from "./message-store.js";
 export { DeadLetters } from "./dead-letters.js";
 export { DEAD_LETTERS_MAX, DROPPED_FIELD as DEAD_LETTERS_DROPPED_FIELD } from "./scripts/dead-letter-cap.js";

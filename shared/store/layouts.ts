@@ -77,6 +77,8 @@ export const codecs = {
       timeouts: "json",
       latency_ms: "int",
       duration_ms: "int",
+      ended_at: "int",
+      last_runner_id: "int",
       created_at: "int",
       updated_at: "int",
       status: "str",

@@ -44,7 +44,10 @@ async function storedJobs(stack: PrivateStack, ctx: number, view: FlowView): Pro
           `#${base + a} attempt ${m.attempt} ${m.status} ended_at ${m.ended_at ?? "-"} runner ${m.runner_id ?? "-"}`,
         );
     }
-    parts.push(`job ${job.key} ${record.status} attempt ${record.attempt ?? "-"} [${messages.join("; ")}]`);
+    // The last attempt's message holds no end of its own: the job's record does.
+    parts.push(
+      `job ${job.key} ${record.status} attempt ${record.attempt ?? "-"} ended_at ${record.ended_at ?? "-"} runner ${record.last_runner_id ?? "-"} [${messages.join("; ")}]`,
+    );
   }
   return parts.join(", ");
 }

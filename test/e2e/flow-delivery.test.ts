@@ -23,7 +23,7 @@ async function pushRunner(contextId: number, extra: Record<string, string> = {})
 }
 
 describe("budget: Redis commands per job", () => {
-  it("runs a 100-job layered DAG with at most 6 commands per job", async () => {
+  it("runs a 100-job layered DAG with at most 5 commands per job", async () => {
     const ctx = await admin().client.createContext();
     const proc = await pushRunner(ctx.id);
     const jobs = layeredJobs("j", 10, 10);
@@ -50,9 +50,10 @@ describe("budget: Redis commands per job", () => {
     const { total, byCommand } = commandDelta(before, after);
     const perJob = total / 100;
     console.log(
-      `budget: ${total} Redis commands for 100 jobs = ${perJob.toFixed(2)} per job (goal 4.5, limit 6); by command: ${JSON.stringify(byCommand)}`,
+      `budget: ${total} Redis commands for 100 jobs = ${perJob.toFixed(2)} per job (goal 4, limit 5); by command: ${JSON.stringify(byCommand)}`,
     );
-    expect(perJob).toBeLessThanOrEqual(6);
+    // 4.35 to 4.43 when the limit was set: counts move a little with how results batch.
+    expect(perJob).toBeLessThanOrEqual(5);
   });
 
   it("takes 50 concurrent results into one flow and loses none", async () => {

@@ -1,6 +1,6 @@
 import { describe, expect, it } from "vitest";
 import { journalOf, rebuildState } from "../../shared/flow/index.js";
-import { dispatchMessage, flowRecord, jobRecord } from "../../shared/store/flow-records.js";
+import { dispatchMessage, flowRecord, jobRecord, messageEnd } from "../../shared/store/flow-records.js";
 import { jobIn, started, T } from "./flow-sim.js";
 
 // Rebuilding a flow from Redis and the object's journal after it lost its memory, when the two
@@ -39,5 +39,58 @@ describe("rebuild", () => {
     // So the ended attempt is not failed again: a late report of it is stale.
     d.state = rebuilt;
     expect(d.send({ type: "failed", ...ev, error: "exit 1", at: T + 3 }).outcome).toBe("stale");
+  });
+
+  it("takes where an ended job ran from its record, its last message holding no end", () => {
+    const d = started([jobIn({ name: "once" })]);
+    d.run(100, { runner: 7 });
+    const state = d.state;
+    const job = state.jobs[100];
+    if (!job) throw new Error("no job 100");
+    // Redis after the job's end: the job record holds the end; its message is as dispatched.
+    const record = { ...jobRecord(state, job, T), ended_at: (T + 4) / 1000, last_runner_id: 7 };
+    const rebuilt = rebuildState({
+      flow: flowRecord(state, T),
+      contextId: state.contextId,
+      callerId: state.callerId,
+      jobs: [record],
+      messages: new Map([[100, [dispatchMessage(state, job, 1, T)]]]),
+    });
+    expect(rebuilt.jobs[100]).toMatchObject({
+      status: "finished",
+      delivery: { runnerId: 7, state: "acknowledged", at: T + 4 },
+    });
+  });
+});
+
+describe("a job attempt's message after its job ended", () => {
+  const d = started([jobIn({ name: "twice", retries: 1 })]);
+  const state = d.state;
+  const job = state.jobs[100];
+  if (!job) throw new Error("no job 100");
+  const ended = {
+    ...jobRecord(state, job, T),
+    status: "finished" as const,
+    attempt: 2,
+    ended_at: 1_800_000_000,
+    last_runner_id: 3,
+  };
+
+  it("takes its final status, end and runner from the job when it is the last attempt", () => {
+    expect(messageEnd(dispatchMessage(state, job, 2, T), ended)).toMatchObject({
+      status: "processed",
+      ended_at: 1_800_000_000,
+      updated_at: 1_800_000_000,
+      runner_id: 3,
+    });
+    expect(messageEnd(dispatchMessage(state, job, 2, T), { ...ended, status: "error" })?.status).toBe("error");
+  });
+
+  it("leaves an earlier attempt, a message with an end of its own and a job not ended as they are", () => {
+    expect(messageEnd(dispatchMessage(state, job, 1, T), ended)).toBeNull();
+    const own = { ...dispatchMessage(state, job, 2, T), status: "error" as const, ended_at: 1_700_000_000 };
+    expect(messageEnd(own, ended)).toBeNull();
+    const { ended_at: _, ...running } = ended;
+    expect(messageEnd(dispatchMessage(state, job, 2, T), { ...running, status: "dispatched" })).toBeNull();
   });
 });

@@ -2,7 +2,7 @@ import { runDurableObjectAlarm } from "cloudflare:test";
 import { afterAll, beforeAll, beforeEach, describe, expect, it } from "vitest";
 import { ApiError, type CoordinatorClient } from "../../shared/client/index.js";
 import type { FlowSubmissionInput } from "../../shared/flow/index.js";
-import type { FlowView } from "../../shared/model/index.js";
+import type { FlowView, Message, RunnerJob } from "../../shared/model/index.js";
 import { eventually } from "../support/eventually.js";
 import { failure, ringAlarm, takeAlarm, testWorker, waitUntilPast } from "./harness.js";
 import { jobName, PullRunner } from "./pull-runner.js";
@@ -154,8 +154,27 @@ describe("dead letters and re-runs", () => {
     expect(letter).toMatchObject({ kind: "job", flow_id: flow.id, attempts: 1, reason: "exit code 7" });
     expect(await client.loadDeadLetter(ctx, letter?.id ?? "")).toEqual(letter);
 
+    // b's message took its end from b's record (the commit wrote only the job).
+    const bId = flow.jobs.find((j) => j.key === "b")?.id as number;
+    const bRecord = (await client.request("GET", `/v1/contexts/${ctx}/jobs/${flow.caller_id}/${bId}`)) as RunnerJob;
+    const firstRun = bRecord.message_base as number;
+    const readMessage = (id: number) =>
+      client.request("GET", `/v1/contexts/${ctx}/messages/${flow.caller_id}/${id}`) as Promise<Message>;
+    const storedEnd = (id: number) =>
+      w.redis.exec<string | null>(["HGET", w.keys.message(ctx, flow.caller_id, id), "ended_at"]);
+    expect(bRecord).toMatchObject({ status: "error", attempt: 1, last_runner_id: runner.id });
+    const ended = { status: "error", attempt: 1, runner_id: runner.id, ended_at: bRecord.ended_at };
+    expect(await readMessage(firstRun)).toMatchObject(ended);
+    expect(await storedEnd(firstRun)).toBeNull();
+
     const again = await client.rerunFlow(ctx, flow.id);
     expect(again.status).toBe("started");
+    // The re-run wrote that end into the message before b's record forgot it.
+    expect(await readMessage(firstRun)).toMatchObject(ended);
+    expect(await storedEnd(firstRun)).toBe(String(bRecord.ended_at));
+    expect(
+      await client.request("GET", `/v1/contexts/${ctx}/jobs/${flow.caller_id}/${bId}`).then((r) => r as RunnerJob),
+    ).not.toHaveProperty("ended_at");
     expect(again.jobs.map((j) => [j.key, j.status])).toEqual([
       ["a", "finished"],
       ["b", "dispatched"],
@@ -169,6 +188,10 @@ describe("dead letters and re-runs", () => {
       }
     }
     expect(ran).toEqual(["b@2", "c@1"]);
+    const rerunRecord = (await client.request("GET", `/v1/contexts/${ctx}/jobs/${flow.caller_id}/${bId}`)) as RunnerJob;
+    const secondRun = (rerunRecord.message_base as number) + 1; // attempt 2, the re-run's first
+    expect(await readMessage(secondRun)).toMatchObject({ status: "processed", attempt: 2, runner_id: runner.id });
+    expect(await readMessage(firstRun)).toMatchObject(ended);
     const view = await client.loadFlow(ctx, flow.id);
     expect(view.status).toBe("finished");
     expect(view.result).toEqual({ a: { v: "a" }, b: { v: "b" }, c: { v: "c" } });

@@ -91,6 +91,15 @@ while i <= #ARGV do
         if not current or current == "[]" then current = add
         elseif #current + #add <= LOG_CAP then current = string.sub(current, 1, -2) .. "," .. string.sub(add, 2) end
         redis.call("HSET", key, "logs", current)
+      elseif op == "E" then
+        if redis.call("HEXISTS", key, "ended_at") == 0 and redis.call("EXISTS", key) == 1 then
+          local job = redis.call("HMGET", KEYS[KO + tonumber(ARGV[first])], "status", "ended_at", "last_runner_id")
+          if job[2] then
+            local final = { "status", job[1] == "finished" and "processed" or "error", "ended_at", job[2], "updated_at", job[2] }
+            if job[3] then final[#final + 1] = "runner_id" final[#final + 1] = job[3] end
+            redis.call("HSET", key, unpack(final))
+          end
+        end
       elseif op == "X" then
         local at = function(j) return KEYS[KO + tonumber(ARGV[first + j])] end
         keepDeadLetter(key, at(0), at(1), at(2), ARGV[first + 3], ARGV[first + 4], ARGV[first + 5], ARGV[first + 6])
@@ -177,15 +186,19 @@ return skipped`,
  * writes is read in flow-plan.ts, not here.
  *
  * What the operations write (the section that writes them, from flow-plan.ts):
- *   "H" HSET   a job's final status and result, a message's status (dispatched, processed,
- *              error) and times, the flow's status, result and times, a new message (a job's
- *              attempt, a flow's result mail)
+ *   "H" HSET   a job's final status, result, end and last runner, a failed attempt's message
+ *              (error, its end), the flow's status, result and times, a new message (a job's
+ *              attempt, a flow's result mail). The message of a job's last attempt is not
+ *              written at the job's end: reads take its final status from the job
  *   "D" HDEL   fields a re-run clears (the flow's ended_at and error, a job's error)
  *   "P" RPUSH  work items onto a ready queue (a dispatch), a flow's result onto its caller's
  *              msg_in (and onto msg_out when the relay is to POST it), the context's figures
  *   "Z" ZADD   status indexes, the context's deadline set
  *   "R" ZREM   status indexes, the deadline set, and a runner's slot (an attempt ended)
  *   "L"        append log lines to a message's JSON `logs` field (capped at 256 KiB)
+ *   "E"        a re-run's copy of a job's end into its last message (status processed or
+ *              error, ended_at, runner_id), before the job forgets it; nothing if that message
+ *              has its own end or is gone. Its argument: the key position of the job hash
  *   "X"        keep a dead letter (a job out of retries) within the context's cap: HSETNX into
  *              the dead letters hash, ZADD to their index, and past the cap (the context hash's
  *              `retention.dead_letters`, else the deployment's) the oldest dropped from both and
@@ -195,7 +208,7 @@ return skipped`,
  *
  * Idempotent, so it can be run again after an unknown outcome (see docs/architecture.md): a
  * guarded section starts with a write that changes something only the first time (an HSET
- * adding a final-state field such as ended_at or a new message, an HDEL of a field a re-run
+ * adding a final-state field such as a job's ended_at or a new message, an HDEL of a field a re-run
  * clears); when that write returns 0 the transition was written before and the rest of the
  * section is skipped. Unguarded sections hold only writes that are harmless twice (freeing
  * slots: ZREM).
