@@ -60,6 +60,18 @@ export const FIGURES: readonly Figure[] = [
     decimals: 2,
     unit: " ms",
   },
+  {
+    id: "pushbatch1000.rate",
+    label: "throughput, 1,000 jobs, pushed, results batched (100 a request)",
+    decimals: 0,
+    unit: " jobs/s",
+  },
+  {
+    id: "cpu.pushbatch.workerd",
+    label: "CPU / job in the Worker's workerd, 1,000 jobs pushed, results batched",
+    decimals: 2,
+    unit: " ms",
+  },
   { id: "cpu.bulk", label: "CPU / job, all processes, 1,000 jobs", decimals: 2, unit: " ms" },
   {
     id: "cpu.bulk.workerd",
@@ -132,11 +144,13 @@ export function throughputFigures(cost: ShapeCost): Figures {
   };
 }
 
-/** Throughput figures of the 1,000-job run with batching (this project only). */
-export function batchedFigures(cost: ShapeCost): Figures {
+/** Throughput figures of a 1,000-job run with batching (this project only): pulled, or pushed with results batched. */
+export function batchedFigures(cost: ShapeCost, how: "pull" | "push"): Figures {
+  const [rate, cpu] =
+    how === "pull" ? ["batched1000.rate", "cpu.batched.workerd"] : ["pushbatch1000.rate", "cpu.pushbatch.workerd"];
   return {
-    "batched1000.rate": cost.jobs / (cost.wallMs / 1000),
-    ...(cost.cpu.workerd !== undefined ? { "cpu.batched.workerd": cost.cpu.workerd / cost.jobs } : {}),
+    [rate]: cost.jobs / (cost.wallMs / 1000),
+    ...(cost.cpu.workerd !== undefined ? { [cpu]: cost.cpu.workerd / cost.jobs } : {}),
   };
 }
 

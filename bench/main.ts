@@ -144,7 +144,8 @@ try {
         tree100: () => ours.tree(100),
         dag100: () => ours.dag(),
         tput1000: () => ours.independent(1000),
-        batched1000: () => ours.batchedThroughput(1000),
+        batched1000: () => ours.batchedThroughput(1000, "pull"),
+        pushbatch1000: () => ours.batchedThroughput(1000, "push"),
       },
       bull: {
         lone: () => b.lone(),
@@ -157,7 +158,8 @@ try {
       (system: "ours" | "bull", id: string): Measure =>
       async (run) => {
         const cost = keep(run, system, id, await (costs[system][id] as () => Promise<ShapeCost>)());
-        if (id === "batched1000") return batchedFigures(cost);
+        if (id === "batched1000") return batchedFigures(cost, "pull");
+        if (id === "pushbatch1000") return batchedFigures(cost, "push");
         return id === "tput1000" ? throughputFigures(cost) : costFigures(id, cost);
       };
     const chainSamples = Math.ceil(options.samples / 3);
@@ -178,6 +180,7 @@ try {
       },
       { id: "tput1000", ours: counted("ours", "tput1000"), bull: counted("bull", "tput1000") },
       { id: "batched1000", ours: counted("ours", "batched1000") },
+      { id: "pushbatch1000", ours: counted("ours", "pushbatch1000") },
     ];
     for (let run = 1; run <= options.runs; run++) {
       const figures = { ours: {} as Figures, bull: {} as Figures };
@@ -199,7 +202,10 @@ try {
       }
       // BullMQ's open-source worker takes one job at a time: its one throughput is the comparison.
       const bullRate = figures.bull["tput1000.rate"];
-      if (bullRate !== undefined) figures.bull["batched1000.rate"] = bullRate;
+      if (bullRate !== undefined) {
+        figures.bull["batched1000.rate"] = bullRate;
+        figures.bull["pushbatch1000.rate"] = bullRate;
+      }
       runsOurs.push(figures.ours);
       runsBull.push(figures.bull);
       details.push({ run, loadAverage: os.loadavg() });

@@ -240,18 +240,20 @@ export class OurSystem {
   }
 
   /**
-   * Throughput of `n` independent jobs with batching, in a context of its own served by a pull
-   * runner started for this run only: it leases up to 50 jobs at a time and reports in batches
-   * (an ack and a result per job, up to 100 reports a request). The runner runs only while the
-   * jobs are measured (a pull runner polls while idle): the counts run from quiet before its
-   * start to quiet after its stop, so they include its polls.
+   * Throughput of `n` independent jobs with batching, in a context of its own served by a runner
+   * started for this run only. `pull`: it leases up to 50 jobs at a time and reports in batches
+   * (an ack and a result per job, up to 100 reports a request). `push`: deliveries come one per
+   * POST, as to any push runner, and results go in batches (up to 100 a request, two on the way,
+   * a lone one at once), as the reference runner's `--batch` sends them. The runner runs only
+   * while the jobs are measured (a pull runner polls while idle): the counts run from quiet
+   * before its start to quiet after its stop, so they include its polls.
    */
-  async batchedThroughput(n: number): Promise<ShapeCost> {
+  async batchedThroughput(n: number, how: "pull" | "push"): Promise<ShapeCost> {
     const ctx = await this.client.createContext();
     const registered = await this.stack.registerTestRunner(
       this.client,
       ctx.id,
-      { TIMES: "1", PULL: "50" },
+      how === "pull" ? { TIMES: "1", PULL: "50" } : { TIMES: "1", FAST: "1", BATCH_RESULTS: "1" },
       CONCURRENCY,
     );
     // A first flow warms the new context's objects up, as warmUp does for the main one. The

@@ -21,7 +21,10 @@
  * while that file exists (a runner that is down, then comes back).
  *
  * Fast path: FAST=1 reports no `started`, only the result (a job that ends at once needs no
- * start; the coordinator takes a result straight after the acknowledgement).
+ * start; the coordinator takes a result straight after the acknowledgement). BATCH_RESULTS=1
+ * sends results through the batched webhook (`POST …/reports`, up to 100 a request, at most two
+ * requests on the way, a result at once when fewer are), as the reference runner's `--batch`
+ * does; results of jobs outside any flow are not supported there.
  *
  * Pull: PULL=n makes it a pull runner (register it without an address): it leases up to n jobs at
  * a time and reports on them in batches (`POST …/reports`: `ack` and the result of each job, at
@@ -77,6 +80,7 @@ const fast = process.env.FAST === "1";
 const pull = Number(process.env.PULL ?? 0);
 const refuseFile = process.env.REFUSE_FILE;
 const reportRetryMs = Number(process.env.REPORT_RETRY_MS ?? 30_000);
+const batchResults = process.env.BATCH_RESULTS === "1";
 /** Attempts taken and not reported on yet. */
 let load = 0;
 
@@ -157,7 +161,12 @@ async function run(payload: DeliveryPayload): Promise<void> {
   const finish = async () => {
     if (poison) await report(payload.callbacks.result, { ...body, status: "exploded" }, `poison ${label}`);
     load--;
-    await report(payload.callbacks.result, body, `result ${label}`);
+    if (batchResults)
+      await queueResult({
+        entry: { flow_id: payload.flow_id, job_id: payload.job_id, event: "result", body },
+        label: `result ${label}`,
+      });
+    else await report(payload.callbacks.result, body, `result ${label}`);
     if (chaos) {
       await Promise.all([
         report(payload.callbacks.result, body),
@@ -216,6 +225,34 @@ async function reportBatch(batch: BatchReport[]): Promise<void> {
       console.log(`batch failed ${(error as Error).message}`);
     }
     await new Promise((r) => setTimeout(r, Math.min(2_000, 100 * 2 ** attempt)));
+  }
+}
+
+/** BATCH_RESULTS: results waiting for a batch, and the batches on the way (at most two). */
+const waitingResults: (BatchReport & { sent: () => void })[] = [];
+let resultBatchesOnTheWay = 0;
+
+/**
+ * Sends a result in the next batch: at once when fewer than two batches are on the way, else
+ * with the results that came meanwhile (up to 100 a request), so batches grow with the load and
+ * a lone result waits for nothing.
+ */
+function queueResult(r: BatchReport): Promise<void> {
+  return new Promise((resolve) => {
+    waitingResults.push({ ...r, sent: resolve });
+    sendResults();
+  });
+}
+
+function sendResults(): void {
+  while (resultBatchesOnTheWay < 2 && waitingResults.length > 0) {
+    const batch = waitingResults.splice(0, 100);
+    resultBatchesOnTheWay++;
+    void reportBatch(batch).finally(() => {
+      resultBatchesOnTheWay--;
+      for (const r of batch) r.sent();
+      sendResults();
+    });
   }
 }
 
