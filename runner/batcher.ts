@@ -9,15 +9,16 @@ export interface BatcherOptions {
   runnerId: number;
   /** Most reports in one request (at most 100, what the coordinator takes). */
   max: number;
-  /** How long a report waits for others to go with it (ms); default LINGER_MS. */
+  /**
+   * How long a report waits for others to go with it (ms); default 0: until the event loop's
+   * next turn, so reports made together go together and a lone one waits for nothing.
+   */
   lingerMs?: number;
   warn(line: string): void;
 }
 
-/** Jobs per lease and reports per request of a pull runner unless told otherwise. */
-export const DEFAULT_PULL_BATCH = 32;
-/** A report waits this long for company: long enough to gather what jobs finishing together report. */
-export const LINGER_MS = 2;
+/** Jobs per lease (pulling) and reports per request unless told otherwise. */
+export const DEFAULT_BATCH = 32;
 /** Batches on the way at once; more reports wait meanwhile, so batches grow with the load. */
 const IN_FLIGHT = 2;
 /** A batch stays below this many bytes of JSON (a result may carry up to 1,000 log lines). */
@@ -39,7 +40,9 @@ interface Waiting {
 /**
  * Sends the runner's reports in batches: one signed request to the batched webhook
  * (`POST /v1/contexts/<c>/runners/<r>/reports`) carries up to `max` of them, sent when that many
- * wait or LINGER_MS after the first. Each report is answered on its own, as its webhook would
+ * wait, or on the event loop's next turn with those made meanwhile; while IN_FLIGHT batches are
+ * on the way, reports wait for one to come back, so batches grow with the load and a lone report
+ * goes at once. Each report is answered on its own, as its webhook would
  * have answered: a report answered with a 5xx problem, and every report of a batch that failed on
  * the way (network, 5xx, 429), is sent again in a later batch with backoff, until its own retry
  * window closes. The coordinator applies each report once however often it comes (a repeat is a
@@ -53,7 +56,7 @@ interface Waiting {
 export class ReportBatcher implements ReportSink {
   private readonly queue: Waiting[] = [];
   private inFlight = 0;
-  private timer: NodeJS.Timeout | undefined;
+  private timer: NodeJS.Timeout | NodeJS.Immediate | undefined;
   /** The coordinator has no batch route: every report goes to its own webhook. */
   private single = false;
   private delay = INITIAL_DELAY_MS;
@@ -90,18 +93,21 @@ export class ReportBatcher implements ReportSink {
     if (this.queue.length === 0 || this.inFlight >= IN_FLIGHT) return;
     const wait = this.notBefore - Date.now();
     if (this.queue.length >= this.options.max && wait <= 0) {
-      clearTimeout(this.timer);
+      if (this.timer) {
+        clearTimeout(this.timer as NodeJS.Timeout);
+        clearImmediate(this.timer as NodeJS.Immediate);
+      }
       this.timer = undefined;
       this.flush();
       return;
     }
-    this.timer ??= setTimeout(
-      () => {
-        this.timer = undefined;
-        this.flush();
-      },
-      Math.max(wait, this.options.lingerMs ?? LINGER_MS),
-    );
+    if (this.timer) return;
+    const fire = () => {
+      this.timer = undefined;
+      this.flush();
+    };
+    const linger = Math.max(wait, this.options.lingerMs ?? 0);
+    this.timer = linger > 0 ? setTimeout(fire, linger) : setImmediate(fire);
   }
 
   private flush(): void {

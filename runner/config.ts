@@ -2,7 +2,7 @@ import { readFile } from "node:fs/promises";
 import path from "node:path";
 import { parseArgs } from "node:util";
 import { parsePrivateJwk, PublicJwk } from "../shared/auth/index.js";
-import { DEFAULT_PULL_BATCH } from "./batcher.js";
+import { DEFAULT_BATCH } from "./batcher.js";
 import { DEFAULT_STARTED_AFTER_MS } from "./job.js";
 import type { RunnerOptions } from "./runner.js";
 import type { FleetOptions } from "./fleet/options.js";
@@ -32,8 +32,8 @@ Options:
                          after its start (default ${DEFAULT_STARTED_AFTER_MS}): one that ends sooner
                          reports only its result (one request less); 0 reports it at once
   --batch N              up to N jobs per lease and N reports per signed     RUNNER_BATCH
-                         request (1..100; 1 = one request per report;
-                         default ${DEFAULT_PULL_BATCH} when pulling, 1 when pushed to)
+                         request (1..100, default ${DEFAULT_BATCH}; 1 = one request per
+                         report, to its own webhook)
   --tls-cert FILE        push over HTTPS: PEM certificate (with --tls-key)   RUNNER_TLS_CERT
   --tls-key FILE         push over HTTPS: PEM private key                    RUNNER_TLS_KEY
   -h, --help             print this help
@@ -165,10 +165,7 @@ export async function readConfig(argv: string[], env: NodeJS.ProcessEnv, cwd: st
     throw new UsageError(
       `--started-after must be below the heartbeat interval (${heartbeatSeconds * 1000} ms), not ${startedAfterMs}`,
     );
-  const batch = positive(
-    pick(values.batch, "RUNNER_BATCH") ?? String(modeText === "pull" ? DEFAULT_PULL_BATCH : 1),
-    "--batch",
-  );
+  const batch = positive(pick(values.batch, "RUNNER_BATCH") ?? String(DEFAULT_BATCH), "--batch");
   if (batch > 100) throw new UsageError(`--batch must be at most 100, not ${batch}`);
   const scriptTypes = (pick(values["script-types"], "RUNNER_SCRIPT_TYPES") ?? "python,sh")
     .split(",")

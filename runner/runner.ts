@@ -13,7 +13,7 @@ import {
   type PushServer,
   type PushServerOptions,
 } from "./push-server.js";
-import { DEFAULT_PULL_BATCH, ReportBatcher } from "./batcher.js";
+import { DEFAULT_BATCH, ReportBatcher } from "./batcher.js";
 import { parseDelivery } from "./delivery.js";
 import type { FleetOptions } from "./fleet/options.js";
 import { DirectSink } from "./report-sink.js";
@@ -44,7 +44,7 @@ export interface RunnerOptions {
   scriptTypes?: string[];
   /**
    * Up to this many jobs per lease (pull) and reports per signed request, through the batched
-   * webhook (default DEFAULT_PULL_BATCH pulling, 1 pushed to: one webhook request per report).
+   * webhook (default DEFAULT_BATCH; 1: one request per report, to its own webhook).
    */
   batch?: number;
   /** Seconds between heartbeats of a running job (default 10). */
@@ -104,7 +104,7 @@ export async function startRunner(options: RunnerOptions): Promise<RunnerHandle>
     warn: log.warn,
   });
   const mode = options.mode ?? "push";
-  const batch = options.batch ?? (mode === "pull" ? DEFAULT_PULL_BATCH : 1);
+  const batch = options.batch ?? DEFAULT_BATCH;
   if (!Number.isInteger(batch) || batch < 1 || batch > 100)
     throw new Error(`batch must be an integer from 1 to 100, not ${batch}`);
   const stopping = new AbortController();

@@ -4,7 +4,7 @@ import type { Hono } from "hono";
 import { hostname } from "node:os";
 import { importPublicKey, KEY_DIRECTORY_PATH, randomHex, runnerKeyId } from "../../shared/auth/index.js";
 import { sleep } from "../../shared/client/index.js";
-import { DEFAULT_PULL_BATCH, ReportBatcher } from "../batcher.js";
+import { DEFAULT_BATCH, ReportBatcher } from "../batcher.js";
 import { parseDelivery } from "../delivery.js";
 import { executorFor, registerBuiltinExecutors } from "../executors/index.js";
 import { ACK_RETRY_MS } from "../job.js";
@@ -100,7 +100,7 @@ export async function startFleetRunner(options: RunnerOptions & { fleet: FleetOp
       signer: { keyid: runnerKeyId(contextId, runnerId), key: await signingKey(options.key) },
       warn: log.warn,
     });
-    const batch = options.batch ?? (options.mode === "pull" ? DEFAULT_PULL_BATCH : 1);
+    const batch = options.batch ?? DEFAULT_BATCH;
     batcher = batch > 1 ? new ReportBatcher({ reporter, contextId, runnerId, max: batch, warn: log.warn }) : undefined;
     sink = batcher ?? new DirectSink(reporter);
   }
@@ -235,7 +235,7 @@ export async function startFleetRunner(options: RunnerOptions & { fleet: FleetOp
       reporter: reporter!,
       contextId,
       runnerId,
-      batch: options.batch ?? DEFAULT_PULL_BATCH,
+      batch: options.batch ?? DEFAULT_BATCH,
       freeSlots: () => gateway.room(),
       slotFreed: () =>
         sleep(500).then(() =>

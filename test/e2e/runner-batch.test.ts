@@ -127,8 +127,9 @@ describe("the reference runner, batching", () => {
 
   it("reports only the result of a job that ended at once (the fast path), and `started` of one still running", async () => {
     const { id: contextId } = await admin.createContext();
-    // 5 s: no quick job here takes that long, however busy the machine.
-    const proc = await startRunner(contextId, "push", 20, ["--started-after", "5000"]);
+    // 5 s: no quick job here takes that long, however busy the machine. One webhook per report
+    // (`--batch 1`), so each report is a request of its route, counted below.
+    const proc = await startRunner(contextId, "push", 20, ["--started-after", "5000", "--batch", "1"]);
     const before = await requestsByRoute();
     const slow = { name: "slow", script_type: "sh" as const, script: 'sleep 6\necho v=1 > "$RESULT_FILE"\n' };
     const flow = await admin.submitFlow(contextId, { start: true, jobs: [...jobs(20), slow] });
@@ -140,9 +141,9 @@ describe("the reference runner, batching", () => {
     expect(delta(before, after, /\/jobs\/:jobId\/started 200$/)).toBe(1); // the slow one's
   });
 
-  it("batches a push runner's reports when told to", async () => {
+  it("batches a push runner's reports unless told not to", async () => {
     const { id: contextId } = await admin.createContext();
-    const proc = await startRunner(contextId, "push", 20, ["--batch", "20"]);
+    const proc = await startRunner(contextId, "push", 20, []);
     const before = await requestsByRoute();
     const flow = await admin.submitFlow(contextId, { start: true, jobs: jobs(40) });
     const ended = await flowEnd(admin, contextId, flow.id, 120_000);
