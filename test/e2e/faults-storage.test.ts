@@ -168,45 +168,62 @@ describe("storage faults", () => {
     await submitAndRun(ctx, body, proc.output);
   });
 
-  it("has a runner retry its result while the REST endpoint is down, and takes it once it is back: the job ran once", async () => {
-    const ctx = (await admin().client.createContext()).id;
-    const runner = await stack().registerReferenceRunner(admin().client, ctx, "push");
-    const proc = await runner.start();
-    const go = path.join(stack().dir, "go-result");
-    const flow = await admin().client.submitFlow(ctx, {
-      start: true,
-      jobs: [
-        {
-          name: "held",
-          script_type: "sh",
-          timeout: 60,
-          env_vars: { GO: go },
-          script: 'while [ ! -e "$GO" ]; do sleep 0.1; done\necho n=6 > "$RESULT_FILE"\n',
-        },
-      ],
-    });
-    await eventually(
-      async () => ((await admin().client.loadFlow(ctx, flow.id)).jobs[0]?.status === "started" ? true : undefined),
-      20_000,
-    );
+  // The reference runner's two ways to report: in batches (its default), and one webhook per
+  // report. Each retries a report answered 5xx with a growing backoff, within its own window.
+  const retries = {
+    batched: {
+      args: [],
+      twice: /report\(s\) not taken \(.*\); sending again in 500 ms/,
+      first: /report\(s\) not taken \((a 5xx problem|.*503 storage-unavailable.*)\); sending again in 250 ms/,
+    },
+    "one by one": {
+      args: ["--batch", "1"],
+      twice: /POST \S+\/result failed \(5\d\d .*retrying in 500 ms/,
+      first: /POST \S+\/result failed \(503 storage-unavailable.*retrying in 250 ms/,
+    },
+  };
+  it.each(Object.keys(retries) as (keyof typeof retries)[])(
+    "has a runner retry its result (%s) while the REST endpoint is down, and takes it once it is back: the job ran once",
+    async (way) => {
+      const ctx = (await admin().client.createContext()).id;
+      const runner = await stack().registerReferenceRunner(admin().client, ctx, "push", retries[way].args);
+      const proc = await runner.start();
+      const go = path.join(stack().dir, `go-result-${way.replace(" ", "-")}`);
+      const flow = await admin().client.submitFlow(ctx, {
+        start: true,
+        jobs: [
+          {
+            name: "held",
+            script_type: "sh",
+            timeout: 60,
+            env_vars: { GO: go },
+            script: 'while [ ! -e "$GO" ]; do sleep 0.1; done\necho n=6 > "$RESULT_FILE"\n',
+          },
+        ],
+      });
+      await eventually(
+        async () => ((await admin().client.loadFlow(ctx, flow.id)).jobs[0]?.status === "started" ? true : undefined),
+        20_000,
+      );
 
-    await stack().stopRest();
-    try {
-      writeFileSync(go, "");
-      // Answered 5xx twice: retried with a growing backoff.
-      await proc.waitForLine(/POST \S+\/result failed \(5\d\d .*retrying in 500 ms/, 20_000);
-    } finally {
-      await stack().restartRest();
-    }
-    expect(proc.stderr()).toMatch(/POST \S+\/result failed \(503 storage-unavailable.*retrying in 250 ms/);
+      await stack().stopRest();
+      try {
+        writeFileSync(go, "");
+        // Answered 5xx twice: retried with a growing backoff.
+        await proc.waitForLine(retries[way].twice, 20_000);
+      } finally {
+        await stack().restartRest();
+      }
+      expect(proc.stderr()).toMatch(retries[way].first);
 
-    const view = await flowEnd(admin().client, ctx, flow.id);
-    expect(view.status, JSON.stringify(view)).toBe("finished");
-    expect(view.result).toEqual({ held: { n: "6" } });
-    expect(view.jobs[0]).toMatchObject({ status: "finished", attempt: 1, runner_id: runner.id });
-    expect(attemptsOf(runsIn(proc.stdout()), flow.id)).toEqual({ held: [1] });
-    await proc.waitForLine(/\(held, .*\) end: finished in [\d.]+ s$/, 20_000);
-  });
+      const view = await flowEnd(admin().client, ctx, flow.id);
+      expect(view.status, JSON.stringify(view)).toBe("finished");
+      expect(view.result).toEqual({ held: { n: "6" } });
+      expect(view.jobs[0]).toMatchObject({ status: "finished", attempt: 1, runner_id: runner.id });
+      expect(attemptsOf(runsIn(proc.stdout()), flow.id)).toEqual({ held: [1] });
+      await proc.waitForLine(/\(held, .*\) end: finished in [\d.]+ s$/, 20_000);
+    },
+  );
 
   it("delivers a job whose runner refused it (503) while storage was away, once storage is back", async () => {
     const ctx = (await admin().client.createContext()).id;
