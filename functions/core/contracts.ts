@@ -80,6 +80,12 @@ export type DeliverAnswer =
   /** The attempt no longer wants a runner (it ended, moved on, or went to another runner). */
   | { outcome: "gone"; reason: string };
 
+/**
+ * An owner's answer for one of several attempts it was asked to deliver at once: `failed` when it
+ * could not tell (its storage away, say), which the asker takes as an owner it could not ask.
+ */
+export type OwnerAnswer = DeliverAnswer | { outcome: "failed"; reason: string };
+
 /** The FlowCoordinator's RPC methods (one object per flow, or per job outside any flow). */
 export interface FlowCoordinatorRpc extends Rpc.DurableObjectBranded {
   /** Creates the flow (idempotent: an existing flow is returned as it is) and maybe starts it. */
@@ -99,8 +105,11 @@ export interface FlowCoordinatorRpc extends Rpc.DurableObjectBranded {
    * of one job are applied in their order, different jobs' together (one group commit).
    */
   handleMany(scope: FlowScope, events: ReportedEvent[]): Promise<RpcResult<RpcResult<EventAnswer>[]>>;
-  /** Delivers a claimed attempt (a work item) to the runner its slot was claimed at. */
-  deliver(scope: FlowScope, item: string, runner: DeliveryTarget): Promise<RpcResult<DeliverAnswer>>;
+  /**
+   * Delivers claimed attempts of this flow (work items) to the runner their slots were claimed
+   * at, all at once: one call however many of its attempts a round or a lease claimed.
+   */
+  deliver(scope: FlowScope, items: string[], runner: DeliveryTarget): Promise<RpcResult<OwnerAnswer[]>>;
   /** The supervisor's poke: settle what is pending, act on due deadlines. */
   tick(scope: FlowScope): Promise<RpcResult<null>>;
   /** Tells the flow's stream that dispatch in its context was paused or resumed (once per change). */

@@ -54,25 +54,65 @@ export async function wakeDispatcher(env: Env, scope: DispatchScope, wake: Wake)
   await dispatcherStub(env, scope).wake(scope, wake);
 }
 
+/** Owners asked at once. */
+const OWNER_CALLS = 64;
+
 /**
- * Asks the FlowCoordinator that owns a work item (a claimed attempt) to deliver it to `runner`.
- * An item that is no work item, or whose flow no longer exists, is `gone`: its slot can be freed.
- * Any other failure (the object unreachable) is thrown: the claim stays unsettled, and the
- * dispatcher's reaper asks again later.
+ * Asks the FlowCoordinators that own work items (claimed attempts) to deliver them to `runner`:
+ * one call per owner, however many of its items there are, up to OWNER_CALLS owners at once.
+ * Answers in the items' order. An item that is no work item, or whose flow no longer exists, is
+ * `gone`: its slot can be freed. Where the owner could not be asked (unreachable, or it could not
+ * tell), the answer is the Error: the claim stays unsettled, and the dispatcher's reaper asks again
+ * later.
  */
-export async function askOwner(
+export async function askOwners(
   env: Env,
   base: DispatchScope,
-  item: string,
+  items: readonly string[],
   runner: DeliveryTarget,
-): Promise<DeliverAnswer> {
-  const target = workItemOwner(item);
-  if (!target) return { outcome: "gone", reason: `not a work item: ${item}` };
-  const owner = scopeFor(base, base.contextId, target);
-  try {
-    return unwrap(await coordinatorStub(env, owner).deliver(owner, item, runner));
-  } catch (error) {
-    if (error instanceof Problem && error.status === 404) return { outcome: "gone", reason: error.message };
-    throw error;
-  }
+): Promise<(DeliverAnswer | Error)[]> {
+  const answers: (DeliverAnswer | Error)[] = [];
+  const owners = new Map<string, { scope: FlowScope; at: number[] }>();
+  items.forEach((item, i) => {
+    const target = workItemOwner(item);
+    if (!target) {
+      answers[i] = { outcome: "gone", reason: `not a work item: ${item}` };
+      return;
+    }
+    const scope = scopeFor(base, base.contextId, target);
+    const name = coordinatorName(scope);
+    const owner = owners.get(name) ?? { scope, at: [] };
+    owner.at.push(i);
+    owners.set(name, owner);
+  });
+  const queue = [...owners.values()];
+  const ask = async () => {
+    for (let next = queue.shift(); next; next = queue.shift()) {
+      const { scope, at } = next;
+      try {
+        const got = unwrap(
+          await coordinatorStub(env, scope).deliver(
+            scope,
+            at.map((i) => items[i] as string),
+            runner,
+          ),
+        );
+        at.forEach((i, k) => {
+          const answer = got[k];
+          answers[i] =
+            answer === undefined || answer.outcome === "failed"
+              ? new Error(answer?.reason ?? "the owner did not answer for it")
+              : answer;
+        });
+      } catch (error) {
+        const answer: DeliverAnswer | Error =
+          error instanceof Problem && error.status === 404
+            ? { outcome: "gone", reason: error.message }
+            : (error as Error);
+        for (const i of at) answers[i] = answer;
+      }
+    }
+  };
+  await Promise.all(Array.from({ length: Math.min(OWNER_CALLS, queue.length) }, ask));
+  return answers;
 }

@@ -6,7 +6,7 @@ import { coordinatorKeys } from "../core/coordinator-key.js";
 import type { Env } from "../core/env.js";
 import type { DispatchScope } from "../core/scopes.js";
 import { bindScope, storeForPrefix } from "../core/store.js";
-import { askOwner } from "../core/stubs.js";
+import { askOwners } from "../core/stubs.js";
 import { RunnerBackoff } from "./backoff.js";
 import { explainWait } from "./explain.js";
 import { ReadyRing } from "./ring.js";
@@ -54,7 +54,7 @@ export class Dispatcher extends DurableObject<Env> implements DispatcherRpc {
     contextId: () => this.bound().contextId,
     runners: () => this.runners(),
     signingKey: async () => (await coordinatorKeys(this.env)).current,
-    askOwner: (item, runner) => askOwner(this.env, this.bound(), item, { id: runner.id, address: runner.address }),
+    askOwners: (items, runner) => askOwners(this.env, this.bound(), items, { id: runner.id, address: runner.address }),
     rested: (retrySoon, reapAt) => this.rested(retrySoon, reapAt),
   });
 

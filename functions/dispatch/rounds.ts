@@ -19,6 +19,12 @@ import type { ReadyRing } from "./ring.js";
 /** A claim whose delivery is owed: fresh from a claim (its queue known) or reaped (not). */
 type OwedClaim = Held & { queue?: ReadyQueue };
 
+/** One runner's claims, for their owners to deliver. */
+interface OwnedClaims {
+  runner: Runner;
+  claims: OwedClaim[];
+}
+
 /** What a round asks for: dispatch work, relay mail, reap abandoned claims. */
 export type Wanted = Pick<Wake, "work" | "mail" | "reap">;
 
@@ -28,8 +34,6 @@ const REAP_AFTER_MS = 30_000;
 const REAP_EVERY_MS = 60_000;
 /** Rounds in flight at once: a slow runner's deliveries must not hold up the others'. */
 const MAX_ROUNDS = 4;
-/** Owners asked to deliver at once, per round. */
-const OWNER_CALLS = 64;
 const MAIL_PER_ROUND = 100;
 const SETTLE_TRIES = 3;
 
@@ -42,8 +46,11 @@ export interface RoundsHost {
   /** The context's runners (cached for a moment). */
   runners(): Promise<Runner[]>;
   signingKey(): Promise<CoordinatorKey>;
-  /** Asks the owner of a work item to deliver it to `runner` (throws when the owner cannot be asked). */
-  askOwner(item: string, runner: Runner): Promise<DeliverAnswer>;
+  /**
+   * Asks the owners of work items to deliver them to `runner` (askOwners), answering in their
+   * order; an Error where the owner could not be asked.
+   */
+  askOwners(items: string[], runner: Runner): Promise<(DeliverAnswer | Error)[]>;
   /**
    * No round runs any more: set the alarm (to a backoff's end, soon after a failed round, or when
    * unsettled claims may be reaped).
@@ -239,41 +246,22 @@ export class DispatchRounds {
     runnerOf: (c: OwedClaim) => Runner | undefined,
   ): Promise<void> {
     const settlement: WorkSettlement = { delivered: [], gone: [], back: [] };
-    let next = 0;
-    const worker = async () => {
-      while (next < claims.length) {
-        const claim = claims[next++] as OwedClaim;
-        const held: Held = { runner: claim.runner, item: claim.item };
-        const runner = runnerOf(claim);
-        if (!runner) {
-          // The runner was removed since: free its slot, and give the work back to its queue.
-          if (claim.queue) settlement.back.push({ ...held, queue: claim.queue });
-          else settlement.gone.push(held);
-          continue;
-        }
-        this.delivering.add(claim.item);
-        try {
-          const answer = await this.host.askOwner(claim.item, runner);
-          if (answer.outcome === "delivered") {
-            this.delivered.add([held]);
-            await this.host.backoff.succeeded(runner.id);
-          } else if (answer.outcome === "gone") {
-            settlement.gone.push(held);
-          } else {
-            settlement.back.push({ ...held, queue: answer.queue });
-            await this.host.backoff.failed(runner.id, answer.reason);
-          }
-        } catch (error) {
-          console.warn(`dispatch: the owner of ${claim.item} could not be asked: ${(error as Error).message}`);
-          this.retrySoon = true;
-          // The claim stays unsettled: the reaper asks its owner again once it is old enough.
-          this.reapAt = Math.min(this.reapAt ?? Number.POSITIVE_INFINITY, Date.now() + REAP_AFTER_MS);
-        } finally {
-          this.delivering.delete(claim.item);
-        }
+    // The claims of each runner go to their owners together: one call per flow, not per attempt.
+    const byRunner = new Map<number, OwnedClaims>();
+    for (const claim of claims) {
+      const held: Held = { runner: claim.runner, item: claim.item };
+      const runner = runnerOf(claim);
+      if (!runner) {
+        // The runner was removed since: free its slot, and give the work back to its queue.
+        if (claim.queue) settlement.back.push({ ...held, queue: claim.queue });
+        else settlement.gone.push(held);
+        continue;
       }
-    };
-    await Promise.all(Array.from({ length: Math.min(OWNER_CALLS, claims.length) }, worker));
+      const group = byRunner.get(runner.id) ?? { runner, claims: [] };
+      group.claims.push(claim);
+      byRunner.set(runner.id, group);
+    }
+    await Promise.all([...byRunner.values()].map((group) => this.deliverTo(group, settlement)));
     // Work going back to its queue: the ring must know the queue before the work is there, and
     // again after, since a claim running meanwhile may have found the queue empty and dropped it.
     const back = settlement.back.map((c) => c.queue);
@@ -282,6 +270,37 @@ export class DispatchRounds {
     await this.host.ring.add(back);
     // Freed slots and returned work: another runner may take it now.
     if (settlement.gone.length > 0 || settlement.back.length > 0) this.want({ work: true });
+  }
+
+  /** Has the owners of one runner's claims deliver them, and notes how each went in `settlement`. */
+  private async deliverTo({ runner, claims }: OwnedClaims, settlement: WorkSettlement): Promise<void> {
+    for (const claim of claims) this.delivering.add(claim.item);
+    try {
+      const answers = await this.host.askOwners(
+        claims.map((c) => c.item),
+        runner,
+      );
+      for (const [i, claim] of claims.entries()) {
+        const held: Held = { runner: claim.runner, item: claim.item };
+        const answer = answers[i] ?? new Error("no answer");
+        if (answer instanceof Error) {
+          console.warn(`dispatch: the owner of ${claim.item} could not be asked: ${answer.message}`);
+          this.retrySoon = true;
+          // The claim stays unsettled: the reaper asks its owner again once it is old enough.
+          this.reapAt = Math.min(this.reapAt ?? Number.POSITIVE_INFINITY, Date.now() + REAP_AFTER_MS);
+        } else if (answer.outcome === "delivered") {
+          this.delivered.add([held]);
+          await this.host.backoff.succeeded(runner.id);
+        } else if (answer.outcome === "gone") {
+          settlement.gone.push(held);
+        } else {
+          settlement.back.push({ ...held, queue: answer.queue });
+          await this.host.backoff.failed(runner.id, answer.reason);
+        }
+      }
+    } finally {
+      for (const claim of claims) this.delivering.delete(claim.item);
+    }
   }
 
   /**

@@ -12,7 +12,7 @@ import type { FlowView } from "../../shared/model/index.js";
 import { deadlineOwner, type PurgeOutcome, type Store } from "../../shared/store/index.js";
 import type {
   CreateFlowInput,
-  DeliverAnswer,
+  OwnerAnswer,
   DeliveryTarget,
   EventAnswer,
   EventExtras,
@@ -27,7 +27,7 @@ import { scopeConflict, scopeName, type FlowScope } from "../core/scopes.js";
 import { storeForPrefix } from "../core/store.js";
 import { flowChange } from "../../shared/flow/changes.js";
 import { closeQuietly } from "../core/sockets.js";
-import { deliverAttempt, OutgoingMessages } from "./attempt-delivery.js";
+import { deliverAttempt, OutgoingMessages, type AttemptOwner } from "./attempt-delivery.js";
 import { FlowBinding } from "./binding.js";
 import { createNow } from "./creation.js";
 import { Deadlines } from "./deadlines.js";
@@ -209,21 +209,21 @@ export class FlowCoordinator extends DurableObject<Env> implements FlowCoordinat
     return applyReported(this.nonces, this.commits, this.bound().origin, event, extras);
   }
 
-  async deliver(scope: FlowScope, item: string, runner: DeliveryTarget): Promise<RpcResult<DeliverAnswer>> {
-    return this.guard(scope, () =>
-      deliverAttempt(
-        {
-          scope: this.bound(),
-          state: () => this.current(),
-          enqueue: (event) => this.commits.enqueue(event),
-          store: () => this.store(),
-          signingKey: async () => (await coordinatorKeys(this.env)).current,
-        },
-        this.outgoing,
-        item,
-        runner,
-      ),
-    );
+  async deliver(scope: FlowScope, items: string[], runner: DeliveryTarget): Promise<RpcResult<OwnerAnswer[]>> {
+    return this.guard(scope, async () => {
+      const owner: AttemptOwner = {
+        scope: this.bound(),
+        state: () => this.current(),
+        enqueue: (event) => this.commits.enqueue(event),
+        store: () => this.store(),
+        signingKey: async () => (await coordinatorKeys(this.env)).current,
+      };
+      // At once: their assignments meet in one group commit, their POSTs go out together.
+      const settled = await Promise.allSettled(items.map((item) => deliverAttempt(owner, this.outgoing, item, runner)));
+      return settled.map((s): OwnerAnswer =>
+        s.status === "fulfilled" ? s.value : { outcome: "failed", reason: (s.reason as Error).message },
+      );
+    });
   }
 
   /** Also refreshes the flow's entry in the context's deadline set, which the sweep reads. */

@@ -5,7 +5,7 @@ import type { WorkSettlement } from "../../shared/store/index.js";
 import type { EventAnswer, ReportedEvent } from "../core/contracts.js";
 import { Problem, unwrap } from "../core/problem.js";
 import type { FlowScope, RunnerEventName } from "../core/scopes.js";
-import { askOwner, coordinatorStub, dispatcherStub } from "../core/stubs.js";
+import { askOwners, coordinatorStub, dispatcherStub } from "../core/stubs.js";
 import { callScope, scopeBase, type FlowCall } from "./call.js";
 import { wakeContext } from "./wake.js";
 
@@ -152,23 +152,25 @@ export async function leaseJobs(
   const settlement: WorkSettlement = { delivered: [], gone: [], back: [] };
   const base = { ...scopeBase(call), contextId };
   let unasked = 0;
-  await Promise.all(
-    claims.map(async (claim) => {
-      try {
-        const answer = await askOwner(call.env, base, claim.item, { id: runnerId, address: "" });
-        if (answer.outcome === "delivered") {
-          // Without a payload it was handed out before: that lease's answer was lost.
-          if (answer.payload) out.push(answer.payload);
-          settlement.delivered.push(claim);
-        } else {
-          settlement.gone.push(claim);
-        }
-      } catch (error) {
-        console.warn(`lease: the owner of ${claim.item} could not be asked: ${(error as Error).message}`);
-        unasked++;
-      }
-    }),
+  const answers = await askOwners(
+    call.env,
+    base,
+    claims.map((c) => c.item),
+    { id: runnerId, address: "" },
   );
+  claims.forEach((claim, i) => {
+    const answer = answers[i] ?? new Error("no answer");
+    if (answer instanceof Error) {
+      console.warn(`lease: the owner of ${claim.item} could not be asked: ${answer.message}`);
+      unasked++;
+    } else if (answer.outcome === "delivered") {
+      // Without a payload it was handed out before: that lease's answer was lost.
+      if (answer.payload) out.push(answer.payload);
+      settlement.delivered.push(claim);
+    } else {
+      settlement.gone.push(claim);
+    }
+  });
   await store.dispatch.settle(contextId, settlement);
   // Claims left unsettled: the dispatcher looks at them, and comes back when it may reap them.
   if (unasked > 0) await wakeContext(call, contextId, { reap: true });

@@ -41,10 +41,13 @@ function roundsFor(storage: DurableObjectStorage, contextId: number, runner: Run
     runners: async () => [runner],
     // No mail waits in this test: the relay looks at msg_out and never signs anything.
     signingKey: async () => ({}) as Awaited<ReturnType<RoundsHost["signingKey"]>>,
-    askOwner: async () => {
-      asked++;
-      if (delivers) return { outcome: "delivered" as const };
-      throw new Error("storage is unreachable: the operation was aborted due to timeout");
+    askOwners: async (items) => {
+      asked += items.length;
+      return items.map(() =>
+        delivers
+          ? { outcome: "delivered" as const }
+          : new Error("storage is unreachable: the operation was aborted due to timeout"),
+      );
     },
     rested: async (retrySoon, reapAt) => {
       rests.push({ retrySoon, reapAt });
