@@ -9,7 +9,7 @@ import {
   type JobState,
 } from "../../shared/flow/index.js";
 import type { FlowView } from "../../shared/model/index.js";
-import { deadlineOwner, type PurgeOutcome, type Store } from "../../shared/store/index.js";
+import { deadlineOwner, NotFoundError, type PurgeOutcome, type Store } from "../../shared/store/index.js";
 import type {
   CreateFlowInput,
   OwnerAnswer,
@@ -220,6 +220,9 @@ export class FlowCoordinator extends DurableObject<Env> implements FlowCoordinat
       };
       // At once: their assignments meet in one group commit, their POSTs go out together.
       const settled = await Promise.allSettled(items.map((item) => deliverAttempt(owner, this.outgoing, item, runner)));
+      // No such flow: answered as a whole (404), and the asker frees every slot.
+      const missing = settled.find((s) => s.status === "rejected" && s.reason instanceof NotFoundError);
+      if (missing) throw (missing as PromiseRejectedResult).reason;
       return settled.map((s): OwnerAnswer =>
         s.status === "fulfilled" ? s.value : { outcome: "failed", reason: (s.reason as Error).message },
       );
