@@ -11,7 +11,7 @@ export {
   PrivateJwk,
   PublicJwk,
 } from "./keys.js";
-export { PRIMARY_LABEL, signRequest } from "./sign.js";
+export { PRIMARY_LABEL, signedRequest, signRequest } from "./sign.js";
 export type { RequestSigner, SignOptions } from "./sign.js";
 export { AuthError, verifyRequest } from "./verify.js";
 export type { AuthFailure, VerifiedRequest } from "./verify.js";

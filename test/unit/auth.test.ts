@@ -1,3 +1,4 @@
+import { appendSignature, createSignature, webcrypto } from "http-message-sig";
 import { describe, expect, it } from "vitest";
 import type { AuthError } from "../../shared/auth/index.js";
 import {
@@ -9,6 +10,7 @@ import {
   importPublicKey,
   keyThumbprint,
   parseKeyId,
+  signedRequest,
   signRequest,
   verifyRequest,
 } from "../../shared/auth/index.js";
@@ -69,6 +71,65 @@ describe("signing and verifying (RFC 9421, Ed25519) on Node", () => {
         verifyRequest(new Request("https://c.example/"), { body: enc(""), now, skewSeconds: 300, resolveKey }),
       ),
     ).toBe("signature-missing");
+  });
+
+  it("writes a first signature byte for byte as the RFC 9421 library would, and a second one through it", async () => {
+    const jwk = await generateKeyPair();
+    const key = await importPrivateKey(jwk);
+    const fixed = { created: 1_800_000_000, nonce: 'n-0\\"q' };
+    const cases = [
+      new Request("https://r.example/deliver?x=1&y=%20", { method: "POST", body: enc('{"job":1}') }),
+      new Request("https://r.example/v1/lease", { method: "GET" }),
+    ];
+    for (const unsigned of cases) {
+      const ours = await signRequest(unsigned.clone(), { keyid: 'runner:3:"7"', key }, fixed);
+      // The library's own way, from the same headers: Ed25519 signatures are deterministic.
+      const headers = new Headers(unsigned.headers);
+      const components = ["@method", "@target-uri"];
+      const body = new Uint8Array(await unsigned.clone().arrayBuffer());
+      if (body.length > 0) {
+        headers.set("content-digest", await contentDigest(body));
+        components.push("content-digest");
+      }
+      const theirs = appendSignature(
+        headers,
+        await createSignature(
+          new Request(unsigned.url, { method: unsigned.method, headers, ...(body.length > 0 ? { body } : {}) }),
+          {
+            label: "sig1",
+            components,
+            parameters: { created: fixed.created, keyid: 'runner:3:"7"', nonce: fixed.nonce, alg: "ed25519" },
+            signer: webcrypto.signer(key),
+          },
+        ),
+      );
+      for (const name of ["signature-input", "signature", "content-digest"])
+        expect(ours.headers.get(name), name).toBe(theirs.get(name));
+    }
+    // A second label goes through the library, beside the first.
+    const resolveKey = async () => importPublicKey(jwk.x);
+    const body = enc("{}");
+    const first = await signRequest(new Request("https://c.example/v1/y", { method: "POST", body }), {
+      keyid: "actor:1",
+      key,
+    });
+    const both = await signRequest(first, { keyid: "actor:2", key }, { label: "cosign" });
+    expect(both.headers.get("signature-input")).toMatch(/^sig1=\(.*, cosign=\(/);
+    const now = Math.floor(Date.now() / 1000);
+    expect(await verifyRequest(both, { body, now, skewSeconds: 300, resolveKey })).toMatchObject({ keyid: "actor:1" });
+  });
+
+  it("signs a request made from its parts as it signs the same Request", async () => {
+    const key = await importPrivateKey(await generateKeyPair());
+    const signer = { keyid: "coordinator", key };
+    const fixed = { created: 1_800_000_000, nonce: "n1" };
+    const url = "HTTP://Runner.Example:80/deliver/../jobs?a=b c";
+    const parts = { method: "POST", headers: { "content-type": "application/json", "x-a": "1" }, body: '{"job":1}' };
+    const fromParts = await signedRequest(url, parts, signer, fixed);
+    const fromRequest = await signRequest(new Request(url, parts), signer, fixed);
+    expect(fromParts.url).toBe(fromRequest.url);
+    expect([...fromParts.headers]).toEqual([...fromRequest.headers]);
+    expect(await fromParts.text()).toBe(await fromRequest.text());
   });
 
   it("publishes RFC 7638 thumbprints as key ids", async () => {
