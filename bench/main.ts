@@ -5,12 +5,14 @@
  *
  * --quick runs only this project's counted figures (commands per job: a lone job, 100 independent
  * jobs, the 100-job DAG), once, and exits 1 when one exceeds its budget (budgets.ts). No timings.
+ * --profile FILE writes a CPU profile of the Worker over 1,000 pushed jobs (profile.ts) instead.
  */
 import { readFileSync, writeFileSync } from "node:fs";
 import os from "node:os";
 import path from "node:path";
 import { parseArgs } from "node:util";
 import { z } from "zod";
+import { freePort } from "../infra/redis-server.js";
 import { startPrivateStack } from "../test/support/private-stack.js";
 import { BUDGETS } from "./budgets.js";
 import { BullSystem } from "./bullmq.js";
@@ -26,6 +28,7 @@ import {
 } from "./figures.js";
 import { RedisCounter } from "./measure.js";
 import { CONCURRENCY, OurSystem, type ShapeCost } from "./ours.js";
+import { profileWorker, summarizeProfile } from "./profile.js";
 import { overBudget, renderTable, spreadOf } from "./table.js";
 import { checkCounters } from "./verify.js";
 
@@ -38,6 +41,7 @@ const Options = z.object({
   json: z.string().min(1).optional(),
   samples: z.coerce.number().int().min(5).max(1000).default(30),
   "idle-seconds": z.coerce.number().min(1).max(600).default(60),
+  profile: z.string().min(1).optional(),
 });
 
 const { values } = parseArgs({
@@ -48,6 +52,7 @@ const { values } = parseArgs({
     json: { type: "string" },
     samples: { type: "string" },
     "idle-seconds": { type: "string" },
+    profile: { type: "string" },
   },
 });
 const parsed = Options.safeParse(values);
@@ -82,7 +87,8 @@ function machine() {
 
 const machineInfo = machine();
 log(`starting a private stack (redis-server, REST endpoint, wrangler dev)`);
-const stack = await startPrivateStack("bench", { cron: false });
+const inspect = options.profile ? { port: await freePort() } : undefined;
+const stack = await startPrivateStack("bench", { cron: false, ...(inspect ? { inspect } : {}) });
 const counter = await RedisCounter.open(stack.redisUrl);
 let bull: BullSystem | undefined;
 const runsOurs: Figures[] = [];
@@ -97,7 +103,13 @@ try {
   log("warming up this project");
   await ours.warmUp();
 
-  if (options["check-counters"]) {
+  if (inspect && options.profile) {
+    log("profiling the Worker over 1,000 jobs pushed, results batched (its warm-up of 100 included)");
+    const { profile, result } = await profileWorker(inspect.port, () => ours.batchedThroughput(1000, "push"));
+    writeFileSync(options.profile, JSON.stringify(profile));
+    console.log(`${Math.round(result.jobs / (result.wallMs / 1000))} jobs/s; profile written to ${options.profile}`);
+    console.log(summarizeProfile(profile));
+  } else if (options["check-counters"]) {
     bull = new BullSystem(stack.redisUrl, counter);
     await bull.openWorker();
     await bull.warmUp();
@@ -222,7 +234,7 @@ try {
   }
   if (ours.anomalies.length) log(`result reports not applied at first try: ${ours.anomalies.slice(0, 5).join("; ")}`);
 
-  if (!options["check-counters"]) report(redisVersion, ours.anomalies);
+  if (!options["check-counters"] && !options.profile) report(redisVersion, ours.anomalies);
 } catch (error) {
   console.error(error);
   exitCode = 2;

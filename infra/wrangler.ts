@@ -26,6 +26,11 @@ export interface WranglerDevOptions {
    * stop, so parallel instances never share state.
    */
   persistTo?: string;
+  /**
+   * Profiling: the port of the Worker's inspector (a free one by default) and the script as
+   * written, not minified, so a CPU profile names its functions (`npm run bench -- --profile`).
+   */
+  inspect?: { port: number };
 }
 
 /** Wrangler refuses Node older than this; npm scripts run the project's own Node 22. */
@@ -62,7 +67,8 @@ export async function startWranglerDev(options: WranglerDevOptions): Promise<Wra
     "--test-scheduled",
     "--show-interactive-dev-session=false",
     "--inspector-port",
-    "0",
+    String(options.inspect?.port ?? 0),
+    ...(options.inspect ? ["--minify=false"] : []),
     "--persist-to",
     persistTo,
     ...Object.entries(options.vars ?? {}).flatMap(([name, value]) => ["--var", `${name}:${value}`]),

@@ -56,6 +56,8 @@ export interface PrivateStackOptions {
   cron?: boolean;
   /** Extra Worker vars. */
   vars?: Record<string, string>;
+  /** The Worker's inspector on this port, the script not minified (a CPU profile's names). */
+  inspect?: { port: number };
 }
 
 /**
@@ -88,6 +90,7 @@ export async function startPrivateStack(label: string, options: PrivateStackOpti
     persistTo: path.join(dir, "wrangler-state"),
     vars: { ALLOW_INSECURE_HTTP: "true", KEY_PREFIX: "", ...options.vars },
     onLine: (line: string) => (workerLog = `${workerLog}${line.replace(ANSI, "")}\n`.slice(-200_000)),
+    ...(options.inspect ? { inspect: options.inspect } : {}),
   };
   let worker: Awaited<ReturnType<typeof startWranglerDev>>;
   try {
@@ -284,8 +287,9 @@ export async function startPrivateStack(label: string, options: PrivateStackOpti
      */
     async startWorker(vars: Record<string, string> = {}): Promise<ExtraWorker> {
       let log = "";
+      const { inspect: _inspected, ...options } = workerOptions;
       const extra = await startWranglerDev({
-        ...workerOptions,
+        ...options,
         port: await freePort(),
         persistTo: mkdtempSync(path.join(dir, "wrangler-state-extra-")),
         vars: { ...workerOptions.vars, ...vars },
