@@ -9,11 +9,6 @@ export interface BatcherOptions {
   runnerId: number;
   /** Most reports in one request (at most 100, what the coordinator takes). */
   max: number;
-  /**
-   * How long a report waits for others to go with it (ms); default 0: until the event loop's
-   * next turn, so reports made together go together and a lone one waits for nothing.
-   */
-  lingerMs?: number;
   warn(line: string): void;
 }
 
@@ -56,7 +51,8 @@ interface Waiting {
 export class ReportBatcher implements ReportSink {
   private readonly queue: Waiting[] = [];
   private inFlight = 0;
-  private timer: NodeJS.Timeout | NodeJS.Immediate | undefined;
+  /** Cancels the flush that is due (on the event loop's next turn, or after a backoff). */
+  private cancelFlush: (() => void) | undefined;
   /** The coordinator has no batch route: every report goes to its own webhook. */
   private single = false;
   private delay = INITIAL_DELAY_MS;
@@ -93,21 +89,24 @@ export class ReportBatcher implements ReportSink {
     if (this.queue.length === 0 || this.inFlight >= IN_FLIGHT) return;
     const wait = this.notBefore - Date.now();
     if (this.queue.length >= this.options.max && wait <= 0) {
-      if (this.timer) {
-        clearTimeout(this.timer as NodeJS.Timeout);
-        clearImmediate(this.timer as NodeJS.Immediate);
-      }
-      this.timer = undefined;
+      this.cancelFlush?.();
+      this.cancelFlush = undefined;
       this.flush();
       return;
     }
-    if (this.timer) return;
+    if (this.cancelFlush) return;
     const fire = () => {
-      this.timer = undefined;
+      this.cancelFlush = undefined;
       this.flush();
     };
-    const linger = Math.max(wait, this.options.lingerMs ?? 0);
-    this.timer = linger > 0 ? setTimeout(fire, linger) : setImmediate(fire);
+    // Reports made in this turn of the event loop go together; a backoff waits its time out.
+    if (wait > 0) {
+      const timer = setTimeout(fire, wait);
+      this.cancelFlush = () => clearTimeout(timer);
+    } else {
+      const immediate = setImmediate(fire);
+      this.cancelFlush = () => clearImmediate(immediate);
+    }
   }
 
   private flush(): void {

@@ -82,8 +82,8 @@ function attemptItem(keys: Keys, state: FlowState, job: JobState, attempt: numbe
  * started_at or ended_at, a re-run clearing ended_at), so a step written once is never written
  * twice, whether the transition was replayed or the script call itself was retried. Only what
  * changed is written: an ended job's status, result and end (its message's final status is read
- * from it), the messages of newly dispatched jobs (their work items queued by script type, or for the runner a
- * job is pinned to), the freeing of the slot an ended attempt held, the flow's status.
+ * from it), the messages of newly dispatched jobs (their work items queued by script type, or for
+ * the runner a job is pinned to), the freeing of the slot an ended attempt held, the flow's status.
  * Statuses in between (waiting, started) live in the Durable Object, not in Redis.
  * `deadLettersMax` is the deployment's cap on a context's dead letters (DEAD_LETTERS_MAX).
  */
