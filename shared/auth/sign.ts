@@ -60,7 +60,11 @@ export async function signedRequest(
 ): Promise<Request> {
   // The target URI as a Request holds it (and signs it): parsed and serialized.
   const target = new URL(url).href;
-  const body = typeof parts.body === "string" ? encoder.encode(parts.body) : (parts.body ?? new Uint8Array(0));
+  // TextEncoder's bytes are always a plain ArrayBuffer's, whatever Node's types allow for.
+  const body: Uint8Array<ArrayBuffer> =
+    typeof parts.body === "string"
+      ? (encoder.encode(parts.body) as Uint8Array<ArrayBuffer>)
+      : (parts.body ?? new Uint8Array(0));
   const headers = new Headers(parts.headers);
   const components: string[] = [...SIGNED_COMPONENTS];
   if (body.length > 0) {
