@@ -2,11 +2,10 @@ import { afterAll, beforeAll, describe, expect, it } from "vitest";
 import { readConfig } from "../../functions/core/config.js";
 import { storeFor } from "../../functions/core/store.js";
 import type { CoordinatorClient } from "../../shared/client/index.js";
-import { apply, type FlowEvent, type FlowState } from "../../shared/flow/index.js";
 import type { DeadLetter } from "../../shared/model/index.js";
-import { DEAD_LETTERS_MAX, planCommit, type CommitStep } from "../../shared/store/index.js";
+import { DEAD_LETTERS_MAX, planCommit } from "../../shared/store/index.js";
 import { eventually } from "../support/eventually.js";
-import { flowOf, shJob } from "./flow-fixtures.js";
+import { flowOf, shJob, stepsThrough } from "./flow-fixtures.js";
 import { BASE, failure, testWorker, type TestWorker } from "./harness.js";
 import { PullRunner } from "./pull-runner.js";
 
@@ -197,19 +196,11 @@ describe("the cap on a context's dead letters", () => {
     const T = Date.now();
     const plans = [1, 2, 3].map((id) => {
       // A caller of its own per flow, so the flows' messages (numbered per caller) are apart.
-      let state: FlowState = { ...flowOf(contextId, [shJob(1, "a")], { callerId: 10 + id }), id };
-      const events: FlowEvent[] = [
+      const { steps } = stepsThrough({ ...flowOf(contextId, [shJob(1, "a")], { callerId: 10 + id }), id }, [
         { type: "start", at: T },
         { type: "assigned", job: 1, attempt: 1, runner: 4, at: T + 1 },
         { type: "failed", job: 1, attempt: 1, runner: 4, error: "boom", at: T + 2, random: 0.5 },
-      ];
-      const steps: CommitStep[] = [];
-      for (const event of events) {
-        const t = apply(state, event);
-        expect(t.outcome, JSON.stringify(event)).toBe("applied");
-        state = t.state;
-        steps.push({ state, effects: t.effects });
-      }
+      ]);
       expect(steps.flatMap((s) => s.effects).some((e) => e.type === "deadLetter")).toBe(true);
       return planCommit(store.keys, steps, T + id, 2);
     });

@@ -6,9 +6,9 @@ import { dispatchScopeOf, type DispatchScope, type FlowScope } from "../../funct
 import { storeFor } from "../../functions/core/store.js";
 import { FlowEffects } from "../../functions/flow/effects.js";
 import type { Committed } from "../../functions/flow/group-commit.js";
-import { apply, type FlowEvent, type FlowState, type JobState } from "../../shared/flow/index.js";
-import { planCommit, type CommitStep } from "../../shared/store/index.js";
-import { flowOf, shJob } from "./flow-fixtures.js";
+import { type FlowEvent, type FlowState, type JobState } from "../../shared/flow/index.js";
+import { planCommit } from "../../shared/store/index.js";
+import { flowOf, shJob, stepsThrough, through } from "./flow-fixtures.js";
 import { testWorker } from "./harness.js";
 
 // FlowEffects on its own: what a durable batch owes, carried out against the real Dispatcher
@@ -59,21 +59,9 @@ function effectsOf(storage: DurableObjectStorage, scope: FlowScope, env: Env = w
 
 /** The batch of `events` applied to `before`, as GroupCommit hands it over once durable. */
 function batchOf(before: FlowState, events: FlowEvent[]): Committed {
-  let after = before;
-  const steps: CommitStep[] = [];
-  for (const event of events) {
-    const t = apply(after, event);
-    expect(t.outcome, JSON.stringify(event)).toBe("applied");
-    after = t.state;
-    steps.push({ state: after, effects: t.effects });
-  }
+  const { state: after, steps } = stepsThrough(before, events);
   const plan = planCommit(store.keys, steps, T);
   return { before, after, steps, plan: plan.sections > 0 ? plan : undefined, conflict: false };
-}
-
-/** The state after `events`, each of which must apply. */
-function through(state: FlowState, events: FlowEvent[]): FlowState {
-  return batchOf(state, events).after;
 }
 
 const start: FlowEvent = { type: "start", at: T };

@@ -1,7 +1,7 @@
 import { expect } from "vitest";
 import { apply, newFlowState, type DagJob, type FlowEvent, type FlowState } from "../../shared/flow/index.js";
 import type { Keys } from "../../shared/keys.js";
-import { connectStore, type Store } from "../../shared/store/index.js";
+import { connectStore, type CommitStep, type Store } from "../../shared/store/index.js";
 
 // What the module tests of the FlowCoordinator's parts build their flows from.
 
@@ -38,13 +38,21 @@ export function flowOf(
   });
 }
 
+/** The state after `events`, each of which must apply, and the step of each (what planCommit takes). */
+export function stepsThrough(state: FlowState, events: FlowEvent[]): { state: FlowState; steps: CommitStep[] } {
+  const steps: CommitStep[] = [];
+  for (const event of events) {
+    const t = apply(state, event);
+    expect(t.outcome, JSON.stringify(event)).toBe("applied");
+    state = t.state;
+    steps.push({ state, effects: t.effects });
+  }
+  return { state, steps };
+}
+
 /** The state after `events`, each of which must apply. */
 export function through(state: FlowState, events: FlowEvent[]): FlowState {
-  return events.reduce((s, e) => {
-    const t = apply(s, e);
-    expect(t.outcome, JSON.stringify(e)).toBe("applied");
-    return t.state;
-  }, state);
+  return stepsThrough(state, events).state;
 }
 
 /** A Store whose endpoint nothing listens at: every call fails as when storage is away. */

@@ -2,11 +2,11 @@ import { afterAll, describe, expect, it } from "vitest";
 import { coordinatorKeys } from "../../functions/core/coordinator-key.js";
 import { storeFor } from "../../functions/core/store.js";
 import { relayMail } from "../../functions/dispatch/mail.js";
-import { apply, type FlowEvent, type FlowState } from "../../shared/flow/index.js";
+import type { FlowState } from "../../shared/flow/index.js";
 import type { Message } from "../../shared/model/index.js";
-import { planCommit, type CommitPlan, type CommitStep } from "../../shared/store/index.js";
+import { planCommit, type CommitPlan } from "../../shared/store/index.js";
 import { resultMessage } from "../../shared/store/flow-records.js";
-import { flowOf, shJob } from "./flow-fixtures.js";
+import { flowOf, shJob, stepsThrough } from "./flow-fixtures.js";
 import { testWorker } from "./harness.js";
 
 // A flow's result goes into its caller's inbox in the commit that ends the flow, and onto msg_out
@@ -24,20 +24,13 @@ let nextContext = 1;
 
 /** The plan of a flow of one job, from its start to its end, in one batch. */
 function endedFlow(notifyHttps: boolean | undefined): { state: FlowState; plan: CommitPlan } {
-  let state: FlowState = { ...flowOf(nextContext++, [shJob(1, "a")], { callerId: CALLER }) };
-  if (notifyHttps !== undefined) state.notifyHttps = notifyHttps;
-  const events: FlowEvent[] = [
+  const created: FlowState = { ...flowOf(nextContext++, [shJob(1, "a")], { callerId: CALLER }) };
+  if (notifyHttps !== undefined) created.notifyHttps = notifyHttps;
+  const { state, steps } = stepsThrough(created, [
     { type: "start", at: T },
     { type: "assigned", job: 1, attempt: 1, runner: RUNNER, at: T + 1 },
     { type: "finished", job: 1, attempt: 1, runner: RUNNER, result: { answer: "42" }, at: T + 2 },
-  ];
-  const steps: CommitStep[] = [];
-  for (const event of events) {
-    const t = apply(state, event);
-    expect(t.outcome, JSON.stringify(event)).toBe("applied");
-    state = t.state;
-    steps.push({ state, effects: t.effects });
-  }
+  ]);
   return { state, plan: planCommit(store.keys, steps, T + 2) };
 }
 

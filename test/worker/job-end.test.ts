@@ -1,8 +1,8 @@
 import { afterAll, describe, expect, it } from "vitest";
 import { storeFor } from "../../functions/core/store.js";
-import { apply, messageId, type FlowEvent, type FlowState, type JobState } from "../../shared/flow/index.js";
+import { messageId, type FlowState, type JobState } from "../../shared/flow/index.js";
 import { planCommit, type CommitStep } from "../../shared/store/index.js";
-import { flowOf, shJob } from "./flow-fixtures.js";
+import { flowOf, shJob, stepsThrough } from "./flow-fixtures.js";
 import { testWorker } from "./harness.js";
 
 // The commit that ends a job writes the job alone (its end guards the section), on real Redis:
@@ -17,20 +17,11 @@ const RUNNER = 4;
 
 /** Two independent jobs started, job 1 run to its end: a section per step, in one plan. */
 function oneJobEnded(): { state: FlowState; steps: CommitStep[] } {
-  let state = flowOf(1, [shJob(1, "a"), shJob(2, "b")]);
-  const events: FlowEvent[] = [
+  return stepsThrough(flowOf(1, [shJob(1, "a"), shJob(2, "b")]), [
     { type: "start", at: T },
     { type: "assigned", job: 1, attempt: 1, runner: RUNNER, at: T + 1 },
     { type: "finished", job: 1, attempt: 1, runner: RUNNER, result: { answer: "42" }, at: T + 2 },
-  ];
-  const steps: CommitStep[] = [];
-  for (const event of events) {
-    const t = apply(state, event);
-    expect(t.outcome, JSON.stringify(event)).toBe("applied");
-    state = t.state;
-    steps.push({ state, effects: t.effects });
-  }
-  return { state, steps };
+  ]);
 }
 
 describe("a job's end", () => {
