@@ -275,6 +275,10 @@ export class DispatchRounds {
   /** Has the owners of one runner's claims deliver them, and notes how each went in `settlement`. */
   private async deliverTo({ runner, claims }: OwnedClaims, settlement: WorkSettlement): Promise<void> {
     for (const claim of claims) this.delivering.add(claim.item);
+    // How the runner took them, as one try: refusals in one round (the rest of a POST it could
+    // not take, or several POSTs at once) back off as one failure, not one each.
+    let took = false;
+    let refused: string | undefined;
     try {
       const answers = await this.host.askOwners(
         claims.map((c) => c.item),
@@ -290,14 +294,16 @@ export class DispatchRounds {
           this.reapAt = Math.min(this.reapAt ?? Number.POSITIVE_INFINITY, Date.now() + REAP_AFTER_MS);
         } else if (answer.outcome === "delivered") {
           this.delivered.add([held]);
-          await this.host.backoff.succeeded(runner.id);
+          took = true;
         } else if (answer.outcome === "gone") {
           settlement.gone.push(held);
         } else {
           settlement.back.push({ ...held, queue: answer.queue });
-          await this.host.backoff.failed(runner.id, answer.reason);
+          refused = answer.reason;
         }
       }
+      if (took) await this.host.backoff.succeeded(runner.id);
+      if (refused !== undefined) await this.host.backoff.failed(runner.id, refused);
     } finally {
       for (const claim of claims) this.delivering.delete(claim.item);
     }
