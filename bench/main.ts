@@ -158,6 +158,7 @@ try {
         tput1000: () => ours.independent(1000),
         batched1000: () => ours.batchedThroughput(1000, "pull"),
         pushbatch1000: () => ours.batchedThroughput(1000, "push"),
+        pushposts1000: () => ours.batchedThroughput(1000, "posts"),
       },
       bull: {
         lone: () => b.lone(),
@@ -172,6 +173,7 @@ try {
         const cost = keep(run, system, id, await (costs[system][id] as () => Promise<ShapeCost>)());
         if (id === "batched1000") return batchedFigures(cost, "pull");
         if (id === "pushbatch1000") return batchedFigures(cost, "push");
+        if (id === "pushposts1000") return batchedFigures(cost, "posts");
         return id === "tput1000" ? throughputFigures(cost) : costFigures(id, cost);
       };
     const chainSamples = Math.ceil(options.samples / 3);
@@ -193,6 +195,7 @@ try {
       { id: "tput1000", ours: counted("ours", "tput1000"), bull: counted("bull", "tput1000") },
       { id: "batched1000", ours: counted("ours", "batched1000") },
       { id: "pushbatch1000", ours: counted("ours", "pushbatch1000") },
+      { id: "pushposts1000", ours: counted("ours", "pushposts1000") },
     ];
     for (let run = 1; run <= options.runs; run++) {
       const figures = { ours: {} as Figures, bull: {} as Figures };
@@ -217,6 +220,7 @@ try {
       if (bullRate !== undefined) {
         figures.bull["batched1000.rate"] = bullRate;
         figures.bull["pushbatch1000.rate"] = bullRate;
+        figures.bull["pushposts1000.rate"] = bullRate;
       }
       runsOurs.push(figures.ours);
       runsBull.push(figures.bull);

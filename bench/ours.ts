@@ -38,6 +38,9 @@ export interface ShapeCost {
   cpu: Record<string, number>;
 }
 
+/** How a batched run's runner takes its jobs (`Ours.batchedThroughput`). */
+export type Batching = "pull" | "push" | "posts";
+
 /** Lone-job timings: submit → start at the runner, submit → result applied, ms per sample. */
 export interface LoneTimings {
   start: number[];
@@ -244,18 +247,19 @@ export class OurSystem {
    * started for this run only. `pull`: it leases up to 50 jobs at a time and reports in batches
    * (an ack and a result per job, up to 100 reports a request). `push`: deliveries come one per
    * POST, as to any push runner, and results go in batches (up to 100 a request, two on the way,
-   * a lone one at once), as the reference runner's `--batch` sends them. The runner runs only
+   * a lone one at once), as the reference runner's `--batch` sends them. `posts`: the same, the
+   * runner registered to take up to 50 deliveries in one POST. The runner runs only
    * while the jobs are measured (a pull runner polls while idle): the counts run from quiet
    * before its start to quiet after its stop, so they include its polls.
    */
-  async batchedThroughput(n: number, how: "pull" | "push"): Promise<ShapeCost> {
+  async batchedThroughput(n: number, how: Batching): Promise<ShapeCost> {
     const ctx = await this.client.createContext();
-    const registered = await this.stack.registerTestRunner(
-      this.client,
-      ctx.id,
-      how === "pull" ? { TIMES: "1", PULL: "50" } : { TIMES: "1", FAST: "1", BATCH_RESULTS: "1" },
-      CONCURRENCY,
-    );
+    const runnerEnv = {
+      pull: { TIMES: "1", PULL: "50" },
+      push: { TIMES: "1", FAST: "1", BATCH_RESULTS: "1" },
+      posts: { TIMES: "1", FAST: "1", BATCH_RESULTS: "1", DELIVERIES_PER_POST: "50" },
+    };
+    const registered = await this.stack.registerTestRunner(this.client, ctx.id, runnerEnv[how], CONCURRENCY);
     // A first flow warms the new context's objects up, as warmUp does for the main one. The
     // runner then stops: an idle pull runner's polls (2 commands each) keep Redis from going quiet.
     const warming = await registered.start();

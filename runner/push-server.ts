@@ -5,7 +5,7 @@ import { Hono, type Context } from "hono";
 import type { ContentfulStatusCode } from "hono/utils/http-status";
 import { AuthError, verifyRequest } from "../shared/auth/index.js";
 import { readBoundedBody } from "../shared/http/body.js";
-import { CancelPayload, type DeliveryPayload } from "../shared/model/index.js";
+import { CancelPayload, MAX_DELIVERIES_PER_POST, type DeliveryPayload } from "../shared/model/index.js";
 import type { CoordinatorKeyDirectory } from "./coordinator-keys.js";
 import type { RunnerLog } from "./job.js";
 
@@ -58,7 +58,7 @@ export interface PushServer {
   close(): Promise<void>;
 }
 
-/** Deliveries are a job message and its env: anything this large is not one. */
+/** Deliveries are job messages and their env: anything this large is not one, or a batch of them. */
 const MAX_BODY_BYTES = 4 * 1024 * 1024;
 
 /**
@@ -66,7 +66,10 @@ const MAX_BODY_BYTES = 4 * 1024 * 1024;
  * keyid = the key's kid in its key directory). Every delivery is verified before its body is
  * even parsed: no signature, an unknown key, a bad signature, a stale `created`, a replayed nonce
  * or a body that does not match its Content-Digest is a 401 and nothing happens. The 2xx answer
- * is the acknowledgement, so it is sent as soon as the job is taken, not when it ends.
+ * is the acknowledgement, so it is sent as soon as the job is taken, not when it ends. A runner
+ * registered with `deliveries_per_post` above 1 may get several in one POST, `{ "deliveries":
+ * [...] }`: each is taken as if alone, and the answer (200) is `{ "results": [...] }`, the status
+ * and body each would have been answered with, in order.
  * `GET /health` answers without a signature (it tells nothing but load and draining).
  */
 export async function startPushServer(options: PushServerOptions): Promise<PushServer> {
@@ -187,31 +190,76 @@ async function deliver(c: Context, options: PushServerOptions, nonces: NonceLedg
     );
     return json(c, 200, { cancelled: stopped });
   }
+  if (raw && typeof raw === "object" && "deliveries" in raw) {
+    const { deliveries } = raw as { deliveries: unknown };
+    if (!Array.isArray(deliveries) || deliveries.length < 1 || deliveries.length > MAX_DELIVERIES_PER_POST) {
+      return problem(c, 400, "invalid-body", `deliveries is a list of 1 to ${MAX_DELIVERIES_PER_POST} deliveries`);
+    }
+    // One after another: each is taken (or refused) knowing the ones before it.
+    const results: ({ status: number } & Answer["body"])[] = [];
+    for (const item of deliveries) {
+      const one = await answer(options, item);
+      results.push({ status: one.status, ...one.body });
+    }
+    const took = results.filter((r) => r.status < 300).length;
+    options.log.info(`a POST of ${results.length} deliveries: ${took} taken, ${results.length - took} refused`);
+    return json(c, 200, { results });
+  }
+  return respond(c, await answer(options, raw));
+}
+
+function respond(c: Context, answer: Answer): Response {
+  return c.body(JSON.stringify(answer.body), answer.status, { ...answer.headers, "content-type": answer.type });
+}
+
+/** How one delivery is answered: alone, as the response; in a batch, `body` is its result. */
+interface Answer {
+  status: ContentfulStatusCode;
+  type: string;
+  body: Record<string, unknown>;
+  headers?: Record<string, string>;
+}
+
+async function answer(options: PushServerOptions, raw: unknown): Promise<Answer> {
   const payload = options.parse(raw);
   if (typeof payload === "string") {
     options.log.warn(`refused a malformed delivery (400): ${payload}`);
-    return problem(c, 400, "invalid-body", payload);
+    return refusal(400, "invalid-body", payload);
   }
   const acceptance = await options.accept(payload);
   const key = `${payload.message.caller_id}:${payload.message.id} attempt ${payload.attempt}`;
   switch (acceptance) {
     case "accepted":
-      return json(c, 202, { accepted: key });
+      return { status: 202, type: "application/json", body: { accepted: key } };
     case "duplicate":
-      return json(c, 200, { duplicate: key });
+      return { status: 200, type: "application/json", body: { duplicate: key } };
     case "busy":
       options.log.info(`refused delivery of message ${key}: at the concurrency limit (429)`);
-      return problem(c, 429, "busy", "this runner is at its concurrency limit", { "retry-after": "1" });
+      return refusal(429, "busy", "this runner is at its concurrency limit", { "retry-after": "1" });
     case "draining":
       options.log.info(`refused delivery of message ${key}: draining (503)`);
-      return problem(c, 503, "draining", "this runner is draining: it takes no new work");
+      return refusal(503, "draining", "this runner is draining: it takes no new work");
   }
   if ("unavailable" in acceptance) {
     options.log.warn(`refused delivery of message ${key} (503): ${acceptance.unavailable}`);
-    return problem(c, 503, "unavailable", acceptance.unavailable, { "retry-after": "1" });
+    return refusal(503, "unavailable", acceptance.unavailable, { "retry-after": "1" });
   }
   options.log.warn(`refused delivery of message ${key} (422): ${acceptance.refused}`);
-  return problem(c, 422, "refused", acceptance.refused);
+  return refusal(422, "refused", acceptance.refused);
+}
+
+function refusal(
+  status: ContentfulStatusCode,
+  type: string,
+  detail: string,
+  headers: Record<string, string> = {},
+): Answer {
+  return {
+    status,
+    type: "application/problem+json",
+    body: { type: `/problems/${type}`, title: type, status, detail },
+    headers,
+  };
 }
 
 /**
@@ -241,10 +289,7 @@ export function problem(
   detail: string,
   headers: Record<string, string> = {},
 ): Response {
-  return c.body(JSON.stringify({ type: `/problems/${type}`, title: type, status, detail }), status, {
-    ...headers,
-    "content-type": "application/problem+json",
-  });
+  return respond(c, refusal(status, type, detail, headers));
 }
 
 /** Stops listening and drops open (keep-alive) connections, so `close` does not wait on idle clients. */

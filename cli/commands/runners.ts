@@ -1,5 +1,6 @@
 import path from "node:path";
 import {
+  MAX_DELIVERIES_PER_POST,
   PublicKey,
   RunnerType,
   ScriptType,
@@ -24,8 +25,9 @@ import { actorSession, objectSession } from "../session.js";
 
 /** How jobs reach the runner: pushed to its address, pulled from its context's queues, or both. */
 function delivery(runner: Runner): string {
-  if (runner.local && runner.address) return `pull + push ${runner.address}`;
-  return runner.local ? "pull" : `push ${runner.address}`;
+  const push = `push ${runner.address}${runner.deliveries_per_post > 1 ? ` (${runner.deliveries_per_post} a POST)` : ""}`;
+  if (runner.local && runner.address) return `pull + ${push}`;
+  return runner.local ? "pull" : push;
 }
 
 function runnerLines(runner: Runner | RunnerWithDispatch): string[] {
@@ -108,6 +110,8 @@ function registration(options: ParsedOptions, cwd: string): RunnerRegistration {
   }
   const concurrency = options.string("concurrency");
   if (concurrency !== undefined) input.concurrency = parseCount(concurrency, "--concurrency", REGISTER, 1);
+  const perPost = options.string("deliveries-per-post");
+  if (perPost !== undefined) input.deliveries_per_post = parseCount(perPost, "--deliveries-per-post", REGISTER, 1);
   const id = options.string("id");
   if (id !== undefined) input.id = parseId(id, "--id", REGISTER);
   const topic = options.string("topic");
@@ -136,6 +140,11 @@ const register: Command = {
       help: `comma-separated: ${ScriptType.options.join(", ")} (default: the runner type)`,
     },
     concurrency: { type: "string", value: "<n>", help: "jobs it runs at once (default 1)" },
+    "deliveries-per-post": {
+      type: "string",
+      value: "<n>",
+      help: `deliveries pushed in one POST, for a runner that takes { "deliveries": [...] } (default 1, at most ${MAX_DELIVERIES_PER_POST})`,
+    },
     id: { type: "string", value: "<n>", help: "ask for this runner id" },
     topic: { type: "string", value: "<topic>", help: "its topic (default runner<id>)" },
   },
@@ -147,6 +156,7 @@ const register: Command = {
     "flowc keygen --out runner.json",
     "flowc runner register 1 --key-file runner.json --type sh --local --script-types sh,python",
     "flowc runner register 1 --pubkey <x> --type python --address https://runner.example/jobs --concurrency 4",
+    "flowc runner register 1 --key-file runner.json --type sh --address http://10.0.0.5:8090/ --concurrency 64 --deliveries-per-post 32",
   ],
   async run(invocation) {
     const contextId = parseId(invocation.args[0] ?? "", "<context>", REGISTER);

@@ -66,6 +66,8 @@ export interface DeliveryTarget {
   id: number;
   /** The push address; "" for a pull runner, whose lease answers with the delivery. */
   address: string;
+  /** How many deliveries one POST to it may carry (its `deliveries_per_post`). */
+  perPost: number;
 }
 
 /** How the owner of an attempt took a delivery the dispatcher (or a lease) asked it to make. */

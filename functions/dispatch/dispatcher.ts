@@ -54,7 +54,12 @@ export class Dispatcher extends DurableObject<Env> implements DispatcherRpc {
     contextId: () => this.bound().contextId,
     runners: () => this.runners(),
     signingKey: async () => (await coordinatorKeys(this.env)).current,
-    askOwners: (items, runner) => askOwners(this.env, this.bound(), items, { id: runner.id, address: runner.address }),
+    askOwners: (items, runner) =>
+      askOwners(this.env, this.bound(), items, {
+        id: runner.id,
+        address: runner.address,
+        perPost: runner.deliveries_per_post,
+      }),
     rested: (retrySoon, reapAt) => this.rested(retrySoon, reapAt),
   });
 

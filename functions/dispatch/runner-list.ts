@@ -33,7 +33,15 @@ export class RunnerList {
   /** The runners, from memory, the object's storage, or Redis. */
   async get(): Promise<Runner[]> {
     if (!this.cached && !this.read) {
-      this.cached = await this.storage.get<{ at: number; list: Runner[] }>(KEY);
+      const kept = await this.storage.get<{
+        at: number;
+        list: (Omit<Runner, "deliveries_per_post"> & Partial<Runner>)[];
+      }>(KEY);
+      // A list kept by an older version lacks fields added since: their defaults.
+      this.cached = kept && {
+        at: kept.at,
+        list: kept.list.map((r) => ({ ...r, deliveries_per_post: r.deliveries_per_post ?? 1 })),
+      };
       this.read = true;
     }
     const now = Date.now();

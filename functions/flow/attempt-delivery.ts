@@ -1,11 +1,11 @@
-import type { FlowEvent, FlowState, Transition } from "../../shared/flow/index.js";
+import type { FlowEvent, FlowState, JobState, Transition } from "../../shared/flow/index.js";
 import { parseWorkItem } from "../../shared/keys.js";
-import type { Message } from "../../shared/model/index.js";
+import type { DeliveryPayload, Message } from "../../shared/model/index.js";
 import { readyQueueOf, type Store } from "../../shared/store/index.js";
 import type { DeliverAnswer, DeliveryTarget } from "../core/contracts.js";
 import type { CoordinatorKey } from "../core/coordinator-key.js";
 import { jobUrl, type FlowScope } from "../core/scopes.js";
-import { deliver, deliveryPayload } from "./delivery.js";
+import { deliveryPayload, pushDeliveries, type DeliveryOutcome } from "./delivery.js";
 
 /** What a delivery needs from the FlowCoordinator that owns the attempt. */
 export interface AttemptOwner {
@@ -44,52 +44,90 @@ export class OutgoingMessages {
   }
 }
 
+/** A claimed attempt, assigned and ready to go to its runner, or answered already. */
+type Prepared =
+  | { answer: DeliverAnswer }
+  | {
+      base: { job: number; attempt: number; runner: number };
+      messageKey: string;
+      spec: JobState["spec"];
+      payload: DeliveryPayload;
+    };
+
 /**
- * Delivers one claimed attempt to the runner its slot was claimed at: records the assignment
- * (so reports from that runner are accepted from the first), POSTs it to a push runner (a 2xx is
- * the acknowledgement) or hands it to the lease of a pull runner, and records the outcome.
- * Asked again for the same runner (a reaped claim), it delivers again only if it never learned
- * how the first try ended; asked about an attempt that moved on, it answers `gone`.
+ * Delivers claimed attempts to the runner their slots were claimed at: records each assignment
+ * (so reports from that runner are accepted from the first), POSTs them to a push runner (a 2xx
+ * acknowledges a delivery; up to the runner's `deliveries_per_post` go in one POST) or hands
+ * them to the lease of a pull runner, and records each outcome. Asked again for the same runner
+ * (a reaped claim), it delivers again only if it never learned how the first try ended; asked
+ * about an attempt that moved on, it answers `gone`. Answers in the items' order, each settled on
+ * its own (the assignments meet in one group commit, as do the outcomes).
  */
-export async function deliverAttempt(
+export async function deliverAttempts(
+  owner: AttemptOwner,
+  outgoing: OutgoingMessages,
+  items: readonly string[],
+  runner: DeliveryTarget,
+): Promise<PromiseSettledResult<DeliverAnswer>[]> {
+  const prepared = await Promise.allSettled(items.map((item) => prepare(owner, outgoing, item, runner)));
+  const sending = prepared.flatMap((p) => (p.status === "fulfilled" && "payload" in p.value ? [p.value] : []));
+  let sent: DeliveryOutcome[] = [];
+  if (runner.address !== "" && sending.length > 0) {
+    const { kid, key } = await owner.signingKey();
+    const payloads = sending.map((p) => p.payload);
+    sent = await pushDeliveries(runner.address, payloads, runner.perPost, { keyid: kid, key });
+  }
+  return Promise.allSettled(
+    prepared.map(async (p) => {
+      if (p.status === "rejected") throw p.reason;
+      if ("answer" in p.value) return p.value.answer;
+      const outcome = runner.address === "" ? undefined : (sent[sending.indexOf(p.value)] as DeliveryOutcome);
+      return record(owner, outgoing, p.value, outcome);
+    }),
+  );
+}
+
+/** Records the assignment of one claimed attempt and builds its delivery. */
+async function prepare(
   owner: AttemptOwner,
   outgoing: OutgoingMessages,
   item: string,
   runner: DeliveryTarget,
-): Promise<DeliverAnswer> {
+): Promise<Prepared> {
   const work = parseWorkItem(item);
-  if (!work) return { outcome: "gone", reason: `not a work item: ${item}` };
+  if (!work) return { answer: { outcome: "gone", reason: `not a work item: ${item}` } };
   const base = { job: work.jobId, attempt: work.attempt, runner: runner.id };
   const assigned = await owner.enqueue({ type: "assigned", ...base, at: Date.now() });
   const job = owner.state().jobs[work.jobId];
   if (assigned.outcome === "duplicate" && job?.delivery?.state !== "assigned") {
-    return { outcome: "delivered" }; // delivered before; its outcome is known
+    return { answer: { outcome: "delivered" } }; // delivered before; its outcome is known
   }
   if (!job || (assigned.outcome !== "applied" && assigned.outcome !== "duplicate")) {
     outgoing.forget(work.messageKey);
-    return { outcome: "gone", reason: assigned.reason ?? "the attempt no longer wants a runner" };
+    return { answer: { outcome: "gone", reason: assigned.reason ?? "the attempt no longer wants a runner" } };
   }
   const message = await outgoing.take(owner.store(), work.messageKey);
   if (!message) {
     await owner.enqueue({ type: "unassigned", ...base, at: Date.now() });
-    return { outcome: "gone", reason: `message ${work.messageKey} is gone` };
+    return { answer: { outcome: "gone", reason: `message ${work.messageKey} is gone` } };
   }
   const payload = deliveryPayload(message, runner.id, jobUrl(owner.scope.origin, owner.scope, work.jobId));
-  if (runner.address === "") {
-    await owner.enqueue({ type: "delivered", ...base, acknowledged: false, at: Date.now() });
-    outgoing.forget(work.messageKey);
-    return { outcome: "delivered", payload };
-  }
-  const sent = await deliver(runner.address, payload, await owner.signingKey());
-  if (sent.delivered) {
-    await owner.enqueue({ type: "delivered", ...base, acknowledged: true, at: Date.now() });
-    outgoing.forget(work.messageKey);
-    return { outcome: "delivered" };
+  return { base, messageKey: work.messageKey, spec: job.spec, payload };
+}
+
+/** Records how a delivery went: taken by the runner (or handed to a lease: no outcome), or refused. */
+async function record(
+  owner: AttemptOwner,
+  outgoing: OutgoingMessages,
+  prepared: Extract<Prepared, { payload: DeliveryPayload }>,
+  sent: DeliveryOutcome | undefined,
+): Promise<DeliverAnswer> {
+  const { base, messageKey, spec, payload } = prepared;
+  if (!sent || sent.delivered) {
+    await owner.enqueue({ type: "delivered", ...base, acknowledged: sent !== undefined, at: Date.now() });
+    outgoing.forget(messageKey);
+    return sent ? { outcome: "delivered" } : { outcome: "delivered", payload };
   }
   await owner.enqueue({ type: "unassigned", ...base, reason: sent.reason, at: Date.now() });
-  return {
-    outcome: "refused",
-    reason: sent.reason,
-    queue: readyQueueOf(owner.store().keys, owner.state(), job.spec),
-  };
+  return { outcome: "refused", reason: sent.reason, queue: readyQueueOf(owner.store().keys, owner.state(), spec) };
 }

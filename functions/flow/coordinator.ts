@@ -27,7 +27,7 @@ import { scopeConflict, scopeName, type FlowScope } from "../core/scopes.js";
 import { storeForPrefix } from "../core/store.js";
 import { flowChange } from "../../shared/flow/changes.js";
 import { closeQuietly } from "../core/sockets.js";
-import { deliverAttempt, OutgoingMessages, type AttemptOwner } from "./attempt-delivery.js";
+import { deliverAttempts, OutgoingMessages, type AttemptOwner } from "./attempt-delivery.js";
 import { FlowBinding } from "./binding.js";
 import { createNow } from "./creation.js";
 import { Deadlines } from "./deadlines.js";
@@ -218,8 +218,7 @@ export class FlowCoordinator extends DurableObject<Env> implements FlowCoordinat
         store: () => this.store(),
         signingKey: async () => (await coordinatorKeys(this.env)).current,
       };
-      // At once: their assignments meet in one group commit, their POSTs go out together.
-      const settled = await Promise.allSettled(items.map((item) => deliverAttempt(owner, this.outgoing, item, runner)));
+      const settled = await deliverAttempts(owner, this.outgoing, items, runner);
       // No such flow: answered as a whole (404), and the asker frees every slot.
       const missing = settled.find((s) => s.status === "rejected" && s.reason instanceof NotFoundError);
       if (missing) throw (missing as PromiseRejectedResult).reason;

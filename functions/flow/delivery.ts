@@ -1,6 +1,10 @@
-import { randomHex, signedRequest } from "../../shared/auth/index.js";
-import type { CancelPayload, DeliveryPayload, Message } from "../../shared/model/index.js";
-import type { CoordinatorKey } from "../core/coordinator-key.js";
+import { randomHex, signedRequest, type RequestSigner } from "../../shared/auth/index.js";
+import {
+  DeliveryBatchAnswer,
+  type CancelPayload,
+  type DeliveryPayload,
+  type Message,
+} from "../../shared/model/index.js";
 
 /** A W3C traceparent continuing the flow's trace into the delivery (a fresh span per POST). */
 function traceparent(traceId: string | undefined): Record<string, string> {
@@ -45,42 +49,126 @@ export function deliveryPayload(message: Message, runnerId: number, base: string
   };
 }
 
-/** POSTs a job message to a push runner's address, signed with the coordinator's key. A 2xx is the ack. */
-export async function deliver(
+/** The most bytes of deliveries one POST carries, however many `deliveries_per_post` allows. */
+const MAX_POST_BYTES = 4 * 1024 * 1024;
+
+/**
+ * POSTs deliveries to a push runner's address, signed with the coordinator's key, at most
+ * `perPost` in one POST: alone, a delivery is the body (a 2xx is its acknowledgement); together,
+ * `{ "deliveries": [...] }`, answered with one result per delivery (`DeliveryBatchAnswer`). The
+ * outcomes come back in the payloads' order. One signature and one request for many deliveries
+ * is what a runner registered with `deliveries_per_post` above 1 saves the Worker.
+ */
+export async function pushDeliveries(
   address: string,
-  payload: DeliveryPayload,
-  key: CoordinatorKey,
-): Promise<DeliveryOutcome> {
-  try {
-    const signed = await signedRequest(
-      address,
-      {
-        method: "POST",
-        headers: {
-          "content-type": "application/json",
-          "x-coordinator-message": `${payload.message.caller_id}:${payload.message.id}`,
-          ...traceparent(payload.message.trace_id),
-        },
-        body: JSON.stringify(payload),
-      },
-      { keyid: key.kid, key: key.key },
+  payloads: readonly DeliveryPayload[],
+  perPost: number,
+  signer: RequestSigner,
+): Promise<DeliveryOutcome[]> {
+  const posts: { at: number[]; bodies: string[]; bytes: number }[] = [];
+  payloads.forEach((payload, i) => {
+    const body = JSON.stringify(payload);
+    const last = posts.at(-1);
+    if (last && last.at.length < perPost && last.bytes + body.length <= MAX_POST_BYTES) {
+      last.at.push(i);
+      last.bodies.push(body);
+      last.bytes += body.length + 1;
+    } else posts.push({ at: [i], bodies: [body], bytes: body.length });
+  });
+  const outcomes: DeliveryOutcome[] = [];
+  await Promise.all(
+    posts.map(async (post) => {
+      const answers =
+        post.at.length === 1
+          ? [
+              await deliver(
+                address,
+                payloads[post.at[0] as number] as DeliveryPayload,
+                post.bodies[0] as string,
+                signer,
+              ),
+            ]
+          : await deliverMany(address, post.bodies, signer);
+      post.at.forEach((at, i) => (outcomes[at] = answers[i] as DeliveryOutcome));
+    }),
+  );
+  return outcomes;
+}
+
+/** One delivery alone: a 2xx is the acknowledgement. */
+async function deliver(address: string, payload: DeliveryPayload, body: string, signer: RequestSigner) {
+  const headers = {
+    "content-type": "application/json",
+    "x-coordinator-message": `${payload.message.caller_id}:${payload.message.id}`,
+    ...traceparent(payload.message.trace_id),
+  };
+  return post<DeliveryOutcome>(
+    address,
+    headers,
+    body,
+    signer,
+    (response) => (response.ok ? { delivered: true } : { delivered: false, reason: answered(response) }),
+    (reason) => ({ delivered: false, reason }),
+  );
+}
+
+/** Several deliveries in one POST: each is acknowledged by its own result's 2xx. */
+async function deliverMany(address: string, bodies: string[], signer: RequestSigner): Promise<DeliveryOutcome[]> {
+  const body = `{"deliveries":[${bodies.join(",")}]}`;
+  const all = (outcome: DeliveryOutcome) => bodies.map(() => outcome);
+  const read = async (response: Response): Promise<DeliveryOutcome[]> => {
+    if (!response.ok) return all({ delivered: false, reason: answered(response) });
+    let parsed: DeliveryBatchAnswer | undefined;
+    try {
+      parsed = DeliveryBatchAnswer.parse(await response.json());
+    } catch {
+      parsed = undefined;
+    }
+    if (parsed?.results.length !== bodies.length) {
+      // It may have taken them: sent again, they are answered as duplicates.
+      return all({
+        delivered: false,
+        reason: `answered ${response.status} without one result per delivery (${bodies.length} sent)`,
+      });
+    }
+    return parsed.results.map((result): DeliveryOutcome =>
+      result.status >= 200 && result.status < 300
+        ? { delivered: true }
+        : { delivered: false, reason: `answered ${result.status}${result.detail ? ` (${result.detail})` : ""}` },
     );
+  };
+  return post(address, { "content-type": "application/json" }, body, signer, read, (reason) =>
+    all({ delivered: false, reason }),
+  );
+}
+
+function answered(response: Response): string {
+  return `answered ${response.status}${response.statusText ? ` ${response.statusText}` : ""}`;
+}
+
+/** A signed POST: what `read` makes of the answer, or what `failed` makes of why none came. */
+async function post<T>(
+  address: string,
+  headers: Record<string, string>,
+  body: string,
+  signer: RequestSigner,
+  read: (response: Response) => T | Promise<T>,
+  failed: (reason: string) => T,
+): Promise<T> {
+  try {
+    const signed = await signedRequest(address, { method: "POST", headers, body }, signer);
     const response = await fetch(signed, { signal: AbortSignal.timeout(DELIVERY_TIMEOUT_MS) });
+    const outcome = await read(response);
     // Read to its end, which costs the Worker less than cancelling it (a runner's answer is short).
-    await response.arrayBuffer();
-    if (response.ok) return { delivered: true };
-    return {
-      delivered: false,
-      reason: `answered ${response.status}${response.statusText ? ` ${response.statusText}` : ""}`,
-    };
+    if (!response.bodyUsed) await response.arrayBuffer();
+    return outcome;
   } catch (error) {
     const timedOut = error instanceof Error && (error.name === "TimeoutError" || error.name === "AbortError");
-    return {
-      delivered: false,
-      reason: timedOut
+    return failed(
+      timedOut
         ? `did not answer within ${DELIVERY_TIMEOUT_MS / 1000} s`
         : `could not be reached (${(error as Error).message})`,
-    };
+    );
   }
 }
 
@@ -88,13 +176,13 @@ export async function deliver(
  * Tells a push runner to stop an attempt (a signed POST to its address, like a delivery). Best
  * effort: a runner that misses it learns on its next report, which is answered 409.
  */
-export async function cancelAtRunner(address: string, payload: CancelPayload, key: CoordinatorKey): Promise<boolean> {
+export async function cancelAtRunner(address: string, payload: CancelPayload, signer: RequestSigner): Promise<boolean> {
   if (!address) return false;
   try {
     const request = await signedRequest(
       address,
       { method: "POST", headers: { "content-type": "application/json" }, body: JSON.stringify(payload) },
-      { keyid: key.kid, key: key.key },
+      signer,
     );
     const response = await fetch(request, { signal: AbortSignal.timeout(DELIVERY_TIMEOUT_MS) });
     await response.arrayBuffer();

@@ -89,7 +89,7 @@ export class FlowEffects {
       const runners = new Map<number, Runner>(
         (await this.store().runners.list({ context_id: state.contextId }, 0, 1000)).items.map((r) => [r.id, r]),
       );
-      const key = (await coordinatorKeys(this.env)).current;
+      const { kid, key } = (await coordinatorKeys(this.env)).current;
       await Promise.all(
         cancels.map((c) => {
           const job = state.jobs[c.job] as JobState;
@@ -102,7 +102,7 @@ export class FlowEffects {
             message_id: messageId(job, c.attempt),
             reason: c.reason,
           };
-          return cancelAtRunner(runners.get(c.runner)?.address ?? "", { cancel }, key);
+          return cancelAtRunner(runners.get(c.runner)?.address ?? "", { cancel }, { keyid: kid, key });
         }),
       );
     } catch (error) {

@@ -156,7 +156,7 @@ export async function leaseJobs(
     call.env,
     base,
     claims.map((c) => c.item),
-    { id: runnerId, address: "" },
+    { id: runnerId, address: "", perPost: 1 },
   );
   claims.forEach((claim, i) => {
     const answer = answers[i] ?? new Error("no answer");

@@ -53,6 +53,7 @@ export async function createRunner(
       runner_type: input.runner_type,
       script_types: [...new Set(scriptTypes)],
       concurrency: input.concurrency,
+      deliveries_per_post: input.deliveries_per_post,
     }),
   );
   // Work may have waited for a runner like this one.

@@ -6,7 +6,7 @@ export { ContextStored, DeadLettersMax, EffectiveRetention, RetentionPolicy, Ret
 export { Flow, FlowErrorInfo, FlowPriority, FlowTimeoutsRecord, MaxParallel } from "./flow.js";
 export { JOB_DEFAULTS, RunnerJob } from "./job.js";
 export { FlowResultInfo, Message } from "./message.js";
-export { Runner, RunnerDispatch, RunnerWithDispatch, defaultRunnerTopic } from "./runner.js";
+export { MAX_DELIVERIES_PER_POST, Runner, RunnerDispatch, RunnerWithDispatch, defaultRunnerTopic } from "./runner.js";
 export {
   ActorRegistration,
   ActorUpdate,
@@ -18,7 +18,7 @@ export {
   RunnerUpdate,
 } from "./requests.js";
 export { FlowDag, FlowView, JobView, JobWaiting } from "./views.js";
-export { CancelPayload, DeliveryPayload } from "./delivery.js";
+export { CancelPayload, DeliveryBatch, DeliveryBatchAnswer, DeliveryPayload } from "./delivery.js";
 export { DeadLetter } from "./dead-letter.js";
 export { ContextStreamEvent, FlowEventType, FlowStreamEvent, StreamTicket } from "./stream.js";
 export {

@@ -2,7 +2,7 @@ import { z } from "zod";
 import { Address, Id, PublicKey } from "./common.js";
 import { ActorIds } from "./context.js";
 import { MessageFormatType } from "./enums.js";
-import { Runner } from "./runner.js";
+import { DeliveriesPerPost, Runner } from "./runner.js";
 
 /**
  * Request bodies of the API, shared by the Worker (which validates them), the typed client and
@@ -56,6 +56,7 @@ export const RunnerRegistration = z
     runner_type: Runner.shape.runner_type,
     script_types: Runner.shape.script_types.optional(),
     concurrency: Runner.shape.concurrency.default(1),
+    deliveries_per_post: DeliveriesPerPost.default(1),
   })
   .strict()
   .meta({ id: "RunnerRegistration" });
@@ -69,6 +70,7 @@ export const RunnerUpdate = z
     local: Runner.shape.local.optional(),
     script_types: Runner.shape.script_types.optional(),
     concurrency: Runner.shape.concurrency.optional(),
+    deliveries_per_post: DeliveriesPerPost.optional(),
   })
   .strict()
   .meta({ id: "RunnerUpdate" });

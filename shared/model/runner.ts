@@ -2,10 +2,18 @@ import { z } from "zod";
 import { Id, PublicKey, Timestamp, WebUrl } from "./common.js";
 import { RunnerType, ScriptType } from "./enums.js";
 
+/** The most deliveries one POST to a push runner may carry. */
+export const MAX_DELIVERIES_PER_POST = 100;
+
+/** How many deliveries a push runner takes in one POST. */
+export const DeliveriesPerPost = z.int().min(1).max(MAX_DELIVERIES_PER_POST);
+
 /**
  * A worker that executes jobs. Beyond the model's fields: the `context_id` it serves, `runner_type`, the `script_types` it
  * accepts and a `concurrency` limit, which the dispatcher uses to pick a runner. `address` is the
- * https URL jobs are pushed to; a runner without one only pulls (`local`).
+ * https URL jobs are pushed to; a runner without one only pulls (`local`). `deliveries_per_post`
+ * is how many deliveries the coordinator may push to it in one POST (`{ "deliveries": [...] }`,
+ * answered per delivery): 1, the default, for a runner that takes one delivery per request.
  */
 export const Runner = z
   .object({
@@ -18,6 +26,7 @@ export const Runner = z
     runner_type: RunnerType,
     script_types: z.array(ScriptType).min(1),
     concurrency: z.int().min(1).max(10_000),
+    deliveries_per_post: DeliveriesPerPost.default(1),
     created_at: Timestamp,
     updated_at: Timestamp,
   })

@@ -125,6 +125,7 @@ export const codecs = {
       runner_type: "str",
       script_types: "json",
       concurrency: "int",
+      deliveries_per_post: "int",
       created_at: "int",
       updated_at: "int",
     },

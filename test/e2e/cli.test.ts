@@ -127,6 +127,22 @@ describe("flowc", () => {
     expect(show.stdout).toMatch(/^delivery\s+pull$/m);
     expect(show.stdout).toMatch(/^scripts\s+sh, python$/m);
 
+    // A push runner that takes several deliveries in one POST; more than 100 is refused, named.
+    const pushKey = path.join(alice.home, "runner-push.json");
+    expect((await alice.run("keygen", "--out", pushKey)).code).toBe(0);
+    const pushArgs = ["runner", "register", String(contextId), "--key-file", pushKey, "--type", "sh"];
+    const address = ["--address", "http://127.0.0.1:9/"];
+    expectOneErrorLine(
+      await alice.run(...pushArgs, ...address, "--deliveries-per-post", "101"),
+      1,
+      /^flowc: 400 .*body\.deliveries_per_post/,
+    );
+    const pushed = await alice.run(...pushArgs, ...address, "--deliveries-per-post", "16");
+    expect(pushed.code, pushed.stderr).toBe(0);
+    expect(pushed.stdout).toMatch(/\(sh; push http:\/\/127\.0\.0\.1:9\/ \(16 a POST\); pubkey /);
+    const pushedId = /^runner (\d+) registered/.exec(pushed.stdout)?.[1] as string;
+    expect((await alice.run("runner", "remove", String(contextId), pushedId)).code).toBe(0);
+
     const removed = await alice.run("runner", "remove", String(contextId), String(runnerId));
     expect(removed.code, removed.stderr).toBe(0);
     expect(removed.stdout.trim()).toBe(`runner ${runnerId} removed from context ${contextId}`);

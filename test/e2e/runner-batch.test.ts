@@ -63,8 +63,11 @@ const REPORTS = /\/runners\/:runnerId\/reports 200$/;
 const WEBHOOKS = /\/jobs\/:(jobId|callerId\/:jobId)\/(ack|started|heartbeat|result|logs) /;
 const LEASES = /\/runners\/:runnerId\/lease 200$/;
 
-/** A reference runner of sh jobs registered with `concurrency`, started with `args`, ready. */
-async function startRunner(contextId: number, mode: "push" | "pull", concurrency: number, args: string[]) {
+/**
+ * A reference runner of sh jobs registered with `concurrency` (and `deliveries_per_post`), started
+ * with `args`, ready.
+ */
+async function startRunner(contextId: number, mode: "push" | "pull", concurrency: number, args: string[], perPost = 1) {
   const jwk = await generateKeyPair();
   const port = mode === "push" ? await freePort() : 0;
   const runner = await admin.createRunner(contextId, {
@@ -72,13 +75,14 @@ async function startRunner(contextId: number, mode: "push" | "pull", concurrency
     runner_type: "sh",
     script_types: ["sh"],
     concurrency,
+    deliveries_per_post: perPost,
     ...(mode === "push" ? { address: `http://127.0.0.1:${port}/` } : { local: true }),
   });
   const keyFile = writeKeyFile(tmp, contextId, runner.id, jwk);
   const proc = spawnRunner([
     ...["--url", worker.url, "--context", String(contextId), "--runner", String(runner.id)],
     ...["--key-file", keyFile, "--work-dir", path.join(tmp, `work-${runner.id}`), "--script-types", "sh"],
-    ...["--concurrency", String(concurrency)],
+    ...(args.includes("--concurrency") ? [] : ["--concurrency", String(concurrency)]),
     ...(mode === "push" ? ["--listen", `127.0.0.1:${port}`] : ["--pull"]),
     ...args,
   ]);
@@ -156,6 +160,39 @@ describe("the reference runner, batching", () => {
     // A job whose result is on its way holds no slot at the runner: the next push is never refused busy.
     const runner = (await admin.listRunners(contextId)).items[0];
     expect((await admin.loadRunner(contextId, runner?.id ?? 0)).dispatch.last_error).toBeUndefined();
+  });
+
+  it("takes several deliveries in one POST when registered to, each job once", async () => {
+    const { id: contextId } = await admin.createContext();
+    const proc = await startRunner(contextId, "push", 20, [], 10);
+    const flow = await admin.submitFlow(contextId, { start: true, jobs: jobs(60) });
+    const ended = await flowEnd(admin, contextId, flow.id, 120_000);
+    expect(ended.jobs.every((j) => j.status === "finished" && j.attempt === 1)).toBe(true);
+    await waitForCount(proc, / end: finished /g, 60);
+    const posts = [...proc.stdout().matchAll(/a POST of (\d+) deliveries: (\d+) taken, (\d+) refused/g)];
+    const batched = posts.reduce((sum, m) => sum + Number(m[1]), 0);
+    const alone = (proc.stdout().match(/ start$/gm)?.length ?? 0) - batched;
+    console.log(`60 jobs pushed: ${posts.length} POSTs of several deliveries (${batched} jobs), ${alone} alone`);
+    // The first round claims 20 at once: they go in POSTs of at most 10.
+    expect(posts.length).toBeGreaterThan(0);
+    expect(posts.every((m) => Number(m[1]) <= 10 && Number(m[3]) === 0)).toBe(true);
+    expect(proc.stdout().match(/ start$/gm)).toHaveLength(60); // each job started once
+    expect(proc.stdout()).not.toMatch(/duplicate/);
+    expect(proc.stderr()).toBe("");
+  });
+
+  it("puts back the deliveries of a POST that the runner refused one by one, and delivers them later", async () => {
+    const { id: contextId } = await admin.createContext();
+    // Registered for 10 at once, the runner takes 4: the rest of each POST is answered 429.
+    const proc = await startRunner(contextId, "push", 10, ["--concurrency", "4"], 10);
+    const flow = await admin.submitFlow(contextId, { start: true, jobs: jobs(12) });
+    const ended = await flowEnd(admin, contextId, flow.id, 120_000);
+    expect(ended.jobs.every((j) => j.status === "finished" && j.attempt === 1)).toBe(true);
+    await waitForCount(proc, / end: finished /g, 12);
+    const refused = [...proc.stdout().matchAll(/a POST of \d+ deliveries: \d+ taken, (\d+) refused/g)];
+    expect(refused.some((m) => Number(m[1]) > 0)).toBe(true);
+    expect(proc.stdout().match(/ start$/gm)).toHaveLength(12);
+    expect(proc.stdout()).not.toMatch(/duplicate/);
   });
 });
 

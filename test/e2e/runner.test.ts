@@ -202,8 +202,24 @@ describe("the reference runner", () => {
     const resent = await fetch(await signRequest(jsonPost(address, again), await coordinatorSigner()));
     expect(resent.status).toBe(200);
     expect(await resent.json()).toEqual({ duplicate: `${actorId}:${job.message_base} attempt 1` });
+    // In one POST with a delivery that does not parse: each is answered as if alone, in order.
+    const batch = await fetch(
+      await signRequest(
+        jsonPost(address, { deliveries: [again, { ...again, attempt: 0 }] }),
+        await coordinatorSigner(),
+      ),
+    );
+    expect(batch.status).toBe(200);
+    const { results } = (await batch.json()) as { results: { status: number; type?: string }[] };
+    expect(results).toEqual([
+      { status: 200, duplicate: `${actorId}:${job.message_base} attempt 1` },
+      expect.objectContaining({ status: 400, type: "/problems/invalid-body" }),
+    ]);
+    expect(proc.stdout()).toMatch(/a POST of 2 deliveries: 1 taken, 1 refused/);
     expect(proc.stdout().match(/ start$/gm)).toHaveLength(5);
-    expect(proc.stderr()).toBe("");
+    expect(proc.stderr().trim().split("\n")).toEqual([
+      expect.stringMatching(/warning: refused a malformed delivery \(400\): not a delivery: attempt: /),
+    ]);
   });
 
   it("runs the same diamond leased by a pull runner", async () => {

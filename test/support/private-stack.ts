@@ -164,7 +164,8 @@ export async function startPrivateStack(label: string, options: PrivateStackOpti
     /**
      * Registers a push runner of sh jobs at a free port, to be served by a test runner (with the
      * env switches of `extra`) once `start` is called: until then deliveries to it fail. With
-     * `PULL` in `extra` the runner is registered without an address: a pull runner. With `again`,
+     * `PULL` in `extra` the runner is registered without an address: a pull runner; with
+     * `DELIVERIES_PER_POST`, registered to take that many deliveries in one POST. With `again`,
      * a runner the context lost is registered again, with its id and key.
      */
     async registerTestRunner(
@@ -182,6 +183,7 @@ export async function startPrivateStack(label: string, options: PrivateStackOpti
         runner_type: "sh",
         ...(extra.PULL ? {} : { address: `http://127.0.0.1:${port}/` }),
         concurrency,
+        ...(extra.DELIVERIES_PER_POST ? { deliveries_per_post: Number(extra.DELIVERIES_PER_POST) } : {}),
       });
       return {
         id: runner.id,

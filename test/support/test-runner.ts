@@ -36,6 +36,10 @@
  * load <attempts held>` for every delivery taken (the load counts the new one). Reports are
  * retried for REPORT_RETRY_MS (default 30 s) on network errors and 5xx.
  *
+ * Several deliveries in one POST (`{ "deliveries": [...] }`, a runner registered with
+ * `deliveries_per_post` above 1) are taken one by one and answered with one result each; it prints
+ * `batch of <n>` for each such POST.
+ *
  * A delivery of an attempt it already took is answered 2xx and not run again (printed as
  * `duplicate <job> flow <f> attempt <n>`), as a runner that deduplicates on the message and
  * attempt does. For counting, it prints `ran <job> flow <f> attempt <n> avoid <runner|->` for every
@@ -305,31 +309,37 @@ if (pull > 0) {
   await pullLoop();
 }
 
+/** Takes one delivery: the status a POST of it alone is answered with (2xx: taken). */
+function take(raw: unknown): number {
+  const parsed = DeliveryPayload.safeParse(raw);
+  if (!parsed.success) return 400;
+  if (refuseFile && existsSync(refuseFile)) return 503;
+  const attempt = `${parsed.data.flow_id}:${parsed.data.job_id}:${parsed.data.attempt}`;
+  if (taken.has(attempt)) {
+    console.log(
+      `duplicate ${parsed.data.message.job[0]?.name ?? parsed.data.job_id} flow ${parsed.data.flow_id} attempt ${parsed.data.attempt}`,
+    );
+    return 200;
+  }
+  taken.add(attempt);
+  load++;
+  if (times) console.log(`delivery ${Date.now()} load ${load}`);
+  void run(parsed.data);
+  return 200;
+}
+
 const server = signedServer(
   async (kid) => keys.get(kid) ?? null,
   (body, res) => {
-    const parsed = DeliveryPayload.safeParse(JSON.parse(Buffer.from(body).toString("utf8")));
-    if (!parsed.success) {
-      res.writeHead(400).end();
+    const raw = JSON.parse(Buffer.from(body).toString("utf8")) as unknown;
+    // Several deliveries in one POST (a runner registered with deliveries_per_post above 1).
+    if (raw && typeof raw === "object" && "deliveries" in raw && Array.isArray(raw.deliveries)) {
+      console.log(`batch of ${raw.deliveries.length}`);
+      const results = raw.deliveries.map((one: unknown) => ({ status: take(one) }));
+      res.writeHead(200, { "content-type": "application/json" }).end(JSON.stringify({ results }));
       return;
     }
-    if (refuseFile && existsSync(refuseFile)) {
-      res.writeHead(503).end();
-      return;
-    }
-    const attempt = `${parsed.data.flow_id}:${parsed.data.job_id}:${parsed.data.attempt}`;
-    if (taken.has(attempt)) {
-      console.log(
-        `duplicate ${parsed.data.message.job[0]?.name ?? parsed.data.job_id} flow ${parsed.data.flow_id} attempt ${parsed.data.attempt}`,
-      );
-      res.writeHead(200).end();
-      return;
-    }
-    taken.add(attempt);
-    load++;
-    if (times) console.log(`delivery ${Date.now()} load ${load}`);
-    res.writeHead(200).end();
-    void run(parsed.data);
+    res.writeHead(take(raw)).end();
   },
 );
 

@@ -38,7 +38,7 @@ describe("askOwners", () => {
       await itemOf("b", 2), // an attempt b never had
     ];
     const base = { prefix: w.env.KEY_PREFIX as string, contextId: ctx, origin: BASE };
-    const answers = await askOwners(w.env, base, items, { id: 77, address: "" });
+    const answers = await askOwners(w.env, base, items, { id: 77, address: "", perPost: 1 });
 
     expect(answers.map((a) => (a instanceof Error ? "error" : a.outcome))).toEqual([
       "delivered",
@@ -56,7 +56,11 @@ describe("askOwners", () => {
       undefined,
     ]);
     // Asked again (a reaped claim, a lost lease answer), they were handed out already.
-    const again = await askOwners(w.env, base, [items[0] as string, items[3] as string], { id: 77, address: "" });
+    const again = await askOwners(w.env, base, [items[0] as string, items[3] as string], {
+      id: 77,
+      address: "",
+      perPost: 1,
+    });
     expect(again).toEqual([{ outcome: "delivered" }, { outcome: "delivered" }]);
     const view = await client.loadFlow(ctx, flow.id);
     expect(view.jobs.map((j) => [j.key, j.runner_id])).toEqual([

@@ -106,6 +106,7 @@ describe("the store's side", () => {
     runner_type: "sh" as const,
     script_types: ["sh" as const],
     concurrency: 1,
+    deliveries_per_post: 1,
   });
 
   it("answers a create retried with its own token with the runner it created, and refuses any other", async () => {

@@ -84,11 +84,15 @@ describe("contexts and runners", () => {
       runner_type: "python",
       script_types: ["python", "sh"],
       concurrency: 4,
+      deliveries_per_post: 1,
     });
     expect(runner.topic).toBe(`runner${runner.id}`);
     expect(await store.runners.find({ context_id: 8, id: runner.id })).toBeNull();
     const updated = await store.runners.update({ context_id: 7, id: runner.id }, { local: true, concurrency: 8 });
     expect(updated).toMatchObject({ local: true, concurrency: 8, topic: runner.topic });
+    // A runner written before deliveries_per_post existed takes one delivery per POST.
+    await redis.exec(["HDEL", new Keys(prefix).runner(7, runner.id), "deliveries_per_post"]);
+    expect(await store.runners.load({ context_id: 7, id: runner.id })).toMatchObject({ deliveries_per_post: 1 });
     await store.runners.delete({ context_id: 7, id: runner.id });
     await expect(store.runners.load({ context_id: 7, id: runner.id })).rejects.toBeInstanceOf(NotFoundError);
     await expect(store.runners.delete({ context_id: 7, id: runner.id })).rejects.toBeInstanceOf(NotFoundError);
