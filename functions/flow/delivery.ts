@@ -49,8 +49,12 @@ export function deliveryPayload(message: Message, runnerId: number, base: string
   };
 }
 
-/** The most bytes of deliveries one POST carries, however many `deliveries_per_post` allows. */
-const MAX_POST_BYTES = 4 * 1024 * 1024;
+/**
+ * The most characters of deliveries one POST carries, however many `deliveries_per_post` allows:
+ * even all in 3-byte UTF-8, well under the reference runner's 4 MiB body limit (a larger
+ * delivery goes alone, as it always did).
+ */
+const MAX_POST_CHARS = 1024 * 1024;
 
 /**
  * POSTs deliveries to a push runner's address, signed with the coordinator's key, at most
@@ -65,31 +69,25 @@ export async function pushDeliveries(
   perPost: number,
   signer: RequestSigner,
 ): Promise<DeliveryOutcome[]> {
-  const posts: { at: number[]; bodies: string[]; bytes: number }[] = [];
+  const posts: { at: number[]; bodies: string[]; chars: number }[] = [];
   payloads.forEach((payload, i) => {
     const body = JSON.stringify(payload);
     const last = posts.at(-1);
-    if (last && last.at.length < perPost && last.bytes + body.length <= MAX_POST_BYTES) {
+    if (last && last.at.length < perPost && last.chars + body.length <= MAX_POST_CHARS) {
       last.at.push(i);
       last.bodies.push(body);
-      last.bytes += body.length + 1;
-    } else posts.push({ at: [i], bodies: [body], bytes: body.length });
+      last.chars += body.length;
+    } else posts.push({ at: [i], bodies: [body], chars: body.length });
   });
   const outcomes: DeliveryOutcome[] = [];
   await Promise.all(
-    posts.map(async (post) => {
+    posts.map(async ({ at, bodies }) => {
+      const [first] = at as [number];
       const answers =
-        post.at.length === 1
-          ? [
-              await deliver(
-                address,
-                payloads[post.at[0] as number] as DeliveryPayload,
-                post.bodies[0] as string,
-                signer,
-              ),
-            ]
-          : await deliverMany(address, post.bodies, signer);
-      post.at.forEach((at, i) => (outcomes[at] = answers[i] as DeliveryOutcome));
+        at.length === 1
+          ? [await deliver(address, payloads[first] as DeliveryPayload, bodies[0] as string, signer)]
+          : await deliverMany(address, bodies, signer);
+      at.forEach((index, i) => (outcomes[index] = answers[i] as DeliveryOutcome));
     }),
   );
   return outcomes;
