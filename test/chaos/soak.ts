@@ -55,7 +55,8 @@ interface SoakRunner {
  * layers; some with a job that fails on purpose) while faults are injected at random — Redis
  * paused (CLIENT PAUSE) and frozen (SIGSTOP), the REST endpoint killed and restarted, the Worker
  * restarted (every Durable Object's memory gone), runners killed and restarted, runners refusing
- * for longer than their backoff; one runner duplicates and reorders its reports throughout. Then
+ * for longer than their backoff; one runner duplicates and reorders its reports throughout, another
+ * takes several deliveries in one POST. Then
  * every fault heals, and the invariants are checked and returned.
  */
 export async function soak(options: SoakOptions): Promise<SoakReport> {
@@ -90,7 +91,9 @@ async function run(
   const ctx = (await client.createContext()).id;
 
   const runners: SoakRunner[] = [];
-  for (const [i, extra] of [{ WORK_MS: "50" }, { WORK_MS: "100", CHAOS: "1" }, { WORK_MS: "30" }].entries()) {
+  // The third takes up to 4 deliveries in one POST: batches meet the same faults.
+  const kinds = [{ WORK_MS: "50" }, { WORK_MS: "100", CHAOS: "1" }, { WORK_MS: "30", DELIVERIES_PER_POST: "4" }];
+  for (const [i, extra] of kinds.entries()) {
     const refuse = path.join(stack.dir, `refuse-${i}`);
     const registered = await stack.registerTestRunner(
       client,

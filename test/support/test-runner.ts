@@ -236,15 +236,24 @@ async function reportBatch(batch: BatchReport[]): Promise<void> {
 const waitingResults: (BatchReport & { sent: () => void })[] = [];
 let resultBatchesOnTheWay = 0;
 
+/** Whether a send is due on the event loop's next turn. */
+let sendDue = false;
+
 /**
- * Sends a result in the next batch: at once when fewer than two batches are on the way, else
- * with the results that came meanwhile (up to 100 a request), so batches grow with the load and
- * a lone result waits for nothing.
+ * Sends a result in the next batch: with the results made in the same turn of the event loop,
+ * on its next turn, when fewer than two batches are on the way, else with the results that came
+ * meanwhile (up to 100 a request), so batches grow with the load and a lone result waits for
+ * nothing, as the reference runner's batcher does.
  */
 function queueResult(r: BatchReport): Promise<void> {
   return new Promise((resolve) => {
     waitingResults.push({ ...r, sent: resolve });
-    sendResults();
+    if (sendDue) return;
+    sendDue = true;
+    setImmediate(() => {
+      sendDue = false;
+      sendResults();
+    });
   });
 }
 
