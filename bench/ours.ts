@@ -247,7 +247,7 @@ export class OurSystem {
    * started for this run only. `pull`: it leases up to 50 jobs at a time and reports in batches
    * (an ack and a result per job, up to 100 reports a request). `push`: deliveries come one per
    * POST, as to any push runner, and results go in batches (up to 100 a request, two on the way,
-   * a lone one at once), as the reference runner's `--batch` sends them. `posts`: the same, the
+   * those of one turn of its event loop together), as the reference runner's `--batch` sends them. `posts`: the same, the
    * runner registered to take up to 50 deliveries in one POST. The runner runs only
    * while the jobs are measured (a pull runner polls while idle): the counts run from quiet
    * before its start to quiet after its stop, so they include its polls.

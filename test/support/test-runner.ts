@@ -23,7 +23,8 @@
  * Fast path: FAST=1 reports no `started`, only the result (a job that ends at once needs no
  * start; the coordinator takes a result straight after the acknowledgement). BATCH_RESULTS=1
  * sends results through the batched webhook (`POST …/reports`, up to 100 a request, at most two
- * requests on the way, a result at once when fewer are), as the reference runner's `--batch`
+ * requests on the way, the results of one turn of its event loop together on the next turn when
+ * fewer are), as the reference runner's `--batch`
  * does; results of jobs outside any flow are not supported there.
  *
  * Pull: PULL=n makes it a pull runner (register it without an address): it leases up to n jobs at
