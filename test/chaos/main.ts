@@ -8,15 +8,27 @@
  */
 import { soak } from "./soak.js";
 
-function option(name: string): string | undefined {
-  const at = process.argv.indexOf(`--${name}`);
-  return at >= 0 ? process.argv[at + 1] : undefined;
+const USAGE = "usage: npm run chaos -- [--seed <integer>] [--minutes <number>]";
+const args = process.argv.slice(2);
+if (args.includes("--help") || args.includes("-h")) {
+  console.log(USAGE);
+  process.exit(0);
+}
+// Options in pairs, each known: anything else is a mistake, not a soak of the defaults.
+const given = new Map<string, string>();
+for (let i = 0; i < args.length; i += 2) {
+  const [name, value] = [args[i] as string, args[i + 1]];
+  if (!["--seed", "--minutes"].includes(name) || value === undefined) {
+    console.error(`chaos: ${value === undefined ? `${name} needs a value` : `unknown option ${name}`}\n${USAGE}`);
+    process.exit(2);
+  }
+  given.set(name, value);
 }
 
-const seed = Number(option("seed") ?? Math.floor(Math.random() * 2 ** 31));
-const minutes = Number(option("minutes") ?? 5);
+const seed = Number(given.get("--seed") ?? Math.floor(Math.random() * 2 ** 31));
+const minutes = Number(given.get("--minutes") ?? 5);
 if (!Number.isInteger(seed) || !(minutes > 0)) {
-  console.error("usage: npm run chaos -- [--seed <integer>] [--minutes <number>]");
+  console.error(USAGE);
   process.exit(2);
 }
 console.log(
