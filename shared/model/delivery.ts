@@ -1,7 +1,6 @@
 import { z } from "zod";
 import { Id } from "./common.js";
 import { Message } from "./message.js";
-import { MAX_DELIVERIES_PER_POST } from "./runner.js";
 
 /**
  * What a runner receives for one attempt of a job, pushed (a signed POST to its address) or
@@ -47,17 +46,8 @@ export const CancelPayload = z
 export type CancelPayload = z.infer<typeof CancelPayload>;
 
 /**
- * What a push runner registered with `deliveries_per_post` above 1 may receive instead of a
- * single delivery: several in one signed POST, `{ "deliveries": [...] }`.
- */
-export const DeliveryBatch = z
-  .object({ deliveries: z.array(DeliveryPayload).min(1).max(MAX_DELIVERIES_PER_POST) })
-  .strict()
-  .meta({ id: "DeliveryBatch" });
-export type DeliveryBatch = z.infer<typeof DeliveryBatch>;
-
-/**
- * A push runner's answer to a `DeliveryBatch` (200): one result per delivery, in their order,
+ * A push runner's answer (200) to several deliveries in one POST (`{ "deliveries": [...] }`, up
+ * to its `deliveries_per_post`): one result per delivery, in their order,
  * each the status (and body) that a POST of that delivery alone would have been answered with:
  * a 2xx acknowledges that delivery, anything else puts it back.
  */

@@ -71,7 +71,8 @@ describe("one key, one runner", () => {
     expect([refused.status, refused.problem.field, refused.problem.runner_id]).toEqual([409, "body.pubkey", a.id]);
     expect(await admin.loadRunner(ctx, b.id)).toMatchObject({ pubkey: b.pubkey, concurrency: 1 }); // nothing written
 
-    expect((await admin.updateRunner(ctx, a.id, { pubkey: a.pubkey, concurrency: 3 })).concurrency).toBe(3);
+    const patched = await admin.updateRunner(ctx, a.id, { pubkey: a.pubkey, concurrency: 3, deliveries_per_post: 8 });
+    expect(patched).toMatchObject({ concurrency: 3, deliveries_per_post: 8 });
     const fresh = await newKey();
     const moved = await admin.updateRunner(ctx, b.id, { pubkey: fresh });
     expect(moved.pubkey).toBe(fresh);
