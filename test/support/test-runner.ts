@@ -30,8 +30,9 @@
  * Pull: PULL=n makes it a pull runner (register it without an address): it leases up to n jobs at
  * a time and reports on them in batches (`POST …/reports`: `ack` and the result of each job, at
  * most 100 reports a request, at most two requests on the way), polling again at once after work
- * came and after 5 ms (doubling to 100 ms) when none did. Push switches other than TIMES do not
- * apply to it.
+ * came, when a batch of its reports is answered after a lease that brought none while reports
+ * were on the way (they held the slots), and after 5 ms (doubling to 100 ms) when none did and
+ * none were. Push switches other than TIMES do not apply to it.
  *
  * Load: WORK_MS=n works n ms on each job before reporting; TIMES=1 prints `delivery <epoch ms>
  * load <attempts held>` for every delivery taken (the load counts the new one). Reports are
@@ -288,8 +289,13 @@ async function pullLoop(): Promise<void> {
     const res = await fetch(request).catch(() => undefined);
     const deliveries = res?.ok ? ((await res.json()) as { deliveries: unknown[] }).deliveries : [];
     if (deliveries.length === 0) {
-      await new Promise((r) => setTimeout(r, idle));
-      idle = Math.min(idle * 2, 100);
+      // Results on the way hold the slots: leasing again is worth it once they are answered,
+      // as the reference runner leases only for the slots whose results were taken.
+      if (onTheWay.size > 0) await Promise.race(onTheWay);
+      else {
+        await new Promise((r) => setTimeout(r, idle));
+        idle = Math.min(idle * 2, 100);
+      }
       continue;
     }
     idle = 5;
