@@ -24,8 +24,8 @@
  * start; the coordinator takes a result straight after the acknowledgement). BATCH_RESULTS=1
  * sends results through the batched webhook (`POST …/reports`, up to 100 a request, at most two
  * requests on the way, the results of one turn of its event loop together on the next turn when
- * fewer are), as the reference runner's `--batch`
- * does; results of jobs outside any flow are not supported there.
+ * fewer are), as the reference runner's `--batch` does; results of jobs outside any flow are not
+ * supported there.
  *
  * Pull: PULL=n makes it a pull runner (register it without an address): it leases up to n jobs at
  * a time and reports on them in batches (`POST …/reports`: `ack` and the result of each job, at
