@@ -196,9 +196,13 @@ describe("the web console", () => {
 
   it("shows the runners' load and health, the dead letter of the failed job, and pauses dispatch", async () => {
     const { page } = browser;
+    // The reference runner takes several deliveries in one POST: the page says how many.
+    const [runner] = (await admin().client.listRunners(contextId)).items;
+    await admin().client.updateRunner(contextId, runner?.id ?? 0, { deliveries_per_post: 4 });
     await page.goto(`${stack().url}/console/#/contexts/${contextId}/runners`);
     await page.locator("tr[data-runner] .badge", { hasText: "healthy" }).waitFor();
     await page.locator("tr[data-runner] meter").waitFor();
+    await page.locator("tr[data-runner] td", { hasText: "· 4 a POST" }).waitFor();
     await page.screenshot({ path: path.join(ARTIFACTS, "console-runners.png") });
     await page.getByRole("link", { name: "Dead letters" }).click();
     await page

@@ -32,6 +32,14 @@ function load(runner: RunnerWithDispatch): HTMLElement {
   );
 }
 
+/** How jobs reach the runner: pulled, or pushed to its address (several a POST, if it takes them). */
+function reachedAt(runner: Runner): (HTMLElement | string)[] {
+  if (runner.local) return ["pull (local)"];
+  const perPost =
+    runner.deliveries_per_post > 1 ? [h("span", { class: "muted" }, ` · ${runner.deliveries_per_post} a POST`)] : [];
+  return [h("code", {}, runner.address), ...perPost];
+}
+
 /** A context's runners: how each is reached, what it runs, its load now and its health; read every 5 s. */
 export function runnersPage(ctx: PageContext, contextId: number): void {
   const { api, main, signal } = ctx;
@@ -48,7 +56,7 @@ export function runnersPage(ctx: PageContext, contextId: number): void {
           "tr",
           { "data-runner": r.id },
           h("td", {}, `Runner ${r.id}`),
-          h("td", {}, r.local ? "pull (local)" : h("code", {}, r.address)),
+          h("td", {}, ...reachedAt(r)),
           h("td", {}, r.script_types.join(", ")),
           h("td", {}, load(r)),
           h("td", {}, health(r)),
