@@ -44,7 +44,20 @@ export function startFlowc(args: string[], env: Record<string, string>): Watched
     env: { ...cleanEnv(), NO_COLOR: "1", ...env },
     stdio: ["ignore", "pipe", "pipe"],
   });
-  return watchProcess(child, `flowc ${args.slice(0, 2).join(" ")}`);
+  const watched = watchProcess(child, `flowc ${args.slice(0, 2).join(" ")}`);
+  return {
+    ...watched,
+    // `flowc runner start` runs the runner in a process group of its own, which a SIGKILL of
+    // flowc would leave running (found still running after the tests): stopped as a user stops
+    // it, with SIGTERM, which flowc passes on, and only then killed if still there.
+    kill: async () => {
+      if (child.exitCode === null && child.signalCode === null) {
+        child.kill("SIGTERM");
+        await Promise.race([watched.exited, new Promise((r) => setTimeout(r, 10_000))]);
+      }
+      await watched.kill();
+    },
+  };
 }
 
 /**
