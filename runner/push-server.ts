@@ -209,13 +209,14 @@ async function deliver(c: Context, options: PushServerOptions, nonces: NonceLedg
 }
 
 function respond(c: Context, answer: Answer): Response {
-  return c.body(JSON.stringify(answer.body), answer.status, { ...answer.headers, "content-type": answer.type });
+  // A refusal is a problem (RFC 9457); taking one is plain JSON.
+  const type = answer.status < 300 ? "application/json" : "application/problem+json";
+  return c.body(JSON.stringify(answer.body), answer.status, { ...answer.headers, "content-type": type });
 }
 
 /** How one delivery is answered: alone, as the response; in a batch, `body` is its result. */
 interface Answer {
   status: ContentfulStatusCode;
-  type: string;
   body: Record<string, unknown>;
   headers?: Record<string, string>;
 }
@@ -230,9 +231,9 @@ async function answer(options: PushServerOptions, raw: unknown): Promise<Answer>
   const key = `${payload.message.caller_id}:${payload.message.id} attempt ${payload.attempt}`;
   switch (acceptance) {
     case "accepted":
-      return { status: 202, type: "application/json", body: { accepted: key } };
+      return { status: 202, body: { accepted: key } };
     case "duplicate":
-      return { status: 200, type: "application/json", body: { duplicate: key } };
+      return { status: 200, body: { duplicate: key } };
     case "busy":
       options.log.info(`refused delivery of message ${key}: at the concurrency limit (429)`);
       return refusal(429, "busy", "this runner is at its concurrency limit", { "retry-after": "1" });
@@ -254,12 +255,7 @@ function refusal(
   detail: string,
   headers: Record<string, string> = {},
 ): Answer {
-  return {
-    status,
-    type: "application/problem+json",
-    body: { type: `/problems/${type}`, title: type, status, detail },
-    headers,
-  };
+  return { status, body: { type: `/problems/${type}`, title: type, status, detail }, headers };
 }
 
 /**

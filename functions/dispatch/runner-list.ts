@@ -1,4 +1,8 @@
-import type { Runner } from "../../shared/model/index.js";
+import { z } from "zod";
+import { Runner } from "../../shared/model/index.js";
+
+/** The kept list, parsed as the runners' records are. */
+const KeptList = z.array(Runner);
 
 /**
  * How long the list is trusted: every change of a runner wakes the Dispatcher with `runners`,
@@ -33,15 +37,11 @@ export class RunnerList {
   /** The runners, from memory, the object's storage, or Redis. */
   async get(): Promise<Runner[]> {
     if (!this.cached && !this.read) {
-      const kept = await this.storage.get<{
-        at: number;
-        list: (Omit<Runner, "deliveries_per_post"> & Partial<Runner>)[];
-      }>(KEY);
-      // A list kept by an older version lacks fields added since: their defaults.
-      this.cached = kept && {
-        at: kept.at,
-        list: kept.list.map((r) => ({ ...r, deliveries_per_post: r.deliveries_per_post ?? 1 })),
-      };
+      const kept = await this.storage.get<{ at: number; list: unknown }>(KEY);
+      // Read as the model reads a record: a list kept by an older version gets the defaults of
+      // fields added since, and one that does not parse is loaded again.
+      const list = kept && KeptList.safeParse(kept.list);
+      this.cached = kept && list?.success ? { at: kept.at, list: list.data } : undefined;
       this.read = true;
     }
     const now = Date.now();

@@ -71,18 +71,19 @@ export async function deliverAttempts(
 ): Promise<PromiseSettledResult<DeliverAnswer>[]> {
   const prepared = await Promise.allSettled(items.map((item) => prepare(owner, outgoing, item, runner)));
   const sending = prepared.flatMap((p) => (p.status === "fulfilled" && "payload" in p.value ? [p.value] : []));
-  let sent: DeliveryOutcome[] = [];
+  const sent = new Map<Prepared, DeliveryOutcome>();
   if (runner.address !== "" && sending.length > 0) {
     const { kid, key } = await owner.signingKey();
     const payloads = sending.map((p) => p.payload);
-    sent = await pushDeliveries(runner.address, payloads, runner.perPost, { keyid: kid, key });
+    const outcomes = await pushDeliveries(runner.address, payloads, runner.perPost, { keyid: kid, key });
+    sending.forEach((p, i) => sent.set(p, outcomes[i] as DeliveryOutcome));
   }
   return Promise.allSettled(
     prepared.map(async (p) => {
       if (p.status === "rejected") throw p.reason;
       if ("answer" in p.value) return p.value.answer;
-      const outcome = runner.address === "" ? undefined : (sent[sending.indexOf(p.value)] as DeliveryOutcome);
-      return record(owner, outgoing, p.value, outcome);
+      // No outcome: handed to a pull runner's lease.
+      return record(owner, outgoing, p.value, sent.get(p.value));
     }),
   );
 }
