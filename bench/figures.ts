@@ -84,6 +84,18 @@ export const FIGURES: readonly Figure[] = [
     decimals: 2,
     unit: " ms",
   },
+  {
+    id: "answers1000.rate",
+    label: "throughput, 1,000 jobs, pushed 50 a POST, results in the answers",
+    decimals: 0,
+    unit: " jobs/s",
+  },
+  {
+    id: "cpu.answers.workerd",
+    label: "CPU / job in the Worker's workerd, 1,000 jobs pushed 50 a POST, results in the answers",
+    decimals: 2,
+    unit: " ms",
+  },
   { id: "cpu.bulk", label: "CPU / job, all processes, 1,000 jobs", decimals: 2, unit: " ms" },
   {
     id: "cpu.bulk.workerd",
@@ -156,16 +168,26 @@ export function throughputFigures(cost: ShapeCost): Figures {
   };
 }
 
+/** The batched runs, by shape id (its rate is `<id>.rate`), and how each takes its jobs. */
+export const BATCHED_SHAPES: Readonly<Record<string, Batching>> = {
+  batched1000: "pull",
+  pushbatch1000: "push",
+  pushposts1000: "posts",
+  answers1000: "answers",
+};
+
 /** The figures of each kind of batched run: its rate and the Worker's CPU per job. */
 const BATCHED: Record<Batching, [string, string]> = {
   pull: ["batched1000.rate", "cpu.batched.workerd"],
   push: ["pushbatch1000.rate", "cpu.pushbatch.workerd"],
   posts: ["pushposts1000.rate", "cpu.pushposts.workerd"],
+  answers: ["answers1000.rate", "cpu.answers.workerd"],
 };
 
 /**
  * Throughput figures of a 1,000-job run with batching (this project only): pulled, pushed with
- * results batched, or pushed several deliveries a POST with results batched.
+ * results batched, pushed several deliveries a POST with results batched, or with the results in
+ * the answers.
  */
 export function batchedFigures(cost: ShapeCost, how: Batching): Figures {
   const [rate, cpu] = BATCHED[how];

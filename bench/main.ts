@@ -21,6 +21,7 @@ import {
   FIGURES,
   idleFigures,
   percentile,
+  BATCHED_SHAPES,
   batchedFigures,
   throughputFigures,
   timingFigures,
@@ -156,9 +157,9 @@ try {
         tree100: () => ours.tree(100),
         dag100: () => ours.dag(),
         tput1000: () => ours.independent(1000),
-        batched1000: () => ours.batchedThroughput(1000, "pull"),
-        pushbatch1000: () => ours.batchedThroughput(1000, "push"),
-        pushposts1000: () => ours.batchedThroughput(1000, "posts"),
+        ...Object.fromEntries(
+          Object.entries(BATCHED_SHAPES).map(([id, how]) => [id, () => ours.batchedThroughput(1000, how)]),
+        ),
       },
       bull: {
         lone: () => b.lone(),
@@ -171,9 +172,8 @@ try {
       (system: "ours" | "bull", id: string): Measure =>
       async (run) => {
         const cost = keep(run, system, id, await (costs[system][id] as () => Promise<ShapeCost>)());
-        if (id === "batched1000") return batchedFigures(cost, "pull");
-        if (id === "pushbatch1000") return batchedFigures(cost, "push");
-        if (id === "pushposts1000") return batchedFigures(cost, "posts");
+        const how = BATCHED_SHAPES[id];
+        if (how) return batchedFigures(cost, how);
         return id === "tput1000" ? throughputFigures(cost) : costFigures(id, cost);
       };
     const chainSamples = Math.ceil(options.samples / 3);
@@ -193,9 +193,7 @@ try {
         bull: async () => chainFigures(await b.chainTimings(chainSamples, 10)),
       },
       { id: "tput1000", ours: counted("ours", "tput1000"), bull: counted("bull", "tput1000") },
-      { id: "batched1000", ours: counted("ours", "batched1000") },
-      { id: "pushbatch1000", ours: counted("ours", "pushbatch1000") },
-      { id: "pushposts1000", ours: counted("ours", "pushposts1000") },
+      ...Object.keys(BATCHED_SHAPES).map((id) => ({ id, ours: counted("ours", id) })),
     ];
     for (let run = 1; run <= options.runs; run++) {
       const figures = { ours: {} as Figures, bull: {} as Figures };
@@ -217,11 +215,7 @@ try {
       }
       // BullMQ's open-source worker takes one job at a time: its one throughput is the comparison.
       const bullRate = figures.bull["tput1000.rate"];
-      if (bullRate !== undefined) {
-        figures.bull["batched1000.rate"] = bullRate;
-        figures.bull["pushbatch1000.rate"] = bullRate;
-        figures.bull["pushposts1000.rate"] = bullRate;
-      }
+      if (bullRate !== undefined) for (const id of Object.keys(BATCHED_SHAPES)) figures.bull[`${id}.rate`] = bullRate;
       runsOurs.push(figures.ours);
       runsBull.push(figures.bull);
       details.push({ run, loadAverage: os.loadavg() });

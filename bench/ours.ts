@@ -39,7 +39,7 @@ export interface ShapeCost {
 }
 
 /** How a batched run's runner takes its jobs (`Ours.batchedThroughput`). */
-export type Batching = "pull" | "push" | "posts";
+export type Batching = "pull" | "push" | "posts" | "answers";
 
 /** Lone-job timings: submit → start at the runner, submit → result applied, ms per sample. */
 export interface LoneTimings {
@@ -230,6 +230,20 @@ export class OurSystem {
     return at;
   }
 
+  /**
+   * When the context's stream told that `flow` ended (the benchmark's clock), read from its start.
+   * The context's stream, not the flow's: it carries only `flow.*` events, so following it costs
+   * the Worker next to nothing while the flow's thousands of job events are measured.
+   */
+  private async flowEndAt(contextId: number, flow: number, timeoutMs: number): Promise<number> {
+    const signal = AbortSignal.timeout(timeoutMs);
+    for await (const event of this.client.contextEvents(contextId, { signal })) {
+      if (event.type === "stream.reset" || event.flow_id !== flow) continue;
+      if (event.type === "flow.finished" || event.type === "flow.error") return now();
+    }
+    throw new Error(`flow ${flow}: the context's stream ended before the flow did`);
+  }
+
   /** `samples` chains of `length` jobs one after another: submit → the last job's result applied, ms. */
   async chainTimings(samples: number, length: number): Promise<number[]> {
     await this.counter.quiet();
@@ -248,7 +262,10 @@ export class OurSystem {
    * (an ack and a result per job, up to 100 reports a request). `push`: deliveries come one per
    * POST, as to any push runner, and results go in batches (up to 100 a request, two on the way,
    * those of one turn of its event loop together), as the reference runner's `--batch` sends them. `posts`: the same, the
-   * runner registered to take up to 50 deliveries in one POST. The runner runs only
+   * runner registered to take up to 50 deliveries in one POST. `answers`: 50 a POST, each answered
+   * with its result (signed by the runner), no webhook at all; the runner cannot tell when a result
+   * was applied, so the end is the flow's `flow.finished` event as the benchmark reads it from
+   * the context's stream (a little after the last commit, never before). The runner runs only
    * while the jobs are measured (a pull runner polls while idle): the counts run from quiet
    * before its start to quiet after its stop, so they include its polls.
    */
@@ -258,14 +275,18 @@ export class OurSystem {
       pull: { TIMES: "1", PULL: "50" },
       push: { TIMES: "1", FAST: "1", BATCH_RESULTS: "1" },
       posts: { TIMES: "1", FAST: "1", BATCH_RESULTS: "1", DELIVERIES_PER_POST: "50" },
+      answers: { TIMES: "1", INLINE: "1", DELIVERIES_PER_POST: "50" },
     };
+    /** When all `jobs` of `flow` were applied, as the runner's answers tell, or the flow's stream. */
+    const allApplied = (tap: RunnerTap, flow: number, jobs: number, timeoutMs: number) =>
+      how === "answers" ? this.flowEndAt(ctx.id, flow, timeoutMs) : tap.resultsOf(flow, jobs, timeoutMs);
     const registered = await this.stack.registerTestRunner(this.client, ctx.id, runnerEnv[how], CONCURRENCY);
     // A first flow warms the new context's objects up, as warmUp does for the main one. The
     // runner then stops: an idle pull runner's polls (2 commands each) keep Redis from going quiet.
     const warming = await registered.start();
     try {
       const warm = await this.client.submitFlow(ctx.id, { start: true, jobs: independentJobs("w", 100) });
-      await new RunnerTap(warming.child.stdout as Readable).resultsOf(warm.id, 100, 120_000);
+      await allApplied(new RunnerTap(warming.child.stdout as Readable), warm.id, 100, 120_000);
     } finally {
       await warming.kill();
     }
@@ -277,7 +298,7 @@ export class OurSystem {
       const cpuBefore = cpuSample(runner.child.pid, this.proxyPid);
       const t0 = now();
       const flow = await this.client.submitFlow(ctx.id, { start: true, jobs: independentJobs("b", n) });
-      const end = await tap.resultsOf(flow.id, n, 300_000);
+      const end = await allApplied(tap, flow.id, n, 300_000);
       const cpu = cpuBetween(cpuBefore, cpuSample(runner.child.pid, this.proxyPid));
       await runner.kill();
       const after = await this.counter.quiet();

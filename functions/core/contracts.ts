@@ -68,6 +68,8 @@ export interface DeliveryTarget {
   address: string;
   /** How many deliveries one POST to it may carry (its `deliveries_per_post`). */
   perPost: number;
+  /** Its public key (`pubkey`): an answer that reports how an attempt ended is signed with it. */
+  pubkey: string;
 }
 
 /** How the owner of an attempt took a delivery the dispatcher (or a lease) asked it to make. */

@@ -59,6 +59,7 @@ export class Dispatcher extends DurableObject<Env> implements DispatcherRpc {
         id: runner.id,
         address: runner.address,
         perPost: runner.deliveries_per_post,
+        pubkey: runner.pubkey,
       }),
     rested: (retrySoon, reapAt) => this.rested(retrySoon, reapAt),
   });

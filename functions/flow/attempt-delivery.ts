@@ -1,6 +1,13 @@
-import type { FlowEvent, FlowState, JobState, Transition } from "../../shared/flow/index.js";
+import {
+  reportedEnd,
+  type FlowEvent,
+  type FlowState,
+  type JobState,
+  type Transition,
+} from "../../shared/flow/index.js";
 import { parseWorkItem } from "../../shared/keys.js";
-import type { DeliveryPayload, Message } from "../../shared/model/index.js";
+import { runnerKeyId } from "../../shared/auth/index.js";
+import type { DeliveryPayload, Log, Message } from "../../shared/model/index.js";
 import { readyQueueOf, type Store } from "../../shared/store/index.js";
 import type { DeliverAnswer, DeliveryTarget } from "../core/contracts.js";
 import type { CoordinatorKey } from "../core/coordinator-key.js";
@@ -11,7 +18,8 @@ import { deliveryPayload, pushDeliveries, type DeliveryOutcome } from "./deliver
 export interface AttemptOwner {
   scope: FlowScope;
   state(): FlowState;
-  enqueue(event: FlowEvent): Promise<Transition>;
+  /** Applies an event in the flow's next group commit (with the log lines it brought). */
+  enqueue(event: FlowEvent, logs?: { job: number; lines: Log[] }): Promise<Transition>;
   store(): Store;
   signingKey(): Promise<CoordinatorKey>;
 }
@@ -75,7 +83,8 @@ export async function deliverAttempts(
   if (runner.address !== "" && sending.length > 0) {
     const { kid, key } = await owner.signingKey();
     const payloads = sending.map((p) => p.payload);
-    const outcomes = await pushDeliveries(runner.address, payloads, runner.perPost, { keyid: kid, key });
+    const target = { ...runner, keyid: runnerKeyId(owner.scope.contextId, runner.id) };
+    const outcomes = await pushDeliveries(target, payloads, { keyid: kid, key });
     sending.forEach((p, i) => sent.set(p, outcomes[i] as DeliveryOutcome));
   }
   return Promise.allSettled(
@@ -116,7 +125,10 @@ async function prepare(
   return { base, messageKey: work.messageKey, spec: job.spec, payload };
 }
 
-/** Records how a delivery went: taken by the runner (or handed to a lease: no outcome), or refused. */
+/**
+ * Records how a delivery went: taken by the runner (or handed to a lease: no outcome), and ended
+ * too if the runner's answer reported so (in the same group commit), or refused.
+ */
 async function record(
   owner: AttemptOwner,
   outgoing: OutgoingMessages,
@@ -125,7 +137,18 @@ async function record(
 ): Promise<DeliverAnswer> {
   const { base, messageKey, spec, payload } = prepared;
   if (!sent || sent.delivered) {
-    await owner.enqueue({ type: "delivered", ...base, acknowledged: sent !== undefined, at: Date.now() });
+    const at = Date.now();
+    const delivered = owner.enqueue({ type: "delivered", ...base, acknowledged: sent !== undefined, at });
+    const report = sent?.report;
+    // Queued in the same turn: one batch, delivered before it ends. Its outcome (a duplicate, an
+    // attempt that moved on) is the machine's to judge, as a result webhook's would be.
+    const ended = report
+      ? owner.enqueue(
+          { ...reportedEnd({ ...base, at }, report), ...(report.status === "error" ? { random: Math.random() } : {}) },
+          report.logs.length > 0 ? { job: base.job, lines: report.logs } : undefined,
+        )
+      : undefined;
+    await Promise.all([delivered, ended]);
     outgoing.forget(messageKey);
     return sent ? { outcome: "delivered" } : { outcome: "delivered", payload };
   }

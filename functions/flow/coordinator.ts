@@ -214,7 +214,7 @@ export class FlowCoordinator extends DurableObject<Env> implements FlowCoordinat
       const owner: AttemptOwner = {
         scope: this.bound(),
         state: () => this.current(),
-        enqueue: (event) => this.commits.enqueue(event),
+        enqueue: (event, logs) => this.commits.enqueue(event, logs),
         store: () => this.store(),
         signingKey: async () => (await coordinatorKeys(this.env)).current,
       };

@@ -1,8 +1,17 @@
-import { randomHex, signedRequest, type RequestSigner } from "../../shared/auth/index.js";
 import {
+  AuthError,
+  importPublicKey,
+  randomHex,
+  signedRequest,
+  verifyAnswer,
+  type RequestSigner,
+} from "../../shared/auth/index.js";
+import {
+  DeliveryAnswer,
   DeliveryBatchAnswer,
   type CancelPayload,
   type DeliveryPayload,
+  type DeliveryReport,
   type Message,
 } from "../../shared/model/index.js";
 
@@ -13,10 +22,20 @@ function traceparent(traceId: string | undefined): Record<string, string> {
 }
 
 /**
- * How a push went: taken (2xx), or not, with what the runner answered (`answered 503`) or why it
- * could not be reached, for operators and for the job's error should it never be delivered.
+ * How a push went: taken (2xx), with how the attempt ended if the runner's signed answer said so
+ * (`report`), or not taken, with what the runner answered (`answered 503`) or why it could not be
+ * reached, for operators and for the job's error should it never be delivered.
  */
-export type DeliveryOutcome = { delivered: true } | { delivered: false; reason: string };
+export type DeliveryOutcome = { delivered: true; report?: DeliveryReport } | { delivered: false; reason: string };
+
+/** Where deliveries go: a push runner's address, how many one POST may carry, and its keys. */
+export interface PushTarget {
+  address: string;
+  perPost: number;
+  /** The keyid and public key an answer that reports how an attempt ended is signed with. */
+  keyid: string;
+  pubkey: string;
+}
 
 const DELIVERY_TIMEOUT_MS = 10_000;
 
@@ -57,23 +76,24 @@ export function deliveryPayload(message: Message, runnerId: number, base: string
 const MAX_POST_CHARS = 1024 * 1024;
 
 /**
- * POSTs deliveries to a push runner's address, signed with the coordinator's key, at most
- * `perPost` in one POST: alone, a delivery is the body (a 2xx is its acknowledgement); together,
- * `{ "deliveries": [...] }`, answered with one result per delivery (`DeliveryBatchAnswer`). The
- * outcomes come back in the payloads' order. One signature and one request for many deliveries
- * is what a runner registered with `deliveries_per_post` above 1 saves the Worker.
+ * POSTs deliveries to a push runner, signed with the coordinator's key, at most `perPost` in one
+ * POST: alone, a delivery is the body (a 2xx is its acknowledgement); together,
+ * `{ "deliveries": [...] }`, answered with one result per delivery (`DeliveryBatchAnswer`). An
+ * answer may also report how an attempt ended (`report`), when it is signed by the runner as the
+ * answer to that POST (`verifyAnswer`); one that is not is a refusal. The outcomes come back in
+ * the payloads' order. One signature and one request for many deliveries is what a runner
+ * registered with `deliveries_per_post` above 1 saves the Worker.
  */
 export async function pushDeliveries(
-  address: string,
+  target: PushTarget,
   payloads: readonly DeliveryPayload[],
-  perPost: number,
   signer: RequestSigner,
 ): Promise<DeliveryOutcome[]> {
   const posts: { at: number[]; bodies: string[]; chars: number }[] = [];
   payloads.forEach((payload, i) => {
     const body = JSON.stringify(payload);
     const last = posts.at(-1);
-    if (last && last.at.length < perPost && last.chars + body.length <= MAX_POST_CHARS) {
+    if (last && last.at.length < target.perPost && last.chars + body.length <= MAX_POST_CHARS) {
       last.at.push(i);
       last.bodies.push(body);
       last.chars += body.length;
@@ -85,8 +105,8 @@ export async function pushDeliveries(
       const [first] = at as [number];
       const answers =
         at.length === 1
-          ? [await deliver(address, payloads[first] as DeliveryPayload, bodies[0] as string, signer)]
-          : await deliverMany(address, bodies, signer);
+          ? [await deliver(target, payloads[first] as DeliveryPayload, bodies[0] as string, signer)]
+          : await deliverMany(target, bodies, signer);
       at.forEach((index, i) => (outcomes[index] = answers[i] as DeliveryOutcome));
     }),
   );
@@ -94,50 +114,100 @@ export async function pushDeliveries(
 }
 
 /** One delivery alone: a 2xx is the acknowledgement. */
-async function deliver(address: string, payload: DeliveryPayload, body: string, signer: RequestSigner) {
+async function deliver(target: PushTarget, payload: DeliveryPayload, body: string, signer: RequestSigner) {
   const headers = {
     "content-type": "application/json",
     "x-coordinator-message": `${payload.message.caller_id}:${payload.message.id}`,
     ...traceparent(payload.message.trace_id),
   };
-  return post<DeliveryOutcome>(
-    address,
-    headers,
-    body,
-    signer,
-    (response) => (response.ok ? { delivered: true } : { delivered: false, reason: answered(response) }),
-    (reason) => ({ delivered: false, reason }),
-  );
+  const read = async (response: Response, request: Request): Promise<DeliveryOutcome> => {
+    if (!response.ok) return { delivered: false, reason: answered(response) };
+    const answer = await reportedIn(response, request, target, DeliveryAnswer);
+    if ("refused" in answer) return { delivered: false, reason: answer.refused };
+    return answer.read?.report ? { delivered: true, report: answer.read.report } : { delivered: true };
+  };
+  return post<DeliveryOutcome>(target.address, headers, body, signer, read, (reason) => ({ delivered: false, reason }));
 }
 
 /** Several deliveries in one POST: each is acknowledged by its own result's 2xx. */
-async function deliverMany(address: string, bodies: string[], signer: RequestSigner): Promise<DeliveryOutcome[]> {
+async function deliverMany(target: PushTarget, bodies: string[], signer: RequestSigner): Promise<DeliveryOutcome[]> {
   const body = `{"deliveries":[${bodies.join(",")}]}`;
   const all = (outcome: DeliveryOutcome) => bodies.map(() => outcome);
-  const read = async (response: Response): Promise<DeliveryOutcome[]> => {
+  const read = async (response: Response, request: Request): Promise<DeliveryOutcome[]> => {
     if (!response.ok) return all({ delivered: false, reason: answered(response) });
-    let parsed: DeliveryBatchAnswer | undefined;
-    try {
-      parsed = DeliveryBatchAnswer.parse(await response.json());
-    } catch {
-      parsed = undefined;
-    }
-    if (parsed?.results.length !== bodies.length) {
+    const answer = await reportedIn(response, request, target, DeliveryBatchAnswer);
+    if ("refused" in answer) return all({ delivered: false, reason: answer.refused });
+    if (answer.read?.results.length !== bodies.length) {
       // It may have taken them: sent again, they are answered as duplicates.
       return all({
         delivered: false,
         reason: `answered ${response.status} without one result per delivery (${bodies.length} sent)`,
       });
     }
-    return parsed.results.map((result): DeliveryOutcome =>
-      result.status >= 200 && result.status < 300
-        ? { delivered: true }
-        : { delivered: false, reason: `answered ${result.status}${result.detail ? ` (${result.detail})` : ""}` },
-    );
+    return answer.read.results.map((result): DeliveryOutcome => {
+      if (result.status < 200 || result.status >= 300) {
+        return { delivered: false, reason: `answered ${result.status}${result.detail ? ` (${result.detail})` : ""}` };
+      }
+      return result.report ? { delivered: true, report: result.report } : { delivered: true };
+    });
   };
-  return post(address, { "content-type": "application/json" }, body, signer, read, (reason) =>
+  return post(target.address, { "content-type": "application/json" }, body, signer, read, (reason) =>
     all({ delivered: false, reason }),
   );
+}
+
+/**
+ * A 2xx answer's body as `schema` reads it (undefined when it is not JSON of that shape: an
+ * acknowledgement says nothing more), or why it is refused: it reports how an attempt ended
+ * (`"report"`) but does not parse, or is not signed by the runner as the answer to `request`.
+ */
+async function reportedIn<T>(
+  response: Response,
+  request: Request,
+  target: PushTarget,
+  schema: { safeParse(data: unknown): { success: true; data: T } | { success: false; error: { message: string } } },
+): Promise<{ read: T | undefined } | { refused: string }> {
+  const bytes = new Uint8Array(await response.arrayBuffer());
+  const text = decoder.decode(bytes);
+  let json: unknown;
+  try {
+    json = JSON.parse(text);
+  } catch {
+    return { read: undefined };
+  }
+  const parsed = schema.safeParse(json);
+  const reports = text.includes('"report"');
+  if (!parsed.success) {
+    return reports
+      ? { refused: `answered ${response.status} with a report that does not parse: ${parsed.error.message}` }
+      : { read: undefined };
+  }
+  if (!reports) return { read: parsed.data };
+  try {
+    await verifyAnswer(response, bytes, request, target.keyid, await runnerKey(target.pubkey));
+  } catch (error) {
+    if (!(error instanceof AuthError)) throw error;
+    return {
+      refused: `answered ${response.status} with a report not signed by the runner (${error.code}: ${error.message})`,
+    };
+  }
+  return { read: parsed.data };
+}
+
+const decoder = new TextDecoder();
+
+/** Runners' public keys, imported once per isolate (a cache keyed by the key itself). */
+const runnerKeys = new Map<string, Promise<CryptoKey>>();
+
+function runnerKey(pubkey: string): Promise<CryptoKey> {
+  let key = runnerKeys.get(pubkey);
+  if (!key) {
+    if (runnerKeys.size >= 256) runnerKeys.clear();
+    key = importPublicKey(pubkey);
+    runnerKeys.set(pubkey, key);
+    key.catch(() => runnerKeys.delete(pubkey));
+  }
+  return key;
 }
 
 function answered(response: Response): string {
@@ -150,13 +220,13 @@ async function post<T>(
   headers: Record<string, string>,
   body: string,
   signer: RequestSigner,
-  read: (response: Response) => T | Promise<T>,
+  read: (response: Response, request: Request) => T | Promise<T>,
   failed: (reason: string) => T,
 ): Promise<T> {
   try {
     const signed = await signedRequest(address, { method: "POST", headers, body }, signer);
     const response = await fetch(signed, { signal: AbortSignal.timeout(DELIVERY_TIMEOUT_MS) });
-    const outcome = await read(response);
+    const outcome = await read(response, signed);
     // Read to its end, which costs the Worker less than cancelling it (a runner's answer is short).
     if (!response.bodyUsed) await response.arrayBuffer();
     return outcome;

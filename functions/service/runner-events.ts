@@ -1,6 +1,6 @@
 import { z } from "zod";
-import type { FlowEvent } from "../../shared/flow/index.js";
-import { Log, ResultMap, type DeliveryPayload } from "../../shared/model/index.js";
+import { reportedEnd, type FlowEvent } from "../../shared/flow/index.js";
+import { DeliveryReport, Log, type DeliveryPayload } from "../../shared/model/index.js";
 import type { WorkSettlement } from "../../shared/store/index.js";
 import type { EventAnswer, ReportedEvent } from "../core/contracts.js";
 import { Problem, unwrap } from "../core/problem.js";
@@ -28,15 +28,7 @@ export const RunnerEventBodies = {
   ack: z.object({ attempt: Attempt }).strict(),
   started: z.object({ attempt: Attempt }).strict(),
   heartbeat: z.object({ attempt: Attempt }).strict(),
-  result: z
-    .object({
-      attempt: Attempt,
-      status: z.enum(["finished", "error"]),
-      result: ResultMap.default({}),
-      error: z.string().max(4096).optional(),
-      logs: z.array(Log).max(1000).default([]),
-    })
-    .strict(),
+  result: z.object({ attempt: Attempt, ...DeliveryReport.shape }).strict(),
   logs: z.object({ attempt: Attempt, logs: z.array(Log).min(1).max(1000) }).strict(),
 } as const;
 
@@ -65,12 +57,8 @@ function toEvent(name: RunnerEventName, body: RunnerEventBody, job: number, runn
       return { type: "heartbeat", ...base };
     case "logs":
       return { type: "logs", ...base };
-    case "result": {
-      const r = body as z.output<typeof RunnerEventBodies.result>;
-      return r.status === "finished"
-        ? { type: "finished", ...base, result: r.result }
-        : { type: "failed", ...base, error: r.error ?? "the runner reported an error" };
-    }
+    case "result":
+      return reportedEnd(base, body as z.output<typeof RunnerEventBodies.result>);
   }
 }
 
@@ -156,7 +144,7 @@ export async function leaseJobs(
     call.env,
     base,
     claims.map((c) => c.item),
-    { id: runnerId, address: "", perPost: 1 },
+    { id: runnerId, address: "", perPost: 1, pubkey: runner.pubkey },
   );
   claims.forEach((claim, i) => {
     const answer = answers[i] ?? new Error("no answer");

@@ -13,6 +13,7 @@ export {
 } from "./keys.js";
 export { PRIMARY_LABEL, signedRequest, signRequest } from "./sign.js";
 export type { RequestSigner, SignOptions } from "./sign.js";
+export { signAnswer, verifyAnswer } from "./answer.js";
 export { AuthError, verifyRequest } from "./verify.js";
 export type { AuthFailure, VerifiedRequest } from "./verify.js";
 export { decide, isMember, PERMISSION_LISTS } from "./permissions.js";

@@ -1,4 +1,4 @@
-import type { ResultMap } from "../model/index.js";
+import type { DeliveryReport, ResultMap } from "../model/index.js";
 import type { DeadlineKind, FlowState } from "./state.js";
 
 /**
@@ -53,6 +53,19 @@ export type FlowEffect =
   | { type: "flowEnded" }
   /** A failed flow runs again. */
   | { type: "flowRerun"; jobs: number[] };
+
+/**
+ * The event that ends an attempt as its runner told it, through the `result` webhook or in its
+ * answer to the delivery: finished with its result, or failed with its error.
+ */
+export function reportedEnd(
+  base: { job: number; attempt: number; runner: number; at: number },
+  report: Pick<DeliveryReport, "status" | "result" | "error">,
+): FlowEvent {
+  return report.status === "finished"
+    ? { type: "finished", ...base, result: report.result }
+    : { type: "failed", ...base, error: report.error ?? "the runner reported an error" };
+}
 
 /** How an event was taken: applied, already applied (a replay), or refused and why. */
 export type TransitionOutcome = "applied" | "duplicate" | "stale" | "wrong-runner" | "not-applicable";

@@ -3,6 +3,7 @@ export type { DagIssue, DagJob } from "./dag.js";
 export { jobEnvironment } from "./env.js";
 export { failedJobs, messagesNeeded, newFlowState, rerunBases } from "./build.js";
 export { apply, deadlineEvent, dueDeadlines, nearestDeadline } from "./machine.js";
+export { reportedEnd } from "./events.js";
 export { changedJobs, ENDED, RETRY_DEFAULTS } from "./draft.js";
 export type { FlowEffect, FlowEvent, TransitionOutcome, Transition } from "./machine.js";
 export { attemptBlock, flowResult, jobKey, messageId, resultMessageId } from "./state.js";

@@ -1,5 +1,5 @@
 import { z } from "zod";
-import { Id } from "./common.js";
+import { Id, Log, ResultMap } from "./common.js";
 import { Message } from "./message.js";
 
 /**
@@ -46,14 +46,46 @@ export const CancelPayload = z
 export type CancelPayload = z.infer<typeof CancelPayload>;
 
 /**
+ * How an attempt ended, told by the runner in its answer to the delivery instead of through the
+ * `result` webhook: for a job that is done before the runner answers (a quick one), the
+ * acknowledgement and the result in one message. The same fields as the webhook's body, without
+ * `attempt` (the delivery names it). An answer that carries one is signed by the runner
+ * (`shared/auth/answer.ts`); see docs/dispatch.md, "Results in the answer".
+ */
+export const DeliveryReport = z
+  .object({
+    status: z.enum(["finished", "error"]),
+    result: ResultMap.default({}),
+    error: z.string().max(4096).optional(),
+    logs: z.array(Log).max(1000).default([]),
+  })
+  .strict()
+  .meta({ id: "DeliveryReport" });
+export type DeliveryReport = z.infer<typeof DeliveryReport>;
+
+/**
+ * A push runner's answer (2xx) to one delivery, as far as the coordinator reads it: any body
+ * acknowledges; one with a `report` also ends the attempt.
+ */
+export const DeliveryAnswer = z.looseObject({ report: DeliveryReport.optional() }).meta({ id: "DeliveryAnswer" });
+export type DeliveryAnswer = z.infer<typeof DeliveryAnswer>;
+
+/**
  * A push runner's answer (200) to several deliveries in one POST (`{ "deliveries": [...] }`, up
  * to its `deliveries_per_post`): one result per delivery, in their order,
  * each the status (and body) that a POST of that delivery alone would have been answered with:
- * a 2xx acknowledges that delivery, anything else puts it back.
+ * a 2xx acknowledges that delivery (and its `report`, if any, ends the attempt), anything else
+ * puts it back.
  */
 export const DeliveryBatchAnswer = z
   .object({
-    results: z.array(z.looseObject({ status: z.int().min(100).max(599), detail: z.string().optional() })),
+    results: z.array(
+      z.looseObject({
+        status: z.int().min(100).max(599),
+        detail: z.string().optional(),
+        report: DeliveryReport.optional(),
+      }),
+    ),
   })
   .meta({ id: "DeliveryBatchAnswer" });
 export type DeliveryBatchAnswer = z.infer<typeof DeliveryBatchAnswer>;

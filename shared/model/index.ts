@@ -18,7 +18,7 @@ export {
   RunnerUpdate,
 } from "./requests.js";
 export { FlowDag, FlowView, JobView, JobWaiting } from "./views.js";
-export { CancelPayload, DeliveryBatchAnswer, DeliveryPayload } from "./delivery.js";
+export { CancelPayload, DeliveryAnswer, DeliveryBatchAnswer, DeliveryPayload, DeliveryReport } from "./delivery.js";
 export { DeadLetter } from "./dead-letter.js";
 export { ContextStreamEvent, FlowEventType, FlowStreamEvent, StreamTicket } from "./stream.js";
 export {

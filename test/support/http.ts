@@ -20,11 +20,12 @@ export async function refusesConnections(url: string): Promise<boolean> {
 /**
  * An HTTP server that takes only requests signed (RFC 9421, over the raw body) by a key
  * `resolveKey` knows, as a runner or an actor's https address must: it answers the others 401 and
- * hands the signed ones' raw bodies to `handle`, which writes the response.
+ * hands the signed ones' raw bodies to `handle` (with the request, whose signature an answer may
+ * be bound to), which writes the response.
  */
 export function signedServer(
   resolveKey: (keyid: string) => Promise<CryptoKey | null>,
-  handle: (body: Uint8Array, res: http.ServerResponse) => void,
+  handle: (body: Uint8Array, res: http.ServerResponse, request: Request) => void,
 ): http.Server {
   return http.createServer((req, res) => {
     const chunks: Buffer[] = [];
@@ -46,7 +47,7 @@ export function signedServer(
           res.writeHead(401).end();
           return;
         }
-        handle(body, res);
+        handle(body, res, request);
       })();
     });
   });

@@ -38,6 +38,10 @@
  * load <attempts held>` for every delivery taken (the load counts the new one). Reports are
  * retried for REPORT_RETRY_MS (default 30 s) on network errors and 5xx.
  *
+ * Results in the answer: INLINE=1 answers each delivery 200 with its result (`{ "report": {...} }`,
+ * signed by the runner as the answer to that POST), printing `inline <job> flow <f> attempt <n>`,
+ * and reports nothing through webhooks (a runner whose jobs end before it answers).
+ *
  * Several deliveries in one POST (`{ "deliveries": [...] }`, a runner registered with
  * `deliveries_per_post` above 1) are taken one by one and answered with one result each; it prints
  * `batch of <n>` for each such POST.
@@ -49,12 +53,14 @@
  * for every result report (each try; `failed <error>` when no answer came).
  */
 import { existsSync, readFileSync } from "node:fs";
+import type http from "node:http";
 import type { AddressInfo } from "node:net";
 import {
   importPrivateKey,
   importPublicKey,
   parsePrivateJwk,
   runnerKeyId,
+  signAnswer,
   signRequest,
 } from "../../shared/auth/index.js";
 import { DeliveryPayload } from "../../shared/model/index.js";
@@ -87,6 +93,7 @@ const pull = Number(process.env.PULL ?? 0);
 const refuseFile = process.env.REFUSE_FILE;
 const reportRetryMs = Number(process.env.REPORT_RETRY_MS ?? 30_000);
 const batchResults = process.env.BATCH_RESULTS === "1";
+const inline = process.env.INLINE === "1";
 /** Attempts taken and not reported on yet. */
 let load = 0;
 
@@ -325,37 +332,55 @@ if (pull > 0) {
   await pullLoop();
 }
 
-/** Takes one delivery: the status a POST of it alone is answered with (2xx: taken). */
-function take(raw: unknown): number {
+/**
+ * Takes one delivery: the status a POST of it alone is answered with (2xx: taken) and, with
+ * INLINE, the report of its result that goes in the answer (again for a duplicate: the result of
+ * an attempt is the same each time).
+ */
+function take(raw: unknown): { status: number; report?: Record<string, unknown> } {
   const parsed = DeliveryPayload.safeParse(raw);
-  if (!parsed.success) return 400;
-  if (refuseFile && existsSync(refuseFile)) return 503;
-  const attempt = `${parsed.data.flow_id}:${parsed.data.job_id}:${parsed.data.attempt}`;
-  if (taken.has(attempt)) {
-    console.log(
-      `duplicate ${parsed.data.message.job[0]?.name ?? parsed.data.job_id} flow ${parsed.data.flow_id} attempt ${parsed.data.attempt}`,
-    );
-    return 200;
+  if (!parsed.success) return { status: 400 };
+  if (refuseFile && existsSync(refuseFile)) return { status: 503 };
+  const { flow_id, job_id, attempt, message } = parsed.data;
+  const name = message.job[0]?.name ?? String(job_id);
+  const report = inline ? { report: outcomeOf(name, attempt) } : {};
+  const key = `${flow_id}:${job_id}:${attempt}`;
+  if (taken.has(key)) {
+    console.log(`duplicate ${name} flow ${flow_id} attempt ${attempt}`);
+    return { status: 200, ...report };
   }
-  taken.add(attempt);
+  taken.add(key);
+  if (times) console.log(`delivery ${Date.now()} load ${load + 1}`);
+  if (inline) {
+    console.log(`ran ${name} flow ${flow_id} attempt ${attempt} avoid ${message.avoid_runner_id ?? "-"}`);
+    console.log(`inline ${name} flow ${flow_id} attempt ${attempt}`);
+    return { status: 200, ...report };
+  }
   load++;
-  if (times) console.log(`delivery ${Date.now()} load ${load}`);
   void run(parsed.data);
-  return 200;
+  return { status: 200 };
+}
+
+/** Answers with `body`, signed as the answer to `request` when it reports results (INLINE). */
+async function answer(res: http.ServerResponse, request: Request, status: number, body?: unknown): Promise<void> {
+  if (body === undefined) return void res.writeHead(status).end();
+  const bytes = new TextEncoder().encode(JSON.stringify(body));
+  const headers = inline ? await signAnswer(request, status, bytes, signer) : {};
+  res.writeHead(status, { "content-type": "application/json", ...headers }).end(bytes);
 }
 
 const server = signedServer(
   async (kid) => keys.get(kid) ?? null,
-  (body, res) => {
+  (body, res, request) => {
     const raw = JSON.parse(Buffer.from(body).toString("utf8")) as unknown;
     // Several deliveries in one POST (a runner registered with deliveries_per_post above 1).
     if (raw && typeof raw === "object" && "deliveries" in raw && Array.isArray(raw.deliveries)) {
       console.log(`batch of ${raw.deliveries.length}`);
-      const results = raw.deliveries.map((one: unknown) => ({ status: take(one) }));
-      res.writeHead(200, { "content-type": "application/json" }).end(JSON.stringify({ results }));
+      void answer(res, request, 200, { results: raw.deliveries.map((one: unknown) => take(one)) });
       return;
     }
-    res.writeHead(take(raw)).end();
+    const { status, report } = take(raw);
+    void answer(res, request, status, report ? { report } : undefined);
   },
 );
 

@@ -38,7 +38,7 @@ describe("askOwners", () => {
       await itemOf("b", 2), // an attempt b never had
     ];
     const base = { prefix: w.env.KEY_PREFIX as string, contextId: ctx, origin: BASE };
-    const answers = await askOwners(w.env, base, items, { id: 77, address: "", perPost: 1 });
+    const answers = await askOwners(w.env, base, items, { id: 77, address: "", perPost: 1, pubkey: "" });
 
     expect(answers.map((a) => (a instanceof Error ? "error" : a.outcome))).toEqual([
       "delivered",
@@ -60,6 +60,7 @@ describe("askOwners", () => {
       id: 77,
       address: "",
       perPost: 1,
+      pubkey: "",
     });
     expect(again).toEqual([{ outcome: "delivered" }, { outcome: "delivered" }]);
     const view = await client.loadFlow(ctx, flow.id);
