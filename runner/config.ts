@@ -2,6 +2,7 @@ import { readFile } from "node:fs/promises";
 import path from "node:path";
 import { parseArgs } from "node:util";
 import { parsePrivateJwk, PublicJwk } from "../shared/auth/index.js";
+import { MAX_ANSWER_WITHIN_MS } from "./answer-window.js";
 import { DEFAULT_BATCH } from "./batcher.js";
 import { DEFAULT_STARTED_AFTER_MS } from "./job.js";
 import type { RunnerOptions } from "./runner.js";
@@ -31,6 +32,11 @@ Options:
   --started-after MS     report \`started\` only for a job still running MS     RUNNER_STARTED_AFTER
                          after its start (default ${DEFAULT_STARTED_AFTER_MS}): one that ends sooner
                          reports only its result (one request less); 0 reports it at once
+  --answer-within MS     push: answer a delivery with the job's result when  RUNNER_ANSWER_WITHIN
+                         the job ends within MS of its arrival (one message
+                         instead of an answer and a result report; up to
+                         ${MAX_ANSWER_WITHIN_MS}, default 0: answer at once; needs a coordinator
+                         that reads results in answers)
   --batch N              up to N jobs per lease and N reports per signed     RUNNER_BATCH
                          request (1..100, default ${DEFAULT_BATCH}; 1 = one request per
                          report, to its own webhook)
@@ -110,6 +116,7 @@ export async function readConfig(argv: string[], env: NodeJS.ProcessEnv, cwd: st
         "script-types": { type: "string" },
         heartbeat: { type: "string" },
         "started-after": { type: "string" },
+        "answer-within": { type: "string" },
         batch: { type: "string" },
         "tls-cert": { type: "string" },
         "tls-key": { type: "string" },
@@ -165,6 +172,12 @@ export async function readConfig(argv: string[], env: NodeJS.ProcessEnv, cwd: st
     throw new UsageError(
       `--started-after must be below the heartbeat interval (${heartbeatSeconds * 1000} ms), not ${startedAfterMs}`,
     );
+  const answerText = pick(values["answer-within"], "RUNNER_ANSWER_WITHIN") ?? "0";
+  const answerWithinMs = answerText === "0" ? 0 : positive(answerText, "--answer-within");
+  if (answerWithinMs > MAX_ANSWER_WITHIN_MS)
+    throw new UsageError(`--answer-within must be at most ${MAX_ANSWER_WITHIN_MS} ms, not ${answerWithinMs}`);
+  if (answerWithinMs > 0 && (modeText !== "push" || fleetMode !== "single"))
+    throw new UsageError("--answer-within applies to a push runner of its own (not --pull, not a fleet)");
   const batch = positive(pick(values.batch, "RUNNER_BATCH") ?? String(DEFAULT_BATCH), "--batch");
   if (batch > 100) throw new UsageError(`--batch must be at most 100, not ${batch}`);
   const scriptTypes = (pick(values["script-types"], "RUNNER_SCRIPT_TYPES") ?? "python,sh")
@@ -182,6 +195,7 @@ export async function readConfig(argv: string[], env: NodeJS.ProcessEnv, cwd: st
     concurrency,
     heartbeatSeconds,
     startedAfterMs,
+    ...(answerWithinMs > 0 ? { answerWithinMs } : {}),
     scriptTypes,
     batch,
   };

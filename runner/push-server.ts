@@ -3,9 +3,14 @@ import type { AddressInfo } from "node:net";
 import { serve, type ServerType } from "@hono/node-server";
 import { Hono, type Context } from "hono";
 import type { ContentfulStatusCode } from "hono/utils/http-status";
-import { AuthError, verifyRequest } from "../shared/auth/index.js";
+import { AuthError, signAnswer, verifyRequest, type RequestSigner } from "../shared/auth/index.js";
 import { readBoundedBody } from "../shared/http/body.js";
-import { CancelPayload, MAX_DELIVERIES_PER_POST, type DeliveryPayload } from "../shared/model/index.js";
+import {
+  CancelPayload,
+  MAX_DELIVERIES_PER_POST,
+  type DeliveryPayload,
+  type DeliveryReport,
+} from "../shared/model/index.js";
 import type { CoordinatorKeyDirectory } from "./coordinator-keys.js";
 import type { RunnerLog } from "./job.js";
 
@@ -16,6 +21,11 @@ export type CancelRequest = CancelPayload["cancel"];
 export type Acceptance =
   /** Taken: it runs now (202). */
   | "accepted"
+  /**
+   * Taken, and the answer waits for how it ended: with a report, it is answered 200 `{ "report":
+   * {...} }`, signed (the acknowledgement and the result in one); without, 202 as "accepted".
+   */
+  | { ending: Promise<DeliveryReport | undefined> }
   /** This attempt already runs or ran here: answered 200, not run again (deliveries are at-least-once). */
   | "duplicate"
   /** At the concurrency limit (429): the coordinator tries another runner. */
@@ -34,6 +44,8 @@ export interface PushServerOptions {
   /** PEM files' contents: with both, the server speaks HTTPS. */
   tls?: { cert: Buffer; key: Buffer };
   keys: CoordinatorKeyDirectory;
+  /** The runner's key: it signs answers that report how an attempt ended (`{ ending }`). */
+  signer?: RequestSigner;
   /** How far a signature's `created` may be from now (s); the coordinator uses the same default. */
   skewSeconds: number;
   /** Parses a verified body; a string says what is wrong. */
@@ -195,23 +207,27 @@ async function deliver(c: Context, options: PushServerOptions, nonces: NonceLedg
     if (!Array.isArray(deliveries) || deliveries.length < 1 || deliveries.length > MAX_DELIVERIES_PER_POST) {
       return problem(c, 400, "invalid-body", `deliveries is a list of 1 to ${MAX_DELIVERIES_PER_POST} deliveries`);
     }
-    // One after another: each is taken (or refused) knowing the ones before it.
-    const results: ({ status: number } & Answer["body"])[] = [];
-    for (const item of deliveries) {
-      const one = await answer(options, item);
-      results.push({ status: one.status, ...one.body });
-    }
+    // Taken one after another, each knowing the ones before it; their ends are awaited together.
+    const answers: Promise<Answer>[] = [];
+    for (const item of deliveries) answers.push((await take(options, item)).answer);
+    const results = (await Promise.all(answers)).map((one) => ({ status: one.status, ...one.body }));
     const took = results.filter((r) => r.status < 300).length;
-    options.log.info(`a POST of ${results.length} deliveries: ${took} taken, ${results.length - took} refused`);
-    return json(c, 200, { results });
+    const ended = results.filter((r) => "report" in r).length;
+    const told = ended > 0 ? `; ${ended} answered with their result` : "";
+    options.log.info(`a POST of ${results.length} deliveries: ${took} taken, ${results.length - took} refused${told}`);
+    return respond(c, { status: 200, body: { results } }, ended > 0 ? options.signer : undefined);
   }
-  return respond(c, await answer(options, raw));
+  const one = await (await take(options, raw)).answer;
+  return respond(c, one, "report" in one.body ? options.signer : undefined);
 }
 
-function respond(c: Context, answer: Answer): Response {
+/** The answer; signed by `signer` as the answer to this request when it reports an attempt's end. */
+async function respond(c: Context, answer: Answer, signer?: RequestSigner): Promise<Response> {
   // A refusal is a problem (RFC 9457); taking one is plain JSON.
   const type = answer.status < 300 ? "application/json" : "application/problem+json";
-  return c.body(JSON.stringify(answer.body), answer.status, { ...answer.headers, "content-type": type });
+  const body = new TextEncoder().encode(JSON.stringify(answer.body));
+  const signed = signer ? await signAnswer(signedRequest(c), answer.status, body, signer) : {};
+  return c.body(body, answer.status, { ...answer.headers, ...signed, "content-type": type });
 }
 
 /** How one delivery is answered: alone, as the response; in a batch, `body` is its result. */
@@ -221,14 +237,35 @@ interface Answer {
   headers?: Record<string, string>;
 }
 
-async function answer(options: PushServerOptions, raw: unknown): Promise<Answer> {
+/**
+ * Takes one delivery (or refuses it), and says how it is answered: at once, or, for one taken to
+ * be answered with its end, once it ended or its time to answer ran out (wrapped, so that taking
+ * the deliveries of a batch need not wait for their ends).
+ */
+async function take(options: PushServerOptions, raw: unknown): Promise<{ answer: Promise<Answer> }> {
   const payload = options.parse(raw);
   if (typeof payload === "string") {
     options.log.warn(`refused a malformed delivery (400): ${payload}`);
-    return refusal(400, "invalid-body", payload);
+    return { answer: Promise.resolve(refusal(400, "invalid-body", payload)) };
   }
   const acceptance = await options.accept(payload);
   const key = `${payload.message.caller_id}:${payload.message.id} attempt ${payload.attempt}`;
+  if (typeof acceptance === "object" && "ending" in acceptance) {
+    return {
+      answer: acceptance.ending.then((report): Answer =>
+        report ? { status: 200, body: { report } } : { status: 202, body: { accepted: key } },
+      ),
+    };
+  }
+  return { answer: Promise.resolve(answerTo(options, key, acceptance)) };
+}
+
+/** How an acceptance that needs no waiting is answered. */
+function answerTo(
+  options: PushServerOptions,
+  key: string,
+  acceptance: Exclude<Acceptance, { ending: unknown }>,
+): Answer {
   switch (acceptance) {
     case "accepted":
       return { status: 202, body: { accepted: key } };
@@ -285,7 +322,8 @@ export function problem(
   detail: string,
   headers: Record<string, string> = {},
 ): Response {
-  return respond(c, refusal(status, type, detail, headers));
+  const answer = refusal(status, type, detail, headers);
+  return c.body(JSON.stringify(answer.body), status, { ...headers, "content-type": "application/problem+json" });
 }
 
 /** Stops listening and drops open (keep-alive) connections, so `close` does not wait on idle clients. */

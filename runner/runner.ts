@@ -13,6 +13,7 @@ import {
   type PushServer,
   type PushServerOptions,
 } from "./push-server.js";
+import { AnswerWindow, MAX_ANSWER_WITHIN_MS, ToldEnds } from "./answer-window.js";
 import { DEFAULT_BATCH, ReportBatcher } from "./batcher.js";
 import { parseDelivery } from "./delivery.js";
 import type { FleetOptions } from "./fleet/options.js";
@@ -51,6 +52,12 @@ export interface RunnerOptions {
   heartbeatSeconds?: number;
   /** A job that ends within this many ms of its start reports only its result (default DEFAULT_STARTED_AFTER_MS). */
   startedAfterMs?: number;
+  /**
+   * Push: hold each delivery's answer up to this many ms for the job's end, and answer with its
+   * result when it ended by then (no result webhook; see AnswerWindow). 0 (the default): answer
+   * at once, report the result through the webhook.
+   */
+  answerWithinMs?: number;
   /** Accepted clock difference on delivery signatures, seconds (default 300, as the coordinator's). */
   skewSeconds?: number;
   /** Where job start/end lines and warnings go (default stdout / stderr). */
@@ -98,11 +105,11 @@ export async function startRunner(options: RunnerOptions): Promise<RunnerHandle>
   const missing = scriptTypes.filter((t) => !executorFor(t));
   if (missing.length > 0) throw new Error(`no executor is registered for script type ${missing.join(", ")}`);
 
-  const reporter = new Reporter({
-    baseUrl: options.url,
-    signer: { keyid: runnerKeyId(options.contextId, options.runnerId), key: await signingKey(options.key) },
-    warn: log.warn,
-  });
+  const signer = { keyid: runnerKeyId(options.contextId, options.runnerId), key: await signingKey(options.key) };
+  const reporter = new Reporter({ baseUrl: options.url, signer, warn: log.warn });
+  const answerWithinMs = options.answerWithinMs ?? 0;
+  if (!Number.isInteger(answerWithinMs) || answerWithinMs < 0 || answerWithinMs > MAX_ANSWER_WITHIN_MS)
+    throw new Error(`answerWithinMs must be an integer from 0 to ${MAX_ANSWER_WITHIN_MS}, not ${answerWithinMs}`);
   const mode = options.mode ?? "push";
   const batch = options.batch ?? DEFAULT_BATCH;
   if (!Number.isInteger(batch) || batch < 1 || batch > 100)
@@ -128,6 +135,8 @@ export async function startRunner(options: RunnerOptions): Promise<RunnerHandle>
   /** How to stop each running attempt when the coordinator cancels it. */
   const cancels = new Map<string, AbortController>();
   const done = new Set<string>();
+  /** Ends told in answers: a delivery of such an attempt sent again is answered the same. */
+  const told = new ToldEnds();
   /**
    * Attempts whose script ended and whose result is on its way (in a batch, perhaps): they take
    * no push slot here any more. The coordinator frees their slot when it applies the result, and
@@ -143,12 +152,13 @@ export async function startRunner(options: RunnerOptions): Promise<RunnerHandle>
     for (const w of woken) w();
   };
 
-  const start = (payload: DeliveryPayload, ack: boolean) => {
+  const start = (payload: DeliveryPayload, ack: boolean, answer?: AnswerWindow) => {
     const key = deliveryKey(payload);
     const cancel = new AbortController();
     cancels.set(key, cancel);
     const ended = () => void reporting.add(key);
-    const run = runDelivery(payload, deps, { ack, cancel: cancel.signal, ended }).then(
+    const sink = answer ? answer.sink(deps.sink, (report) => told.remember(key, report)) : deps.sink;
+    const run = runDelivery(payload, { ...deps, sink }, { ack, cancel: cancel.signal, ended }).then(
       () => undefined,
       (error: Error) => log.warn(`job ${payload.job_id} (attempt ${payload.attempt}) crashed: ${error.message}`),
     );
@@ -171,21 +181,31 @@ export async function startRunner(options: RunnerOptions): Promise<RunnerHandle>
       return { refused: `this delivery is for runner ${payload.runner_id} of context ${payload.context_id}` };
     }
     const key = deliveryKey(payload);
-    if (running.has(key) || done.has(key)) return "duplicate";
+    if (running.has(key) || done.has(key)) {
+      const report = told.get(key);
+      return report ? { ending: Promise.resolve(report) } : "duplicate";
+    }
     if (draining) return "draining";
     if (busy() >= concurrency) return "busy";
     const type = (payload.message.job[0] as { script_type: string }).script_type;
     if (!deps.executorFor(type))
       return { refused: `this runner does not run ${type} scripts (it runs ${scriptTypes.join(", ")})` };
-    start(payload, false);
-    return "accepted";
+    if (answerWithinMs === 0) {
+      start(payload, false);
+      return "accepted";
+    }
+    const answer = new AnswerWindow(answerWithinMs);
+    start(payload, false, answer);
+    return { ending: answer.ending };
   };
 
+  const answering = answerWithinMs > 0 ? `, answering with results within ${answerWithinMs} ms` : "";
   let server: PushServer | undefined;
   let pull: PullLoop | undefined;
   if (mode === "push") {
     server = await startPushServer({
       ...(await pushListening(options, log)),
+      signer,
       parse,
       accept,
       cancel: (c) => {
@@ -197,7 +217,7 @@ export async function startRunner(options: RunnerOptions): Promise<RunnerHandle>
       log,
     });
     log.info(
-      `runner ${options.runnerId} of context ${options.contextId} listening on ${server.url} (concurrency ${concurrency}, batch ${batch}, ${scriptTypes.join(", ")})`,
+      `runner ${options.runnerId} of context ${options.contextId} listening on ${server.url} (concurrency ${concurrency}, batch ${batch}${answering}, ${scriptTypes.join(", ")})`,
     );
   } else {
     pull = startPullLoop({

@@ -23,7 +23,7 @@ const start: Command = {
   name: NAME,
   summary: "run the reference runner (python, sh) as a registered runner, in the foreground",
   usage:
-    "runner start <context> <runner> --key-file <runner key> [--pull] [--listen <host:port>] [--concurrency <n>] [--batch <n>] [--work-dir <dir>] [--mode gateway|worker|combined --nats <url>]",
+    "runner start <context> <runner> --key-file <runner key> [--pull] [--listen <host:port>] [--concurrency <n>] [--batch <n>] [--answer-within <ms>] [--work-dir <dir>] [--mode gateway|worker|combined --nats <url>]",
   args: ["context", "runner"],
   options: {
     "key-file": { type: "string", value: "<file>", help: "the runner's private key (the one it was registered with)" },
@@ -38,6 +38,11 @@ const start: Command = {
       type: "string",
       value: "<n>",
       help: "jobs per lease and reports per signed request, 1 to 100 (default 32 with --pull, else 1)",
+    },
+    "answer-within": {
+      type: "string",
+      value: "<ms>",
+      help: "push: answer a delivery with the job's result when it ends within <ms> (default 0: at once)",
     },
     "work-dir": {
       type: "string",
@@ -99,6 +104,9 @@ const start: Command = {
       args.push("--concurrency", String(parseCount(concurrency, "--concurrency", NAME, 1)));
     const batch = options.string("batch");
     if (batch !== undefined) args.push("--batch", String(parseCount(batch, "--batch", NAME, 1)));
+    // The runner checks its range and that it runs alone in push mode (its usage error is passed on).
+    const answerWithin = options.string("answer-within");
+    if (answerWithin !== undefined) args.push("--answer-within", answerWithin);
     const workDir = options.string("work-dir");
     if (workDir !== undefined) args.push("--work-dir", path.resolve(cwd, workDir));
     const nats = options.string("nats");

@@ -181,6 +181,26 @@ describe("the reference runner, batching", () => {
     expect(proc.stderr()).toBe("");
   });
 
+  it("answers deliveries with their jobs' results when they end in time, and reports a slower job's as before", async () => {
+    const { id: contextId } = await admin.createContext();
+    // One webhook per report (`--batch 1`): a result that went as a report is a request of its route.
+    const proc = await startRunner(contextId, "push", 20, ["--answer-within", "1000", "--batch", "1"], 10);
+    const before = await requestsByRoute();
+    const slow = { name: "slow", script_type: "sh" as const, script: 'sleep 2\necho v=slow > "$RESULT_FILE"\n' };
+    const flow = await admin.submitFlow(contextId, { start: true, jobs: [...jobs(30), slow] });
+    const ended = await flowEnd(admin, contextId, flow.id, 120_000);
+    expect(ended.jobs.every((j) => j.status === "finished" && j.attempt === 1)).toBe(true);
+    expect(ended.jobs.find((j) => j.name === "j3")?.result).toEqual({ v: String(ended.jobs[3]?.id) });
+    expect(ended.jobs.find((j) => j.name === "slow")?.result).toEqual({ v: "slow" });
+    await waitForCount(proc, / end: finished /g, 31);
+    const after = await requestsByRoute();
+    expect(delta(before, after, /\/jobs\/:jobId\/result 200$/)).toBe(1); // the slow one's
+    const told = [...proc.stdout().matchAll(/; (\d+) answered with their result$/gm)];
+    expect(told.length).toBeGreaterThan(0);
+    expect(proc.stdout().match(/ start$/gm)).toHaveLength(31);
+    expect(proc.stderr()).toBe("");
+  });
+
   it("puts back the deliveries of a POST that the runner refused one by one, and delivers them later", async () => {
     const { id: contextId } = await admin.createContext();
     // Registered for 10 at once, the runner takes 4: the rest of each POST is answered 429.

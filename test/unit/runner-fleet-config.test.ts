@@ -84,6 +84,16 @@ describe("the runner's fleet options", () => {
     await expect(config(["--url", "http://c", "--heartbeat", "2", "--started-after", "2000"])).rejects.toThrow(
       /--started-after must be below the heartbeat interval \(2000 ms\), not 2000/,
     );
+    // Answering with results: a push runner of its own, within the coordinator's time to answer.
+    expect(await config(["--url", "http://c", "--answer-within", "250"])).toMatchObject({
+      options: { answerWithinMs: 250 },
+    });
+    await expect(config(["--url", "http://c", "--answer-within", "5001"])).rejects.toThrow(
+      /--answer-within must be at most 5000 ms, not 5001/,
+    );
+    await expect(config(["--url", "http://c", "--pull"], { RUNNER_ANSWER_WITHIN: "100" })).rejects.toThrow(
+      /--answer-within applies to a push runner of its own \(not --pull, not a fleet\)/,
+    );
     // Without --mode, a gateway's settings mean nothing and --url stays required.
     await expect(config([])).rejects.toThrow(/--url \(or RUNNER_URL\) is required/);
   });

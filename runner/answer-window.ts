@@ -1,0 +1,67 @@
+import type { DeliveryReport } from "../shared/model/index.js";
+import type { ReportSink } from "./report-sink.js";
+
+/**
+ * The longest a delivery's answer may wait for its job's end: well within the coordinator's 10 s
+ * for an answer, so that a batch of jobs that all take about this long is still answered.
+ */
+export const MAX_ANSWER_WITHIN_MS = 5_000;
+
+/** Attempts' ends told in answers, kept to answer a delivery sent again the same way. */
+const TOLD_MEMORY = 1_000;
+
+/**
+ * A push runner's answer held open for a job's end (`--answer-within`): the delivery is answered
+ * with the job's result when the job ends within `ms` (the acknowledgement and the result in one
+ * message, no result webhook), or as taken (202) when the time runs out first, the result then
+ * going out as a report. Whichever comes first decides: one thread, so never both, never neither.
+ */
+export class AnswerWindow {
+  private open = true;
+  private tell: (report: DeliveryReport | undefined) => void = () => undefined;
+  /** What the delivery is answered with: the attempt's end, or nothing (answered as taken). */
+  readonly ending = new Promise<DeliveryReport | undefined>((resolve) => (this.tell = resolve));
+  private readonly timer: NodeJS.Timeout;
+
+  constructor(ms: number) {
+    this.timer = setTimeout(() => this.close(undefined), ms);
+  }
+
+  /**
+   * The sink an attempt reports through: its result goes into the answer while the window is
+   * open, everything else (and a result after it closed) to `sink`.
+   */
+  sink(sink: ReportSink, told: (report: DeliveryReport) => void): ReportSink {
+    return {
+      send: (target, event, body, retryForMs) => {
+        if (event !== "result" || !this.open) return sink.send(target, event, body, retryForMs);
+        const { attempt: _attempt, ...report } = body;
+        told(report as DeliveryReport);
+        this.close(report as DeliveryReport);
+        // The coordinator reads it from the answer: as far as the job knows, it was taken.
+        return Promise.resolve({ ok: true, status: 200, body: null });
+      },
+    };
+  }
+
+  private close(report: DeliveryReport | undefined): void {
+    if (!this.open) return;
+    this.open = false;
+    clearTimeout(this.timer);
+    this.tell(report);
+  }
+}
+
+/** The ends told in answers, by attempt key, the oldest forgotten first. */
+export class ToldEnds {
+  private readonly byKey = new Map<string, DeliveryReport>();
+
+  remember(key: string, report: DeliveryReport): void {
+    this.byKey.set(key, report);
+    if (this.byKey.size > TOLD_MEMORY) this.byKey.delete(this.byKey.keys().next().value as string);
+  }
+
+  get(key: string): DeliveryReport | undefined {
+    return this.byKey.get(key);
+  }
+}
