@@ -45,6 +45,18 @@ export const FIGURES: readonly Figure[] = [
   { id: "applied.p50", label: "submit → result applied, p50", decimals: 1, unit: " ms" },
   ...STEPS.map((step) => ({ id: `step.${step}.p50`, label: STEP_LABELS[step], decimals: 1, unit: " ms" })),
   { id: "chain10.p50", label: "10-job chain end to end, p50", decimals: 0, unit: " ms" },
+  {
+    id: "answered.applied.p50",
+    label: "submit → result applied, the result in the runner's answer (seen on the context's stream), p50",
+    decimals: 1,
+    unit: " ms",
+  },
+  {
+    id: "answered.chain10.p50",
+    label: "10-job chain end to end, the results in the runner's answers, p50",
+    decimals: 0,
+    unit: " ms",
+  },
   { id: "tput1000.rate", label: "throughput, 1,000 independent trivial jobs", decimals: 0, unit: " jobs/s" },
   { id: "tput1000.sent", label: "commands sent / job, 1,000 independent jobs", decimals: 2, unit: "" },
   { id: "tput1000.executed", label: "executed commands / job, 1,000 independent jobs", decimals: 2, unit: "" },

@@ -192,6 +192,19 @@ try {
         ours: async () => chainFigures(await ours.chainTimings(chainSamples, 10)),
         bull: async () => chainFigures(await b.chainTimings(chainSamples, 10)),
       },
+      // The same with the results in the runner's answers (BullMQ's column repeats its own).
+      {
+        id: "latency.answered",
+        ours: async () => ({
+          "answered.applied.p50": percentile((await ours.loneTimings(options.samples, "answered")).applied, 50),
+        }),
+      },
+      {
+        id: "chain10.answered",
+        ours: async () => ({
+          "answered.chain10.p50": percentile(await ours.chainTimings(chainSamples, 10, "answered"), 50),
+        }),
+      },
       { id: "tput1000", ours: counted("ours", "tput1000"), bull: counted("bull", "tput1000") },
       ...Object.keys(BATCHED_SHAPES).map((id) => ({ id, ours: counted("ours", id) })),
     ];
@@ -216,11 +229,16 @@ try {
       // BullMQ's open-source worker takes one job at a time: its one throughput is the comparison.
       const bullRate = figures.bull["tput1000.rate"];
       if (bullRate !== undefined) for (const id of Object.keys(BATCHED_SHAPES)) figures.bull[`${id}.rate`] = bullRate;
+      for (const id of ["applied.p50", "chain10.p50"]) {
+        const bullFigure = figures.bull[id];
+        if (bullFigure !== undefined) figures.bull[`answered.${id}`] = bullFigure;
+      }
       runsOurs.push(figures.ours);
       runsBull.push(figures.bull);
       details.push({ run, loadAverage: os.loadavg() });
     }
     // Idle cost once: it is a property of each system at rest, and each window is long.
+    ours.close(); // the answering context's stream, followed while measured, rests too
     const windowMs = options["idle-seconds"] * 1000;
     log(`idle: this project, one sweep, then a ${options["idle-seconds"]} s window of rest`);
     const idleOurs = await ours.idle(windowMs, 1000);
@@ -230,6 +248,7 @@ try {
     Object.assign(runsBull[0] as Figures, idleFigures(idleBull));
     details.push({ idle: { ours: idleOurs, bullmq: idleBull } });
   }
+  ours.close();
   if (ours.anomalies.length) log(`result reports not applied at first try: ${ours.anomalies.slice(0, 5).join("; ")}`);
 
   if (!options["check-counters"] && !options.profile) report(redisVersion, ours.anomalies);

@@ -1,16 +1,17 @@
 import type { Readable } from "node:stream";
 import type { PrivateStack, TestRunnerProcess } from "../test/support/private-stack.js";
+import { ContextEnds } from "./context-ends.js";
 import {
   cpuBetween,
   cpuSample,
   listenerPid,
   executedBetween,
   now,
-  nthTime,
   sleep,
   type CommandCount,
   type RedisCounter,
 } from "./measure.js";
+import { RunnerTap } from "./runner-tap.js";
 import { chainJobs, independentJobs, layeredDag, loneJobs, treeJobs, type OurJob } from "./shapes.js";
 import { STEPS, stepsOf, type LoneSample, type Step } from "./steps.js";
 
@@ -41,6 +42,22 @@ export interface ShapeCost {
 /** How a batched run's runner takes its jobs (`Ours.batchedThroughput`). */
 export type Batching = "pull" | "push" | "posts" | "answers";
 
+/**
+ * How a runner tells a job's result: `reported` through the result webhook (the runner's
+ * `answered result … 200 applied` line says when it was applied), `answered` in its answer to
+ * the delivery (INLINE: the flow's end on the context's stream says when).
+ */
+export type Telling = "reported" | "answered";
+
+/** A context of the benchmark's with its own test runner, and where its results are seen applied. */
+interface Side {
+  contextId: number;
+  runner: TestRunnerProcess;
+  tap: RunnerTap;
+  /** For a runner that answers with results: the flows' ends. */
+  ends?: ContextEnds;
+}
+
 /** Lone-job timings: submit → start at the runner, submit → result applied, ms per sample. */
 export interface LoneTimings {
   start: number[];
@@ -51,67 +68,12 @@ export interface LoneTimings {
   steps?: Record<Step, number[]>;
 }
 
-/** Results applied, and when each job began, read off the test runner's stdout. */
-class RunnerTap {
-  private partial = "";
-  private lastDelivery = 0;
-  private readonly starts = new Map<string, number>();
-  private readonly applied = new Map<number, number[]>();
-  private readonly appliedAt = new Map<string, number>();
-  private readonly watchers = new Set<() => void>();
-  /** Result reports not answered `200 applied` (each try). */
-  readonly anomalies: string[] = [];
-
-  constructor(stdout: Readable) {
-    stdout.on("data", (chunk: Buffer) => this.take(chunk.toString(), now()));
-  }
-
-  private take(text: string, at: number): void {
-    const lines = (this.partial + text).split("\n");
-    this.partial = lines.pop() ?? "";
-    for (const line of lines) {
-      let m = /^delivery (\d+) load/.exec(line);
-      if (m) this.lastDelivery = Number(m[1]);
-      // The runner prints `ran` right after `delivery`, in the same turn: they pair up.
-      m = /^ran (\S+) flow (\d+) attempt/.exec(line);
-      if (m) this.starts.set(`${m[2]}:${m[1]}`, this.lastDelivery);
-      m = /^answered result (\S+) flow (\d+) attempt \d+ (\S+) (\S+)/.exec(line);
-      if (m) {
-        if (m[3] === "200" && m[4] === "applied") {
-          const flow = Number(m[2]);
-          this.applied.set(flow, [...(this.applied.get(flow) ?? []), at]);
-          this.appliedAt.set(`${flow}:${m[1]}`, at);
-        } else this.anomalies.push(line);
-      }
-    }
-    this.watchers.forEach((w) => w());
-  }
-
-  /** When the `n`-th result of `flow` was applied (epoch ms), once it has been. */
-  resultsOf(flow: number, n: number, timeoutMs: number): Promise<number> {
-    return nthTime(
-      this.watchers,
-      () => this.applied.get(flow) ?? [],
-      n,
-      timeoutMs,
-      (count) => `flow ${flow}: ${count} of ${n} results in ${timeoutMs} ms`,
-    );
-  }
-
-  /** When job `job` of `flow` began at the runner (epoch ms, the runner's clock). */
-  startOf(flow: number, job: string): number | undefined {
-    return this.starts.get(`${flow}:${job}`);
-  }
-}
-
 /** This project on a private stack: a context, its push runner, and an idle context for the sweep. */
 export class OurSystem {
   private constructor(
     private readonly stack: PrivateStack,
     private readonly client: Awaited<ReturnType<PrivateStack["newActor"]>>["client"],
-    private readonly contextId: number,
-    private readonly runner: TestRunnerProcess,
-    private readonly tap: RunnerTap,
+    private readonly sides: Record<Telling, Side>,
     private readonly counter: RedisCounter,
     /** wrangler dev's proxy in front of the Worker: its CPU is told apart. */
     private readonly proxyPid: number | undefined,
@@ -119,49 +81,59 @@ export class OurSystem {
 
   static async start(stack: PrivateStack, counter: RedisCounter): Promise<OurSystem> {
     const admin = await stack.newActor();
-    const ctx = await admin.client.createContext();
+    const side = async (env: Record<string, string>, answers: boolean): Promise<Side> => {
+      const ctx = await admin.client.createContext();
+      const registered = await stack.registerTestRunner(admin.client, ctx.id, env, CONCURRENCY);
+      const runner = await registered.start();
+      const tap = new RunnerTap(runner.child.stdout as Readable);
+      return { contextId: ctx.id, runner, tap, ...(answers ? { ends: new ContextEnds(admin.client, ctx.id) } : {}) };
+    };
     // FAST: only the result is reported, as the reference runner does for a job that ends at once.
-    const registered = await stack.registerTestRunner(admin.client, ctx.id, { TIMES: "1", FAST: "1" }, CONCURRENCY);
-    const runner = await registered.start();
-    const tap = new RunnerTap(runner.child.stdout as Readable);
-    return new OurSystem(
-      stack,
-      admin.client,
-      ctx.id,
-      runner,
-      tap,
-      counter,
-      listenerPid(Number(new URL(stack.url).port)),
-    );
+    const sides = {
+      reported: await side({ TIMES: "1", FAST: "1" }, false),
+      answered: await side({ TIMES: "1", INLINE: "1" }, true),
+    };
+    return new OurSystem(stack, admin.client, sides, counter, listenerPid(Number(new URL(stack.url).port)));
   }
 
   /** Result reports that were not applied at first try (they are retried; shown as a warning). */
   get anomalies(): readonly string[] {
-    return this.tap.anomalies;
+    return this.sides.reported.tap.anomalies;
   }
 
-  private cpu() {
-    return cpuSample(this.runner.child.pid, this.proxyPid);
+  private cpu(side = this.sides.reported) {
+    return cpuSample(side.runner.child.pid, this.proxyPid);
   }
 
-  private async submit(jobs: OurJob[]): Promise<number> {
-    const flow = await this.client.submitFlow(this.contextId, { start: true, jobs });
+  private async submit(jobs: OurJob[], side = this.sides.reported): Promise<number> {
+    const flow = await this.client.submitFlow(side.contextId, { start: true, jobs });
     return flow.id;
   }
 
   /** Runs `jobs` as one flow and waits for every result to be applied. */
-  private async runFlow(jobs: OurJob[], timeoutMs = 300_000): Promise<{ t0: number; flow: number; end: number }> {
+  private async runFlow(
+    jobs: OurJob[],
+    side = this.sides.reported,
+    timeoutMs = 300_000,
+  ): Promise<{ t0: number; flow: number; end: number }> {
     const t0 = now();
-    const flow = await this.submit(jobs);
-    const end = await this.tap.resultsOf(flow, jobs.length, timeoutMs);
+    const flow = await this.submit(jobs, side);
+    const end = await (side.ends?.endOf(flow, timeoutMs) ?? side.tap.resultsOf(flow, jobs.length, timeoutMs));
     return { t0, flow, end };
   }
 
   /** Runs a few flows first: loading scripts, keys and isolates is not what is measured. */
   async warmUp(): Promise<void> {
-    for (let i = 0; i < 3; i++) await this.runFlow(loneJobs("w"));
-    await this.runFlow(independentJobs("w", 100));
-    await this.runFlow(chainJobs("w", 3));
+    for (const side of Object.values(this.sides)) {
+      for (let i = 0; i < 3; i++) await this.runFlow(loneJobs("w"), side);
+      await this.runFlow(independentJobs("w", 100), side);
+      await this.runFlow(chainJobs("w", 3), side);
+    }
+  }
+
+  /** Stops following the contexts' streams. */
+  close(): void {
+    for (const side of Object.values(this.sides)) side.ends?.close();
   }
 
   /** One flow of `jobs`, counted: quiet before, submit, every result applied, quiet after. */
@@ -189,67 +161,55 @@ export class OurSystem {
   dag = () => this.cost(layeredDag("d"));
 
   /** `samples` lone jobs one after another: when each began at the runner, and was applied. */
-  async loneTimings(samples: number): Promise<LoneTimings> {
+  async loneTimings(samples: number, telling: Telling = "reported"): Promise<LoneTimings> {
+    const side = this.sides[telling];
     await this.counter.quiet();
     const start: number[] = [];
     const applied: number[] = [];
     const sent: (LoneSample & { flow: number })[] = [];
-    const cpuBefore = this.cpu();
+    const cpuBefore = this.cpu(side);
     for (let i = 0; i < samples; i++) {
       // The runner stamps deliveries with its Date.now(): the start is compared with the same clock.
       const wallClock = Date.now();
-      const t0 = now();
-      const flow = await this.submit(loneJobs("s"));
-      const end = await this.tap.resultsOf(flow, 1, 30_000);
+      const { t0, flow, end } = await this.runFlow(loneJobs("s"), side, 30_000);
       applied.push(end - t0);
-      const began = this.tap.startOf(flow, "s0");
+      const began = side.tap.startOf(flow, "s0");
       if (began !== undefined) {
         start.push(began - wallClock);
         sent.push({ flow, submitted: wallClock, began, answered: wallClock + (end - t0) });
       }
       await sleep(20);
     }
-    const cpu = cpuBetween(cpuBefore, this.cpu());
+    const cpu = cpuBetween(cpuBefore, this.cpu(side));
+    const cpuPerJob = (cpu.total ?? 0) / samples;
+    // The steps follow a result reported through its webhook (steps 4 and 5).
+    if (telling === "answered") return { start, applied, cpuPerJob };
     // Read after the series, so that reading costs nothing while it is timed.
     const steps = Object.fromEntries(STEPS.map((step) => [step, [] as number[]])) as Record<Step, number[]>;
     for (const sample of sent) {
-      const times = stepsOf(sample, await this.eventTimes(sample.flow));
+      const times = stepsOf(sample, await this.eventTimes(side.contextId, sample.flow));
       if (times) for (const step of STEPS) steps[step].push(times[step]);
     }
-    return { start, applied, cpuPerJob: (cpu.total ?? 0) / samples, steps };
+    return { start, applied, cpuPerJob, steps };
   }
 
   /** When each kind of event of a finished lone flow happened first (its `at_ms`), from its stream. */
-  private async eventTimes(flow: number): Promise<Partial<Record<string, number>>> {
+  private async eventTimes(contextId: number, flow: number): Promise<Partial<Record<string, number>>> {
     const at: Partial<Record<string, number>> = {};
     const signal = AbortSignal.timeout(10_000);
-    for await (const event of this.client.flowEvents(this.contextId, flow, { signal })) {
+    for await (const event of this.client.flowEvents(contextId, flow, { signal })) {
       at[event.type] ??= event.at_ms;
       if (event.type === "flow.finished" || event.type === "flow.error") break;
     }
     return at;
   }
 
-  /**
-   * When the context's stream told that `flow` ended (the benchmark's clock), read from its start.
-   * The context's stream, not the flow's: it carries only `flow.*` events, so following it costs
-   * the Worker next to nothing while the flow's thousands of job events are measured.
-   */
-  private async flowEndAt(contextId: number, flow: number, timeoutMs: number): Promise<number> {
-    const signal = AbortSignal.timeout(timeoutMs);
-    for await (const event of this.client.contextEvents(contextId, { signal })) {
-      if (event.type === "stream.reset" || event.flow_id !== flow) continue;
-      if (event.type === "flow.finished" || event.type === "flow.error") return now();
-    }
-    throw new Error(`flow ${flow}: the context's stream ended before the flow did`);
-  }
-
   /** `samples` chains of `length` jobs one after another: submit → the last job's result applied, ms. */
-  async chainTimings(samples: number, length: number): Promise<number[]> {
+  async chainTimings(samples: number, length: number, telling: Telling = "reported"): Promise<number[]> {
     await this.counter.quiet();
     const times: number[] = [];
     for (let i = 0; i < samples; i++) {
-      const { t0, end } = await this.runFlow(chainJobs("c", length), 60_000);
+      const { t0, end } = await this.runFlow(chainJobs("c", length), this.sides[telling], 60_000);
       times.push(end - t0);
       await sleep(20);
     }
@@ -277,9 +237,10 @@ export class OurSystem {
       posts: { TIMES: "1", FAST: "1", BATCH_RESULTS: "1", DELIVERIES_PER_POST: "50" },
       answers: { TIMES: "1", INLINE: "1", DELIVERIES_PER_POST: "50" },
     };
-    /** When all `jobs` of `flow` were applied, as the runner's answers tell, or the flow's stream. */
+    const ends = how === "answers" ? new ContextEnds(this.client, ctx.id) : undefined;
+    /** When all `jobs` of `flow` were applied, as the runner's answers tell, or the context's stream. */
     const allApplied = (tap: RunnerTap, flow: number, jobs: number, timeoutMs: number) =>
-      how === "answers" ? this.flowEndAt(ctx.id, flow, timeoutMs) : tap.resultsOf(flow, jobs, timeoutMs);
+      ends?.endOf(flow, timeoutMs) ?? tap.resultsOf(flow, jobs, timeoutMs);
     const registered = await this.stack.registerTestRunner(this.client, ctx.id, runnerEnv[how], CONCURRENCY);
     // A first flow warms the new context's objects up, as warmUp does for the main one. The
     // runner then stops: an idle pull runner's polls (2 commands each) keep Redis from going quiet.
@@ -303,7 +264,7 @@ export class OurSystem {
       await runner.kill();
       const after = await this.counter.quiet();
       const sentAfter = this.stack.restSent();
-      this.tap.anomalies.push(...tap.anomalies);
+      this.sides.reported.tap.anomalies.push(...tap.anomalies);
       return {
         jobs: n,
         executed: executedBetween(before, after),
@@ -313,6 +274,7 @@ export class OurSystem {
         cpu,
       };
     } finally {
+      ends?.close();
       await runner.kill();
     }
   }

@@ -1,3 +1,4 @@
+import type { z } from "zod";
 import {
   AuthError,
   importPublicKey,
@@ -165,7 +166,7 @@ async function reportedIn<T>(
   response: Response,
   request: Request,
   target: PushTarget,
-  schema: { safeParse(data: unknown): { success: true; data: T } | { success: false; error: { message: string } } },
+  schema: z.ZodType<T>,
 ): Promise<{ read: T | undefined } | { refused: string }> {
   const bytes = new Uint8Array(await response.arrayBuffer());
   const text = decoder.decode(bytes);
@@ -176,10 +177,10 @@ async function reportedIn<T>(
     return { read: undefined };
   }
   const parsed = schema.safeParse(json);
-  const reports = text.includes('"report"');
+  const reports = mentionsReport(json);
   if (!parsed.success) {
     return reports
-      ? { refused: `answered ${response.status} with a report that does not parse: ${parsed.error.message}` }
+      ? { refused: `answered ${response.status} with a report that does not parse: ${firstIssue(parsed.error)}` }
       : { read: undefined };
   }
   if (!reports) return { read: parsed.data };
@@ -192,6 +193,20 @@ async function reportedIn<T>(
     };
   }
   return { read: parsed.data };
+}
+
+/** What is wrong first in an answer's body: where, and what. */
+function firstIssue(error: z.ZodError): string {
+  const issue = error.issues[0];
+  return issue ? `${issue.path.join(".") || "the body"}: ${issue.message}` : error.message;
+}
+
+/** Whether an answer's body (alone, or a batch's results) has a `report`, well-formed or not. */
+function mentionsReport(json: unknown): boolean {
+  const has = (item: unknown) => typeof item === "object" && item !== null && "report" in item;
+  if (has(json)) return true;
+  const results = typeof json === "object" && json !== null && "results" in json ? json.results : undefined;
+  return Array.isArray(results) && results.some(has);
 }
 
 const decoder = new TextDecoder();

@@ -91,8 +91,14 @@ async function run(
   const ctx = (await client.createContext()).id;
 
   const runners: SoakRunner[] = [];
-  // The third takes up to 4 deliveries in one POST: batches meet the same faults.
-  const kinds = [{ WORK_MS: "50" }, { WORK_MS: "100", CHAOS: "1" }, { WORK_MS: "30", DELIVERIES_PER_POST: "4" }];
+  // The third takes up to 4 deliveries in one POST, the fourth 3 a POST answered with their
+  // results: batches and results in answers meet the same faults.
+  const kinds = [
+    { WORK_MS: "50" },
+    { WORK_MS: "100", CHAOS: "1" },
+    { WORK_MS: "30", DELIVERIES_PER_POST: "4" },
+    { WORK_MS: "20", DELIVERIES_PER_POST: "3", INLINE: "1" },
+  ];
   for (const [i, extra] of kinds.entries()) {
     const refuse = path.join(stack.dir, `refuse-${i}`);
     const registered = await stack.registerTestRunner(

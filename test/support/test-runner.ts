@@ -39,8 +39,8 @@
  * retried for REPORT_RETRY_MS (default 30 s) on network errors and 5xx.
  *
  * Results in the answer: INLINE=1 answers each delivery 200 with its result (`{ "report": {...} }`,
- * signed by the runner as the answer to that POST), printing `inline <job> flow <f> attempt <n>`,
- * and reports nothing through webhooks (a runner whose jobs end before it answers).
+ * signed by the runner as the answer to that POST, after WORK_MS), printing `inline <job> flow <f>
+ * attempt <n>`, and reports nothing through webhooks (a runner whose jobs end before it answers).
  *
  * Several deliveries in one POST (`{ "deliveries": [...] }`, a runner registered with
  * `deliveries_per_post` above 1) are taken one by one and answered with one result each; it prints
@@ -361,9 +361,13 @@ function take(raw: unknown): { status: number; report?: Record<string, unknown> 
   return { status: 200 };
 }
 
-/** Answers with `body`, signed as the answer to `request` when it reports results (INLINE). */
+/**
+ * Answers with `body`, signed as the answer to `request` when it reports results (INLINE: after
+ * WORK_MS, the jobs' work).
+ */
 async function answer(res: http.ServerResponse, request: Request, status: number, body?: unknown): Promise<void> {
   if (body === undefined) return void res.writeHead(status).end();
+  if (inline && workMs > 0) await new Promise((r) => setTimeout(r, workMs));
   const bytes = new TextEncoder().encode(JSON.stringify(body));
   const headers = inline ? await signAnswer(request, status, bytes, signer) : {};
   res.writeHead(status, { "content-type": "application/json", ...headers }).end(bytes);

@@ -245,7 +245,7 @@ describe("an answer that reports how the attempt ended", () => {
     const [bad] = await pushDeliveries(target(1), [payload(1)], key);
     expect(bad).toMatchObject({
       delivered: false,
-      reason: expect.stringMatching(/^answered 200 with a report that does not parse/),
+      reason: expect.stringMatching(/^answered 200 with a report that does not parse: report\.status: /),
     });
 
     answer = (_body, res, request) => signed(res, request, 202, { accepted: "1:1 attempt 1" }, null);
