@@ -44,7 +44,7 @@ export interface PushServerOptions {
   /** PEM files' contents: with both, the server speaks HTTPS. */
   tls?: { cert: Buffer; key: Buffer };
   keys: CoordinatorKeyDirectory;
-  /** The runner's key: it signs answers that report how an attempt ended (`{ ending }`). */
+  /** The runner's key: it signs answers that report how an attempt ended (needed when `accept` answers `{ ending }`). */
   signer?: RequestSigner;
   /** How far a signature's `created` may be from now (s); the coordinator uses the same default. */
   skewSeconds: number;
@@ -78,7 +78,9 @@ const MAX_BODY_BYTES = 4 * 1024 * 1024;
  * keyid = the key's kid in its key directory). Every delivery is verified before its body is
  * even parsed: no signature, an unknown key, a bad signature, a stale `created`, a replayed nonce
  * or a body that does not match its Content-Digest is a 401 and nothing happens. The 2xx answer
- * is the acknowledgement, so it is sent as soon as the job is taken, not when it ends. A runner
+ * is the acknowledgement, so it is sent as soon as the job is taken, not when it ends, unless
+ * `accept` holds it for the job's end (`{ ending }`, `--answer-within`): then it may carry the
+ * result, signed with `signer` as the answer to that request. A runner
  * registered with `deliveries_per_post` above 1 may get several in one POST, `{ "deliveries":
  * [...] }`: each is taken as if alone, and the answer (200) is `{ "results": [...] }`, the status
  * and body each would have been answered with, in order.
