@@ -70,6 +70,8 @@ export interface DeliveryTarget {
   perPost: number;
   /** Its public key (`pubkey`): an answer that reports how an attempt ended is signed with it. */
   pubkey: string;
+  /** The script types it runs (the dispatcher tells them): what the flow's own claims may offer it. */
+  scriptTypes?: readonly ScriptType[];
 }
 
 /** How the owner of an attempt took a delivery the dispatcher (or a lease) asked it to make. */
@@ -192,6 +194,13 @@ export interface DispatcherRpc extends Rpc.DurableObjectBranded {
    * theirs; the caller has each claim's owner hand it out and settles the claims.
    */
   lease(scope: DispatchScope, runnerId: number, max: number): Promise<Claim[]>;
+  /**
+   * Settles attempts a flow's commit claimed for itself and its object delivered to `runnerId`,
+   * where the runner did not take them (refused: back to the front of their queue, the runner
+   * backed off; gone: the slot freed; failed: not known, left for the reaper), as the answers of
+   * its own rounds' owners are settled. Answers are in the items' order.
+   */
+  settleOwn(scope: DispatchScope, runnerId: number, items: string[], answers: OwnerAnswer[]): Promise<void>;
   /** Forgets the context (it is being deleted): no alarm, no storage. Idempotent. */
   purge(scope: DispatchScope): Promise<void>;
 }

@@ -4,6 +4,7 @@ import type {
   DeliveryTarget,
   DispatcherRpc,
   FlowCoordinatorRpc,
+  OwnerAnswer,
   SchedulerRpc,
   ScheduleScope,
   Wake,
@@ -52,6 +53,20 @@ export function schedulerStub(env: Env, scope: ScheduleScope): DurableObjectStub
  */
 export async function wakeDispatcher(env: Env, scope: DispatchScope, wake: Wake): Promise<void> {
   await dispatcherStub(env, scope).wake(scope, wake);
+}
+
+/**
+ * Tells a context's dispatcher how deliveries of a flow's own claims went that `runner` did not
+ * take (DispatcherRpc.settleOwn).
+ */
+export async function settleOwnClaims(
+  env: Env,
+  scope: DispatchScope,
+  runner: Pick<DeliveryTarget, "id">,
+  items: string[],
+  answers: OwnerAnswer[],
+): Promise<void> {
+  await dispatcherStub(env, scope).settleOwn(scope, runner.id, items, answers);
 }
 
 /** Owners asked at once. */

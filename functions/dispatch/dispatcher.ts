@@ -1,7 +1,7 @@
 import { DurableObject } from "cloudflare:workers";
 import type { Runner } from "../../shared/model/index.js";
 import type { Claim, Store } from "../../shared/store/index.js";
-import type { DispatcherRpc, WaitReason, Wake, Want } from "../core/contracts.js";
+import type { DispatcherRpc, OwnerAnswer, WaitReason, Wake, Want } from "../core/contracts.js";
 import { coordinatorKeys } from "../core/coordinator-key.js";
 import type { Env } from "../core/env.js";
 import type { DispatchScope } from "../core/scopes.js";
@@ -46,7 +46,9 @@ export class Dispatcher extends DurableObject<Env> implements DispatcherRpc {
     () => this.store(),
     () => this.bound().contextId,
   );
-  private readonly ring = new ReadyRing(this.ctx.storage);
+  private readonly ring = new ReadyRing(this.ctx.storage, (value) =>
+    this.store().dispatch.markWaiting(this.bound().contextId, value),
+  );
   private readonly rounds = new DispatchRounds({
     backoff: this.backoff,
     ring: this.ring,
@@ -60,6 +62,7 @@ export class Dispatcher extends DurableObject<Env> implements DispatcherRpc {
         address: runner.address,
         perPost: runner.deliveries_per_post,
         pubkey: runner.pubkey,
+        scriptTypes: runner.script_types,
       }),
     rested: (retrySoon, reapAt) => this.rested(retrySoon, reapAt),
   });
@@ -67,8 +70,13 @@ export class Dispatcher extends DurableObject<Env> implements DispatcherRpc {
   async wake(scope: DispatchScope, wake: Wake): Promise<void> {
     await this.bind(scope);
     if (wake.runners) await this.runnerList.drop();
-    // Durable before the wake is answered: the queues are what the ring must not lose.
-    if (wake.queues?.length) await this.ring.add(wake.queues);
+    if (wake.queues?.length) {
+      // Durable before the wake is answered: the queues are what the ring must not lose. And
+      // commits learn which flows wait here before the wake is answered (rounds mark before
+      // they claim, too).
+      await this.ring.add(wake.queues);
+      await this.ring.mark();
+    }
     const wanted = this.rounds.accept(wake, (await this.ring.keys()).length > 0);
     if (!wanted) return;
     const safety = Date.now() + SAFETY_MS;
@@ -101,6 +109,15 @@ export class Dispatcher extends DurableObject<Env> implements DispatcherRpc {
     const runner = runners.find((r) => r.id === runnerId);
     if (!runner) return [];
     return this.rounds.claim(this.store(), [runner], runners, max);
+  }
+
+  async settleOwn(scope: DispatchScope, runnerId: number, items: string[], answers: OwnerAnswer[]): Promise<void> {
+    await this.bind(scope);
+    await this.rounds.settleOwn(
+      runnerId,
+      items,
+      answers.map((a) => (a.outcome === "failed" ? new Error(a.reason) : a)),
+    );
   }
 
   /**

@@ -1,4 +1,4 @@
-import type { ReadyQueue } from "../../shared/store/index.js";
+import { WAITING_NONE, WAITING_SEVERAL, type ReadyQueue } from "../../shared/store/index.js";
 
 /** A queue in the ring: when its turn is (lower first), and how often it was named since loaded. */
 interface Entry extends ReadyQueue {
@@ -26,12 +26,24 @@ const BATCH = 120;
  * queue is answered, so it outlives the object's memory; the turn order is memory only (after a
  * restart, queues go in the order they were first named). A queue leaves when a claim finds it
  * empty and no wake named it while that claim ran, so a queue refilled meanwhile is never lost.
+ *
+ * Which flows it holds is told to commits (`mark`, the context's `dispatch_waiting`): a flow's
+ * commit claims its own work only while no other flow's queue waits here (docs/dispatch.md,
+ * "Claims in the commit"). The Dispatcher marks before it answers a wake that named a queue, and
+ * before every claim of its rounds.
  */
 export class ReadyRing {
   private entries: Map<string, Entry> | undefined;
   private turn = 0;
+  /** The `dispatch_waiting` last written; undefined when not known (a fresh instance, a failed write). */
+  private marked: string | undefined;
+  private marking: Promise<unknown> = Promise.resolve();
 
-  constructor(private readonly storage: DurableObjectStorage) {}
+  constructor(
+    private readonly storage: DurableObjectStorage,
+    /** Writes the context's `dispatch_waiting`. */
+    private readonly markWaiting: (value: string) => Promise<void>,
+  ) {}
 
   /**
    * Adds queues a commit (or a refusal) put attempts in; durable once this resolves. With `guess`
@@ -56,6 +68,25 @@ export class ReadyRing {
       // A claim may have bumped nothing meanwhile, but another add may have: keep the higher.
       entries.set(key, now ? { ...entry, version: Math.max(now.version, entry.version) + 1 } : entry);
     }
+  }
+
+  /**
+   * Writes which flows wait here to the context's `dispatch_waiting`, when that changed since the
+   * last write (or is not known: a fresh instance). Marks go one at a time, each with the ring as
+   * it is then.
+   */
+  mark(): Promise<void> {
+    const turn = this.marking.then(async () => {
+      const flows = new Set([...(await this.loaded()).values()].map((e) => e.flow));
+      const [only] = flows;
+      const value = only === undefined ? WAITING_NONE : flows.size === 1 ? String(only) : WAITING_SEVERAL;
+      if (value === this.marked) return;
+      this.marked = undefined;
+      await this.markWaiting(value);
+      this.marked = value;
+    });
+    this.marking = turn.catch(() => undefined);
+    return turn;
   }
 
   /** The queues in turn order, each with the version a claim should remember. */

@@ -14,6 +14,7 @@ import type { CoordinatorKey } from "../core/coordinator-key.js";
 import type { RunnerBackoff } from "./backoff.js";
 import { DeliveredClaims } from "./delivered.js";
 import { relayMail } from "./mail.js";
+import { Settlements } from "./settlements.js";
 import type { ReadyRing } from "./ring.js";
 
 /** A claim whose delivery is owed: fresh from a claim (its queue known) or reaped (not). */
@@ -35,7 +36,6 @@ const REAP_EVERY_MS = 60_000;
 /** Rounds in flight at once: a slow runner's deliveries must not hold up the others'. */
 const MAX_ROUNDS = 4;
 const MAIL_PER_ROUND = 100;
-const SETTLE_TRIES = 3;
 
 /** What the rounds need from the Dispatcher around them. */
 export interface RoundsHost {
@@ -81,8 +81,8 @@ export class DispatchRounds {
   private claimedAt = 0;
   /** The claim in flight: claims go one at a time, so each sees the turns the last one moved. */
   private claiming: Promise<unknown> = Promise.resolve();
-  /** Settlements that could not be written (storage away): written with the next round's. */
-  private owed: WorkSettlement = { delivered: [], gone: [], back: [] };
+  /** Settlements written, and those that could not be (storage away), written with the next round's. */
+  private readonly settlements = new Settlements(() => this.host.contextId());
   private rotation = 0;
   /** A round failed (storage away, an owner out of reach): the alarm tries again shortly. */
   private retrySoon = false;
@@ -132,18 +132,47 @@ export class DispatchRounds {
     while (this.running < MAX_ROUNDS && (this.wanted.work || this.wanted.mail || this.wanted.reap)) {
       const wanted = this.wanted;
       this.wanted = {};
-      this.running++;
-      void this.round(wanted)
-        .catch((error: unknown) => {
-          console.warn(`dispatch in context ${this.host.contextId()}: ${(error as Error).message}`);
-          this.retrySoon = true;
-        })
-        .finally(() => {
-          this.running--;
-          this.pump();
-          if (this.running === 0) void this.rest();
-        });
+      void this.asRound(() => this.round(wanted)).catch(() => undefined);
     }
+  }
+
+  /**
+   * Runs `work` as a round runs: counted among the rounds, a failure brings the alarm back soon,
+   * and when the last one ends the alarm is set (to a backoff's end, a reap, a retry).
+   */
+  private async asRound(work: () => Promise<void>): Promise<void> {
+    this.running++;
+    try {
+      await work();
+    } catch (error) {
+      console.warn(`dispatch in context ${this.host.contextId()}: ${(error as Error).message}`);
+      this.retrySoon = true;
+      throw error;
+    } finally {
+      this.running--;
+      this.pump();
+      if (this.running === 0) void this.rest();
+    }
+  }
+
+  /**
+   * Settles claims a flow's commit made for itself, which its object delivered to `runnerId` and
+   * the runner did not take (or the object could not tell): as a round settles its owners'
+   * answers (refused: back to the front of the queue, the runner backed off; gone: the slot
+   * freed; not known: left for the reaper). Rejects when storage could not take it; what could not
+   * be written is kept and written by the next round, which the alarm brings soon.
+   */
+  settleOwn(runnerId: number, items: readonly string[], answers: readonly (DeliverAnswer | Error)[]): Promise<void> {
+    return this.asRound(async () => {
+      const settlement: WorkSettlement = { delivered: [], gone: [], back: [] };
+      await this.judge(
+        runnerId,
+        items.map((item) => ({ runner: runnerId, item })),
+        answers,
+        settlement,
+      );
+      await this.finish(this.host.store(), settlement);
+    });
   }
 
   /** Nothing runs: the host sets its alarm, and whoever waited for this is told. */
@@ -176,7 +205,7 @@ export class DispatchRounds {
     }
     await this.settleOwed(store);
     const marks = this.delivered.due();
-    if (marks.length > 0) await this.settle(store, { delivered: marks, gone: [], back: [] });
+    if (marks.length > 0) await this.settlements.write(store, { delivered: marks, gone: [], back: [] });
     const periodic = this.claimedAt > this.reapedAt && Date.now() - this.reapedAt > REAP_EVERY_MS;
     if (wanted.reap || periodic) await this.reap(store);
     if (wanted.work) await this.dispatchWork(store);
@@ -188,6 +217,10 @@ export class DispatchRounds {
     const runners = await this.host.runners();
     const push = runners.filter((r) => r.address !== "" && !waiting.has(r.id));
     if (push.length === 0) return;
+    // Commits learn which flows wait before this round takes work: one that claims its own work
+    // after this either sees another flow waiting, or ran before, its slots taken or freed in
+    // Redis before this round's claim reads them.
+    await this.host.ring.mark();
     // Rotate so runners with as many free slots take turns at being first.
     const start = this.rotation++ % push.length;
     const ordered = [...push.slice(start), ...push.slice(0, start)];
@@ -233,6 +266,8 @@ export class DispatchRounds {
     this.host.ring.served(new Set(claims.map((c) => c.queue.key)));
     const version = new Map(queues.map((q) => [q.key, q.version]));
     await this.host.ring.drop(drained.map((q) => ({ key: q.key, version: version.get(q.key) ?? -1 })));
+    // Best effort: a mark left behind only keeps commits from claiming until the next one.
+    if (drained.length > 0) await this.host.ring.mark().catch(() => undefined);
     return claims;
   }
 
@@ -262,11 +297,16 @@ export class DispatchRounds {
       byRunner.set(runner.id, group);
     }
     await Promise.all([...byRunner.values()].map((group) => this.deliverTo(group, settlement)));
+    await this.finish(store, settlement);
+  }
+
+  /** Writes a round's settlement, with the ring told of work going back to its queues. */
+  private async finish(store: Store, settlement: WorkSettlement): Promise<void> {
     // Work going back to its queue: the ring must know the queue before the work is there, and
     // again after, since a claim running meanwhile may have found the queue empty and dropped it.
     const back = settlement.back.map((c) => c.queue);
     await this.host.ring.add(back);
-    await this.settle(store, settlement);
+    await this.settlements.write(store, settlement);
     await this.host.ring.add(back);
     // Freed slots and returned work: another runner may take it now.
     if (settlement.gone.length > 0 || settlement.back.length > 0) this.want({ work: true });
@@ -275,71 +315,57 @@ export class DispatchRounds {
   /** Has the owners of one runner's claims deliver them, and notes how each went in `settlement`. */
   private async deliverTo({ runner, claims }: OwnedClaims, settlement: WorkSettlement): Promise<void> {
     for (const claim of claims) this.delivering.add(claim.item);
-    // How the runner took them, as one try: refusals in one round (the rest of a POST it could
-    // not take, or several POSTs at once) back off as one failure, not one each.
-    let took = false;
-    let refused: string | undefined;
     try {
       const answers = await this.host.askOwners(
         claims.map((c) => c.item),
         runner,
       );
-      for (const [i, claim] of claims.entries()) {
-        const held: Held = { runner: claim.runner, item: claim.item };
-        const answer = answers[i] ?? new Error("no answer");
-        if (answer instanceof Error) {
-          console.warn(`dispatch: the owner of ${claim.item} could not be asked: ${answer.message}`);
-          this.retrySoon = true;
-          // The claim stays unsettled: the reaper asks its owner again once it is old enough.
-          this.reapAt = Math.min(this.reapAt ?? Number.POSITIVE_INFINITY, Date.now() + REAP_AFTER_MS);
-        } else if (answer.outcome === "delivered") {
-          this.delivered.add([held]);
-          took = true;
-        } else if (answer.outcome === "gone") {
-          settlement.gone.push(held);
-        } else {
-          settlement.back.push({ ...held, queue: answer.queue });
-          refused = answer.reason;
-        }
-      }
-      if (took) await this.host.backoff.succeeded(runner.id);
-      if (refused !== undefined) await this.host.backoff.failed(runner.id, refused);
+      await this.judge(runner.id, claims, answers, settlement);
     } finally {
       for (const claim of claims) this.delivering.delete(claim.item);
     }
   }
 
   /**
-   * Writes how a round's claims ended, retrying a storage hiccup a few times. If storage stays
-   * away, the settlement is kept and written with the next round's (the alarm brings one soon);
-   * should this instance die first, the claims are unsettled in Redis and the reaper asks their
-   * owners again.
+   * Notes in `settlement` how each of a runner's claims went, from its owner's answer, and how the
+   * runner took them, as one try: refusals in one round (the rest of a POST it could not take, or
+   * several POSTs at once) back it off as one failure, not one each.
    */
-  private async settle(store: Store, settlement: WorkSettlement): Promise<void> {
-    for (let attempt = 1; ; attempt++) {
-      try {
-        await store.dispatch.settle(this.host.contextId(), settlement);
-        return;
-      } catch (error) {
-        if (attempt >= SETTLE_TRIES) {
-          this.owed = {
-            delivered: [...this.owed.delivered, ...settlement.delivered],
-            gone: [...this.owed.gone, ...settlement.gone],
-            back: [...this.owed.back, ...settlement.back],
-          };
-          throw error;
-        }
-        await new Promise((r) => setTimeout(r, 200 * 2 ** attempt));
+  private async judge(
+    runnerId: number,
+    claims: readonly Held[],
+    answers: readonly (DeliverAnswer | Error)[],
+    settlement: WorkSettlement,
+  ): Promise<void> {
+    let took = false;
+    let refused: string | undefined;
+    for (const [i, claim] of claims.entries()) {
+      const held: Held = { runner: claim.runner, item: claim.item };
+      const answer = answers[i] ?? new Error("no answer");
+      if (answer instanceof Error) {
+        console.warn(`dispatch: the owner of ${claim.item} could not be asked: ${answer.message}`);
+        this.retrySoon = true;
+        // The claim stays unsettled: the reaper asks its owner again once it is old enough.
+        this.reapAt = Math.min(this.reapAt ?? Number.POSITIVE_INFINITY, Date.now() + REAP_AFTER_MS);
+      } else if (answer.outcome === "delivered") {
+        this.delivered.add([held]);
+        took = true;
+      } else if (answer.outcome === "gone") {
+        settlement.gone.push(held);
+      } else {
+        settlement.back.push({ ...held, queue: answer.queue });
+        refused = answer.reason;
       }
     }
+    if (took) await this.host.backoff.succeeded(runnerId);
+    if (refused !== undefined) await this.host.backoff.failed(runnerId, refused);
   }
 
   /** Writes settlements earlier rounds could not. */
   private async settleOwed(store: Store): Promise<void> {
-    const owed = this.owed;
-    if (owed.delivered.length + owed.gone.length + owed.back.length === 0) return;
-    this.owed = { delivered: [], gone: [], back: [] };
-    await this.settle(store, owed);
+    const owed = this.settlements.takeOwed();
+    if (!owed) return;
+    await this.settlements.write(store, owed);
     // The work put back is in its queue now: named again, so no claim in between dropped it.
     await this.host.ring.add(owed.back.map((c) => c.queue));
     if (owed.back.length > 0 || owed.gone.length > 0) this.want({ work: true });

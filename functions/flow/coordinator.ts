@@ -1,15 +1,7 @@
 import { DurableObject } from "cloudflare:workers";
-import {
-  failedJobs,
-  messagesNeeded,
-  nearestDeadline,
-  rerunBases,
-  type FlowEvent,
-  type FlowState,
-  type JobState,
-} from "../../shared/flow/index.js";
+import { nearestDeadline, type FlowEvent, type FlowState } from "../../shared/flow/index.js";
 import type { FlowView } from "../../shared/model/index.js";
-import { deadlineOwner, NotFoundError, type PurgeOutcome, type Store } from "../../shared/store/index.js";
+import { deadlineOwner, type PurgeOutcome, type Store } from "../../shared/store/index.js";
 import type {
   CreateFlowInput,
   OwnerAnswer,
@@ -23,20 +15,22 @@ import { coordinatorKeys } from "../core/coordinator-key.js";
 import type { Env } from "../core/env.js";
 import { toProblem } from "../core/errors.js";
 import { Problem, problemData, unwrap, type RpcResult } from "../core/problem.js";
-import { scopeConflict, scopeName, type FlowScope } from "../core/scopes.js";
+import { dispatchScopeOf, scopeConflict, scopeName, type FlowScope } from "../core/scopes.js";
 import { storeForPrefix } from "../core/store.js";
 import { flowChange } from "../../shared/flow/changes.js";
 import { closeQuietly } from "../core/sockets.js";
-import { deliverAttempts, OutgoingMessages, type AttemptOwner } from "./attempt-delivery.js";
+import { settleOwnClaims } from "../core/stubs.js";
+import { OutgoingMessages, type AttemptOwner } from "./attempt-delivery.js";
+import { awaitsRunners, CLAIM_SAFETY_MS, OwnClaims } from "./own-claims.js";
 import { FlowBinding } from "./binding.js";
-import { createNow } from "./creation.js";
+import { createNow, rerunEvent } from "./creation.js";
 import { Deadlines } from "./deadlines.js";
 import { FlowEffects } from "./effects.js";
-import { FeedRelay, forgetInFeed } from "./feed-relay.js";
+import { FeedRelay } from "./feed-relay.js";
 import { GroupCommit } from "./group-commit.js";
 import { Incarnations } from "./incarnation.js";
 import { NonceLedger } from "./nonces.js";
-import { purgeRecords } from "./purge.js";
+import { purgeFlow } from "./purge-flow.js";
 import { applyReported, inJobOrder } from "./reported.js";
 import { FlowStream, sinceOf } from "./stream.js";
 import { flowView } from "./view.js";
@@ -51,6 +45,7 @@ import { explainWaiting, whyUndelivered } from "./waiting.js";
  *   commit whose outcome is unknown pending until it is known);
  * - FlowEffects carries out what a durable batch owes (waking the dispatcher, telling runners);
  * - Deadlines holds the flow's alarm at its nearest deadline and acts on missed ones;
+ * - OwnClaims delivers the work a commit claimed for the flow itself, when no other flow waits;
  * - FlowStream journals every change as a numbered event and pushes it to subscribers'
  *   WebSockets (hibernatable), and FeedRelay forwards the flow's own events to its context's feed.
  *
@@ -71,7 +66,18 @@ export class FlowCoordinator extends DurableObject<Env> implements FlowCoordinat
     this.ctx.storage,
     () => this.bound(),
     () => this.store(),
+    (items) => this.own.released(items),
   );
+  private readonly own: OwnClaims = new OwnClaims({
+    scope: () => this.bound(),
+    owner: () => this.attemptOwner(),
+    outgoing: this.outgoing,
+    settle: (runner, items, answers) =>
+      settleOwnClaims(this.env, dispatchScopeOf(this.bound()), runner, items, answers),
+    owe: async () => {
+      if (!(await this.effects.wake({ reap: true }))) await this.arm(undefined, true);
+    },
+  });
   private readonly deadlines: Deadlines = new Deadlines({
     storage: this.ctx.storage,
     enqueue: (event) => this.commits.enqueue(event),
@@ -85,32 +91,43 @@ export class FlowCoordinator extends DurableObject<Env> implements FlowCoordinat
     ownsPending: () => this.incarnations.ownsPending(),
     publish: (state, changes) => void this.stream.append(this.bound(), state.traceId, changes),
     reloaded: (state) => this.stream.catchUp(this.bound(), state),
+    claims: (state, commit) => this.own.claimsFor(state, commit),
+    claiming: () => this.deadlines.armBy(Date.now() + CLAIM_SAFETY_MS),
     committed: async (batch) => {
       if (batch.plan)
         this.outgoing.remember((m) => this.store().keys.message(m.context_id, m.caller_id, m.id), batch.plan.messages);
+      // What the commit claimed goes to its runners now, beside what the commit still owes.
+      if (batch.outcome) this.own.claimed(batch.claims, batch.outcome);
       const woken = await this.effects.committed(batch);
-      const fed = await this.relay.forward(this.bound());
-      // A wake or a feed still owed, or memory forgotten after a conflict: the alarm comes back soon.
-      await this.deadlines.arm(
+      this.relay.later(this.bound(), () => void this.arm(undefined, true).catch(() => undefined));
+      // A wake still owed, or memory forgotten after a conflict: the alarm comes back soon.
+      await this.arm(
         this.commits.current,
-        !woken || !fed || this.commits.current === undefined,
+        !woken || this.commits.current === undefined,
         Date.now(),
         batch.conflict ? undefined : batch.before,
       );
     },
     resolved: async (plan) => {
-      if (!(await this.effects.resolved(plan))) await this.deadlines.arm(undefined, true);
+      if (!(await this.effects.resolved(plan))) await this.arm(undefined, true);
     },
     storageDown: async () => {
       await this.deadlines.storageDown();
-      await this.deadlines.arm(undefined, true);
+      await this.arm(undefined, true);
     },
     storageUp: () => void this.deadlines.storageUp(this.commits.current).catch(() => undefined),
   });
   private readonly incarnations: Incarnations = new Incarnations({
     ctx: this.ctx,
     binding: this.binding,
-    parts: [this.stream, this.relay, this.deadlines, this.nonces, { forget: () => this.outgoing.clear() }],
+    parts: [
+      this.stream,
+      this.relay,
+      this.deadlines,
+      this.nonces,
+      { forget: () => this.outgoing.clear() },
+      { forget: () => this.own.forget() },
+    ],
     store: () => this.store(),
     current: () => this.commits.current,
     load: () => this.commits.load(),
@@ -161,16 +178,10 @@ export class FlowCoordinator extends DurableObject<Env> implements FlowCoordinat
     return this.command(scope, () => ({ type: "cancel", reason, at: Date.now() }), refused);
   }
 
-  /** Each failed job gets fresh retries and a fresh block of message ids, allocated here. */
+  /** Each failed job gets fresh retries and a fresh block of message ids (rerunEvent). */
   async rerun(scope: FlowScope): Promise<RpcResult<FlowView>> {
     return this.guard(scope, async () => {
-      const state = this.current();
-      // The machine refuses this too; asking first keeps a refused re-run from using up ids.
-      if (state.status !== "error")
-        throw scopeConflict(this.bound(), state.status, `is ${state.status}: only a failed one can be re-run`);
-      const needed = messagesNeeded(failedJobs(state).map((id) => (state.jobs[id] as JobState).spec));
-      const first = await this.store().messages.allocateIds(state.contextId, state.callerId, needed);
-      const t = await this.commits.enqueue({ type: "rerun", bases: rerunBases(state, first), at: Date.now() });
+      const t = await this.commits.enqueue(await rerunEvent(this.bound(), this.current(), this.store()));
       if (t.outcome !== "applied") throw new Problem("conflict", t.reason ?? "the flow could not be re-run");
       return this.viewOf(this.current());
     });
@@ -210,22 +221,7 @@ export class FlowCoordinator extends DurableObject<Env> implements FlowCoordinat
   }
 
   async deliver(scope: FlowScope, items: string[], runner: DeliveryTarget): Promise<RpcResult<OwnerAnswer[]>> {
-    return this.guard(scope, async () => {
-      const owner: AttemptOwner = {
-        scope: this.bound(),
-        state: () => this.current(),
-        enqueue: (event, logs) => this.commits.enqueue(event, logs),
-        store: () => this.store(),
-        signingKey: async () => (await coordinatorKeys(this.env)).current,
-      };
-      const settled = await deliverAttempts(owner, this.outgoing, items, runner);
-      // No such flow: answered as a whole (404), and the asker frees every slot.
-      const missing = settled.find((s) => s.status === "rejected" && s.reason instanceof NotFoundError);
-      if (missing) throw (missing as PromiseRejectedResult).reason;
-      return settled.map((s): OwnerAnswer =>
-        s.status === "fulfilled" ? s.value : { outcome: "failed", reason: (s.reason as Error).message },
-      );
-    });
+    return this.guard(scope, () => this.own.asked(items, runner));
   }
 
   /** Also refreshes the flow's entry in the context's deadline set, which the sweep reads. */
@@ -245,34 +241,17 @@ export class FlowCoordinator extends DurableObject<Env> implements FlowCoordinat
       const state = this.current();
       if (state.endedAt !== undefined || this.stream.lastFlowEvent() === type) return null;
       this.stream.append(this.bound(), state.traceId, [flowChange(type, state, Date.now(), { reason })]);
-      if (!(await this.relay.forward(this.bound()))) await this.deadlines.arm(state, true);
+      if (!(await this.relay.forward(this.bound()))) await this.arm(state, true);
       return null;
     });
   }
 
-  /** Removes the flow for good (see purge.ts); nothing else runs in the object meanwhile. */
+  /** Removes the flow for good (see purge-flow.ts); nothing else runs in the object meanwhile. */
   async purge(scope: FlowScope, options: { force?: boolean } = {}): Promise<RpcResult<PurgeOutcome>> {
-    const force = options.force === true;
-    return this.guard(
-      scope,
-      () =>
-        this.ctx.blockConcurrencyWhile(async () => {
-          // A flow whose records cannot be read is still removed when its context goes.
-          await this.commits.load().catch((error: unknown) => {
-            if (!force) throw error;
-          });
-          const outcome = await this.commits.quiet(() =>
-            purgeRecords(this.store(), this.bound(), this.commits.current ?? undefined, force),
-          );
-          if (typeof outcome === "object") return outcome;
-          // A fresh start: nothing of the flow is left in storage, nor in memory.
-          await this.incarnations.wipe("the flow was purged");
-          this.commits.forget();
-          await forgetInFeed(this.env, this.bound());
-          return outcome;
-        }),
-      false,
-    );
+    const { commits, incarnations, env } = this;
+    const purge = () =>
+      purgeFlow({ commits, incarnations, env, scope: this.bound(), store: this.store() }, options.force === true);
+    return this.guard(scope, () => this.ctx.blockConcurrencyWhile(purge), false);
   }
 
   /**
@@ -307,24 +286,52 @@ export class FlowCoordinator extends DurableObject<Env> implements FlowCoordinat
       await this.wakeUp();
     } catch (error) {
       if (toProblem(error).status === 500) console.error("FlowCoordinator alarm:", error);
-      await this.deadlines.arm(undefined, true);
+      await this.arm(undefined, true);
     }
   }
 
   // Internals.
 
-  /** Settles a pending plan and an owed wake, acts on due deadlines, and re-arms the alarm. */
+  /**
+   * Settles a pending plan and an owed wake, acts on due deadlines, and re-arms the alarm. An
+   * object that lost its memory while attempts wait for a runner cannot tell whether it had
+   * claimed any of them itself: the dispatcher's reaper is asked to look.
+   */
   private async wakeUp(): Promise<void> {
+    const fresh = this.commits.current === undefined;
     await this.commits.settlePending();
-    const owedDone = await this.effects.wake(undefined);
+    let owedDone = await this.effects.wake(undefined);
     const state = await this.incarnations.loadToAct();
     if (!state) {
       await this.deadlines.disarm();
       return;
     }
+    if (fresh && state.endedAt === undefined && awaitsRunners(state))
+      owedDone = (await this.effects.wake({ reap: true })) && owedDone;
     const reached = await this.deadlines.actOnDue(state);
     const fed = await this.relay.forward(this.bound());
-    await this.deadlines.arm(this.commits.current ?? state, !reached || !owedDone || !fed);
+    await this.arm(this.commits.current ?? state, !reached || !owedDone || !fed);
+  }
+
+  /** Sets the alarm (Deadlines.arm), never later than work this object claimed must be delivered by. */
+  private arm(
+    state: FlowState | null | undefined,
+    retrySoon: boolean,
+    now?: number,
+    before?: FlowState,
+  ): Promise<void> {
+    return this.deadlines.arm(state, retrySoon, now, before, this.own.safetyAt());
+  }
+
+  /** What delivering this flow's attempts needs of the object. */
+  private attemptOwner(): AttemptOwner {
+    return {
+      scope: this.bound(),
+      state: () => this.current(),
+      enqueue: (event, logs) => this.commits.enqueue(event, logs),
+      store: () => this.store(),
+      signingKey: async () => (await coordinatorKeys(this.env)).current,
+    };
   }
 
   /**

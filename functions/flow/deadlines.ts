@@ -180,25 +180,45 @@ export class Deadlines {
   }
 
   /**
-   * Sets the alarm to the nearest deadline, or soon when something must be tried again.
-   * `before` is the state a batch reached `state` from, when this is a commit's arming: the
-   * nearest deadline then follows from the jobs the batch changed. An alarm already where it
-   * should be is left alone (setting it is a storage write).
+   * Sets the alarm to the nearest deadline, or soon when something must be tried again, and never
+   * later than `by` when given (work claimed and not delivered yet). `before` is the state a batch
+   * reached `state` from, when this is a commit's arming: the nearest deadline then follows from
+   * the jobs the batch changed. An alarm already where it should be is left alone (setting it is
+   * a storage write).
    */
   async arm(
     state: FlowState | null | undefined,
     retrySoon: boolean,
     now = Date.now(),
     before?: FlowState,
+    by?: number,
   ): Promise<void> {
     const due = state ? this.index.nearest(state, before) : undefined;
-    const times = [due, retrySoon ? now + RETRY_SOON_MS : undefined].filter((t): t is number => t !== undefined);
+    const times = [due, retrySoon ? now + RETRY_SOON_MS : undefined, by].filter((t): t is number => t !== undefined);
     const target = times.length === 0 ? null : Math.min(...times);
     if (target === this.armed) return;
+    // While work is claimed and not delivered, an alarm that comes by then already does: moving it
+    // would be another write for the delivery to wait on.
+    if (
+      by !== undefined &&
+      target !== null &&
+      typeof this.armed === "number" &&
+      this.armed <= target &&
+      this.armed > now
+    )
+      return;
     this.armed = undefined;
     if (target === null) await this.host.storage.deleteAlarm();
     else await this.host.storage.setAlarm(target);
     this.armed = target;
+  }
+
+  /** Has the alarm ring by `at` at the latest (an earlier one is left as it is). */
+  async armBy(at: number): Promise<void> {
+    if (this.armed !== undefined && this.armed !== null && this.armed <= at) return;
+    this.armed = undefined;
+    await this.host.storage.setAlarm(at);
+    this.armed = at;
   }
 
   /** Storage was wiped (alarm and outage mark with it): nothing of it is known any more, and no alarm is set. */

@@ -1,6 +1,6 @@
 import { messageId, nearestDeadline, type FlowEffect, type FlowState, type JobState } from "../../shared/flow/index.js";
 import type { Runner } from "../../shared/model/index.js";
-import type { Store } from "../../shared/store/index.js";
+import { WAITING_NONE, type CommitOutcome, type CommitPlan, type Store } from "../../shared/store/index.js";
 import { mergeWakes, type Wake } from "../core/contracts.js";
 import { coordinatorKeys } from "../core/coordinator-key.js";
 import type { Env } from "../core/env.js";
@@ -27,13 +27,16 @@ export class FlowEffects {
     private readonly storage: DurableObjectStorage,
     private readonly scope: () => FlowScope,
     private readonly store: () => Store,
+    /** Of the items a commit released, those the dispatcher delivered (the rest were the flow's own claims). */
+    private readonly dispatched: (items: readonly string[]) => string[],
   ) {}
 
   /** Carries out what a durable batch owes; false when a wake stays owed (the alarm should come soon). */
   async committed(batch: Committed): Promise<boolean> {
-    const woken = batch.plan ? await this.wake(wakeFor(batch.plan)) : true;
+    const woken = batch.plan ? await this.wake(this.wakeAfter(batch.plan, batch.outcome)) : true;
     for (const step of batch.steps) {
-      if (step.effects.some((e) => e.type === "flowStarted" || e.type === "flowRerun")) await this.sweepAt(batch.after);
+      // Not awaited: the flow's first delivery need not wait for the backstop's bookkeeping.
+      if (step.effects.some((e) => e.type === "flowStarted" || e.type === "flowRerun")) void this.sweepAt(batch.after);
       // A flow that ended without ever starting (cancelled first) never made its context due:
       // the sweep looks within a minute, and keeps it for its retention window from then on.
       if (step.effects.some((e) => e.type === "flowEnded") && step.state.startedAt === undefined)
@@ -46,16 +49,40 @@ export class FlowEffects {
     return woken;
   }
 
-  /** A plan run again after an unknown outcome owes its wake again; false when it stays owed. */
+  /**
+   * A plan run again after an unknown outcome owes its wake again (and a look at claims left
+   * unsettled, if it went out with claims); false when it stays owed.
+   */
   async resolved(plan: PendingCommit): Promise<boolean> {
-    return this.wake(wakeFor(plan));
+    return this.wake(mergeWakes(wakeFor(plan), plan.claimed ? { reap: true } : undefined));
+  }
+
+  /**
+   * The wake a durable commit owes, less what its own claims made needless: a queue they ran
+   * empty, a freed slot they took again (the runner is full), and, while no flow's queue waits in
+   * the dispatcher's ring, every freed slot (there is nothing to give it to; work queued after
+   * this brings its own wake). Released items it names only when the dispatcher delivered them.
+   */
+  private wakeAfter(plan: CommitPlan, outcome: CommitOutcome | undefined): Wake | undefined {
+    const released = this.dispatched(plan.released ?? []);
+    if (!outcome || outcome.waiting === undefined) return wakeFor({ ...plan, released });
+    const drained = new Set(outcome.claimed.filter((c) => c.drained).map((c) => c.queue.key));
+    const full = new Set(outcome.claimed.filter((c) => c.full).map((c) => c.runner.id));
+    const idle = outcome.waiting === WAITING_NONE && released.length === 0;
+    return wakeFor({
+      ...plan,
+      queued: plan.queued.filter((q) => !drained.has(q.key)),
+      freed: idle ? [] : plan.freed.filter((runner) => !full.has(runner)),
+      released,
+    });
   }
 
   /** Wakes the dispatcher; if that fails, the wake stays owed (the alarm tries again). True when nothing is owed. */
   async wake(wake: Wake | undefined): Promise<boolean> {
     const owed = await this.storage.get<Wake>(OWED);
     const all: Wake = mergeWakes(owed, wake);
-    if (!all.work && !all.queues?.length && !all.mail && !all.freed?.length) return true;
+    if (!all.work && !all.queues?.length && !all.mail && !all.freed?.length && !all.released?.length && !all.reap)
+      return true;
     const scope = this.scope();
     try {
       await wakeDispatcher(this.env, dispatchScopeOf(scope), all);
@@ -116,7 +143,8 @@ function wakeFor(plan: Pick<PendingCommit, "queued" | "freed" | "released" | "no
   const queued: unknown = plan.queued;
   const queues = Array.isArray(queued) ? plan.queued : [];
   const work = queued === true;
-  if (queues.length === 0 && !work && plan.freed.length === 0 && !plan.notifies) return undefined;
+  if (queues.length === 0 && !work && plan.freed.length === 0 && !plan.released?.length && !plan.notifies)
+    return undefined;
   return {
     ...(queues.length > 0 ? { queues } : {}),
     ...(work ? { work: true } : {}),

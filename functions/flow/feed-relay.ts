@@ -15,6 +15,9 @@ const FED = "fed";
  */
 export class FeedRelay {
   private fed: number | undefined;
+  /** The forward `later` runs, and whether another is wanted after it. */
+  private running: Promise<void> | undefined;
+  private again = false;
 
   constructor(
     private readonly env: Env,
@@ -27,6 +30,24 @@ export class FeedRelay {
   /** Forgets its cursor (after the object's storage was wiped). */
   forget(): void {
     this.fed = undefined;
+  }
+
+  /**
+   * Forwards in the background, one forward at a time (events that come meanwhile go with the
+   * next): a commit's effects need not wait for the feed. `failed` is told when one could not
+   * forward, to arrange another try soon.
+   */
+  later(scope: FlowScope, failed: () => void): void {
+    if (this.running) {
+      this.again = true;
+      return;
+    }
+    this.running = (async () => {
+      do {
+        this.again = false;
+        if (!(await this.forward(scope).catch(() => false))) failed();
+      } while (this.again);
+    })().finally(() => (this.running = undefined));
   }
 
   /** Sends what the feed lacks; false if it could not (the caller arranges to try again soon). */

@@ -6,7 +6,10 @@ import {
   NotFoundError,
   planCommit,
   RedisCommandError,
+  type CommitClaim,
+  type CommitOutcome,
   type CommitPlan,
+  type ClaimsOfCommit,
   type CommitStep,
   type Store,
 } from "../../shared/store/index.js";
@@ -39,6 +42,9 @@ export interface Committed {
   steps: CommitStep[];
   /** The script call, when the batch wrote to Redis (journal-only batches write none). */
   plan: CommitPlan | undefined;
+  /** The claims the call made for the flow's own work (none when it wrote nothing), and what they did. */
+  claims: CommitClaim[];
+  outcome: CommitOutcome | undefined;
   /**
    * Redis already held some of the batch (memory was behind storage): Redis has the truth, and
    * the state is read again before the next batch.
@@ -62,6 +68,13 @@ export interface CommitHost {
   publish(state: FlowState, changes: FlowChange[]): void;
   /** The state was read back from storage: the stream catches up with it. */
   reloaded(state: FlowState): void;
+  /**
+   * The work a commit of `state` may claim for the flow in its own script call (`commit` the plan
+   * without them); none when absent. The claims are never part of a pending plan.
+   */
+  claims?(state: FlowState, commit: CommitPlan): CommitClaim[];
+  /** A commit that claims goes out next: should the object die before delivering, its alarm must come back. */
+  claiming?(): Promise<void>;
   /** Carries out what a durable batch owes: waking dispatch, cancels, the alarm. */
   committed(batch: Committed): Promise<void>;
   /** A plan left pending was run again and is now known to be applied: what it owed dispatch is owed again. */
@@ -279,11 +292,23 @@ export class GroupCommit {
       ? { ...commit, ...this.host.store().flows.creation(unborn.state, unborn.chosen, now, commit, unborn.token) }
       : commit;
     const writes = unborn !== undefined || commit.sections > 0;
+    const claims = writes ? (this.host.claims?.(after, commit) ?? []) : [];
     let skipped: number[] = [];
+    let outcome: CommitOutcome | undefined;
     if (writes) {
-      await this.pending.write(plan);
+      // A plan run again after an unknown outcome claims nothing: what it claimed the first time
+      // (if it ran) is left to the dispatcher's reaper, which it is then told to run.
+      await this.pending.write(claims.length > 0 ? { ...plan, claimed: true } : plan);
+      if (claims.length > 0) await this.host.claiming?.();
       try {
-        skipped = await this.run(plan);
+        outcome = await this.run(plan, {
+          contextId: after.contextId,
+          flowId: after.id,
+          claims,
+          now,
+          ...(unborn ? { commitKeys: commit.keys } : {}),
+        });
+        skipped = outcome.skipped;
       } catch (error) {
         this.remember(undefined);
         if (error instanceof RedisCommandError || error instanceof ConflictError) {
@@ -311,14 +336,22 @@ export class GroupCommit {
       this.host.publish(after, unborn ? [unborn.created, ...changes] : changes);
       await this.journal.write(before, after);
     }
-    await this.host.committed({ before, after, steps, plan: writes ? commit : undefined, conflict });
+    await this.host.committed({
+      before,
+      after,
+      steps,
+      plan: writes ? commit : undefined,
+      claims: writes ? claims : [],
+      outcome,
+      conflict,
+    });
     if (writes) await this.pending.clear();
   }
 
-  /** One call of the plan's script; the sections Redis had already. */
-  private async run(plan: PendingCommit): Promise<number[]> {
-    const skipped = await this.host.store().flows.commit(plan);
+  /** One call of the plan's script (with claims appended, the first time only); what it did. */
+  private async run(plan: PendingCommit, claims?: ClaimsOfCommit): Promise<CommitOutcome> {
+    const outcome = await this.host.store().flows.commit(plan, claims);
     this.host.storageUp();
-    return skipped;
+    return outcome;
   }
 }

@@ -5,7 +5,13 @@ import type { CommitPlan, Creation } from "../../shared/store/index.js";
  * its first commit), and what it owes dispatch.
  */
 export type PendingCommit = Pick<CommitPlan, "keys" | "args" | "queued" | "freed" | "released" | "notifies"> &
-  Partial<Pick<Creation, "creates" | "caller">>;
+  Partial<Pick<Creation, "creates" | "caller">> & {
+    /**
+     * The call went out with claims for the flow's own work: if it ran, what it claimed waits for
+     * the dispatcher's reaper (a plan run again claims nothing), which its wake asks for.
+     */
+    claimed?: boolean;
+  };
 
 /** A Durable Object value may hold 2 MB with its key; a plan is written in chunks well below. */
 const CHUNK_CHARS = 500_000;

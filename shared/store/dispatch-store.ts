@@ -2,7 +2,7 @@ import type { Keys } from "../keys.js";
 import { callRedis, type Redis } from "./redis.js";
 import type { ReadyQueue } from "./ready-queue.js";
 import { ScriptKeys } from "./script.js";
-import { claimWork, settleWork } from "./scripts/dispatch.js";
+import { claimWork, markWaiting, settleWork } from "./scripts/dispatch.js";
 
 /**
  * A runner as a claim sees it: its id, how many slots it has, and whether it takes work now (a
@@ -128,6 +128,14 @@ export class DispatchStore {
       });
     }
     return { claims, drained: drained.map(queueAt) };
+  }
+
+  /**
+   * Tells commits which flows wait in the dispatcher's ring (`WAITING_NONE`, a flow's id, or
+   * `WAITING_SEVERAL`): a commit claims its own work only when no other flow's queue waits.
+   */
+  async markWaiting(contextId: number, value: string): Promise<void> {
+    await markWaiting.run(this.redis, [this.keys.context(contextId)], [value]);
   }
 
   /** How many attempts wait in these queues now (one round trip). */

@@ -9,6 +9,21 @@ import { codecs, layouts } from "./layouts.js";
 import { readHash, readHashes, readIndexPage, toPage, type Page } from "./reads.js";
 import { callRedis, type Redis } from "./redis.js";
 import { commitFlow, createFlow, relayClaim, relaySettle, reserveFlow } from "./scripts/flow.js";
+import { claimSection, commitOutcome, type CommitClaim, type CommitOutcome } from "./commit-claims.js";
+
+/** Claims a commit makes in its own script call (see commit-claims.ts): never part of a pending plan. */
+export interface ClaimsOfCommit {
+  contextId: number;
+  flowId: number;
+  claims: CommitClaim[];
+  /** The claims' slot score (epoch ms); now by default. */
+  now?: number;
+  /**
+   * The keys of the commit the claims follow, when the call is a creation's (they come last in
+   * its keys, and the claims' key positions count from them, as its sections' do).
+   */
+  commitKeys?: string[];
+}
 
 /** Ids reserved for one submission. */
 export interface ReservedIds {
@@ -198,24 +213,39 @@ export class FlowStore {
   }
 
   /**
-   * Runs a commit plan's script, or a creation's (see `creation`); returns the sections that
-   * were skipped as already written. A creation refused throws ConflictError: kind "flow" when
-   * another flow holds the id, "job" when a chosen job id is taken (nothing was written).
+   * Runs a commit plan's script, or a creation's (see `creation`), with `claims` appended to it
+   * (commit-claims.ts); returns the sections that were skipped as already written and what the
+   * claims did. A creation refused throws ConflictError: kind "flow" when another flow holds
+   * the id, "job" when a chosen job id is taken (nothing was written).
    */
   async commit(
     plan: Pick<CommitPlan, "keys" | "args"> & Partial<Pick<Creation, "creates" | "caller">>,
-  ): Promise<number[]> {
+    claims?: ClaimsOfCommit,
+  ): Promise<CommitOutcome> {
+    const section =
+      claims && claims.claims.length > 0
+        ? claimSection(
+            this.keys,
+            claims.commitKeys ?? plan.keys,
+            claims.contextId,
+            claims.flowId,
+            claims.claims,
+            claims.now ?? Date.now(),
+          )
+        : undefined;
+    const keys = section ? [...plan.keys, ...section.keys] : plan.keys;
+    const args = section ? [...plan.args, ...section.args] : plan.args;
     if (plan.creates) {
-      const reply = await createFlow.run(this.redis, plan.keys, plan.args);
-      if (Array.isArray(reply)) return reply.slice(1).map(Number);
+      const reply = await createFlow.run(this.redis, keys, args);
+      if (Array.isArray(reply)) return commitOutcome(reply.slice(1), claims?.claims ?? []);
       const code = Number(reply);
       if (code === -1) throw new ConflictError("flow", plan.args[0] as string);
       const jobId = plan.creates[-code - 2];
       throw new ConflictError("job", String(jobId), `job id ${jobId} is taken by another job of actor ${plan.caller}`);
     }
-    if (plan.args.length === 0) return [];
-    const skipped = await commitFlow.run(this.redis, plan.keys, plan.args);
-    return Array.isArray(skipped) ? skipped.map(Number) : [];
+    if (plan.args.length === 0) return { skipped: [], waiting: undefined, claimed: [], invalid: [] };
+    const reply = await commitFlow.run(this.redis, keys, args);
+    return commitOutcome(Array.isArray(reply) ? reply : [], claims?.claims ?? []);
   }
 
   /** Reads a flow with all its jobs and their messages (two round trips), or null. */

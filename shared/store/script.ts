@@ -36,6 +36,11 @@ export class ScriptKeys {
   readonly list: string[] = [];
   private readonly positions = new Map<string, number>();
 
+  /** Keys already in the call (their positions as given), which `at` answers for too. */
+  constructor(first: readonly string[] = []) {
+    for (const key of first) this.at(key);
+  }
+
   at(key: string): number {
     let p = this.positions.get(key);
     if (p === undefined) {

@@ -1,6 +1,5 @@
 import { createHash } from "node:crypto";
 import { describe, expect, it } from "vitest";
-import { claimWork } from "../../shared/store/scripts/dispatch.js";
 import { commitFlow, createFlow, reserveFlow } from "../../shared/store/scripts/flow.js";
 import { answersIn, flowEnd } from "../support/flow-runs.js";
 import type { TestRunnerProcess } from "../support/private-stack.js";
@@ -18,7 +17,7 @@ const { stack, admin } = usePrivateStack("budget-sent", { cron: false });
  * Budgets (README, Cost). A lone job's: what it sends besides reading the key epoch, which an
  * isolate does at most once a second however many requests it verifies (one more in all).
  */
-const LONE_JOB_SENT = 5;
+const LONE_JOB_SENT = 4;
 const INDEPENDENT_SENT_PER_JOB = 0.2;
 
 /** The commands sent once nothing more goes out for a while (what the Worker does after an answer counts too). */
@@ -67,7 +66,7 @@ describe("budget: commands sent to storage", () => {
       counts.push(sent - read);
     }
     console.log(
-      `budget: a lone job sent ${counts.join(", ")} commands besides ${reads.join(", ")} key epoch read(s) (limit ${LONE_JOB_SENT} + the epoch's, goal 4 in all)`,
+      `budget: a lone job sent ${counts.join(", ")} commands besides ${reads.join(", ")} key epoch read(s) (limit ${LONE_JOB_SENT} + the epoch's)`,
     );
     for (const n of counts) expect(n).toBeLessThanOrEqual(LONE_JOB_SENT);
   });
@@ -88,10 +87,10 @@ describe("budget: commands sent to storage", () => {
     expect(sent).toBeLessThanOrEqual(LONE_JOB_SENT + 1);
   });
 
-  it("takes one storage round trip per step of a lone job: two to submit it, one to dispatch it, one for its result", async () => {
+  it("takes one storage round trip per step of a lone job: two to submit and dispatch it, one for its result", async () => {
     const sha1 = (text: string) => createHash("sha1").update(text).digest("hex");
     const names = new Map(
-      [reserveFlow, createFlow, claimWork, commitFlow].map((script) => [`EVALSHA ${sha1(script.source)}`, script.name]),
+      [reserveFlow, createFlow, commitFlow].map((script) => [`EVALSHA ${sha1(script.source)}`, script.name]),
     );
     await quietSent();
     const stop = stack().restRecord();
@@ -105,9 +104,10 @@ describe("budget: commands sent to storage", () => {
     console.log(`budget: a lone job's storage round trips, in order: ${requests.join(", ")}`);
     // The key epoch's reads (GET) come at most once a second, whichever request they precede.
     const path = requests.filter((r) => r !== "GET");
-    // In order: the reservation (with the nonce), the creation with its start, the claim, the
-    // result's commit; the sweep's due time (ZADD) is not on the path to the runner.
-    expect(path.filter((r) => r !== "ZADD")).toEqual(["reserveFlow", "createFlow", "claimWork", "commitFlow"]);
+    // In order: the reservation (with the nonce), the creation with its start, which claims the
+    // job for the runner in the same script (no dispatcher round), the result's commit; the
+    // sweep's due time (ZADD) is not on the path to the runner.
+    expect(path.filter((r) => r !== "ZADD")).toEqual(["reserveFlow", "createFlow", "commitFlow"]);
     expect(path.filter((r) => r === "ZADD")).toHaveLength(1);
   });
 

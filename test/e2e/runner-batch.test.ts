@@ -184,9 +184,10 @@ describe("the reference runner, batching", () => {
   it("answers deliveries with their jobs' results when they end in time, and reports a slower job's as before", async () => {
     const { id: contextId } = await admin.createContext();
     // One webhook per report (`--batch 1`): a result that went as a report is a request of its route.
-    const proc = await startRunner(contextId, "push", 20, ["--answer-within", "1000", "--batch", "1"], 10);
+    // A window well past a quick job's time even on a loaded machine (20 processes start at once).
+    const proc = await startRunner(contextId, "push", 20, ["--answer-within", "2500", "--batch", "1"], 10);
     const before = await requestsByRoute();
-    const slow = { name: "slow", script_type: "sh" as const, script: 'sleep 2\necho v=slow > "$RESULT_FILE"\n' };
+    const slow = { name: "slow", script_type: "sh" as const, script: 'sleep 4\necho v=slow > "$RESULT_FILE"\n' };
     const flow = await admin.submitFlow(contextId, { start: true, jobs: [...jobs(30), slow] });
     const ended = await flowEnd(admin, contextId, flow.id, 120_000);
     expect(ended.jobs.every((j) => j.status === "finished" && j.attempt === 1)).toBe(true);

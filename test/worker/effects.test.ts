@@ -54,6 +54,7 @@ function effectsOf(storage: DurableObjectStorage, scope: FlowScope, env: Env = w
     storage,
     () => scope,
     () => store,
+    (items) => [...items],
   );
 }
 
@@ -61,7 +62,15 @@ function effectsOf(storage: DurableObjectStorage, scope: FlowScope, env: Env = w
 function batchOf(before: FlowState, events: FlowEvent[]): Committed {
   const { state: after, steps } = stepsThrough(before, events);
   const plan = planCommit(store.keys, steps, T);
-  return { before, after, steps, plan: plan.sections > 0 ? plan : undefined, conflict: false };
+  return {
+    before,
+    after,
+    steps,
+    plan: plan.sections > 0 ? plan : undefined,
+    claims: [],
+    outcome: undefined,
+    conflict: false,
+  };
 }
 
 const start: FlowEvent = { type: "start", at: T };

@@ -1,6 +1,7 @@
 import { expect } from "vitest";
 import { apply, newFlowState, type DagJob, type FlowEvent, type FlowState } from "../../shared/flow/index.js";
 import type { Keys } from "../../shared/keys.js";
+import type { Runner } from "../../shared/model/index.js";
 import { connectStore, type CommitStep, type Store } from "../../shared/store/index.js";
 
 // What the module tests of the FlowCoordinator's parts build their flows from.
@@ -58,4 +59,23 @@ export function through(state: FlowState, events: FlowEvent[]): FlowState {
 /** A Store whose endpoint nothing listens at: every call fails as when storage is away. */
 export function unreachableStore(keys: Keys): Store {
   return connectStore({ url: "http://127.0.0.1:1", token: "none", retries: 0 }, keys);
+}
+
+/** A push runner of sh jobs in context `ctx` (listening nowhere: port 9), as a store creates it. */
+export function pushRunner(
+  ctx: number,
+  fields: Partial<Runner> = {},
+): Omit<Runner, "id" | "created_at" | "updated_at"> {
+  return {
+    context_id: ctx,
+    pubkey: "11qYAYKxCrfVS_7TyWQHOg7hcvPapiMlrwIaaPcHURo",
+    address: "http://127.0.0.1:9/",
+    topic: "runner",
+    local: false,
+    runner_type: "sh",
+    script_types: ["sh"],
+    concurrency: 2,
+    deliveries_per_post: 1,
+    ...fields,
+  };
 }

@@ -28,7 +28,7 @@ describe("a job's end", () => {
   it("is written to the job alone, and once, however often its commit runs", async () => {
     const { state, steps } = oneJobEnded();
     const plan = planCommit(store.keys, steps, T + 2);
-    expect(await store.flows.commit(plan)).toEqual([]);
+    expect((await store.flows.commit(plan)).skipped).toEqual([]);
     const job = await w.redis.exec<string[]>(["HGETALL", w.keys.job(1, state.callerId, 1)]);
     const fields = Object.fromEntries(job.flatMap((v, i) => (i % 2 === 0 ? [[v, job[i + 1]]] : [])));
     expect(fields).toMatchObject({ status: "finished", attempt: "1", last_runner_id: String(RUNNER) });
@@ -40,7 +40,7 @@ describe("a job's end", () => {
     // A replay: the start's section and the end's are both skipped (the trailing free of the
     // runner's slot is unguarded, and harmless twice).
     expect(plan.sections).toBe(3);
-    expect(await store.flows.commit(plan)).toEqual([1, 2]);
+    expect((await store.flows.commit(plan)).skipped).toEqual([1, 2]);
     expect(await w.redis.exec<string[]>(["HGETALL", w.keys.job(1, state.callerId, 1)])).toEqual(job);
   });
 });

@@ -8,6 +8,7 @@ import { DispatchRounds, type RoundsHost } from "../../functions/dispatch/rounds
 import { workItem } from "../../shared/keys.js";
 import type { Runner } from "../../shared/model/index.js";
 import type { ReadyQueue } from "../../shared/store/index.js";
+import { pushRunner } from "./flow-fixtures.js";
 import { testWorker } from "./harness.js";
 
 // The Dispatcher's rounds on their own, in a real Durable Object's storage against real Redis,
@@ -35,7 +36,7 @@ function roundsFor(storage: DurableObjectStorage, contextId: number, runner: Run
       () => store,
       () => contextId,
     ),
-    ring: new ReadyRing(storage),
+    ring: new ReadyRing(storage, (value) => store.dispatch.markWaiting(contextId, value)),
     store: () => store,
     contextId: () => contextId,
     runners: async () => [runner],
@@ -60,16 +61,7 @@ function roundsFor(storage: DurableObjectStorage, contextId: number, runner: Run
 async function oneQueuedItem(flowId: number) {
   const context = await store.contexts.create({ admins: [1], readers: [], executors: [] });
   const ctx = context.id;
-  const runner = await store.runners.create({
-    context_id: ctx,
-    pubkey: "11qYAYKxCrfVS_7TyWQHOg7hcvPapiMlrwIaaPcHURo",
-    address: "http://127.0.0.1:9/",
-    topic: "runner",
-    local: false,
-    runner_type: "sh",
-    script_types: ["sh"],
-    concurrency: 2,
-  } as Omit<Runner, "id" | "created_at" | "updated_at">);
+  const runner = await store.runners.create(pushRunner(ctx));
   const queue: ReadyQueue = { key: w.keys.queue(ctx, "sh", flowId), flow: flowId, scriptType: "sh", priority: 0 };
   const item = workItem({ messageKey: w.keys.message(ctx, 1, flowId * 10), flowId, jobId: 1, attempt: 1 });
   await w.redis.exec(["RPUSH", queue.key, item]);

@@ -187,3 +187,18 @@ end
 if refused > 0 then redis.call("HINCRBY", KEYS[1], "refused", refused) end
 return settled`,
 );
+
+/**
+ * markWaiting: tell commits which flows have queues in the dispatcher's ring (the context hash's
+ * `dispatch_waiting`: "none", one flow's id, or "*"), which decides whether a commit may claim
+ * its own work (commitFlow's "C"). Written only into a context that exists: a context being
+ * deleted must not be brought back as a hash of one field.
+ *   KEYS[1]  the context hash    ARGV[1]  the value
+ * Returns 1 when written, 0 when there is no such context.
+ */
+export const markWaiting = new LuaScript(
+  "markWaiting",
+  `if redis.call("EXISTS", KEYS[1]) == 0 then return 0 end
+redis.call("HSET", KEYS[1], "dispatch_waiting", ARGV[1])
+return 1`,
+);

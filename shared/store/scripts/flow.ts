@@ -74,6 +74,10 @@ local COMMANDS = { H = "HSET", D = "HDEL", P = "RPUSH", Z = "ZADD", R = "ZREM" }
 local LOG_CAP = 262144
 local skipped = {}
 local section = 0
+-- What claims ("C") found and took: the context's dispatch_waiting (read once), the work
+-- claimed, and candidate runners that are gone or no longer push runners of the queue's kind.
+local claimOpen, claimWaiting
+local claimed, invalid = {}, {}
 while i <= #ARGV do
   local guarded = ARGV[i] == "1"
   local ops = tonumber(ARGV[i + 1])
@@ -98,6 +102,55 @@ while i <= #ARGV do
             local final = { "status", job[1] == "finished" and "processed" or "error", "ended_at", job[2], "updated_at", job[2] }
             if job[3] then final[#final + 1] = "runner_id" final[#final + 1] = job[3] end
             redis.call("HSET", key, unpack(final))
+          end
+        end
+      elseif op == "C" then
+        local arg = function(j) return ARGV[first + j] end
+        if claimOpen == nil then
+          local c = redis.call("HMGET", KEYS[KO + tonumber(arg(0))], "paused", "max_inflight", "dispatch_waiting")
+          claimWaiting = c[3] or ""
+          claimOpen = c[1] ~= "true" and not c[2]
+        end
+        if claimOpen and (claimWaiting == "none" or claimWaiting == arg(2)) then
+          local most, kind, tag = tonumber(arg(3)), arg(4), arg(5)
+          local j, stop = 6, false
+          while j + 2 < n and most > 0 and not stop do
+            local id, hash, slots = arg(j), KEYS[KO + tonumber(arg(j + 1))], KEYS[KO + tonumber(arg(j + 2))]
+            j = j + 3
+            local r = redis.call("HMGET", hash, "concurrency", "script_types", "address", "deliveries_per_post", "pubkey")
+            if not r[1] or not r[3] or r[3] == "" or (kind ~= "" and not string.find(r[2] or "", '"' .. kind .. '"', 1, true)) then
+              invalid[#invalid + 1] = id
+            else
+              local free = tonumber(r[1]) - redis.call("ZCARD", slots)
+              if free > 0 then
+                local want = math.min(free, most)
+                local taken = redis.call("LPOP", key, want) or {}
+                local drained = #taken < want and 1 or 0
+                local items, scored = {}, {}
+                for t, entry in ipairs(taken) do
+                  local item, avoid = string.match(entry, "^(.*)|a(%d+)$")
+                  if avoid == id then
+                    -- A retry that would rather not come back here: it and what follows go back
+                    -- to the front, for the dispatcher to place.
+                    local back = {}
+                    for b = #taken, t, -1 do back[#back + 1] = taken[b] end
+                    redis.call("LPUSH", key, unpack(back))
+                    drained, stop = 0, true
+                    break
+                  end
+                  items[#items + 1] = item or entry
+                  scored[#scored + 1] = arg(1)
+                  scored[#scored + 1] = item or entry
+                end
+                if #items > 0 then
+                  redis.call("ZADD", slots, unpack(scored))
+                  local full = free - #items <= 0 and 1 or 0
+                  claimed[#claimed + 1] = { tag, drained, full, id, r[3], r[4] or "1", r[5] or "", items }
+                  most = most - #items
+                end
+                if drained == 1 then stop = true end
+              end
+            end
           end
         end
       elseif op == "X" then
@@ -131,9 +184,10 @@ end`;
  *   then for each job: its index member, m, and m field/value pairs
  *   then the commit's sections, as commitFlow reads them (none: a creation alone)
  * Returns -1 when another flow holds the id (nothing written), -(1 + k) when job k's id is
- * taken; else {created, skipped...}: created 1 when it stored the flow now, 0 when this creation
- * had been stored before (a retried call after an unknown outcome: only the commit's sections
- * are run, guarded as always), then the commit's sections that were skipped as written before.
+ * taken; else {created, skipped, waiting, claimed, invalid}: created 1 when it stored the flow
+ * now, 0 when this creation had been stored before (a retried call after an unknown outcome:
+ * only the commit's sections are run, guarded as always), then the commit's sections that were
+ * skipped as written before, and what its claims did (as commitFlow returns them).
  */
 export const createFlow = new LuaScript(
   "createFlow",
@@ -168,8 +222,7 @@ else
 end
 local KO = 4 + J
 ${COMMIT_SECTIONS}
-table.insert(skipped, 1, created)
-return skipped`,
+return {created, skipped, claimWaiting or "", claimed, invalid}`,
 );
 
 /**
@@ -199,6 +252,19 @@ return skipped`,
  *   "E"        a re-run's copy of a job's end into its last message (status processed or
  *              error, ended_at, runner_id), before the job forgets it; nothing if that message
  *              has its own end or is gone. Its argument: the key position of the job hash
+ *   "C"        claim: give work just queued on the flow's own queue (the op's key) to a push
+ *              runner with free slots, as a dispatcher's claim would (docs/dispatch.md, "Claims
+ *              in the commit"). Only while the context's dispatch is not paused, it has no
+ *              max_inflight, and its dispatcher's ring holds no other flow's queue (the context
+ *              hash's `dispatch_waiting` is "none" or this flow's id; unset: not known, no claim).
+ *              Its arguments: the context hash's key position, now (the claim's slot score), the
+ *              flow id, the most to take, the queue's script type ("" when pinned to a runner),
+ *              a tag, then per candidate runner its id and the key positions of its hash and
+ *              slot set. A candidate that is gone, pulls, or does not take the script type is
+ *              skipped (and named in `invalid`); one with free slots gets up to that many items
+ *              from the front of the queue (a retry marked to avoid it, and what follows, goes
+ *              back to the front for the dispatcher). Never put in a pending plan: a commit run
+ *              again after an unknown outcome claims nothing, its queues go to the dispatcher
  *   "X"        keep a dead letter (a job out of retries) within the context's cap: HSETNX into
  *              the dead letters hash, ZADD to their index, and past the cap (the context hash's
  *              `retention.dead_letters`, else the deployment's) the oldest dropped from both and
@@ -215,14 +281,18 @@ return skipped`,
  *   KEYS     every key the batch touches
  *   ARGV     sections: guarded ("1"/"0"), number of operations, then the operations: op (above),
  *            key position in KEYS, argument count, arguments
- * Returns the positions (1-based) of the sections that were skipped; empty when all applied.
+ * Returns {skipped, waiting, claimed, invalid}: the positions (1-based) of the sections that were
+ * skipped (empty when all applied); the context's `dispatch_waiting` as a claim read it ("" when
+ * no claim ran, or it is unset); per runner given work by a claim {tag, drained (1: the queue ran
+ * empty), full (1: the runner has no free slot left), runner id, address, deliveries_per_post,
+ * pubkey, {items}}; the candidates skipped.
  */
 export const commitFlow = new LuaScript(
   "commitFlow",
   `local i = 1
 local KO = 0
 ${COMMIT_SECTIONS}
-return skipped`,
+return {skipped, claimWaiting or "", claimed, invalid}`,
 );
 
 /**
