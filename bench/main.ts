@@ -43,6 +43,8 @@ const Options = z.object({
   samples: z.coerce.number().int().min(5).max(1000).default(30),
   "idle-seconds": z.coerce.number().min(1).max(600).default(60),
   profile: z.string().min(1).optional(),
+  /** The 1,000 jobs `--profile` records: how the runner takes them (Batching). */
+  "profile-shape": z.enum(["push", "posts", "answers", "pull"]).default("push"),
 });
 
 const { values } = parseArgs({
@@ -54,6 +56,7 @@ const { values } = parseArgs({
     samples: { type: "string" },
     "idle-seconds": { type: "string" },
     profile: { type: "string" },
+    "profile-shape": { type: "string" },
   },
 });
 const parsed = Options.safeParse(values);
@@ -105,8 +108,9 @@ try {
   await ours.warmUp();
 
   if (inspect && options.profile) {
-    log("profiling the Worker over 1,000 jobs pushed, results batched (its warm-up of 100 included)");
-    const { profile, result } = await profileWorker(inspect.port, () => ours.batchedThroughput(1000, "push"));
+    const shape = options["profile-shape"];
+    log(`profiling the Worker over 1,000 jobs, ${shape} (its warm-up of 100 included)`);
+    const { profile, result } = await profileWorker(inspect.port, () => ours.batchedThroughput(1000, shape));
     writeFileSync(options.profile, JSON.stringify(profile));
     console.log(`${Math.round(result.jobs / (result.wallMs / 1000))} jobs/s; profile written to ${options.profile}`);
     console.log(summarizeProfile(profile));

@@ -217,10 +217,6 @@ export class DispatchRounds {
     const runners = await this.host.runners();
     const push = runners.filter((r) => r.address !== "" && !waiting.has(r.id));
     if (push.length === 0) return;
-    // Commits learn which flows wait before this round takes work: one that claims its own work
-    // after this either sees another flow waiting, or ran before, its slots taken or freed in
-    // Redis before this round's claim reads them.
-    await this.host.ring.mark();
     // Rotate so runners with as many free slots take turns at being first.
     const start = this.rotation++ % push.length;
     const ordered = [...push.slice(start), ...push.slice(0, start)];
@@ -262,6 +258,10 @@ export class DispatchRounds {
     }
     const queues = ordered.filter((q) => chosen.has(q.key));
     if (queues.length === 0) return [];
+    // Commits learn which flows wait before this claim takes work: one that claims its own work
+    // after this either sees another flow waiting, or ran before, its slots taken or freed in
+    // Redis before this claim reads them.
+    await this.host.ring.mark();
     const { claims, drained } = await store.dispatch.claim(this.host.contextId(), claimRunners, queues, max);
     this.host.ring.served(new Set(claims.map((c) => c.queue.key)));
     const version = new Map(queues.map((q) => [q.key, q.version]));

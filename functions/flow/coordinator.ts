@@ -74,6 +74,7 @@ export class FlowCoordinator extends DurableObject<Env> implements FlowCoordinat
     outgoing: this.outgoing,
     settle: (runner, items, answers) =>
       settleOwnClaims(this.env, dispatchScopeOf(this.bound()), runner, items, answers),
+    delivered: () => void this.deadlines.claimsDelivered(this.commits.current).catch(() => undefined),
     owe: async () => {
       if (!(await this.effects.wake({ reap: true }))) await this.arm(undefined, true);
     },

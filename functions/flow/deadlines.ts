@@ -107,6 +107,8 @@ export class Deadlines {
   private readonly index = new DeadlineIndex();
   /** The alarm this object set (null: none); undefined when not known (at first, or once it rang). */
   private armed: number | null | undefined;
+  /** The alarm was set by `armBy` for work claimed and not delivered, and by nothing else since. */
+  private forClaims = false;
 
   constructor(private readonly host: DeadlineHost) {}
 
@@ -208,17 +210,28 @@ export class Deadlines {
     )
       return;
     this.armed = undefined;
+    this.forClaims = false;
     if (target === null) await this.host.storage.deleteAlarm();
     else await this.host.storage.setAlarm(target);
     this.armed = target;
   }
 
-  /** Has the alarm ring by `at` at the latest (an earlier one is left as it is). */
+  /** Has the alarm ring by `at` at the latest, for work claimed and not delivered yet (an earlier one is left). */
   async armBy(at: number): Promise<void> {
     if (this.armed !== undefined && this.armed !== null && this.armed <= at) return;
     this.armed = undefined;
     await this.host.storage.setAlarm(at);
     this.armed = at;
+    this.forClaims = true;
+  }
+
+  /**
+   * Every claim was delivered: an alarm set for them alone goes back to the nearest deadline (or
+   * away), so that a flow at rest (or ended) is not woken for nothing, which after an eviction
+   * would cost it a read of all its records.
+   */
+  async claimsDelivered(state: FlowState | null | undefined): Promise<void> {
+    if (this.forClaims) await this.arm(state, false);
   }
 
   /** Storage was wiped (alarm and outage mark with it): nothing of it is known any more, and no alarm is set. */
@@ -226,11 +239,13 @@ export class Deadlines {
     this.downSince = undefined;
     this.reading = undefined;
     this.armed = null;
+    this.forClaims = false;
   }
 
   /** The alarm rang (or is about to be cleared elsewhere): what is set is not known any more. */
   rang(): void {
     this.armed = undefined;
+    this.forClaims = false;
   }
 
   /** The flow is gone: no alarm. */

@@ -79,6 +79,8 @@ export interface OwnClaimsHost {
   settle(runner: DeliveryTarget, items: string[], answers: OwnerAnswer[]): Promise<void>;
   /** The dispatcher could not be told: it is owed a look at claims left unsettled. */
   owe(): Promise<void>;
+  /** No claim is being delivered any more (the alarm need not come back for them). */
+  delivered(): void;
 }
 
 /**
@@ -176,6 +178,7 @@ export class OwnClaims {
       await this.host.owe().catch(() => undefined);
     } finally {
       this.delivering.delete(id);
+      if (this.delivering.size === 0) this.host.delivered();
     }
   }
 

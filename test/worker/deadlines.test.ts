@@ -96,6 +96,39 @@ describe("Deadlines", () => {
     });
   });
 
+  it("holds the alarm within reach of work claimed and not delivered, and lets it go back once delivered", async () => {
+    const { state, stub } = await newFlow();
+    const started = through(state, [start]);
+    const due = nearestDeadline(started)?.at ?? 0;
+    const by = T + 30_000;
+    await runInDurableObject(stub, async (_instance, ds) => {
+      const deadlines = new Deadlines(hostFor(ds.storage, { state: started }, { store }).host);
+      try {
+        await deadlines.arm(started, false, T);
+        expect(await ds.storage.getAlarm()).toBe(due);
+        await deadlines.armBy(by); // a commit claims: should the object die, the alarm comes by then
+        expect(await ds.storage.getAlarm()).toBe(by);
+        await deadlines.arm(started, false, T, undefined, by); // a commit while the claim is delivered
+        expect(await ds.storage.getAlarm()).toBe(by);
+        await deadlines.claimsDelivered(started); // delivered: back to the deadline
+        expect(await ds.storage.getAlarm()).toBe(due);
+        await deadlines.armBy(by);
+        await deadlines.arm(started, true, T, undefined, by); // something to retry soon comes first
+        expect(await ds.storage.getAlarm()).toBe(T + RETRY_SOON_MS);
+        await deadlines.claimsDelivered(started); // not the claims' alarm any more: left as it is
+        expect(await ds.storage.getAlarm()).toBe(T + RETRY_SOON_MS);
+        const ended = through(started, [{ type: "cancel", reason: "enough", at: T }]);
+        await deadlines.arm(started, false, T);
+        await deadlines.armBy(by);
+        expect(await ds.storage.getAlarm()).toBe(by);
+        await deadlines.claimsDelivered(ended); // the flow ended meanwhile: no alarm at all
+        expect(await ds.storage.getAlarm()).toBeNull();
+      } finally {
+        await ds.storage.deleteAlarm();
+      }
+    });
+  });
+
   it("follows each batch's changes to the nearest deadline, and leaves an alarm already in place alone", async () => {
     const { state, stub } = await newFlow();
     const at = (job: number, ms: number) => ({ job, attempt: 1, runner: RUNNER, at: T + ms });
