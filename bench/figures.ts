@@ -17,7 +17,7 @@ export interface Figure {
 /** The steps of a lone job (steps.ts), as the table names them. */
 const STEP_LABELS: Record<Step, string> = {
   ready: "lone job, step 1: submit → job.ready in the flow's object (route, reservation), p50",
-  dispatched: "lone job, step 2: → job.dispatched (commit, Dispatcher's claim, hand-over), p50",
+  dispatched: "lone job, step 2: → job.dispatched (the creation's commit and claim, the assignment), p50",
   start: "lone job, step 3: → job starts at the runner (signed POST), p50",
   reported: "lone job, step 4: → job.finished in the flow's object (signed result), p50",
   applied: "lone job, step 5: → result applied at the runner (commit, answer), p50",
