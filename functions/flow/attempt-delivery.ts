@@ -107,14 +107,18 @@ async function prepare(
   const work = parseWorkItem(item);
   if (!work) return { answer: { outcome: "gone", reason: `not a work item: ${item}` } };
   const base = { job: work.jobId, attempt: work.attempt, runner: runner.id };
-  const assigned = await owner.enqueue({ type: "assigned", ...base, at: Date.now() });
+  // Assigned already (by the commit that claimed it, or a try before whose outcome is not known):
+  // the event would change nothing, and it need not wait for a batch of its own.
+  const assigned = assignedTo(owner, base)
+    ? undefined
+    : await owner.enqueue({ type: "assigned", ...base, at: Date.now() });
   const job = owner.state().jobs[work.jobId];
-  if (assigned.outcome === "duplicate" && job?.delivery?.state !== "assigned") {
+  if (assigned?.outcome === "duplicate" && job?.delivery?.state !== "assigned") {
     return { answer: { outcome: "delivered" } }; // delivered before; its outcome is known
   }
-  if (!job || (assigned.outcome !== "applied" && assigned.outcome !== "duplicate")) {
+  if (!job || (assigned && assigned.outcome !== "applied" && assigned.outcome !== "duplicate")) {
     outgoing.forget(work.messageKey);
-    return { answer: { outcome: "gone", reason: assigned.reason ?? "the attempt no longer wants a runner" } };
+    return { answer: { outcome: "gone", reason: assigned?.reason ?? "the attempt no longer wants a runner" } };
   }
   const message = await outgoing.take(owner.store(), work.messageKey);
   if (!message) {
@@ -154,4 +158,15 @@ async function record(
   }
   await owner.enqueue({ type: "unassigned", ...base, reason: sent.reason, at: Date.now() });
   return { outcome: "refused", reason: sent.reason, queue: readyQueueOf(owner.store().keys, owner.state(), spec) };
+}
+
+/** Whether memory holds the attempt as assigned to the runner and not delivered yet. */
+function assignedTo(owner: AttemptOwner, base: { job: number; attempt: number; runner: number }): boolean {
+  let job: JobState | undefined;
+  try {
+    job = owner.state().jobs[base.job];
+  } catch {
+    return false; // not in memory: the event reads it back
+  }
+  return job?.attempt === base.attempt && job.delivery?.state === "assigned" && job.delivery.runnerId === base.runner;
 }

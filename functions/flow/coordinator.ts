@@ -21,7 +21,7 @@ import { flowChange } from "../../shared/flow/changes.js";
 import { closeQuietly } from "../core/sockets.js";
 import { settleOwnClaims } from "../core/stubs.js";
 import { OutgoingMessages, type AttemptOwner } from "./attempt-delivery.js";
-import { awaitsRunners, CLAIM_SAFETY_MS, OwnClaims } from "./own-claims.js";
+import { assignmentsOf, awaitsRunners, CLAIM_SAFETY_MS, OwnClaims } from "./own-claims.js";
 import { FlowBinding } from "./binding.js";
 import { createNow, rerunEvent } from "./creation.js";
 import { Deadlines } from "./deadlines.js";
@@ -94,6 +94,7 @@ export class FlowCoordinator extends DurableObject<Env> implements FlowCoordinat
     reloaded: (state) => this.stream.catchUp(this.bound(), state),
     claims: (state, commit) => this.own.claimsFor(state, commit),
     claiming: () => this.deadlines.armBy(Date.now() + CLAIM_SAFETY_MS),
+    assignments: (outcome) => assignmentsOf(outcome.claimed),
     committed: async (batch) => {
       if (batch.plan)
         this.outgoing.remember((m) => this.store().keys.message(m.context_id, m.caller_id, m.id), batch.plan.messages);

@@ -75,6 +75,8 @@ export interface CommitHost {
   claims?(state: FlowState, commit: CommitPlan): CommitClaim[];
   /** A commit that claims goes out next: should the object die before delivering, its alarm must come back. */
   claiming?(): Promise<void>;
+  /** The assignments of what a commit claimed, applied in the same batch as the commit. */
+  assignments?(outcome: CommitOutcome): FlowEvent[];
   /** Carries out what a durable batch owes: waking dispatch, cancels, the alarm. */
   committed(batch: Committed): Promise<void>;
   /** A plan left pending was run again and is now known to be applied: what it owed dispatch is owed again. */
@@ -330,6 +332,13 @@ export class GroupCommit {
       );
       this.remember(undefined);
     } else {
+      // The work the call claimed is assigned in this batch (journal and stream), not in one of its own.
+      for (const event of outcome ? (this.host.assignments?.(outcome) ?? []) : []) {
+        const t = apply(after, event);
+        if (t.outcome !== "applied") continue;
+        changes.push(...changesOf(after, t, event));
+        after = t.state;
+      }
       this.remember(after);
       // Told with the state that memory now holds (no await between): a view reads both together.
       // After a conflict the changes are not told from here: reading the state back catches up.

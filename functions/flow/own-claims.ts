@@ -1,4 +1,5 @@
-import type { FlowState } from "../../shared/flow/index.js";
+import type { FlowEvent, FlowState } from "../../shared/flow/index.js";
+import { parseWorkItem } from "../../shared/keys.js";
 import type { ScriptType } from "../../shared/model/index.js";
 import {
   NotFoundError,
@@ -187,6 +188,20 @@ export class OwnClaims {
     this.own.clear();
     this.unclaimed.clear();
   }
+}
+
+/**
+ * The assignments of work a commit claimed, for the same batch as the commit: its deliveries then
+ * go out without a batch of their own (deliverAttempts finds them assigned).
+ */
+export function assignmentsOf(claimed: readonly Claimed[]): FlowEvent[] {
+  const at = Date.now();
+  return claimed.flatMap((group) =>
+    group.items.flatMap((item): FlowEvent[] => {
+      const work = parseWorkItem(item);
+      return work ? [{ type: "assigned", job: work.jobId, attempt: work.attempt, runner: group.runner.id, at }] : [];
+    }),
+  );
 }
 
 /** An attempt's delivery as its owner answers for it: `failed` where it could not tell. */

@@ -7,8 +7,15 @@ import { PendingCommits, type PendingCommit } from "../../functions/flow/pending
 import { FlowJournal } from "../../functions/flow/journal.js";
 import { rebuildFlow } from "../../functions/flow/stored.js";
 import { journalOf, type FlowEvent, type FlowState, type Transition } from "../../shared/flow/index.js";
-import { NotFoundError, RedisCommandError, StorageUnavailableError, type Store } from "../../shared/store/index.js";
-import { flowOf, shJob, unreachableStore } from "./flow-fixtures.js";
+import {
+  NotFoundError,
+  RedisCommandError,
+  StorageUnavailableError,
+  WAITING_NONE,
+  type Store,
+} from "../../shared/store/index.js";
+import { assignmentsOf } from "../../functions/flow/own-claims.js";
+import { flowOf, pushRunner, shJob, unreachableStore } from "./flow-fixtures.js";
 import { testWorker } from "./harness.js";
 
 // GroupCommit on its own: a real Durable Object's storage (for the pending plan and the journal),
@@ -147,6 +154,39 @@ describe("GroupCommit", () => {
       expect(await new FlowJournal(ds.storage).read()).toEqual(journalOf(now));
       expect(await new PendingCommits(ds.storage).read()).toBeUndefined();
       expect(told.down).toBe(0);
+    });
+  });
+
+  it("claims the work a commit queues in its own script call, and assigns it in the same batch", async () => {
+    const { state, scope, stub } = await newFlow();
+    const runner = await store.runners.create(pushRunner(state.contextId, { concurrency: 2 }));
+    await w.redis.exec(["HSET", w.keys.context(state.contextId), "dispatch_waiting", WAITING_NONE]);
+    await runInDurableObject(stub, async (_instance, ds) => {
+      const { host, told } = hostFor(ds.storage, scope, { store });
+      let claiming = 0;
+      const commits = new GroupCommit({
+        ...host,
+        claims: (_state, commit) => commit.queued.map((queue) => ({ queue, candidates: [runner.id] })),
+        claiming: async () => void claiming++,
+        assignments: (outcome) => assignmentsOf(outcome.claimed),
+      });
+      commits.adopt(state);
+      await commits.enqueue(start);
+
+      // One batch, one script call: a, b and c queued, two of them claimed (the runner's room).
+      expect(told.committed).toHaveLength(1);
+      expect(claiming).toBe(1);
+      const claimed = told.committed[0]?.outcome?.claimed ?? [];
+      expect(claimed.map((c) => [c.runner.id, c.items.length, c.full, c.drained])).toEqual([
+        [runner.id, 2, true, false],
+      ]);
+      expect(await queued(state)).toBe(1);
+      // The claimed attempts are assigned in memory, in the journal and on the stream by this batch.
+      const now = commits.current as FlowState;
+      expect([1, 2, 3].map((id) => now.jobs[id]?.delivery?.state)).toEqual(["assigned", "assigned", undefined]);
+      expect(told.published.filter((t) => t === "job.dispatched")).toHaveLength(2);
+      expect(await new FlowJournal(ds.storage).read()).toEqual(journalOf(now));
+      expect(await new PendingCommits(ds.storage).read()).toBeUndefined();
     });
   });
 
