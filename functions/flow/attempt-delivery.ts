@@ -69,7 +69,7 @@ type Prepared =
  * them to the lease of a pull runner, and records each outcome. Asked again for the same runner
  * (a reaped claim), it delivers again only if it never learned how the first try ended; asked
  * about an attempt that moved on, it answers `gone`. Answers in the items' order, each settled on
- * its own (the assignments meet in one group commit, as do the outcomes).
+ * its own (the assignments meet in one group commit, as do the outcomes of one POST).
  */
 export async function deliverAttempts(
   owner: AttemptOwner,
@@ -79,20 +79,20 @@ export async function deliverAttempts(
 ): Promise<PromiseSettledResult<DeliverAnswer>[]> {
   const prepared = await Promise.allSettled(items.map((item) => prepare(owner, outgoing, item, runner)));
   const sending = prepared.flatMap((p) => (p.status === "fulfilled" && "payload" in p.value ? [p.value] : []));
-  const sent = new Map<Prepared, DeliveryOutcome>();
+  const sent = new Map<Prepared, Promise<DeliveryOutcome>>();
   if (runner.address !== "" && sending.length > 0) {
     const { kid, key } = await owner.signingKey();
     const payloads = sending.map((p) => p.payload);
     const target = { ...runner, keyid: runnerKeyId(owner.scope.contextId, runner.id) };
-    const outcomes = await pushDeliveries(target, payloads, { keyid: kid, key });
-    sending.forEach((p, i) => sent.set(p, outcomes[i] as DeliveryOutcome));
+    const outcomes = pushDeliveries(target, payloads, { keyid: kid, key });
+    sending.forEach((p, i) => sent.set(p, outcomes[i] as Promise<DeliveryOutcome>));
   }
   return Promise.allSettled(
     prepared.map(async (p) => {
       if (p.status === "rejected") throw p.reason;
       if ("answer" in p.value) return p.value.answer;
-      // No outcome: handed to a pull runner's lease.
-      return record(owner, outgoing, p.value, sent.get(p.value));
+      // Recorded as soon as its own POST is answered (no outcome: handed to a pull runner's lease).
+      return record(owner, outgoing, p.value, await sent.get(p.value));
     }),
   );
 }

@@ -82,14 +82,17 @@ const MAX_POST_CHARS = 1024 * 1024;
  * `{ "deliveries": [...] }`, answered with one result per delivery (`DeliveryBatchAnswer`). An
  * answer may also report how an attempt ended (`report`), when it is signed by the runner as the
  * answer to that POST (`verifyAnswer`); one that is not is a refusal. The outcomes come back in
- * the payloads' order. One signature and one request for many deliveries is what a runner
- * registered with `deliveries_per_post` above 1 saves the Worker.
+ * the payloads' order, one promise each, settled when its own POST is answered: what one POST
+ * brought back can be recorded while the others are still on the way, so that a runner with
+ * room for two POSTs gets the next one while the first's results are committed. One signature
+ * and one request for many deliveries is what a runner registered with `deliveries_per_post`
+ * above 1 saves the Worker.
  */
-export async function pushDeliveries(
+export function pushDeliveries(
   target: PushTarget,
   payloads: readonly DeliveryPayload[],
   signer: RequestSigner,
-): Promise<DeliveryOutcome[]> {
+): Promise<DeliveryOutcome>[] {
   const posts: { at: number[]; bodies: string[]; chars: number }[] = [];
   payloads.forEach((payload, i) => {
     const body = JSON.stringify(payload);
@@ -100,17 +103,15 @@ export async function pushDeliveries(
       last.chars += body.length;
     } else posts.push({ at: [i], bodies: [body], chars: body.length });
   });
-  const outcomes: DeliveryOutcome[] = [];
-  await Promise.all(
-    posts.map(async ({ at, bodies }) => {
-      const [first] = at as [number];
-      const answers =
-        at.length === 1
-          ? [await deliver(target, payloads[first] as DeliveryPayload, bodies[0] as string, signer)]
-          : await deliverMany(target, bodies, signer);
-      at.forEach((index, i) => (outcomes[index] = answers[i] as DeliveryOutcome));
-    }),
-  );
+  const outcomes: Promise<DeliveryOutcome>[] = [];
+  for (const { at, bodies } of posts) {
+    const [first] = at as [number];
+    const answers =
+      at.length === 1
+        ? deliver(target, payloads[first] as DeliveryPayload, bodies[0] as string, signer).then((one) => [one])
+        : deliverMany(target, bodies, signer);
+    at.forEach((index, i) => (outcomes[index] = answers.then((all) => all[i] as DeliveryOutcome)));
+  }
   return outcomes;
 }
 

@@ -65,6 +65,9 @@ beforeEach(() => {
   };
 });
 
+/** Every outcome of `pushDeliveries`, once all its POSTs are answered. */
+const push = (...args: Parameters<typeof pushDeliveries>) => Promise.all(pushDeliveries(...args));
+
 /** The runner at the test server, taking up to `perPost` deliveries a POST. */
 function target(perPost: number, at = address): PushTarget {
   return { address: at, perPost, keyid: runner.keyid, pubkey: runner.pubkey };
@@ -103,8 +106,29 @@ function deliveriesOf(body: unknown): { job_id: number }[] | undefined {
 }
 
 describe("pushing deliveries", () => {
+  it("settles each POST's outcomes when that POST is answered, not when all are", async () => {
+    let release = () => {};
+    const held = new Promise<void>((resolve) => (release = resolve));
+    answer = async (body, res) => {
+      const list = deliveriesOf(body) ?? [];
+      if (list[0]?.job_id === 1) await held; // the first POST waits for the test
+      res.writeHead(200, { "content-type": "application/json" });
+      res.end(JSON.stringify({ results: list.map(() => ({ status: 202 })) }));
+    };
+    const outcomes = pushDeliveries(
+      target(2),
+      [1, 2, 3, 4].map((n) => payload(n)),
+      key,
+    );
+    expect(await Promise.all(outcomes.slice(2))).toEqual([{ delivered: true }, { delivered: true }]);
+    const first = await Promise.race([outcomes[0], new Promise((resolve) => setTimeout(resolve, 50, "held"))]);
+    expect(first).toBe("held");
+    release();
+    expect(await Promise.all(outcomes.slice(0, 2))).toEqual([{ delivered: true }, { delivered: true }]);
+  });
+
   it("puts up to deliveries_per_post in one signed POST, and one left over alone", async () => {
-    const outcomes = await pushDeliveries(
+    const outcomes = await push(
       target(3),
       [1, 2, 3, 4, 5, 6, 7].map((n) => payload(n)),
       key,
@@ -117,7 +141,7 @@ describe("pushing deliveries", () => {
   });
 
   it("sends each delivery alone to a runner that takes one per POST", async () => {
-    const outcomes = await pushDeliveries(target(1), [payload(1), payload(2)], key);
+    const outcomes = await push(target(1), [payload(1), payload(2)], key);
     expect(outcomes).toEqual([{ delivered: true }, { delivered: true }]);
     expect(posts.map((p) => deliveriesOf(p.body))).toEqual([undefined, undefined]);
   });
@@ -127,7 +151,7 @@ describe("pushing deliveries", () => {
       res.writeHead(200, { "content-type": "application/json" });
       res.end(JSON.stringify({ results: [{ status: 202 }, { status: 429, detail: "at its limit" }, { status: 200 }] }));
     };
-    const outcomes = await pushDeliveries(target(10), [payload(1), payload(2), payload(3)], key);
+    const outcomes = await push(target(10), [payload(1), payload(2), payload(3)], key);
     expect(outcomes).toEqual([
       { delivered: true },
       { delivered: false, reason: "answered 429 (at its limit)" },
@@ -137,30 +161,27 @@ describe("pushing deliveries", () => {
 
   it("puts every delivery of a POST back when the POST is refused, answered without a result each, or unanswered", async () => {
     answer = (_body, res) => void res.writeHead(503).end();
-    expect(await pushDeliveries(target(10), [payload(1), payload(2)], key)).toEqual([
+    expect(await push(target(10), [payload(1), payload(2)], key)).toEqual([
       { delivered: false, reason: "answered 503 Service Unavailable" },
       { delivered: false, reason: "answered 503 Service Unavailable" },
     ]);
 
     answer = (_body, res) => void res.writeHead(200).end(JSON.stringify({ results: [{ status: 202 }] }));
-    const short = await pushDeliveries(target(10), [payload(1), payload(2)], key);
+    const short = await push(target(10), [payload(1), payload(2)], key);
     expect(short.map((o) => o.delivered)).toEqual([false, false]);
     expect(short[0]).toMatchObject({ reason: "answered 200 without one result per delivery (2 sent)" });
 
     answer = (_body, res) => void res.writeHead(200).end("not json");
-    expect((await pushDeliveries(target(10), [payload(1), payload(2)], key)).map((o) => o.delivered)).toEqual([
-      false,
-      false,
-    ]);
+    expect((await push(target(10), [payload(1), payload(2)], key)).map((o) => o.delivered)).toEqual([false, false]);
 
     const nobody = `http://127.0.0.1:${await freePort()}/`;
-    const unreachable = await pushDeliveries(target(10, nobody), [payload(1), payload(2)], key);
+    const unreachable = await push(target(10, nobody), [payload(1), payload(2)], key);
     expect(unreachable[1]).toMatchObject({ delivered: false, reason: expect.stringMatching(/^could not be reached/) });
   });
 
   it("keeps a POST's deliveries to about 1 MiB, however many deliveries_per_post allows", async () => {
     const big = "x".repeat(400_000);
-    const outcomes = await pushDeliveries(target(10), [payload(1, big), payload(2, big), payload(3, big)], key);
+    const outcomes = await push(target(10), [payload(1, big), payload(2, big), payload(3, big)], key);
     expect(outcomes.every((o) => o.delivered)).toBe(true);
     expect(posts.map((p) => deliveriesOf(p.body)?.length ?? 1).sort()).toEqual([1, 2]);
   });
@@ -171,9 +192,7 @@ describe("an answer that reports how the attempt ended", () => {
 
   it("ends the attempt when the runner signed it as the answer to that POST, alone or in a batch", async () => {
     answer = (_body, res, request) => signed(res, request, 200, { report: finished });
-    expect(await pushDeliveries(target(1), [payload(1)], key)).toEqual([
-      { delivered: true, report: { ...finished, logs: [] } },
-    ]);
+    expect(await push(target(1), [payload(1)], key)).toEqual([{ delivered: true, report: { ...finished, logs: [] } }]);
 
     answer = (_body, res, request) =>
       signed(res, request, 200, {
@@ -190,7 +209,7 @@ describe("an answer that reports how the attempt ended", () => {
           { status: 429, detail: "at its limit" },
         ],
       });
-    expect(await pushDeliveries(target(10), [payload(1), payload(2), payload(3)], key)).toEqual([
+    expect(await push(target(10), [payload(1), payload(2), payload(3)], key)).toEqual([
       {
         delivered: true,
         report: {
@@ -207,7 +226,7 @@ describe("an answer that reports how the attempt ended", () => {
 
   it("refuses a report without the runner's signature, under another key, or signed for another POST", async () => {
     const refusedFor = async (pattern: RegExp) => {
-      const [outcome] = await pushDeliveries(target(1), [payload(1)], key);
+      const [outcome] = await push(target(1), [payload(1)], key);
       expect(outcome).toMatchObject({ delivered: false, reason: expect.stringMatching(pattern) });
     };
     answer = (_body, res, request) => signed(res, request, 200, { report: finished }, null);
@@ -226,9 +245,7 @@ describe("an answer that reports how the attempt ended", () => {
       earlier ??= request;
       return signed(res, earlier, 200, { report: finished });
     };
-    expect(await pushDeliveries(target(1), [payload(1)], key)).toEqual([
-      { delivered: true, report: expect.anything() },
-    ]);
+    expect(await push(target(1), [payload(1)], key)).toEqual([{ delivered: true, report: expect.anything() }]);
     await refusedFor(/\(signature-invalid: /);
 
     // A body changed after signing.
@@ -242,13 +259,13 @@ describe("an answer that reports how the attempt ended", () => {
 
   it("refuses a report that does not parse, and takes an answer without one as the acknowledgement", async () => {
     answer = (_body, res, request) => signed(res, request, 200, { report: { status: "exploded" } });
-    const [bad] = await pushDeliveries(target(1), [payload(1)], key);
+    const [bad] = await push(target(1), [payload(1)], key);
     expect(bad).toMatchObject({
       delivered: false,
       reason: expect.stringMatching(/^answered 200 with a report that does not parse: report\.status: /),
     });
 
     answer = (_body, res, request) => signed(res, request, 202, { accepted: "1:1 attempt 1" }, null);
-    expect(await pushDeliveries(target(1), [payload(1)], key)).toEqual([{ delivered: true }]);
+    expect(await push(target(1), [payload(1)], key)).toEqual([{ delivered: true }]);
   });
 });
