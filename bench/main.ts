@@ -5,7 +5,8 @@
  *
  * --quick runs only this project's counted figures (commands per job: a lone job, 100 independent
  * jobs, the 100-job DAG), once, and exits 1 when one exceeds its budget (budgets.ts). No timings.
- * --profile FILE writes a CPU profile of the Worker over 1,000 pushed jobs (profile.ts) instead.
+ * --profile FILE writes a CPU profile of the Worker over 1,000 pushed jobs (profile.ts) instead;
+ * --profile-shape names another way to take them, or `lone` for 40 lone jobs one at a time.
  */
 import { readFileSync, writeFileSync } from "node:fs";
 import os from "node:os";
@@ -34,6 +35,8 @@ import { overBudget, renderTable, spreadOf } from "./table.js";
 import { checkCounters } from "./verify.js";
 
 const root = path.resolve(import.meta.dirname, "..");
+/** Lone jobs `--profile-shape lone` records. */
+const LONE_PROFILED = 40;
 
 const Options = z.object({
   quick: z.boolean().default(false),
@@ -43,8 +46,8 @@ const Options = z.object({
   samples: z.coerce.number().int().min(5).max(1000).default(30),
   "idle-seconds": z.coerce.number().min(1).max(600).default(60),
   profile: z.string().min(1).optional(),
-  /** The 1,000 jobs `--profile` records: how the runner takes them (Batching). */
-  "profile-shape": z.enum(["push", "posts", "answers", "pull"]).default("push"),
+  /** What `--profile` records: 1,000 jobs, taken by the runner as a Batching says, or 40 lone jobs. */
+  "profile-shape": z.enum(["push", "posts", "answers", "pull", "lone"]).default("push"),
 });
 
 const { values } = parseArgs({
@@ -109,10 +112,19 @@ try {
 
   if (inspect && options.profile) {
     const shape = options["profile-shape"];
-    log(`profiling the Worker over 1,000 jobs, ${shape} (its warm-up of 100 included)`);
-    const { profile, result } = await profileWorker(inspect.port, () => ours.batchedThroughput(1000, shape));
+    log(
+      shape === "lone"
+        ? `profiling the Worker over ${LONE_PROFILED} lone jobs, one at a time`
+        : `profiling the Worker over 1,000 jobs, ${shape} (its warm-up of 100 included)`,
+    );
+    const { profile, result: rate } = await profileWorker(inspect.port, async () => {
+      if (shape === "lone")
+        return `submit → start p50 ${percentile((await ours.loneTimings(LONE_PROFILED)).start, 50)} ms`;
+      const run = await ours.batchedThroughput(1000, shape);
+      return `${Math.round(run.jobs / (run.wallMs / 1000))} jobs/s`;
+    });
     writeFileSync(options.profile, JSON.stringify(profile));
-    console.log(`${Math.round(result.jobs / (result.wallMs / 1000))} jobs/s; profile written to ${options.profile}`);
+    console.log(`${rate}; profile written to ${options.profile}`);
     console.log(summarizeProfile(profile));
   } else if (options["check-counters"]) {
     bull = new BullSystem(stack.redisUrl, counter);
