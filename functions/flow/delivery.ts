@@ -110,7 +110,9 @@ export function pushDeliveries(
       at.length === 1
         ? deliver(target, payloads[first] as DeliveryPayload, bodies[0] as string, signer).then((one) => [one])
         : deliverMany(target, bodies, signer);
-    at.forEach((index, i) => (outcomes[index] = answers.then((all) => all[i] as DeliveryOutcome)));
+    at.forEach((index, i) => {
+      outcomes[index] = answers.then((all) => all[i] as DeliveryOutcome);
+    });
   }
   return outcomes;
 }
