@@ -8,7 +8,7 @@ import type {
   ScheduleRun,
   ScriptType,
 } from "../../shared/model/index.js";
-import type { Claim, PurgeOutcome, ReadyQueue } from "../../shared/store/index.js";
+import type { Claim, PurgeOutcome, PushRunnerName, ReadyQueue } from "../../shared/store/index.js";
 import type { RpcResult } from "./problem.js";
 import type { DispatchScope, FlowScope } from "./scopes.js";
 
@@ -38,6 +38,11 @@ export interface CreateFlowInput {
   /** Positions of jobs whose ids the caller chose (only those can collide). */
   chosen: number[];
   start: boolean;
+  /**
+   * The push runners the context's dispatcher named (read with the reservation): candidates for
+   * the claims of the flow's commits while its object's isolate knows none of its own.
+   */
+  pushRunners?: PushRunnerName[] | undefined;
 }
 
 /** How a runner's event was taken. */

@@ -37,7 +37,13 @@ export class Dispatcher extends DurableObject<Env> implements DispatcherRpc {
   private readonly runnerList = new RunnerList(
     this.ctx.storage,
     async () => (await this.store().runners.list({ context_id: this.bound().contextId }, 0, 1000)).items,
-    (list) => this.backoff.keepOnly(new Set(list.map((r) => r.id))),
+    async (list) => {
+      await this.backoff.keepOnly(new Set(list.map((r) => r.id)));
+      // Named for the claims of commits whose objects have not delivered to them yet (a cold
+      // isolate's): read with each submission's reservation.
+      const push = list.filter((r) => r.address !== "").map((r) => ({ id: r.id, scriptTypes: r.script_types }));
+      await this.store().dispatch.namePushRunners(this.bound().contextId, push);
+    },
   );
   /** When the alarm rings (null: none), once read; undefined until then, or when unsure. */
   private alarmAt: number | null | undefined;

@@ -21,7 +21,7 @@ import { flowChange } from "../../shared/flow/changes.js";
 import { closeQuietly } from "../core/sockets.js";
 import { settleOwnClaims } from "../core/stubs.js";
 import { OutgoingMessages, type AttemptOwner } from "./attempt-delivery.js";
-import { assignmentsOf, awaitsRunners, CLAIM_SAFETY_MS, OwnClaims } from "./own-claims.js";
+import { assignmentsOf, awaitsRunners, CLAIM_SAFETY_MS, noteNamedRunners, OwnClaims } from "./own-claims.js";
 import { FlowBinding } from "./binding.js";
 import { createNow, rerunEvent } from "./creation.js";
 import { Deadlines } from "./deadlines.js";
@@ -149,6 +149,7 @@ export class FlowCoordinator extends DurableObject<Env> implements FlowCoordinat
       scope,
       () => {
         // One creation at a time: a second (a retry racing the first) finds the flow in memory.
+        if (input.pushRunners) noteNamedRunners(scope, input.pushRunners);
         const turn = this.creating.then(async () => {
           // A creation whose outcome was unknown is settled before anything else.
           if (await this.commits.settlePending()) this.commits.forget();

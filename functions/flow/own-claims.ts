@@ -7,6 +7,7 @@ import {
   type CommitClaim,
   type CommitOutcome,
   type CommitPlan,
+  type PushRunnerName,
   type ReadyQueue,
 } from "../../shared/store/index.js";
 import type { DeliverAnswer, DeliveryTarget, OwnerAnswer } from "../core/contracts.js";
@@ -39,6 +40,23 @@ function contextOf(scope: Pick<FlowScope, "prefix" | "contextId">): string {
 /** A runner took (or was handed) a delivery: a candidate for the claims of its context's commits. */
 export function noteRunner(scope: Pick<FlowScope, "prefix" | "contextId">, runner: DeliveryTarget): void {
   if (runner.address === "" || !runner.scriptTypes) return;
+  remember(runnersOf(scope), runner.id, runner.scriptTypes);
+}
+
+/**
+ * The push runners the context's dispatcher named (PushRunnerName), taken as candidates by an
+ * isolate that knows none of the context's runners yet: a cold isolate's first flow need not go
+ * through the dispatcher to learn them. Taken once per context; from then on, what this
+ * isolate's deliveries teach it (noteRunner, forgetRunner) decides.
+ */
+export function noteNamedRunners(scope: Pick<FlowScope, "prefix" | "contextId">, named: readonly PushRunnerName[]) {
+  if (named.length === 0 || known.has(contextOf(scope))) return;
+  const runners = runnersOf(scope);
+  for (const runner of [...named].reverse()) remember(runners, runner.id, runner.scriptTypes);
+}
+
+/** This isolate's candidates of the context, made empty if there were none. */
+function runnersOf(scope: Pick<FlowScope, "prefix" | "contextId">): Map<number, readonly ScriptType[]> {
   const key = contextOf(scope);
   let runners = known.get(key);
   if (!runners) {
@@ -46,8 +64,12 @@ export function noteRunner(scope: Pick<FlowScope, "prefix" | "contextId">, runne
     runners = new Map();
     known.set(key, runners);
   }
-  runners.delete(runner.id); // to the front: most recent first
-  runners.set(runner.id, runner.scriptTypes);
+  return runners;
+}
+
+function remember(runners: Map<number, readonly ScriptType[]>, id: number, scriptTypes: readonly ScriptType[]): void {
+  runners.delete(id); // to the front: most recent first
+  runners.set(id, scriptTypes);
 }
 
 /** A runner is not a candidate any more (gone, pulls, refused a delivery). */

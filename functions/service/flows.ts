@@ -1,6 +1,6 @@
 import { resolveDag, messagesNeeded, type FlowSubmission } from "../../shared/flow/index.js";
 import type { Context, Flow, FlowStatus, FlowView } from "../../shared/model/index.js";
-import type { Page, ReservedIds } from "../../shared/store/index.js";
+import type { Page, PushRunnerName, ReservedIds } from "../../shared/store/index.js";
 import type { FlowCoordinatorRpc } from "../core/contracts.js";
 import { Problem, unwrap, type RpcResult } from "../core/problem.js";
 import { nonceReplayed, type SignatureNonce } from "../core/principal.js";
@@ -59,9 +59,12 @@ export async function submitFlow(
     messages: messagesNeeded(submission.jobs),
     ...(idempotencyKey && digest ? { idempotencyKey, digest } : {}),
     ...(nonce ? { nonce } : {}),
+    // Its first commit may claim work for them (never a flow with max_parallel's, see OwnClaims).
+    pushRunners: submission.start && submission.max_parallel === undefined,
   });
   if ("replayed" in reservation) throw nonceReplayed();
   let ids: ReservedIds;
+  let pushRunners: PushRunnerName[] | undefined;
   let created = true;
   if ("existing" in reservation) {
     const existing = reservation.existing;
@@ -78,6 +81,7 @@ export async function submitFlow(
     created = false;
   } else {
     ids = reservation;
+    pushRunners = reservation.pushRunners;
   }
   let next = ids.firstJobId;
   const resolved = resolveDag(submission.jobs, () => next++);
@@ -92,6 +96,7 @@ export async function submitFlow(
     messageBase: ids.firstMessageId,
     chosen,
     start: submission.start,
+    pushRunners,
   });
   if (view.caller_id !== callerId || view.jobs.length !== resolved.jobs.length) {
     throw new Problem("conflict", `flow id ${ids.flowId} is taken by another flow`);

@@ -1,8 +1,9 @@
 import type { Keys } from "../keys.js";
 import { callRedis, type Redis } from "./redis.js";
 import type { ReadyQueue } from "./ready-queue.js";
+import { formatPushRunners, type PushRunnerName } from "./push-runners.js";
 import { ScriptKeys } from "./script.js";
-import { claimWork, markWaiting, settleWork } from "./scripts/dispatch.js";
+import { claimWork, markContext, settleWork } from "./scripts/dispatch.js";
 
 /**
  * A runner as a claim sees it: its id, how many slots it has, and whether it takes work now (a
@@ -135,7 +136,16 @@ export class DispatchStore {
    * `WAITING_SEVERAL`): a commit claims its own work only when no other flow's queue waits.
    */
   async markWaiting(contextId: number, value: string): Promise<void> {
-    await markWaiting.run(this.redis, [this.keys.context(contextId)], [value]);
+    await markContext.run(this.redis, [this.keys.context(contextId)], ["dispatch_waiting", value]);
+  }
+
+  /**
+   * Names the context's push runners (at most PUSH_RUNNERS_NAMED) for the claims of commits made
+   * by objects that have not delivered to any of them yet: a submission's reservation reads them
+   * (FlowStore.reserve). A name is a candidate only: each claim checks the runner's record.
+   */
+  async namePushRunners(contextId: number, runners: readonly PushRunnerName[]): Promise<void> {
+    await markContext.run(this.redis, [this.keys.context(contextId)], ["push_runners", formatPushRunners(runners)]);
   }
 
   /** How many attempts wait in these queues now (one round trip). */

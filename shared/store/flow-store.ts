@@ -3,6 +3,7 @@ import type { Keys } from "../keys.js";
 import type { Flow, FlowStatus, Message, RunnerJob } from "../model/index.js";
 import { decodeRecord, encodePairs } from "./codec.js";
 import { ConflictError } from "./errors.js";
+import { parsePushRunners, type PushRunnerName } from "./push-runners.js";
 import { flowRecord, jobRecord } from "./flow-records.js";
 import type { CommitPlan } from "./flow-plan.js";
 import { codecs, layouts } from "./layouts.js";
@@ -32,12 +33,17 @@ export interface ReservedIds {
   firstMessageId: number;
 }
 
+/** Ids reserved now, and the push runners the context's dispatcher named (when asked). */
+export interface FreshReservation extends ReservedIds {
+  pushRunners: PushRunnerName[];
+}
+
 /**
  * Ids reserved now, or (`existing`) by an earlier submission with the same Idempotency-Key: its
  * ids and its request's digest, or only its flow id when an older version made it.
  */
 export type Reservation =
-  ReservedIds | { existing: (ReservedIds & { digest: string }) | { flowId: number } } | { replayed: true };
+  FreshReservation | { existing: (ReservedIds & { digest: string }) | { flowId: number } } | { replayed: true };
 
 export interface ReserveRequest {
   contextId: number;
@@ -53,6 +59,8 @@ export interface ReserveRequest {
   digest?: string;
   /** The signature's nonce, spent by the reservation (`replayed` when it was used before). */
   nonce?: { keyid: string; value: string; ttlMs: number };
+  /** Read the push runners the context's dispatcher named (a submission that starts its flow). */
+  pushRunners?: boolean;
 }
 
 /** A flow as stored: its record, its jobs, and every message of its jobs' attempts. */
@@ -118,6 +126,7 @@ export class FlowStore {
     const keys = [this.keys.ids(r.contextId)];
     const idempotent = r.idempotencyKey !== undefined && r.digest !== undefined;
     if (idempotent) keys.push(this.keys.idempotency(r.contextId, r.callerId, r.idempotencyKey as string));
+    if (r.pushRunners) keys.push(this.keys.context(r.contextId));
     if (r.nonce) keys.push(this.keys.nonce(r.nonce.keyid, r.nonce.value, r.contextId));
     const reply = (await reserveFlow.run(this.redis, keys, [
       r.flowId ?? "",
@@ -130,6 +139,7 @@ export class FlowStore {
       this.keys.messageCounter(r.callerId),
       r.nonce ? crypto.randomUUID() : "",
       r.nonce ? Math.ceil(r.nonce.ttlMs / 1000) : 0,
+      r.pushRunners ? "1" : "",
     ])) as (number | string)[];
     if (Number(reply[0]) === 2) return { replayed: true };
     if (Number(reply[0]) === 1) {
@@ -145,7 +155,12 @@ export class FlowStore {
             },
           };
     }
-    return { flowId: Number(reply[1]), firstJobId: Number(reply[2]), firstMessageId: Number(reply[3]) };
+    return {
+      flowId: Number(reply[1]),
+      firstJobId: Number(reply[2]),
+      firstMessageId: Number(reply[3]),
+      pushRunners: parsePushRunners(reply[4]),
+    };
   }
 
   /**

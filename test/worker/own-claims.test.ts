@@ -73,6 +73,62 @@ describe("a flow's own claims", () => {
     await admin.client.cancelFlow(ctx, flow.id, "no runner");
   });
 
+  it("claim for the push runners the dispatcher named, in an isolate that has seen none of them deliver", async () => {
+    const ctx = (await admin.client.createContext()).id;
+    const runner = await admin.client.createRunner(ctx, {
+      pubkey: (await generateKeyPair()).x,
+      runner_type: "sh",
+      address: "http://127.0.0.1:9/",
+      concurrency: 2,
+    });
+    // As the context's dispatcher leaves them (the next test): the submission's reservation reads
+    // the names, and the flow's object takes them as candidates (this isolate knows none).
+    await w.redis.exec([
+      "HSET",
+      w.keys.context(ctx),
+      "dispatch_waiting",
+      WAITING_NONE,
+      "push_runners",
+      JSON.stringify([[runner.id, ["sh"]]]),
+    ]);
+    const flow = await admin.client.submitFlow(ctx, { start: true, jobs: [job] });
+    const alarm = await takeAlarm(w.flowStub(ctx, flow.id).stub);
+    expect(alarm).not.toBeNull();
+    expect(alarm).toBeLessThanOrEqual(Date.now() + CLAIM_SAFETY_MS); // claimed by the commit
+    await eventually(
+      async () => ((await queued(ctx, flow.id)) === 1 && (await slots(ctx, runner.id)).length === 0 ? true : undefined),
+      10_000,
+      50,
+      "refused (nothing listens) and back in its queue",
+    );
+    await admin.client.cancelFlow(ctx, flow.id, "no runner");
+  });
+
+  it("are named by the dispatcher whenever it loads the context's runners: push runners only", async () => {
+    const ctx = (await admin.client.createContext()).id;
+    const push = await admin.client.createRunner(ctx, {
+      pubkey: (await generateKeyPair()).x,
+      runner_type: "sh",
+      address: "http://127.0.0.1:9/",
+      concurrency: 1,
+    });
+    await admin.client.createRunner(ctx, { pubkey: (await generateKeyPair()).x, runner_type: "sh", local: true });
+    // Each change of a runner wakes the dispatcher, which loads the list again and names them.
+    const named = (want: string) =>
+      eventually(
+        async () =>
+          (await w.redis.exec<string | null>(["HGET", w.keys.context(ctx), "push_runners"])) === want
+            ? true
+            : undefined,
+        10_000,
+        50,
+        `push_runners ${want}`,
+      );
+    await named(JSON.stringify([[push.id, ["sh"]]]));
+    await admin.client.deleteRunner(ctx, push.id);
+    await named("[]");
+  });
+
   it("have a claim the object lost with its memory reaped by the dispatcher and delivered", async () => {
     const { ctx, runner } = await contextWithKnownRunner();
     // Paused, nothing claims the job: the test claims it as a commit would have, the object dies

@@ -189,16 +189,18 @@ return settled`,
 );
 
 /**
- * markWaiting: tell commits which flows have queues in the dispatcher's ring (the context hash's
- * `dispatch_waiting`: "none", one flow's id, or "*"), which decides whether a commit may claim
- * its own work (commitFlow's "C"). Written only into a context that exists: a context being
- * deleted must not be brought back as a hash of one field.
- *   KEYS[1]  the context hash    ARGV[1]  the value
+ * markContext: write what the dispatcher tells commits and submissions into the context hash:
+ * `dispatch_waiting` (which flows have queues in its ring: "none", one flow's id, or "*"), which
+ * decides whether a commit may claim its own work (commitFlow's "C"), and `push_runners` (the
+ * push runners such a claim may try, read with a submission's reservation: reserveFlow).
+ * Written only into a context that exists: a context being deleted must not be brought back as
+ * a hash of one field.
+ *   KEYS[1]  the context hash    ARGV  field/value pairs
  * Returns 1 when written, 0 when there is no such context.
  */
-export const markWaiting = new LuaScript(
-  "markWaiting",
+export const markContext = new LuaScript(
+  "markContext",
   `if redis.call("EXISTS", KEYS[1]) == 0 then return 0 end
-redis.call("HSET", KEYS[1], "dispatch_waiting", ARGV[1])
+redis.call("HSET", KEYS[1], unpack(ARGV))
 return 1`,
 );

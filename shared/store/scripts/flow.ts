@@ -24,9 +24,13 @@ import { KEEP_DEAD_LETTER } from "./dead-letter-cap.js";
  *   ARGV[8]  the counter field of the caller's messages (Keys.messageCounter)
  *   ARGV[9]  the signature nonce's token, or "" when the request's nonce was spent elsewhere;
  *            with a token, KEYS[#KEYS] is the nonce's key and ARGV[10] its TTL in seconds
+ *   ARGV[11] "1" to read the push runners the context's dispatcher named (the context hash's
+ *            `push_runners`) for the claims of the flow's first commit; the context hash is
+ *            then the last key but the nonce's
  * The nonce is spent here so that a signed submission costs one storage command less; the
  * token is this call's own, so a call retried after it took effect still finds it fresh.
- * Returns {0, flowId, firstJobId, firstMessageId}, or {1, "<flow>:<job>:<message>:<digest>"}
+ * Returns {0, flowId, firstJobId, firstMessageId, named runners ("" when not asked or none)}, or
+ * {1, "<flow>:<job>:<message>:<digest>"}
  * (or {1, "<flow>"} as older versions wrote it) when the Idempotency-Key was seen before:
  * nothing is allocated then; {2} when the nonce was used before (nothing done).
  */
@@ -60,7 +64,11 @@ local firstMessage = lastMessage - tonumber(ARGV[5]) + 1
 if idempotent then
   redis.call("SET", KEYS[2], flowId .. ":" .. (base + 1) .. ":" .. firstMessage .. ":" .. ARGV[7], "EX", tonumber(ARGV[6]))
 end
-return {0, flowId, base + 1, firstMessage}`,
+local named = ""
+if ARGV[11] == "1" then
+  named = redis.call("HGET", KEYS[ARGV[9] ~= "" and #KEYS - 1 or #KEYS], "push_runners") or ""
+end
+return {0, flowId, base + 1, firstMessage, named}`,
 );
 
 /**
