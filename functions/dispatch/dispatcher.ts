@@ -40,9 +40,12 @@ export class Dispatcher extends DurableObject<Env> implements DispatcherRpc {
     async (list) => {
       await this.backoff.keepOnly(new Set(list.map((r) => r.id)));
       // Named for the claims of commits whose objects have not delivered to them yet (a cold
-      // isolate's): read with each submission's reservation.
+      // isolate's): read with each submission's reservation. Best effort: without the names,
+      // such a flow's work comes through this object, as it always may.
       const push = list.filter((r) => r.address !== "").map((r) => ({ id: r.id, scriptTypes: r.script_types }));
-      await this.store().dispatch.namePushRunners(this.bound().contextId, push);
+      await this.store()
+        .dispatch.namePushRunners(this.bound().contextId, push)
+        .catch(() => undefined);
     },
   );
   /** When the alarm rings (null: none), once read; undefined until then, or when unsure. */
