@@ -37,6 +37,30 @@ export interface WranglerDevOptions {
 const MIN_NODE_MAJOR = 22;
 
 /**
+ * The process groups of the wrangler dev instances still running. A group outlives this process
+ * (it is detached, so that stopping it can signal workerd too): should this process exit without
+ * stopping one (an uncaught error, `process.exit`), the group is killed on the way out. A SIGKILL
+ * of this process still leaves it running.
+ */
+const running = new Set<number>();
+let watching = false;
+
+function killOnExit(group: number): void {
+  running.add(group);
+  if (watching) return;
+  watching = true;
+  process.once("exit", () => {
+    for (const pid of running) {
+      try {
+        process.kill(-pid, "SIGKILL");
+      } catch {
+        // already gone
+      }
+    }
+  });
+}
+
+/**
  * Starts `wrangler dev --test-scheduled` on 127.0.0.1 and resolves once the Worker answers.
  * Runs wrangler with this process's Node, and keeps it off Cloudflare's network (no `Request.cf`
  * download, no telemetry), so it works offline.
@@ -88,6 +112,9 @@ export async function startWranglerDev(options: WranglerDevOptions): Promise<Wra
   child.stdout?.on("data", onData);
   child.stderr?.on("data", onData);
   const exited = new Promise<void>((resolve) => child.once("exit", () => resolve()));
+  const group = child.pid as number;
+  killOnExit(group);
+  void exited.then(() => running.delete(group));
 
   const url = `http://127.0.0.1:${options.port}`;
   const stop = async () => {
