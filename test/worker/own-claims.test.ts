@@ -22,15 +22,21 @@ beforeAll(async () => {
 
 const job = { name: "a", script: "echo a", script_type: "sh" as const };
 
-/** A context whose one push runner (listening nowhere) this isolate saw take work, and no flow waiting. */
-async function contextWithKnownRunner() {
+/** A new context with one push runner of sh jobs, listening nowhere. */
+async function contextWithPushRunner(concurrency = 2) {
   const ctx = (await admin.client.createContext()).id;
   const runner = await admin.client.createRunner(ctx, {
     pubkey: (await generateKeyPair()).x,
     runner_type: "sh",
     address: "http://127.0.0.1:9/",
-    concurrency: 2,
+    concurrency,
   });
+  return { ctx, runner };
+}
+
+/** A context whose one push runner (listening nowhere) this isolate saw take work, and no flow waiting. */
+async function contextWithKnownRunner() {
+  const { ctx, runner } = await contextWithPushRunner();
   noteRunner(
     { prefix: w.prefix, contextId: ctx },
     { id: runner.id, address: runner.address, perPost: 1, pubkey: runner.pubkey, scriptTypes: ["sh"] },
@@ -74,13 +80,7 @@ describe("a flow's own claims", () => {
   });
 
   it("claim for the push runners the dispatcher named, in an isolate that has seen none of them deliver", async () => {
-    const ctx = (await admin.client.createContext()).id;
-    const runner = await admin.client.createRunner(ctx, {
-      pubkey: (await generateKeyPair()).x,
-      runner_type: "sh",
-      address: "http://127.0.0.1:9/",
-      concurrency: 2,
-    });
+    const { ctx, runner } = await contextWithPushRunner();
     // As the context's dispatcher leaves them (the next test): the submission's reservation reads
     // the names, and the flow's object takes them as candidates (this isolate knows none).
     await w.redis.exec([
@@ -105,13 +105,7 @@ describe("a flow's own claims", () => {
   });
 
   it("are named by the dispatcher whenever it loads the context's runners: push runners only", async () => {
-    const ctx = (await admin.client.createContext()).id;
-    const push = await admin.client.createRunner(ctx, {
-      pubkey: (await generateKeyPair()).x,
-      runner_type: "sh",
-      address: "http://127.0.0.1:9/",
-      concurrency: 1,
-    });
+    const { ctx, runner: push } = await contextWithPushRunner(1);
     await admin.client.createRunner(ctx, { pubkey: (await generateKeyPair()).x, runner_type: "sh", local: true });
     // Each change of a runner wakes the dispatcher, which loads the list again and names them.
     const named = (want: string) =>
