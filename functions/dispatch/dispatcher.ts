@@ -1,6 +1,6 @@
 import { DurableObject } from "cloudflare:workers";
 import type { Runner } from "../../shared/model/index.js";
-import type { Claim, Store } from "../../shared/store/index.js";
+import { pushRunnersOf, type Claim, type Store } from "../../shared/store/index.js";
 import type { DispatcherRpc, OwnerAnswer, WaitReason, Wake, Want } from "../core/contracts.js";
 import { coordinatorKeys } from "../core/coordinator-key.js";
 import type { Env } from "../core/env.js";
@@ -42,9 +42,8 @@ export class Dispatcher extends DurableObject<Env> implements DispatcherRpc {
       // Named for the claims of commits whose objects have not delivered to them yet (a cold
       // isolate's): read with each submission's reservation. Best effort: without the names,
       // such a flow's work comes through this object, as it always may.
-      const push = list.filter((r) => r.address !== "").map((r) => ({ id: r.id, scriptTypes: r.script_types }));
       await this.store()
-        .dispatch.namePushRunners(this.bound().contextId, push)
+        .dispatch.namePushRunners(this.bound().contextId, pushRunnersOf(list))
         .catch(() => undefined);
     },
   );

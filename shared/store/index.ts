@@ -9,7 +9,7 @@ export type { Page } from "./reads.js";
 export { codecs } from "./layouts.js";
 export { FlowStore, type ClaimsOfCommit, type Creation } from "./flow-store.js";
 export { WAITING_NONE, WAITING_SEVERAL } from "./commit-claims.js";
-export type { PushRunnerName } from "./push-runners.js";
+export { pushRunnersOf, type PushRunnerName } from "./push-runners.js";
 export type { Claimed, ClaimedRunner, CommitClaim, CommitOutcome } from "./commit-claims.js";
 export { CLAIM_LIMIT, DELIVERED_SCORE, DispatchStore } from "./dispatch-store.js";
 export type { Claim, ClaimResult, ClaimRunner, Held, RunnerHealth, WorkSettlement } from "./dispatch-store.js";

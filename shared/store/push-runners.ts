@@ -1,5 +1,6 @@
 import { z } from "zod";
 import { ScriptType } from "../model/enums.js";
+import type { Runner } from "../model/runner.js";
 
 /**
  * The push runners a context's dispatcher names in the context hash (`push_runners`), so that the
@@ -29,6 +30,11 @@ export function parsePushRunners(raw: unknown): PushRunnerName[] {
   }
   const named = Named.safeParse(value);
   return named.success ? named.data.slice(0, PUSH_RUNNERS_NAMED).map(([id, scriptTypes]) => ({ id, scriptTypes })) : [];
+}
+
+/** The push runners (those with an address) of a context's runner list, as the dispatcher names them. */
+export function pushRunnersOf(runners: readonly Pick<Runner, "id" | "address" | "script_types">[]): PushRunnerName[] {
+  return runners.filter((r) => r.address !== "").map((r) => ({ id: r.id, scriptTypes: r.script_types }));
 }
 
 /** The field's value for these runners. */
