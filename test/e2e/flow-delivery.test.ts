@@ -1,4 +1,6 @@
+import { existsSync } from "node:fs";
 import type { AddressInfo } from "node:net";
+import path from "node:path";
 import { describe, expect, it } from "vitest";
 import { importPublicKey } from "../../shared/auth/index.js";
 import type { Message } from "../../shared/model/index.js";
@@ -152,5 +154,14 @@ describe("delivery guarantees with real processes", () => {
     const { total, byCommand } = commandDelta(before, await stack().quietCommandStats());
     console.log(`idle sweep: ${total} Redis command(s): ${JSON.stringify(byCommand)}`);
     expect(byCommand).toEqual({ zrangebyscore: 2, hincrby: 1 });
+  });
+});
+
+describe("the local stack", () => {
+  it("keeps no trace store of wrangler's: nothing commits it on the Durable Objects' thread while flows run", async () => {
+    // Runs after the flows above: with wrangler's local observability on, its store is made at
+    // the first invocation (infra/wrangler.ts says why it is off).
+    expect(existsSync(path.join(stack().dir, "wrangler-state", "v3", "observability"))).toBe(false);
+    expect(existsSync(path.join(stack().dir, "wrangler-state", "v3", "do"))).toBe(true);
   });
 });
