@@ -284,3 +284,21 @@ describe("jobEnvironment", () => {
     expect(jobEnvironment(d.state, d.job(102)).FLOW_INPUTS).toBe('{"use":{"r":"1"}}');
   });
 });
+
+describe("the state a transition makes", () => {
+  it("holds every job, shares the ones it did not change with the state before, and leaves that state as it was", () => {
+    const d = started(Array.from({ length: 50 }, (_, i) => jobIn({ name: `j${i}` })));
+    const before = d.state;
+    const was = JSON.stringify(before);
+    d.run(120);
+    const after = d.state;
+    expect(Object.keys(after.jobs)).toEqual(Object.keys(before.jobs));
+    expect(after.order).toEqual(before.order);
+    for (const id of before.order) {
+      if (id === 120) expect(after.jobs[id]).not.toBe(before.jobs[id]);
+      else expect(after.jobs[id]).toBe(before.jobs[id]);
+    }
+    expect(after.jobs[120]?.status).toBe("finished");
+    expect(JSON.stringify(before)).toBe(was);
+  });
+});
