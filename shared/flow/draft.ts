@@ -51,7 +51,8 @@ const finishedPrefix = new WeakMap<FlowState, number>();
  * sizes, records read back from JSON), V8 takes its generic path, about 80 µs, and every
  * transition pays that: a 1,000-job flow's 3,000 or so transitions went from 6 ms to 250 ms of
  * the Worker's CPU, and the benchmark's 1,000 jobs from 2,000 to 1,250 jobs/s after its other
- * shapes had run. The stores cost about 10 µs, whatever ran before.
+ * shapes had run. The stores cost about 10 µs, whatever ran before. The order names every job
+ * (newFlowState and rebuildState make both from the same list), so nothing is left out.
  */
 function copyJobs(from: FlowState): Record<number, JobState> {
   const jobs: Record<number, JobState> = {};
