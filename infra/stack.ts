@@ -87,15 +87,17 @@ export async function startLocalStack(options: LocalStackOptions): Promise<Local
       `UPSTASH_REDIS_REST_URL=${rest.url}\nUPSTASH_REDIS_REST_TOKEN=${restToken}\nCOORDINATOR_SIGNING_KEY='${signingKey}'\n`,
       { mode: 0o600 },
     );
-    // Durable Object storage lives beside Redis's data: with a Redis of our own (which keeps
-    // nothing), it starts empty too; with REDIS_URL's, it is kept between runs.
-    const persistTo = path.join(devDir, "wrangler-state");
-    if (redis) rmSync(persistTo, { recursive: true, force: true });
+    // Durable Object storage is as lasting as the Redis it goes with: with a Redis of our own
+    // (which keeps nothing), a fresh folder in memory, gone on stop; with REDIS_URL's, kept in
+    // .dev between runs.
+    const kept = path.join(devDir, "wrangler-state");
+    // What a version that kept it on disk with a Redis of its own left behind.
+    if (redis) rmSync(kept, { recursive: true, force: true });
     const worker: WranglerDev = await startWranglerDev({
       port: options.workerPort,
       envFile,
       cwd: options.root,
-      persistTo,
+      ...(redis ? {} : { persistTo: kept }),
       // Local runners and actors listen on plain http://127.0.0.1.
       vars: { ALLOW_INSECURE_HTTP: "true", ...options.vars },
       ...(options.verbose ? { onLine: (line: string) => options.log(`  wrangler | ${line}`) } : {}),

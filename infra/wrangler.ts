@@ -1,8 +1,8 @@
 import { spawn, type ChildProcess } from "node:child_process";
 import { mkdtempSync, rmSync } from "node:fs";
 import { createRequire } from "node:module";
-import { tmpdir } from "node:os";
 import path from "node:path";
+import { memoryBackedDir } from "./memory-dir.js";
 
 /** A `wrangler dev` child process. */
 export interface WranglerDev {
@@ -22,8 +22,9 @@ export interface WranglerDevOptions {
   onLine?: (line: string) => void;
   readyTimeoutMs?: number;
   /**
-   * Where workerd keeps Durable Object storage. By default a fresh temporary folder, removed on
-   * stop, so parallel instances never share state.
+   * Where workerd keeps Durable Object storage. By default a fresh temporary folder, in memory
+   * where the machine allows (`memoryBackedDir`), removed on stop, so parallel instances never
+   * share state.
    */
   persistTo?: string;
   /**
@@ -84,7 +85,7 @@ export async function startWranglerDev(options: WranglerDevOptions): Promise<Wra
         "run through npm (`npm run dev`), which uses the project's own Node from node_modules",
     );
   }
-  const persistTo = options.persistTo ?? mkdtempSync(path.join(tmpdir(), "wrangler-state-"));
+  const persistTo = options.persistTo ?? mkdtempSync(path.join(memoryBackedDir(), "wrangler-state-"));
   const wranglerBin = path.join(
     path.dirname(createRequire(import.meta.url).resolve("wrangler/package.json")),
     "bin",

@@ -1,12 +1,12 @@
 import { spawn } from "node:child_process";
 import { mkdtempSync, rmSync, writeFileSync } from "node:fs";
 import http from "node:http";
-import { tmpdir } from "node:os";
 import path from "node:path";
 import { parseRedisUrl, RedisConnection } from "../../infra/redis-rest/connection.js";
 import { DEFAULT_REST_OPTIONS, startRestServer, type RestServer } from "../../infra/redis-rest/index.js";
 import { freePort, startRedisServer } from "../../infra/redis-server.js";
 import { cronsOf, fireCrons } from "../../infra/cron.js";
+import { memoryBackedDir } from "../../infra/memory-dir.js";
 import { startWranglerDev } from "../../infra/wrangler.js";
 import { actorKeyId, generateKeyPair, type PrivateJwk } from "../../shared/auth/index.js";
 import { CoordinatorClient, signerFromJwk } from "../../shared/client/index.js";
@@ -66,7 +66,7 @@ export interface PrivateStackOptions {
  * serves every other file at the same time; so do tests that stop the storage or kill runners.
  */
 export async function startPrivateStack(label: string, options: PrivateStackOptions = {}) {
-  const dir = mkdtempSync(path.join(tmpdir(), `fc-${label}-`));
+  const dir = mkdtempSync(path.join(memoryBackedDir(), `fc-${label}-`));
   const redisServer = await startRedisServer({ port: await freePort(), dir: path.join(dir, "redis") });
   const token = "private-stack-token";
   const restOptions = { ...DEFAULT_REST_OPTIONS, redisUrl: redisServer.url, port: 0, token };
