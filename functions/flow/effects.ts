@@ -1,4 +1,4 @@
-import { messageId, nearestDeadline, type FlowEffect, type FlowState, type JobState } from "../../shared/flow/index.js";
+import { messageId, type FlowEffect, type FlowState, type JobState } from "../../shared/flow/index.js";
 import type { Runner } from "../../shared/model/index.js";
 import { WAITING_NONE, type CommitOutcome, type CommitPlan, type Store } from "../../shared/store/index.js";
 import { mergeWakes, type Wake } from "../core/contracts.js";
@@ -17,9 +17,9 @@ const OWED = "owed-wake";
  * the context's dispatcher is woken when attempts were queued, slots freed or a flow's result
  * left on msg_out for its relay to POST to the caller's https addresses (a caller without any
  * finds the result in its inbox, written by the commit itself, and nothing is woken for it);
- * the wake is kept as owed, durably, until it went through. The supervisor's sweep is told
- * when the flow's deadlines start (a start or a re-run); runners are told to stop cancelled
- * attempts (best effort: a runner that misses it learns on its next report, answered 409).
+ * the wake is kept as owed, durably, until it went through (the supervisor's sweep learns when
+ * the flow's deadlines start from the commit itself, see planCommit); runners are told to stop
+ * cancelled attempts (best effort: a runner that misses it learns on its next report, answered 409).
  */
 export class FlowEffects {
   constructor(
@@ -35,8 +35,6 @@ export class FlowEffects {
   async committed(batch: Committed): Promise<boolean> {
     const woken = batch.plan ? await this.wake(this.wakeAfter(batch.plan, batch.outcome)) : true;
     for (const step of batch.steps) {
-      // Not awaited: the flow's first delivery need not wait for the backstop's bookkeeping.
-      if (step.effects.some((e) => e.type === "flowStarted" || e.type === "flowRerun")) void this.sweepAt(batch.after);
       // A flow that ended without ever starting (cancelled first) never made its context due:
       // the sweep looks within a minute, and keeps it for its retention window from then on.
       if (step.effects.some((e) => e.type === "flowEnded") && step.state.startedAt === undefined)
@@ -95,16 +93,6 @@ export class FlowEffects {
       await this.storage.put(OWED, all);
       return false;
     }
-  }
-
-  /** Tells the sweep to look at the context when the flow's nearest deadline comes. */
-  private async sweepAt(state: FlowState): Promise<void> {
-    const due = nearestDeadline(state);
-    if (!due) return;
-    // Best effort: the flow's own alarm is the first to act; the sweep is the backstop.
-    await this.store()
-      .sweep.dueBy(state.contextId, due.at)
-      .catch(() => undefined);
   }
 
   /** Tells push runners to stop the attempts a cancel ended (pull runners hear it as a 409). */

@@ -117,6 +117,18 @@ export function planCommit(
     /** Work items by queue, and results to POST to the caller (onto msg_out). */
     const queued = new Map<string, string[]>();
     const posted: string[] = [];
+    /**
+     * The flow's deadlines start (a start, a re-run): its nearest goes into the context's
+     * deadline set, and the context into the sweep's due set no later than then (an earlier due
+     * time stands). Both in the commit itself, so the sweep, the backstop of the flow's own
+     * alarm, knows of a started flow whatever becomes of the object that started it.
+     */
+    const deadlinesStart = () => {
+      const due = nearestDeadline(state);
+      if (!due) return;
+      ops.push(["Z", keys.deadlines(ctx), [String(due.at), deadlineMember(state)]]);
+      ops.push(["Z", keys.sweepDue(), ["LT", String(due.at), String(ctx)]]);
+    };
     /** Frees the slot an attempt held at `runner`. */
     const release = (job: JobState, attempt: number, runner: number | undefined) => {
       if (runner === undefined || attempt === 0) return;
@@ -139,8 +151,7 @@ export function planCommit(
             ops.push(["R", keys.flowsByStatus(ctx, "dispatched"), [String(state.id)]]);
             ops.push(["Z", keys.flowsByStatus(ctx, "started"), [String(state.id), String(state.id)]]);
           }
-          const due = nearestDeadline(state);
-          if (due) ops.push(["Z", keys.deadlines(ctx), [String(due.at), deadlineMember(state)]]);
+          deadlinesStart();
           break;
         }
         case "dispatch": {
@@ -231,8 +242,7 @@ export function planCommit(
             ]);
             ops.push(["D", jobHash, ["error", "ended_at", "last_runner_id"]]);
           }
-          const due = nearestDeadline(state);
-          if (due) ops.push(["Z", keys.deadlines(ctx), [String(due.at), deadlineMember(state)]]);
+          deadlinesStart();
           break;
         }
         case "cancelJob":

@@ -6,13 +6,13 @@ import { dispatchScopeOf, type DispatchScope, type FlowScope } from "../../funct
 import { storeFor } from "../../functions/core/store.js";
 import { FlowEffects } from "../../functions/flow/effects.js";
 import type { Committed } from "../../functions/flow/group-commit.js";
-import { type FlowEvent, type FlowState, type JobState } from "../../shared/flow/index.js";
+import { type FlowEvent, type FlowState } from "../../shared/flow/index.js";
 import { planCommit } from "../../shared/store/index.js";
 import { flowOf, shJob, stepsThrough, through } from "./flow-fixtures.js";
 import { testWorker } from "./harness.js";
 
 // FlowEffects on its own: what a durable batch owes, carried out against the real Dispatcher
-// Durable Object, the object's real storage (the owed wake) and real Redis (the sweep's due set).
+// Durable Object and the object's real storage (the owed wake).
 
 const w = testWorker("effects");
 afterAll(() => w.cleanup());
@@ -75,25 +75,10 @@ function batchOf(before: FlowState, events: FlowEvent[]): Committed {
 
 const start: FlowEvent = { type: "start", at: T };
 const assigned: FlowEvent = { type: "assigned", job: 1, attempt: 1, runner: RUNNER, at: T + 10 };
-const failed: FlowEvent = {
-  type: "failed",
-  job: 1,
-  attempt: 1,
-  runner: RUNNER,
-  error: "boom",
-  at: T + 20,
-  random: 0.5,
-};
 
 /** The scope the context's Dispatcher keeps once a wake reached it; undefined while none did. */
 function dispatcherReached(contextId: number): Promise<DispatchScope | undefined> {
   return runInDurableObject(w.dispatcherStub(contextId), (_instance, ds) => ds.storage.get<DispatchScope>("scope"));
-}
-
-/** When the sweep is to look at a context next (epoch ms), or null. */
-async function sweepDue(contextId: number): Promise<number | null> {
-  const score = await w.redis.exec<string | null>(["ZSCORE", w.keys.sweepDue(), String(contextId)]);
-  return score === null ? null : Number(score);
 }
 
 describe("FlowEffects", () => {
@@ -137,8 +122,6 @@ describe("FlowEffects", () => {
       expect(queues).toHaveLength(1);
       expect(await away.committed(batch)).toBe(false);
       expect(await ds.storage.get<Wake>(OWED)).toEqual({ queues });
-      // The sweep is told all the same: the flow's deadlines started.
-      expect(await sweepDue(state.contextId)).toBe(T + 300_000);
 
       expect(await away.wake({ freed: [RUNNER], mail: true })).toBe(false);
       expect(await ds.storage.get<Wake>(OWED)).toEqual({ mail: true, freed: [RUNNER], queues });
@@ -152,42 +135,6 @@ describe("FlowEffects", () => {
       expect(await ds.storage.get(OWED)).toBeUndefined();
       expect(await dispatcherReached(state.contextId)).toEqual(dispatchScopeOf(scope));
       expect(await back.wake(undefined)).toBe(true); // nothing owed
-    });
-  });
-
-  it("puts a started flow in the sweep's due set no later than its nearest deadline", async () => {
-    const fresh = newFlow();
-    const later = newFlow();
-    const earlier = newFlow();
-    const short = newFlow(30);
-    await w.redis.exec(["ZADD", w.keys.sweepDue(), String(T + 1e9), String(later.state.contextId)]);
-    await w.redis.exec(["ZADD", w.keys.sweepDue(), String(T + 1_000), String(earlier.state.contextId)]);
-    await runInDurableObject(fresh.stub, async (_instance, ds) => {
-      for (const { state, scope } of [fresh, later, earlier, short]) {
-        const effects = effectsOf(ds.storage, scope);
-        expect(await effects.committed(batchOf(state, [start]))).toBe(true);
-      }
-    });
-    expect(await sweepDue(fresh.state.contextId)).toBe(T + 300_000);
-    expect(await sweepDue(later.state.contextId)).toBe(T + 300_000); // moved up to the deadline
-    expect(await sweepDue(earlier.state.contextId)).toBe(T + 1_000); // an earlier check stands
-    expect(await sweepDue(short.state.contextId)).toBe(T + 30_000);
-  });
-
-  it("tells the sweep when a re-run starts the deadlines again, and not for other batches", async () => {
-    const { state, scope, stub } = newFlow();
-    const running = through(state, [start, assigned]);
-    const failing = batchOf(running, [failed]);
-    expect(failing.after.status).toBe("error");
-    await runInDurableObject(stub, async (_instance, ds) => {
-      const effects = effectsOf(ds.storage, scope);
-      expect(await effects.committed(failing)).toBe(true); // it owes a wake (mail, a freed slot), no sweep
-      expect(await sweepDue(state.contextId)).toBeNull();
-
-      const rerun = batchOf(failing.after, [{ type: "rerun", bases: { 1: 200 }, at: T + 60_000 }]);
-      expect(rerun.after.jobs[1]).toMatchObject<Partial<JobState>>({ status: "dispatched", attempt: 2 });
-      expect(await effects.committed(rerun)).toBe(true);
-      expect(await sweepDue(state.contextId)).toBe(T + 60_000 + 300_000);
     });
   });
 });
