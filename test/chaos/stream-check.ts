@@ -10,6 +10,9 @@ export interface StreamCheck {
 
 const FLOW_END = new Set(["flow.finished", "flow.error"]);
 
+/** How long a flow's stream may take to tell what its flow's view tells, once the soak settled. */
+const STREAM_SETTLE_MS = 10_000;
+
 /**
  * After the soak: every ended flow's own stream is numbered 1..n without a gap and ends where the
  * flow ended (its last `flow.*` event has the flow's status, each job's last event the job's), and
@@ -29,10 +32,7 @@ export async function checkStreams(
     await Promise.all(
       ids.slice(i, i + 8).map(async (id) => {
         const end = ends.get(id) as FlowView;
-        const read = await readSse(`${baseUrl}/v1/contexts/${ctx}/flows/${id}/events`, signer, (e) =>
-          e.some((x) => FLOW_END.has(x.event ?? "")),
-        );
-        const flow = parsed<FlowStreamEvent>(read.events);
+        const flow = await readFlowStream(`${baseUrl}/v1/contexts/${ctx}/flows/${id}/events`, signer, end);
         events += flow.length;
         if (flow.some((e, n) => e.seq !== n + 1)) wrong.push(`flow ${id}: its stream has a gap or a repeat`);
         const last = flow.filter((e) => e.type.startsWith("flow.")).at(-1);
@@ -65,4 +65,24 @@ export async function checkStreams(
         ? `${ids.length} flows' streams (${events} events) whole and ending as their flows did; the context's (${feed.length} events) in order`
         : wrong.slice(0, 5).join("; "),
   };
+}
+
+/**
+ * A flow's stream, read until it tells what `end` tells: its last `flow.*` event with the flow's
+ * status and each job's last event with the job's. Not merely until its first end event: jobs
+ * still in flight when a flow failed finish after its `flow.error`, and their events come after
+ * it (reading stopped there, a stream sent in two pieces looked as if it lacked them). A stream
+ * that never tells it is read until its end event, after STREAM_SETTLE_MS, for the report.
+ */
+async function readFlowStream(url: string, signer: RequestSigner, end: FlowView): Promise<FlowStreamEvent[]> {
+  const tells = (events: FlowStreamEvent[]) =>
+    events.filter((e) => e.type.startsWith("flow.")).at(-1)?.status === end.status &&
+    end.jobs.every((job) => events.filter((e) => e.job_id === job.id).at(-1)?.status === job.status);
+  try {
+    const read = await readSse(url, signer, (e) => tells(parsed<FlowStreamEvent>(e)), { timeoutMs: STREAM_SETTLE_MS });
+    return parsed<FlowStreamEvent>(read.events);
+  } catch {
+    const read = await readSse(url, signer, (e) => e.some((x) => FLOW_END.has(x.event ?? "")));
+    return parsed<FlowStreamEvent>(read.events);
+  }
 }
