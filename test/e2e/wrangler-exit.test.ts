@@ -1,4 +1,5 @@
 import { spawn } from "node:child_process";
+import { rmSync } from "node:fs";
 import path from "node:path";
 import { describe, expect, it } from "vitest";
 import { eventually } from "../support/eventually.js";
@@ -9,7 +10,10 @@ import { eventually } from "../support/eventually.js";
 
 const root = path.resolve(import.meta.dirname, "../..");
 
-/** Starts wrangler dev (storage nowhere: it is never asked), prints its pid, then throws. */
+/**
+ * Starts wrangler dev with everything in one temporary folder (its storage too: nothing stops
+ * it to remove a folder of its own), prints the folder and its pid, then throws.
+ */
 const SCRIPT = `
 import { mkdtempSync, writeFileSync } from "node:fs";
 import { tmpdir } from "node:os";
@@ -19,7 +23,8 @@ import { startWranglerDev } from "./infra/wrangler.ts";
 const dir = mkdtempSync(path.join(tmpdir(), "fc-wrangler-exit-"));
 const envFile = path.join(dir, "worker.env");
 writeFileSync(envFile, "UPSTASH_REDIS_REST_URL=http://127.0.0.1:9\\nUPSTASH_REDIS_REST_TOKEN=none\\n");
-const worker = await startWranglerDev({ port: await freePort(), envFile, cwd: process.cwd() });
+console.log("dir " + dir);
+const worker = await startWranglerDev({ port: await freePort(), envFile, cwd: process.cwd(), persistTo: path.join(dir, "state") });
 console.log("pid " + worker.child.pid);
 throw new Error("the starter dies without stopping it");
 `;
@@ -43,10 +48,15 @@ describe("a wrangler dev whose starter dies", () => {
     child.stdout.on("data", (chunk: Buffer) => (out += chunk.toString()));
     child.stderr.on("data", (chunk: Buffer) => (out += chunk.toString()));
     const code = await new Promise<number | null>((resolve) => child.once("exit", resolve));
-    const pid = Number(/^pid (\d+)$/m.exec(out)?.[1]);
-    expect(pid, out).toBeGreaterThan(0);
-    expect(code).not.toBe(0);
-    expect(out).toContain("the starter dies without stopping it");
-    await eventually(async () => (alive(pid) ? undefined : true), 10_000, 100, `wrangler dev (pid ${pid}) gone`);
+    const dir = /^dir (.+)$/m.exec(out)?.[1];
+    try {
+      const pid = Number(/^pid (\d+)$/m.exec(out)?.[1]);
+      expect(pid, out).toBeGreaterThan(0);
+      expect(code).not.toBe(0);
+      expect(out).toContain("the starter dies without stopping it");
+      await eventually(async () => (alive(pid) ? undefined : true), 10_000, 100, `wrangler dev (pid ${pid}) gone`);
+    } finally {
+      if (dir) rmSync(dir, { recursive: true, force: true });
+    }
   }, 90_000);
 });
