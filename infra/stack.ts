@@ -1,5 +1,5 @@
 import { randomBytes } from "node:crypto";
-import { existsSync, mkdirSync, readFileSync, rmSync, writeFileSync } from "node:fs";
+import { existsSync, mkdirSync, readFileSync, writeFileSync } from "node:fs";
 import path from "node:path";
 import { DEFAULT_REST_OPTIONS, startRestServer, type RestServer } from "./redis-rest/index.js";
 import { startRedisServer, type RedisServerProcess } from "./redis-server.js";
@@ -89,15 +89,12 @@ export async function startLocalStack(options: LocalStackOptions): Promise<Local
     );
     // Durable Object storage is as lasting as the Redis it goes with: with a Redis of our own
     // (which keeps nothing), a fresh folder in memory, gone on stop; with REDIS_URL's, kept in
-    // .dev between runs.
-    const kept = path.join(devDir, "wrangler-state");
-    // What a version that kept it on disk with a Redis of its own left behind.
-    if (redis) rmSync(kept, { recursive: true, force: true });
+    // .dev between runs (a run on a Redis of our own leaves that folder alone).
     const worker: WranglerDev = await startWranglerDev({
       port: options.workerPort,
       envFile,
       cwd: options.root,
-      ...(redis ? {} : { persistTo: kept }),
+      ...(redis ? {} : { persistTo: path.join(devDir, "wrangler-state") }),
       // Local runners and actors listen on plain http://127.0.0.1.
       vars: { ALLOW_INSECURE_HTTP: "true", ...options.vars },
       ...(options.verbose ? { onLine: (line: string) => options.log(`  wrangler | ${line}`) } : {}),
