@@ -56,6 +56,8 @@ export default defineConfig({
                 UPSTASH_REDIS_REST_URL: stack.restUrl,
                 UPSTASH_REDIS_REST_TOKEN: stack.restToken,
                 COORDINATOR_SIGNING_KEY: stack.coordinatorKey,
+                // Not the Worker's: where test/support/slow-runner.ts listens, for worker tests.
+                TEST_SLOW_RUNNER_URL: `http://127.0.0.1:${stack.slowRunnerPort}/`,
               },
             },
           }),

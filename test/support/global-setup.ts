@@ -3,12 +3,13 @@ import { tmpdir } from "node:os";
 import path from "node:path";
 import { startRestServer, DEFAULT_REST_OPTIONS } from "../../infra/redis-rest/index.js";
 import { startRedisServer } from "../../infra/redis-server.js";
+import { startSlowRunner } from "./slow-runner.js";
 import { readTestStackConfig } from "./stack-config.js";
 
 /**
  * Starts the real stack every test file talks to: a redis-server of our own (own port, own
- * folder, nothing on disk) and the Upstash-compatible REST endpoint in front of it. Stops both
- * when the run ends.
+ * folder, nothing on disk), the Upstash-compatible REST endpoint in front of it, and a slow
+ * runner (`startSlowRunner`). Stops them when the run ends.
  */
 export default async function setup(): Promise<() => Promise<void>> {
   const config = readTestStackConfig();
@@ -20,7 +21,9 @@ export default async function setup(): Promise<() => Promise<void>> {
     port: config.restPort,
     token: config.restToken,
   });
+  const slowRunner = await startSlowRunner(config.slowRunnerPort);
   return async () => {
+    await slowRunner.close();
     await rest.close();
     await redis.stop();
     rmSync(dir, { recursive: true, force: true });

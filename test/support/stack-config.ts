@@ -11,6 +11,8 @@ export interface TestStackConfig {
   redisUrl: string;
   /** The coordinator's signing key (a private JWK as JSON) for this run. */
   coordinatorKey: string;
+  /** The port of the slow runner (test/support/slow-runner.ts). */
+  slowRunnerPort: number;
 }
 
 /**
@@ -28,21 +30,30 @@ export async function testStackConfig(): Promise<TestStackConfig> {
     process.env.TEST_REST_PORT = String(restPort);
     process.env.TEST_REST_TOKEN = randomBytes(18).toString("base64url");
     process.env.TEST_COORDINATOR_KEY = JSON.stringify(await generateKeyPair());
+    process.env.TEST_SLOW_RUNNER_PORT = String(await freePort());
   }
   return readTestStackConfig();
 }
 
 /** The stack's settings as recorded in the environment. */
 export function readTestStackConfig(): TestStackConfig {
-  const { TEST_REDIS_PORT, TEST_REST_PORT, TEST_REST_TOKEN, TEST_REST_URL, TEST_REDIS_URL, TEST_COORDINATOR_KEY } =
-    process.env;
+  const {
+    TEST_REDIS_PORT,
+    TEST_REST_PORT,
+    TEST_REST_TOKEN,
+    TEST_REST_URL,
+    TEST_REDIS_URL,
+    TEST_COORDINATOR_KEY,
+    TEST_SLOW_RUNNER_PORT,
+  } = process.env;
   if (
     !TEST_REDIS_PORT ||
     !TEST_REST_PORT ||
     !TEST_REST_TOKEN ||
     !TEST_REST_URL ||
     !TEST_REDIS_URL ||
-    !TEST_COORDINATOR_KEY
+    !TEST_COORDINATOR_KEY ||
+    !TEST_SLOW_RUNNER_PORT
   ) {
     throw new Error("the test stack is not configured: run the tests through `npm test` (vitest.config.ts)");
   }
@@ -53,5 +64,6 @@ export function readTestStackConfig(): TestStackConfig {
     restUrl: TEST_REST_URL,
     redisUrl: TEST_REDIS_URL,
     coordinatorKey: TEST_COORDINATOR_KEY,
+    slowRunnerPort: Number(TEST_SLOW_RUNNER_PORT),
   };
 }

@@ -1,4 +1,4 @@
-import { evictDurableObject, runDurableObjectAlarm, runInDurableObject } from "cloudflare:test";
+import { env, evictDurableObject, runDurableObjectAlarm, runInDurableObject } from "cloudflare:test";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
 import { CLAIM_SAFETY_MS, noteRunner } from "../../functions/flow/own-claims.js";
 import { generateKeyPair } from "../../shared/auth/index.js";
@@ -9,8 +9,11 @@ import { takeAlarm, testWorker } from "./harness.js";
 // A flow's commits claiming its own work (docs/dispatch.md, "Claims in the commit"), in the
 // FlowCoordinator inside workerd, against real Redis: the claim is delivered by the object that
 // made it, what the runner did not take is settled by the context's dispatcher as its own
-// rounds' are, and a claim an object lost with its memory is reaped. The runner listens nowhere
-// (port 9): every delivery fails, which is what the dispatcher must then sort out.
+// rounds' are, and a claim an object lost with its memory is reaped. The runner takes nothing:
+// every delivery fails, which is what the dispatcher must then sort out. It is the slow runner
+// (test/support/slow-runner.ts) where a test looks at a delivery under way (one to an address
+// where nothing listens can be refused and settled before the test's next call), else nothing
+// listens at its address (port 9).
 
 const w = testWorker("own-claims");
 afterAll(() => w.cleanup());
@@ -22,21 +25,23 @@ beforeAll(async () => {
 
 const job = { name: "a", script: "echo a", script_type: "sh" as const };
 
-/** A new context with one push runner of sh jobs, listening nowhere. */
-async function contextWithPushRunner(concurrency = 2) {
+const NOWHERE = "http://127.0.0.1:9/";
+
+/** A new context with one push runner of sh jobs, which takes nothing. */
+async function contextWithPushRunner(concurrency = 2, address = NOWHERE) {
   const ctx = (await admin.client.createContext()).id;
   const runner = await admin.client.createRunner(ctx, {
     pubkey: (await generateKeyPair()).x,
     runner_type: "sh",
-    address: "http://127.0.0.1:9/",
+    address,
     concurrency,
   });
   return { ctx, runner };
 }
 
-/** A context whose one push runner (listening nowhere) this isolate saw take work, and no flow waiting. */
-async function contextWithKnownRunner() {
-  const { ctx, runner } = await contextWithPushRunner();
+/** A context whose one push runner (which takes nothing) this isolate saw take work, and no flow waiting. */
+async function contextWithKnownRunner(address = NOWHERE) {
+  const { ctx, runner } = await contextWithPushRunner(2, address);
   noteRunner(
     { prefix: w.prefix, contextId: ctx },
     { id: runner.id, address: runner.address, perPost: 1, pubkey: runner.pubkey, scriptTypes: ["sh"] },
@@ -51,7 +56,7 @@ const queued = (ctx: number, flow: number) => w.redis.exec<number>(["LLEN", w.ke
 
 describe("a flow's own claims", () => {
   it("claim the first job in the flow's creation, with the alarm due by then, and give what the runner refused to the dispatcher", async () => {
-    const { ctx, runner } = await contextWithKnownRunner();
+    const { ctx, runner } = await contextWithKnownRunner(env.TEST_SLOW_RUNNER_URL);
     const before = Date.now();
     const flow = await admin.client.submitFlow(ctx, { start: true, jobs: [job] });
     // The commit claimed it: until its delivery is settled, the object's alarm comes within 30 s
@@ -60,14 +65,16 @@ describe("a flow's own claims", () => {
     expect(alarm).not.toBeNull();
     expect(alarm).toBeLessThanOrEqual(Date.now() + CLAIM_SAFETY_MS);
     expect(alarm).toBeGreaterThanOrEqual(before);
-    // Refused (nothing listens): the dispatcher puts it back, frees the slot, backs the runner off.
+    expect(await slots(ctx, runner.id)).toHaveLength(1);
+    expect(await queued(ctx, flow.id)).toBe(0);
+    // Refused (answered 503): the dispatcher puts it back, frees the slot, backs the runner off.
     const health = await eventually(
       async () => (await admin.client.loadRunner(ctx, runner.id)).dispatch.last_error,
       10_000,
       50,
       "the refusal recorded",
     );
-    expect(health).toMatch(/could not be reached/);
+    expect(health).toMatch(/answered 503/);
     await eventually(
       async () => ((await queued(ctx, flow.id)) === 1 ? true : undefined),
       10_000,
@@ -80,7 +87,7 @@ describe("a flow's own claims", () => {
   });
 
   it("claim for the push runners the dispatcher named, in an isolate that has seen none of them deliver", async () => {
-    const { ctx, runner } = await contextWithPushRunner();
+    const { ctx, runner } = await contextWithPushRunner(2, env.TEST_SLOW_RUNNER_URL);
     // As the context's dispatcher leaves them (the next test): the submission's reservation reads
     // the names, and the flow's object takes them as candidates (this isolate knows none).
     await w.redis.exec([
@@ -95,11 +102,12 @@ describe("a flow's own claims", () => {
     const alarm = await takeAlarm(w.flowStub(ctx, flow.id).stub);
     expect(alarm).not.toBeNull();
     expect(alarm).toBeLessThanOrEqual(Date.now() + CLAIM_SAFETY_MS); // claimed by the commit
+    expect(await slots(ctx, runner.id)).toHaveLength(1);
     await eventually(
       async () => ((await queued(ctx, flow.id)) === 1 && (await slots(ctx, runner.id)).length === 0 ? true : undefined),
       10_000,
       50,
-      "refused (nothing listens) and back in its queue",
+      "refused (answered 503) and back in its queue",
     );
     await admin.client.cancelFlow(ctx, flow.id, "no runner");
   });
