@@ -1,6 +1,7 @@
 import { isSignatureError, SignatureErrorCode, verifySignature, webcrypto, type Verifier } from "http-message-sig";
 import { checkContentDigest } from "./digest.js";
 import { PRIMARY_LABEL, SIGNED_COMPONENTS } from "./sign.js";
+import { readFirstSignature } from "./verify-first.js";
 
 /** Why a request's signature was refused; each becomes a distinct 401 problem type. */
 export type AuthFailure =
@@ -51,7 +52,8 @@ const ED25519_SIGNATURE_BYTES = 64;
  * Verifies a request's RFC 9421 signature: the body against its Content-Digest first (the body
  * is not parsed before this passes), then freshness (`created` within the skew), then the
  * Ed25519 signature over method, target URI and digest. Replayed nonces are the caller's check,
- * since it needs storage.
+ * since it needs storage. A signature in the form this module's signer writes is read directly
+ * (verify-first.ts); any other goes through the RFC 9421 library.
  */
 export async function verifyRequest(request: Request, options: VerifyOptions): Promise<VerifiedRequest> {
   if (!request.headers.has("signature") || !request.headers.has("signature-input")) {
@@ -70,10 +72,23 @@ export async function verifyRequest(request: Request, options: VerifyOptions): P
     if (digest === "mismatch") throw new AuthError("digest-mismatch", "the body does not match its Content-Digest");
   }
 
+  const label = options.label ?? PRIMARY_LABEL;
+  const first = readFirstSignature(request, label, hasBody);
+  if (first) {
+    const { created, keyid, nonce } = first;
+    const key = await checkedKey({ created, keyid, nonce }, first.signature.length, options);
+    if (key.algorithm.name !== "Ed25519")
+      throw new AuthError("signature-malformed", `the key ${JSON.stringify(keyid)} names is not an Ed25519 key`);
+    // WebCrypto throws on input it cannot even try: that is a signature that does not verify.
+    const valid = await crypto.subtle.verify("Ed25519", key, first.signature, first.base).catch(() => false);
+    if (!valid) throw new AuthError("signature-invalid", SIGNATURE_INVALID);
+    return { keyid, nonce, created };
+  }
+
   let failure: AuthError | undefined;
   try {
     const verified = await verifySignature<Verifier>(request, {
-      label: options.label ?? PRIMARY_LABEL,
+      label,
       policy: {
         algorithms: ["ed25519"],
         requiredComponents: hasBody ? [...SIGNED_COMPONENTS, "content-digest"] : [...SIGNED_COMPONENTS],
@@ -83,32 +98,13 @@ export async function verifyRequest(request: Request, options: VerifyOptions): P
         now: options.now,
       },
       resolveVerifier: async (candidate) => {
-        const { created, expires, keyid, nonce } = candidate.parameters;
-        if (typeof created !== "number" || typeof keyid !== "string" || typeof nonce !== "string") {
-          throw (failure = new AuthError("signature-malformed", "created must be an integer, keyid and nonce strings"));
+        let key: CryptoKey;
+        try {
+          key = await checkedKey(candidate.parameters, candidate.signature.length, options);
+        } catch (error) {
+          if (error instanceof AuthError) failure = error;
+          throw error;
         }
-        if (!NONCE.test(nonce))
-          throw (failure = new AuthError("signature-malformed", "nonce must be 16 to 128 base64url characters"));
-        if (created > options.now + options.skewSeconds) {
-          throw (failure = new AuthError(
-            "signature-from-future",
-            `created is ${created - options.now} s in the future (allowed skew ${options.skewSeconds} s)`,
-          ));
-        }
-        if (created < options.now - options.skewSeconds || (typeof expires === "number" && expires < options.now)) {
-          throw (failure = new AuthError(
-            "signature-expired",
-            `the signature is ${options.now - created} s old (allowed ${options.skewSeconds} s)`,
-          ));
-        }
-        if (candidate.signature.length !== ED25519_SIGNATURE_BYTES) {
-          throw (failure = new AuthError(
-            "signature-malformed",
-            `an Ed25519 signature is ${ED25519_SIGNATURE_BYTES} bytes, not ${candidate.signature.length}`,
-          ));
-        }
-        const key = await options.resolveKey(keyid);
-        if (!key) throw (failure = new AuthError("unknown-key", `no key is registered as ${JSON.stringify(keyid)}`));
         const verifier = webcrypto.verifier(key);
         // WebCrypto throws on input it cannot even try: that is a signature that does not verify.
         return {
@@ -129,11 +125,50 @@ export async function verifyRequest(request: Request, options: VerifyOptions): P
   }
 }
 
+const SIGNATURE_INVALID = "the signature does not verify with the key its keyid names";
+
+/**
+ * Checks a signature's parameters (their types, the nonce's form, freshness) and length, then
+ * finds the key its keyid names: the same checks, with the same errors, whichever way the
+ * signature was read.
+ */
+async function checkedKey(
+  parameters: Record<string, unknown>,
+  signatureLength: number,
+  options: VerifyOptions,
+): Promise<CryptoKey> {
+  const { created, expires, keyid, nonce } = parameters;
+  if (typeof created !== "number" || typeof keyid !== "string" || typeof nonce !== "string")
+    throw new AuthError("signature-malformed", "created must be an integer, keyid and nonce strings");
+  if (!NONCE.test(nonce)) throw new AuthError("signature-malformed", "nonce must be 16 to 128 base64url characters");
+  if (created > options.now + options.skewSeconds) {
+    throw new AuthError(
+      "signature-from-future",
+      `created is ${created - options.now} s in the future (allowed skew ${options.skewSeconds} s)`,
+    );
+  }
+  if (created < options.now - options.skewSeconds || (typeof expires === "number" && expires < options.now)) {
+    throw new AuthError(
+      "signature-expired",
+      `the signature is ${options.now - created} s old (allowed ${options.skewSeconds} s)`,
+    );
+  }
+  if (signatureLength !== ED25519_SIGNATURE_BYTES) {
+    throw new AuthError(
+      "signature-malformed",
+      `an Ed25519 signature is ${ED25519_SIGNATURE_BYTES} bytes, not ${signatureLength}`,
+    );
+  }
+  const key = await options.resolveKey(keyid);
+  if (!key) throw new AuthError("unknown-key", `no key is registered as ${JSON.stringify(keyid)}`);
+  return key;
+}
+
 function describeSignatureError(error: unknown): Error {
   if (!isSignatureError(error)) return error as Error;
   switch (error.code) {
     case SignatureErrorCode.VerificationFailed:
-      return new AuthError("signature-invalid", "the signature does not verify with the key its keyid names");
+      return new AuthError("signature-invalid", SIGNATURE_INVALID);
     case SignatureErrorCode.ResolverFailed:
       // Not one of ours (those are rethrown above): storage failed while looking up the key.
       return (error.cause as Error) ?? error;
