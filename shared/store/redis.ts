@@ -16,6 +16,9 @@ export interface RedisConfig {
 /**
  * A client for Upstash (or the local REST endpoint). Automatic deserialization is off: every
  * value comes back as the string Redis holds and is parsed by its schema, never guessed at.
+ * Replies come as plain JSON strings, not base64 (the client's default, for bytes that are not
+ * UTF-8): everything this project writes reaches Redis as JSON text, so it is UTF-8 there, and
+ * base64 cost every reply an encoding on the server and a decoding per string in the Worker.
  */
 export function connectRedis(config: RedisConfig): Redis {
   const timeoutMs = config.timeoutMs ?? 5_000;
@@ -25,6 +28,7 @@ export function connectRedis(config: RedisConfig): Redis {
     automaticDeserialization: false,
     enableTelemetry: false,
     readYourWrites: false,
+    responseEncoding: false,
     retry: { retries: config.retries ?? 2, backoff: (attempt) => 50 * 2 ** attempt },
     signal: () => AbortSignal.timeout(timeoutMs),
   });

@@ -135,7 +135,9 @@ describe("flows, jobs and messages in a context", () => {
       timeout_ack: 10,
       timeout_result: 60,
       job: [job],
-      logs: [{ timestamp: 1.5, stream: "stdout", message: "héllo" }],
+      // Replies come as plain JSON, not base64 (connectRedis): text beyond ASCII and beyond the
+      // BMP comes back as it went in.
+      logs: [{ timestamp: 1.5, stream: "stdout", message: "héllo ☃ 😀 中文" }],
       status: "dispatched",
       created_at: clock,
       updated_at: clock,
