@@ -19,6 +19,8 @@ export interface RedisConfig {
  * Replies come as plain JSON strings, not base64 (the client's default, for bytes that are not
  * UTF-8): everything this project writes reaches Redis as JSON text, so it is UTF-8 there, and
  * base64 cost every reply an encoding on the server and a decoding per string in the Worker.
+ * Auto-pipelining stays on (the client's default): reads made at once, such as the messages of
+ * the attempts one POST delivers (`OutgoingMessages.take`), go out as one request.
  */
 export function connectRedis(config: RedisConfig): Redis {
   const timeoutMs = config.timeoutMs ?? 5_000;
