@@ -7,6 +7,8 @@
  * jobs, the 100-job DAG), once, and exits 1 when one exceeds its budget (budgets.ts). No timings.
  * --profile FILE writes a CPU profile of the Worker over 1,000 pushed jobs (profile.ts) instead;
  * --profile-shape names another way to take them, or `lone` for 40 lone jobs one at a time.
+ * --compare REF runs this tree and the commit REF in turn, `--rounds N` times (4), and prints
+ * both sides' lone-job latency and CPU (compare.ts) instead; BullMQ is not run.
  */
 import { readFileSync, writeFileSync } from "node:fs";
 import os from "node:os";
@@ -28,6 +30,7 @@ import {
   timingFigures,
   type Figures,
 } from "./figures.js";
+import { compareWith } from "./compare.js";
 import { RedisCounter } from "./measure.js";
 import { CONCURRENCY, OurSystem, type ShapeCost } from "./ours.js";
 import { profileWorker, summarizeProfile } from "./profile.js";
@@ -37,6 +40,8 @@ import { checkCounters } from "./verify.js";
 const root = path.resolve(import.meta.dirname, "..");
 /** Lone jobs `--profile-shape lone` records. */
 const LONE_PROFILED = 40;
+/** Independent jobs of the flow each side of `--compare` runs for the Worker's CPU per job. */
+const COMPARE_BULK = 300;
 
 const Options = z.object({
   quick: z.boolean().default(false),
@@ -48,6 +53,9 @@ const Options = z.object({
   profile: z.string().min(1).optional(),
   /** What `--profile` records: 1,000 jobs, taken by the runner as a Batching says, or 40 lone jobs. */
   "profile-shape": z.enum(["push", "posts", "answers", "pull", "lone"]).default("push"),
+  /** A commit to compare this tree with, paired (compare.ts). */
+  compare: z.string().min(1).optional(),
+  rounds: z.coerce.number().int().min(1).max(50).default(4),
 });
 
 const { values } = parseArgs({
@@ -60,6 +68,8 @@ const { values } = parseArgs({
     "idle-seconds": { type: "string" },
     profile: { type: "string" },
     "profile-shape": { type: "string" },
+    compare: { type: "string" },
+    rounds: { type: "string" },
   },
 });
 const parsed = Options.safeParse(values);
@@ -90,6 +100,17 @@ function machine() {
     wrangler: versionOf("wrangler"),
     loadAverageAtStart: os.loadavg(),
   };
+}
+
+if (options.compare) {
+  try {
+    const { samples, rounds } = options;
+    console.log(await compareWith(root, options.compare, { rounds, samples, bulk: COMPARE_BULK, log }));
+    process.exit(0);
+  } catch (error) {
+    console.error(`bench: ${(error as Error).message}`);
+    process.exit(1);
+  }
 }
 
 const machineInfo = machine();
