@@ -1,5 +1,5 @@
 import { execFileSync, spawn } from "node:child_process";
-import { mkdtempSync, rmSync, symlinkSync } from "node:fs";
+import { mkdtempSync, symlinkSync } from "node:fs";
 import os from "node:os";
 import path from "node:path";
 import type { Side } from "./compare-side.js";
@@ -62,7 +62,6 @@ export async function compareWith(root: string, ref: string, options: CompareOpt
     }
   } finally {
     git("worktree", "remove", "--force", worktree);
-    rmSync(worktree, { recursive: true, force: true });
   }
   return renderComparison(ref, sha, results.here, results.ref);
 }

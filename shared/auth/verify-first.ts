@@ -42,13 +42,9 @@ export function readFirstSignature(request: Request, label: string, hasBody: boo
   const fields = INPUT.exec(input);
   const bytes = BINARY.exec(sig);
   if (!fields || !bytes) return null;
-  const [, digestCovered, created, keyid, nonce] = fields as unknown as [
-    string,
-    string | undefined,
-    string,
-    string,
-    string,
-  ];
+  const [, digestCovered, created, keyid, nonce] = fields;
+  const signature = bytes[1];
+  if (created === undefined || keyid === undefined || nonce === undefined || signature === undefined) return null;
   if (hasBody && !digestCovered) return null;
   // The library derives @target-uri from the URL as the Request holds it, and refuses one with a
   // fragment or without an authority.
@@ -65,7 +61,7 @@ export function readFirstSignature(request: Request, label: string, hasBody: boo
     created: Number(created),
     keyid,
     nonce,
-    signature: decodeBase64((bytes as unknown as [string, string])[1]),
+    signature: decodeBase64(signature),
     base: encoder.encode(lines.join("\n")) as Uint8Array<ArrayBuffer>,
   };
 }
