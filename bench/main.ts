@@ -6,9 +6,12 @@
  * --quick runs only this project's counted figures (commands per job: a lone job, 100 independent
  * jobs, the 100-job DAG), once, and exits 1 when one exceeds its budget (budgets.ts). No timings.
  * --profile FILE writes a CPU profile of the Worker over 1,000 pushed jobs (profile.ts) instead;
- * --profile-shape names another way to take them, or `lone` for 40 lone jobs one at a time.
+ * --profile-shape names another way to take them, `lone` for 40 lone jobs one at a time, or
+ * `chain` for ten 10-job chains with the results in the runner's answers.
  * --compare REF runs this tree and the commit REF in turn, `--rounds N` times (4), and prints
  * both sides' lone-job latency and CPU (compare.ts) instead; BullMQ is not run.
+ * --floor times a Worker that does only the I/O of a lone job's path, in turn with this
+ * project's lone jobs and chains, `--rounds N` times (3), and prints both (floor.ts) instead.
  */
 import { readFileSync, writeFileSync } from "node:fs";
 import os from "node:os";
@@ -31,6 +34,7 @@ import {
   type Figures,
 } from "./figures.js";
 import { compareWith } from "./compare.js";
+import { measureFloor } from "./floor.js";
 import { RedisCounter } from "./measure.js";
 import { CONCURRENCY, OurSystem, type ShapeCost } from "./ours.js";
 import { profileWorker, summarizeProfile } from "./profile.js";
@@ -40,6 +44,8 @@ import { checkCounters } from "./verify.js";
 const root = path.resolve(import.meta.dirname, "..");
 /** Lone jobs `--profile-shape lone` records. */
 const LONE_PROFILED = 40;
+/** 10-job chains, results in the answers, `--profile-shape chain` records. */
+const CHAINS_PROFILED = 10;
 /** Independent jobs of the flow each side of `--compare` runs for the Worker's CPU per job. */
 const COMPARE_BULK = 300;
 
@@ -52,10 +58,13 @@ const Options = z.object({
   "idle-seconds": z.coerce.number().min(1).max(600).default(60),
   profile: z.string().min(1).optional(),
   /** What `--profile` records: 1,000 jobs, taken by the runner as a Batching says, or 40 lone jobs. */
-  "profile-shape": z.enum(["push", "posts", "answers", "pull", "lone"]).default("push"),
+  "profile-shape": z.enum(["push", "posts", "answers", "pull", "lone", "chain"]).default("push"),
   /** A commit to compare this tree with, paired (compare.ts). */
   compare: z.string().min(1).optional(),
-  rounds: z.coerce.number().int().min(1).max(50).default(4),
+  /** Rounds of `--compare` (4) or `--floor` (3). */
+  rounds: z.coerce.number().int().min(1).max(50).optional(),
+  /** The floor of the stack against this project (floor.ts). */
+  floor: z.boolean().default(false),
 });
 
 const { values } = parseArgs({
@@ -70,6 +79,7 @@ const { values } = parseArgs({
     "profile-shape": { type: "string" },
     compare: { type: "string" },
     rounds: { type: "string" },
+    floor: { type: "boolean" },
   },
 });
 const parsed = Options.safeParse(values);
@@ -102,10 +112,14 @@ function machine() {
   };
 }
 
-if (options.compare) {
+if (options.compare || options.floor) {
   try {
-    const { samples, rounds } = options;
-    console.log(await compareWith(root, options.compare, { rounds, samples, bulk: COMPARE_BULK, log }));
+    const { samples } = options;
+    console.log(
+      options.compare
+        ? await compareWith(root, options.compare, { rounds: options.rounds ?? 4, samples, bulk: COMPARE_BULK, log })
+        : await measureFloor(root, { rounds: options.rounds ?? 3, samples, log }),
+    );
     process.exit(0);
   } catch (error) {
     console.error(`bench: ${(error as Error).message}`);
@@ -136,11 +150,15 @@ try {
     log(
       shape === "lone"
         ? `profiling the Worker over ${LONE_PROFILED} lone jobs, one at a time`
-        : `profiling the Worker over 1,000 jobs, ${shape} (its warm-up of 100 included)`,
+        : shape === "chain"
+          ? `profiling the Worker over ${CHAINS_PROFILED} 10-job chains, results in the answers`
+          : `profiling the Worker over 1,000 jobs, ${shape} (its warm-up of 100 included)`,
     );
     const { profile, result: rate } = await profileWorker(inspect.port, async () => {
       if (shape === "lone")
         return `submit → start p50 ${percentile((await ours.loneTimings(LONE_PROFILED)).start, 50)} ms`;
+      if (shape === "chain")
+        return `10-job chain p50 ${percentile(await ours.chainTimings(CHAINS_PROFILED, 10, "answered"), 50)} ms`;
       const run = await ours.batchedThroughput(1000, shape);
       return `${Math.round(run.jobs / (run.wallMs / 1000))} jobs/s`;
     });
