@@ -1,8 +1,9 @@
 /**
  * One side of one round of `npm run bench -- --compare REF` (compare.ts), run as a process of
  * its own: a private stack of the source tree at BENCH_TREE (this one, or REF's worktree), built
- * by that tree's own stack and benchmark code, its warm-up, then lone jobs one at a time and one
- * flow of independent jobs. Prints one line, `COMPARE <json>` (a Side), and stops the stack.
+ * by that tree's own stack and benchmark code, its warm-up, then lone jobs one at a time, one
+ * flow of independent jobs, and 10-job chains with the results in the answers. Prints one line,
+ * `COMPARE <json>` (a Side), and stops the stack.
  */
 import { pathToFileURL } from "node:url";
 import { percentile } from "./figures.js";
@@ -18,7 +19,12 @@ export interface Side {
   loneCpu: number;
   /** CPU per job of the Worker's workerd processes, one flow of independent jobs (ms). */
   bulkWorkerCpu: number;
+  /** A 10-job chain with the results in the answers, submit → its end, p50 (ms). */
+  chainP50: number;
 }
+
+/** Chains each side times per round. */
+const CHAINS = 10;
 
 const tree = process.env.BENCH_TREE;
 const samples = Number(process.env.BENCH_SAMPLES);
@@ -36,12 +42,14 @@ try {
   await ours.warmUp();
   const lone = (await ours.loneTimings(samples)) as { start: number[]; applied: number[]; cpuPerJob: number };
   const flow = (await ours.independent(bulk)) as { cpu: Record<string, number> };
+  const chains = (await ours.chainTimings(CHAINS, 10, "answered")) as number[];
   const side: Side = {
     startP50: percentile(lone.start, 50),
     startP95: percentile(lone.start, 95),
     appliedP50: percentile(lone.applied, 50),
     loneCpu: lone.cpuPerJob,
     bulkWorkerCpu: (flow.cpu.workerd ?? NaN) / bulk,
+    chainP50: percentile(chains, 50),
   };
   ours.close();
   console.log(`COMPARE ${JSON.stringify(side)}`);

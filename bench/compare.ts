@@ -22,6 +22,7 @@ const FIGURES: { id: keyof Side; label: string; decimals: number }[] = [
   { id: "appliedP50", label: "submit → result applied, p50 (ms)", decimals: 1 },
   { id: "loneCpu", label: "CPU / lone job, all processes (ms)", decimals: 1 },
   { id: "bulkWorkerCpu", label: "CPU / job in the Worker's workerd, independent jobs (ms)", decimals: 2 },
+  { id: "chainP50", label: "10-job chain, results in the answers, p50 (ms)", decimals: 1 },
 ];
 
 /**

@@ -1,8 +1,9 @@
 import { component, createSignature, isSignatureError, verifySignature, webcrypto } from "http-message-sig";
 import { checkContentDigest, contentDigest } from "./digest.js";
-import { randomToken } from "./encoding.js";
+import { randomToken, toBase64 } from "./encoding.js";
 import { PRIMARY_LABEL, type RequestSigner } from "./sign.js";
 import { AuthError } from "./verify.js";
+import { answerBase, isPlainString, plainSignatureOf, readFirstAnswer } from "./verify-first.js";
 
 /**
  * What a runner's signed answer to a delivery covers (RFC 9421 §2.4): its status, its body's
@@ -11,6 +12,12 @@ import { AuthError } from "./verify.js";
  * so it cannot be replayed to another, and needs no nonce or freshness of its own.
  */
 const ANSWER_COMPONENTS = ["@status", "content-digest", component("signature", { req: true, key: PRIMARY_LABEL })];
+
+const ANSWER_INVALID = "the signature does not verify with the runner's key, as the answer to this delivery";
+
+/** An answer signed under another keyid than the runner's. */
+const unknownKey = (signedAs: unknown, keyid: string) =>
+  new AuthError("unknown-key", `the answer is signed as ${JSON.stringify(signedAs)}, not as the runner (${keyid})`);
 
 const fieldsOf = (headers: Headers) => [...headers].map(([name, value]) => ({ name, value }));
 
@@ -26,17 +33,27 @@ export async function signAnswer(
   signer: RequestSigner,
 ): Promise<Record<string, string>> {
   const digest = await contentDigest(body);
+  const created = Math.floor(Date.now() / 1000);
+  const nonce = randomToken();
+  const requestSig = plainSignatureOf(request, PRIMARY_LABEL);
+  // Written out directly in the one form readFirstAnswer reads (as signFirst does for requests);
+  // anything else (a keyid an sf-string must escape, a request signed otherwise) by the library.
+  if (requestSig !== null && isPlainString(signer.keyid) && signer.key.algorithm.name === "Ed25519") {
+    const input = `("@status" "content-digest" "signature";req;key="${PRIMARY_LABEL}");created=${created};keyid="${signer.keyid}";nonce="${nonce}";alg="ed25519"`;
+    const base = answerBase(status, digest, PRIMARY_LABEL, requestSig, input);
+    const signature = new Uint8Array(await crypto.subtle.sign({ name: "Ed25519" }, signer.key, base));
+    return {
+      "content-digest": digest,
+      "signature-input": `${PRIMARY_LABEL}=${input}`,
+      signature: `${PRIMARY_LABEL}=:${toBase64(signature)}:`,
+    };
+  }
   const signature = await createSignature(
     { kind: "response", status, fields: [{ name: "content-digest", value: digest }], request },
     {
       label: PRIMARY_LABEL,
       components: ANSWER_COMPONENTS,
-      parameters: {
-        created: Math.floor(Date.now() / 1000),
-        keyid: signer.keyid,
-        nonce: randomToken(),
-        alg: "ed25519",
-      },
+      parameters: { created, keyid: signer.keyid, nonce, alg: "ed25519" },
       signer: webcrypto.signer(signer.key),
     },
   );
@@ -62,6 +79,14 @@ export async function verifyAnswer(
   if (digest === "missing") throw new AuthError("signature-missing", "the answer has no Content-Digest (sha-256)");
   if (digest === "malformed") throw new AuthError("signature-malformed", "Content-Digest is not a sha-256 digest");
   if (digest === "mismatch") throw new AuthError("digest-mismatch", "the body does not match its Content-Digest");
+  const first = readFirstAnswer(answer, request, PRIMARY_LABEL);
+  if (first) {
+    if (first.keyid !== keyid) throw unknownKey(first.keyid, keyid);
+    // WebCrypto throws on input it cannot even try: that is a signature that does not verify.
+    const valid = await crypto.subtle.verify("Ed25519", key, first.signature, first.base).catch(() => false);
+    if (!valid) throw new AuthError("signature-invalid", ANSWER_INVALID);
+    return;
+  }
   let failure: AuthError | undefined;
   try {
     await verifySignature(
@@ -76,12 +101,7 @@ export async function verifyAnswer(
           clockSkew: Number.MAX_SAFE_INTEGER,
         },
         resolveVerifier: (candidate) => {
-          if (candidate.parameters.keyid !== keyid) {
-            throw (failure = new AuthError(
-              "unknown-key",
-              `the answer is signed as ${JSON.stringify(candidate.parameters.keyid)}, not as the runner (${keyid})`,
-            ));
-          }
+          if (candidate.parameters.keyid !== keyid) throw (failure = unknownKey(candidate.parameters.keyid, keyid));
           const verifier = webcrypto.verifier(key);
           return {
             ...verifier,
@@ -96,9 +116,7 @@ export async function verifyAnswer(
     if (!isSignatureError(error)) throw error;
     throw new AuthError(
       error.code === "VerificationFailed" ? "signature-invalid" : "signature-malformed",
-      error.code === "VerificationFailed"
-        ? "the signature does not verify with the runner's key, as the answer to this delivery"
-        : error.message,
+      error.code === "VerificationFailed" ? ANSWER_INVALID : error.message,
     );
   }
 }

@@ -25,6 +25,10 @@ const PLAIN_STRING = String.raw`"([\x20\x21\x23-\x5b\x5d-\x7e]*)"`;
 const INPUT = new RegExp(
   String.raw`^\("@method" "@target-uri"( "content-digest")?\);created=(0|[1-9][0-9]{0,14});keyid=${PLAIN_STRING};nonce=${PLAIN_STRING};alg="ed25519"$`,
 );
+/** Signature-Input's member of a runner's answer, as signAnswer (answer.ts) has the library write it. */
+const ANSWER_INPUT = new RegExp(
+  String.raw`^\("@status" "content-digest" "signature";req;key="([a-z0-9]{1,16})"\);created=(0|[1-9][0-9]{0,14});keyid=${PLAIN_STRING};nonce=${PLAIN_STRING};alg="ed25519"$`,
+);
 /** Signature's member after `<label>=`: an sf-binary of canonical base64. */
 const BINARY = /^:((?:[A-Za-z0-9+/]{4})*(?:[A-Za-z0-9+/]{2}==|[A-Za-z0-9+/]{3}=)?):$/;
 
@@ -66,6 +70,71 @@ export function readFirstSignature(request: Request, label: string, hasBody: boo
   };
 }
 
+/** A runner's answer's signature in the one form read here (its keyid, its bytes, its base). */
+export interface FirstAnswerSignature {
+  keyid: string;
+  signature: Uint8Array<ArrayBuffer>;
+  base: Uint8Array<ArrayBuffer>;
+}
+
+/**
+ * The answer's signature `label` when both its signature fields hold exactly it, in the form
+ * signAnswer writes (its status, its Content-Digest and the request's signature `label`, whose
+ * member in the request is in the one form read here too); null otherwise (the library reads it).
+ */
+export function readFirstAnswer(
+  answer: { status: number; headers: Headers },
+  request: Request,
+  label: string,
+): FirstAnswerSignature | null {
+  const input = memberOf(answer.headers.get("signature-input"), label);
+  const sig = memberOf(answer.headers.get("signature"), label);
+  const requestSig = plainSignatureOf(request, label);
+  const digest = answer.headers.get("content-digest");
+  if (input === null || sig === null || requestSig === null || digest === null) return null;
+  const fields = ANSWER_INPUT.exec(input);
+  const bytes = BINARY.exec(sig);
+  if (!fields || !bytes) return null;
+  const [, key, , keyid] = fields;
+  const signature = bytes[1];
+  if (key !== label || keyid === undefined || signature === undefined) return null;
+  return {
+    keyid,
+    signature: decodeBase64(signature),
+    base: answerBase(answer.status, digest, label, requestSig, input),
+  };
+}
+
+/** The request's signature `label` as signFirst writes it (`:<canonical base64>:`, nothing else), or null. */
+export function plainSignatureOf(request: Request, label: string): string | null {
+  const member = memberOf(request.headers.get("signature"), label);
+  return member !== null && BINARY.test(member) ? member : null;
+}
+
+/** Whether text is an sf-string's content that needs no escape. */
+export const isPlainString = (text: string): boolean => /^[\x20\x21\x23-\x5b\x5d-\x7e]*$/.test(text);
+
+/**
+ * The signature base of an answer's signature (RFC 9421 §2.5) over its status, its
+ * Content-Digest and the request's signature `label` (`;req`), given its parameters as
+ * Signature-Input holds them (`input`, after `<label>=`).
+ */
+export function answerBase(
+  status: number,
+  digest: string,
+  label: string,
+  requestSig: string,
+  input: string,
+): Uint8Array<ArrayBuffer> {
+  const lines = [
+    `"@status": ${status}`,
+    `"content-digest": ${digest.replace(/^[\t ]+|[\t ]+$/g, "")}`,
+    `"signature";req;key="${label}": ${requestSig}`,
+    `"@signature-params": ${input}`,
+  ];
+  return encoder.encode(lines.join("\n")) as Uint8Array<ArrayBuffer>;
+}
+
 /** A field's one member `<label>=…` (its value), or null when it holds anything else. */
 function memberOf(field: string | null, label: string): string | null {
   if (field === null || !field.startsWith(`${label}=`)) return null;
@@ -74,7 +143,8 @@ function memberOf(field: string | null, label: string): string | null {
   return value.includes(",") ? null : value;
 }
 
-function decodeBase64(text: string): Uint8Array<ArrayBuffer> {
+/** The bytes of base64 text (which the caller has checked is base64). */
+export function decodeBase64(text: string): Uint8Array<ArrayBuffer> {
   const binary = atob(text);
   const out = new Uint8Array(binary.length);
   for (let i = 0; i < binary.length; i++) out[i] = binary.charCodeAt(i);

@@ -12,6 +12,7 @@ const side = (startP50: number, bulkWorkerCpu: number): Side => ({
   appliedP50: startP50 * 2,
   loneCpu: 50,
   bulkWorkerCpu,
+  chainP50: 100,
 });
 
 describe("the paired comparison", () => {
