@@ -20,15 +20,17 @@ export interface FirstSignature {
 }
 
 /** An sf-string that needs no escape: printable ASCII but `"` and `\`. */
-const PLAIN_STRING = String.raw`"([\x20\x21\x23-\x5b\x5d-\x7e]*)"`;
+const PLAIN = String.raw`[\x20\x21\x23-\x5b\x5d-\x7e]*`;
+const PLAIN_STRING = `"(${PLAIN})"`;
 /** Signature-Input's member after `<label>=`: the components and parameters signFirst writes, in its order. */
 const INPUT = new RegExp(
   String.raw`^\("@method" "@target-uri"( "content-digest")?\);created=(0|[1-9][0-9]{0,14});keyid=${PLAIN_STRING};nonce=${PLAIN_STRING};alg="ed25519"$`,
 );
-/** Signature-Input's member of a runner's answer, as signAnswer (answer.ts) has the library write it. */
+/** Signature-Input's member of a runner's answer, as signAnswer (answer.ts) writes it. */
 const ANSWER_INPUT = new RegExp(
   String.raw`^\("@status" "content-digest" "signature";req;key="([a-z0-9]{1,16})"\);created=(0|[1-9][0-9]{0,14});keyid=${PLAIN_STRING};nonce=${PLAIN_STRING};alg="ed25519"$`,
 );
+const PLAIN_TEXT = new RegExp(`^${PLAIN}$`);
 /** Signature's member after `<label>=`: an sf-binary of canonical base64. */
 const BINARY = /^:((?:[A-Za-z0-9+/]{4})*(?:[A-Za-z0-9+/]{2}==|[A-Za-z0-9+/]{3}=)?):$/;
 
@@ -112,7 +114,7 @@ export function plainSignatureOf(request: Request, label: string): string | null
 }
 
 /** Whether text is an sf-string's content that needs no escape. */
-export const isPlainString = (text: string): boolean => /^[\x20\x21\x23-\x5b\x5d-\x7e]*$/.test(text);
+export const isPlainString = (text: string): boolean => PLAIN_TEXT.test(text);
 
 /**
  * The signature base of an answer's signature (RFC 9421 §2.5) over its status, its
