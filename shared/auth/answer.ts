@@ -3,7 +3,14 @@ import { checkContentDigest, contentDigest } from "./digest.js";
 import { randomToken, toBase64 } from "./encoding.js";
 import { PRIMARY_LABEL, type RequestSigner } from "./sign.js";
 import { AuthError } from "./verify.js";
-import { answerBase, isPlainString, plainSignatureOf, readFirstAnswer } from "./verify-first.js";
+import {
+  answerBase,
+  answerInput,
+  ed25519Verifies,
+  isPlainString,
+  plainSignatureOf,
+  readFirstAnswer,
+} from "./verify-first.js";
 
 /**
  * What a runner's signed answer to a delivery covers (RFC 9421 §2.4): its status, its body's
@@ -39,7 +46,7 @@ export async function signAnswer(
   // Written out directly in the one form readFirstAnswer reads (as signFirst does for requests);
   // anything else (a keyid an sf-string must escape, a request signed otherwise) by the library.
   if (requestSig !== null && isPlainString(signer.keyid) && signer.key.algorithm.name === "Ed25519") {
-    const input = `("@status" "content-digest" "signature";req;key="${PRIMARY_LABEL}");created=${created};keyid="${signer.keyid}";nonce="${nonce}";alg="ed25519"`;
+    const input = answerInput(PRIMARY_LABEL, { created, keyid: signer.keyid, nonce });
     const base = answerBase(status, digest, PRIMARY_LABEL, requestSig, input);
     const signature = new Uint8Array(await crypto.subtle.sign({ name: "Ed25519" }, signer.key, base));
     return {
@@ -82,9 +89,8 @@ export async function verifyAnswer(
   const first = readFirstAnswer(answer, request, PRIMARY_LABEL);
   if (first) {
     if (first.keyid !== keyid) throw unknownKey(first.keyid, keyid);
-    // WebCrypto throws on input it cannot even try: that is a signature that does not verify.
-    const valid = await crypto.subtle.verify("Ed25519", key, first.signature, first.base).catch(() => false);
-    if (!valid) throw new AuthError("signature-invalid", ANSWER_INVALID);
+    if (!(await ed25519Verifies(key, first.signature, first.base)))
+      throw new AuthError("signature-invalid", ANSWER_INVALID);
     return;
   }
   let failure: AuthError | undefined;

@@ -6,6 +6,10 @@
  * an escape in a string, a fragment in the target URI) is left to the library, so the two can
  * never disagree on what a signature covers: for the form read here, the library's signature
  * base is, byte for byte, the one built below (`test/unit/auth-verify.test.ts` holds them to it).
+ *
+ * A runner's signed answer to a delivery (answer.ts) is written and read the same way, its one
+ * form here (`answerInput`, `readFirstAnswer`), held to the library by
+ * `test/unit/auth-answer-first.test.ts`.
  */
 
 /** A first signature in the one form read here. */
@@ -26,7 +30,7 @@ const PLAIN_STRING = `"(${PLAIN})"`;
 const INPUT = new RegExp(
   String.raw`^\("@method" "@target-uri"( "content-digest")?\);created=(0|[1-9][0-9]{0,14});keyid=${PLAIN_STRING};nonce=${PLAIN_STRING};alg="ed25519"$`,
 );
-/** Signature-Input's member of a runner's answer, as signAnswer (answer.ts) writes it. */
+/** Signature-Input's member of a runner's answer, as `answerInput` writes it. */
 const ANSWER_INPUT = new RegExp(
   String.raw`^\("@status" "content-digest" "signature";req;key="([a-z0-9]{1,16})"\);created=(0|[1-9][0-9]{0,14});keyid=${PLAIN_STRING};nonce=${PLAIN_STRING};alg="ed25519"$`,
 );
@@ -106,6 +110,26 @@ export function readFirstAnswer(
     base: answerBase(answer.status, digest, label, requestSig, input),
   };
 }
+
+/**
+ * Signature-Input's member (after `<label>=`) of a runner's answer signed under `label`: its
+ * status, its Content-Digest and the request's signature `label`, with these parameters, which
+ * must be plain sf-strings (isPlainString).
+ */
+export function answerInput(label: string, parameters: { created: number; keyid: string; nonce: string }): string {
+  const { created, keyid, nonce } = parameters;
+  return `("@status" "content-digest" "signature";req;key="${label}");created=${created};keyid="${keyid}";nonce="${nonce}";alg="ed25519"`;
+}
+
+/**
+ * Whether an Ed25519 signature verifies its base. WebCrypto throws on input it cannot even try:
+ * that is a signature that does not verify.
+ */
+export const ed25519Verifies = (
+  key: CryptoKey,
+  signature: Uint8Array<ArrayBuffer>,
+  base: Uint8Array<ArrayBuffer>,
+): Promise<boolean> => crypto.subtle.verify("Ed25519", key, signature, base).catch(() => false);
 
 /** The request's signature `label` as signFirst writes it (`:<canonical base64>:`, nothing else), or null. */
 export function plainSignatureOf(request: Request, label: string): string | null {

@@ -1,7 +1,7 @@
 import { isSignatureError, SignatureErrorCode, verifySignature, webcrypto, type Verifier } from "http-message-sig";
 import { checkContentDigest } from "./digest.js";
 import { PRIMARY_LABEL, SIGNED_COMPONENTS } from "./sign.js";
-import { readFirstSignature } from "./verify-first.js";
+import { ed25519Verifies, readFirstSignature } from "./verify-first.js";
 
 /** Why a request's signature was refused; each becomes a distinct 401 problem type. */
 export type AuthFailure =
@@ -79,9 +79,8 @@ export async function verifyRequest(request: Request, options: VerifyOptions): P
     const key = await checkedKey({ created, keyid, nonce }, first.signature.length, options);
     if (key.algorithm.name !== "Ed25519")
       throw new AuthError("signature-malformed", `the key ${JSON.stringify(keyid)} names is not an Ed25519 key`);
-    // WebCrypto throws on input it cannot even try: that is a signature that does not verify.
-    const valid = await crypto.subtle.verify("Ed25519", key, first.signature, first.base).catch(() => false);
-    if (!valid) throw new AuthError("signature-invalid", SIGNATURE_INVALID);
+    if (!(await ed25519Verifies(key, first.signature, first.base)))
+      throw new AuthError("signature-invalid", SIGNATURE_INVALID);
     return { keyid, nonce, created };
   }
 

@@ -1,4 +1,3 @@
-import { isSignatureError, verifySignature, webcrypto, type Verifier } from "http-message-sig";
 import { describe, expect, it } from "vitest";
 import {
   AuthError,
@@ -9,6 +8,7 @@ import {
   verifyRequest,
 } from "../../shared/auth/index.js";
 import { readFirstSignature } from "../../shared/auth/verify-first.js";
+import { libraryReading } from "../support/signatures.js";
 
 // A signature in the form this project's signer writes is read without the RFC 9421 library
 // (shared/auth/verify-first.ts). These hold that reading to the library's: the same signature
@@ -24,35 +24,17 @@ const publicKey = await importPublicKey(jwk.x);
 const other = await importPublicKey((await generateKeyPair()).x);
 
 /** The signature base the library builds for `label`, and its verdict, with `key`. */
-async function library(request: Request, key: CryptoKey, body: Uint8Array, label = "sig1") {
-  let base: Uint8Array | undefined;
-  try {
-    await verifySignature<Verifier>(request, {
-      label,
-      policy: {
-        algorithms: ["ed25519"],
-        requiredComponents: body.length > 0 ? ["@method", "@target-uri", "content-digest"] : ["@method", "@target-uri"],
-        requiredParameters: ["created", "keyid", "nonce"],
-        clockSkew: Number.MAX_SAFE_INTEGER,
-        now,
-      },
-      resolveVerifier: () => {
-        const verifier = webcrypto.verifier(key);
-        return {
-          ...verifier,
-          verify: async (data: Uint8Array, signature: Uint8Array) => {
-            base = data;
-            return Promise.resolve(verifier.verify(data, signature)).catch(() => false);
-          },
-        };
-      },
-    });
-    return { base, valid: true };
-  } catch (error) {
-    if (!isSignatureError(error)) throw error;
-    return { base, valid: false };
-  }
-}
+const library = (request: Request, key: CryptoKey, body: Uint8Array, label = "sig1") =>
+  libraryReading(
+    request,
+    key,
+    {
+      requiredComponents: body.length > 0 ? ["@method", "@target-uri", "content-digest"] : ["@method", "@target-uri"],
+      requiredParameters: ["created", "keyid", "nonce"],
+      now,
+    },
+    label,
+  );
 
 /** verifyRequest's verdict (the fast reading where it applies): "ok" or the failure's code. */
 async function ours(request: Request, key: CryptoKey, body: Uint8Array<ArrayBuffer>): Promise<string> {
