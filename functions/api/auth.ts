@@ -1,5 +1,7 @@
-import type { MiddlewareHandler } from "hono";
+import type { HonoRequest, MiddlewareHandler } from "hono";
 import { AuthError, importPublicKey, parseKeyId, verifyRequest, type KeyId } from "../../shared/auth/index.js";
+import { readBoundedBody } from "../../shared/http/body.js";
+import { formatBytes, SIZE_LIMITS } from "../../shared/model/index.js";
 import type { Store } from "../../shared/store/index.js";
 import type { Config } from "../core/config.js";
 import { keyCache } from "../core/key-cache.js";
@@ -75,7 +77,7 @@ export const authenticate: MiddlewareHandler<AppEnv> = async (c, next) => {
     await next();
     return;
   }
-  const body = new Uint8Array(await c.req.arrayBuffer());
+  const body = await readBody(c.req);
   const now = Math.floor(Date.now() / 1000);
   let verified;
   try {
@@ -122,6 +124,24 @@ export const authenticate: MiddlewareHandler<AppEnv> = async (c, next) => {
   c.set("body", body);
   await next();
 };
+
+/**
+ * The request's body, read once: at most `SIZE_LIMITS.requestBody` bytes, refused by its declared
+ * length before anything is read, or as soon as a body without one grows past it (413).
+ */
+async function readBody(request: HonoRequest): Promise<Uint8Array<ArrayBuffer>> {
+  const body = await readBoundedBody(request.raw, SIZE_LIMITS.requestBody);
+  // Hono's validators read the body again: they find it in its cache (a raw body reads once).
+  if (body) {
+    (request.bodyCache as Record<string, unknown>).arrayBuffer = Promise.resolve(body.buffer);
+    return body;
+  }
+  throw new Problem(
+    "request-too-large",
+    `the body is larger than ${formatBytes(SIZE_LIMITS.requestBody)}, the most a request may carry (docs/limits.md)`,
+    { field: "body", limit: SIZE_LIMITS.requestBody },
+  );
+}
 
 /**
  * A WebSocket handshake from a browser, which cannot sign it: the single-use ticket a signed

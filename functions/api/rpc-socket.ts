@@ -1,4 +1,5 @@
 import type { Context } from "hono";
+import { formatBytes, SIZE_LIMITS, utf8Bytes } from "../../shared/model/index.js";
 import { keyCache } from "../core/key-cache.js";
 import { closeQuietly } from "../core/sockets.js";
 import type { FlowCall } from "../service/call.js";
@@ -43,6 +44,12 @@ class RpcSession {
     this.socket.addEventListener("message", (message) => {
       if (this.waiting.length >= MAX_FRAMES_WAITING) {
         this.end(1008, `more than ${MAX_FRAMES_WAITING} frames waiting: wait for answers before sending more`);
+        return;
+      }
+      const size = typeof message.data === "string" ? utf8Bytes(message.data) : message.data.byteLength;
+      if (size > SIZE_LIMITS.requestBody) {
+        // 1009, "message too big": a frame is a request, and takes what a request's body may.
+        this.end(1009, `a frame of ${formatBytes(size)}: at most ${formatBytes(SIZE_LIMITS.requestBody)}`);
         return;
       }
       this.waiting.push(message.data);

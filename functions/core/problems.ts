@@ -90,6 +90,12 @@ export const PROBLEMS = {
     meaning:
       "A report on an attempt that is no longer current (it timed out, was retried or cancelled): stop working on it.",
   },
+  "request-too-large": {
+    status: 413,
+    title: "Content too large",
+    meaning:
+      "The body is larger than the route takes (1 MiB on every route): `field` names it and `limit` gives the most, in bytes. Every size limit: docs/limits.md.",
+  },
   "unsupported-media-type": {
     status: 415,
     title: "Unsupported media type",

@@ -1,6 +1,6 @@
 import { z } from "zod";
 import { reportedEnd, type FlowEvent } from "../../shared/flow/index.js";
-import { DeliveryReport, Log, type DeliveryPayload } from "../../shared/model/index.js";
+import { DeliveryReport, Log, SIZE_LIMITS, type DeliveryPayload } from "../../shared/model/index.js";
 import type { WorkSettlement } from "../../shared/store/index.js";
 import type { EventAnswer, ReportedEvent } from "../core/contracts.js";
 import { Problem, unwrap } from "../core/problem.js";
@@ -29,7 +29,7 @@ export const RunnerEventBodies = {
   started: z.object({ attempt: Attempt }).strict(),
   heartbeat: z.object({ attempt: Attempt }).strict(),
   result: z.object({ attempt: Attempt, ...DeliveryReport.shape }).strict(),
-  logs: z.object({ attempt: Attempt, logs: z.array(Log).min(1).max(1000) }).strict(),
+  logs: z.object({ attempt: Attempt, logs: z.array(Log).min(1).max(SIZE_LIMITS.logLinesPerReport) }).strict(),
 } as const;
 
 export type RunnerEventBody = z.output<(typeof RunnerEventBodies)[RunnerEventName]>;

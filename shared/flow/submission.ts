@@ -1,5 +1,5 @@
 import { z } from "zod";
-import { EnvVars, Id, Seconds } from "../model/common.js";
+import { EnvVarsInput, Id, Seconds } from "../model/common.js";
 import { ScriptType } from "../model/enums.js";
 import { FlowPriority, MaxParallel } from "../model/flow.js";
 import { JOB_DEFAULTS } from "../model/job.js";
@@ -39,7 +39,7 @@ export const FlowJobInput = z
     script_type: ScriptType,
     timeout: Seconds.default(JOB_DEFAULTS.timeout),
     retries: z.int().min(0).max(255).default(JOB_DEFAULTS.retries),
-    env_vars: EnvVars.default({}),
+    env_vars: EnvVarsInput.default({}),
     prerequisites: z.array(z.string().max(256)).max(256).default([]),
     depends: z.array(JobRef).max(FLOW_LIMITS.dependenciesPerJob).optional(),
     dependends: z.array(JobRef).max(FLOW_LIMITS.dependenciesPerJob).optional(),
@@ -79,7 +79,7 @@ export const MESSAGE_TIMEOUTS = { timeout: 300, timeout_ack: 60, resultGrace: 60
 export const FlowSubmission = z
   .object({
     id: Id.optional(),
-    env_vars: EnvVars.default({}),
+    env_vars: EnvVarsInput.default({}),
     jobs: z
       .array(FlowJobInput)
       .min(1, "a flow has at least one job")

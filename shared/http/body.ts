@@ -1,15 +1,23 @@
 /**
  * A request's body read once, or null when it is larger than `limit` bytes: refused on its
  * declared Content-Length up front, or counted while a chunked body is read. For the Node
- * servers of the project (the runner's push server, the local REST endpoint), which need the
- * exact bytes before anything parses them.
+ * servers of the project (the runner's push server, the local REST endpoint) and the Worker,
+ * which need the exact bytes before anything parses them.
  */
-export async function readBoundedBody(request: Request, limit: number): Promise<Uint8Array<ArrayBuffer> | null> {
-  const declared = request.headers.get("content-length");
+export function readBoundedBody(request: Request, limit: number): Promise<Uint8Array<ArrayBuffer> | null> {
+  return readBounded(request, limit);
+}
+
+/**
+ * A request's or a response's body read once, or null when it is larger than `limit` bytes (its
+ * declared Content-Length, or what arrives): what is left of a body past the limit is not read.
+ */
+export async function readBounded(message: Request | Response, limit: number): Promise<Uint8Array<ArrayBuffer> | null> {
+  const declared = message.headers.get("content-length");
   if (Number(declared ?? 0) > limit) return null;
   // Node's parser holds a body to its declared length, so only a chunked one needs counting.
-  if (declared !== null || !request.body) return new Uint8Array(await request.arrayBuffer());
-  const reader = request.body.getReader();
+  if (declared !== null || !message.body) return new Uint8Array(await message.arrayBuffer());
+  const reader = message.body.getReader();
   const chunks: Uint8Array[] = [];
   let size = 0;
   for (let next = await reader.read(); !next.done; next = await reader.read()) {

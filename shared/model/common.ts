@@ -1,4 +1,5 @@
 import { z } from "zod";
+import { formatBytes, jsonBytes, SIZE_LIMITS } from "./limits.js";
 
 /** Object identifiers are u32, as in the model; 0 is never a valid id. */
 export const MAX_ID = 4_294_967_295;
@@ -35,6 +36,15 @@ export const EnvVars = z.record(
 );
 export type EnvVars = z.infer<typeof EnvVars>;
 
+/**
+ * Environment variables as a submission gives them (a flow's, a job's own): at most
+ * `SIZE_LIMITS.env` bytes as JSON. Records and deliveries use `EnvVars`: a delivery's environment
+ * also holds the coordinator's variables and the job's inputs.
+ */
+export const EnvVarsInput = EnvVars.refine((env) => jsonBytes(env) <= SIZE_LIMITS.env, {
+  message: `environment variables are at most ${formatBytes(SIZE_LIMITS.env)} as JSON`,
+});
+
 /** A job's result: string keys to string values (the model's `map[string]string`). */
 export const ResultMap = z.record(z.string().min(1), z.string());
 export type ResultMap = z.infer<typeof ResultMap>;
@@ -70,7 +80,7 @@ export const Log = z
   .object({
     timestamp: z.number().min(0),
     stream: z.enum(["stdout", "stderr", "system"]),
-    message: z.string(),
+    message: z.string().max(SIZE_LIMITS.logLine),
   })
   .strict();
 export type Log = z.infer<typeof Log>;

@@ -1,5 +1,6 @@
 import { z } from "zod";
 import { Id, Log, ResultMap } from "./common.js";
+import { SIZE_LIMITS } from "./limits.js";
 import { Message } from "./message.js";
 
 /**
@@ -56,8 +57,8 @@ export const DeliveryReport = z
   .object({
     status: z.enum(["finished", "error"]),
     result: ResultMap.default({}),
-    error: z.string().max(4096).optional(),
-    logs: z.array(Log).max(1000).default([]),
+    error: z.string().max(SIZE_LIMITS.error).optional(),
+    logs: z.array(Log).max(SIZE_LIMITS.logLinesPerReport).default([]),
   })
   .strict()
   .meta({ id: "DeliveryReport" });
