@@ -7,7 +7,21 @@ function envSafe(text: string): string {
 }
 
 /**
- * The environment a job runs with:
+ * A job's inputs: each dependency's result by the dependency's key (name, or id when unnamed),
+ * in the order of its `depends`; what `FLOW_INPUTS` holds as JSON.
+ */
+export function jobInputs(flow: FlowState, job: JobState): Record<string, ResultMap> {
+  const inputs: Record<string, ResultMap> = {};
+  for (const depId of job.depends) {
+    const dep = flow.jobs[depId] as JobState;
+    inputs[jobKey(dep)] = dep.result ?? {};
+  }
+  return inputs;
+}
+
+/**
+ * The environment a job runs with, built when its attempt is delivered (never stored: the flow's
+ * variables are kept once in its record, the results once in their jobs'):
  * 1. the flow's `env_vars`, overridden by the job's own `env_vars`;
  * 2. then what the coordinator provides, which wins: `FLOW_ID`, `CONTEXT_ID`, `JOB_ID`,
  *    `JOB_NAME` (when named), `JOB_ATTEMPT`, `TRACE_ID` (the flow's W3C trace id);
@@ -23,12 +37,8 @@ export function jobEnvironment(flow: FlowState, job: JobState): EnvVars {
   if (job.name) env.JOB_NAME = job.name;
   env.JOB_ATTEMPT = String(job.attempt);
   if (flow.traceId) env.TRACE_ID = flow.traceId;
-  const inputs: Record<string, ResultMap> = {};
-  for (const depId of job.depends) {
-    const dep = flow.jobs[depId] as JobState;
-    const key = jobKey(dep);
-    const result = dep.result ?? {};
-    inputs[key] = result;
+  const inputs = jobInputs(flow, job);
+  for (const [key, result] of Object.entries(inputs)) {
     for (const [name, value] of Object.entries(result)) env[`DEP_${envSafe(key)}_${envSafe(name)}`] = value;
   }
   env.FLOW_INPUTS = JSON.stringify(inputs);

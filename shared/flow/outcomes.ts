@@ -1,9 +1,21 @@
-import type { ResultMap } from "../model/index.js";
+import { formatBytes, jsonBytes, SIZE_LIMITS, type ResultMap } from "../model/index.js";
 import { backoffMs, dispatch, ENDED, timings, type Draft } from "./draft.js";
-import { jobKey, messageId } from "./state.js";
+import { jobInputs } from "./env.js";
+import { jobKey, messageId, type FlowState, type JobState } from "./state.js";
 
-/** A job finished: record its result, dispatch what now can run, maybe end the flow. */
+/**
+ * A job's attempt reported its result: the job finished, unless the result is too big to keep
+ * (`resultRefusal`), in which case the attempt failed saying so. Then dispatch what now can run,
+ * maybe end the flow.
+ */
 export function finish(d: Draft, id: number, result: ResultMap, at: number): void {
+  const size = jsonBytes(result);
+  const before = flowResultBytes(d.flow);
+  const refused = resultRefusal(before, size);
+  if (refused) {
+    fail(d, id, refused, at, 0.5);
+    return;
+  }
   const job = d.update(id, {
     status: "finished",
     result,
@@ -11,15 +23,58 @@ export function finish(d: Draft, id: number, result: ResultMap, at: number): voi
     error: undefined,
     ...timings(d.job(id), at),
   });
+  d.flow.resultBytes = before + size;
   d.effects.push({ type: "jobEnded", job: id });
   if (d.flow.status !== "started") return;
   for (const dependent of job.dependents) {
     const next = d.job(dependent);
     if (next.status === "waiting_for_prerequisites" && next.depends.every((dep) => d.job(dep).status === "finished")) {
-      dispatch(d, dependent, at);
+      dispatchReady(d, dependent, at);
     }
   }
   if (d.allFinished()) endFlow(d, at);
+}
+
+/**
+ * Why a result of `size` bytes cannot be kept, the flow's results being `flowBytes`: bigger than a
+ * result may be, or bigger than what is left of the flow's room for results (SIZE_LIMITS, docs/limits.md); undefined when it fits.
+ */
+function resultRefusal(flowBytes: number, size: number): string | undefined {
+  if (size > SIZE_LIMITS.result)
+    return `its result is ${formatBytes(size)}, over the limit of ${formatBytes(SIZE_LIMITS.result)} for a result (docs/limits.md)`;
+  const total = flowBytes + size;
+  if (total > SIZE_LIMITS.flowResults)
+    return `its result of ${formatBytes(size)} would take the flow's results to ${formatBytes(total)}, over the limit of ${formatBytes(SIZE_LIMITS.flowResults)} for a flow (docs/limits.md)`;
+  return undefined;
+}
+
+/**
+ * The size of the flow's results together (JSON bytes of every finished job's result), kept in
+ * the state from the first time it is needed: a state read back from storage does not carry it.
+ */
+function flowResultBytes(flow: FlowState): number {
+  if (flow.resultBytes !== undefined) return flow.resultBytes;
+  let total = 0;
+  for (const id of flow.order) {
+    const job = flow.jobs[id] as JobState;
+    if (job.status === "finished") total += jsonBytes(job.result ?? {});
+  }
+  return total;
+}
+
+/**
+ * Runs a job whose dependencies all finished: dispatched, unless its inputs (its dependencies'
+ * results, as its `FLOW_INPUTS`) are bigger than a job may be given, in which case it fails
+ * for good without running, saying so.
+ */
+export function dispatchReady(d: Draft, id: number, at: number): void {
+  const size = jsonBytes(jobInputs(d.flow, d.job(id)));
+  if (size <= SIZE_LIMITS.inputs) {
+    dispatch(d, id, at);
+    return;
+  }
+  const reason = `not run: its inputs (its dependencies' results) are ${formatBytes(size)}, over the limit of ${formatBytes(SIZE_LIMITS.inputs)} (docs/limits.md)`;
+  fail(d, id, reason, at, 0.5);
 }
 
 /**
@@ -30,7 +85,10 @@ export function finish(d: Draft, id: number, result: ResultMap, at: number): voi
  */
 export function fail(d: Draft, id: number, reason: string, at: number, random: number, undeliverable = false): void {
   const failing = d.job(id);
-  if (d.flow.status === "started" && failing.attempt - failing.attemptFloor <= failing.spec.retries) {
+  // A job that never had an attempt (its inputs were refused) has nothing to retry.
+  const retryable =
+    failing.attempt > failing.attemptFloor && failing.attempt - failing.attemptFloor <= failing.spec.retries;
+  if (d.flow.status === "started" && retryable) {
     d.effects.push({ type: "attemptFailed", job: id, attempt: failing.attempt });
     d.update(id, {
       status: "dispatched",
@@ -139,6 +197,7 @@ export function rerun(d: Draft, again: number[], bases: Record<number, number>, 
   }
   d.effects.push({ type: "flowRerun", jobs: again });
   for (const id of again) {
-    if (d.job(id).depends.every((dep) => d.job(dep).status === "finished")) dispatch(d, id, at);
+    if (d.job(id).status !== "waiting_for_prerequisites") continue; // refused: the flow failed again
+    if (d.job(id).depends.every((dep) => d.job(dep).status === "finished")) dispatchReady(d, id, at);
   }
 }

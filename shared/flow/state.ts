@@ -123,6 +123,11 @@ export interface FlowState {
   notifyHttps?: boolean;
   startedAt?: number;
   endedAt?: number;
+  /**
+   * The size of its finished jobs' results together (bytes of JSON), which SIZE_LIMITS bounds:
+   * kept from the first time it is needed (a state read back from storage starts without it).
+   */
+  resultBytes?: number;
 }
 
 /**
