@@ -70,12 +70,16 @@ export async function deliverToActor(
   return "delivered";
 }
 
-/** POSTs a message to each of the recipient's https addresses, as they are now. */
+/**
+ * POSTs a message to each of the recipient's https addresses, as they are now; a flow's result
+ * mail with the results read from its jobs (it keeps none of its own).
+ */
 async function postToAddresses(store: Store, key: CoordinatorKey, recipient: number, message: Message): Promise<void> {
   const actor = await store.actors.find({ id: recipient });
-  for (const address of actor?.address ?? []) {
-    if (address.type === "https") await notify(address.url, message, key);
-  }
+  const urls = (actor?.address ?? []).flatMap((a) => (a.type === "https" ? [a.url] : []));
+  if (urls.length === 0) return;
+  const [told] = await store.results.fill([message]);
+  for (const url of urls) await notify(url, told ?? message, key);
 }
 
 async function notify(url: string, message: Message, key: CoordinatorKey): Promise<void> {

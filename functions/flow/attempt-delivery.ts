@@ -1,4 +1,5 @@
 import {
+  jobEnvironment,
   reportedEnd,
   type FlowEvent,
   type FlowState,
@@ -125,7 +126,8 @@ async function prepare(
     await owner.enqueue({ type: "unassigned", ...base, at: Date.now() });
     return { answer: { outcome: "gone", reason: `message ${work.messageKey} is gone` } };
   }
-  const payload = deliveryPayload(message, runner.id, jobUrl(owner.scope.origin, owner.scope, work.jobId));
+  const env = jobEnvironment(owner.state(), { ...job, attempt: work.attempt });
+  const payload = deliveryPayload(message, env, runner.id, jobUrl(owner.scope.origin, owner.scope, work.jobId));
   return { base, messageKey: work.messageKey, spec: job.spec, payload };
 }
 

@@ -52,5 +52,7 @@ export async function sendMessage(
 export async function inbox(call: FlowCall, contextId: number, max: number, pop: boolean): Promise<Message[]> {
   const actor = requireActor(call);
   await contextFor(call, contextId, "read");
-  return call.store.messages.inbox(contextId, actor, Math.min(max, MAX_INBOX_READ), pop);
+  const messages = await call.store.messages.inbox(contextId, actor, Math.min(max, MAX_INBOX_READ), pop);
+  // A flow's result mail keeps no results of its own: they are read from its jobs now.
+  return call.store.results.fill(messages);
 }

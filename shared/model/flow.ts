@@ -38,11 +38,12 @@ export const FlowTimeoutsRecord = z
   .strict();
 
 /**
- * A workflow: a DAG of jobs (edges live in each job's `depends`). `result` aggregates the jobs'
- * result maps by job key (the job's name, or its id when unnamed), so two jobs may use the same
- * result key without clobbering each other. Extensions beyond the model: `error`, `timeouts`,
- * `trace_id`, `priority`, `max_parallel`,
- * `started_at`, `ended_at`.
+ * A workflow: a DAG of jobs (edges live in each job's `depends`). Its results are its jobs' result
+ * maps by job key (the job's name, or its id when unnamed), so two jobs may use the same result
+ * key without clobbering each other; they are kept once, in the jobs' records, and a flow's view
+ * (`FlowView.result`) gathers them: the record's `result`, which the model has, is not stored and
+ * lists of flows leave it out. Extensions beyond the model: `error`, `timeouts`, `trace_id`,
+ * `priority`, `max_parallel`, `started_at`, `ended_at`.
  */
 export const Flow = z
   .object({
@@ -51,7 +52,7 @@ export const Flow = z
     context_id: Id,
     jobs: z.array(Id),
     env_vars: EnvVars,
-    result: z.record(z.string(), ResultMap),
+    result: z.record(z.string(), ResultMap).optional(),
     created_at: Timestamp,
     updated_at: Timestamp,
     status: FlowStatus,

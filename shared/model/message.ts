@@ -4,14 +4,19 @@ import { FlowStatus, MessageFormatType, MessageStatus, MessageType } from "./enu
 import { FlowErrorInfo } from "./flow.js";
 import { RunnerJob } from "./job.js";
 
-/** What a flow's result message carries: the flow's end as data. */
+/**
+ * What a flow's result message carries: the flow's end as data. `result` (the results of the jobs
+ * that had finished when it was written, by job key) is not stored in the message: it is read
+ * from the jobs whenever the message is read from an inbox or POSTed, so a result is kept once
+ * however it is told. It is absent once the flow itself was removed (retention, deletion).
+ */
 export const FlowResultInfo = z
   .object({
     flow_id: z.int().min(0),
     /** For a job run outside any flow: its id. */
     job_id: Id.optional(),
     status: FlowStatus,
-    result: z.record(z.string(), ResultMap),
+    result: z.record(z.string(), ResultMap).optional(),
     error: FlowErrorInfo.optional(),
   })
   .strict();

@@ -1,6 +1,5 @@
 import {
   flowFigures,
-  flowResult,
   jobKey,
   messageId,
   nearestDeadline,
@@ -279,9 +278,9 @@ export function planCommit(
         }
         case "flowEnded": {
           if (!standalone) {
+            // No result: the jobs' records hold it (a flow's view gathers it), never copied here.
             const final = {
               status: state.status,
-              result: flowResult(state),
               error: state.error,
               ended_at: secs,
               updated_at: secs,

@@ -1,13 +1,4 @@
-import {
-  flowResult,
-  jobEnvironment,
-  jobKey,
-  messageId,
-  resultMessageId,
-  MESSAGE_TIMEOUTS,
-  type FlowState,
-  type JobState,
-} from "../flow/index.js";
+import { jobKey, messageId, resultMessageId, MESSAGE_TIMEOUTS, type FlowState, type JobState } from "../flow/index.js";
 import type { Flow, Message, RunnerJob } from "../model/index.js";
 
 /**
@@ -26,7 +17,6 @@ export function flowRecord(state: FlowState, now: number): Flow {
     context_id: state.contextId,
     jobs: state.order,
     env_vars: state.envVars,
-    result: flowResult(state),
     created_at: seconds(now),
     updated_at: seconds(now),
     status: state.status,
@@ -69,16 +59,13 @@ function resultTimeout(state: FlowState, job: JobState): number {
 }
 
 /**
- * The message that carries one attempt of a job to a runner. The embedded job carries the
- * environment the job runs with (flow env, job env, coordinator variables, dependency results).
+ * The message that carries one attempt of a job to a runner, as stored: the embedded job holds
+ * its own `env_vars` only. The environment it runs with (the flow's variables, the coordinator's,
+ * its dependencies' results) is put into the delivery when it goes out (`jobEnvironment`),
+ * so neither the flow's variables nor a result is copied into storage per attempt.
  */
 export function dispatchMessage(state: FlowState, job: JobState, attempt: number, now: number): Message {
-  const embedded: RunnerJob = {
-    ...jobRecord(state, job, now),
-    env_vars: jobEnvironment(state, { ...job, attempt }),
-    status: "dispatched",
-    attempt,
-  };
+  const embedded: RunnerJob = { ...jobRecord(state, job, now), status: "dispatched", attempt };
   return {
     id: messageId(job, attempt),
     caller_id: state.callerId,
@@ -101,20 +88,19 @@ export function dispatchMessage(state: FlowState, job: JobState, attempt: number
 }
 
 /**
- * The message that tells a flow's caller how it ended, for its inbox (and its https address):
- * a mail with a readable summary, and the flow's status, result and error as `flow_result`. It is
- * written `acknowledged`, the status of a message in an inbox: the commit that ends the flow puts
- * it there itself (flow-plan.ts), and the relay, which may still POST it, knows by that status
- * not to put it there again (actor-delivery.ts).
+ * The message that tells a flow's caller how it ended, for its inbox (and its https address): a
+ * mail with a readable summary (how many jobs ended how, the failed job and why), and the flow's
+ * status and error as `flow_result`. The results are not copied into it: they are kept once, in
+ * the jobs' records, and put into `flow_result.result` whenever the message is read or POSTed
+ * (`FlowStore.withResults`). It is written `acknowledged`, the status of a message in an inbox:
+ * the commit that ends the flow puts it there itself (flow-plan.ts), and the relay, which may
+ * still POST it, knows by that status not to put it there again (actor-delivery.ts).
  */
 export function resultMessage(state: FlowState, now: number): Message {
   const standalone = state.id === 0;
   const subject = standalone ? `job ${state.order[0]} ${state.status}` : `flow ${state.id} ${state.status}`;
-  const lines = [subject];
+  const lines = [`${subject}: ${jobCounts(state)}`];
   if (state.error) lines.push(`failed job: ${state.error.name ?? state.error.job}: ${state.error.reason}`);
-  // Results in the flow's job order, not the order the jobs happened to finish in.
-  const ordered = flowResult(state);
-  for (const [key, result] of Object.entries(ordered)) lines.push(`${key}: ${JSON.stringify(result)}`);
   return {
     id: resultMessageId(state),
     caller_id: state.callerId,
@@ -137,10 +123,22 @@ export function resultMessage(state: FlowState, now: number): Message {
       flow_id: state.id,
       ...(standalone ? { job_id: state.order[0] as number } : {}),
       status: state.status,
-      result: ordered,
       ...(state.error ? { error: state.error } : {}),
     },
   };
+}
+
+/** "3 jobs finished, 1 error": how a flow's jobs ended, in a few words. */
+function jobCounts(state: FlowState): string {
+  const counts = new Map<string, number>();
+  for (const id of state.order) {
+    const status = (state.jobs[id] as JobState).status;
+    counts.set(status, (counts.get(status) ?? 0) + 1);
+  }
+  const parts = [...counts].map(([status, n], i) =>
+    i === 0 ? `${n} job${n === 1 ? "" : "s"} ${status}` : `${n} ${status}`,
+  );
+  return parts.join(", ");
 }
 
 /**

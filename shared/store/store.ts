@@ -6,6 +6,7 @@ import { DeadLetters } from "./dead-letters.js";
 import { DispatchStore } from "./dispatch-store.js";
 import { FlowStore } from "./flow-store.js";
 import { layouts } from "./layouts.js";
+import { FlowResults } from "./flow-results.js";
 import { MessageStore } from "./message-store.js";
 import { KeyEpoch } from "./key-epoch.js";
 import { MetricsStore } from "./metrics-store.js";
@@ -45,6 +46,8 @@ export class Store {
   readonly flows: FlowStore;
   /** Messages: ids, posting between actors, inboxes, and loading one. */
   readonly messages: MessageStore;
+  /** Flows' results, read from their jobs: what a result mail tells when it is read or POSTed. */
+  readonly results: FlowResults;
   /** The one-key-one-actor index. */
   readonly actorKeys: ActorKeys;
   /** Permission changes, pausing dispatch, and deletion of whole contexts. */
@@ -83,6 +86,7 @@ export class Store {
     this.runners = new RunnerStore(redis, l.runner, keys, now);
     this.flows = new FlowStore(redis, keys);
     this.messages = new MessageStore(redis, keys, now);
+    this.results = new FlowResults(redis, keys);
     this.actorKeys = new ActorKeys(redis, keys);
     this.contextAdmin = new ContextAdmin(redis, keys, now);
     this.dispatch = new DispatchStore(redis, keys);
