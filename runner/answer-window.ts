@@ -1,4 +1,4 @@
-import type { DeliveryReport } from "../shared/model/index.js";
+import { jsonBytes, type DeliveryReport } from "../shared/model/index.js";
 import type { ReportSink } from "./report-sink.js";
 
 /**
@@ -6,6 +6,13 @@ import type { ReportSink } from "./report-sink.js";
  * for an answer, so that a batch of jobs that all take about this long is still answered.
  */
 export const MAX_ANSWER_WITHIN_MS = 5_000;
+
+/**
+ * The most bytes of a report told in an answer: a bigger one goes out as a webhook (answered as
+ * taken), so that an answer to a POST of 100 deliveries (the most one carries) stays under the
+ * coordinator's limit for an answer, 4 MiB (docs/limits.md).
+ */
+export const MAX_TOLD_BYTES = 32 * 1024;
 
 /** Attempts' ends told in answers, kept to answer a delivery sent again the same way. */
 const TOLD_MEMORY = 1_000;
@@ -36,6 +43,10 @@ export class AnswerWindow {
       send: (target, event, body, retryForMs) => {
         if (event !== "result" || !this.open) return sink.send(target, event, body, retryForMs);
         const { attempt: _attempt, ...report } = body;
+        if (jsonBytes(report) > MAX_TOLD_BYTES) {
+          this.close(undefined);
+          return sink.send(target, event, body, retryForMs);
+        }
         told(report as DeliveryReport);
         this.close(report as DeliveryReport);
         // The coordinator reads it from the answer: as far as the job knows, it was taken.

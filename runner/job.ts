@@ -1,6 +1,13 @@
 import { mkdir, mkdtemp, rm } from "node:fs/promises";
 import path from "node:path";
-import type { DeliveryPayload, Log, RunnerJob } from "../shared/model/index.js";
+import {
+  formatBytes,
+  jsonBytes,
+  SIZE_LIMITS,
+  type DeliveryPayload,
+  type Log,
+  type RunnerJob,
+} from "../shared/model/index.js";
 import type { ExecutionOutcome, Executor } from "./executors/index.js";
 import { LogBatcher } from "./logs.js";
 import { reportTarget, type ReportSink, type ReportTarget } from "./report-sink.js";
@@ -47,7 +54,7 @@ export const ACK_RETRY_MS = 30_000;
 export const DEFAULT_STARTED_AFTER_MS = 50;
 
 /** The coordinator accepts error texts up to this length. */
-const MAX_ERROR_CHARS = 4096;
+const MAX_ERROR_CHARS = SIZE_LIMITS.error;
 
 type CallbackName = keyof DeliveryPayload["callbacks"];
 
@@ -181,16 +188,42 @@ export async function runDelivery(
     deps.log.info(`${label} abandoned after ${seconds} s: ${String(reports.lost.signal.reason)}`);
     return { status: "abandoned", detail: String(reports.lost.signal.reason) };
   }
+  outcome = withinLimits(outcome);
   const body =
     outcome.status === "finished"
       ? { status: "finished", result: outcome.result, logs }
       : { status: "error", error: outcome.error.slice(0, MAX_ERROR_CHARS), result: outcome.result ?? {}, logs };
   options.ended?.();
-  const reported = await reports.send("result", body, RESULT_RETRY_MS);
+  let reported = await reports.send("result", body, RESULT_RETRY_MS);
+  if (reported && !reported.ok && reported.status === 413) {
+    // Too big to take (the coordinator's limits, docs/limits.md): the attempt ends in error
+    // saying so, rather than leaving its job to time out.
+    outcome = { status: "error", error: `the coordinator refused the result: ${reported.detail}` };
+    reported = await reports.send(
+      "result",
+      { status: "error", error: outcome.error.slice(0, MAX_ERROR_CHARS) },
+      RESULT_RETRY_MS,
+    );
+  }
   const note = reported?.ok ? "" : " (the result was not taken)";
   if (outcome.status === "finished") deps.log.info(`${label} end: finished in ${seconds} s${note}`);
   else deps.log.info(`${label} end: error after ${seconds} s: ${outcome.error}${note}`);
   return outcome.status === "finished" ? { status: "finished" } : { status: "error", detail: outcome.error };
+}
+
+/**
+ * The outcome as the coordinator will take it: a result bigger than `SIZE_LIMITS.result` is an
+ * error that says so (the coordinator would end the attempt so anyway, and a big result could
+ * make the report larger than a request may be).
+ */
+function withinLimits(outcome: ExecutionOutcome): ExecutionOutcome {
+  if (outcome.status !== "finished") return outcome;
+  const size = jsonBytes(outcome.result);
+  if (size <= SIZE_LIMITS.result) return outcome;
+  return {
+    status: "error",
+    error: `its result is ${formatBytes(size)}, over the limit of ${formatBytes(SIZE_LIMITS.result)} for a result`,
+  };
 }
 
 /**

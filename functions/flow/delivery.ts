@@ -7,12 +7,16 @@ import {
   verifyAnswer,
   type RequestSigner,
 } from "../../shared/auth/index.js";
+import { readBounded } from "../../shared/http/body.js";
 import {
+  formatBytes,
+  SIZE_LIMITS,
   DeliveryAnswer,
   DeliveryBatchAnswer,
   type CancelPayload,
   type DeliveryPayload,
   type DeliveryReport,
+  type EnvVars,
   type Message,
 } from "../../shared/model/index.js";
 
@@ -52,14 +56,16 @@ function callbacks(base: string): DeliveryPayload["callbacks"] {
 }
 
 /**
- * What a runner receives for an attempt of a job message, push or pull alike: the message, where
- * its job lives, and the callbacks under `base` (the job's webhook URL).
+ * What a runner receives for an attempt of a job message, push or pull alike: the message with
+ * the environment its job runs in (`env`, built from the flow's state as it goes out: storage
+ * keeps the job's own variables only), where its job lives, and the callbacks under `base` (the
+ * job's webhook URL).
  */
-export function deliveryPayload(message: Message, runnerId: number, base: string): DeliveryPayload {
+export function deliveryPayload(message: Message, env: EnvVars, runnerId: number, base: string): DeliveryPayload {
   const job = message.job[0];
   if (!job) throw new Error(`message ${message.caller_id}:${message.id} carries no job to deliver`);
   return {
-    message,
+    message: { ...message, job: [{ ...job, env_vars: env }] },
     context_id: message.context_id,
     flow_id: job.flow_id,
     job_id: job.id,
@@ -171,7 +177,12 @@ async function reportedIn<T>(
   target: PushTarget,
   schema: z.ZodType<T>,
 ): Promise<{ read: T | undefined } | { refused: string }> {
-  const bytes = new Uint8Array(await response.arrayBuffer());
+  const bytes = await readBounded(response, SIZE_LIMITS.answer);
+  if (!bytes) {
+    return {
+      refused: `answered ${response.status} with a body over ${formatBytes(SIZE_LIMITS.answer)}, the most an answer may carry (docs/limits.md)`,
+    };
+  }
   const text = decoder.decode(bytes);
   let json: unknown;
   try {

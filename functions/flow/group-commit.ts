@@ -1,6 +1,6 @@
 import { apply, type FlowEvent, type FlowState, type Journal, type Transition } from "../../shared/flow/index.js";
 import { changesOf, type FlowChange } from "../../shared/flow/changes.js";
-import type { Log } from "../../shared/model/index.js";
+import { jsonBytes, type Log } from "../../shared/model/index.js";
 import {
   ConflictError,
   NotFoundError,
@@ -15,6 +15,21 @@ import {
 } from "../../shared/store/index.js";
 import { FlowJournal } from "./journal.js";
 import { PendingCommits, type PendingCommit } from "./pending.js";
+
+/**
+ * The most bytes of results and log lines one batch writes (a single event may bring more, up
+ * to a request's body): with what its dispatches write, a commit stays far below storage's 10 MB
+ * a call (docs/limits.md, "Worst cases").
+ */
+const BATCH_BYTES = 2 * 1024 * 1024;
+
+/** What a queued event brings to be written: its result, or its error, and its log lines. */
+function payloadBytes(item: Queued): number {
+  const event = item.event;
+  const carried =
+    event.type === "finished" ? jsonBytes(event.result) : event.type === "failed" ? event.error.length : 0;
+  return carried + (item.logs ? jsonBytes(item.logs.lines) : 0);
+}
 
 /** A flow not in storage yet, stored by the batch of the event it came with (createWith). */
 interface Unborn {
@@ -251,7 +266,7 @@ export class GroupCommit {
           for (const item of this.queue.splice(0)) item.reject(error);
           break;
         }
-        const batch = this.queue.splice(0);
+        const batch = this.takeBatch();
         const unborn = batch.find((item) => item.unborn)?.unborn;
         let next = state;
         const steps: CommitStep[] = [];
@@ -277,6 +292,22 @@ export class GroupCommit {
       this.draining = false;
       for (const resolve of this.drained.splice(0)) resolve();
     }
+  }
+
+  /**
+   * The queued events the next batch writes: all of them, unless the results and log lines they
+   * bring pass BATCH_BYTES, in which case the rest wait for the next batch (at least one goes).
+   * A batch is one script call, and storage takes at most 10 MB a call (docs/limits.md).
+   */
+  private takeBatch(): Queued[] {
+    let bytes = 0;
+    let count = 0;
+    while (count < this.queue.length) {
+      bytes += payloadBytes(this.queue[count] as Queued);
+      if (count > 0 && bytes > BATCH_BYTES) break;
+      count++;
+    }
+    return this.queue.splice(0, count);
   }
 
   private async commit(

@@ -51,18 +51,28 @@ export async function callRedis<T>(call: () => Promise<T>): Promise<T> {
 
 function describeRedisFailure(error: unknown): Error {
   if (error instanceof StorageUnavailableError || error instanceof RedisCommandError) return error;
-  const message = error instanceof Error ? error.message : String(error);
+  const message = stripCommand(error instanceof Error ? error.message : String(error));
+  // Not the client's error as the cause: its message and stack carry the whole command, every
+  // value included (a megabyte result logged on every failure), and loggers print causes.
+  const cause = { cause: new Error(message) };
   if (error instanceof errors.UpstashJSONParseError || !(error instanceof errors.UpstashError)) {
-    return new StorageUnavailableError(`storage is unreachable: ${message}`, { cause: error });
+    return new StorageUnavailableError(`storage is unreachable: ${message}`, cause);
   }
   if (/^ERR Redis is unavailable|^Unauthorized|LOADING|MASTERDOWN|TRYAGAIN/.test(message)) {
-    return new StorageUnavailableError(`storage is unavailable: ${stripCommand(message)}`, { cause: error });
+    return new StorageUnavailableError(`storage is unavailable: ${message}`, cause);
   }
-  return new RedisCommandError(`Redis refused a command: ${stripCommand(message)}`, { cause: error });
+  return new RedisCommandError(`Redis refused a command: ${message}`, cause);
 }
 
-/** The client appends the whole command (with its values) to errors; keep that out of logs. */
+/** The most of a storage error's text kept for logs and answers. */
+const MESSAGE_CHARS = 300;
+
+/**
+ * The client appends the whole command (with its values) to errors, and a body it could not
+ * parse may be anything: keep the reason, cut to a short prefix, out of logs.
+ */
 function stripCommand(message: string): string {
   const at = message.indexOf(", command was:");
-  return at < 0 ? message : message.slice(0, at);
+  const reason = at < 0 ? message : message.slice(0, at);
+  return reason.length > MESSAGE_CHARS ? `${reason.slice(0, MESSAGE_CHARS)}… (${reason.length} characters)` : reason;
 }
