@@ -50,6 +50,11 @@ export interface RestServer {
    * them back: per request, its commands' names (an EVALSHA as `EVALSHA <sha1>`).
    */
   record(): () => string[][];
+  /**
+   * The largest request body the endpoint took and the largest answer it sent since it started
+   * (bytes): what docs/limits.md's worst cases are checked against.
+   */
+  largest(): { request: number; response: number };
 }
 
 /** An answer: HTTP status plus the JSON body Upstash would send. */
@@ -70,6 +75,13 @@ class HttpError extends Error {
 /** The Node request next to Hono's view of it, and the body read once by `limitBody`. */
 type RestEnv = { Bindings: HttpBindings; Variables: { body: Buffer } };
 
+/** The largest request and answer so far, and the most either may be. */
+interface Sizes {
+  limit: number;
+  request: number;
+  response: number;
+}
+
 /**
  * Starts the Upstash-compatible REST endpoint: `POST /` (one command), `POST /pipeline`,
  * `POST /multi-exec` (MULTI/EXEC on one connection) and the path form `/<command>/<arg>...`,
@@ -82,7 +94,8 @@ export async function startRestServer(options: RestServerOptions): Promise<RestS
     connectTimeoutMs: options.connectTimeoutMs,
     acquireTimeoutMs: options.acquireTimeoutMs,
   });
-  const app = restApp(pool, Buffer.from(`Bearer ${options.token}`), options.maxBodyBytes);
+  const sizes: Sizes = { limit: options.maxBodyBytes, request: 0, response: 0 };
+  const app = restApp(pool, Buffer.from(`Bearer ${options.token}`), sizes);
 
   const server = serve({
     fetch: app.fetch,
@@ -98,6 +111,7 @@ export async function startRestServer(options: RestServerOptions): Promise<RestS
   return {
     url: `http://${host}:${port}`,
     sent: () => ({ requests: pool.sent.batches, commands: pool.sent.commands }),
+    largest: () => ({ request: sizes.request, response: sizes.response }),
     record: () => {
       const requests: string[][] = [];
       pool.watcher = (commands) =>
@@ -129,11 +143,12 @@ function listening(server: ServerType): Promise<AddressInfo> {
   });
 }
 
-function restApp(pool: ConnectionPool, expectedAuth: Buffer, maxBodyBytes: number): Hono<RestEnv> {
+function restApp(pool: ConnectionPool, expectedAuth: Buffer, sizes: Sizes): Hono<RestEnv> {
   // Routes match the path as sent, percent-escapes and all (Hono decodes by default): `/%70ipeline`
   // is a command named `pipeline` in the path form, not the pipeline endpoint.
   const app = new Hono<RestEnv>({ getPath: (request) => new URL(request.url).pathname });
-  app.use(bearer(expectedAuth), limitBody(maxBodyBytes));
+  app.use(bearer(expectedAuth), limitBody(sizes));
+  const send = answerWithin(sizes);
 
   app.post("/", async (c) => {
     const [reply] = await pool.run([toCommand(parseJson(c.var.body))]);
@@ -185,10 +200,11 @@ function bearer(expected: Buffer): MiddlewareHandler<RestEnv> {
  * Not hono/body-limit: its chunked path rebuilds the Request with the global constructor, which
  * fails on the adapter's lightweight Request unless the adapter overrides the globals.
  */
-function limitBody(limit: number): MiddlewareHandler<RestEnv> {
+function limitBody(sizes: Sizes): MiddlewareHandler<RestEnv> {
   return async (c, next) => {
-    const bytes = await readBoundedBody(c.req.raw, limit);
-    if (!bytes) return send(c, failure(new HttpError(413, `ERR max request size exceeded (${limit} bytes)`)));
+    const bytes = await readBoundedBody(c.req.raw, sizes.limit);
+    if (!bytes) return send(c, failure(new HttpError(413, `ERR max request size exceeded (${sizes.limit} bytes)`)));
+    sizes.request = Math.max(sizes.request, bytes.length);
     c.set("body", Buffer.from(bytes.buffer, bytes.byteOffset, bytes.length));
     await next();
   };
@@ -196,6 +212,27 @@ function limitBody(limit: number): MiddlewareHandler<RestEnv> {
 
 function base64(c: Context<RestEnv>): boolean {
   return (c.req.header("upstash-encoding") ?? "").toLowerCase() === "base64";
+}
+
+/**
+ * Sends answers no larger than a request may be, as Upstash refuses to read back more than its
+ * request limit in one request; counts the largest.
+ */
+function answerWithin(sizes: Sizes): (c: Context<RestEnv>, answer: Answer) => Response {
+  return (c, answer) => {
+    const response = send(c, answer);
+    const length = Number(response.headers.get("content-length"));
+    if (length > sizes.limit) {
+      return send(
+        c,
+        failure(
+          new HttpError(413, `ERR max request size exceeded: an answer of ${length} bytes (at most ${sizes.limit})`),
+        ),
+      );
+    }
+    sizes.response = Math.max(sizes.response, length);
+    return response;
+  };
 }
 
 /** The JSON answer, with its Content-Length stated (Hono keeps it on the bodiless HEAD answer). */

@@ -324,6 +324,12 @@ export async function startPrivateStack(label: string, options: PrivateStackOpti
       if (!running) throw new Error("the REST endpoint is stopped");
       return running.record();
     },
+    /** The largest storage request and answer so far (bytes), as the REST endpoint saw them. */
+    restLargest: (): { request: number; response: number } => {
+      const running = rest;
+      if (!running) throw new Error("the REST endpoint is stopped");
+      return running.largest();
+    },
     /**
      * The command counts once Redis has gone quiet: the same total over `reads` reads in a row,
      * `intervalMs` apart (INFO is not counted, so reading does not disturb it). What the Worker

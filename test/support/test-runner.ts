@@ -46,6 +46,8 @@
  * `deliveries_per_post` above 1) are taken one by one and answered with one result each; it prints
  * `batch of <n>` for each such POST.
  *
+ * A job named `bytes-<n>…` reports a result with a value of n characters (`blob`), to test sizes.
+ *
  * A delivery of an attempt it already took is answered 2xx and not run again (printed as
  * `duplicate <job> flow <f> attempt <n>`), as a runner that deduplicates on the message and
  * attempt does. For counting, it prints `ran <job> flow <f> attempt <n> avoid <runner|->` for every
@@ -142,11 +144,15 @@ function codeOf(text: string): string {
   return "-";
 }
 
-/** What a job reports: an error if FAIL or FAIL_MATCH names it, else a result naming the job. */
+/**
+ * What a job reports: an error if FAIL or FAIL_MATCH names it, else a result naming the job; a
+ * job named `bytes-<n>…` adds a value `blob` of n characters (sizes: test/e2e/limits.test.ts).
+ */
 function outcomeOf(name: string, attempt: number): Record<string, unknown> {
-  return failing.has(name) || failMatch?.test(name)
-    ? { status: "error", error: `job ${name} failed on purpose` }
-    : { status: "finished", result: { job: name, attempt: String(attempt) } };
+  if (failing.has(name) || failMatch?.test(name)) return { status: "error", error: `job ${name} failed on purpose` };
+  const blob = /^bytes-(\d+)/.exec(name);
+  const result = { job: name, attempt: String(attempt), ...(blob ? { blob: "x".repeat(Number(blob[1])) } : {}) };
+  return { status: "finished", result };
 }
 
 /** LATE: first attempts' results held back, by `<flow>:<job>`, until the job's next attempt comes. */
