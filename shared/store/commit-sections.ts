@@ -1,0 +1,352 @@
+import {
+  flowFigures,
+  jobKey,
+  messageId,
+  nearestDeadline,
+  type FlowEffect,
+  type FlowState,
+  type JobState,
+} from "../flow/index.js";
+import { deadLetterIds, deadlineMember, inboxEntry, workItem, type DeadlineOwner, type Keys } from "../keys.js";
+import type { DeadLetter, Log, Message } from "../model/index.js";
+import { encodePairs } from "./codec.js";
+import { dispatchMessage, resultMessage } from "./flow-records.js";
+import { codecs } from "./layouts.js";
+import { readyQueueOf, type ReadyQueue } from "./ready-queue.js";
+import type { ScriptKeys } from "./script.js";
+
+/**
+ * What each effect of a transition writes, as operations of the commit section that writes the
+ * transition (see `commitFlow`'s header, shared/store/scripts/flow.ts, for what each operation
+ * does in Redis). `planCommit` (flow-plan.ts) runs one `StepSection` per applied transition.
+ */
+
+/**
+ * An operation, and whether it can guard its section: a write that changes something only the
+ * first time it runs (an HSET adding a field, an HDEL removing one). The lower the number, the
+ * surer: 1 the flow's own lifecycle fields (started_at, ended_at, a re-run's clearing of
+ * ended_at), 2 a new message, 3 a job's ended_at.
+ */
+export type Op = ["H" | "D" | "P" | "Z" | "R" | "L" | "X" | "E", string, string[], (1 | 2 | 3)?];
+
+/** One applied transition: the state after it, its effects, and logs that came with it. */
+export interface CommitStep {
+  state: FlowState;
+  effects: FlowEffect[];
+  /** Log lines a result brought along, for the job's current message. */
+  logs?: { job: number; lines: Log[] };
+}
+
+/** What the sections of one batch gather beyond their operations, for the commit as a whole. */
+export interface BatchOutput {
+  /** The KEYS of the script call. */
+  readonly scriptKeys: ScriptKeys;
+  /** The messages the batch creates: attempts (queued for runners) and results (in inboxes). */
+  readonly messages: Message[];
+  /** The queues the batch puts attempts in, by key. */
+  readonly ready: Map<string, ReadyQueue>;
+  /**
+   * Slots freed, by slot set. Freeing is idempotent (a ZREM), so the frees of the whole batch go
+   * into one unguarded section at its end: one command per runner, however many attempts ended.
+   */
+  readonly frees: Map<string, { runner: number; items: string[] }>;
+  /** Whether a flow's result goes onto msg_out, for the relay to POST. */
+  notifies: boolean;
+}
+
+/** Who a flow is in the context's deadline set: the flow, or the job that runs alone. */
+export function deadlineOwner(state: FlowState): DeadlineOwner {
+  return state.id === 0 ? { callerId: state.callerId, jobId: state.order[0] as number } : { flowId: state.id };
+}
+
+/**
+ * The work item of a job's attempt, as held in a runner's slots; queued with `avoidRunner`, the
+ * runner a retry would rather not go back to.
+ */
+function attemptItem(keys: Keys, state: FlowState, job: JobState, attempt: number, avoidRunner?: number): string {
+  const messageKey = keys.message(state.contextId, state.callerId, messageId(job, attempt));
+  return workItem({ messageKey, flowId: state.id, jobId: job.id, attempt }, avoidRunner);
+}
+
+/**
+ * The section of one transition: each effect adds its writes (`write`), then `close` adds what
+ * the effects gathered (work items by queue, results to POST, log lines) and orders the
+ * operations so that the surest guard goes first.
+ */
+export class StepSection {
+  readonly ops: Op[] = [];
+  /** Work items by queue, and results to POST to the caller (onto msg_out). */
+  private readonly queued = new Map<string, string[]>();
+  private readonly posted: string[] = [];
+  /** Whether the step's log lines went onto a message already. */
+  private logsWritten = false;
+  private readonly ctx: number;
+  private readonly secs: number;
+
+  constructor(
+    private readonly keys: Keys,
+    private readonly step: CommitStep,
+    private readonly now: number,
+    private readonly deadLettersMax: number,
+    private readonly out: BatchOutput,
+  ) {
+    this.ctx = step.state.contextId;
+    this.secs = Math.floor(now / 1000);
+  }
+
+  private get state(): FlowState {
+    return this.step.state;
+  }
+
+  private get standalone(): boolean {
+    return this.state.id === 0;
+  }
+
+  private job(id: number): JobState {
+    return this.state.jobs[id] as JobState;
+  }
+
+  private at(key: string): string {
+    return String(this.out.scriptKeys.at(key));
+  }
+
+  /** Adds what one effect writes. */
+  write(effect: FlowEffect): void {
+    switch (effect.type) {
+      case "flowStarted":
+        return this.flowStarted();
+      case "dispatch":
+        return this.dispatch(effect.job, effect.attempt);
+      case "attemptFailed":
+        return this.attemptFailed(effect.job, effect.attempt);
+      case "deadLetter":
+        return this.deadLetter(effect);
+      case "flowRerun":
+        return this.flowRerun(effect.jobs);
+      case "cancelJob":
+        return; // carried out by the shell after the commit: a signed cancel to the runner
+      case "jobEnded":
+        return this.jobEnded(effect.job);
+      case "flowEnded":
+        return this.flowEnded();
+    }
+  }
+
+  /** The flow's status goes to started, and its deadlines start. */
+  flowStarted(): void {
+    const id = String(this.state.id);
+    if (!this.standalone) {
+      const started = encodePairs(codecs.flow, { status: "started", started_at: this.secs, updated_at: this.secs });
+      this.ops.push(["H", this.keys.flow(this.ctx, this.state.id), started, 1]);
+      this.ops.push(["R", this.keys.flowsByStatus(this.ctx, "dispatched"), [id]]);
+      this.ops.push(["Z", this.keys.flowsByStatus(this.ctx, "started"), [id, id]]);
+    }
+    this.deadlinesStart();
+  }
+
+  /**
+   * The flow's deadlines start (a start, a re-run): its nearest goes into the context's deadline
+   * set, and the context into the sweep's due set no later than then (an earlier due time
+   * stands). Both in the commit itself, so the sweep, the backstop of the flow's own alarm,
+   * knows of a started flow whatever becomes of the object that started it.
+   */
+  private deadlinesStart(): void {
+    const due = nearestDeadline(this.state);
+    if (!due) return;
+    this.ops.push(["Z", this.keys.deadlines(this.ctx), [String(due.at), deadlineMember(deadlineOwner(this.state))]]);
+    this.ops.push(["Z", this.keys.sweepDue(), ["LT", String(due.at), String(this.ctx)]]);
+  }
+
+  /** A new attempt's message, and its work item queued for the runners that may take it. */
+  dispatch(jobId: number, attempt: number): void {
+    const job = this.job(jobId);
+    const message = dispatchMessage(this.state, job, attempt, this.now);
+    const key = this.keys.message(this.ctx, this.state.callerId, message.id);
+    this.ops.push(["H", key, encodePairs(codecs.message, message), 2]);
+    this.out.messages.push(message);
+    const queue = readyQueueOf(this.keys, this.state, job.spec);
+    const items = this.queued.get(queue.key) ?? [];
+    items.push(attemptItem(this.keys, this.state, job, attempt, job.previousRunner));
+    this.queued.set(queue.key, items);
+    this.out.ready.set(queue.key, queue);
+  }
+
+  /** A failed attempt (retried later): its message ends in error, its slot is freed. */
+  attemptFailed(jobId: number, attempt: number): void {
+    const job = this.job(jobId);
+    // The failed attempt's runner is the one the retry will avoid.
+    this.release(job, attempt, job.previousRunner);
+    const messageKey = this.keys.message(this.ctx, this.state.callerId, messageId(job, attempt));
+    const ended = encodePairs(codecs.message, {
+      status: "error",
+      ended_at: this.secs,
+      updated_at: this.secs,
+      runner_id: job.previousRunner,
+    });
+    this.ops.push(["H", messageKey, ended, 3]);
+    this.appendLogs(job, messageKey);
+  }
+
+  /**
+   * A job out of retries kept in the context's dead letters, within the context's cap
+   * (scripts/dead-letter-cap.ts): only a batch that writes a dead letter pays for reading the
+   * cap and the index's size.
+   */
+  deadLetter(effect: Extract<FlowEffect, { type: "deadLetter" }>): void {
+    const job = this.job(effect.job);
+    const entry: DeadLetter = {
+      id: deadLetterIds.job(this.state.id, job.id, job.attempt),
+      kind: effect.kind,
+      context_id: this.ctx,
+      flow_id: this.state.id,
+      job_id: job.id,
+      job_key: jobKey(job),
+      caller_id: this.state.callerId,
+      ...(job.attempt > 0 ? { message_id: messageId(job, job.attempt) } : {}),
+      attempts: job.attempt - job.attemptFloor,
+      reason: effect.reason,
+      at: this.secs,
+    };
+    const k = this.keys;
+    const where = [k.deadLetterIndex(this.ctx), k.context(this.ctx), k.contextCounters(this.ctx)].map((key) =>
+      this.at(key),
+    );
+    const args = [...where, entry.id, JSON.stringify(entry), String(this.now), String(this.deadLettersMax)];
+    this.ops.push(["X", k.deadLetters(this.ctx), args]);
+  }
+
+  /** A failed flow runs again: its lifecycle fields, and each job run again forgets its end. */
+  flowRerun(jobs: number[]): void {
+    const id = String(this.state.id);
+    const member = deadlineMember(deadlineOwner(this.state));
+    if (!this.standalone) {
+      const flowKey = this.keys.flow(this.ctx, this.state.id);
+      this.ops.push(["D", flowKey, ["ended_at", "error"], 1]);
+      this.ops.push(["H", flowKey, encodePairs(codecs.flow, { status: "started", updated_at: this.secs })]);
+      this.ops.push(["R", this.keys.flowsByStatus(this.ctx, "error"), [id]]);
+      this.ops.push(["Z", this.keys.flowsByStatus(this.ctx, "started"), [id, id]]);
+    }
+    // Running again: nothing of it may be removed now (retention.ts, the purge's guard).
+    this.ops.push(["R", this.keys.ended(this.ctx, "error"), [member]]);
+    for (const jobId of jobs) this.jobRerun(this.job(jobId));
+    this.deadlinesStart();
+  }
+
+  private jobRerun(job: JobState): void {
+    const jobHash = this.keys.job(this.ctx, this.state.callerId, job.id);
+    // The last run's final message took its end from the job, which is about to forget it: the
+    // end is written into the message first (if the job ended after an attempt).
+    const last = job.pastMessages?.at(-1)?.[1];
+    if (last !== undefined)
+      this.ops.push(["E", this.keys.message(this.ctx, this.state.callerId, last), [this.at(jobHash)]]);
+    const again = encodePairs(codecs.job, {
+      status: job.status,
+      message_base: job.messageBase,
+      attempt_floor: job.attemptFloor,
+      ...(job.pastMessages ? { past_messages: job.pastMessages } : {}),
+      updated_at: this.secs,
+    });
+    this.ops.push(["H", jobHash, again]);
+    this.ops.push(["D", jobHash, ["error", "ended_at", "last_runner_id"]]);
+  }
+
+  /**
+   * A job reached its final status: the job alone is written (its last attempt's message takes
+   * its final status, end and runner from it when read, messageEnd), which saves a write per job.
+   * ended_at is new on the first write of this outcome, and only then (a re-run deletes it).
+   */
+  jobEnded(jobId: number): void {
+    const job = this.job(jobId);
+    this.release(job, job.attempt, job.delivery?.runnerId);
+    const end = encodePairs(codecs.job, {
+      status: job.status,
+      result: job.result ?? {},
+      error: job.error,
+      attempt: job.attempt,
+      latency_ms: job.latencyMs,
+      duration_ms: job.durationMs,
+      ended_at: this.secs,
+      last_runner_id: job.delivery?.runnerId,
+      updated_at: this.secs,
+    });
+    this.ops.push(["H", this.keys.job(this.ctx, this.state.callerId, job.id), end, 3]);
+    if (job.attempt > 0)
+      this.appendLogs(job, this.keys.message(this.ctx, this.state.callerId, messageId(job, job.attempt)));
+  }
+
+  /**
+   * The flow ended: its status, its place in the indexes and retention's set, its result mail in
+   * the caller's inbox (and on msg_out to be POSTed, for a caller with https addresses), and what
+   * the run adds to the context's figures. Once: the section is guarded by the flow's ended_at.
+   */
+  flowEnded(): void {
+    const { state } = this;
+    const id = String(state.id);
+    const member = deadlineMember(deadlineOwner(state));
+    if (!this.standalone) {
+      // No result: the jobs' records hold it (a flow's view gathers it), never copied here.
+      const final = { status: state.status, error: state.error, ended_at: this.secs, updated_at: this.secs };
+      this.ops.push(["H", this.keys.flow(this.ctx, state.id), encodePairs(codecs.flow, final), 1]);
+      const was = state.startedAt === undefined ? "dispatched" : "started";
+      this.ops.push(["R", this.keys.flowsByStatus(this.ctx, was), [id]]);
+      this.ops.push(["Z", this.keys.flowsByStatus(this.ctx, state.status), [id, id]]);
+    }
+    this.ops.push(["R", this.keys.deadlines(this.ctx), [member]]);
+    // Kept until the context's retention window for how it ended has passed (retention.ts).
+    if (state.status === "finished" || state.status === "error")
+      this.ops.push(["Z", this.keys.ended(this.ctx, state.status), [String(this.now), member]]);
+    const report = resultMessage(state, this.now);
+    const key = this.keys.message(this.ctx, state.callerId, report.id);
+    this.ops.push(["H", key, encodePairs(codecs.message, report), 2]);
+    this.ops.push(["P", this.keys.msgIn(this.ctx, state.callerId), [key]]);
+    this.ops.push(["Z", this.keys.inboxDue(this.ctx), [String(this.now), inboxEntry(state.callerId, key)]]);
+    this.out.messages.push(report);
+    // Only a caller with https addresses to POST it to costs the relay anything.
+    if (state.notifyHttps !== false) {
+      this.posted.push(key);
+      this.out.notifies = true;
+    }
+    const figures = flowFigures(state);
+    if (figures) this.ops.push(["P", this.keys.contextFigures(this.ctx), [JSON.stringify(figures)]]);
+  }
+
+  /** Frees the slot an attempt held at `runner` (in the batch's last section). */
+  private release(job: JobState, attempt: number, runner: number | undefined): void {
+    if (runner === undefined || attempt === 0) return;
+    const key = this.keys.runnerSlots(this.ctx, runner);
+    const entry = this.out.frees.get(key) ?? { runner, items: [] };
+    entry.items.push(attemptItem(this.keys, this.state, job, attempt));
+    this.out.frees.set(key, entry);
+  }
+
+  /** The log lines the step brought for `job`, onto the message at `messageKey` (once a step). */
+  private appendLogs(job: JobState, messageKey: string): void {
+    const logs = this.step.logs;
+    if (this.logsWritten || logs?.job !== job.id || logs.lines.length === 0) return;
+    this.ops.push(["L", messageKey, [JSON.stringify(logs.lines)]]);
+    this.logsWritten = true;
+  }
+
+  /**
+   * The section's operations, complete: the queued work items and the results to POST, the log
+   * lines no effect took (a logs report: onto the current attempt's message), and the surest guard
+   * first, so that a section written before (a retried script call, a replayed transition) is
+   * skipped whole. Empty when the step writes nothing.
+   */
+  close(): { guarded: boolean; ops: Op[] } {
+    for (const [queue, items] of this.queued) this.ops.push(["P", queue, items]);
+    if (this.posted.length > 0) this.ops.push(["P", this.keys.msgOut(this.ctx), this.posted]);
+    const logs = this.step.logs;
+    if (logs && !this.logsWritten) {
+      const job = this.job(logs.job);
+      if (job.attempt > 0)
+        this.appendLogs(job, this.keys.message(this.ctx, this.state.callerId, messageId(job, job.attempt)));
+    }
+    let guard = -1;
+    this.ops.forEach((op, i) => {
+      if (op[3] !== undefined && (guard < 0 || op[3] < (this.ops[guard]?.[3] ?? 4))) guard = i;
+    });
+    if (guard > 0) this.ops.unshift(...this.ops.splice(guard, 1));
+    return { guarded: guard >= 0, ops: this.ops };
+  }
+}
