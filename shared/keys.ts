@@ -3,8 +3,8 @@ import { queueSuffix, type FlowStatus, type ScriptType } from "./model/enums.js"
 /**
  * Every Redis key and queue name, built in one place. Layout (docs/architecture.md, "Storage"):
  * actors and global id counters are global; everything of context `C` lives under `ctx:{C}:`, a
- * Redis Cluster hash tag, so a Lua script may touch any key of one context, including keys it
- * derives at run time (a freshly allocated id), without crossing slots. Inside the namespace the
+ * Redis Cluster hash tag, so a script may touch any keys of one context; it is given every key it
+ * touches, built here (layout.test.ts checks that none is joined in Lua). Inside the namespace the
  * model's canonical names apply (herocoordinator's `redis_key()`): `context:<C>`, `flow:<id>`,
  * `job:<caller>:<id>`, `message:<caller>:<id>`, `runner:<id>`, `msg_out`, `msg_in`, `queue:<type>`.
  * An optional deployment-wide `prefix` goes in front of every key, so deployments (or test files)
@@ -40,10 +40,7 @@ export class Keys {
       : `${this.namespace(contextId)}nonce:${keyid}:${nonce}`;
   }
 
-  /**
-   * `ticket:<sha256>`: a single-use ticket that opens one WebSocket as the signer who asked for
-   * it (the value is its keyid). Kept by its digest, so what the keyspace shows opens nothing.
-   */
+  /** `ticket:<sha256>`: a single-use ticket opening one WebSocket as its signer (kept by digest). */
   ticket(digest: string): string {
     return `${this.prefix}ticket:${digest}`;
   }
@@ -66,7 +63,7 @@ export class Keys {
     return `${this.prefix}sweep:due`;
   }
 
-  /** Sorted set of every context id (score = id), for operators and the supervisor. */
+  /** Every context id (score = id), for operators and the supervisor. */
   contextIndex(): string {
     return `${this.prefix}index:context`;
   }
@@ -283,11 +280,6 @@ export class Keys {
     return `${this.namespace(contextId)}schedule:${id}`;
   }
 
-  /** What every schedule key of a context starts with (the create script appends the id it allocates). */
-  schedulePrefix(contextId: number): string {
-    return `${this.namespace(contextId)}schedule:`;
-  }
-
   /**
    * `ctx:{C}:idem_schedule:<caller>:<key>`: the schedule an Idempotency-Key created (its id), for a
    * day; apart from flow submissions' keys, whose fires use `schedule:<id>:<ms>` keys of their own.
@@ -396,4 +388,10 @@ export function parseMessageKey(key: string): { callerId: number; id: number } |
 /** A member of `inboxDue`: `<recipient>|<message key>` (the recipient names the inbox). */
 export function inboxEntry(actorId: number, messageKey: string): string {
   return `${actorId}|${messageKey}`;
+}
+
+/** The recipient and message key an `inboxDue` member names; null for anything else. */
+export function parseInboxEntry(entry: string): { actorId: number; messageKey: string } | null {
+  const m = /^(\d+)\|(.+)$/.exec(entry);
+  return m ? { actorId: Number(m[1]), messageKey: m[2] as string } : null;
 }

@@ -97,20 +97,25 @@ export class ContextAdmin {
     return (await updateRecord.run(this.redis, [this.keys.context(contextId)], [0, ...fields])) === 1;
   }
 
-  /** Deletes up to `count` of the context's runners; resolves with how many (0: none left). */
+  /**
+   * Deletes up to `count` of the context's runners; resolves with how many (0: none left). Their
+   * ids are read first, so that the script is given every key it deletes.
+   */
   async dropRunners(contextId: number, count: number): Promise<number> {
-    return Number(
-      await dropRunners.run(
-        this.redis,
-        [this.keys.index(contextId, "runner")],
-        [this.keys.namespace(contextId), count],
-      ),
-    );
+    const index = this.keys.index(contextId, "runner");
+    const ids = (await this.firstMembersOf(index, count)).map(Number);
+    if (ids.length === 0) return 0;
+    const keys = ids.flatMap((id) => [this.keys.runner(contextId, id), this.keys.runnerSlots(contextId, id)]);
+    return Number(await dropRunners.run(this.redis, [index, ...keys], ids));
   }
 
   /** The first `count` members of one of the context's indexes (flows, jobs, schedules). */
   async firstMembers(contextId: number, index: "flow" | "job" | "schedule", count: number): Promise<string[]> {
     const key = index === "schedule" ? this.keys.scheduleIndex(contextId) : this.keys.index(contextId, index);
+    return this.firstMembersOf(key, count);
+  }
+
+  private async firstMembersOf(key: string, count: number): Promise<string[]> {
     return (await callRedis(() => this.redis.exec<string[]>(["ZRANGE", key, "0", String(count - 1)]))).map(String);
   }
 

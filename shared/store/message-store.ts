@@ -1,10 +1,11 @@
-import { inboxEntry, type Keys } from "../keys.js";
+import { inboxEntry, parseInboxEntry, type Keys } from "../keys.js";
 import type { Message } from "../model/index.js";
 import { decodeKeyedHashes, encodePairs } from "./codec.js";
 import { ConflictError } from "./errors.js";
 import { codecs, layouts } from "./layouts.js";
 import { callRedis, type Redis } from "./redis.js";
 import { Repository, type RecordLayout, type RecordRef } from "./repository.js";
+import { ScriptKeys } from "./script.js";
 import { createRecord } from "./scripts/record.js";
 import { expireInbox, readInbox, settleMessage } from "./scripts/messages.js";
 
@@ -81,12 +82,17 @@ export class MessageStore {
    * most `limit`; resolves with how many went.
    */
   async expireUnread(contextId: number, before: number, limit: number): Promise<number> {
-    return Number(
-      await expireInbox.run(
-        this.redis,
-        [this.keys.inboxDue(contextId), this.keys.index(contextId, "message")],
-        [before, limit, this.keys.namespace(contextId)],
-      ),
+    const due = this.keys.inboxDue(contextId);
+    const entries = await callRedis(() =>
+      this.redis.exec<string[]>(["ZRANGEBYSCORE", due, "-inf", `(${before}`, "LIMIT", "0", String(limit)]),
     );
+    if (entries.length === 0) return 0;
+    // The script is given every inbox it touches (ScriptKeys: each recipient's once).
+    const keys = new ScriptKeys([due, this.keys.index(contextId, "message")]);
+    const args = entries.flatMap((entry) => {
+      const parsed = parseInboxEntry(String(entry));
+      return [String(entry), parsed ? keys.at(this.keys.msgIn(contextId, parsed.actorId)) : 0];
+    });
+    return Number(await expireInbox.run(this.redis, keys.list, args));
   }
 }

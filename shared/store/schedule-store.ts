@@ -4,7 +4,7 @@ import { decodeRecord, encodePairs, type RecordCodec } from "./codec.js";
 import { NotFoundError } from "./errors.js";
 import { readHash, readHashes, readIndexPage, toPage, type Page } from "./reads.js";
 import { callRedis, type Redis } from "./redis.js";
-import { LuaScript } from "./script.js";
+import { createSchedule, deleteSchedule, updateSchedule } from "./scripts/schedule.js";
 
 /** How each field of a schedule is kept in its hash. */
 const codec: RecordCodec<Schedule> = {
@@ -31,62 +31,8 @@ const codec: RecordCodec<Schedule> = {
   },
 };
 
-/**
- * createSchedule: allocate the context's next schedule id, write the schedule's hash with it,
- * and index it, all or nothing; or, when the Idempotency-Key was seen, nothing.
- *   KEYS[1]  the context's ids hash   KEYS[2]  the schedule index
- *   KEYS[3]  the Idempotency-Key's record (optional: Keys.scheduleIdempotency)
- *   ARGV[1]  the counter field ("schedule")   ARGV[2]  the schedule key prefix (`…schedule:`)
- *   ARGV[3]  how long the Idempotency-Key is kept (seconds)   ARGV[4]  the request's digest
- *   ARGV[5…] the record's field / value pairs (without `id`; with `_op`, the schedule's
- *            incarnation token, which its Scheduler object keeps too)
- * Returns {0, "<new id>"}, or {1, "<id>:<digest>"} when the Idempotency-Key created schedule `id`
- * before, for a request of that digest.
- */
-const createSchedule = new LuaScript(
-  "createSchedule",
-  `if KEYS[3] then
-  local seen = redis.call("GET", KEYS[3])
-  if seen then return {1, seen} end
-end
-local id = redis.call("HINCRBY", KEYS[1], ARGV[1], 1)
-local key = ARGV[2] .. id
-redis.call("HSET", key, "id", id, unpack(ARGV, 5))
-redis.call("ZADD", KEYS[2], id, id)
-if KEYS[3] then redis.call("SET", KEYS[3], id .. ":" .. ARGV[4], "EX", tonumber(ARGV[3])) end
-return {0, tostring(id)}`,
-);
-
 /** How long a schedule's Idempotency-Key is kept, as a flow submission's is (a day). */
 const IDEMPOTENCY_TTL_SECONDS = 86_400;
-
-/**
- * updateSchedule: change fields of a schedule that exists (never brings a deleted one back).
- *   KEYS[1]  the schedule hash
- *   ARGV[1]  n, the number of field / value pairs that follow   ARGV[2 … 2n+1] the pairs
- *   ARGV[2n+2 …] fields to delete
- * Returns 1 changed, 0 no such schedule (→ NotFoundError).
- */
-const updateSchedule = new LuaScript(
-  "updateSchedule",
-  `if redis.call("EXISTS", KEYS[1]) == 0 then return 0 end
-local n = tonumber(ARGV[1])
-if n > 0 then redis.call("HSET", KEYS[1], unpack(ARGV, 2, 2 * n + 1)) end
-if #ARGV > 2 * n + 1 then redis.call("HDEL", KEYS[1], unpack(ARGV, 2 * n + 2)) end
-return 1`,
-);
-
-/**
- * deleteSchedule: remove a schedule's hash and its index entry. Idempotent.
- *   KEYS[1]  the schedule hash   KEYS[2]  the schedule index
- *   ARGV[1]  the schedule id
- * Returns 1 deleted, 0 already gone.
- */
-const deleteSchedule = new LuaScript(
-  "deleteSchedule",
-  `redis.call("ZREM", KEYS[2], ARGV[1])
-return redis.call("DEL", KEYS[1])`,
-);
 
 /** What a new schedule is made of: everything but the id the store allocates. */
 export type NewSchedule = Omit<Schedule, "id">;
@@ -130,11 +76,15 @@ export class ScheduleStore {
     // A schedule under an id given again (Redis flushed) is another incarnation: its Scheduler
     // tells it from the one it remembers by this token.
     const pairs = [...encodePairs<Schedule>(codec, input), INCARNATION_FIELD, crypto.randomUUID()];
-    const keys = [this.keys.ids(ctx), this.keys.scheduleIndex(ctx)];
+    // The id is taken first, so that the script is given the schedule's key; a create that finds
+    // its Idempotency-Key seen leaves that id unused.
+    const taken = await callRedis(() =>
+      this.redis.exec<number>(["HINCRBY", this.keys.ids(ctx), this.keys.scheduleCounter(), "1"]),
+    );
+    const keys = [this.keys.schedule(ctx, Number(taken)), this.keys.scheduleIndex(ctx)];
     if (idempotency) keys.push(this.keys.scheduleIdempotency(ctx, input.creator_id, idempotency.key));
     const [seen, answer] = (await createSchedule.run(this.redis, keys, [
-      this.keys.scheduleCounter(),
-      this.keys.schedulePrefix(ctx),
+      Number(taken),
       IDEMPOTENCY_TTL_SECONDS,
       idempotency?.digest ?? "",
       ...pairs,

@@ -1,6 +1,6 @@
 import { describe, expect, it } from "vitest";
 import type { FlowEffect, Transition } from "../../shared/flow/index.js";
-import { Keys } from "../../shared/keys.js";
+import { Keys, workItem } from "../../shared/keys.js";
 import { StepSection, type BatchOutput, type CommitStep, type Op } from "../../shared/store/commit-sections.js";
 import { ScriptKeys } from "../../shared/store/script.js";
 import { jobIn, started, T, type Driver } from "./flow-sim.js";
@@ -11,6 +11,9 @@ import { jobIn, started, T, type Driver } from "./flow-sim.js";
 
 const keys = new Keys("");
 const NOW = T + 5_000;
+/** The sh queue of flow 7 (context 3), and the work item of job 100's first attempt there. */
+const QUEUE = keys.queue(3, "sh", 7);
+const ITEM = workItem({ messageKey: keys.message(3, 5, 1000), flowId: 7, jobId: 100, attempt: 1 });
 
 function output(): BatchOutput {
   return { scriptKeys: new ScriptKeys(), messages: [], ready: new Map(), frees: new Map(), notifies: false };
@@ -48,11 +51,11 @@ describe("commit sections", () => {
     const { brief, guarded } = sectionOf(t);
     expect(guarded).toBe(true);
     expect(brief).toEqual([
-      ["H", "ctx:{3}:flow:7", 1],
-      ["R", "ctx:{3}:index:flow:dispatched", 0],
-      ["Z", "ctx:{3}:index:flow:started", 0],
-      ["Z", "ctx:{3}:deadlines", 0],
-      ["Z", "sweep:due", 0],
+      ["H", keys.flow(3, 7), 1],
+      ["R", keys.flowsByStatus(3, "dispatched"), 0],
+      ["Z", keys.flowsByStatus(3, "started"), 0],
+      ["Z", keys.deadlines(3), 0],
+      ["Z", keys.sweepDue(), 0],
     ]);
   });
 
@@ -61,14 +64,14 @@ describe("commit sections", () => {
     const t = { state: d.state, effects: only(d.effects, "dispatch"), outcome: "applied" as const };
     const { ops, out } = sectionOf(t);
     expect(ops.map(([op, key, , g]) => [op, key, g])).toEqual([
-      ["H", "ctx:{3}:message:5:1000", 2],
-      ["P", "ctx:{3}:queue:sh:7", undefined],
+      ["H", keys.message(3, 5, 1000), 2],
+      ["P", QUEUE, undefined],
     ]);
     const message = JSON.parse(valueOf(ops[0] as Op, "job") ?? "[]") as { env_vars: Record<string, string> }[];
     expect(message[0]?.env_vars).toEqual({ OWN: "1" });
-    expect(ops[1]?.[2]).toEqual(["ctx:{3}:message:5:1000|7|100|1"]);
+    expect(ops[1]?.[2]).toEqual([ITEM]);
     expect(out.messages.map((m) => m.id)).toEqual([1000]);
-    expect([...out.ready.keys()]).toEqual(["ctx:{3}:queue:sh:7"]);
+    expect([...out.ready.keys()]).toEqual([QUEUE]);
   });
 
   it("a job's end: the job alone, guarded by its ended_at, with its result; its slot freed; its log lines", () => {
@@ -77,20 +80,18 @@ describe("commit sections", () => {
     const lines = [{ timestamp: 1, stream: "stdout" as const, message: "hi" }];
     const { ops, out } = sectionOf({ ...t, effects: only(t.effects, "jobEnded") }, { job: 100, lines });
     expect(ops.map(([op, key, , g]) => [op, key, g])).toEqual([
-      ["H", "ctx:{3}:job:5:100", 3],
-      ["L", "ctx:{3}:message:5:1000", undefined],
+      ["H", keys.job(3, 5, 100), 3],
+      ["L", keys.message(3, 5, 1000), undefined],
     ]);
     expect(valueOf(ops[0] as Op, "result")).toBe('{"n":"1"}');
-    expect([...out.frees]).toEqual([
-      ["ctx:{3}:runner:1:slots", { runner: 1, items: ["ctx:{3}:message:5:1000|7|100|1"] }],
-    ]);
+    expect([...out.frees]).toEqual([[keys.runnerSlots(3, 1), { runner: 1, items: [ITEM] }]]);
   });
 
   it("a failed attempt: its message ends in error guarded by its ended_at, its slot freed", () => {
     const d = started([jobIn({ name: "a", retries: 1 })]);
     const t = d.run(100, { error: "exit code 2" });
     const { ops, out } = sectionOf({ ...t, effects: only(t.effects, "attemptFailed") });
-    expect(ops.map(([op, key, , g]) => [op, key, g])).toEqual([["H", "ctx:{3}:message:5:1000", 3]]);
+    expect(ops.map(([op, key, , g]) => [op, key, g])).toEqual([["H", keys.message(3, 5, 1000), 3]]);
     expect(valueOf(ops[0] as Op, "status")).toBe("error");
     expect(out.frees.size).toBe(1);
   });
@@ -99,12 +100,12 @@ describe("commit sections", () => {
     const d = started([jobIn({ name: "a" })]);
     const t = d.run(100, { error: "exit code 2" });
     const { ops, out } = sectionOf({ ...t, effects: only(t.effects, "deadLetter") }, undefined, 3);
-    expect(ops.map(([op, key]) => [op, key])).toEqual([["X", "ctx:{3}:deadletters"]]);
+    expect(ops.map(([op, key]) => [op, key])).toEqual([["X", keys.deadLetters(3)]]);
     const [index, context, counters, id, entry, , cap] = (ops[0] as Op)[2];
     expect([index, context, counters].map((p) => out.scriptKeys.list[Number(p) - 1])).toEqual([
-      "ctx:{3}:index:deadletter",
-      "ctx:{3}:context:3",
-      "ctx:{3}:counters",
+      keys.deadLetterIndex(3),
+      keys.context(3),
+      keys.contextCounters(3),
     ]);
     expect(id).toBe("7:100:1");
     expect(JSON.parse(entry ?? "{}")).toMatchObject({ job_key: "a", reason: "exit code 2", attempts: 1 });
@@ -115,16 +116,16 @@ describe("commit sections", () => {
     const d = started([jobIn({ name: "a" })]);
     const t = d.run(100, { result: { big: "x".repeat(100) } });
     const { ops, out } = sectionOf({ ...t, effects: only(t.effects, "flowEnded") });
-    expect(ops.map(([op, key, , g]) => [op, key, g])[0]).toEqual(["H", "ctx:{3}:flow:7", 1]);
+    expect(ops.map(([op, key, , g]) => [op, key, g])[0]).toEqual(["H", keys.flow(3, 7), 1]);
     expect((ops[0] as Op)[2]).not.toContain("result");
     expect(ops.map(([op, key]) => `${op} ${key}`)).toEqual(
       expect.arrayContaining([
-        "R ctx:{3}:deadlines",
-        "Z ctx:{3}:ended:finished",
-        "P ctx:{3}:msg_in:5",
-        "Z ctx:{3}:inbox_due",
-        "P ctx:{3}:figures",
-        "P ctx:{3}:msg_out",
+        `R ${keys.deadlines(3)}`,
+        `Z ${keys.ended(3, "finished")}`,
+        `P ${keys.msgIn(3, 5)}`,
+        `Z ${keys.inboxDue(3)}`,
+        `P ${keys.contextFigures(3)}`,
+        `P ${keys.msgOut(3)}`,
       ]),
     );
     const mail = out.messages[0];
@@ -139,16 +140,16 @@ describe("commit sections", () => {
     const t = d.send({ type: "rerun", bases: { 100: 2000 }, at: T + 9_000 });
     const { ops } = sectionOf({ ...t, effects: only(t.effects, "flowRerun") });
     expect(ops.map(([op, key, , g]) => [op, key, g])).toEqual([
-      ["D", "ctx:{3}:flow:7", 1],
-      ["H", "ctx:{3}:flow:7", undefined],
-      ["R", "ctx:{3}:index:flow:error", undefined],
-      ["Z", "ctx:{3}:index:flow:started", undefined],
-      ["R", "ctx:{3}:ended:error", undefined],
-      ["E", "ctx:{3}:message:5:1000", undefined],
-      ["H", "ctx:{3}:job:5:100", undefined],
-      ["D", "ctx:{3}:job:5:100", undefined],
-      ["Z", "ctx:{3}:deadlines", undefined],
-      ["Z", "sweep:due", undefined],
+      ["D", keys.flow(3, 7), 1],
+      ["H", keys.flow(3, 7), undefined],
+      ["R", keys.flowsByStatus(3, "error"), undefined],
+      ["Z", keys.flowsByStatus(3, "started"), undefined],
+      ["R", keys.ended(3, "error"), undefined],
+      ["E", keys.message(3, 5, 1000), undefined],
+      ["H", keys.job(3, 5, 100), undefined],
+      ["D", keys.job(3, 5, 100), undefined],
+      ["Z", keys.deadlines(3), undefined],
+      ["Z", keys.sweepDue(), undefined],
     ]);
   });
 
@@ -158,7 +159,7 @@ describe("commit sections", () => {
     // The job's end (3) and the next dispatch (2): the new message guards the section.
     const { brief, guarded } = sectionOf(t);
     expect(guarded).toBe(true);
-    expect(brief[0]).toEqual(["H", "ctx:{3}:message:5:1001", 2]);
+    expect(brief[0]).toEqual(["H", keys.message(3, 5, 1001), 2]);
     const logsOnly = sectionOf({ state: d.state, effects: [], outcome: "applied" }, { job: 101, lines: [] });
     expect(logsOnly.ops).toEqual([]);
   });

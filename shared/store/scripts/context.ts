@@ -50,17 +50,17 @@ return page[1]`,
 );
 
 /**
- * dropRunners: deletes up to COUNT of a context's runners (their hashes, slot sets and index
- * entries) in one step: the first step of deleting a context, so their keys stop working at once.
- *   KEYS[1]  the runner index   ARGV[1]  the context's namespace (`ctx:{C}:`)   ARGV[2]  COUNT
- * Returns how many it deleted (0: none left).
+ * dropRunners: deletes runners of a context (their hashes, slot sets and index entries) in one
+ * step: the first step of deleting a context, so their keys stop working at once.
+ *   KEYS[1]  the runner index   KEYS[2i], KEYS[2i+1]  runner i's hash and slot set
+ *   ARGV[i]  runner i's id
+ * Returns how many it deleted.
  */
 export const dropRunners = new LuaScript(
   "dropRunners",
-  `local ids = redis.call("ZRANGE", KEYS[1], 0, tonumber(ARGV[2]) - 1)
-for _, id in ipairs(ids) do
-  redis.call("UNLINK", ARGV[1] .. "runner:" .. id, ARGV[1] .. "runner:" .. id .. ":slots")
+  `for i, id in ipairs(ARGV) do
+  redis.call("UNLINK", KEYS[2 * i], KEYS[2 * i + 1])
   redis.call("ZREM", KEYS[1], id)
 end
-return #ids`,
+return #ARGV`,
 );

@@ -66,27 +66,28 @@ return out`,
 );
 
 /**
- * expireInbox: removes messages left unread past the inbox window, oldest first, a bounded
- * batch per call: each off its recipient's msg_in (LREM from the head, where the oldest are),
- * its hash and index entry gone.
- *   KEYS[1]  the context's inbox_due set   KEYS[2]  the message index
- *   ARGV[1]  remove those that came before this (epoch ms)   ARGV[2]  at most this many
- *   ARGV[3]  the context's namespace (`ctx:{C}:`, what its msg_in keys start with)
- * Returns how many were removed. Inboxes are derived from the entries (`<actor>|<message key>`),
- * all in the context's slot.
+ * expireInbox: removes messages left unread past the inbox window, a batch read before the call:
+ * each entry still due goes off its recipient's msg_in (LREM from the head, where the oldest
+ * are), its hash and index entry gone. An entry already gone (read, or expired by a call beside
+ * this one) is skipped.
+ *   KEYS[1]  the context's inbox_due set   KEYS[2]  the message index   KEYS[3 …]  recipients' msg_in
+ *   ARGV     per entry: the entry (`<actor>|<message key>`), the position in KEYS of its msg_in
+ *            (0 for an entry that names none: it is only taken off inbox_due)
+ * Returns how many were removed.
  */
 export const expireInbox = new LuaScript(
   "expireInbox",
-  `local due = redis.call("ZRANGEBYSCORE", KEYS[1], "-inf", "(" .. ARGV[1], "LIMIT", 0, tonumber(ARGV[2]))
-for _, entry in ipairs(due) do
-  local actor, key = string.match(entry, "^(%d+)|(.+)$")
-  if actor then
-    redis.call("LREM", ARGV[3] .. "msg_in:" .. actor, 1, key)
+  `local removed = 0
+for i = 1, #ARGV, 2 do
+  local entry = ARGV[i]
+  local key, inbox = string.match(entry, "^%d+|(.+)$"), KEYS[tonumber(ARGV[i + 1])]
+  if redis.call("ZREM", KEYS[1], entry) == 1 and key and inbox then
+    redis.call("LREM", inbox, 1, key)
     local caller, id = string.match(key, "message:(%d+):(%d+)$")
     redis.call("UNLINK", key)
     if caller then redis.call("ZREM", KEYS[2], caller .. ":" .. id) end
+    removed = removed + 1
   end
-  redis.call("ZREM", KEYS[1], entry)
 end
-return #due`,
+return removed`,
 );
