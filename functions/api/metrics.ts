@@ -83,32 +83,47 @@ function perContext(out: Exposition, name: string, contexts: ContextFigures[], v
  */
 export function renderMetrics(figures: Figures): string {
   const out = new Exposition();
-  const contexts = figures.perContext;
-  const global = (name: string, type: "gauge" | "counter", help: string, value: number) =>
-    out.family(name, type, help).sample(name, {}, value);
-  global("coordinator_contexts", "gauge", "Contexts in storage.", figures.contexts);
+  globalFigures(out, figures);
+  contextGauges(out, figures);
+  contextCounters(out, figures.perContext);
+  sweepCounters(out, figures.counters);
+  isolateFigures(out);
+  return `${out.lines.join("\n")}\n`;
+}
+
+/** One series without labels. */
+function global(out: Exposition, name: string, type: "gauge" | "counter", help: string, value: number): void {
+  out.family(name, type, help).sample(name, {}, value);
+}
+
+/** How many contexts there are, are due, and are left out of this scrape. */
+function globalFigures(out: Exposition, figures: Figures): void {
+  global(out, "coordinator_contexts", "gauge", "Contexts in storage.", figures.contexts);
   global(
+    out,
     "coordinator_contexts_due",
     "gauge",
     "Contexts with something due for the supervisor's sweep now.",
     figures.due,
   );
   global(
+    out,
     "coordinator_metrics_contexts_omitted",
     "gauge",
     `Contexts this scrape does not report on: it reports on the ${SCRAPE_CONTEXT_LIMIT} with the lowest ids.`,
     figures.omitted,
   );
+}
+
+/** What each context holds now: flows by status, work waiting and in flight, dead letters, runners' loads. */
+function contextGauges(out: Exposition, figures: Figures): void {
+  const contexts = figures.perContext;
   out.family("coordinator_flows", "gauge", "Flows by status, per context.");
   for (const c of contexts)
     for (const [status, n] of Object.entries(c.flows)) out.sample("coordinator_flows", { context: c.id, status }, n);
   out.family("coordinator_jobs_waiting", "gauge", "Job attempts ready and waiting for a runner, per context.");
-  perContext(
-    out,
-    "coordinator_jobs_waiting",
-    contexts.filter((c) => figures.waiting.has(c.id)),
-    (c) => figures.waiting.get(c.id) ?? 0,
-  );
+  const waiting = contexts.filter((c) => figures.waiting.has(c.id));
+  perContext(out, "coordinator_jobs_waiting", waiting, (c) => figures.waiting.get(c.id) ?? 0);
   out.family(
     "coordinator_jobs_in_flight",
     "gauge",
@@ -121,20 +136,22 @@ export function renderMetrics(figures: Figures): string {
     "Dead letters kept: jobs out of retries, undeliverable mail, unreadable reports.",
   );
   perContext(out, "coordinator_dead_letters", contexts, (c) => c.deadLetters);
-  out.family(
-    "coordinator_dead_letters_dropped_total",
-    "counter",
-    "Dead letters dropped, oldest first, to keep the context within its cap (DEAD_LETTERS_MAX or its retention).",
-  );
-  perContext(
-    out,
-    "coordinator_dead_letters_dropped_total",
-    contexts,
-    (c) => c.counters[DEAD_LETTERS_DROPPED_FIELD] ?? 0,
-  );
   out.family("coordinator_runner_in_flight", "gauge", "Job attempts each runner holds, across every isolate.");
   for (const c of contexts)
     for (const r of c.runners) out.sample("coordinator_runner_in_flight", { context: c.id, runner: r.id }, r.inFlight);
+}
+
+/** What each context's flows did, folded from the figures their ends pushed: counters and histograms. */
+function contextCounters(out: Exposition, contexts: ContextFigures[]): void {
+  const counter = (name: string, help: string, value: (c: ContextFigures) => number) => {
+    out.family(name, "counter", help);
+    perContext(out, name, contexts, value);
+  };
+  counter(
+    "coordinator_dead_letters_dropped_total",
+    "Dead letters dropped, oldest first, to keep the context within its cap (DEAD_LETTERS_MAX or its retention).",
+    (c) => c.counters[DEAD_LETTERS_DROPPED_FIELD] ?? 0,
+  );
   out.family(
     "coordinator_jobs_total",
     "counter",
@@ -143,14 +160,16 @@ export function renderMetrics(figures: Figures): string {
   for (const c of contexts)
     for (const status of ["finished", "error", "stopped"])
       out.sample("coordinator_jobs_total", { context: c.id, status }, c.counters[status] ?? 0);
-  out.family(
+  counter(
     "coordinator_job_retries_total",
-    "counter",
     "Attempts beyond each job's first, counted when their flow ended.",
+    (c) => c.counters["retries"] ?? 0,
   );
-  perContext(out, "coordinator_job_retries_total", contexts, (c) => c.counters["retries"] ?? 0);
-  out.family("coordinator_deliveries_refused_total", "counter", "Deliveries a runner refused or did not answer.");
-  perContext(out, "coordinator_deliveries_refused_total", contexts, (c) => c.counters["refused"] ?? 0);
+  counter(
+    "coordinator_deliveries_refused_total",
+    "Deliveries a runner refused or did not answer.",
+    (c) => c.counters["refused"] ?? 0,
+  );
   out.family(
     "coordinator_dispatch_latency_seconds",
     "histogram",
@@ -165,22 +184,36 @@ export function renderMetrics(figures: Figures): string {
   );
   for (const c of contexts)
     out.histogram("coordinator_job_duration_seconds", { context: c.id }, c.counters, "duration", DURATION_BUCKETS);
-  const g = figures.counters;
-  global("coordinator_sweeps_total", "counter", "Sweeps the supervisor ran (cron).", g["sweeps"] ?? 0);
-  global("coordinator_sweep_contexts_total", "counter", "Contexts the sweeps found due and swept.", g["swept"] ?? 0);
+}
+
+/** What the supervisor's sweeps did, from the global counters. */
+function sweepCounters(out: Exposition, g: Counters): void {
+  global(out, "coordinator_sweeps_total", "counter", "Sweeps the supervisor ran (cron).", g["sweeps"] ?? 0);
   global(
+    out,
+    "coordinator_sweep_contexts_total",
+    "counter",
+    "Contexts the sweeps found due and swept.",
+    g["swept"] ?? 0,
+  );
+  global(
+    out,
     "coordinator_sweep_flows_poked_total",
     "counter",
     "Flows (and jobs outside flows) the sweeps found past their check time and poked.",
     g["poked"] ?? 0,
   );
   global(
+    out,
     "coordinator_sweep_failures_total",
     "counter",
     "Contexts, dispatchers and flows a sweep could not reach.",
     g["sweep_failures"] ?? 0,
   );
+}
 
+/** This isolate's own series: its requests and its age. */
+function isolateFigures(out: Exposition): void {
   out.family(
     "coordinator_isolate_http_requests_total",
     "counter",
@@ -188,12 +221,12 @@ export function renderMetrics(figures: Figures): string {
   );
   for (const [k, v] of requests) out.lines.push(`${k} ${v}`);
   global(
+    out,
     "coordinator_isolate_uptime_seconds",
     "gauge",
     "Seconds since this isolate (not the whole coordinator) served its first request.",
     Math.floor((Date.now() - (started ?? Date.now())) / 1000),
   );
-  return `${out.lines.join("\n")}\n`;
 }
 
 /**
