@@ -78,38 +78,9 @@ const LOCAL_OBSERVABILITY = "false";
  * `X_LOCAL_OBSERVABILITY` says otherwise (see LOCAL_OBSERVABILITY).
  */
 export async function startWranglerDev(options: WranglerDevOptions): Promise<WranglerDev> {
-  const major = Number(process.versions.node.split(".")[0]);
-  if (major < MIN_NODE_MAJOR) {
-    throw new Error(
-      `wrangler needs Node ${MIN_NODE_MAJOR}+ and this is Node ${process.versions.node}; ` +
-        "run through npm (`npm run dev`), which uses the project's own Node from node_modules",
-    );
-  }
+  checkNode();
   const persistTo = options.persistTo ?? mkdtempSync(path.join(memoryBackedDir(), "wrangler-state-"));
-  const wranglerBin = path.join(
-    path.dirname(createRequire(import.meta.url).resolve("wrangler/package.json")),
-    "bin",
-    "wrangler.js",
-  );
-  const args = [
-    wranglerBin,
-    "dev",
-    "--ip",
-    "127.0.0.1",
-    "--port",
-    String(options.port),
-    "--env-file",
-    options.envFile,
-    "--test-scheduled",
-    "--show-interactive-dev-session=false",
-    "--inspector-port",
-    String(options.inspect?.port ?? 0),
-    ...(options.inspect ? ["--minify=false"] : []),
-    "--persist-to",
-    persistTo,
-    ...Object.entries(options.vars ?? {}).flatMap(([name, value]) => ["--var", `${name}:${value}`]),
-  ];
-  const child = spawn(process.execPath, args, {
+  const child = spawn(process.execPath, wranglerArgs(options, persistTo), {
     cwd: options.cwd,
     env: {
       ...process.env,
@@ -133,39 +104,85 @@ export async function startWranglerDev(options: WranglerDevOptions): Promise<Wra
   const group = child.pid as number;
   killOnExit(group);
   void exited.then(() => running.delete(group));
-
-  const url = `http://127.0.0.1:${options.port}`;
   const stop = async () => {
-    if (child.exitCode === null && child.signalCode === null) {
-      // wrangler runs workerd as its own child: signal the whole group.
-      try {
-        process.kill(-(child.pid as number), "SIGTERM");
-      } catch {
-        child.kill("SIGTERM");
-      }
-      const timer = setTimeout(() => {
-        try {
-          process.kill(-(child.pid as number), "SIGKILL");
-        } catch {
-          // already gone
-        }
-      }, 5_000);
-      await exited;
-      clearTimeout(timer);
-    }
+    await stopGroup(child, exited);
     if (!options.persistTo) rmSync(persistTo, { recursive: true, force: true });
   };
+  const url = `http://127.0.0.1:${options.port}`;
+  await answering(url, child, stop, Date.now() + (options.readyTimeoutMs ?? 60_000), () => tail);
+  return { url, child, stop };
+}
 
-  const deadline = Date.now() + (options.readyTimeoutMs ?? 60_000);
+/** wrangler needs a newer Node than the project: say how to get it rather than fail obscurely. */
+function checkNode(): void {
+  const major = Number(process.versions.node.split(".")[0]);
+  if (major >= MIN_NODE_MAJOR) return;
+  throw new Error(
+    `wrangler needs Node ${MIN_NODE_MAJOR}+ and this is Node ${process.versions.node}; ` +
+      "run through npm (`npm run dev`), which uses the project's own Node from node_modules",
+  );
+}
+
+/** `wrangler dev`'s command line: the Worker on the port, its env file, storage, vars and inspector. */
+function wranglerArgs(options: WranglerDevOptions, persistTo: string): string[] {
+  const wranglerBin = path.join(
+    path.dirname(createRequire(import.meta.url).resolve("wrangler/package.json")),
+    "bin",
+    "wrangler.js",
+  );
+  return [
+    wranglerBin,
+    "dev",
+    "--ip",
+    "127.0.0.1",
+    "--port",
+    String(options.port),
+    "--env-file",
+    options.envFile,
+    "--test-scheduled",
+    "--show-interactive-dev-session=false",
+    "--inspector-port",
+    String(options.inspect?.port ?? 0),
+    ...(options.inspect ? ["--minify=false"] : []),
+    "--persist-to",
+    persistTo,
+    ...Object.entries(options.vars ?? {}).flatMap(([name, value]) => ["--var", `${name}:${value}`]),
+  ];
+}
+
+/** Stops wrangler and the workerd it runs as its own child: the whole group, SIGKILL after 5 s. */
+async function stopGroup(child: ChildProcess, exited: Promise<void>): Promise<void> {
+  if (child.exitCode !== null || child.signalCode !== null) return;
+  const signal = (name: NodeJS.Signals) => {
+    try {
+      process.kill(-(child.pid as number), name);
+    } catch {
+      if (name === "SIGTERM") child.kill("SIGTERM"); // no group: the process alone
+    }
+  };
+  signal("SIGTERM");
+  const timer = setTimeout(() => signal("SIGKILL"), 5_000);
+  await exited;
+  clearTimeout(timer);
+}
+
+/** Waits for the Worker to answer /health; throws (after stopping it) when it exits or takes too long. */
+async function answering(
+  url: string,
+  child: ChildProcess,
+  stop: () => Promise<void>,
+  deadline: number,
+  tail: () => string,
+): Promise<void> {
   for (;;) {
-    if (child.exitCode !== null) throw new Error(`wrangler dev exited (code ${child.exitCode}):\n${tail}`);
+    if (child.exitCode !== null) throw new Error(`wrangler dev exited (code ${child.exitCode}):\n${tail()}`);
     if (Date.now() > deadline) {
       await stop();
-      throw new Error(`wrangler dev did not answer on ${url} in time:\n${tail}`);
+      throw new Error(`wrangler dev did not answer on ${url} in time:\n${tail()}`);
     }
     try {
       await fetch(`${url}/health`, { signal: AbortSignal.timeout(2_000) });
-      return { url, child, stop };
+      return;
     } catch {
       await new Promise((r) => setTimeout(r, 200));
     }
