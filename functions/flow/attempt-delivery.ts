@@ -22,6 +22,8 @@ export interface AttemptOwner {
   enqueue(event: FlowEvent, logs?: { job: number; lines: Log[] }): Promise<Transition>;
   store(): Store;
   signingKey(): Promise<CoordinatorKey>;
+  /** How long a push runner has to answer a POST of deliveries (DELIVERY_TIMEOUT_MS). */
+  deliveryTimeoutMs: number;
 }
 
 /**
@@ -83,7 +85,11 @@ export async function deliverAttempts(
   if (runner.address !== "" && sending.length > 0) {
     const { kid, key } = await owner.signingKey();
     const payloads = sending.map((p) => p.payload);
-    const target = { ...runner, keyid: runnerKeyId(owner.scope.contextId, runner.id) };
+    const target = {
+      ...runner,
+      keyid: runnerKeyId(owner.scope.contextId, runner.id),
+      timeoutMs: owner.deliveryTimeoutMs,
+    };
     const outcomes = pushDeliveries(target, payloads, { keyid: kid, key });
     sending.forEach((p, i) => sent.set(p, outcomes[i] as Promise<DeliveryOutcome>));
   }

@@ -36,9 +36,9 @@ export interface PushTarget {
   /** The keyid and public key an answer that reports how an attempt ended is signed with. */
   keyid: string;
   pubkey: string;
+  /** How long the runner has to answer a POST (DELIVERY_TIMEOUT_MS). */
+  timeoutMs: number;
 }
-
-const DELIVERY_TIMEOUT_MS = 10_000;
 
 /** The callbacks of a job's attempt under its webhook URL. */
 function callbacks(base: string): DeliveryPayload["callbacks"] {
@@ -130,7 +130,7 @@ async function deliver(target: PushTarget, payload: DeliveryPayload, body: strin
     if ("refused" in answer) return { delivered: false, reason: answer.refused };
     return answer.read?.report ? { delivered: true, report: answer.read.report } : { delivered: true };
   };
-  return post<DeliveryOutcome>(target.address, headers, body, signer, read, (reason) => ({ delivered: false, reason }));
+  return post<DeliveryOutcome>(target, headers, body, signer, read, (reason) => ({ delivered: false, reason }));
 }
 
 /** Several deliveries in one POST: each is acknowledged by its own result's 2xx. */
@@ -155,7 +155,7 @@ async function deliverMany(target: PushTarget, bodies: string[], signer: Request
       return result.report ? { delivered: true, report: result.report } : { delivered: true };
     });
   };
-  return post(target.address, { "content-type": "application/json" }, body, signer, read, (reason) =>
+  return post(target, { "content-type": "application/json" }, body, signer, read, (reason) =>
     all({ delivered: false, reason }),
   );
 }
@@ -234,7 +234,7 @@ function answered(response: Response): string {
 
 /** A signed POST: what `read` makes of the answer, or what `failed` makes of why none came. */
 async function post<T>(
-  address: string,
+  { address, timeoutMs }: PushTarget,
   headers: Record<string, string>,
   body: string,
   signer: RequestSigner,
@@ -243,7 +243,7 @@ async function post<T>(
 ): Promise<T> {
   try {
     const signed = await signedRequest(address, { method: "POST", headers, body }, signer);
-    const response = await fetch(signed, { signal: AbortSignal.timeout(DELIVERY_TIMEOUT_MS) });
+    const response = await fetch(signed, { signal: AbortSignal.timeout(timeoutMs) });
     const outcome = await read(response, signed);
     // Read to its end, which costs the Worker less than cancelling it (a runner's answer is short).
     if (!response.bodyUsed) await response.arrayBuffer();
@@ -252,7 +252,7 @@ async function post<T>(
     const timedOut = error instanceof Error && (error.name === "TimeoutError" || error.name === "AbortError");
     return failed(
       timedOut
-        ? `did not answer within ${DELIVERY_TIMEOUT_MS / 1000} s`
+        ? `did not answer within ${timeoutMs / 1000} s`
         : `could not be reached (${(error as Error).message})`,
     );
   }
@@ -262,7 +262,12 @@ async function post<T>(
  * Tells a push runner to stop an attempt (a signed POST to its address, like a delivery). Best
  * effort: a runner that misses it learns on its next report, which is answered 409.
  */
-export async function cancelAtRunner(address: string, payload: CancelPayload, signer: RequestSigner): Promise<boolean> {
+export async function cancelAtRunner(
+  address: string,
+  payload: CancelPayload,
+  signer: RequestSigner,
+  timeoutMs: number,
+): Promise<boolean> {
   if (!address) return false;
   try {
     const request = await signedRequest(
@@ -270,7 +275,7 @@ export async function cancelAtRunner(address: string, payload: CancelPayload, si
       { method: "POST", headers: { "content-type": "application/json" }, body: JSON.stringify(payload) },
       signer,
     );
-    const response = await fetch(request, { signal: AbortSignal.timeout(DELIVERY_TIMEOUT_MS) });
+    const response = await fetch(request, { signal: AbortSignal.timeout(timeoutMs) });
     await response.arrayBuffer();
     return response.ok;
   } catch {

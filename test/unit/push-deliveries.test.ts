@@ -70,7 +70,7 @@ const push = (...args: Parameters<typeof pushDeliveries>) => Promise.all(pushDel
 
 /** The runner at the test server, taking up to `perPost` deliveries a POST. */
 function target(perPost: number, at = address): PushTarget {
-  return { address: at, perPost, keyid: runner.keyid, pubkey: runner.pubkey };
+  return { address: at, perPost, keyid: runner.keyid, pubkey: runner.pubkey, timeoutMs: 10_000 };
 }
 
 /** Answers `body` with `status`, signed by `signer` as the answer to `request` (unless null). */
