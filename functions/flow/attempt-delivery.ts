@@ -137,7 +137,10 @@ async function prepare(
 
 /**
  * Records how a delivery went: taken by the runner (or handed to a lease: no outcome), and ended
- * too if the runner's answer reported so (in the same group commit), or refused.
+ * too if the runner's answer reported so (in the same group commit); not known, which counts as
+ * taken and not acknowledged: it may have reached the runner, so it is never sent again (here or
+ * to another runner), the runner's reports are taken as usual, and if none come the attempt's
+ * acknowledgement deadline fails it (a retry is a new attempt); or refused, which puts it back.
  */
 async function record(
   owner: AttemptOwner,
@@ -146,10 +149,12 @@ async function record(
   sent: DeliveryOutcome | undefined,
 ): Promise<DeliverAnswer> {
   const { base, messageKey, spec, payload } = prepared;
-  if (!sent || sent.delivered) {
+  if (sent?.delivered !== false) {
     const at = Date.now();
-    const delivered = owner.enqueue({ type: "delivered", ...base, acknowledged: sent !== undefined, at });
-    const report = sent?.report;
+    const unconfirmed = sent?.delivered === "unknown" ? { unconfirmed: sent.reason } : {};
+    const acknowledged = sent?.delivered === true;
+    const delivered = owner.enqueue({ type: "delivered", ...base, acknowledged, ...unconfirmed, at });
+    const report = sent?.delivered === true ? sent.report : undefined;
     // Queued in the same turn: one batch, delivered before it ends. Its outcome (a duplicate, an
     // attempt that moved on) is the machine's to judge, as a result webhook's would be.
     const ended = report
