@@ -191,7 +191,7 @@ export async function startRunner(options: RunnerOptions): Promise<RunnerHandle>
     }
     const answer = new AnswerWindow(answerWithinMs);
     start(payload, false, answer);
-    return { ending: answer.ending };
+    return { ending: answer.ending, unanswered: () => answer.unanswered() };
   };
 
   const answering = answerWithinMs > 0 ? `, answering with results within ${answerWithinMs} ms` : "";

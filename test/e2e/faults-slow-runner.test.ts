@@ -148,4 +148,29 @@ describe("runners slower to answer than the delivery timeout", () => {
     }
     for (const r of registered) await noSlotsHeld(ctx, r.id);
   });
+
+  it("has the reference runner report a result its answer was to carry when the coordinator hung up first", async () => {
+    const ctx = (await admin().client.createContext()).id;
+    // Its answer waits up to 4 s for the job's end, longer than the coordinator waits for it.
+    const runner = await stack().registerReferenceRunner(admin().client, ctx, "push", ["--answer-within", "4000"]);
+    const proc = await runner.start();
+    const flow = await submit(ctx, {
+      // A lost result would fail the attempt 3 s after its last report, and the flow with it.
+      timeouts: { timeout_result: 3 },
+      jobs: [
+        { name: "slow", script: 'sleep 2; echo n=1 > "$RESULT_FILE"\n', script_type: "sh" },
+        { name: "quick", script: 'echo n=2 > "$RESULT_FILE"\n', script_type: "sh" },
+      ],
+    });
+    const view = await flowEnd(admin().client, ctx, flow.id);
+    expect(view.status, JSON.stringify(view)).toBe("finished");
+    expect(view.result).toEqual({ slow: { n: "1" }, quick: { n: "2" } });
+    expect(attemptsOf(runsIn(proc.stdout()), flow.id)).toEqual({ slow: [1], quick: [1] });
+    // The quick job's end went in its answer; the slow one's, once the coordinator hung up, as a report.
+    expect(proc.stderr()).toMatch(
+      /the coordinator hung up before the answer to \d+:\d+ attempt 1: its result goes as a report/,
+    );
+    expect(proc.stderr().match(/hung up/g)).toHaveLength(1);
+    await noSlotsHeld(ctx, runner.id);
+  });
 });
