@@ -151,7 +151,7 @@ async function record(
   const { base, messageKey, spec, payload } = prepared;
   if (sent?.delivered !== false) {
     const at = Date.now();
-    const unconfirmed = sent?.delivered === "unknown" ? { unconfirmed: sent.reason } : {};
+    const unconfirmed = sent?.delivered === "unknown" ? unconfirmedBy(owner, base, sent.reason) : {};
     const acknowledged = sent?.delivered === true;
     const delivered = owner.enqueue({ type: "delivered", ...base, acknowledged, ...unconfirmed, at });
     const report = sent?.delivered === true ? sent.report : undefined;
@@ -169,6 +169,19 @@ async function record(
   }
   await owner.enqueue({ type: "unassigned", ...base, reason: sent.reason, at: Date.now() });
   return { outcome: "refused", reason: sent.reason, queue: readyQueueOf(owner.store().keys, owner.state(), spec) };
+}
+
+/** A delivery of unknown outcome, said in the Worker's log and in the `delivered` event. */
+function unconfirmedBy(
+  owner: AttemptOwner,
+  base: { job: number; attempt: number; runner: number },
+  reason: string,
+): { unconfirmed: string } {
+  const { contextId, flowId } = owner.scope;
+  console.warn(
+    `context ${contextId} flow ${flowId} job ${base.job} attempt ${base.attempt}: runner ${base.runner} ${reason}; counted as delivered, not sent again`,
+  );
+  return { unconfirmed: reason };
 }
 
 /** Whether memory holds the attempt as assigned to the runner and not delivered yet. */

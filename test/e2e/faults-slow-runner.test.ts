@@ -116,6 +116,11 @@ describe("runners slower to answer than the delivery timeout", () => {
       attempt: 1,
       error: `attempt 1 was not acknowledged within 2 s: runner ${silent.id} did not answer within 1.5 s`,
     });
+    expect(stack().workerLog()).toMatch(
+      new RegExp(
+        `flow ${flow.id} job \\d+ attempt 1: runner ${silent.id} did not answer within 1.5 s; counted as delivered`,
+      ),
+    );
   });
 
   it("runs each job once on reference runners whose answers come after the timeout", async () => {
