@@ -21,10 +21,14 @@ const TOLD_MEMORY = 1_000;
  * A push runner's answer held open for a job's end (`--answer-within`): the delivery is answered
  * with the job's result when the job ends within `ms` (the acknowledgement and the result in one
  * message, no result webhook), or as taken (202) when the time runs out first, the result then
- * going out as a report. Whichever comes first decides: one thread, so never both, never neither.
+ * going out as a report. Whichever comes first decides: one thread, so never neither. Should the
+ * coordinator hang up before the answer went out (it waits `DELIVERY_TIMEOUT_MS`, and never sends
+ * the delivery again), the result goes out as a report all the same (`unanswered`).
  */
 export class AnswerWindow {
   private open = true;
+  /** Sends the result the answer was to carry as a report instead. */
+  private resend: (() => void) | undefined;
   private tell: (report: DeliveryReport | undefined) => void = () => undefined;
   /** What the delivery is answered with: the attempt's end, or nothing (answered as taken). */
   readonly ending = new Promise<DeliveryReport | undefined>((resolve) => (this.tell = resolve));
@@ -48,11 +52,24 @@ export class AnswerWindow {
           return sink.send(target, event, body, retryForMs);
         }
         told(report as DeliveryReport);
+        this.resend = () => void sink.send(target, event, body, retryForMs);
         this.close(report as DeliveryReport);
         // The coordinator reads it from the answer: as far as the job knows, it was taken.
         return Promise.resolve({ ok: true, status: 200, body: null });
       },
     };
+  }
+
+  /**
+   * The answer did not reach the coordinator (it hung up before it was written): the result goes
+   * out as a report, at once if the answer was to carry it, else when the job ends. The
+   * coordinator takes a result it already had as a duplicate.
+   */
+  unanswered(): void {
+    const resend = this.resend;
+    this.resend = undefined;
+    if (this.open) this.close(undefined);
+    else resend?.();
   }
 
   private close(report: DeliveryReport | undefined): void {

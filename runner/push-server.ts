@@ -24,8 +24,9 @@ export type Acceptance =
   /**
    * Taken, and the answer waits for how it ended: with a report, it is answered 200 `{ "report":
    * {...} }`, signed (the acknowledgement and the result in one); without, 202 as "accepted".
+   * `unanswered` is called when the coordinator hung up before the answer was written.
    */
-  | { ending: Promise<DeliveryReport | undefined> }
+  | { ending: Promise<DeliveryReport | undefined>; unanswered?: () => void }
   /** This attempt already runs or ran here: answered 200, not run again (deliveries are at-least-once). */
   | "duplicate"
   /** At the concurrency limit (429): the coordinator tries another runner. */
@@ -211,7 +212,7 @@ async function deliver(c: Context, options: PushServerOptions, nonces: NonceLedg
     }
     // Taken one after another, each knowing the ones before it; their ends are awaited together.
     const answers: Promise<Answer>[] = [];
-    for (const item of deliveries) answers.push((await take(options, item)).answer);
+    for (const item of deliveries) answers.push((await take(options, item, c.req.raw.signal)).answer);
     const results = (await Promise.all(answers)).map((one) => ({ status: one.status, ...one.body }));
     const took = results.filter((r) => r.status < 300).length;
     const ended = results.filter((r) => "report" in r).length;
@@ -219,7 +220,7 @@ async function deliver(c: Context, options: PushServerOptions, nonces: NonceLedg
     options.log.info(`a POST of ${results.length} deliveries: ${took} taken, ${results.length - took} refused${told}`);
     return respond(c, { status: 200, body: { results } }, ended > 0 ? options.signer : undefined);
   }
-  const one = await (await take(options, raw)).answer;
+  const one = await (await take(options, raw, c.req.raw.signal)).answer;
   return respond(c, one, "report" in one.body ? options.signer : undefined);
 }
 
@@ -242,9 +243,14 @@ interface Answer {
 /**
  * Takes one delivery (or refuses it), and says how it is answered: at once, or, for one taken to
  * be answered with its end, once it ended or its time to answer ran out (wrapped, so that taking
- * the deliveries of a batch need not wait for their ends).
+ * the deliveries of a batch need not wait for their ends). `hungUp` aborts when the coordinator
+ * closed the connection before the answer was written.
  */
-async function take(options: PushServerOptions, raw: unknown): Promise<{ answer: Promise<Answer> }> {
+async function take(
+  options: PushServerOptions,
+  raw: unknown,
+  hungUp: AbortSignal,
+): Promise<{ answer: Promise<Answer> }> {
   const payload = options.parse(raw);
   if (typeof payload === "string") {
     options.log.warn(`refused a malformed delivery (400): ${payload}`);
@@ -253,6 +259,13 @@ async function take(options: PushServerOptions, raw: unknown): Promise<{ answer:
   const acceptance = await options.accept(payload);
   const key = `${payload.message.caller_id}:${payload.message.id} attempt ${payload.attempt}`;
   if (typeof acceptance === "object" && "ending" in acceptance) {
+    const { unanswered } = acceptance;
+    const lost = () => {
+      options.log.warn(`the coordinator hung up before the answer to ${key}: its result goes as a report`);
+      unanswered?.();
+    };
+    if (unanswered && hungUp.aborted) lost();
+    else if (unanswered) hungUp.addEventListener("abort", lost, { once: true });
     return {
       answer: acceptance.ending.then((report): Answer =>
         report ? { status: 200, body: { report } } : { status: 202, body: { accepted: key } },

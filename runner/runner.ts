@@ -6,16 +6,11 @@ import { CoordinatorKeyDirectory } from "./coordinator-keys.js";
 import { executorFor, registerBuiltinExecutors } from "./executors/index.js";
 import { DEFAULT_STARTED_AFTER_MS, runDelivery, type JobDeps, type RunnerLog } from "./job.js";
 import { startPullLoop, type PullLoop } from "./pull-loop.js";
-import {
-  startPushServer,
-  type Acceptance,
-  type CancelRequest,
-  type PushServer,
-  type PushServerOptions,
-} from "./push-server.js";
+import { startPushServer, type Acceptance, type PushServer, type PushServerOptions } from "./push-server.js";
 import { AnswerWindow, MAX_ANSWER_WITHIN_MS, ToldEnds } from "./answer-window.js";
 import { DEFAULT_BATCH, ReportBatcher } from "./batcher.js";
 import { parseDelivery } from "./delivery.js";
+import { attemptKey, deliveryKey, RecentAttempts } from "./recent-attempts.js";
 import type { FleetOptions } from "./fleet/options.js";
 import { DirectSink } from "./report-sink.js";
 import { Reporter } from "./reporter.js";
@@ -82,9 +77,6 @@ export interface RunnerHandle {
   stop(): Promise<void>;
 }
 
-/** Done attempts remembered for deduplication. */
-const DONE_MEMORY = 10_000;
-
 /** The default log: one line per event, stamped, job lines on stdout and warnings on stderr. */
 export const consoleLog: RunnerLog = {
   info: (line) => process.stdout.write(`${new Date().toISOString()} ${line}\n`),
@@ -130,11 +122,12 @@ export async function startRunner(options: RunnerOptions): Promise<RunnerHandle>
     ...jobSettings(options, log, stopping.signal, scriptTypes),
   };
 
-  /** Attempts running now and recently done, by message and attempt: the dedupe of at-least-once deliveries. */
+  /** Attempts running now, by attempt key. */
   const running = new Map<string, Promise<void>>();
   /** How to stop each running attempt when the coordinator cancels it. */
   const cancels = new Map<string, AbortController>();
-  const done = new Set<string>();
+  /** Attempts taken here, running or ended lately: the dedupe of at-least-once deliveries. */
+  const recent = new RecentAttempts({ warn: log.warn });
   /** Ends told in answers: a delivery of such an attempt sent again is answered the same. */
   const told = new ToldEnds();
   /**
@@ -152,6 +145,7 @@ export async function startRunner(options: RunnerOptions): Promise<RunnerHandle>
     for (const w of woken) w();
   };
 
+  /** Runs an attempt taken here (`recent.take` said it is no repeat). */
   const start = (payload: DeliveryPayload, ack: boolean, answer?: AnswerWindow) => {
     const key = deliveryKey(payload);
     const cancel = new AbortController();
@@ -168,8 +162,7 @@ export async function startRunner(options: RunnerOptions): Promise<RunnerHandle>
         running.delete(key);
         reporting.delete(key);
         cancels.delete(key);
-        done.add(key);
-        if (done.size > DONE_MEMORY) done.delete(done.values().next().value as string);
+        recent.release(key);
         wake();
       }),
     );
@@ -181,7 +174,8 @@ export async function startRunner(options: RunnerOptions): Promise<RunnerHandle>
       return { refused: `this delivery is for runner ${payload.runner_id} of context ${payload.context_id}` };
     }
     const key = deliveryKey(payload);
-    if (running.has(key) || done.has(key)) {
+    if (recent.has(key)) {
+      // Answered as the first was: 2xx (with the end, if the first answer told it), not run again.
       const report = told.get(key);
       return report ? { ending: Promise.resolve(report) } : "duplicate";
     }
@@ -190,13 +184,14 @@ export async function startRunner(options: RunnerOptions): Promise<RunnerHandle>
     const type = (payload.message.job[0] as { script_type: string }).script_type;
     if (!deps.executorFor(type))
       return { refused: `this runner does not run ${type} scripts (it runs ${scriptTypes.join(", ")})` };
+    recent.take(key);
     if (answerWithinMs === 0) {
       start(payload, false);
       return "accepted";
     }
     const answer = new AnswerWindow(answerWithinMs);
     start(payload, false, answer);
-    return { ending: answer.ending };
+    return { ending: answer.ending, unanswered: () => answer.unanswered() };
   };
 
   const answering = answerWithinMs > 0 ? `, answering with results within ${answerWithinMs} ms` : "";
@@ -231,8 +226,7 @@ export async function startRunner(options: RunnerOptions): Promise<RunnerHandle>
       parse,
       take: (payload) => {
         // Leased means assigned to us: even while draining it runs (or is reported on).
-        const key = deliveryKey(payload);
-        if (!running.has(key) && !done.has(key)) start(payload, true);
+        if (recent.take(deliveryKey(payload))) start(payload, true);
       },
       log,
     });
@@ -308,25 +302,4 @@ export async function pushListening(
     keys,
     skewSeconds: options.skewSeconds ?? 300,
   };
-}
-
-/** What names one attempt of a job: the message (its ids are per context and caller) and the attempt number. */
-type AttemptRef = Pick<CancelRequest, "context_id" | "caller_id" | "message_id" | "attempt">;
-
-/**
- * The key of an attempt in the running, cancel and done sets. A delivery and a later cancel of
- * it must give the same key, so both go through here.
- */
-function attemptKey(ref: AttemptRef): string {
-  return `${ref.context_id}:${ref.caller_id}:${ref.message_id}:${ref.attempt}`;
-}
-
-/** The attempt key of a delivery. */
-function deliveryKey(p: DeliveryPayload): string {
-  return attemptKey({
-    context_id: p.context_id,
-    caller_id: p.message.caller_id,
-    message_id: p.message.id,
-    attempt: p.attempt,
-  });
 }

@@ -21,6 +21,15 @@ const DAY = 86_400;
 /** A retention window: at least a second, at most ten years (as a context's own setting). */
 const window = (fallback: number) => z.coerce.number().int().min(1).max(315_360_000).default(fallback);
 
+/**
+ * How long the coordinator waits for a push runner to answer a POST of deliveries (ms), by
+ * default. Bounded below the 30 s after which a claim left unsettled is reaped (its owner asked
+ * to deliver again): a POST still waiting then could be sent a second time beside itself.
+ */
+export const DELIVERY_TIMEOUT_DEFAULT_MS = 10_000;
+const DELIVERY_TIMEOUT_MIN_MS = 1_000;
+const DELIVERY_TIMEOUT_MAX_MS = 20_000;
+
 const ConfigSchema = z.object({
   SIGNATURE_SKEW_SECONDS: seconds(300),
   ACTOR_REGISTRATION: z.enum(["open", "allowlist", "operator"]).default("open"),
@@ -33,6 +42,12 @@ const ConfigSchema = z.object({
   METRICS_TOKEN: z.string().min(16, "at least 16 characters").optional(),
   // The bounds of a context's own `retention.dead_letters`.
   DEAD_LETTERS_MAX: z.coerce.number().int().min(1).max(1_000_000).default(DEAD_LETTERS_MAX),
+  DELIVERY_TIMEOUT_MS: z.coerce
+    .number()
+    .int()
+    .min(DELIVERY_TIMEOUT_MIN_MS)
+    .max(DELIVERY_TIMEOUT_MAX_MS)
+    .default(DELIVERY_TIMEOUT_DEFAULT_MS),
   RETENTION_FINISHED_SECONDS: window(7 * DAY),
   RETENTION_ERROR_SECONDS: window(30 * DAY),
   RETENTION_INBOX_SECONDS: window(30 * DAY),
@@ -53,6 +68,8 @@ export interface Config {
   metricsToken: string | undefined;
   /** Most dead letters a context keeps unless its `retention.dead_letters` says otherwise. */
   deadLettersMax: number;
+  /** How long a push runner has to answer a POST of deliveries (ms). */
+  deliveryTimeoutMs: number;
   /** Retention defaults (seconds), which a context's own `retention` overrides part by part. */
   retention: { finished_seconds: number; error_seconds: number; inbox_seconds: number };
 }
@@ -75,6 +92,7 @@ export function readConfig(env: Env): Config {
     RETRY_CAP_MS: blankToUndefined(env.RETRY_CAP_MS),
     METRICS_TOKEN: blankToUndefined(env.METRICS_TOKEN),
     DEAD_LETTERS_MAX: blankToUndefined(env.DEAD_LETTERS_MAX),
+    DELIVERY_TIMEOUT_MS: blankToUndefined(env.DELIVERY_TIMEOUT_MS),
     RETENTION_FINISHED_SECONDS: blankToUndefined(env.RETENTION_FINISHED_SECONDS),
     RETENTION_ERROR_SECONDS: blankToUndefined(env.RETENTION_ERROR_SECONDS),
     RETENTION_INBOX_SECONDS: blankToUndefined(env.RETENTION_INBOX_SECONDS),
@@ -95,6 +113,7 @@ export function readConfig(env: Env): Config {
     retryCapMs: v.RETRY_CAP_MS,
     metricsToken: v.METRICS_TOKEN,
     deadLettersMax: v.DEAD_LETTERS_MAX,
+    deliveryTimeoutMs: v.DELIVERY_TIMEOUT_MS,
     retention: {
       finished_seconds: v.RETENTION_FINISHED_SECONDS,
       error_seconds: v.RETENTION_ERROR_SECONDS,
@@ -112,6 +131,21 @@ export function readConfig(env: Env): Config {
 export function readDeadLettersMax(env: Env): number {
   const parsed = ConfigSchema.shape.DEAD_LETTERS_MAX.safeParse(env.DEAD_LETTERS_MAX || undefined);
   if (!parsed.success) throw new Problem("misconfigured", `DEAD_LETTERS_MAX: ${parsed.error.issues[0]?.message}`);
+  return parsed.data;
+}
+
+const deliveryTimeouts = new WeakMap<Env, number>();
+
+/**
+ * DELIVERY_TIMEOUT_MS alone, for the FlowCoordinator that POSTs deliveries (read once per set of
+ * bindings); a bad value is a 500 naming it.
+ */
+export function readDeliveryTimeoutMs(env: Env): number {
+  const cached = deliveryTimeouts.get(env);
+  if (cached !== undefined) return cached;
+  const parsed = ConfigSchema.shape.DELIVERY_TIMEOUT_MS.safeParse(env.DELIVERY_TIMEOUT_MS || undefined);
+  if (!parsed.success) throw new Problem("misconfigured", `DELIVERY_TIMEOUT_MS: ${parsed.error.issues[0]?.message}`);
+  deliveryTimeouts.set(env, parsed.data);
   return parsed.data;
 }
 

@@ -39,6 +39,8 @@ export interface Env {
   RETRY_BASE_MS?: string;
   /** Retry backoff of jobs: its cap in ms (default 60000). */
   RETRY_CAP_MS?: string;
+  /** How long a push runner has to answer a POST of deliveries, in ms (default 10000, 1000 to 20000). */
+  DELIVERY_TIMEOUT_MS?: string;
   /** Most dead letters a context keeps (default 10000; past it the oldest go); a context's `retention` overrides it. */
   DEAD_LETTERS_MAX?: string;
   /** Retention defaults, seconds: ended flows (finished, error) and unread inbox messages. */

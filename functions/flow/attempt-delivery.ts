@@ -23,6 +23,8 @@ export interface AttemptOwner {
   enqueue(event: FlowEvent, logs?: { job: number; lines: Log[] }): Promise<Transition>;
   store(): Store;
   signingKey(): Promise<CoordinatorKey>;
+  /** How long a push runner has to answer a POST of deliveries (DELIVERY_TIMEOUT_MS). */
+  deliveryTimeoutMs: number;
 }
 
 /**
@@ -84,7 +86,11 @@ export async function deliverAttempts(
   if (runner.address !== "" && sending.length > 0) {
     const { kid, key } = await owner.signingKey();
     const payloads = sending.map((p) => p.payload);
-    const target = { ...runner, keyid: runnerKeyId(owner.scope.contextId, runner.id) };
+    const target = {
+      ...runner,
+      keyid: runnerKeyId(owner.scope.contextId, runner.id),
+      timeoutMs: owner.deliveryTimeoutMs,
+    };
     const outcomes = pushDeliveries(target, payloads, { keyid: kid, key });
     sending.forEach((p, i) => sent.set(p, outcomes[i] as Promise<DeliveryOutcome>));
   }
@@ -133,7 +139,10 @@ async function prepare(
 
 /**
  * Records how a delivery went: taken by the runner (or handed to a lease: no outcome), and ended
- * too if the runner's answer reported so (in the same group commit), or refused.
+ * too if the runner's answer reported so (in the same group commit); not known, which counts as
+ * taken and not acknowledged: it may have reached the runner, so it is never sent again (here or
+ * to another runner), the runner's reports are taken as usual, and if none come the attempt's
+ * acknowledgement deadline fails it (a retry is a new attempt); or refused, which puts it back.
  */
 async function record(
   owner: AttemptOwner,
@@ -142,10 +151,12 @@ async function record(
   sent: DeliveryOutcome | undefined,
 ): Promise<DeliverAnswer> {
   const { base, messageKey, spec, payload } = prepared;
-  if (!sent || sent.delivered) {
+  if (sent?.delivered !== false) {
     const at = Date.now();
-    const delivered = owner.enqueue({ type: "delivered", ...base, acknowledged: sent !== undefined, at });
-    const report = sent?.report;
+    const unconfirmed = sent?.delivered === "unknown" ? unconfirmedBy(owner, base, sent.reason) : {};
+    const acknowledged = sent?.delivered === true;
+    const delivered = owner.enqueue({ type: "delivered", ...base, acknowledged, ...unconfirmed, at });
+    const report = sent?.delivered === true ? sent.report : undefined;
     // Queued in the same turn: one batch, delivered before it ends. Its outcome (a duplicate, an
     // attempt that moved on) is the machine's to judge, as a result webhook's would be.
     const ended = report
@@ -160,6 +171,19 @@ async function record(
   }
   await owner.enqueue({ type: "unassigned", ...base, reason: sent.reason, at: Date.now() });
   return { outcome: "refused", reason: sent.reason, queue: readyQueueOf(owner.store().keys, owner.state(), spec) };
+}
+
+/** A delivery of unknown outcome, said in the Worker's log and in the `delivered` event. */
+function unconfirmedBy(
+  owner: AttemptOwner,
+  base: { job: number; attempt: number; runner: number },
+  reason: string,
+): { unconfirmed: string } {
+  const { contextId, flowId } = owner.scope;
+  console.warn(
+    `context ${contextId} flow ${flowId} job ${base.job} attempt ${base.attempt}: runner ${base.runner} ${reason}; counted as delivered, not sent again`,
+  );
+  return { unconfirmed: reason };
 }
 
 /** Whether memory holds the attempt as assigned to the runner and not delivered yet. */

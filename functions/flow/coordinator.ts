@@ -11,6 +11,7 @@ import type {
   ReportedEvent,
   FlowCoordinatorRpc,
 } from "../core/contracts.js";
+import { readDeliveryTimeoutMs } from "../core/config.js";
 import { coordinatorKeys } from "../core/coordinator-key.js";
 import type { Env } from "../core/env.js";
 import { toProblem } from "../core/errors.js";
@@ -334,6 +335,7 @@ export class FlowCoordinator extends DurableObject<Env> implements FlowCoordinat
       enqueue: (event, logs) => this.commits.enqueue(event, logs),
       store: () => this.store(),
       signingKey: async () => (await coordinatorKeys(this.env)).current,
+      deliveryTimeoutMs: readDeliveryTimeoutMs(this.env),
     };
   }
 

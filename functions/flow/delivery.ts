@@ -28,10 +28,21 @@ function traceparent(traceId: string | undefined): Record<string, string> {
 
 /**
  * How a push went: taken (2xx), with how the attempt ended if the runner's signed answer said so
- * (`report`), or not taken, with what the runner answered (`answered 503`) or why it could not be
- * reached, for operators and for the job's error should it never be delivered.
+ * (`report`); not taken, with what the runner answered (`answered 503`) or why it could not be
+ * reached; or not known (`"unknown"`): the POST may have reached the runner and no answer says
+ * whether it took it (none came in time, a gateway's 504, an answer cut after its 2xx status, a
+ * batch answered 2xx without one result per delivery). The reason is for operators, and for the
+ * job's error should it never be delivered.
  */
-export type DeliveryOutcome = { delivered: true; report?: DeliveryReport } | { delivered: false; reason: string };
+export type DeliveryOutcome =
+  | { delivered: true; report?: DeliveryReport }
+  | { delivered: false; reason: string }
+  | { delivered: "unknown"; reason: string };
+
+/** A delivery the runner did not take (`unknown`: or may have). */
+function notTaken(reason: string, unknown: boolean): DeliveryOutcome {
+  return { delivered: unknown ? "unknown" : false, reason };
+}
 
 /** Where deliveries go: a push runner's address, how many one POST may carry, and its keys. */
 export interface PushTarget {
@@ -40,9 +51,9 @@ export interface PushTarget {
   /** The keyid and public key an answer that reports how an attempt ended is signed with. */
   keyid: string;
   pubkey: string;
+  /** How long the runner has to answer a POST (DELIVERY_TIMEOUT_MS). */
+  timeoutMs: number;
 }
-
-const DELIVERY_TIMEOUT_MS = 10_000;
 
 /** The callbacks of a job's attempt under its webhook URL. */
 function callbacks(base: string): DeliveryPayload["callbacks"] {
@@ -136,7 +147,7 @@ async function deliver(target: PushTarget, payload: DeliveryPayload, body: strin
     if ("refused" in answer) return { delivered: false, reason: answer.refused };
     return answer.read?.report ? { delivered: true, report: answer.read.report } : { delivered: true };
   };
-  return post<DeliveryOutcome>(target.address, headers, body, signer, read, (reason) => ({ delivered: false, reason }));
+  return post<DeliveryOutcome>(target, headers, body, signer, read, notTaken);
 }
 
 /** Several deliveries in one POST: each is acknowledged by its own result's 2xx. */
@@ -148,9 +159,9 @@ async function deliverMany(target: PushTarget, bodies: string[], signer: Request
     const answer = await reportedIn(response, request, target, DeliveryBatchAnswer);
     if ("refused" in answer) return all({ delivered: false, reason: answer.refused });
     if (answer.read?.results.length !== bodies.length) {
-      // It may have taken them: sent again, they are answered as duplicates.
+      // It may have taken any of them: none is sent again.
       return all({
-        delivered: false,
+        delivered: "unknown",
         reason: `answered ${response.status} without one result per delivery (${bodies.length} sent)`,
       });
     }
@@ -161,8 +172,8 @@ async function deliverMany(target: PushTarget, bodies: string[], signer: Request
       return result.report ? { delivered: true, report: result.report } : { delivered: true };
     });
   };
-  return post(target.address, { "content-type": "application/json" }, body, signer, read, (reason) =>
-    all({ delivered: false, reason }),
+  return post(target, { "content-type": "application/json" }, body, signer, read, (reason, unknown) =>
+    all(notTaken(reason, unknown)),
   );
 }
 
@@ -243,37 +254,61 @@ function answered(response: Response): string {
   return `answered ${response.status}${response.statusText ? ` ${response.statusText}` : ""}`;
 }
 
-/** A signed POST: what `read` makes of the answer, or what `failed` makes of why none came. */
+/**
+ * A signed POST: what `read` makes of the answer, or what `failed` makes of why none was read,
+ * with whether the runner may have taken it all the same (`unknown`). It may have when nothing
+ * said otherwise after the request could have reached it: no answer within `timeoutMs`, a 504 (a
+ * gateway in front of the runner gave up waiting for it, as this would), an answer whose 2xx
+ * status came and the rest did not. It did not when it could not be reached. workerd tells a
+ * connection refused and one cut after the request went out apart by nothing ("Network
+ * connection lost." both): such a cut counts as not reached, as a refusal does.
+ */
 async function post<T>(
-  address: string,
+  { address, timeoutMs }: PushTarget,
   headers: Record<string, string>,
   body: string,
   signer: RequestSigner,
   read: (response: Response, request: Request) => T | Promise<T>,
-  failed: (reason: string) => T,
+  failed: (reason: string, unknown: boolean) => T,
 ): Promise<T> {
+  let signed: Request;
+  let response: Response;
   try {
-    const signed = await signedRequest(address, { method: "POST", headers, body }, signer);
-    const response = await fetch(signed, { signal: AbortSignal.timeout(DELIVERY_TIMEOUT_MS) });
+    signed = await signedRequest(address, { method: "POST", headers, body }, signer);
+    response = await fetch(signed, { signal: AbortSignal.timeout(timeoutMs) });
+  } catch (error) {
+    if (timedOut(error)) return failed(`did not answer within ${timeoutMs / 1000} s`, true);
+    return failed(`could not be reached (${(error as Error).message})`, false);
+  }
+  try {
+    if (response.status === 504) {
+      await response.arrayBuffer().catch(() => undefined);
+      return failed(`${answered(response)}: a gateway's timeout`, true);
+    }
     const outcome = await read(response, signed);
     // Read to its end, which costs the Worker less than cancelling it (a runner's answer is short).
-    if (!response.bodyUsed) await response.arrayBuffer();
+    if (!response.bodyUsed) await response.arrayBuffer().catch(() => undefined);
     return outcome;
   } catch (error) {
-    const timedOut = error instanceof Error && (error.name === "TimeoutError" || error.name === "AbortError");
-    return failed(
-      timedOut
-        ? `did not answer within ${DELIVERY_TIMEOUT_MS / 1000} s`
-        : `could not be reached (${(error as Error).message})`,
-    );
+    const how = timedOut(error) ? `did not end within ${timeoutMs / 1000} s` : `was cut (${(error as Error).message})`;
+    return failed(`answered ${response.status}, and the rest of the answer ${how}`, response.ok);
   }
+}
+
+function timedOut(error: unknown): boolean {
+  return error instanceof Error && (error.name === "TimeoutError" || error.name === "AbortError");
 }
 
 /**
  * Tells a push runner to stop an attempt (a signed POST to its address, like a delivery). Best
  * effort: a runner that misses it learns on its next report, which is answered 409.
  */
-export async function cancelAtRunner(address: string, payload: CancelPayload, signer: RequestSigner): Promise<boolean> {
+export async function cancelAtRunner(
+  address: string,
+  payload: CancelPayload,
+  signer: RequestSigner,
+  timeoutMs: number,
+): Promise<boolean> {
   if (!address) return false;
   try {
     const request = await signedRequest(
@@ -281,7 +316,7 @@ export async function cancelAtRunner(address: string, payload: CancelPayload, si
       { method: "POST", headers: { "content-type": "application/json" }, body: JSON.stringify(payload) },
       signer,
     );
-    const response = await fetch(request, { signal: AbortSignal.timeout(DELIVERY_TIMEOUT_MS) });
+    const response = await fetch(request, { signal: AbortSignal.timeout(timeoutMs) });
     await response.arrayBuffer();
     return response.ok;
   } catch {

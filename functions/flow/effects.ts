@@ -2,6 +2,7 @@ import { messageId, type FlowEffect, type FlowState, type JobState } from "../..
 import type { Runner } from "../../shared/model/index.js";
 import { WAITING_NONE, type CommitOutcome, type CommitPlan, type Store } from "../../shared/store/index.js";
 import { mergeWakes, type Wake } from "../core/contracts.js";
+import { readDeliveryTimeoutMs } from "../core/config.js";
 import { coordinatorKeys } from "../core/coordinator-key.js";
 import type { Env } from "../core/env.js";
 import { dispatchScopeOf, type FlowScope } from "../core/scopes.js";
@@ -117,7 +118,8 @@ export class FlowEffects {
             message_id: messageId(job, c.attempt),
             reason: c.reason,
           };
-          return cancelAtRunner(runners.get(c.runner)?.address ?? "", { cancel }, { keyid: kid, key });
+          const address = runners.get(c.runner)?.address ?? "";
+          return cancelAtRunner(address, { cancel }, { keyid: kid, key }, readDeliveryTimeoutMs(this.env));
         }),
       );
     } catch (error) {

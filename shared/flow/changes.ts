@@ -83,7 +83,9 @@ export function changesOf(before: FlowState, t: Transition, event: FlowEvent, li
   }
   const reported = REPORTED[event.type];
   if (reported && "job" in event) {
-    out.push(jobChange(reported, job(event.job), at, reported === "job.logs" && lines ? { lines } : {}));
+    // A delivery whose answer never came says so (`reason`), as a refused one's job.ready does.
+    const unconfirmed = event.type === "delivered" && event.unconfirmed ? refusal(job(event.job)) : {};
+    out.push(jobChange(reported, job(event.job), at, reported === "job.logs" && lines ? { lines } : unconfirmed));
   }
   for (const id of changedJobs(before, after)) {
     const was = before.jobs[id] as JobState;

@@ -11,7 +11,20 @@ export type FlowEvent =
   | { type: "assigned"; job: number; attempt: number; runner: number; at: number }
   /** The assigned runner could not take it (`reason` says how it answered): the attempt may go to another runner. */
   | { type: "unassigned"; job: number; attempt: number; runner: number; reason?: string; at: number }
-  | { type: "delivered"; job: number; attempt: number; runner: number; acknowledged: boolean; at: number }
+  /**
+   * The runner has the attempt: it acknowledged it (a push answered 2xx), or not yet (a pull
+   * lease handed it out; a push whose answer never came, `unconfirmed` saying why: it may have
+   * reached the runner, so it is never sent again, and the acknowledgement deadline decides).
+   */
+  | {
+      type: "delivered";
+      job: number;
+      attempt: number;
+      runner: number;
+      acknowledged: boolean;
+      unconfirmed?: string;
+      at: number;
+    }
   | { type: "acknowledged"; job: number; attempt: number; runner: number; at: number }
   | { type: "started"; job: number; attempt: number; runner: number; at: number }
   | { type: "heartbeat"; job: number; attempt: number; runner: number; at: number }

@@ -113,7 +113,7 @@ function onJobEvent(state: FlowState, event: JobEvent): Transition {
     case "delivered":
       if (delivery.state !== "assigned") return unchanged(state, "duplicate", "already delivered");
       d.update(job.id, {
-        refused: undefined,
+        refused: event.unconfirmed ? `runner ${event.runner} ${event.unconfirmed}` : undefined,
         delivery: { ...delivery, state: event.acknowledged ? "acknowledged" : "delivered", at: event.at },
         deadline: event.acknowledged
           ? leaseDeadline(state, job, event.at, job.startedAt)
@@ -198,7 +198,7 @@ function describe(state: FlowState, job: JobState, due: Deadline, why: string | 
       return `attempt ${job.attempt} was not delivered to a runner within ${state.timeouts.timeout} s${because ? `: ${because}` : ""}`;
     }
     case "ack":
-      return `attempt ${job.attempt} was not acknowledged within ${state.timeouts.timeout_ack} s`;
+      return `attempt ${job.attempt} was not acknowledged within ${state.timeouts.timeout_ack} s${job.refused ? `: ${job.refused}` : ""}`;
     default:
       return due.why === "timeout"
         ? `attempt ${job.attempt} ran past its timeout of ${job.spec.timeout} s`

@@ -68,7 +68,10 @@ export interface JobState {
   /** The runner of the previous attempt, which a retry avoids when it can. */
   previousRunner?: number;
   delivery?: Delivery;
-  /** Why the current attempt's last delivery failed (how the runner answered), if it did. */
+  /**
+   * What went wrong with the current attempt's last delivery, if anything did: how the runner
+   * refused it, or that its answer never came (delivered, unconfirmed).
+   */
   refused?: string;
   startedAt?: number;
   heartbeatAt?: number;

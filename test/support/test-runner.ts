@@ -34,6 +34,9 @@
  * were on the way (they held the slots), and after 5 ms (doubling to 100 ms) when none did and
  * none were. Push switches other than TIMES do not apply to it.
  *
+ * A slow answer: ANSWER_AFTER_MS=n holds the answer to every POST of deliveries n ms (what it
+ * took runs meanwhile, as with a runner that answers late, or a network that delays the answer).
+ *
  * Load: WORK_MS=n works n ms on each job before reporting; TIMES=1 prints `delivery <epoch ms>
  * load <attempts held>` for every delivery taken (the load counts the new one). Reports are
  * retried for REPORT_RETRY_MS (default 30 s) on network errors and 5xx.
@@ -96,6 +99,7 @@ const refuseFile = process.env.REFUSE_FILE;
 const reportRetryMs = Number(process.env.REPORT_RETRY_MS ?? 30_000);
 const batchResults = process.env.BATCH_RESULTS === "1";
 const inline = process.env.INLINE === "1";
+const answerAfterMs = Number(process.env.ANSWER_AFTER_MS ?? 0);
 /** Attempts taken and not reported on yet. */
 let load = 0;
 
@@ -369,9 +373,10 @@ function take(raw: unknown): { status: number; report?: Record<string, unknown> 
 
 /**
  * Answers with `body`, signed as the answer to `request` when it reports results (INLINE: after
- * WORK_MS, the jobs' work).
+ * WORK_MS, the jobs' work), after ANSWER_AFTER_MS.
  */
 async function answer(res: http.ServerResponse, request: Request, status: number, body?: unknown): Promise<void> {
+  if (answerAfterMs > 0) await new Promise((r) => setTimeout(r, answerAfterMs));
   if (body === undefined) return void res.writeHead(status).end();
   if (inline && workMs > 0) await new Promise((r) => setTimeout(r, workMs));
   const bytes = new TextEncoder().encode(JSON.stringify(body));

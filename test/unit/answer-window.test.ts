@@ -5,8 +5,9 @@ import type { ReportSink, ReportTarget } from "../../runner/report-sink.js";
 /**
  * The reference runner's answer held open for a job's end (`--answer-within`): the result goes
  * into the answer while the window is open, through the runner's own sink after it closed, and
- * never both. What reaches the sink is recorded (the transport itself is tested end to end in
- * runner-batch.test.ts).
+ * never both, unless the coordinator hung up before the answer went out. What reaches the sink
+ * is recorded (the transport itself is tested end to end in runner-batch.test.ts and
+ * faults-slow-runner.test.ts).
  */
 
 const target = { flow_id: 1, caller_id: 1, job_id: 1, callbacks: {} } as unknown as ReportTarget;
@@ -50,6 +51,27 @@ describe("the answer window", () => {
     expect(await window.ending).toBeUndefined();
     await through.send(target, "result", { attempt: 1, status: "error", error: "late", logs: [] });
     expect(sent).toEqual(["result"]);
+  });
+
+  it("sends the result as a report when the coordinator hung up before the answer went out", async () => {
+    // Hung up while the job ran: the window closes, and the result goes as a report when it comes.
+    const early = recording();
+    const open = new AnswerWindow(1_000);
+    const throughOpen = open.sink(early.sink, () => expect.unreachable("told after the coordinator hung up"));
+    open.unanswered();
+    expect(await open.ending).toBeUndefined();
+    await throughOpen.send(target, "result", { attempt: 1, status: "finished", result: {}, logs: [] });
+    expect(early.sent).toEqual(["result"]);
+
+    // Hung up after the result went into an answer not yet written: it goes as a report at once, once.
+    const late = recording();
+    const closed = new AnswerWindow(1_000);
+    const throughClosed = closed.sink(late.sink, () => undefined);
+    await throughClosed.send(target, "result", { attempt: 1, status: "finished", result: {}, logs: [] });
+    expect(late.sent).toEqual([]);
+    closed.unanswered();
+    closed.unanswered();
+    expect(late.sent).toEqual(["result"]);
   });
 
   it("remembers the latest ends told, to answer a delivery sent again the same way", () => {

@@ -137,6 +137,24 @@ describe("deadlines", () => {
       "was not acknowledged within 5 s",
     ],
     [
+      "ack",
+      // A push whose answer never came: taken as delivered, never sent again, and said why.
+      (d: Driver) => (
+        d.send({ type: "assigned", job: 100, attempt: 1, runner: 1, at: T + 1 }),
+        d.send({
+          type: "delivered",
+          job: 100,
+          attempt: 1,
+          runner: 1,
+          acknowledged: false,
+          unconfirmed: "did not answer within 10 s",
+          at: T + 2,
+        }),
+        d
+      ),
+      "was not acknowledged within 5 s: runner 1 did not answer within 10 s",
+    ],
+    [
       "result",
       (d: Driver) => (
         d.send({ type: "assigned", job: 100, attempt: 1, runner: 1, at: T + 1 }),

@@ -70,7 +70,7 @@ const push = (...args: Parameters<typeof pushDeliveries>) => Promise.all(pushDel
 
 /** The runner at the test server, taking up to `perPost` deliveries a POST. */
 function target(perPost: number, at = address): PushTarget {
-  return { address: at, perPost, keyid: runner.keyid, pubkey: runner.pubkey };
+  return { address: at, perPost, keyid: runner.keyid, pubkey: runner.pubkey, timeoutMs: 10_000 };
 }
 
 /** Answers `body` with `status`, signed by `signer` as the answer to `request` (unless null). */
@@ -159,24 +159,46 @@ describe("pushing deliveries", () => {
     ]);
   });
 
-  it("puts every delivery of a POST back when the POST is refused, answered without a result each, or unanswered", async () => {
+  it("puts every delivery of a POST back when the POST is refused, or the runner could not be reached", async () => {
     answer = (_body, res) => void res.writeHead(503).end();
     expect(await push(target(10), [payload(1), payload(2)], key)).toEqual([
       { delivered: false, reason: "answered 503 Service Unavailable" },
       { delivered: false, reason: "answered 503 Service Unavailable" },
     ]);
 
-    answer = (_body, res) => void res.writeHead(200).end(JSON.stringify({ results: [{ status: 202 }] }));
-    const short = await push(target(10), [payload(1), payload(2)], key);
-    expect(short.map((o) => o.delivered)).toEqual([false, false]);
-    expect(short[0]).toMatchObject({ reason: "answered 200 without one result per delivery (2 sent)" });
-
-    answer = (_body, res) => void res.writeHead(200).end("not json");
-    expect((await push(target(10), [payload(1), payload(2)], key)).map((o) => o.delivered)).toEqual([false, false]);
-
     const nobody = `http://127.0.0.1:${await freePort()}/`;
     const unreachable = await push(target(10, nobody), [payload(1), payload(2)], key);
     expect(unreachable[1]).toMatchObject({ delivered: false, reason: expect.stringMatching(/^could not be reached/) });
+  });
+
+  it("counts as not known, never to be sent again, a POST the runner may have taken without saying so", async () => {
+    const unknown = async (perPost: number, timeoutMs = 10_000) =>
+      (await push({ ...target(perPost), timeoutMs }, [payload(1), payload(2)], key)).map((o) =>
+        o.delivered === "unknown" ? o.reason : o,
+      );
+    // No answer within the timeout: the runner has the request, and may be working on it.
+    answer = (_body, res) => void setTimeout(() => res.writeHead(202).end(), 1_000);
+    expect(await unknown(1, 200)).toEqual(["did not answer within 0.2 s", "did not answer within 0.2 s"]);
+    // A gateway in front of the runner gave up waiting for it.
+    answer = (_body, res) => void res.writeHead(504).end();
+    expect(await unknown(1)).toEqual(Array(2).fill("answered 504 Gateway Timeout: a gateway's timeout"));
+    // A 2xx status, and the rest of the answer cut, or not in time.
+    answer = (_body, res) => {
+      res.writeHead(200, { "content-type": "application/json", "content-length": "100" }).write('{"report":');
+      setTimeout(() => res.destroy(), 20);
+    };
+    expect(await unknown(1)).toEqual(
+      Array(2).fill(expect.stringMatching(/^answered 200, and the rest of the answer was cut \(/)),
+    );
+    answer = (_body, res) => void res.writeHead(200, { "content-length": "100" }).write("{");
+    expect(await unknown(1, 300)).toEqual(
+      Array(2).fill("answered 200, and the rest of the answer did not end within 0.3 s"),
+    );
+    // Several deliveries answered 2xx without one result each: any of them may have been taken.
+    answer = (_body, res) => void res.writeHead(200).end(JSON.stringify({ results: [{ status: 202 }] }));
+    expect(await unknown(10)).toEqual(Array(2).fill("answered 200 without one result per delivery (2 sent)"));
+    answer = (_body, res) => void res.writeHead(200).end("not json");
+    expect(await unknown(10)).toEqual(Array(2).fill("answered 200 without one result per delivery (2 sent)"));
   });
 
   it("keeps a POST's deliveries to about 1 MiB, however many deliveries_per_post allows", async () => {
