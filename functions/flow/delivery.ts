@@ -145,6 +145,7 @@ async function deliver(target: PushTarget, payload: DeliveryPayload, body: strin
     if (!response.ok) return { delivered: false, reason: answered(response) };
     const answer = await reportedIn(response, request, target, DeliveryAnswer);
     if ("refused" in answer) return { delivered: false, reason: answer.refused };
+    if ("unread" in answer) return { delivered: "unknown", reason: answer.unread };
     return answer.read?.report ? { delivered: true, report: answer.read.report } : { delivered: true };
   };
   return post<DeliveryOutcome>(target, headers, body, signer, read, notTaken);
@@ -158,6 +159,7 @@ async function deliverMany(target: PushTarget, bodies: string[], signer: Request
     if (!response.ok) return all({ delivered: false, reason: answered(response) });
     const answer = await reportedIn(response, request, target, DeliveryBatchAnswer);
     if ("refused" in answer) return all({ delivered: false, reason: answer.refused });
+    if ("unread" in answer) return all({ delivered: "unknown", reason: answer.unread });
     if (answer.read?.results.length !== bodies.length) {
       // It may have taken any of them: none is sent again.
       return all({
@@ -187,11 +189,12 @@ async function reportedIn<T>(
   request: Request,
   target: PushTarget,
   schema: z.ZodType<T>,
-): Promise<{ read: T | undefined } | { refused: string }> {
+): Promise<{ read: T | undefined } | { refused: string } | { unread: string }> {
   const bytes = await readBounded(response, SIZE_LIMITS.answer);
   if (!bytes) {
+    // Taken (a 2xx), but whatever it reports is not read: as a delivery whose answer never came.
     return {
-      refused: `answered ${response.status} with a body over ${formatBytes(SIZE_LIMITS.answer)}, the most an answer may carry (docs/limits.md)`,
+      unread: `answered ${response.status} with a body over ${formatBytes(SIZE_LIMITS.answer)}, the most an answer may carry (docs/limits.md): what it reported was not read`,
     };
   }
   const text = decoder.decode(bytes);

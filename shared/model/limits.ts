@@ -30,8 +30,8 @@ export const SIZE_LIMITS = {
    */
   flowResults: 2 * 1024 * 1024,
   /**
-   * A push runner's answer to a delivery POST, the reports it carries included: a bigger answer is
-   * a refusal (the deliveries go back), as one that does not parse is.
+   * A push runner's answer to a delivery POST, the reports it carries included: a bigger 2xx
+   * answer counts as taken with its reports unread (a delivery of unknown outcome).
    */
   answer: 4 * 1024 * 1024,
   /** One log line, in characters (the reference runner cuts longer lines into pieces). */

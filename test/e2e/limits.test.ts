@@ -138,14 +138,14 @@ describe("size limits", () => {
 
   it("keeps the worst cases' storage calls under 10 MB: a 1 MiB flow file of 2,000 jobs, 2 MiB of results, a rebuild", async () => {
     const { ctx } = await contextWithRunner();
-    const names = Array.from({ length: 2000 }, (_, i) => `bytes-1000-${i}`);
+    const names = Array.from({ length: 2000 }, (_, i) => `bytes-1100-${i}`);
     // Every job's script padded so that the whole flow file is just under the body's limit.
     const bare = JSON.stringify({ start: true, jobs: names.map((n) => job(n)) }).length;
     const pad = Math.floor((SIZE_LIMITS.requestBody - bare - 1000) / names.length);
     const jobs = names.map((n) => ({ ...job(n), script: `#${"x".repeat(pad - 1)}` }));
     const flow = await admin().client.submitFlow(ctx, { start: true, jobs });
     const view = await flowEnd(admin().client, ctx, flow.id, 120_000);
-    // 2,000 results of about 1 KiB pass 2 MiB: the last ones end in error, the flow with them.
+    // 2,000 results of about 1.1 KiB pass 2 MiB: the last ones end in error, the flow with them.
     expect(view.status).toBe("error");
     const written = stack().restLargest();
     // A rebuild reads every job's record and latest message back in one request.
