@@ -92,7 +92,7 @@ export async function* followStream<T extends { seq: number }>(
 ): AsyncGenerator<T, void, undefined> {
   const policy = { ...DEFAULT_RECONNECT, ...options.reconnect };
   const { signal } = options;
-  let since = options.since;
+  const cursor: Cursor = { since: options.since };
   let delay = policy.initialMs;
   /** When the current outage began (undefined while the stream flows). */
   let outage: number | undefined;
@@ -102,59 +102,23 @@ export async function* followStream<T extends { seq: number }>(
     const connection = new AbortController();
     const abort = () => connection.abort(signal?.reason);
     signal?.addEventListener("abort", abort, { once: true });
-    let idle: ReturnType<typeof setTimeout> | undefined;
     let failure: unknown;
     try {
-      const response = await source.open(since, connection.signal);
-      if (!response.ok) await readAnswer(response); // throws ApiError
-      const type = response.headers.get("content-type") ?? "";
-      if (!type.startsWith("text/event-stream") || !response.body) {
-        await response.body?.cancel();
-        throw new StreamProtocolError(
-          `${source.label}: the answer is not an event stream (content-type ${type || "none"})`,
-        );
-      }
-      if (dropped) options.onResume?.(since);
+      const body = await openStream(source, cursor.since, connection.signal);
+      if (dropped) options.onResume?.(cursor.since);
       dropped = false;
       options.onOpen?.();
-      const reader = response.body.getReader();
-      const decoder = new TextDecoder();
-      const parser = new SseParser();
-      for (;;) {
-        // Timed only while waiting on the server, not while the caller handles an event.
-        idle = setTimeout(
-          () => connection.abort(new Error(`nothing received for ${policy.idleMs / 1000} s`)),
-          policy.idleMs,
-        );
-        const { done, value } = await reader.read();
-        clearTimeout(idle);
-        if (done) throw new Error("the connection closed");
+      const flowing = (retryMs: number | undefined) => {
         outage = undefined;
-        delay = parser.retryMs ?? policy.initialMs;
-        for (const message of parser.push(decoder.decode(value, { stream: true }))) {
-          let data: unknown;
-          try {
-            data = JSON.parse(message.data);
-          } catch {
-            throw new StreamProtocolError(`${source.label}: event ${message.id ?? "?"} is not JSON`);
-          }
-          const event = schema.parse(data);
-          if (since !== undefined && event.seq <= since) continue;
-          since = event.seq;
-          yield event;
-        }
-        // A stream that starts "from now" names where now is (an `id:` without data): a
-        // reconnect before the first event resumes from there, not from a later now.
-        const cursor = parser.lastEventId;
-        if (cursor !== undefined && /^\d{1,15}$/.test(cursor) && Number(cursor) > (since ?? -1)) since = Number(cursor);
-      }
+        delay = retryMs ?? policy.initialMs;
+      };
+      yield* readEvents(body, { source, schema, cursor, connection, idleMs: policy.idleMs, flowing });
     } catch (error) {
       if (signal?.aborted) return;
       // An abort of our own (a silent connection) rejects with the reason it was given.
       failure = connection.signal.aborted ? connection.signal.reason : error;
       if (!transient(failure)) throw failure;
     } finally {
-      if (idle !== undefined) clearTimeout(idle);
       signal?.removeEventListener("abort", abort);
       connection.abort();
     }
@@ -165,9 +129,85 @@ export async function* followStream<T extends { seq: number }>(
         { cause: failure },
       );
     }
-    if (!dropped) options.onDrop?.(reasonOf(failure), since);
+    if (!dropped) options.onDrop?.(reasonOf(failure), cursor.since);
     dropped = true;
     await sleep(delay, signal);
     delay = Math.min(delay * 2, policy.maxMs);
+  }
+}
+
+/** The last sequence number seen: where a reconnection resumes. */
+interface Cursor {
+  since: number | undefined;
+}
+
+/** Opens the stream after `since`: its body, or ApiError (a 4xx, 5xx) or StreamProtocolError. */
+async function openStream(
+  source: StreamSource,
+  since: number | undefined,
+  signal: AbortSignal,
+): Promise<ReadableStream<Uint8Array>> {
+  const response = await source.open(since, signal);
+  if (!response.ok) await readAnswer(response); // throws ApiError
+  const type = response.headers.get("content-type") ?? "";
+  if (!type.startsWith("text/event-stream") || !response.body) {
+    await response.body?.cancel();
+    throw new StreamProtocolError(
+      `${source.label}: the answer is not an event stream (content-type ${type || "none"})`,
+    );
+  }
+  return response.body;
+}
+
+/**
+ * The events of one connection, in order, each once (past the cursor, which it moves): until the
+ * connection closes or stays silent for `idleMs` (it is aborted then), which throws.
+ */
+async function* readEvents<T extends { seq: number }>(
+  body: ReadableStream<Uint8Array>,
+  c: {
+    source: StreamSource;
+    schema: { parse(value: unknown): T };
+    cursor: Cursor;
+    connection: AbortController;
+    idleMs: number;
+    /** Data came: the outage is over, and the server's `retry` (if any) is the next backoff. */
+    flowing: (retryMs: number | undefined) => void;
+  },
+): AsyncGenerator<T, void, undefined> {
+  const reader = body.getReader();
+  const decoder = new TextDecoder();
+  const parser = new SseParser();
+  let idle: ReturnType<typeof setTimeout> | undefined;
+  try {
+    for (;;) {
+      // Timed only while waiting on the server, not while the caller handles an event.
+      idle = setTimeout(() => c.connection.abort(new Error(`nothing received for ${c.idleMs / 1000} s`)), c.idleMs);
+      const { done, value } = await reader.read();
+      clearTimeout(idle);
+      if (done) throw new Error("the connection closed");
+      c.flowing(parser.retryMs);
+      for (const message of parser.push(decoder.decode(value, { stream: true }))) {
+        const event = c.schema.parse(eventData(c.source, message));
+        if (c.cursor.since !== undefined && event.seq <= c.cursor.since) continue;
+        c.cursor.since = event.seq;
+        yield event;
+      }
+      // A stream that starts "from now" names where now is (an `id:` without data): a reconnect
+      // before the first event resumes from there, not from a later now.
+      const id = parser.lastEventId;
+      if (id !== undefined && /^\d{1,15}$/.test(id) && Number(id) > (c.cursor.since ?? -1)) c.cursor.since = Number(id);
+    }
+  } finally {
+    clearTimeout(idle);
+  }
+}
+
+/** An event's data as JSON, or a StreamProtocolError naming it. */
+function eventData(source: StreamSource, message: { id?: string | undefined; data: string }): unknown {
+  try {
+    return JSON.parse(message.data);
+  } catch {
+    throw new StreamProtocolError(`${source.label}: event ${message.id ?? "?"} is not JSON`);
   }
 }
