@@ -167,7 +167,19 @@ async function demo(): Promise<DemoRun> {
   rmSync(demoDir, { recursive: true, force: true });
   mkdirSync(files.stackRoot, { recursive: true });
   console.log("flow coordinator demo: a local coordinator, then everything through the flowc CLI\n");
+  const url = await startStack();
+  const actorId = await registerActor(url);
+  console.log("\n# A context (a tenant): the actor creating it becomes its admin.");
+  const context = idFrom(await flowc(["context", "create"]), /^context (\d+) created/m, "context");
+  await startDemoRunner(context);
+  const flows = await runFlows(context);
+  console.log("\n# Every flow's end also lands in the actor's inbox.");
+  await flowc(["inbox", context]);
+  return { url, actorId, context, flows };
+}
 
+/** The local stack: redis-server, the REST endpoint and the Worker, on free ports. */
+async function startStack(): Promise<string> {
   // The stack's own lines name its folder relative to the stack's root: make them project-relative.
   const stackDir = `${rel(files.stackRoot)}/.dev/`;
   stack = await startLocalStack({
@@ -177,72 +189,54 @@ async function demo(): Promise<DemoRun> {
     workerPort: await freePort(),
     log: (line) => console.log(line.replace(/(\s)\.dev\//g, `$1${stackDir}`)),
   });
-  const url = stack.workerUrl;
+  return stack.workerUrl;
+}
 
+/** An actor: a key pair, a profile naming the coordinator and the key, and registration. */
+async function registerActor(url: string): Promise<string> {
   console.log("\n# An actor: a key pair, a profile naming the coordinator and the key, and registration.");
   await flowc(["keygen", "--out", files.actorKey]);
   await flowc(["init", "--url", url, "--key-file", files.actorKey]);
-  const actorId = idFrom(await flowc(["actor", "register"]), /^actor (\d+) registered/m, "actor");
+  return idFrom(await flowc(["actor", "register"]), /^actor (\d+) registered/m, "actor");
+}
 
-  console.log("\n# A context (a tenant): the actor creating it becomes its admin.");
-  const context = idFrom(await flowc(["context", "create"]), /^context (\d+) created/m, "context");
-
+/** The reference runner, with a key of its own, registered for python and sh jobs pushed to it. */
+async function startDemoRunner(context: string): Promise<void> {
   console.log(
     "\n# A runner with a key of its own, registered for python and sh jobs pushed to its address, then started.",
   );
   const runnerPort = await freePort();
   await flowc(["keygen", "--out", files.runnerKey]);
-  const registered = await flowc([
-    "runner",
-    "register",
-    context,
-    "--key-file",
-    files.runnerKey,
-    "--type",
-    "python",
-    "--script-types",
-    "python,sh",
-    "--address",
-    `http://127.0.0.1:${runnerPort}/`,
-  ]);
+  const address = `http://127.0.0.1:${runnerPort}/`;
+  const registered = await flowc(
+    ["runner", "register", context, "--key-file", files.runnerKey, "--type", "python"].concat([
+      "--script-types",
+      "python,sh",
+      "--address",
+      address,
+    ]),
+  );
   const runnerId = idFrom(registered, /^runner (\d+) registered/m, "runner");
-  runner = await startRunner([
-    "runner",
-    "start",
-    context,
-    runnerId,
-    "--key-file",
-    files.runnerKey,
-    "--listen",
-    `127.0.0.1:${runnerPort}`,
-  ]);
+  const listen = `127.0.0.1:${runnerPort}`;
+  runner = await startRunner(["runner", "start", context, runnerId, "--key-file", files.runnerKey, "--listen", listen]);
+}
 
+/** The example flows, each submitted, started and watched to its end. */
+async function runFlows(context: string): Promise<DemoRun["flows"]> {
   console.log("\n# A diamond of python and sh jobs handing results to each other (examples/diamond.yaml).");
-  const diamond = await flowc([
-    "flow",
-    "submit",
-    context,
-    path.join(root, "examples", "diamond.yaml"),
-    "--start",
-    "--watch",
-  ]);
+  const diamondFile = path.join(root, "examples", "diamond.yaml");
+  const diamond = await flowc(["flow", "submit", context, diamondFile, "--start", "--watch"]);
   const flowId = idFrom(diamond, /^flow (\d+) submitted/m, "flow");
   await flowc(["flow", "dag", context, flowId]);
 
   console.log("\n# A flow that fails on purpose (examples/failing.yaml): flowc exits 1 for it, as expected here.");
-  const failing = await flowc(
-    ["flow", "submit", context, path.join(root, "examples", "failing.yaml"), "--start", "--watch"],
-    1,
-  );
+  const failingFile = path.join(root, "examples", "failing.yaml");
+  const failing = await flowc(["flow", "submit", context, failingFile, "--start", "--watch"], 1);
   const failingId = idFrom(failing, /^flow (\d+) submitted/m, "flow");
-
-  console.log("\n# Every flow's end also lands in the actor's inbox.");
-  await flowc(["inbox", context]);
-  const flows = [
+  return [
     { id: flowId, what: "the diamond" },
     { id: failingId, what: "the failing flow" },
   ];
-  return { url, actorId, context, flows };
 }
 
 /**
