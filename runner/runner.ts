@@ -1,16 +1,15 @@
 import { tmpdir } from "node:os";
 import path from "node:path";
 import { importPrivateKey, runnerKeyId, type PrivateJwk, type PublicJwk } from "../shared/auth/index.js";
-import type { DeliveryPayload } from "../shared/model/index.js";
 import { CoordinatorKeyDirectory } from "./coordinator-keys.js";
 import { executorFor, registerBuiltinExecutors } from "./executors/index.js";
-import { DEFAULT_STARTED_AFTER_MS, runDelivery, type JobDeps, type RunnerLog } from "./job.js";
+import { RunnerAttempts, type AttemptRules } from "./attempts.js";
+import { DEFAULT_STARTED_AFTER_MS, type JobDeps, type RunnerLog } from "./job.js";
 import { startPullLoop, type PullLoop } from "./pull-loop.js";
-import { startPushServer, type Acceptance, type PushServer, type PushServerOptions } from "./push-server.js";
-import { AnswerWindow, MAX_ANSWER_WITHIN_MS, ToldEnds } from "./answer-window.js";
+import { startPushServer, type PushServer, type PushServerOptions } from "./push-server.js";
+import { MAX_ANSWER_WITHIN_MS } from "./answer-window.js";
 import { DEFAULT_BATCH, ReportBatcher } from "./batcher.js";
 import { parseDelivery } from "./delivery.js";
-import { attemptKey, deliveryKey, RecentAttempts } from "./recent-attempts.js";
 import type { FleetOptions } from "./fleet/options.js";
 import { DirectSink } from "./report-sink.js";
 import { Reporter } from "./reporter.js";
@@ -89,6 +88,67 @@ export const consoleLog: RunnerLog = {
  */
 export async function startRunner(options: RunnerOptions): Promise<RunnerHandle> {
   const log = options.log ?? consoleLog;
+  const settings = runnerSettings(options);
+  const signer = { keyid: runnerKeyId(options.contextId, options.runnerId), key: await signingKey(options.key) };
+  const reporter = new Reporter({ baseUrl: options.url, signer, warn: log.warn });
+  const stopping = new AbortController();
+  const batcher =
+    settings.batch > 1
+      ? new ReportBatcher({
+          reporter,
+          contextId: options.contextId,
+          runnerId: options.runnerId,
+          max: settings.batch,
+          warn: log.warn,
+        })
+      : undefined;
+  const deps: JobDeps = {
+    sink: batcher ?? new DirectSink(reporter),
+    ...jobSettings(options, log, stopping.signal, settings.scriptTypes),
+  };
+  const attempts = new RunnerAttempts(deps, settings, log);
+  const parse = parseDelivery(reporter, log);
+  const what = `runner ${options.runnerId} of context ${options.contextId}`;
+  const sizes = `concurrency ${settings.concurrency}, batch ${settings.batch}`;
+  let server: PushServer | undefined;
+  let pull: PullLoop | undefined;
+  if (settings.mode === "push") {
+    server = await startPushServer({
+      ...(await pushListening(options, log)),
+      signer,
+      parse,
+      accept: (payload) => attempts.accept(payload),
+      cancel: (c) => attempts.cancel(c),
+      health: () => ({
+        status: attempts.draining ? "draining" : "ok",
+        running: attempts.size,
+        concurrency: settings.concurrency,
+      }),
+      log,
+    });
+    const answering =
+      settings.answerWithinMs > 0 ? `, answering with results within ${settings.answerWithinMs} ms` : "";
+    log.info(`${what} listening on ${server.url} (${sizes}${answering}, ${settings.scriptTypes.join(", ")})`);
+  } else {
+    pull = startPullLoop({
+      reporter,
+      contextId: options.contextId,
+      runnerId: options.runnerId,
+      batch: settings.batch,
+      // Not the push slots: a lease before the coordinator applied the results would find no free slot there.
+      freeSlots: () => settings.concurrency - attempts.size,
+      slotFreed: () => attempts.slotFreed(),
+      parse,
+      take: (payload) => attempts.take(payload),
+      log,
+    });
+    log.info(`${what} pulling from ${options.url} (${sizes}, ${settings.scriptTypes.join(", ")})`);
+  }
+  return runnerHandle({ attempts, log, stopping, batcher, ...(server ? { server } : {}), ...(pull ? { pull } : {}) });
+}
+
+/** A runner's options checked, with their defaults. */
+function runnerSettings(options: RunnerOptions): AttemptRules & { mode: "push" | "pull"; batch: number } {
   const concurrency = options.concurrency ?? 4;
   const scriptTypes = options.scriptTypes ?? ["python", "sh"];
   if (!Number.isInteger(concurrency) || concurrency < 1)
@@ -96,154 +156,43 @@ export async function startRunner(options: RunnerOptions): Promise<RunnerHandle>
   registerBuiltinExecutors();
   const missing = scriptTypes.filter((t) => !executorFor(t));
   if (missing.length > 0) throw new Error(`no executor is registered for script type ${missing.join(", ")}`);
-
-  const signer = { keyid: runnerKeyId(options.contextId, options.runnerId), key: await signingKey(options.key) };
-  const reporter = new Reporter({ baseUrl: options.url, signer, warn: log.warn });
   const answerWithinMs = options.answerWithinMs ?? 0;
   if (!Number.isInteger(answerWithinMs) || answerWithinMs < 0 || answerWithinMs > MAX_ANSWER_WITHIN_MS)
     throw new Error(`answerWithinMs must be an integer from 0 to ${MAX_ANSWER_WITHIN_MS}, not ${answerWithinMs}`);
-  const mode = options.mode ?? "push";
   const batch = options.batch ?? DEFAULT_BATCH;
   if (!Number.isInteger(batch) || batch < 1 || batch > 100)
     throw new Error(`batch must be an integer from 1 to 100, not ${batch}`);
-  const stopping = new AbortController();
-  const batcher =
-    batch > 1
-      ? new ReportBatcher({
-          reporter,
-          contextId: options.contextId,
-          runnerId: options.runnerId,
-          max: batch,
-          warn: log.warn,
-        })
-      : undefined;
-  const deps: JobDeps = {
-    sink: batcher ?? new DirectSink(reporter),
-    ...jobSettings(options, log, stopping.signal, scriptTypes),
+  const mode = options.mode ?? "push";
+  return {
+    contextId: options.contextId,
+    runnerId: options.runnerId,
+    concurrency,
+    scriptTypes,
+    answerWithinMs,
+    batch,
+    mode,
   };
+}
 
-  /** Attempts running now, by attempt key. */
-  const running = new Map<string, Promise<void>>();
-  /** How to stop each running attempt when the coordinator cancels it. */
-  const cancels = new Map<string, AbortController>();
-  /** Attempts taken here, running or ended lately: the dedupe of at-least-once deliveries. */
-  const recent = new RecentAttempts({ warn: log.warn });
-  /** Ends told in answers: a delivery of such an attempt sent again is answered the same. */
-  const told = new ToldEnds();
-  /**
-   * Attempts whose script ended and whose result is on its way (in a batch, perhaps): they take
-   * no push slot here any more. The coordinator frees their slot when it applies the result, and
-   * may push the next job before that answer is back: a slot counted until then would refuse it.
-   */
-  const reporting = new Set<string>();
-  const busy = () => running.size - reporting.size;
-  let waiters: (() => void)[] = [];
-  let draining = false;
-  const wake = () => {
-    const woken = waiters;
-    waiters = [];
-    for (const w of woken) w();
-  };
-
-  /** Runs an attempt taken here (`recent.take` said it is no repeat). */
-  const start = (payload: DeliveryPayload, ack: boolean, answer?: AnswerWindow) => {
-    const key = deliveryKey(payload);
-    const cancel = new AbortController();
-    cancels.set(key, cancel);
-    const ended = () => void reporting.add(key);
-    const sink = answer ? answer.sink(deps.sink, (report) => told.remember(key, report)) : deps.sink;
-    const run = runDelivery(payload, { ...deps, sink }, { ack, cancel: cancel.signal, ended }).then(
-      () => undefined,
-      (error: Error) => log.warn(`job ${payload.job_id} (attempt ${payload.attempt}) crashed: ${error.message}`),
-    );
-    running.set(
-      key,
-      run.finally(() => {
-        running.delete(key);
-        reporting.delete(key);
-        cancels.delete(key);
-        recent.release(key);
-        wake();
-      }),
-    );
-  };
-
-  const parse = parseDelivery(reporter, log);
-  const accept = (payload: DeliveryPayload): Acceptance => {
-    if (payload.context_id !== options.contextId || payload.runner_id !== options.runnerId) {
-      return { refused: `this delivery is for runner ${payload.runner_id} of context ${payload.context_id}` };
-    }
-    const key = deliveryKey(payload);
-    if (recent.has(key)) {
-      // Answered as the first was: 2xx (with the end, if the first answer told it), not run again.
-      const report = told.get(key);
-      return report ? { ending: Promise.resolve(report) } : "duplicate";
-    }
-    if (draining) return "draining";
-    if (busy() >= concurrency) return "busy";
-    const type = (payload.message.job[0] as { script_type: string }).script_type;
-    if (!deps.executorFor(type))
-      return { refused: `this runner does not run ${type} scripts (it runs ${scriptTypes.join(", ")})` };
-    recent.take(key);
-    if (answerWithinMs === 0) {
-      start(payload, false);
-      return "accepted";
-    }
-    const answer = new AnswerWindow(answerWithinMs);
-    start(payload, false, answer);
-    return { ending: answer.ending, unanswered: () => answer.unanswered() };
-  };
-
-  const answering = answerWithinMs > 0 ? `, answering with results within ${answerWithinMs} ms` : "";
-  let server: PushServer | undefined;
-  let pull: PullLoop | undefined;
-  if (mode === "push") {
-    server = await startPushServer({
-      ...(await pushListening(options, log)),
-      signer,
-      parse,
-      accept,
-      cancel: (c) => {
-        const controller = cancels.get(attemptKey(c));
-        controller?.abort(`cancelled by the coordinator: ${c.reason}`);
-        return controller !== undefined;
-      },
-      health: () => ({ status: draining ? "draining" : "ok", running: running.size, concurrency }),
-      log,
-    });
-    log.info(
-      `runner ${options.runnerId} of context ${options.contextId} listening on ${server.url} (concurrency ${concurrency}, batch ${batch}${answering}, ${scriptTypes.join(", ")})`,
-    );
-  } else {
-    pull = startPullLoop({
-      reporter,
-      contextId: options.contextId,
-      runnerId: options.runnerId,
-      batch,
-      // Not busy(): a lease before the coordinator applied the results would find no free slot there.
-      freeSlots: () => concurrency - running.size,
-      slotFreed: () => new Promise<void>((resolve) => waiters.push(resolve)),
-      parse,
-      take: (payload) => {
-        // Leased means assigned to us: even while draining it runs (or is reported on).
-        if (recent.take(deliveryKey(payload))) start(payload, true);
-      },
-      log,
-    });
-    log.info(
-      `runner ${options.runnerId} of context ${options.contextId} pulling from ${options.url} (concurrency ${concurrency}, batch ${batch}, ${scriptTypes.join(", ")})`,
-    );
-  }
-
+/** The handle of a started runner: its drain (once, however asked) and its stop. */
+function runnerHandle(parts: {
+  attempts: RunnerAttempts;
+  log: RunnerLog;
+  stopping: AbortController;
+  batcher: ReportBatcher | undefined;
+  server?: PushServer;
+  pull?: PullLoop;
+}): RunnerHandle {
+  const { attempts, log, batcher, server, pull } = parts;
   let drained: Promise<void> | undefined;
   let resolveFinished: () => void = () => undefined;
   const finished = new Promise<void>((resolve) => (resolveFinished = resolve));
   const drain = () =>
     (drained ??= (async () => {
-      draining = true;
-      log.info(`draining: ${running.size} job(s) running, taking no new work`);
+      attempts.draining = true;
+      log.info(`draining: ${attempts.size} job(s) running, taking no new work`);
       await pull?.stop();
-      while (running.size > 0) await Promise.all(running.values());
+      await attempts.settled();
       await server?.close();
       const sent = batcher ? ` (${batcher.reports} reports sent in ${batcher.requests} batches)` : "";
       log.info(`drained${sent}`);
@@ -251,11 +200,11 @@ export async function startRunner(options: RunnerOptions): Promise<RunnerHandle>
     })());
   return {
     ...(server ? { url: server.url } : {}),
-    running: () => running.size,
+    running: () => attempts.size,
     finished,
     drain,
     stop: () => {
-      stopping.abort("the runner was stopped");
+      parts.stopping.abort("the runner was stopped");
       return drain();
     },
   };
