@@ -142,73 +142,99 @@ export async function runDelivery(
 
   const began = Date.now();
   deps.log.info(`${label} start`);
-  const executor = deps.executorFor(job.script_type);
-  let outcome: ExecutionOutcome;
-  let logs: Log[] = [];
-  if (!executor) {
-    outcome = { status: "error", error: `this runner has no executor for script type ${job.script_type}` };
-  } else {
-    await mkdir(deps.workDir, { recursive: true });
-    const dir = await mkdtemp(path.join(deps.workDir, `job-${job.id}-a${payload.attempt}-`));
-    const batcher = new LogBatcher((lines) => void reports.send("logs", { logs: lines }));
-    // Skip a beat while a report is pending: any report already tells the coordinator we are alive.
-    const heartbeat = setInterval(() => {
-      if (reports.idle) void reports.send("heartbeat");
-    }, deps.heartbeatSeconds * 1000);
-    let startReport: NodeJS.Timeout | undefined;
-    const reportStart = () => void reports.send("started");
-    try {
-      outcome = await executor.run({
-        job,
-        workDir: dir,
-        env: jobEnv(job, path.join(dir, "result")),
-        resultFile: path.join(dir, "result"),
-        timeoutSeconds: job.timeout,
-        onStart: () => {
-          if (deps.startedAfterMs === 0) reportStart();
-          else startReport = setTimeout(reportStart, deps.startedAfterMs);
-        },
-        onLine: (stream, line) => batcher.add(stream, line),
-        signal: AbortSignal.any([reports.lost.signal, deps.stopSignal, ...(options.cancel ? [options.cancel] : [])]),
-      });
-    } catch (error) {
-      outcome = { status: "error", error: `the executor failed: ${(error as Error).message}` };
-    } finally {
-      clearTimeout(startReport);
-      clearInterval(heartbeat);
-      logs = batcher.rest();
-      await rm(dir, { recursive: true, force: true }).catch((error: Error) =>
-        deps.log.warn(`cannot remove ${dir}: ${error.message}`),
-      );
-    }
-  }
-
+  const { outcome, logs } = await execute(payload, job, deps, reports, options.cancel);
   const seconds = ((Date.now() - began) / 1000).toFixed(1);
   if (reports.lost.signal.aborted) {
     deps.log.info(`${label} abandoned after ${seconds} s: ${String(reports.lost.signal.reason)}`);
     return { status: "abandoned", detail: String(reports.lost.signal.reason) };
   }
-  outcome = withinLimits(outcome);
+  options.ended?.();
+  const { told, reported } = await reportEnd(reports, withinLimits(outcome), logs);
+  const note = reported ? "" : " (the result was not taken)";
+  if (told.status === "finished") deps.log.info(`${label} end: finished in ${seconds} s${note}`);
+  else deps.log.info(`${label} end: error after ${seconds} s: ${told.error}${note}`);
+  return told.status === "finished" ? { status: "finished" } : { status: "error", detail: told.error };
+}
+
+/**
+ * Runs the script with its executor in a fresh work dir, reporting `started` (unless it ended
+ * within `startedAfterMs`), heartbeats and batched logs while it runs; its outcome and the log
+ * lines not sent yet.
+ */
+async function execute(
+  payload: DeliveryPayload,
+  job: RunnerJob,
+  deps: JobDeps,
+  reports: AttemptReports,
+  cancel: AbortSignal | undefined,
+): Promise<{ outcome: ExecutionOutcome; logs: Log[] }> {
+  const executor = deps.executorFor(job.script_type);
+  if (!executor)
+    return {
+      outcome: { status: "error", error: `this runner has no executor for script type ${job.script_type}` },
+      logs: [],
+    };
+  await mkdir(deps.workDir, { recursive: true });
+  const dir = await mkdtemp(path.join(deps.workDir, `job-${job.id}-a${payload.attempt}-`));
+  const batcher = new LogBatcher((lines) => void reports.send("logs", { logs: lines }));
+  // Skip a beat while a report is pending: any report already tells the coordinator we are alive.
+  const heartbeat = setInterval(() => {
+    if (reports.idle) void reports.send("heartbeat");
+  }, deps.heartbeatSeconds * 1000);
+  let startReport: NodeJS.Timeout | undefined;
+  const reportStart = () => void reports.send("started");
+  try {
+    const outcome = await executor.run({
+      job,
+      workDir: dir,
+      env: jobEnv(job, path.join(dir, "result")),
+      resultFile: path.join(dir, "result"),
+      timeoutSeconds: job.timeout,
+      onStart: () => {
+        if (deps.startedAfterMs === 0) reportStart();
+        else startReport = setTimeout(reportStart, deps.startedAfterMs);
+      },
+      onLine: (stream, line) => batcher.add(stream, line),
+      signal: AbortSignal.any([reports.lost.signal, deps.stopSignal, ...(cancel ? [cancel] : [])]),
+    });
+    return { outcome, logs: batcher.rest() };
+  } catch (error) {
+    return {
+      outcome: { status: "error", error: `the executor failed: ${(error as Error).message}` },
+      logs: batcher.rest(),
+    };
+  } finally {
+    clearTimeout(startReport);
+    clearInterval(heartbeat);
+    await rm(dir, { recursive: true, force: true }).catch((error: Error) =>
+      deps.log.warn(`cannot remove ${dir}: ${error.message}`),
+    );
+  }
+}
+
+/**
+ * Reports how the attempt ended, with its last log lines; a result the coordinator refuses as
+ * too big (413, docs/limits.md) is reported again as an error saying so, rather than leaving its
+ * job to time out. What was told, and whether it was taken.
+ */
+async function reportEnd(
+  reports: AttemptReports,
+  outcome: ExecutionOutcome,
+  logs: Log[],
+): Promise<{ told: ExecutionOutcome; reported: boolean }> {
   const body =
     outcome.status === "finished"
       ? { status: "finished", result: outcome.result, logs }
       : { status: "error", error: outcome.error.slice(0, MAX_ERROR_CHARS), result: outcome.result ?? {}, logs };
-  options.ended?.();
-  let reported = await reports.send("result", body, RESULT_RETRY_MS);
-  if (reported && !reported.ok && reported.status === 413) {
-    // Too big to take (the coordinator's limits, docs/limits.md): the attempt ends in error
-    // saying so, rather than leaving its job to time out.
-    outcome = { status: "error", error: `the coordinator refused the result: ${reported.detail}` };
-    reported = await reports.send(
-      "result",
-      { status: "error", error: outcome.error.slice(0, MAX_ERROR_CHARS) },
-      RESULT_RETRY_MS,
-    );
-  }
-  const note = reported?.ok ? "" : " (the result was not taken)";
-  if (outcome.status === "finished") deps.log.info(`${label} end: finished in ${seconds} s${note}`);
-  else deps.log.info(`${label} end: error after ${seconds} s: ${outcome.error}${note}`);
-  return outcome.status === "finished" ? { status: "finished" } : { status: "error", detail: outcome.error };
+  const reported = await reports.send("result", body, RESULT_RETRY_MS);
+  if (!reported || reported.ok || reported.status !== 413) return { told: outcome, reported: reported?.ok === true };
+  const error = `the coordinator refused the result: ${reported.detail}`;
+  const again = await reports.send(
+    "result",
+    { status: "error", error: error.slice(0, MAX_ERROR_CHARS) },
+    RESULT_RETRY_MS,
+  );
+  return { told: { status: "error", error }, reported: again?.ok === true };
 }
 
 /**
