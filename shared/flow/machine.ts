@@ -2,7 +2,7 @@ import { deadline, dispatch, Draft, ENDED, leaseDeadline } from "./draft.js";
 import { unchanged, type FlowEvent, type Transition } from "./events.js";
 import { failedJobs } from "./build.js";
 import { cancel, fail, finish, rerun } from "./outcomes.js";
-import { jobKey, type Deadline, type FlowState, type JobState } from "./state.js";
+import { jobKey, type Deadline, type Delivery, type FlowState, type JobState } from "./state.js";
 
 /**
  * The flow state machine: `(state, event) → (state, effects)`, with no I/O. The Durable Object
@@ -66,6 +66,8 @@ function reRun(state: FlowState, event: Extract<FlowEvent, { type: "rerun" }>): 
 }
 
 type JobEvent = Extract<FlowEvent, { job: number; runner: number }>;
+/** What a job's runner tells of its attempt (through the coordinator's delivery, or its reports). */
+type RunnerEvent = Exclude<JobEvent, { type: "assigned" | "unassigned" }>;
 
 function onJobEvent(state: FlowState, event: JobEvent): Transition {
   const job = state.jobs[event.job];
@@ -78,21 +80,29 @@ function onJobEvent(state: FlowState, event: JobEvent): Transition {
     );
   }
   if (event.type === "assigned") return assign(state, job, event);
-  if (event.type === "unassigned") {
-    if (job.status !== "dispatched" || job.delivery?.runnerId !== event.runner || job.delivery.state !== "assigned") {
-      return unchanged(
-        state,
-        "stale",
-        `attempt ${job.attempt} of job ${jobKey(job)} is not waiting on runner ${event.runner}`,
-      );
-    }
-    const d = new Draft(state);
-    d.update(job.id, {
-      delivery: undefined,
-      ...(event.reason ? { refused: `runner ${event.runner} ${event.reason}` } : {}),
-    });
-    return d.done();
+  if (event.type === "unassigned") return unassign(state, job, event);
+  return notItsRunners(state, job, event) ?? fromRunner(state, job, event);
+}
+
+/** A claim the runner did not take: the attempt waits for a runner again, saying why. */
+function unassign(state: FlowState, job: JobState, event: Extract<FlowEvent, { type: "unassigned" }>): Transition {
+  if (job.status !== "dispatched" || job.delivery?.runnerId !== event.runner || job.delivery.state !== "assigned") {
+    return unchanged(
+      state,
+      "stale",
+      `attempt ${job.attempt} of job ${jobKey(job)} is not waiting on runner ${event.runner}`,
+    );
   }
+  const d = new Draft(state);
+  d.update(job.id, {
+    delivery: undefined,
+    ...(event.reason ? { refused: `runner ${event.runner} ${event.reason}` } : {}),
+  });
+  return d.done();
+}
+
+/** Why an event of a runner does not fit the attempt: it failed already, it is another runner's, it ended. */
+function notItsRunners(state: FlowState, job: JobState, event: RunnerEvent): Transition | undefined {
   if (job.deadline?.kind === "retry")
     return unchanged(state, "stale", `attempt ${job.attempt} of job ${jobKey(job)} already failed`);
   if (!job.delivery || job.delivery.runnerId !== event.runner) {
@@ -107,8 +117,13 @@ function onJobEvent(state: FlowState, event: JobEvent): Transition {
       (event.type === "finished" && job.status === "finished") || (event.type === "failed" && job.status === "error");
     return unchanged(state, same ? "duplicate" : "stale", `attempt ${job.attempt} of job ${jobKey(job)} already ended`);
   }
+  return undefined;
+}
+
+/** An event of the attempt's own runner, the attempt running: delivered, started, alive, ended. */
+function fromRunner(state: FlowState, job: JobState, event: RunnerEvent): Transition {
   const d = new Draft(state);
-  const delivery = job.delivery;
+  const delivery = job.delivery as Delivery;
   switch (event.type) {
     case "delivered":
       if (delivery.state !== "assigned") return unchanged(state, "duplicate", "already delivered");
