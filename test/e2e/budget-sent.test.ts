@@ -48,8 +48,8 @@ describe("budget: commands sent to storage", () => {
     }
     await answersIn(proc, "answered result w ", 2);
 
-    /** The key epoch's reads so far: the only plain GET a lone job sends (INFO commandstats). */
-    const epochReads = async () => (await stack().commandStats()).get("get") ?? 0;
+    /** The key epoch's reads so far (with the database's identity): the only MGET a lone job sends (INFO commandstats). */
+    const epochReads = async () => (await stack().commandStats()).get("mget") ?? 0;
     const counts: number[] = [];
     const reads: number[] = [];
     for (let i = 0; i < 3; i++) {
