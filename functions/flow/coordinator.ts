@@ -32,6 +32,7 @@ import { Incarnations } from "./incarnation.js";
 import { NonceLedger } from "./nonces.js";
 import { purgeFlow } from "./purge-flow.js";
 import { applyReported, inJobOrder } from "./reported.js";
+import { recordKey } from "./stored.js";
 import { FlowStream, sinceOf } from "./stream.js";
 import { flowView } from "./view.js";
 import { explainWaiting, whyUndelivered } from "./waiting.js";
@@ -90,6 +91,10 @@ export class FlowCoordinator extends DurableObject<Env> implements FlowCoordinat
     store: () => this.store(),
     rebuild: (journal) => this.incarnations.rebuild(journal),
     ownsPending: () => this.incarnations.ownsPending(),
+    record: () => {
+      const token = this.binding.incarnation;
+      return token === undefined ? undefined : { key: recordKey(this.store(), this.bound()), token };
+    },
     publish: (state, changes) => void this.stream.append(this.bound(), state.traceId, changes),
     reloaded: (state) => this.stream.catchUp(this.bound(), state),
     claims: (state, commit) => this.own.claimsFor(state, commit),
