@@ -137,6 +137,7 @@ export class FlowCoordinator extends DurableObject<Env> implements FlowCoordinat
     ],
     store: () => this.store(),
     current: () => this.commits.current,
+    seen: this.commits.seen,
     load: () => this.commits.load(),
     forget: () => this.commits.forget(),
     close: (reason) => this.stream.close(reason),
@@ -198,7 +199,7 @@ export class FlowCoordinator extends DurableObject<Env> implements FlowCoordinat
   /** With `explain`, jobs waiting for a runner say why (the context's dispatcher is asked). */
   async view(scope: FlowScope, options: { explain?: boolean } = {}): Promise<RpcResult<FlowView | null>> {
     return this.guard(scope, async () => {
-      const state = this.commits.current;
+      const state = await this.incarnations.recheck();
       if (!state) return null;
       // The number read with the state it describes: events committed while the dispatcher is
       // asked come after it, so a subscriber starting from it misses none.

@@ -13,9 +13,9 @@ import {
   type CommitStep,
   type Store,
 } from "../../shared/store/index.js";
-import { REVOCATION_CHECK_MS } from "../core/key-cache.js";
 import { FlowJournal } from "./journal.js";
 import { PendingCommits, type PendingCommit } from "./pending.js";
+import { RecordSeen } from "./record-seen.js";
 
 /** A flow not in storage yet, stored by the batch of the event it came with (createWith). */
 interface Unborn {
@@ -123,12 +123,8 @@ export class GroupCommit {
    * overwrite what a commit set meanwhile (it would take memory back to an older state).
    */
   private generation = 0;
-  /**
-   * When the flow's record was last seen to be this flow's (read back, created, or found by a
-   * commit's check): a commit checks it again (`record`) when that is older than
-   * REVOCATION_CHECK_MS, so a wiped Redis gets at most that second of this flow's writes.
-   */
-  private verifiedAt = -Infinity;
+  /** When the record was last seen to be the flow's: a commit checks it again (`record`) when stale. */
+  readonly seen = new RecordSeen();
 
   constructor(private readonly host: CommitHost) {
     this.pending = new PendingCommits(host.storage);
@@ -157,7 +153,7 @@ export class GroupCommit {
     const generation = this.generation;
     const readAt = Date.now();
     const state = await this.host.rebuild(await this.journal.read());
-    this.verifiedAt = readAt;
+    this.seen.seenAt(readAt);
     this.host.storageUp();
     // A commit (or a creation) that set memory meanwhile knows better than this read.
     if (generation !== this.generation) return;
@@ -169,7 +165,7 @@ export class GroupCommit {
   private remember(state: FlowState | null | undefined): void {
     this.state = state;
     this.generation++;
-    if (state === undefined) this.verifiedAt = -Infinity;
+    if (state === undefined) this.seen.lost();
   }
 
   /**
@@ -380,10 +376,10 @@ export class GroupCommit {
   private async run(plan: PendingCommit, claims?: ClaimsOfCommit): Promise<CommitOutcome> {
     // A creation's script tells another flow under the id by itself.
     const startedAt = Date.now();
-    const check = !plan.creates && startedAt - this.verifiedAt >= REVOCATION_CHECK_MS;
+    const check = !plan.creates && this.seen.stale(startedAt);
     const record = check ? this.host.record?.() : undefined;
     const outcome = await this.host.store().flows.commit(plan, claims, record);
-    if (plan.creates || record) this.verifiedAt = startedAt;
+    if (plan.creates || record) this.seen.seenAt(startedAt);
     this.host.storageUp();
     return outcome;
   }

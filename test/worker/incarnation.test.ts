@@ -245,6 +245,24 @@ describe("a flow's object and a flow under an id given again", () => {
     expect(await client.loadFlow(ctx, flow.id)).toMatchObject({ status: "finished", result: { x: { v: "new" } } });
   });
 
+  it("does not show a flow Redis lost from memory once a second passed, nor answer 500 for a context gone", async () => {
+    const ctx = 19;
+    let client = await flushed(ctx);
+    const { flow: old, stub } = await oldFlow(client, await PullRunner.register(w, client, ctx), ctx);
+    client = await flushed(ctx);
+    await new Promise((resolve) => setTimeout(resolve, REVOCATION_CHECK_MS));
+    // The actor who holds the ids in the new database sees no trace of the old flow.
+    expect((await failure(client.loadFlow(ctx, old.id))).status).toBe(404);
+    expect((await storageOf(stub)).keys).toEqual([]);
+
+    // A flow whose jobs wait, and its context gone from Redis while this isolate still trusts
+    // its cached copy: the context's dispatcher, asked why the jobs wait, finds no context.
+    const waiting = await client.submitFlow(ctx, { start: true, jobs: [sh("w", [])] });
+    await w.redis.exec(["DEL", w.keys.context(ctx)]);
+    const answer = await failure(client.loadFlow(ctx, waiting.id));
+    expect([answer.status, answer.code]).toEqual([404, "not-found"]);
+  });
+
   it("drops a commit left pending by the old flow instead of running it on keys Redis lost", async () => {
     const ctx = 14;
     const client = await flushed(ctx);
