@@ -30,9 +30,8 @@ export class Keys {
   }
 
   /**
-   * A used signature nonce, kept until its signature could no longer be fresh. A runner's nonces,
-   * and those of flow submissions, live in the context's slot, so a script can consume one in the
-   * same round trip (the signature covers the path, so a nonce never counts in another context).
+   * A used signature nonce, until its signature could no longer be fresh; in the context's slot
+   * for a runner's and a flow submission's (a script spends it). Scopes: docs/architecture.md.
    */
   nonce(keyid: string, nonce: string, contextId?: number): string {
     return contextId === undefined
@@ -264,13 +263,14 @@ export class Keys {
     return `${this.prefix}counters`;
   }
 
-  /**
-   * `key_epoch`: a number bumped (INCR) by every removal or change of an actor's or a runner's
-   * key. An isolate reads it at most once a second before trusting its cache of public keys and
-   * drops the cache when it changed (functions/core/key-cache.ts).
-   */
+  /** `key_epoch`: bumped (INCR) by every change of a key; read with `storeIdentity` (key-cache.ts). */
   keyEpoch(): string {
     return `${this.prefix}key_epoch`;
+  }
+
+  /** `identity`: the database's (`<ms>.<random>`), made at its first use (SET NX); another after a wipe. */
+  storeIdentity(): string {
+    return `${this.prefix}identity`;
   }
 
   // Recurring flows (issue 12: schedules; docs/schedules.md).

@@ -30,6 +30,30 @@ const SUBMISSION = /^\/v1\/contexts\/\d+\/flows$/;
 /** Where a WebSocket ticket may stand for a signature: the event streams and the JSON-RPC session. */
 const TICKET_PATHS = /^(\/v1\/contexts\/\d+(\/flows\/\d+)?\/events|\/rpc)$/;
 
+/**
+ * How long before its database's identity was made (Keys.storeIdentity) a signature may have
+ * been made: the time a request takes to arrive, and clocks a little apart.
+ */
+export const RESET_GRACE_SECONDS = 2;
+
+/**
+ * Refuses a signature made before the database was (wiped and) made again, less
+ * RESET_GRACE_SECONDS: the nonces it holds went with the old one, so a request captured before
+ * could otherwise be replayed while its signature is still fresh. The identity is read with the
+ * key epoch, at most once a second per isolate: no command of its own.
+ */
+async function refuseIfBeforeReset(store: Store, created: number): Promise<void> {
+  const { bornMs } = await keyCache.reading(store.keys.prefix, () => store.keyEpoch.read());
+  const born = Math.floor(bornMs / 1000);
+  if (created >= born - RESET_GRACE_SECONDS) return;
+  throw unauthorized(
+    new AuthError(
+      "signature-expired",
+      `the signature was made at ${created}, before this coordinator's storage was made (${born}, after a reset): sign the request again`,
+    ),
+  );
+}
+
 /** The registered public key of an actor or a runner, read from storage; null when there is none. */
 async function registeredKey(store: Store, id: Exclude<KeyId, { kind: "key" }>): Promise<string | null> {
   const record =
@@ -90,6 +114,7 @@ export const authenticate: MiddlewareHandler<AppEnv> = async (c, next) => {
   } catch (error) {
     throw error instanceof AuthError ? unauthorized(error) : error;
   }
+  await refuseIfBeforeReset(store, verified.created);
   const principal = parseKeyId(verified.keyid) as Principal;
   // A nonce must be remembered as long as a signature carrying it could still be fresh.
   const ttlSeconds = 2 * config.skewSeconds + 60;

@@ -15,11 +15,21 @@ const MAX_ENTRIES = 10_000;
  * public keys are (key-cache.ts): a change that bumps the epoch (`store.keyEpoch.bump()`) makes
  * every isolate read the record again within REVOCATION_CHECK_MS, and the isolate that made the
  * change at once (`forget`). An entry lives `ttlSeconds` at most (KEY_CACHE_SECONDS; 0 keeps
- * nothing). Checking the epoch costs at most one read per isolate a second, shared with the key
- * cache; a hit costs no storage command.
+ * nothing). The epoch names the database too (its identity, Keys.storeIdentity): a database
+ * wiped or replaced under the isolate makes every entry stale. Checking the epoch costs at most
+ * one read per isolate a second, shared with the key cache; a hit costs no storage command.
+ * Instances live at a module's top level (each registers with the key cache once).
  */
 export class EpochCache<T> {
   private readonly entries = new Map<string, Entry<T>>();
+
+  constructor() {
+    // Entries are trusted under the epoch, which names the database too: those of a database
+    // that was wiped or replaced would never be used again. They go at once all the same.
+    keyCache.onReset((prefix) => {
+      for (const key of this.entries.keys()) if (key.startsWith(`${prefix}\n`)) this.entries.delete(key);
+    });
+  }
 
   /**
    * The cached value of `id`, if `usable` accepts it, else `load`'s (kept unless undefined).

@@ -15,7 +15,25 @@ export function toProblem(error: unknown): Problem {
   if (error instanceof CorruptRecordError)
     return new Problem("corrupt-record", error.message, { key: error.key, fields: error.issues });
   if (error instanceof ZodError) return invalidInput(error);
-  return new Problem("internal", "the coordinator failed unexpectedly; see its logs");
+  return remoteProblem(error) ?? new Problem("internal", "the coordinator failed unexpectedly; see its logs");
+}
+
+/** The store's errors whose problem does not depend on fields an RPC would not carry back. */
+const REMOTE_KINDS: Record<string, "not-found" | "conflict" | "storage-unavailable"> = {
+  NotFoundError: "not-found",
+  ConflictError: "conflict",
+  StorageUnavailableError: "storage-unavailable",
+};
+
+/**
+ * A store's error that another Durable Object threw, as its RPC brings it back: an Error with
+ * the name and message, no longer of its class. Mapped as the error itself would be (a context
+ * gone while the Dispatcher explained a flow's waiting jobs is a 404, not a 500).
+ */
+function remoteProblem(error: unknown): Problem | undefined {
+  if (!(error instanceof Error) || !("remote" in error)) return undefined;
+  const kind = REMOTE_KINDS[error.name];
+  return kind ? new Problem(kind, error.message) : undefined;
 }
 
 /** One field at fault: where it is as the client sees it (`body.jobs.0.script`), and what is wrong. */

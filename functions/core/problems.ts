@@ -37,7 +37,8 @@ export const PROBLEMS = {
   "signature-expired": {
     status: 401,
     title: "Unauthorized",
-    meaning: "The signature's `created` is older than the allowed skew.",
+    meaning:
+      "The signature's `created` is older than the allowed skew, or than the coordinator's storage (made again after a reset).",
   },
   "signature-from-future": {
     status: 401,

@@ -33,6 +33,7 @@ import { Incarnations } from "./incarnation.js";
 import { NonceLedger } from "./nonces.js";
 import { purgeFlow } from "./purge-flow.js";
 import { applyReported, inJobOrder } from "./reported.js";
+import { recordKey } from "./stored.js";
 import { FlowStream, sinceOf } from "./stream.js";
 import { flowView } from "./view.js";
 import { explainWaiting, whyUndelivered } from "./waiting.js";
@@ -91,6 +92,10 @@ export class FlowCoordinator extends DurableObject<Env> implements FlowCoordinat
     store: () => this.store(),
     rebuild: (journal) => this.incarnations.rebuild(journal),
     ownsPending: () => this.incarnations.ownsPending(),
+    record: () => {
+      const token = this.binding.incarnation;
+      return token === undefined ? undefined : { key: recordKey(this.store(), this.bound()), token };
+    },
     publish: (state, changes) => void this.stream.append(this.bound(), state.traceId, changes),
     reloaded: (state) => this.stream.catchUp(this.bound(), state),
     claims: (state, commit) => this.own.claimsFor(state, commit),
@@ -133,6 +138,7 @@ export class FlowCoordinator extends DurableObject<Env> implements FlowCoordinat
     ],
     store: () => this.store(),
     current: () => this.commits.current,
+    seen: this.commits.seen,
     load: () => this.commits.load(),
     forget: () => this.commits.forget(),
     close: (reason) => this.stream.close(reason),
@@ -194,7 +200,7 @@ export class FlowCoordinator extends DurableObject<Env> implements FlowCoordinat
   /** With `explain`, jobs waiting for a runner say why (the context's dispatcher is asked). */
   async view(scope: FlowScope, options: { explain?: boolean } = {}): Promise<RpcResult<FlowView | null>> {
     return this.guard(scope, async () => {
-      const state = this.commits.current;
+      const state = await this.incarnations.recheck();
       if (!state) return null;
       // The number read with the state it describes: events committed while the dispatcher is
       // asked come after it, so a subscriber starting from it misses none.

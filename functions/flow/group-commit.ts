@@ -15,6 +15,7 @@ import {
 } from "../../shared/store/index.js";
 import { FlowJournal } from "./journal.js";
 import { PendingCommits, type PendingCommit } from "./pending.js";
+import { RecordSeen } from "./record-seen.js";
 
 /**
  * The most bytes of results and log lines one batch writes (a single event may bring more, up
@@ -79,6 +80,13 @@ export interface CommitHost {
    * plan is the flow's.
    */
   ownsPending?(): Promise<boolean>;
+  /**
+   * The flow's hash and the incarnation token a commit must find there to write (Redis wiped or
+   * replaced, or the flow deleted: the commit writes nothing and fails with NotFoundError);
+   * undefined while none is known. Asked at most once per REVOCATION_CHECK_MS of commits (one
+   * command in the commit's script), and on the first commit after memory was forgotten.
+   */
+  record?(): { key: string; token: string } | undefined;
   /** The changes of a durable batch, for the flow's event stream. */
   publish(state: FlowState, changes: FlowChange[]): void;
   /** The state was read back from storage: the stream catches up with it. */
@@ -130,6 +138,8 @@ export class GroupCommit {
    * overwrite what a commit set meanwhile (it would take memory back to an older state).
    */
   private generation = 0;
+  /** When the record was last seen to be the flow's: a commit checks it again (`record`) when stale. */
+  readonly seen = new RecordSeen();
 
   constructor(private readonly host: CommitHost) {
     this.pending = new PendingCommits(host.storage);
@@ -156,7 +166,9 @@ export class GroupCommit {
   private async loadNow(): Promise<void> {
     await this.settlePending();
     const generation = this.generation;
+    const readAt = Date.now();
     const state = await this.host.rebuild(await this.journal.read());
+    this.seen.seenAt(readAt);
     this.host.storageUp();
     // A commit (or a creation) that set memory meanwhile knows better than this read.
     if (generation !== this.generation) return;
@@ -164,10 +176,11 @@ export class GroupCommit {
     if (state) this.host.reloaded(state);
   }
 
-  /** Sets memory (see `generation`). */
+  /** Sets memory (see `generation`); memory forgotten is checked against its record again. */
   private remember(state: FlowState | null | undefined): void {
     this.state = state;
     this.generation++;
+    if (state === undefined) this.seen.lost();
   }
 
   /**
@@ -184,8 +197,9 @@ export class GroupCommit {
       try {
         await this.run(plan);
       } catch (error) {
-        // A creation that found another flow under its id wrote nothing and owes nothing.
-        if (!(error instanceof ConflictError)) throw error;
+        // A creation that found another flow under its id, or a commit its flow gone, wrote
+        // nothing and owes nothing.
+        if (!(error instanceof ConflictError || error instanceof NotFoundError)) throw error;
         await this.pending.clear();
         return true;
       }
@@ -344,9 +358,10 @@ export class GroupCommit {
         skipped = outcome.skipped;
       } catch (error) {
         this.remember(undefined);
-        if (error instanceof RedisCommandError || error instanceof ConflictError) {
-          // Redis refused the script (a bug, not an outage), or the creation found its ids
-          // taken (nothing written): running it again cannot help.
+        if (error instanceof RedisCommandError || error instanceof ConflictError || error instanceof NotFoundError) {
+          // Redis refused the script (a bug, not an outage), the creation found its ids taken,
+          // or the flow is gone from Redis (nothing written): running it again cannot help. The
+          // next read finds the flow gone and wipes what the object keeps of it (incarnation.ts).
           await this.pending.clear();
         } else {
           await this.host.storageDown();
@@ -390,7 +405,12 @@ export class GroupCommit {
 
   /** One call of the plan's script (with claims appended, the first time only); what it did. */
   private async run(plan: PendingCommit, claims?: ClaimsOfCommit): Promise<CommitOutcome> {
-    const outcome = await this.host.store().flows.commit(plan, claims);
+    // A creation's script tells another flow under the id by itself.
+    const startedAt = Date.now();
+    const check = !plan.creates && this.seen.stale(startedAt);
+    const record = check ? this.host.record?.() : undefined;
+    const outcome = await this.host.store().flows.commit(plan, claims, record);
+    if (plan.creates || record) this.seen.seenAt(startedAt);
     this.host.storageUp();
     return outcome;
   }

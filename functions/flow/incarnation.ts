@@ -1,6 +1,7 @@
 import { dueDeadlines, type FlowState, type Journal } from "../../shared/flow/index.js";
 import type { Store } from "../../shared/store/index.js";
 import type { FlowBinding } from "./binding.js";
+import type { RecordSeen } from "./record-seen.js";
 import { wipeStorage } from "./reset.js";
 import { readFlow, readRecordToken, rebuildFrom } from "./stored.js";
 
@@ -19,6 +20,8 @@ export interface IncarnationHost {
   store(): Store;
   /** The flow's state in memory (GroupCommit's): undefined until loaded, null when there is none. */
   current(): FlowState | null | undefined;
+  /** When the record was last seen to be the flow's (GroupCommit's). */
+  readonly seen: RecordSeen;
   /** Loads the state (GroupCommit's load, which rebuilds through `rebuild` below). */
   load(): Promise<FlowState | null>;
   /** Forgets the state in memory. */
@@ -76,6 +79,17 @@ export class Incarnations {
     const held = this.host.current();
     const state = await this.host.load();
     if (!held || !state || dueDeadlines(state, now).length === 0 || (await this.stillOwn())) return state;
+    return this.host.load();
+  }
+
+  /**
+   * The state to answer a view with. Memory that has not seen its record for
+   * REVOCATION_CHECK_MS is checked against it first (one command, at most once a second of
+   * views): a flow Redis lost (wiped, replaced) is not shown from memory, to the actor who holds
+   * its id in a new database least of all; it is wiped, and the view finds no flow.
+   */
+  async recheck(now = Date.now()): Promise<FlowState | null> {
+    if (this.host.current() && this.host.seen.stale(now) && (await this.stillOwn())) this.host.seen.seenAt(now);
     return this.host.load();
   }
 

@@ -11,6 +11,7 @@ import {
   type ReadyQueue,
 } from "../../shared/store/index.js";
 import type { DeliverAnswer, DeliveryTarget, OwnerAnswer } from "../core/contracts.js";
+import { keyCache } from "../core/key-cache.js";
 import type { FlowScope } from "../core/scopes.js";
 import { deliverAttempts, type AttemptOwner, type OutgoingMessages } from "./attempt-delivery.js";
 
@@ -32,6 +33,12 @@ export const CLAIM_SAFETY_MS = 30_000;
  * dispatcher, which backs it off, delivers to it again first).
  */
 const known = new Map<string, Map<number, readonly ScriptType[]>>();
+
+// A database wiped or replaced gives the context and runner ids again, to others: what this
+// isolate learned goes at once when it finds out (each claim checks its candidates anyway).
+keyCache.onReset((prefix) => {
+  for (const key of known.keys()) if (key.startsWith(`${prefix}|`)) known.delete(key);
+});
 
 function contextOf(scope: Pick<FlowScope, "prefix" | "contextId">): string {
   return `${scope.prefix}|${scope.contextId}`;

@@ -43,12 +43,16 @@ export async function readFlow(store: Store, scope: FlowScope): Promise<StoredFl
   return stored?.flow ? stored : null;
 }
 
-/** What `readFlow` found, as the record's token (one command: the flow's hash, or the job's). */
-export function readRecordToken(store: Store, scope: FlowScope): Promise<RecordToken> {
-  const key = scope.job
+/** The hash that holds the flow's incarnation token: the flow's, or the job's outside any flow. */
+export function recordKey(store: Store, scope: FlowScope): string {
+  return scope.job
     ? store.keys.job(scope.contextId, scope.job.callerId, scope.job.id)
     : store.keys.flow(scope.contextId, scope.flowId);
-  return store.flows.recordToken(key);
+}
+
+/** What `readFlow` found, as the record's token (one command: the flow's hash, or the job's). */
+export function readRecordToken(store: Store, scope: FlowScope): Promise<RecordToken> {
+  return store.flows.recordToken(recordKey(store, scope));
 }
 
 /** Reads the flow from Redis plus the journal of the object's storage, whatever incarnation; null when there is none. */

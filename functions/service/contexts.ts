@@ -22,7 +22,7 @@ async function checkActorsExist(call: ServiceCall, lists: Partial<Record<Permiss
 const unique = (ids: number[]) => [...new Set(ids)];
 
 /** Creates a context; the creator becomes an admin. */
-export async function createContext(call: ServiceCall, input: z.output<typeof ContextCreation>): Promise<Context> {
+export async function createContext(call: FlowCall, input: z.output<typeof ContextCreation>): Promise<Context> {
   const creator = requireActor(call);
   const lists = {
     admins: unique([creator, ...input.admins]),
@@ -34,7 +34,12 @@ export async function createContext(call: ServiceCall, input: z.output<typeof Co
     readers: lists.readers,
     executors: lists.executors,
   });
-  return call.store.contexts.create({ ...(input.id !== undefined ? { id: input.id } : {}), ...lists });
+  const context = await call.store.contexts.create({ ...(input.id !== undefined ? { id: input.id } : {}), ...lists });
+  // Its dispatcher may keep the runner list of a context that had the id in a database since
+  // wiped or replaced (it trusts a list up to 5 minutes): not one of those runners is this
+  // context's, and none may be handed its work.
+  await wakeContext(call, context.id, { runners: true });
+  return context;
 }
 
 /**

@@ -2,7 +2,7 @@ import { attemptBlock, type FlowState, type JobState } from "../flow/index.js";
 import type { Keys } from "../keys.js";
 import type { Flow, FlowStatus, Message, RunnerJob } from "../model/index.js";
 import { decodeRecord, encodePairs } from "./codec.js";
-import { ConflictError } from "./errors.js";
+import { ConflictError, NotFoundError } from "./errors.js";
 import { parsePushRunners, type PushRunnerName } from "./push-runners.js";
 import { flowRecord, jobRecord } from "./flow-records.js";
 import type { CommitPlan } from "./flow-plan.js";
@@ -231,11 +231,14 @@ export class FlowStore {
    * Runs a commit plan's script, or a creation's (see `creation`), with `claims` appended to it
    * (commit-claims.ts); returns the sections that were skipped as already written and what the
    * claims did. A creation refused throws ConflictError: kind "flow" when another flow holds
-   * the id, "job" when a chosen job id is taken (nothing was written).
+   * the id, "job" when a chosen job id is taken (nothing was written). With `record` (the
+   * flow's hash, or a job's outside any flow, and its incarnation token) a commit writes only
+   * while that hash holds the token, else throws NotFoundError (nothing was written).
    */
   async commit(
     plan: Pick<CommitPlan, "keys" | "args"> & Partial<Pick<Creation, "creates" | "caller">>,
     claims?: ClaimsOfCommit,
+    record?: { key: string; token: string },
   ): Promise<CommitOutcome> {
     const section =
       claims && claims.claims.length > 0
@@ -259,7 +262,10 @@ export class FlowStore {
       throw new ConflictError("job", String(jobId), `job id ${jobId} is taken by another job of actor ${plan.caller}`);
     }
     if (plan.args.length === 0) return { skipped: [], waiting: undefined, claimed: [], invalid: [] };
-    const reply = await commitFlow.run(this.redis, keys, args);
+    const reply = record
+      ? await commitFlow.run(this.redis, [record.key, ...keys], ["T", record.token, ...args])
+      : await commitFlow.run(this.redis, keys, args);
+    if (record && Number(reply) === -1) throw new NotFoundError("record", record.key);
     return commitOutcome(Array.isArray(reply) ? reply : [], claims?.claims ?? []);
   }
 

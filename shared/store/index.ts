@@ -33,7 +33,7 @@ export { DEAD_LETTERS_MAX, DROPPED_FIELD as DEAD_LETTERS_DROPPED_FIELD } from ".
 export type { ContextChecks } from "./sweep-store.js";
 export { FOLD_LIMIT, MetricsStore, SCRAPE_CONTEXT_LIMIT } from "./metrics-store.js";
 export type { ContextFigures, Counters, Scrape, SweepCounts } from "./metrics-store.js";
-export { KeyEpoch } from "./key-epoch.js";
+export { KeyEpoch, type EpochReading } from "./key-epoch.js";
 export { ScheduleStore } from "./schedule-store.js";
 export type { NewSchedule, SchedulePatch, StoredSchedule } from "./schedule-store.js";
 export { RetentionStore } from "./retention-store.js";

@@ -48,8 +48,8 @@ describe("budget: commands sent to storage", () => {
     }
     await answersIn(proc, "answered result w ", 2);
 
-    /** The key epoch's reads so far: the only plain GET a lone job sends (INFO commandstats). */
-    const epochReads = async () => (await stack().commandStats()).get("get") ?? 0;
+    /** The key epoch's reads so far (with the database's identity): the only MGET a lone job sends (INFO commandstats). */
+    const epochReads = async () => (await stack().commandStats()).get("mget") ?? 0;
     const counts: number[] = [];
     const reads: number[] = [];
     for (let i = 0; i < 3; i++) {
@@ -102,8 +102,9 @@ describe("budget: commands sent to storage", () => {
     await quietSent();
     const requests = stop().map((commands) => commands.map((c) => names.get(c) ?? c).join(" + "));
     console.log(`budget: a lone job's storage round trips, in order: ${requests.join(", ")}`);
-    // The key epoch's reads (GET) come at most once a second, whichever request they precede.
-    const path = requests.filter((r) => r !== "GET");
+    // The key epoch's reads (MGET, with the database's identity) come at most once a second,
+    // whichever request they precede.
+    const path = requests.filter((r) => r !== "MGET");
     // In order: the reservation (with the nonce), the creation with its start, which claims the
     // job for the runner and makes the context due for the sweep in the same script (no
     // dispatcher round, no command of its own for the sweep), the result's commit.

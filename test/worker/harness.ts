@@ -132,6 +132,8 @@ export interface SignedOptions {
   headers?: Record<string, string>;
   /** The signature's creation time (epoch seconds), to sign as if at another time. */
   created?: number;
+  /** The signature's nonce (a fresh one unless given). */
+  nonce?: string;
 }
 
 /**
@@ -152,6 +154,9 @@ export async function signed(
   return signRequest(
     request,
     { keyid, key: await importPrivateKey(jwk) },
-    options.created === undefined ? {} : { created: options.created },
+    {
+      ...(options.created === undefined ? {} : { created: options.created }),
+      ...(options.nonce === undefined ? {} : { nonce: options.nonce }),
+    },
   );
 }

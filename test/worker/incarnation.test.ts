@@ -1,5 +1,6 @@
 import { evictDurableObject, runInDurableObject } from "cloudflare:test";
 import { afterAll, describe, expect, it } from "vitest";
+import { REVOCATION_CHECK_MS } from "../../functions/core/key-cache.js";
 import { feedName } from "../../functions/core/scopes.js";
 import { storeForPrefix } from "../../functions/core/store.js";
 import type { ContextFeed } from "../../functions/feed/context-feed.js";
@@ -214,6 +215,52 @@ describe("a flow's object and a flow under an id given again", () => {
     expect(await storageOf(stub)).toEqual({ keys: [], incarnation: undefined, alarm: null, stream: [] });
     // Acted on, the missed delivery would have written the job's and the flow's end as records of nothing.
     expect(await recordsLeft()).toEqual([]);
+  });
+
+  it("writes nothing when a runner reports on a flow Redis lost while the object held it in memory", async () => {
+    const ctx = 18;
+    let client = await flushed(ctx);
+    let runner = await PullRunner.register(w, client, ctx);
+    const { flow: old, stub, b } = await oldFlow(client, runner, ctx);
+    const oldToken = (await storageOf(stub)).incarnation as string;
+
+    // The runner comes back with its id and key, and reports on the attempt it held: its
+    // signature is good, the flow in the object's memory is not in Redis any more.
+    client = await flushed(ctx);
+    runner = await PullRunner.again(w, client, runner);
+    // Its commits check the record once a second at most: the last one saw it a moment ago.
+    await new Promise((resolve) => setTimeout(resolve, REVOCATION_CHECK_MS));
+    const answer = await runner.report(b, "result", { status: "finished", result: { v: "late" } });
+    expect(answer).toMatchObject({ status: 404, code: "not-found" });
+    // Written, the result would have left the job's end and the next job's attempt as partial
+    // records, which the new flow under the id would then read as corrupt.
+    expect(await recordsLeft()).toEqual([]);
+
+    const flow = await client.submitFlow(ctx, { start: true, jobs: [sh("x")] });
+    expect(flow.id).toBe(old.id);
+    await expectClean(ctx, flow.id, stub, oldToken);
+    const [x] = await runner.leaseSome();
+    if (!x) throw new Error("nothing leased");
+    expect(await runner.finish(x, { v: "new" })).toMatchObject({ outcome: "applied" });
+    expect(await client.loadFlow(ctx, flow.id)).toMatchObject({ status: "finished", result: { x: { v: "new" } } });
+  });
+
+  it("does not show a flow Redis lost from memory once a second passed, nor answer 500 for a context gone", async () => {
+    const ctx = 19;
+    let client = await flushed(ctx);
+    const { flow: old, stub } = await oldFlow(client, await PullRunner.register(w, client, ctx), ctx);
+    client = await flushed(ctx);
+    await new Promise((resolve) => setTimeout(resolve, REVOCATION_CHECK_MS));
+    // The actor who holds the ids in the new database sees no trace of the old flow.
+    expect((await failure(client.loadFlow(ctx, old.id))).status).toBe(404);
+    expect((await storageOf(stub)).keys).toEqual([]);
+
+    // A flow whose jobs wait, and its context gone from Redis while this isolate still trusts
+    // its cached copy: the context's dispatcher, asked why the jobs wait, finds no context.
+    const waiting = await client.submitFlow(ctx, { start: true, jobs: [sh("w", [])] });
+    await w.redis.exec(["DEL", w.keys.context(ctx)]);
+    const answer = await failure(client.loadFlow(ctx, waiting.id));
+    expect([answer.status, answer.code]).toEqual([404, "not-found"]);
   });
 
   it("drops a commit left pending by the old flow instead of running it on keys Redis lost", async () => {

@@ -120,7 +120,7 @@ const remove = createRoute({
 
 /** Context routes: create, list, load, permissions, delete. */
 export function registerContextRoutes(app: OpenAPIHono<AppEnv>): void {
-  app.openapi(create, async (c) => c.json(await createContext(serviceCall(c), c.req.valid("json")), 201));
+  app.openapi(create, async (c) => c.json(await createContext(flowCall(c), c.req.valid("json")), 201));
   app.openapi(list, async (c) => {
     const { offset, limit } = c.req.valid("query");
     return c.json(await listContexts(serviceCall(c), offset, limit), 200);

@@ -286,10 +286,14 @@ return {created, skipped, claimWaiting or "", claimed, invalid}`,
  * clears); when that write returns 0 the transition was written before and the rest of the
  * section is skipped. Unguarded sections hold only writes that are harmless twice (freeing
  * slots: ZREM).
- *   KEYS     every key the batch touches
+ * A commit is written only into the flow it was planned for: when ARGV[1] is "T", KEYS[1] is
+ * the flow's hash (a job's, outside any flow) and ARGV[2] its incarnation token; a hash that is
+ * gone (Redis wiped or replaced, the flow deleted) or holds another token writes nothing and
+ * returns -1: written anyway, the batch would leave a partial record of nothing. One command.
+ *   KEYS     every key the batch touches (after the flow's hash, with "T")
  *   ARGV     sections: guarded ("1"/"0"), number of operations, then the operations: op (above),
  *            key position in KEYS, argument count, arguments
- * Returns {skipped, waiting, claimed, invalid}: the positions (1-based) of the sections that were
+ * Returns -1 (above), or {skipped, waiting, claimed, invalid}: the positions (1-based) of the sections that were
  * skipped (empty when all applied); the context's `dispatch_waiting` as a claim read it ("" when
  * no claim ran, or it is unset); per runner given work by a claim {tag, drained (1: the queue ran
  * empty), full (1: the runner has no free slot left), runner id, address, deliveries_per_post,
@@ -299,6 +303,10 @@ export const commitFlow = new LuaScript(
   "commitFlow",
   `local i = 1
 local KO = 0
+if ARGV[1] == "T" then
+  if redis.call("HGET", KEYS[1], "_op") ~= ARGV[2] then return -1 end
+  i, KO = 3, 1
+end
 ${COMMIT_SECTIONS}
 return {skipped, claimWaiting or "", claimed, invalid}`,
 );
