@@ -1,5 +1,6 @@
 import { DurableObject } from "cloudflare:workers";
 import { nearestDeadline, type FlowEvent, type FlowState } from "../../shared/flow/index.js";
+import { flowChange } from "../../shared/flow/changes.js";
 import type { FlowView } from "../../shared/model/index.js";
 import { deadlineOwner, type PurgeOutcome, type Store } from "../../shared/store/index.js";
 import type {
@@ -11,138 +12,35 @@ import type {
   ReportedEvent,
   FlowCoordinatorRpc,
 } from "../core/contracts.js";
-import { readDeliveryTimeoutMs } from "../core/config.js";
-import { coordinatorKeys } from "../core/coordinator-key.js";
 import type { Env } from "../core/env.js";
 import { toProblem } from "../core/errors.js";
 import { Problem, problemData, unwrap, type RpcResult } from "../core/problem.js";
-import { dispatchScopeOf, scopeConflict, scopeName, type FlowScope } from "../core/scopes.js";
-import { storeForPrefix } from "../core/store.js";
-import { flowChange } from "../../shared/flow/changes.js";
+import { scopeConflict, type FlowScope } from "../core/scopes.js";
 import { closeQuietly } from "../core/sockets.js";
-import { settleOwnClaims } from "../core/stubs.js";
-import { OutgoingMessages, type AttemptOwner } from "./attempt-delivery.js";
-import { assignmentsOf, awaitsRunners, CLAIM_SAFETY_MS, noteNamedRunners, OwnClaims } from "./own-claims.js";
-import { FlowBinding } from "./binding.js";
 import { createNow, rerunEvent } from "./creation.js";
-import { Deadlines } from "./deadlines.js";
-import { FlowEffects } from "./effects.js";
-import { FeedRelay } from "./feed-relay.js";
-import { GroupCommit } from "./group-commit.js";
-import { Incarnations } from "./incarnation.js";
-import { NonceLedger } from "./nonces.js";
+import { FlowObject } from "./flow-object.js";
+import { noteNamedRunners } from "./own-claims.js";
 import { purgeFlow } from "./purge-flow.js";
 import { applyReported, inJobOrder } from "./reported.js";
-import { recordKey } from "./stored.js";
-import { FlowStream, sinceOf } from "./stream.js";
+import { sinceOf } from "./stream.js";
 import { flowView } from "./view.js";
-import { explainWaiting, whyUndelivered } from "./waiting.js";
+import { explainWaiting } from "./waiting.js";
 
 /**
- * FlowCoordinator: one per flow (or per job run outside a flow), a thin shell around the pure
- * state machine. It receives events (RPC from the Worker's routes, the context's dispatcher and
- * the supervisor) and hands them to its parts:
- *
- * - GroupCommit applies them to the machine and writes each batch as one script (and keeps a
- *   commit whose outcome is unknown pending until it is known);
- * - FlowEffects carries out what a durable batch owes (waking the dispatcher, telling runners);
- * - Deadlines holds the flow's alarm at its nearest deadline and acts on missed ones;
- * - OwnClaims delivers the work a commit claimed for the flow itself, when no other flow waits;
- * - FlowStream journals every change as a numbered event and pushes it to subscribers'
- *   WebSockets (hibernatable), and FeedRelay forwards the flow's own events to its context's feed.
+ * FlowCoordinator: one per flow (or per job run outside a flow), the Durable Object whose RPC
+ * methods the Worker's routes, the context's dispatcher and the supervisor call. Each binds the
+ * object to its scope and loads the flow (`guard`), then hands the call to the flow's object,
+ * FlowObject (flow-object.ts): its parts, and the path an event takes through them to Redis.
  *
  * Transient facts (delivery, started, heartbeats, deadlines) are journalled in this object's
  * storage; after eviction it rebuilds from Redis plus that journal. Storage that belongs to
  * another incarnation of the flow (FlowBinding) is wiped before anything of it is used.
  */
 export class FlowCoordinator extends DurableObject<Env> implements FlowCoordinatorRpc {
-  private readonly binding = new FlowBinding(this.ctx.storage);
-  private readonly nonces = new NonceLedger(this.ctx.storage);
+  /** The flow's object: its parts and the path an event takes through them. */
+  private readonly flow = new FlowObject(this.ctx, this.env);
   /** The creation under way (see create). */
   private creating: Promise<unknown> = Promise.resolve();
-  private readonly outgoing = new OutgoingMessages();
-  private readonly stream = new FlowStream(this.ctx);
-  private readonly relay = new FeedRelay(this.env, this.ctx.storage, this.stream, () => this.binding.incarnation);
-  private readonly effects = new FlowEffects(
-    this.env,
-    this.ctx.storage,
-    () => this.bound(),
-    () => this.store(),
-    (items) => this.own.released(items),
-  );
-  private readonly own: OwnClaims = new OwnClaims({
-    scope: () => this.bound(),
-    owner: () => this.attemptOwner(),
-    outgoing: this.outgoing,
-    settle: (runner, items, answers) =>
-      settleOwnClaims(this.env, dispatchScopeOf(this.bound()), runner, items, answers),
-    delivered: () => void this.deadlines.claimsDelivered(this.commits.current).catch(() => undefined),
-    owe: async () => {
-      if (!(await this.effects.wake({ reap: true }))) await this.arm(undefined, true);
-    },
-  });
-  private readonly deadlines: Deadlines = new Deadlines({
-    storage: this.ctx.storage,
-    enqueue: (event) => this.commits.enqueue(event),
-    isPaused: () => this.store().contextAdmin.isPaused(this.bound().contextId),
-    whyUndelivered: (state, job) => whyUndelivered(this.env, this.bound(), state, job),
-  });
-  private readonly commits: GroupCommit = new GroupCommit({
-    storage: this.ctx.storage,
-    store: () => this.store(),
-    rebuild: (journal) => this.incarnations.rebuild(journal),
-    ownsPending: () => this.incarnations.ownsPending(),
-    record: () => {
-      const token = this.binding.incarnation;
-      return token === undefined ? undefined : { key: recordKey(this.store(), this.bound()), token };
-    },
-    publish: (state, changes) => void this.stream.append(this.bound(), state.traceId, changes),
-    reloaded: (state) => this.stream.catchUp(this.bound(), state),
-    claims: (state, commit) => this.own.claimsFor(state, commit),
-    claiming: () => this.deadlines.armBy(Date.now() + CLAIM_SAFETY_MS),
-    assignments: (outcome) => assignmentsOf(outcome.claimed),
-    committed: async (batch) => {
-      if (batch.plan)
-        this.outgoing.remember((m) => this.store().keys.message(m.context_id, m.caller_id, m.id), batch.plan.messages);
-      // What the commit claimed goes to its runners now, beside what the commit still owes.
-      if (batch.outcome) this.own.claimed(batch.claims, batch.outcome);
-      const woken = await this.effects.committed(batch);
-      this.relay.later(this.bound(), () => void this.arm(undefined, true).catch(() => undefined));
-      // A wake still owed, or memory forgotten after a conflict: the alarm comes back soon.
-      await this.arm(
-        this.commits.current,
-        !woken || this.commits.current === undefined,
-        Date.now(),
-        batch.conflict ? undefined : batch.before,
-      );
-    },
-    resolved: async (plan) => {
-      if (!(await this.effects.resolved(plan))) await this.arm(undefined, true);
-    },
-    storageDown: async () => {
-      await this.deadlines.storageDown();
-      await this.arm(undefined, true);
-    },
-    storageUp: () => void this.deadlines.storageUp(this.commits.current).catch(() => undefined),
-  });
-  private readonly incarnations: Incarnations = new Incarnations({
-    ctx: this.ctx,
-    binding: this.binding,
-    parts: [
-      this.stream,
-      this.relay,
-      this.deadlines,
-      this.nonces,
-      { forget: () => this.outgoing.clear() },
-      { forget: () => this.own.forget() },
-    ],
-    store: () => this.store(),
-    current: () => this.commits.current,
-    seen: this.commits.seen,
-    load: () => this.commits.load(),
-    forget: () => this.commits.forget(),
-    close: (reason) => this.stream.close(reason),
-  });
 
   // RPC methods, called by the Worker's routes, the dispatcher and the supervisor.
 
@@ -159,11 +57,11 @@ export class FlowCoordinator extends DurableObject<Env> implements FlowCoordinat
         if (input.pushRunners) noteNamedRunners(scope, input.pushRunners);
         const turn = this.creating.then(async () => {
           // A creation whose outcome was unknown is settled before anything else.
-          if (await this.commits.settlePending()) this.commits.forget();
-          await this.incarnations.clearForeign();
-          if (!this.commits.current) await createNow(this.creator(), scope, input);
-          if (input.start && this.commits.current?.status === "dispatched")
-            await this.commits.enqueue({ type: "start", at: Date.now() });
+          if (await this.flow.commits.settlePending()) this.flow.commits.forget();
+          await this.flow.incarnations.clearForeign();
+          if (!this.flow.commits.current) await createNow(this.flow.creator(), scope, input);
+          if (input.start && this.flow.commits.current?.status === "dispatched")
+            await this.flow.commits.enqueue({ type: "start", at: Date.now() });
           return this.viewOf(this.current());
         });
         this.creating = turn.catch(() => undefined);
@@ -191,7 +89,7 @@ export class FlowCoordinator extends DurableObject<Env> implements FlowCoordinat
   /** Each failed job gets fresh retries and a fresh block of message ids (rerunEvent). */
   async rerun(scope: FlowScope): Promise<RpcResult<FlowView>> {
     return this.guard(scope, async () => {
-      const t = await this.commits.enqueue(await rerunEvent(this.bound(), this.current(), this.store()));
+      const t = await this.flow.commits.enqueue(await rerunEvent(this.bound(), this.current(), this.store()));
       if (t.outcome !== "applied") throw new Problem("conflict", t.reason ?? "the flow could not be re-run");
       return this.viewOf(this.current());
     });
@@ -200,11 +98,11 @@ export class FlowCoordinator extends DurableObject<Env> implements FlowCoordinat
   /** With `explain`, jobs waiting for a runner say why (the context's dispatcher is asked). */
   async view(scope: FlowScope, options: { explain?: boolean } = {}): Promise<RpcResult<FlowView | null>> {
     return this.guard(scope, async () => {
-      const state = await this.incarnations.recheck();
+      const state = await this.flow.incarnations.recheck();
       if (!state) return null;
       // The number read with the state it describes: events committed while the dispatcher is
       // asked come after it, so a subscriber starting from it misses none.
-      const seq = this.stream.lastSeq();
+      const seq = this.flow.stream.lastSeq();
       const waiting = options.explain ? await explainWaiting(this.env, this.bound(), state) : undefined;
       return { ...flowView(state, waiting), last_seq: seq };
     });
@@ -227,18 +125,18 @@ export class FlowCoordinator extends DurableObject<Env> implements FlowCoordinat
 
   /** A runner's event, once the flow is known to exist. */
   private applyReported(event: FlowEvent, extras: EventExtras): Promise<EventAnswer> {
-    return applyReported(this.nonces, this.commits, this.bound().origin, event, extras);
+    return applyReported(this.flow.nonces, this.flow.commits, this.bound().origin, event, extras);
   }
 
   async deliver(scope: FlowScope, items: string[], runner: DeliveryTarget): Promise<RpcResult<OwnerAnswer[]>> {
-    return this.guard(scope, () => this.own.asked(items, runner));
+    return this.guard(scope, () => this.flow.own.asked(items, runner));
   }
 
   /** Also refreshes the flow's entry in the context's deadline set, which the sweep reads. */
   async tick(scope: FlowScope): Promise<RpcResult<null>> {
     return this.guard(scope, async () => {
-      await this.wakeUp();
-      const state = this.commits.current;
+      await this.flow.wakeUp();
+      const state = this.flow.commits.current;
       if (!state) return null;
       const due = state.endedAt === undefined ? nearestDeadline(state) : undefined;
       await this.store().sweep.setCheck(state.contextId, deadlineOwner(state), due?.at);
@@ -249,18 +147,16 @@ export class FlowCoordinator extends DurableObject<Env> implements FlowCoordinat
   async announce(scope: FlowScope, type: "flow.paused" | "flow.resumed", reason: string): Promise<RpcResult<null>> {
     return this.guard(scope, async () => {
       const state = this.current();
-      if (state.endedAt !== undefined || this.stream.lastFlowEvent() === type) return null;
-      this.stream.append(this.bound(), state.traceId, [flowChange(type, state, Date.now(), { reason })]);
-      if (!(await this.relay.forward(this.bound()))) await this.arm(state, true);
+      if (state.endedAt !== undefined || this.flow.stream.lastFlowEvent() === type) return null;
+      this.flow.stream.append(this.bound(), state.traceId, [flowChange(type, state, Date.now(), { reason })]);
+      if (!(await this.flow.relay.forward(this.bound()))) await this.flow.arm(state, true);
       return null;
     });
   }
 
   /** Removes the flow for good (see purge-flow.ts); nothing else runs in the object meanwhile. */
   async purge(scope: FlowScope, options: { force?: boolean } = {}): Promise<RpcResult<PurgeOutcome>> {
-    const { commits, incarnations, env } = this;
-    const purge = () =>
-      purgeFlow({ commits, incarnations, env, scope: this.bound(), store: this.store() }, options.force === true);
+    const purge = () => purgeFlow(this.flow.purging(), options.force === true);
     return this.guard(scope, () => this.ctx.blockConcurrencyWhile(purge), false);
   }
 
@@ -278,7 +174,7 @@ export class FlowCoordinator extends DurableObject<Env> implements FlowCoordinat
     } catch (error) {
       return toProblem(error).toResponse(url.pathname);
     }
-    return this.stream.subscribe(sinceOf(url));
+    return this.flow.stream.subscribe(sinceOf(url));
   }
 
   /** Subscribers only listen: what one sends is ignored (the object is not kept awake for it). */
@@ -290,59 +186,14 @@ export class FlowCoordinator extends DurableObject<Env> implements FlowCoordinat
 
   override async alarm(): Promise<void> {
     // A fresh instance can be woken by its alarm before any call told it its scope.
-    this.deadlines.rang();
-    if (!(await this.binding.restore())) return;
+    this.flow.deadlines.rang();
+    if (!(await this.flow.binding.restore())) return;
     try {
-      await this.wakeUp();
+      await this.flow.wakeUp();
     } catch (error) {
       if (toProblem(error).status === 500) console.error("FlowCoordinator alarm:", error);
-      await this.arm(undefined, true);
+      await this.flow.arm(undefined, true);
     }
-  }
-
-  // Internals.
-
-  /**
-   * Settles a pending plan and an owed wake, acts on due deadlines, and re-arms the alarm. An
-   * object that lost its memory while attempts wait for a runner cannot tell whether it had
-   * claimed any of them itself: the dispatcher's reaper is asked to look.
-   */
-  private async wakeUp(): Promise<void> {
-    const fresh = this.commits.current === undefined;
-    await this.commits.settlePending();
-    let owedDone = await this.effects.wake(undefined);
-    const state = await this.incarnations.loadToAct();
-    if (!state) {
-      await this.deadlines.disarm();
-      return;
-    }
-    if (fresh && state.endedAt === undefined && awaitsRunners(state))
-      owedDone = (await this.effects.wake({ reap: true })) && owedDone;
-    const reached = await this.deadlines.actOnDue(state);
-    const fed = await this.relay.forward(this.bound());
-    await this.arm(this.commits.current ?? state, !reached || !owedDone || !fed);
-  }
-
-  /** Sets the alarm (Deadlines.arm), never later than work this object claimed must be delivered by. */
-  private arm(
-    state: FlowState | null | undefined,
-    retrySoon: boolean,
-    now?: number,
-    before?: FlowState,
-  ): Promise<void> {
-    return this.deadlines.arm(state, retrySoon, now, before, this.own.safetyAt());
-  }
-
-  /** What delivering this flow's attempts needs of the object. */
-  private attemptOwner(): AttemptOwner {
-    return {
-      scope: this.bound(),
-      state: () => this.current(),
-      enqueue: (event, logs) => this.commits.enqueue(event, logs),
-      store: () => this.store(),
-      signingKey: async () => (await coordinatorKeys(this.env)).current,
-      deliveryTimeoutMs: readDeliveryTimeoutMs(this.env),
-    };
   }
 
   /**
@@ -351,8 +202,8 @@ export class FlowCoordinator extends DurableObject<Env> implements FlowCoordinat
    */
   private async guard<T>(scope: FlowScope, work: () => Promise<T>, load = true): Promise<RpcResult<T>> {
     try {
-      await this.binding.bind(scope);
-      if (load && (await this.commits.load())) await this.binding.keep();
+      await this.flow.binding.bind(scope);
+      if (load && (await this.flow.commits.load())) await this.flow.binding.keep();
       return { ok: await work() };
     } catch (error) {
       const problem = toProblem(error);
@@ -365,36 +216,27 @@ export class FlowCoordinator extends DurableObject<Env> implements FlowCoordinat
   private command(scope: FlowScope, event: () => FlowEvent, refused?: (status: string) => string) {
     return this.guard(scope, async () => {
       this.current();
-      const t = await this.commits.enqueue(event());
+      const t = await this.flow.commits.enqueue(event());
       if (refused && t.outcome !== "applied")
         throw scopeConflict(this.bound(), t.state.status, refused(t.state.status));
       return this.viewOf(this.current());
     });
   }
 
-  /** What a creation uses (see creation.ts). */
-  private creator(): Parameters<typeof createNow>[0] {
-    const { binding, commits, stream, relay, deadlines } = this;
-    return { binding, commits, stream, relay, deadlines, store: () => this.store() };
-  }
-
   /** The flow's view, with the number of its latest event (subscribe after it for what follows). */
   private viewOf(state: FlowState, waiting?: Parameters<typeof flowView>[1]): FlowView {
-    return { ...flowView(state, waiting), last_seq: this.stream.lastSeq() };
+    return { ...flowView(state, waiting), last_seq: this.flow.stream.lastSeq() };
   }
 
   private bound(): FlowScope {
-    return this.binding.bound;
+    return this.flow.bound();
   }
 
   private store(): Store {
-    return storeForPrefix(this.env, this.bound().prefix);
+    return this.flow.store();
   }
 
   private current(): FlowState {
-    const state = this.commits.current;
-    if (state) return state;
-    const scope = this.bound();
-    throw new Problem("not-found", `${scopeName(scope)} does not exist in context ${scope.contextId}`);
+    return this.flow.existing();
   }
 }

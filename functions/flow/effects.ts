@@ -13,6 +13,14 @@ import type { PendingCommit } from "./pending.js";
 
 const OWED = "owed-wake";
 
+/** What carrying out a batch's effects needs of the flow's object (FlowObject implements it). */
+export interface EffectsHost {
+  scope(): FlowScope;
+  store(): Store;
+  /** Of the items a commit released, those the dispatcher delivered (the rest were the flow's own claims). */
+  dispatched(items: readonly string[]): string[];
+}
+
 /**
  * What a flow owes the world once a batch is durable, besides what the batch's own script wrote:
  * the context's dispatcher is woken when attempts were queued, slots freed or a flow's result
@@ -26,10 +34,7 @@ export class FlowEffects {
   constructor(
     private readonly env: Env,
     private readonly storage: DurableObjectStorage,
-    private readonly scope: () => FlowScope,
-    private readonly store: () => Store,
-    /** Of the items a commit released, those the dispatcher delivered (the rest were the flow's own claims). */
-    private readonly dispatched: (items: readonly string[]) => string[],
+    private readonly host: EffectsHost,
   ) {}
 
   /** Carries out what a durable batch owes; false when a wake stays owed (the alarm should come soon). */
@@ -39,7 +44,7 @@ export class FlowEffects {
       // A flow that ended without ever starting (cancelled first) never made its context due:
       // the sweep looks within a minute, and keeps it for its retention window from then on.
       if (step.effects.some((e) => e.type === "flowEnded") && step.state.startedAt === undefined)
-        await this.store().sweep.dueSoon(step.state.contextId);
+        await this.host.store().sweep.dueSoon(step.state.contextId);
     }
     const cancels = batch.steps.flatMap((step) =>
       step.effects.filter((e): e is Extract<FlowEffect, { type: "cancelJob" }> => e.type === "cancelJob"),
@@ -63,7 +68,7 @@ export class FlowEffects {
    * this brings its own wake). Released items it names only when the dispatcher delivered them.
    */
   private wakeAfter(plan: CommitPlan, outcome: CommitOutcome | undefined): Wake | undefined {
-    const released = this.dispatched(plan.released ?? []);
+    const released = this.host.dispatched(plan.released ?? []);
     if (!outcome || outcome.waiting === undefined) return wakeFor({ ...plan, released });
     const drained = new Set(outcome.claimed.filter((c) => c.drained).map((c) => c.queue.key));
     const full = new Set(outcome.claimed.filter((c) => c.full).map((c) => c.runner.id));
@@ -82,7 +87,7 @@ export class FlowEffects {
     const all: Wake = mergeWakes(owed, wake);
     if (!all.work && !all.queues?.length && !all.mail && !all.freed?.length && !all.released?.length && !all.reap)
       return true;
-    const scope = this.scope();
+    const scope = this.host.scope();
     try {
       await wakeDispatcher(this.env, dispatchScopeOf(scope), all);
       if (owed) await this.storage.delete(OWED);
@@ -103,7 +108,7 @@ export class FlowEffects {
   ): Promise<void> {
     try {
       const runners = new Map<number, Runner>(
-        (await this.store().runners.list({ context_id: state.contextId }, 0, 1000)).items.map((r) => [r.id, r]),
+        (await this.host.store().runners.list({ context_id: state.contextId }, 0, 1000)).items.map((r) => [r.id, r]),
       );
       const { kid, key } = (await coordinatorKeys(this.env)).current;
       await Promise.all(

@@ -1,6 +1,7 @@
 import { dispatchScopeOf, type FlowScope } from "../core/scopes.js";
 import { feedStub } from "../core/stubs.js";
 import type { Env } from "../core/env.js";
+import type { FlowBinding } from "./binding.js";
 import type { FlowStream } from "./stream.js";
 
 /** The storage key of the last event the context's feed has taken. */
@@ -23,8 +24,8 @@ export class FeedRelay {
     private readonly env: Env,
     private readonly storage: DurableObjectStorage,
     private readonly stream: FlowStream,
-    /** The incarnation token of the flow whose events these are (undefined for older records). */
-    private readonly incarnation: () => string | undefined,
+    /** Whose incarnation token names the flow whose events these are. */
+    private readonly binding: Pick<FlowBinding, "incarnation">,
   ) {}
 
   /** Forgets its cursor (after the object's storage was wiped). */
@@ -63,7 +64,7 @@ export class FeedRelay {
         dispatchScopeOf(scope),
         scope.flowId,
         events,
-        this.incarnation(),
+        this.binding.incarnation,
       );
     } catch (error) {
       console.warn(`flow ${scope.flowId}: the context's feed is out of reach: ${(error as Error).message}`);

@@ -1,6 +1,5 @@
 import { apply, type FlowEvent, type FlowState, type Journal, type Transition } from "../../shared/flow/index.js";
 import { changesOf, type FlowChange } from "../../shared/flow/changes.js";
-import { jsonBytes, type Log } from "../../shared/model/index.js";
 import {
   ConflictError,
   NotFoundError,
@@ -13,42 +12,10 @@ import {
   type CommitStep,
   type Store,
 } from "../../shared/store/index.js";
+import { nextBatch, type Queued, type Unborn } from "./batch.js";
 import { FlowJournal } from "./journal.js";
 import { PendingCommits, type PendingCommit } from "./pending.js";
 import { RecordSeen } from "./record-seen.js";
-
-/**
- * The most bytes of results and log lines one batch writes (a single event may bring more, up
- * to a request's body): with what its dispatches write, a commit stays far below storage's 10 MB
- * a call (docs/limits.md, "Worst cases").
- */
-const BATCH_BYTES = 2 * 1024 * 1024;
-
-/** What a queued event brings to be written: its result, or its error, and its log lines. */
-function payloadBytes(item: Queued): number {
-  const event = item.event;
-  const carried =
-    event.type === "finished" ? jsonBytes(event.result) : event.type === "failed" ? event.error.length : 0;
-  return carried + (item.logs ? jsonBytes(item.logs.lines) : 0);
-}
-
-/** A flow not in storage yet, stored by the batch of the event it came with (createWith). */
-interface Unborn {
-  state: FlowState;
-  chosen: number[];
-  created: FlowChange;
-  /** Its incarnation token (kept in its record). */
-  token: string;
-}
-
-/** An event waiting for the next batch, with log lines it brought and who waits for it. */
-interface Queued {
-  event: FlowEvent;
-  logs?: { job: number; lines: Log[] };
-  unborn?: Unborn;
-  resolve: (t: Transition) => void;
-  reject: (error: unknown) => void;
-}
 
 /** A batch that is durable now: the states around it, its steps, and the plan written (if any). */
 export interface Committed {
@@ -68,7 +35,10 @@ export interface Committed {
   conflict: boolean;
 }
 
-/** What the Durable Object around the machine provides and carries out. */
+/**
+ * What the flow's object provides the writer and carries out for it (FlowObject, flow-object.ts,
+ * implements it; the tests give recording stand-ins).
+ */
 export interface CommitHost {
   readonly storage: DurableObjectStorage;
   store(): Store;
@@ -101,9 +71,9 @@ export interface CommitHost {
   /** The assignments of what a commit claimed, applied in the same batch as the commit. */
   assignments?(outcome: CommitOutcome): FlowEvent[];
   /** Carries out what a durable batch owes: waking dispatch, cancels, the alarm. */
-  committed(batch: Committed): Promise<void>;
+  afterCommit(batch: Committed): Promise<void>;
   /** A plan left pending was run again and is now known to be applied: what it owed dispatch is owed again. */
-  resolved(plan: PendingCommit): Promise<void>;
+  afterSettle(plan: PendingCommit): Promise<void>;
   /** A storage call had no known outcome: storage is away. */
   storageDown(): Promise<void>;
   /** A storage call came back (called inside a batch: must not wait for another batch). */
@@ -203,7 +173,7 @@ export class GroupCommit {
         await this.pending.clear();
         return true;
       }
-      await this.host.resolved(plan);
+      await this.host.afterSettle(plan);
       await this.pending.clear();
       return true;
     });
@@ -280,7 +250,7 @@ export class GroupCommit {
           for (const item of this.queue.splice(0)) item.reject(error);
           break;
         }
-        const batch = this.takeBatch();
+        const batch = nextBatch(this.queue);
         const unborn = batch.find((item) => item.unborn)?.unborn;
         let next = state;
         const steps: CommitStep[] = [];
@@ -306,22 +276,6 @@ export class GroupCommit {
       this.draining = false;
       for (const resolve of this.drained.splice(0)) resolve();
     }
-  }
-
-  /**
-   * The queued events the next batch writes: all of them, unless the results and log lines they
-   * bring pass BATCH_BYTES, in which case the rest wait for the next batch (at least one goes).
-   * A batch is one script call, and storage takes at most 10 MB a call (docs/limits.md).
-   */
-  private takeBatch(): Queued[] {
-    let bytes = 0;
-    let count = 0;
-    while (count < this.queue.length) {
-      bytes += payloadBytes(this.queue[count] as Queued);
-      if (count > 0 && bytes > BATCH_BYTES) break;
-      count++;
-    }
-    return this.queue.splice(0, count);
   }
 
   private async commit(
@@ -391,7 +345,7 @@ export class GroupCommit {
       this.host.publish(after, unborn ? [unborn.created, ...changes] : changes);
       await this.journal.write(before, after);
     }
-    await this.host.committed({
+    await this.host.afterCommit({
       before,
       after,
       steps,

@@ -199,7 +199,7 @@ async function* readEvents<T extends { seq: number }>(
       if (id !== undefined && /^\d{1,15}$/.test(id) && Number(id) > (c.cursor.since ?? -1)) c.cursor.since = Number(id);
     }
   } finally {
-    clearTimeout(idle);
+    if (idle !== undefined) clearTimeout(idle);
   }
 }
 

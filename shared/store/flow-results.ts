@@ -26,6 +26,20 @@ export class FlowResults {
     private readonly keys: Keys,
   ) {}
 
+  /**
+   * A flow's results as stored (every finished job's, by job key in the flow's order), or a lone
+   * job's (`jobId`); undefined when the flow is gone.
+   */
+  async ofFlow(
+    contextId: number,
+    callerId: number,
+    flowId: number,
+    jobId?: number,
+  ): Promise<Record<string, ResultMap> | undefined> {
+    const owner = { contextId, callerId, flowId, ...(jobId !== undefined ? { jobId } : {}), writtenAt: Infinity };
+    return (await this.read([owner]))[0];
+  }
+
   /** The messages, each flow result mail among them with `flow_result.result` filled in. */
   async fill(messages: Message[]): Promise<Message[]> {
     const owners = messages.map(ownerOf);

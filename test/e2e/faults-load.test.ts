@@ -2,6 +2,7 @@ import { describe, expect, it } from "vitest";
 import { eventually } from "../support/eventually.js";
 import { shJobs } from "../support/jobs.js";
 import { answersIn, attemptsOf, flowEnd, runsIn } from "../support/flow-runs.js";
+import { storedResults } from "../support/stored-results.js";
 import { usePrivateStack } from "../support/use-private-stack.js";
 import { queuedIn } from "../support/prefix.js";
 
@@ -65,8 +66,7 @@ describe("concurrency and bad input", () => {
     const answers = await answersIn(proc, "answered result ", 100);
     expect(answers.filter((l) => !l.endsWith(" attempt 1 200 applied"))).toEqual([]);
     expect(answers).toHaveLength(100);
-    const stored = await admin().client.listFlows(ctx, { status: "finished" });
-    const kept = stored.items.find((f) => f.id === flow.id)?.result ?? {};
+    const kept = (await storedResults(stack(), ctx, admin().id, flow.id)) ?? {};
     expect(Object.keys(kept)).toHaveLength(100);
     expect(kept).toEqual(firstAttempts(jobs));
   });

@@ -1,9 +1,10 @@
 import { describe, expect, it } from "vitest";
 import { generateKeyPair, runnerKeyId } from "../../shared/auth/index.js";
 import { ApiError, signerFromJwk } from "../../shared/client/index.js";
-import type { DeadLetter, DeliveryPayload, Flow } from "../../shared/model/index.js";
+import type { DeadLetter, DeliveryPayload } from "../../shared/model/index.js";
 import { eventually } from "../support/eventually.js";
 import { answersIn, attemptsOf, flowEnd, runsIn } from "../support/flow-runs.js";
+import { storedResults } from "../support/stored-results.js";
 import { usePrivateStack } from "../support/use-private-stack.js";
 
 // Runners failing in the ways real ones do, against real processes (redis-server, the REST
@@ -21,9 +22,9 @@ async function deadLetters(contextId: number): Promise<DeadLetter[]> {
   return (await admin().client.listDeadLetters(contextId)).items;
 }
 
-/** The flow as stored, if finished (the list reads Redis, not the flow's Durable Object). */
-async function stored(contextId: number, flowId: number): Promise<Flow | undefined> {
-  return (await admin().client.listFlows(contextId, { status: "finished" })).items.find((f) => f.id === flowId);
+/** The flow's results as stored (read from Redis, not from the flow's Durable Object). */
+function stored(contextId: number, flowId: number) {
+  return storedResults(stack(), contextId, admin().id, flowId);
 }
 
 describe("runner faults", () => {
@@ -54,7 +55,7 @@ describe("runner faults", () => {
     expect(view.jobs[0]).toMatchObject({ status: "finished", attempt: 2, runner_id: registered[1 - first]?.id });
     expect(attemptsOf(runsIn(victim.stdout()), flow.id)).toEqual({ slow: [1] });
     expect(attemptsOf(runsIn(survivor.stdout()), flow.id)).toEqual({ slow: [2] });
-    expect((await stored(ctx, flow.id))?.result).toEqual({ slow: { n: "1" } });
+    expect(await stored(ctx, flow.id)).toEqual({ slow: { n: "1" } });
     expect((await deadLetters(ctx)).filter((l) => l.flow_id === flow.id && l.kind !== "payload")).toEqual([]);
   });
 
@@ -127,7 +128,7 @@ describe("runner faults", () => {
     expect(attemptsOf(runsIn(ghost.output()), flow.id)).toEqual({ ghosted: [1] });
     expect(attemptsOf(runsIn(proc.output()), flow.id)).toEqual({ ghosted: [2] });
     expect(proc.output()).toMatch(new RegExp(`^ran ghosted flow ${flow.id} attempt 2 avoid ${silent.id}$`, "m"));
-    expect((await stored(ctx, flow.id))?.result).toEqual({ ghosted: { job: "ghosted", attempt: "2" } });
+    expect(await stored(ctx, flow.id)).toEqual({ ghosted: { job: "ghosted", attempt: "2" } });
     expect((await deadLetters(ctx)).filter((l) => l.flow_id === flow.id)).toEqual([]);
   });
 
@@ -151,7 +152,7 @@ describe("runner faults", () => {
       `answered result tardy flow ${flow.id} attempt 1 409 stale-attempt`,
       `answered result tardy flow ${flow.id} attempt 2 200 applied`,
     ]);
-    expect((await stored(ctx, flow.id))?.result).toEqual({ tardy: { job: "tardy", attempt: "2" } });
+    expect(await stored(ctx, flow.id)).toEqual({ tardy: { job: "tardy", attempt: "2" } });
     expect((await deadLetters(ctx)).filter((l) => l.flow_id === flow.id)).toEqual([]);
   });
 });

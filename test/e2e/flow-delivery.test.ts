@@ -9,6 +9,7 @@ import { signedServer } from "../support/http.js";
 import { layeredJobs } from "../support/jobs.js";
 import { answersIn, flowEnd } from "../support/flow-runs.js";
 import { commandDelta, type TestRunnerProcess } from "../support/private-stack.js";
+import { storedResults } from "../support/stored-results.js";
 import { usePrivateStack } from "../support/use-private-stack.js";
 
 // Through a stack of this file's own (redis-server, REST endpoint, wrangler dev) and real runner
@@ -67,8 +68,7 @@ describe("budget: Redis commands per job", () => {
     expect(done.status).toBe("finished");
     expect(done.progress.finished).toBe(50);
     expect(Object.keys(done.result).sort()).toEqual(jobs.map((j) => j.name).sort());
-    const stored = await admin().client.listFlows(ctx.id, { status: "finished" });
-    expect(Object.keys(stored.items.find((f) => f.id === flow.id)?.result ?? {})).toHaveLength(50);
+    expect(Object.keys((await storedResults(stack(), ctx.id, admin().id, flow.id)) ?? {})).toHaveLength(50);
   });
 });
 

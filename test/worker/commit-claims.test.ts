@@ -126,14 +126,19 @@ describe("a commit's claims", () => {
     expect(await queued()).toEqual([item(1)]);
   });
 
-  it("leave a retry that avoids the runner, and what follows it, at the front for the dispatcher", async () => {
-    const r = await runner({ concurrency: 5 });
+  it("give a retry to another candidate than the runner it avoids, and to that one only when no other has room", async () => {
+    const [avoided, other] = [await runner({ concurrency: 5 }), await runner({ concurrency: 1 })];
     const done = await store.flows.commit(
-      pushing([item(1), item(2, r.id), item(3)]),
-      claim([{ queue: queue(), candidates: [r.id] }]),
+      pushing([item(1, avoided.id), item(2, avoided.id)]),
+      claim([{ queue: queue(), candidates: [avoided.id, other.id] }]),
     );
-    expect(done.claimed.map((c) => [c.items, c.drained])).toEqual([[[item(1)], false]]);
-    expect(await queued()).toEqual([item(2, r.id), item(3)]);
+    // The dispatcher's own rule (claimFromQueues): the first goes to the other runner, the second,
+    // with no room left elsewhere, back to the runner it avoids.
+    expect(done.claimed.map((c) => [c.runner.id, c.items])).toEqual([
+      [avoided.id, [item(2)]],
+      [other.id, [item(1)]],
+    ]);
+    expect(await queued()).toEqual([]);
   });
 
   it("take a job pinned to a runner whatever script types the runner lists", async () => {

@@ -51,10 +51,10 @@ function hostFor(
     },
     publish: (_state, changes) => told.published.push(...changes.map((c) => c.type)),
     reloaded: () => undefined,
-    committed: async () => {
+    afterCommit: async () => {
       told.committed++;
     },
-    resolved: async (plan) => {
+    afterSettle: async (plan) => {
       told.resolved.push(plan);
     },
     storageDown: async () => {

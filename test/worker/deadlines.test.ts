@@ -323,8 +323,8 @@ describe("Deadlines", () => {
         rebuild: (journal) => rebuildFlow(store, scope, journal),
         publish: () => undefined,
         reloaded: () => undefined,
-        committed: async () => undefined,
-        resolved: async () => undefined,
+        afterCommit: async () => undefined,
+        afterSettle: async () => undefined,
         storageDown: async () => undefined,
         storageUp: () => undefined,
       });

@@ -49,13 +49,7 @@ function newFlow(timeout = 300): { state: FlowState; scope: FlowScope; stub: Ret
 
 /** FlowEffects of the flow at `scope`, kept in the object whose storage is `storage`, with the bindings `env`. */
 function effectsOf(storage: DurableObjectStorage, scope: FlowScope, env: Env = w.env): FlowEffects {
-  return new FlowEffects(
-    env,
-    storage,
-    () => scope,
-    () => store,
-    (items) => [...items],
-  );
+  return new FlowEffects(env, storage, { scope: () => scope, store: () => store, dispatched: (items) => [...items] });
 }
 
 /** The batch of `events` applied to `before`, as GroupCommit hands it over once durable. */

@@ -162,8 +162,8 @@ describe("GroupCommit, when storage fails", () => {
       const reached = new Promise<void>((resolve) => (inEffects = resolve));
       const gated: CommitHost = {
         ...host,
-        committed: async (batch) => {
-          await host.committed(batch);
+        afterCommit: async (batch) => {
+          await host.afterCommit(batch);
           if (told.committed.length === 1) {
             inEffects();
             await gate;

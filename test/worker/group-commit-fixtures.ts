@@ -94,10 +94,10 @@ export function groupCommitFixture(prefix: string) {
       rebuild: (journal) => rebuildFlow(use.store, scope, journal),
       publish: (_state, changes) => told.published.push(...changes.map((c) => c.type)),
       reloaded: () => told.reloaded++,
-      committed: async (batch) => {
+      afterCommit: async (batch) => {
         told.committed.push(batch);
       },
-      resolved: async (plan) => {
+      afterSettle: async (plan) => {
         told.resolved.push(plan);
       },
       storageDown: async () => {

@@ -1,4 +1,5 @@
 import { LuaScript } from "../script.js";
+import { CLAIM_FROM_QUEUES } from "./claim.js";
 
 /**
  * Scripts of dispatch: ready job attempts wait in their flow's queues (`queue:<script_type>:<flow>`,
@@ -23,11 +24,7 @@ import { LuaScript } from "../script.js";
  *   backoff, or a pull runner) and is only counted (when the context has a cap)
  *   then per queue: its priority, its flow id, the flow's cap (0: none), n, and the positions
  *   (1..R) of the n runners that may take from it
- * The rule (docs/dispatch.md, "Fairness"): queues of a higher priority are served first; within
- * one priority, each pass gives every queue still able to take work an equal share of what is
- * left (at least one), in turn order, until the room or the queues run out. An item goes to the
- * serving runner with the most free slots, except that a retry marked `|a<id>` goes to runner <id>
- * only when no other runner has room.
+ * The rule is claimFromQueues's (scripts/claim.ts), which a commit's own claims follow too.
  * Returns {claims, drained}: claims is {runner position, work item, queue position, ...} (the
  * avoid mark stripped); drained the positions of queues found empty. Both empty while paused.
  * Cost: 2 + R' + (queues taken from) + (runners that got work) commands, where R' counts the
@@ -35,7 +32,8 @@ import { LuaScript } from "../script.js";
  */
 export const claimWork = new LuaScript(
   "claimWork",
-  `local ctx = redis.call("HMGET", KEYS[1], "paused", "max_inflight")
+  `${CLAIM_FROM_QUEUES}
+local ctx = redis.call("HMGET", KEYS[1], "paused", "max_inflight")
 if ctx[1] == "true" then return {{}, {}} end
 local ctxCap = tonumber(ctx[2])
 local Q, R, limit, perFlow = tonumber(ARGV[2]), tonumber(ARGV[3]), tonumber(ARGV[4]), ARGV[5] == "1"
@@ -68,73 +66,7 @@ for q = 1, Q do
   i = i + 4 + n
   queues[q] = e
 end
-local function room(e)
-  local r = 0
-  for _, s in ipairs(e.serving) do r = r + runners[s].free end
-  if e.cap > 0 then r = math.min(r, e.cap - (flows[e.flow] or 0)) end
-  if ctxCap then r = math.min(r, ctxCap - total) end
-  return math.min(r, limit)
-end
-local claims, drained = {}, {}
-local q = 1
-while q <= Q and limit > 0 do
-  local last = q
-  while last < Q and queues[last + 1].band == queues[q].band do last = last + 1 end
-  local active = {}
-  for k = q, last do active[#active + 1] = queues[k] end
-  while #active > 0 and limit > 0 do
-    -- What the pass hands out: the free slots of the runners serving its queues, within limits.
-    local seen, avail = {}, 0
-    for _, e in ipairs(active) do
-      for _, r in ipairs(e.serving) do
-        if not seen[r] then seen[r] = true avail = avail + runners[r].free end
-      end
-    end
-    avail = math.min(avail, limit)
-    if ctxCap then avail = math.min(avail, ctxCap - total) end
-    if avail <= 0 then break end
-    local share = math.max(1, math.floor(avail / #active))
-    local still = {}
-    for _, e in ipairs(active) do
-      local n = math.min(share, room(e))
-      if n > 0 then
-        local taken = redis.call("LPOP", e.key, n) or {}
-        for _, entry in ipairs(taken) do
-          local item, avoid = string.match(entry, "^(.*)|a(%d+)$")
-          if not item then item = entry end
-          local best, fallback
-          for _, r in ipairs(e.serving) do
-            local run = runners[r]
-            if run.free > 0 then
-              if run.id == avoid then
-                fallback = fallback or r
-              elseif not best or run.free > runners[best].free then
-                best = r
-              end
-            end
-          end
-          best = best or fallback
-          local run = runners[best]
-          run.free = run.free - 1
-          run.claimed[#run.claimed + 1] = ARGV[1]
-          run.claimed[#run.claimed + 1] = item
-          flows[e.flow] = (flows[e.flow] or 0) + 1
-          total = total + 1
-          limit = limit - 1
-          claims[#claims + 1] = best
-          claims[#claims + 1] = item
-          claims[#claims + 1] = e.pos
-        end
-        if #taken < n then drained[#drained + 1] = e.pos else still[#still + 1] = e end
-      end
-    end
-    active = still
-  end
-  q = last + 1
-end
-for r = 1, R do
-  if #runners[r].claimed > 0 then redis.call("ZADD", runners[r].slots, unpack(runners[r].claimed)) end
-end
+local claims, drained = claimFromQueues(queues, runners, limit, ctxCap, total, flows, ARGV[1])
 return {claims, drained}`,
 );
 

@@ -1,4 +1,5 @@
 import { LuaScript } from "../script.js";
+import { CLAIM_FROM_QUEUES } from "./claim.js";
 import { KEEP_DEAD_LETTER } from "./dead-letter-cap.js";
 
 /**
@@ -78,6 +79,7 @@ return {0, flowId, base + 1, firstMessage, named}`,
  * kept by the same Lua as addDeadLetter's, so both writers enforce the context's cap alike.
  */
 const COMMIT_SECTIONS = `${KEEP_DEAD_LETTER}
+${CLAIM_FROM_QUEUES}
 local COMMANDS = { H = "HSET", D = "HDEL", P = "RPUSH", Z = "ZADD", R = "ZREM" }
 local LOG_CAP = 262144
 local skipped = {}
@@ -120,44 +122,31 @@ while i <= #ARGV do
           claimOpen = c[1] ~= "true" and not c[2]
         end
         if claimOpen and (claimWaiting == "none" or claimWaiting == arg(2)) then
-          local most, kind, tag = tonumber(arg(3)), arg(4), arg(5)
-          local j, stop = 6, false
-          while j + 2 < n and most > 0 and not stop do
+          -- The candidates, as the dispatcher's claims see runners: their free slots.
+          local kind, runners, serving = arg(4), {}, {}
+          for j = 6, n - 3, 3 do
             local id, hash, slots = arg(j), KEYS[KO + tonumber(arg(j + 1))], KEYS[KO + tonumber(arg(j + 2))]
-            j = j + 3
             local r = redis.call("HMGET", hash, "concurrency", "script_types", "address", "deliveries_per_post", "pubkey")
             if not r[1] or not r[3] or r[3] == "" or (kind ~= "" and not string.find(r[2] or "", '"' .. kind .. '"', 1, true)) then
               invalid[#invalid + 1] = id
             else
-              local free = tonumber(r[1]) - redis.call("ZCARD", slots)
-              if free > 0 then
-                local want = math.min(free, most)
-                local taken = redis.call("LPOP", key, want) or {}
-                local drained = #taken < want and 1 or 0
-                local items, scored = {}, {}
-                for t, entry in ipairs(taken) do
-                  local item, avoid = string.match(entry, "^(.*)|a(%d+)$")
-                  if avoid == id then
-                    -- A retry that would rather not come back here: it and what follows go back
-                    -- to the front, for the dispatcher to place.
-                    local back = {}
-                    for b = #taken, t, -1 do back[#back + 1] = taken[b] end
-                    redis.call("LPUSH", key, unpack(back))
-                    drained, stop = 0, true
-                    break
-                  end
-                  items[#items + 1] = item or entry
-                  scored[#scored + 1] = arg(1)
-                  scored[#scored + 1] = item or entry
-                end
-                if #items > 0 then
-                  redis.call("ZADD", slots, unpack(scored))
-                  local full = free - #items <= 0 and 1 or 0
-                  claimed[#claimed + 1] = { tag, drained, full, id, r[3], r[4] or "1", r[5] or "", items }
-                  most = most - #items
-                end
-                if drained == 1 then stop = true end
-              end
+              local free = math.max(0, tonumber(r[1]) - redis.call("ZCARD", slots))
+              runners[#runners + 1] = { id = id, slots = slots, free = free, claimed = {}, record = r }
+              serving[#serving + 1] = #runners
+            end
+          end
+          local queue = { key = key, band = "0", flow = arg(2), cap = 0, serving = serving, pos = 1 }
+          local got, empty = claimFromQueues({ queue }, runners, tonumber(arg(3)), nil, 0, {}, arg(1))
+          local items = {}
+          for c = 1, #got, 3 do
+            local r = got[c]
+            items[r] = items[r] or {}
+            items[r][#items[r] + 1] = got[c + 1]
+          end
+          for r, run in ipairs(runners) do
+            if items[r] then
+              local rec = run.record
+              claimed[#claimed + 1] = { arg(5), #empty, run.free <= 0 and 1 or 0, run.id, rec[3], rec[4] or "1", rec[5] or "", items[r] }
             end
           end
         end
@@ -269,9 +258,10 @@ return {created, skipped, claimWaiting or "", claimed, invalid}`,
  *              flow id, the most to take, the queue's script type ("" when pinned to a runner),
  *              a tag, then per candidate runner its id and the key positions of its hash and
  *              slot set. A candidate that is gone, pulls, or does not take the script type is
- *              skipped (and named in `invalid`); one with free slots gets up to that many items
- *              from the front of the queue (a retry marked to avoid it, and what follows, goes
- *              back to the front for the dispatcher). Never put in a pending plan: a commit run
+ *              skipped (and named in `invalid`); the others' free slots take items from the front
+ *              of the queue by the dispatcher's own rule (claimFromQueues, scripts/claim.ts: the
+ *              runner with the most room first; a retry goes back to the runner it avoids only
+ *              when no other has room). Never put in a pending plan: a commit run
  *              again after an unknown outcome claims nothing, its queues go to the dispatcher
  *   "X"        keep a dead letter (a job out of retries) within the context's cap: HSETNX into
  *              the dead letters hash, ZADD to their index, and past the cap (the context hash's
