@@ -8,12 +8,11 @@ const NOTIFY_TIMEOUT_MS = 5_000;
 const NOTIFY_ATTEMPTS = 3;
 
 /**
- * A flow's result that the commit ending the flow put in its caller's inbox itself: on msg_out
- * only to be POSTed. Results written by older versions wait on msg_out `dispatched`, for the
- * relay to put them in the inbox as it does chat and mail.
+ * A flow's result, which the commit ending the flow put in its caller's inbox itself: on msg_out
+ * only to be POSTed.
  */
 export function alreadyInInbox(message: Message): boolean {
-  return message.flow_result !== undefined && message.status !== "dispatched";
+  return message.flow_result !== undefined;
 }
 
 /**
@@ -36,31 +35,29 @@ export async function deliverToActor(
     await postToAddresses(store, key, recipient, message);
     return "posted";
   }
-  if (!message.flow_result) {
-    const context = await store.contexts.find({ id: message.context_id });
-    const reason = !context
-      ? "the context no longer exists"
-      : !isMember(context, message.caller_id)
-        ? `sender ${message.caller_id} is no longer a member of context ${message.context_id}`
-        : !isMember(context, recipient)
-          ? `recipient ${recipient} is not a member of context ${message.context_id}`
-          : undefined;
-    if (reason) {
-      if (await store.messages.settle(message, { deliver: false, reason })) {
-        await store.deadLetters.add({
-          id: deadLetterIds.message(message.caller_id, message.id),
-          kind: "message",
-          context_id: message.context_id,
-          flow_id: 0,
-          caller_id: message.caller_id,
-          message_id: message.id,
-          attempts: 1,
-          reason,
-          at: store.now(),
-        });
-      }
-      return "refused";
+  const context = await store.contexts.find({ id: message.context_id });
+  const reason = !context
+    ? "the context no longer exists"
+    : !isMember(context, message.caller_id)
+      ? `sender ${message.caller_id} is no longer a member of context ${message.context_id}`
+      : !isMember(context, recipient)
+        ? `recipient ${recipient} is not a member of context ${message.context_id}`
+        : undefined;
+  if (reason) {
+    if (await store.messages.settle(message, { deliver: false, reason })) {
+      await store.deadLetters.add({
+        id: deadLetterIds.message(message.caller_id, message.id),
+        kind: "message",
+        context_id: message.context_id,
+        flow_id: 0,
+        caller_id: message.caller_id,
+        message_id: message.id,
+        attempts: 1,
+        reason,
+        at: store.now(),
+      });
     }
+    return "refused";
   }
   if (!(await store.messages.settle(message, { deliver: true }))) return "settled-before";
   // The sweep looks at the context within a minute, and from then on by its inbox window: what

@@ -54,7 +54,7 @@ export class ContextFeed extends DurableObject<Env> implements ContextFeedRpc {
    * Per flow, the feed keeps the last event it took and the flow's incarnation: a batch of
    * another incarnation (a flow under an id given again, after Redis was flushed or the flow
    * deleted) starts from nothing, so its events, numbered from 1 again, are not skipped as seen.
-   * A batch without an incarnation (a flow written before there were tokens) keeps what is there.
+   * A batch without an incarnation (its object has not learned it yet) keeps what is there.
    */
   async publish(scope: DispatchScope, flowId: number, events: FlowStreamEvent[], incarnation?: string): Promise<void> {
     const row = this.sql

@@ -21,8 +21,9 @@ export type Verdict = "own" | "foreign";
  * its id given again. Each flow (and each job run outside any flow) is created with a random
  * token of its own, kept in its record (`_op`) and here; whenever the object reads its record,
  * `judge` tells whether its storage (journal, pending plan, stream, nonces, feed cursor) is that
- * record's. A record without a token (written before there were tokens) is taken as this
- * storage's, as it always was; storage without one (written before) takes the record's.
+ * record's. A record without a token is no flow this coordinator created (a partial hash a write
+ * left after Redis was wiped): never this storage's. Storage without one (just wiped) takes the
+ * record's.
  */
 export class FlowBinding {
   private scope: FlowScope | undefined;
@@ -108,7 +109,8 @@ export class FlowBinding {
   async judge(record: RecordToken): Promise<Verdict> {
     await this.read();
     if (record === null) return this.kept && this.creations === 0 ? "foreign" : "own";
-    if (record.token === undefined || record.token === this.token) return "own";
+    if (record.token === undefined) return "foreign";
+    if (record.token === this.token) return "own";
     if (this.token !== undefined) return "foreign";
     await this.adopt(record.token);
     return "own";

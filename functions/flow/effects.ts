@@ -134,15 +134,10 @@ export class FlowEffects {
 }
 
 function wakeFor(plan: Pick<PendingCommit, "queued" | "freed" | "released" | "notifies">): Wake | undefined {
-  // A plan written by an older version says only whether it queued anything.
-  const queued: unknown = plan.queued;
-  const queues = Array.isArray(queued) ? plan.queued : [];
-  const work = queued === true;
-  if (queues.length === 0 && !work && plan.freed.length === 0 && !plan.released?.length && !plan.notifies)
-    return undefined;
+  const queues = plan.queued;
+  if (queues.length === 0 && plan.freed.length === 0 && !plan.released?.length && !plan.notifies) return undefined;
   return {
     ...(queues.length > 0 ? { queues } : {}),
-    ...(work ? { work: true } : {}),
     ...(plan.freed.length > 0 ? { freed: plan.freed } : {}),
     ...(plan.released?.length ? { released: plan.released } : {}),
     ...(plan.notifies ? { mail: true } : {}),

@@ -9,8 +9,6 @@ import {
 
 /** One key per job in progress. */
 const PREFIX = "journal:";
-/** Where the whole journal lived, as one value, before it was kept per job: still read. */
-const FORMER = "journal";
 /** put() and delete() take at most 128 keys at once. */
 const CHUNK = 120;
 
@@ -31,13 +29,10 @@ export class FlowJournal {
 
   constructor(private readonly storage: DurableObjectStorage) {}
 
-  /** The stored journal (one written by an older version as a single value included). */
+  /** The stored journal. */
   async read(): Promise<Journal> {
-    const [former, entries] = await Promise.all([
-      this.storage.get<Journal>(FORMER),
-      this.storage.list<JobJournal>({ prefix: PREFIX }),
-    ]);
-    const journal: Journal = { ...(former ?? {}) };
+    const entries = await this.storage.list<JobJournal>({ prefix: PREFIX });
+    const journal: Journal = {};
     for (const [key, entry] of entries) journal[Number(key.slice(PREFIX.length))] = entry;
     return journal;
   }
@@ -73,7 +68,7 @@ export class FlowJournal {
     }
     const kept = await this.storage.list({ prefix: PREFIX });
     const deletes = [...kept.keys()].filter((key) => !(key in puts));
-    await this.apply(puts, [...deletes, FORMER]);
+    await this.apply(puts, deletes);
   }
 
   /**

@@ -5,8 +5,6 @@ export const NONCE_PREFIX = "nonce:";
 export const ledgerKey = (keyid: string, nonce: string): string => `${NONCE_PREFIX}${keyid} ${nonce}`;
 /** How many uses go by between two sweeps of expired nonces. */
 const SWEEP_EVERY = 256;
-/** The whole ledger as one value, as older versions kept it. */
-const FORMER = "nonces";
 
 /**
  * Nonces of runner webhooks, kept in the flow's Durable Object storage instead of Redis: the
@@ -20,19 +18,16 @@ const FORMER = "nonces";
  */
 export class NonceLedger {
   private uses = 0;
-  private former: Promise<void> | undefined;
 
   constructor(private readonly storage: DurableObjectStorage) {}
 
-  /** Storage was wiped: the nonces an older version kept are looked for again (none will be). */
+  /** Storage was wiped: nothing to forget (the ledger keeps nothing in memory but a count). */
   forget(): void {
-    this.former = undefined;
+    this.uses = 0;
   }
 
   /** Records a nonce; false when it was already used and has not expired. */
   async use(keyid: string, nonce: string, ttlMs: number, now = Date.now()): Promise<boolean> {
-    this.former ??= this.takeFormer(now);
-    await this.former;
     const key = ledgerKey(keyid, nonce);
     const expires = await this.storage.get<number>(key);
     if (expires !== undefined && expires > now) return false;
@@ -46,17 +41,5 @@ export class NonceLedger {
     const expired = [...kept].flatMap(([key, until]) => (until <= now ? [key] : []));
     // delete() takes at most 128 keys at once.
     for (let i = 0; i < expired.length; i += 128) await this.storage.delete(expired.slice(i, i + 128));
-  }
-
-  /** Moves the nonces an older version kept as one value to keys of their own (once). */
-  private async takeFormer(now: number): Promise<void> {
-    const seen = await this.storage.get<Record<string, number>>(FORMER);
-    if (!seen) return;
-    const live = Object.entries(seen).filter(([, until]) => until > now);
-    for (let i = 0; i < live.length; i += 120)
-      await this.storage.put(
-        Object.fromEntries(live.slice(i, i + 120).map(([id, until]) => [`${NONCE_PREFIX}${id}`, until])),
-      );
-    await this.storage.delete(FORMER);
   }
 }

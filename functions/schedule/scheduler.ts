@@ -261,13 +261,15 @@ export class Scheduler extends DurableObject<Env> implements SchedulerRpc {
    * The memory of the schedule `found`. A record under this id with another incarnation token
    * (Redis flushed or replaced, the id given again) is another schedule: it starts from an empty
    * memory, not with the old one's last fire (whose missed fires it would catch up), pending
-   * fires, runs, or running flows (whose ids now name other flows). A record without a token
-   * (created before there were tokens) keeps the memory there is.
+   * fires, runs, or running flows (whose ids now name other flows).
    */
   private async memoryOf(found: StoredSchedule): Promise<Memory> {
     const memory = await this.memory();
-    if (found.incarnation === undefined || memory.incarnation === found.incarnation) return memory;
-    const fresh: Memory = { ...emptyMemory(), incarnation: found.incarnation };
+    if (memory.incarnation === found.incarnation) return memory;
+    const fresh: Memory = {
+      ...emptyMemory(),
+      ...(found.incarnation !== undefined ? { incarnation: found.incarnation } : {}),
+    };
     await this.save(fresh);
     return fresh;
   }

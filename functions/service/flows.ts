@@ -68,8 +68,6 @@ export async function submitFlow(
   let created = true;
   if ("existing" in reservation) {
     const existing = reservation.existing;
-    if (!("digest" in existing))
-      return { view: await existingFlow(call, contextId, existing.flowId, idempotencyKey), created: false };
     if (existing.digest !== digest) {
       throw new Problem(
         "idempotency-key-reused",
@@ -102,20 +100,6 @@ export async function submitFlow(
     throw new Problem("conflict", `flow id ${ids.flowId} is taken by another flow`);
   }
   return { view, created };
-}
-
-/** The flow an Idempotency-Key named when only its id was kept (keys written by older versions). */
-async function existingFlow(
-  call: FlowCall,
-  contextId: number,
-  flowId: number,
-  idempotencyKey: string | undefined,
-): Promise<FlowView> {
-  const scope = callScope(call, contextId, { flowId });
-  const view = unwrap(await coordinatorStub(call.env, scope).view(scope));
-  if (!view)
-    throw new Problem("conflict", `Idempotency-Key ${idempotencyKey} names flow ${flowId}, which no longer exists`);
-  return view;
 }
 
 /** Loads a flow with every job's live status (readers). */

@@ -98,10 +98,10 @@ export function rebuildState(records: StoredRecords): FlowState {
       if (record.error !== undefined) job.error = record.error;
       if (record.latency_ms !== undefined) job.latencyMs = record.latency_ms;
       if (record.duration_ms !== undefined) job.durationMs = record.duration_ms;
-      // Where the last attempt ran: the job's record has it; records of older versions left it
-      // in the attempt's message.
-      const runnerId = record.last_runner_id ?? latest?.runner_id;
-      const at = record.ended_at ?? latest?.ended_at ?? 0;
+      // Where the last attempt ran, and when the job ended: the job's record has both (a job that
+      // ended without an attempt, its dependency failed, has no runner).
+      const runnerId = record.last_runner_id;
+      const at = record.ended_at ?? 0;
       if (runnerId !== undefined) job.delivery = { runnerId, state: "acknowledged", at: at * 1000 };
     } else if (attempt > 0 && latest && latest.ended_at !== undefined) {
       // The attempt ended but the job did not: it was waiting out a retry's backoff.

@@ -120,7 +120,7 @@ export interface FlowState {
   /**
    * Whether the flow's result, once in the caller's inbox, is also relayed to be POSTed to the
    * caller's https addresses: false when the caller had none when it submitted the flow. Unset
-   * (a flow rebuilt from storage, or created by an older version) counts as true: the relay then
+   * (a flow rebuilt from storage) counts as true: the relay then
    * reads the caller's addresses and POSTs to those it finds.
    */
   notifyHttps?: boolean;

@@ -16,8 +16,6 @@ export interface RecordCodec<T> {
   readonly name: string;
   readonly schema: z.ZodType<T>;
   readonly fields: FieldKinds<T>;
-  /** Fields stored under another name by older versions: old name → field. Read, never written. */
-  readonly formerly?: Readonly<Record<string, keyof T & string>>;
 }
 
 /** Encodes one field's value as hash text. */
@@ -57,8 +55,7 @@ export function decodeRecord<T>(codec: RecordCodec<T>, key: string, hash: Record
   const issues: FieldIssue[] = [];
   const draft: Record<string, unknown> = {};
   for (const [field, kind] of Object.entries(codec.fields) as [string, FieldKind][]) {
-    const former = Object.entries(codec.formerly ?? {}).find(([, now]) => now === field)?.[0];
-    const raw = hash[field] ?? (former === undefined ? undefined : hash[former]);
+    const raw = hash[field];
     if (raw === undefined || raw === null) continue;
     const decoded = decodeField(kind, String(raw));
     if (decoded.ok) draft[field] = decoded.value;

@@ -40,10 +40,9 @@ export interface FreshReservation extends ReservedIds {
 
 /**
  * Ids reserved now, or (`existing`) by an earlier submission with the same Idempotency-Key: its
- * ids and its request's digest, or only its flow id when an older version made it.
+ * ids and its request's digest.
  */
-export type Reservation =
-  FreshReservation | { existing: (ReservedIds & { digest: string }) | { flowId: number } } | { replayed: true };
+export type Reservation = FreshReservation | { existing: ReservedIds & { digest: string } } | { replayed: true };
 
 export interface ReserveRequest {
   contextId: number;
@@ -144,16 +143,12 @@ export class FlowStore {
     if (Number(reply[0]) === 2) return { replayed: true };
     if (Number(reply[0]) === 1) {
       const [flowId, firstJobId, firstMessageId, digest] = String(reply[1]).split(":");
-      return digest === undefined
-        ? { existing: { flowId: Number(flowId) } }
-        : {
-            existing: {
-              flowId: Number(flowId),
-              firstJobId: Number(firstJobId),
-              firstMessageId: Number(firstMessageId),
-              digest,
-            },
-          };
+      const existing = {
+        flowId: Number(flowId),
+        firstJobId: Number(firstJobId),
+        firstMessageId: Number(firstMessageId),
+      };
+      return { existing: { ...existing, digest: digest ?? "" } };
     }
     return {
       flowId: Number(reply[1]),

@@ -52,8 +52,6 @@ export const codecs = {
   job: {
     name: "job",
     schema: RunnerJob,
-    // Versions before the rename kept the model's spelling.
-    formerly: { dependends: "depends" },
     fields: {
       id: "int",
       caller_id: "int",

@@ -6,7 +6,7 @@ import { ConflictError, NotFoundError, StoreError } from "./errors.js";
 import { callRedis, type Redis } from "./redis.js";
 import { Repository, type CreateInput, type Patch, type RecordLayout, type RecordRef } from "./repository.js";
 import type { ScriptReply } from "./script.js";
-import { createRunner, deleteRunner, indexRunnerKeys, releaseRunnerKey, updateRunnerKey } from "./scripts/runner.js";
+import { createRunner, deleteRunner, updateRunnerKey } from "./scripts/runner.js";
 
 /** A public key is one runner's in a context: this one already holds it (409). */
 export class RunnerKeyTakenError extends ConflictError {
@@ -23,8 +23,6 @@ export class RunnerKeyTakenError extends ConflictError {
 
 /** How often a write starts over after its read went stale (a concurrent change of the runner). */
 const MAX_TRIES = 8;
-/** Runners per call when the runners of a context are indexed for the first time. */
-const INDEX_CHUNK = 200;
 
 /**
  * The runners of contexts: a Repository whose writes also keep the key index (`runner_keys`,
@@ -59,8 +57,7 @@ export class RunnerStore extends Repository<Runner> {
       const [code, holder] = codeOf(answer);
       if (code === 1) return record;
       if (code === 0 && chosen !== undefined) throw new ConflictError("runner", `${id} (context ${record.context_id})`);
-      if (code === 2) await this.taken(record.context_id, record.pubkey, holder);
-      if (code === 3) await this.indexKeys(record.context_id);
+      if (code === 2) throw new RunnerKeyTakenError(record.context_id, record.pubkey, holder);
       // 0 with an allocated id (taken by a runner of a chosen id): the next id.
     }
     throw new StoreError(`could not register a runner in context ${input.context_id}: it kept changing`);
@@ -84,8 +81,7 @@ export class RunnerStore extends Repository<Runner> {
       const [code, holder] = codeOf(answer);
       if (code === 1) return merged;
       if (code === 0) throw new NotFoundError("runner", `${ref.id} (context ${contextId})`);
-      if (code === 2) await this.taken(contextId, merged.pubkey, holder);
-      if (code === 3) await this.indexKeys(contextId);
+      if (code === 2) throw new RunnerKeyTakenError(contextId, merged.pubkey, holder);
     }
     throw new StoreError(`runner ${ref.id} kept changing while it was patched`);
   }
@@ -104,55 +100,6 @@ export class RunnerStore extends Repository<Runner> {
       if (Number(deleted) === 0) throw new NotFoundError("runner", `${ref.id} (context ${ref.context_id})`);
     }
     throw new StoreError(`runner ${ref.id} kept changing while it was removed`);
-  }
-
-  /**
-   * The key is in the index under `holder`: refused, unless the entry is stale (its runner gone
-   * or holding another key, written by a version that did not keep the index), which is dropped
-   * so the caller's next try goes through.
-   */
-  private async taken(contextId: number, pubkey: string, holder: number): Promise<void> {
-    const runner = await this.find({ context_id: contextId, id: holder });
-    if (runner?.pubkey === pubkey) throw new RunnerKeyTakenError(contextId, pubkey, holder);
-    await releaseRunnerKey.run(
-      this.db,
-      [this.keys.runnerKeys(contextId), this.keys.runner(contextId, holder)],
-      [holder, pubkey],
-    );
-  }
-
-  /**
-   * Adds the context's runners to the key index (those registered before it existed), then marks
-   * the context indexed: once, the first time a runner of the context is written after the index
-   * came. Reads every runner's key (one round trip), then one script per INDEX_CHUNK runners.
-   */
-  private async indexKeys(contextId: number): Promise<void> {
-    const index = this.keys.index(contextId, "runner");
-    const ids = (await callRedis(() => this.db.exec<string[]>(["ZRANGE", index, "0", "-1"]))).map(String);
-    const pubkeys = ids.length === 0 ? [] : await this.pubkeysOf(contextId, ids);
-    for (let from = 0; from === 0 || from < ids.length; from += INDEX_CHUNK) {
-      const keys = [this.keys.runnerKeys(contextId), index];
-      const args = [from + INDEX_CHUNK >= ids.length ? String(ids.length) : ""];
-      for (let i = from; i < Math.min(ids.length, from + INDEX_CHUNK); i++) {
-        const id = Number(ids[i]);
-        const pubkey = pubkeys[i];
-        if (pubkey === null || pubkey === undefined) continue;
-        keys.push(this.keys.runner(contextId, id));
-        args.push(String(id), pubkey);
-      }
-      // A listing gone stale (a runner came or went meanwhile) leaves the context unmarked: the
-      // caller's next try indexes it again.
-      await indexRunnerKeys.run(this.db, keys, args);
-    }
-  }
-
-  /** The public key of each runner (null for one gone meanwhile), in one round trip. */
-  private async pubkeysOf(contextId: number, ids: string[]): Promise<(string | null)[]> {
-    return callRedis(async () => {
-      const p = this.db.pipeline();
-      for (const id of ids) p.hget(this.keys.runner(contextId, Number(id)), "pubkey");
-      return ((await p.exec()) as unknown[]).map((v) => (v === null || v === undefined ? null : String(v)));
-    });
   }
 
   /** The next runner id of the context (ids chosen by callers are skipped by the script's refusal). */

@@ -37,7 +37,7 @@ const IDEMPOTENCY_TTL_SECONDS = 86_400;
 /** What a new schedule is made of: everything but the id the store allocates. */
 export type NewSchedule = Omit<Schedule, "id">;
 
-/** A schedule as read, with its incarnation token (undefined for a schedule created before there were tokens). */
+/** A schedule as read, with its incarnation token (a record without one is no schedule this coordinator created). */
 export interface StoredSchedule {
   record: Schedule;
   incarnation?: string;

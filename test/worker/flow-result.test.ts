@@ -3,7 +3,6 @@ import { coordinatorKeys } from "../../functions/core/coordinator-key.js";
 import { storeFor } from "../../functions/core/store.js";
 import { relayMail } from "../../functions/dispatch/mail.js";
 import type { FlowState } from "../../shared/flow/index.js";
-import type { Message } from "../../shared/model/index.js";
 import { planCommit, type CommitPlan } from "../../shared/store/index.js";
 import { resultMessage } from "../../shared/store/flow-records.js";
 import { flowOf, shJob, stepsThrough } from "./flow-fixtures.js";
@@ -64,18 +63,5 @@ describe("a flow's result, from the commit that ends the flow", () => {
       expect(await outbox(state.contextId)).toEqual([]);
       expect(await w.redis.exec<number>(["ZCARD", w.keys.inflight(state.contextId)])).toBe(0);
     }
-  });
-
-  it("still goes into the inbox, once, when an older version left it on msg_out undelivered", async () => {
-    const { state } = endedFlow(false);
-    const old: Message = { ...resultMessage(state, T), status: "dispatched" };
-    await store.messages.post(old);
-    const key = (await coordinatorKeys(w.env)).current;
-    expect((await relayMail(store, key, state.contextId, 10)).taken).toBe(1);
-    await w.redis.exec(["RPUSH", w.keys.msgOut(state.contextId), resultKey(state)]); // taken twice
-    await relayMail(store, key, state.contextId, 10);
-    expect(await inboxKeys(state.contextId)).toEqual([resultKey(state)]);
-    const [message] = await store.messages.inbox(state.contextId, CALLER, 10, false);
-    expect(message?.status).toBe("acknowledged");
   });
 });

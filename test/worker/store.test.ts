@@ -165,14 +165,6 @@ describe("what the store refuses", () => {
     expect((await store.jobs.list({ context_id: 11 })).total).toBe(1);
   });
 
-  it("reads a job stored by an older version under the model's field name dependends", async () => {
-    const job = await store.jobs.create({ ...jobFields(13, 1), depends: [4, 5] });
-    const key = new Keys(prefix).job(13, 1, job.id);
-    await redis.exec(["HDEL", key, "depends"]);
-    await redis.exec(["HSET", key, "dependends", "[4,5]"]);
-    expect((await store.jobs.load({ context_id: 13, caller_id: 1, id: job.id })).depends).toEqual([4, 5]);
-  });
-
   it("reports a corrupt hash as CorruptRecordError naming the key and the fields", async () => {
     const keys = new Keys(prefix);
     const job = await store.jobs.create(jobFields(12, 1));

@@ -31,8 +31,7 @@ import { KEEP_DEAD_LETTER } from "./dead-letter-cap.js";
  * The nonce is spent here so that a signed submission costs one storage command less; the
  * token is this call's own, so a call retried after it took effect still finds it fresh.
  * Returns {0, flowId, firstJobId, firstMessageId, named runners ("" when not asked or none)}, or
- * {1, "<flow>:<job>:<message>:<digest>"}
- * (or {1, "<flow>"} as older versions wrote it) when the Idempotency-Key was seen before:
+ * {1, "<flow>:<job>:<message>:<digest>"} when the Idempotency-Key was seen before:
  * nothing is allocated then; {2} when the nonce was used before (nothing done).
  */
 export const reserveFlow = new LuaScript(

@@ -7,12 +7,7 @@ import { LuaScript } from "../script.js";
  * all in the context's slot.
  *
  * The index is written with the record in the same script, so it never names a runner that does
- * not hold the key, except an entry a version without the index left behind (it removed the
- * runner or changed its key during a rolling deploy): the caller checks such an entry and drops
- * it (`releaseRunnerKey`) instead of refusing for it. Runners registered before the index existed
- * are added to it once per context (`indexRunnerKeys`) before any write checks it: until the
- * hash's field `indexed` is set (a pubkey is always 43 characters, so no key is called that), the
- * writes answer {3}.
+ * not hold the key.
  */
 
 /**
@@ -21,19 +16,13 @@ import { LuaScript } from "../script.js";
  *   ARGV[1]  runner id (index member)   ARGV[2]  index score   ARGV[3]  the call's token
  *   ARGV[4]  its pubkey   ARGV[5..] field, value pairs
  * Returns {1} created (now, or by this same call before: its token is in `_op`); {0} the id is
- * taken (→ ConflictError); {2, holder} the key is runner holder's, nothing written; {3} the
- * context's runners are not indexed yet (index them, call again). A context without runners is
- * indexed as it is.
+ * taken (→ ConflictError); {2, holder} the key is runner holder's, nothing written.
  */
 export const createRunner = new LuaScript(
   "createRunner",
   `if redis.call("EXISTS", KEYS[1]) == 1 then
   if redis.call("HGET", KEYS[1], "_op") == ARGV[3] then return {1} end
   return {0}
-end
-if redis.call("HEXISTS", KEYS[3], "indexed") == 0 then
-  if redis.call("ZCARD", KEYS[2]) > 0 then return {3} end
-  redis.call("HSET", KEYS[3], "indexed", "1")
 end
 local holder = redis.call("HGET", KEYS[3], ARGV[4])
 if holder and holder ~= ARGV[1] then return {2, tonumber(holder)} end
@@ -50,13 +39,12 @@ return {1}`,
  *   ARGV[1]  runner id   ARGV[2]  its pubkey as the caller read it   ARGV[3]  the new pubkey
  *   ARGV[4]  n, the number of fields to delete; ARGV[5..n+4] their names; then field, value pairs
  * Returns {1} updated (also when this same patch was applied before: the key is the new one
- * already); {0} no such runner; {2, holder} the new key is runner holder's, nothing written; {3}
- * the context's runners are not indexed yet; {4} its key changed since the caller read it.
+ * already); {0} no such runner; {2, holder} the new key is runner holder's, nothing written;
+ * {4} its key changed since the caller read it.
  */
 export const updateRunnerKey = new LuaScript(
   "updateRunnerKey",
   `if redis.call("EXISTS", KEYS[1]) == 0 then return {0} end
-if redis.call("HEXISTS", KEYS[2], "indexed") == 0 then return {3} end
 local current = redis.call("HGET", KEYS[1], "pubkey")
 if current ~= ARGV[2] and current ~= ARGV[3] then return {4} end
 local holder = redis.call("HGET", KEYS[2], ARGV[3])
@@ -84,43 +72,4 @@ local n = redis.call("DEL", KEYS[1])
 redis.call("ZREM", KEYS[2], ARGV[1])
 if redis.call("HGET", KEYS[3], ARGV[2]) == ARGV[1] then redis.call("HDEL", KEYS[3], ARGV[2]) end
 return n`,
-);
-
-/**
- * indexRunnerKeys: add runners registered before the key index to it, in chunks; the last chunk
- * marks the context indexed, unless runners came or went since they were listed.
- *   KEYS[1]  runner_keys   KEYS[2]  the context's runner index   KEYS[3..]  the runners' hashes
- *   ARGV[1]  how many runners were listed in all, on the last chunk ("" on the others)
- *   ARGV[2..]  per runner of KEYS[3..], in order: its id, its pubkey as listed
- * A runner whose key is in the index already stays out of it (runners that shared a key before:
- * the first listed, the lowest id, holds it); one whose key changed since it was listed is
- * skipped (whoever changed it indexed it). Returns 1 when the context is marked indexed, else 0
- * (not the last chunk, or a listing gone stale: list again).
- */
-export const indexRunnerKeys = new LuaScript(
-  "indexRunnerKeys",
-  `local n = 2
-for i = 2, #ARGV, 2 do
-  n = n + 1
-  if redis.call("HGET", KEYS[n], "pubkey") == ARGV[i + 1] then redis.call("HSETNX", KEYS[1], ARGV[i + 1], ARGV[i]) end
-end
-if ARGV[1] == "" then return 0 end
-if redis.call("ZCARD", KEYS[2]) ~= tonumber(ARGV[1]) then return 0 end
-redis.call("HSET", KEYS[1], "indexed", "1")
-return 1`,
-);
-
-/**
- * releaseRunnerKey: drop a key's entry that names a runner which does not hold that key (removed,
- * or given another key, by a version that did not keep the index).
- *   KEYS[1]  runner_keys   KEYS[2]  the hash of the runner the entry names
- *   ARGV[1]  that runner's id   ARGV[2]  the pubkey
- * Returns 1 dropped, 0 the entry is right (or names someone else now).
- */
-export const releaseRunnerKey = new LuaScript(
-  "releaseRunnerKey",
-  `if redis.call("HGET", KEYS[1], ARGV[2]) ~= ARGV[1] then return 0 end
-if redis.call("HGET", KEYS[2], "pubkey") == ARGV[2] then return 0 end
-redis.call("HDEL", KEYS[1], ARGV[2])
-return 1`,
 );
