@@ -26,6 +26,57 @@ function shortLabel(key: string): string {
   return key.length > MAX_LABEL ? `${key.slice(0, MAX_LABEL - 1)}…` : key;
 }
 
+/** The jobs laid out left to right by dagre: a node per job, an edge per dependency. */
+function laidOut(jobs: DagJob[]): Graph {
+  const graph = new Graph();
+  // A small edge separation: dagre routes every edge through a point between the layers, and
+  // with the default (20) a densely connected flow grows many times taller than its nodes.
+  graph.setGraph({ rankdir: "LR", nodesep: 14, edgesep: 4, ranksep: 56, marginx: 12, marginy: 12 });
+  graph.setDefaultEdgeLabel(() => ({}));
+  for (const job of jobs) graph.setNode(String(job.id), { width: NODE_W, height: NODE_H });
+  for (const job of jobs) for (const dep of job.depends) graph.setEdge(String(dep), String(job.id));
+  layout(graph);
+  return graph;
+}
+
+/** The laid-out edges, as arrows. */
+function edgesOf(graph: Graph): SVGElement[] {
+  return graph.edges().map((e) => {
+    const points = (graph.edge(e) as { points: { x: number; y: number }[] }).points;
+    const d = points.map((p, i) => `${i === 0 ? "M" : "L"}${p.x.toFixed(1)},${p.y.toFixed(1)}`).join(" ");
+    return svg("path", { class: "edge", d, "marker-end": "url(#arrow)" });
+  });
+}
+
+/** A job's node at its place: a box with its name and status, chosen by click, Enter or space. */
+function nodeOf(job: DagJob, box: { x: number; y: number }, select: () => void): SVGElement {
+  const node = svg(
+    "g",
+    {
+      class: `node st-${job.status}`,
+      transform: `translate(${(box.x - NODE_W / 2).toFixed(1)},${(box.y - NODE_H / 2).toFixed(1)})`,
+      tabindex: 0,
+      role: "button",
+      "data-job": job.id,
+      "data-status": job.status,
+      "aria-label": `job ${job.key}: ${subtitle(job)}`,
+    },
+    svg("title", {}, `${job.key} (job ${job.id})`),
+    svg("rect", { width: NODE_W, height: NODE_H, rx: 7 }),
+    svg("text", { x: 10, y: 19, class: "name" }, shortLabel(job.key)),
+    svg("text", { x: 10, y: 36, class: "sub" }, subtitle(job)),
+  );
+  node.addEventListener("click", select);
+  node.addEventListener("keydown", (event) => {
+    const key = (event as KeyboardEvent).key;
+    if (key === "Enter" || key === " ") {
+      event.preventDefault();
+      select();
+    }
+  });
+  return node;
+}
+
 export class DagView {
   readonly element: HTMLElement;
   private readonly canvas: SVGElement;
@@ -37,50 +88,12 @@ export class DagView {
   private selected: number | undefined;
 
   constructor(jobs: DagJob[], onSelect: (jobId: number) => void) {
-    const graph = new Graph();
-    // A small edge separation: dagre routes every edge through a point between the layers, and
-    // with the default (20) a densely connected flow grows many times taller than its nodes.
-    graph.setGraph({ rankdir: "LR", nodesep: 14, edgesep: 4, ranksep: 56, marginx: 12, marginy: 12 });
-    graph.setDefaultEdgeLabel(() => ({}));
-    for (const job of jobs) graph.setNode(String(job.id), { width: NODE_W, height: NODE_H });
-    for (const job of jobs) for (const dep of job.depends) graph.setEdge(String(dep), String(job.id));
-    layout(graph);
+    const graph = laidOut(jobs);
     const size = graph.graph() as { width?: number; height?: number };
     this.width = Math.ceil(size.width ?? NODE_W);
     this.height = Math.ceil(size.height ?? NODE_H);
-
-    const edges = graph.edges().map((e) => {
-      const points = (graph.edge(e) as { points: { x: number; y: number }[] }).points;
-      const d = points.map((p, i) => `${i === 0 ? "M" : "L"}${p.x.toFixed(1)},${p.y.toFixed(1)}`).join(" ");
-      return svg("path", { class: "edge", d, "marker-end": "url(#arrow)" });
-    });
     const nodes = jobs.map((job) => {
-      const box = graph.node(String(job.id)) as { x: number; y: number };
-      const node = svg(
-        "g",
-        {
-          class: `node st-${job.status}`,
-          transform: `translate(${(box.x - NODE_W / 2).toFixed(1)},${(box.y - NODE_H / 2).toFixed(1)})`,
-          tabindex: 0,
-          role: "button",
-          "data-job": job.id,
-          "data-status": job.status,
-          "aria-label": `job ${job.key}: ${subtitle(job)}`,
-        },
-        svg("title", {}, `${job.key} (job ${job.id})`),
-        svg("rect", { width: NODE_W, height: NODE_H, rx: 7 }),
-        svg("text", { x: 10, y: 19, class: "name" }, shortLabel(job.key)),
-        svg("text", { x: 10, y: 36, class: "sub" }, subtitle(job)),
-      );
-      const select = () => onSelect(job.id);
-      node.addEventListener("click", select);
-      node.addEventListener("keydown", (event) => {
-        const key = (event as KeyboardEvent).key;
-        if (key === "Enter" || key === " ") {
-          event.preventDefault();
-          select();
-        }
-      });
+      const node = nodeOf(job, graph.node(String(job.id)) as { x: number; y: number }, () => onSelect(job.id));
       this.nodes.set(job.id, node);
       return node;
     });
@@ -98,7 +111,7 @@ export class DagView {
         "aria-label": `the flow's ${jobs.length} jobs and their dependencies`,
       },
       svg("defs", {}, arrow),
-      svg("g", {}, ...edges),
+      svg("g", {}, ...edgesOf(graph)),
       svg("g", {}, ...nodes),
     );
     this.viewport = h("div", { class: "dag-viewport" }, this.canvas);
@@ -111,9 +124,15 @@ export class DagView {
       },
       { passive: false },
     );
+    this.element = h("div", { class: "dag-box" }, this.controls(), this.viewport);
+    this.setScale(1);
+  }
+
+  /** The zoom buttons. */
+  private controls(): HTMLElement {
     const button = (label: string, title: string, action: () => void) =>
       h("button", { type: "button", class: "small", title, "aria-label": title, onclick: action }, label);
-    const controls = h(
+    return h(
       "div",
       { class: "dag-controls" },
       button("−", "Zoom out", () => this.zoom(1 / 1.25)),
@@ -121,8 +140,6 @@ export class DagView {
       button("Fit", "Fit the whole graph", () => this.fit()),
       button("1:1", "Actual size", () => this.setScale(1)),
     );
-    this.element = h("div", { class: "dag-box" }, controls, this.viewport);
-    this.setScale(1);
   }
 
   /** Recolours a node after an event: its status class, its second line and its label. */

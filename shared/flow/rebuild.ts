@@ -65,69 +65,19 @@ interface StoredRecords {
  */
 export function rebuildState(records: StoredRecords): FlowState {
   const { flow, journal = {} } = records;
-  // A job outside any flow keeps its own timeouts; records older than that get the defaults.
+  // A flow keeps its jobs' timeouts in its record, a job outside any flow its own; nothing keeps
+  // them when there is no record at all (an empty state, which no deadline reads).
   const timeouts: FlowTimeouts = flow?.timeouts ??
     records.jobs[0]?.timeouts ?? { timeout: MESSAGE_TIMEOUTS.timeout, timeout_ack: MESSAGE_TIMEOUTS.timeout_ack };
   const order = flow ? flow.jobs : records.jobs.map((j) => j.id);
   const byId = new Map(records.jobs.map((j) => [j.id, j]));
   const jobs: Record<number, JobState> = {};
   const started = flow ? flow.status !== "dispatched" : true;
-
   for (const id of order) {
     const record = byId.get(id);
     if (!record) throw new Error(`job ${id} of flow ${flow?.id ?? 0} is missing from storage`);
     const messages = (records.messages.get(id) ?? []).slice().sort((a, b) => (a.attempt ?? 1) - (b.attempt ?? 1));
-    const latest = messages[messages.length - 1];
-    const attempt = latest?.attempt ?? 0;
-    const ended = ENDED.has(record.status);
-    const notes = journal[id]?.attempt === attempt ? journal[id] : undefined;
-    const job: JobState = {
-      id,
-      ...(record.name ? { name: record.name } : {}),
-      depends: record.depends,
-      dependents: [],
-      spec: specOf(record),
-      messageBase: record.message_base ?? 0,
-      status: record.status,
-      attempt: Math.max(attempt, record.attempt ?? 0),
-      attemptFloor: record.attempt_floor ?? 0,
-      ...(record.past_messages ? { pastMessages: record.past_messages as [number, number][] } : {}),
-    };
-    if (ended) {
-      if (record.status === "finished") job.result = record.result;
-      if (record.error !== undefined) job.error = record.error;
-      if (record.latency_ms !== undefined) job.latencyMs = record.latency_ms;
-      if (record.duration_ms !== undefined) job.durationMs = record.duration_ms;
-      // Where the last attempt ran, and when the job ended: the job's record has both (a job that
-      // ended without an attempt, its dependency failed, has no runner).
-      const runnerId = record.last_runner_id;
-      const at = record.ended_at ?? 0;
-      if (runnerId !== undefined) job.delivery = { runnerId, state: "acknowledged", at: at * 1000 };
-    } else if (attempt > 0 && latest && latest.ended_at !== undefined) {
-      // The attempt ended but the job did not: it was waiting out a retry's backoff.
-      job.status = "dispatched";
-      if (record.error !== undefined) job.error = record.error;
-      // Only a retry deadline of the journal belongs here: the journal is written after a commit
-      // comes back, so after one whose outcome was unknown it may still hold the attempt's
-      // delivery deadline, which would fail the ended attempt again, and again.
-      job.deadline =
-        notes?.deadline?.kind === "retry" ? notes.deadline : { kind: "retry", attempt, at: latest.ended_at * 1000 };
-    } else if (attempt > 0 && latest) {
-      job.status = notes?.startedAt !== undefined ? "started" : "dispatched";
-      if (notes?.delivery) job.delivery = notes.delivery;
-      if (notes?.refused !== undefined) job.refused = notes.refused;
-      if (notes?.startedAt !== undefined) job.startedAt = notes.startedAt;
-      if (notes?.heartbeatAt !== undefined) job.heartbeatAt = notes.heartbeatAt;
-      job.queuedAt = notes?.queuedAt ?? latest.created_at * 1000;
-      job.deadline = notes?.deadline ?? {
-        kind: "delivery",
-        attempt,
-        at: (latest.created_at + timeouts.timeout) * 1000,
-      };
-    } else {
-      job.status = started && record.depends.length > 0 ? "waiting_for_prerequisites" : "dispatched";
-    }
-    jobs[id] = job;
+    jobs[id] = jobOf(record, messages[messages.length - 1], journal[id], { timeouts, started });
   }
   linkDependents(jobs, order);
 
@@ -148,6 +98,66 @@ export function rebuildState(records: StoredRecords): FlowState {
     ...(flow?.started_at !== undefined ? { startedAt: flow.started_at * 1000 } : {}),
     ...(flow?.ended_at !== undefined ? { endedAt: flow.ended_at * 1000 } : {}),
   };
+}
+
+/**
+ * One job as its records tell it: its record (final status, result, end), its newest message
+ * (`latest`: the current attempt, and whether it ended), and its journal entry when it speaks of
+ * that same attempt (delivery, started, deadline).
+ */
+function jobOf(
+  record: RunnerJob,
+  latest: Message | undefined,
+  entry: JobJournal | undefined,
+  flow: { timeouts: FlowTimeouts; started: boolean },
+): JobState {
+  const attempt = latest?.attempt ?? 0;
+  const notes = entry?.attempt === attempt ? entry : undefined;
+  const job: JobState = {
+    id: record.id,
+    ...(record.name ? { name: record.name } : {}),
+    depends: record.depends,
+    dependents: [],
+    spec: specOf(record),
+    messageBase: record.message_base ?? 0,
+    status: record.status,
+    attempt: Math.max(attempt, record.attempt ?? 0),
+    attemptFloor: record.attempt_floor ?? 0,
+    ...(record.past_messages ? { pastMessages: record.past_messages as [number, number][] } : {}),
+  };
+  if (ENDED.has(record.status)) {
+    if (record.status === "finished") job.result = record.result;
+    if (record.error !== undefined) job.error = record.error;
+    if (record.latency_ms !== undefined) job.latencyMs = record.latency_ms;
+    if (record.duration_ms !== undefined) job.durationMs = record.duration_ms;
+    // Where the last attempt ran (a job that ended without an attempt, its dependency failed, has no runner).
+    if (record.last_runner_id !== undefined)
+      job.delivery = { runnerId: record.last_runner_id, state: "acknowledged", at: (record.ended_at ?? 0) * 1000 };
+  } else if (attempt > 0 && latest && latest.ended_at !== undefined) {
+    // The attempt ended but the job did not: it was waiting out a retry's backoff.
+    job.status = "dispatched";
+    if (record.error !== undefined) job.error = record.error;
+    // Only a retry deadline of the journal belongs here: the journal is written after a commit
+    // comes back, so after one whose outcome was unknown it may still hold the attempt's
+    // delivery deadline, which would fail the ended attempt again, and again.
+    job.deadline =
+      notes?.deadline?.kind === "retry" ? notes.deadline : { kind: "retry", attempt, at: latest.ended_at * 1000 };
+  } else if (attempt > 0 && latest) {
+    job.status = notes?.startedAt !== undefined ? "started" : "dispatched";
+    if (notes?.delivery) job.delivery = notes.delivery;
+    if (notes?.refused !== undefined) job.refused = notes.refused;
+    if (notes?.startedAt !== undefined) job.startedAt = notes.startedAt;
+    if (notes?.heartbeatAt !== undefined) job.heartbeatAt = notes.heartbeatAt;
+    job.queuedAt = notes?.queuedAt ?? latest.created_at * 1000;
+    job.deadline = notes?.deadline ?? {
+      kind: "delivery",
+      attempt,
+      at: (latest.created_at + flow.timeouts.timeout) * 1000,
+    };
+  } else {
+    job.status = flow.started && record.depends.length > 0 ? "waiting_for_prerequisites" : "dispatched";
+  }
+  return job;
 }
 
 /** A job alone is its own flow: started once a message was sent for it, ended when it ended. */

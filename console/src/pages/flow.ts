@@ -26,77 +26,144 @@ const PROGRESS_ORDER: JobStatus[] = ["finished", "started", "dispatched", "waiti
  * the view is read every 2 s instead.
  */
 export function flowPage(ctx: PageContext, contextId: number, flowId: number, jobId: number | undefined): PageHandle {
-  const { api, main, signal } = ctx;
-  const indicator = liveIndicator();
-  const status = h("span", { "data-testid": "flow-status" });
-  const meta = h("div", { class: "flow-meta" });
-  const failure = h("div", {});
-  const buttons = new Map<Action, HTMLButtonElement>();
-  const graphArea = h("div", { class: "graph-area" }, h("p", { class: "muted" }, "Loading the flow…"));
-  const base = `/v1/contexts/${contextId}/flows/${flowId}`;
-  let view: FlowView | undefined;
-  let dag: DagView | undefined;
-  let wanted = jobId;
-
-  const panel = new JobPanel(api, contextId, (closed) => {
-    dag?.select(undefined);
-    history.replaceState(null, "", href({ page: "flow", contextId, flowId }));
-    dag?.focus(closed);
-  });
-
-  const openJob = (id: number | undefined) => {
-    wanted = id;
-    if (!view) return;
-    dag?.select(id);
-    if (id === undefined) panel.hide();
-    else panel.show(view, id);
+  const page = new FlowPage(ctx, contextId, flowId, jobId);
+  void page.follow();
+  return {
+    onRoute(route: Route) {
+      if (route.page !== "flow" || route.contextId !== contextId || route.flowId !== flowId) return false;
+      page.openJob(route.jobId);
+      return true;
+    },
   };
+}
+
+/** The flow page's elements and what it knows of the flow. */
+class FlowPage {
+  private readonly indicator = liveIndicator();
+  private readonly status = h("span", { "data-testid": "flow-status" });
+  private readonly meta = h("div", { class: "flow-meta" });
+  private readonly failure = h("div", {});
+  private readonly buttons = new Map<Action, HTMLButtonElement>();
+  private readonly graphArea = h("div", { class: "graph-area" }, h("p", { class: "muted" }, "Loading the flow…"));
+  private readonly base: string;
+  private readonly panel: JobPanel;
+  private readonly resync: () => void;
+  private view: FlowView | undefined;
+  private dag: DagView | undefined;
+
+  constructor(
+    private readonly ctx: PageContext,
+    private readonly contextId: number,
+    private readonly flowId: number,
+    /** The job whose panel is (to be) open. */
+    private wanted: number | undefined,
+  ) {
+    this.base = `/v1/contexts/${contextId}/flows/${flowId}`;
+    this.panel = new JobPanel(ctx.api, contextId, (closed) => {
+      this.dag?.select(undefined);
+      history.replaceState(null, "", href({ page: "flow", contextId, flowId }));
+      this.dag?.focus(closed);
+    });
+    this.resync = throttle(1_000, () => this.reload());
+    for (const { action, label } of ACTIONS) {
+      const button = h("button", { type: "button", disabled: true, "data-action": action }, label);
+      button.addEventListener("click", () => this.act(action, button));
+      this.buttons.set(action, button);
+    }
+    this.layOut();
+  }
+
+  private layOut(): void {
+    const { contextId, flowId } = this;
+    const crumbs = h(
+      "h1",
+      {},
+      h("a", { href: href({ page: "contexts" }), class: "crumb" }, "Contexts"),
+      " / ",
+      h("a", { href: href({ page: "flows", contextId }), class: "crumb" }, `Context ${contextId}`),
+      ` / Flow ${flowId}`,
+    );
+    this.ctx.main.replaceChildren(
+      h("div", { class: "title-row" }, crumbs, this.status, this.indicator.element),
+      this.meta,
+      h("div", { class: "actions" }, ...this.buttons.values()),
+      this.failure,
+      this.graphArea,
+    );
+  }
+
+  /** Reads the flow, then follows its event stream (or polls) until the page goes. */
+  async follow(): Promise<void> {
+    const { api, signal } = this.ctx;
+    let first: FlowView;
+    try {
+      first = await api.get<FlowView>(this.base);
+    } catch (error) {
+      fill(this.graphArea, h("p", { class: "form-error" }, `Cannot read flow ${this.flowId}: ${describeError(error)}`));
+      this.indicator.set("stopped");
+      return;
+    }
+    if (signal.aborted) return;
+    this.apply(first, false);
+    await keepLive({
+      api,
+      path: `${this.base}/events`,
+      label: `the event stream of flow ${this.flowId}`,
+      since: first.last_seq,
+      check: checkFlowEvent,
+      onEvent: (event) => this.onEvent(event),
+      reload: () => this.reload(),
+      pollMs: 2_000,
+      signal,
+      indicator: this.indicator,
+    });
+  }
+
+  openJob(id: number | undefined): void {
+    this.wanted = id;
+    if (!this.view) return;
+    this.dag?.select(id);
+    if (id === undefined) this.panel.hide();
+    else this.panel.show(this.view, id);
+  }
 
   /** Draws what the view says: header, buttons, every node's colour, the open panel. */
-  const apply = (next: FlowView, refreshPanel: boolean) => {
-    view = next;
-    fill(status, badge(next.status));
-    drawMeta(meta, next);
-    fill(
-      failure,
-      next.error
-        ? h(
-            "p",
-            { class: "flow-error", role: "note" },
-            next.error.job === 0 ? "Cancelled: " : `Job ${next.error.name ?? next.error.job} failed: `,
-            next.error.reason,
-          )
-        : undefined,
-    );
+  private apply(next: FlowView, refreshPanel: boolean): void {
+    this.view = next;
+    fill(this.status, badge(next.status));
+    drawMeta(this.meta, next);
+    fill(this.failure, next.error ? failureNote(next.error) : undefined);
     for (const { action, when } of ACTIONS) {
-      const button = buttons.get(action);
+      const button = this.buttons.get(action);
       if (button && !button.dataset.busy) button.disabled = !(when as readonly string[]).includes(next.status);
     }
-    if (!dag) {
-      dag = new DagView(next.jobs, (id) => {
-        history.replaceState(null, "", href({ page: "flow", contextId, flowId, jobId: id }));
-        openJob(id);
-      });
-      fill(graphArea, dag.element, panel.element);
-      openJob(wanted);
-    } else {
-      for (const job of next.jobs) dag.update(job);
-      if (refreshPanel && panel.current !== undefined) panel.show(next, panel.current);
+    if (this.dag) {
+      for (const job of next.jobs) this.dag.update(job);
+      if (refreshPanel && this.panel.current !== undefined) this.panel.show(next, this.panel.current);
+      return;
     }
-  };
+    const { contextId, flowId } = this;
+    this.dag = new DagView(next.jobs, (id) => {
+      history.replaceState(null, "", href({ page: "flow", contextId, flowId, jobId: id }));
+      this.openJob(id);
+    });
+    fill(this.graphArea, this.dag.element, this.panel.element);
+    this.openJob(this.wanted);
+  }
 
-  const reload = async () => {
+  private async reload(): Promise<void> {
+    const { api, signal } = this.ctx;
     try {
-      const next = await api.get<FlowView>(base);
-      if (!signal.aborted) apply(next, true);
+      const next = await api.get<FlowView>(this.base);
+      if (!signal.aborted) this.apply(next, true);
     } catch (error) {
-      if (!signal.aborted) notify(`Cannot read flow ${flowId}: ${describeError(error)}`, "error");
+      if (!signal.aborted) notify(`Cannot read flow ${this.flowId}: ${describeError(error)}`, "error");
     }
-  };
-  const resync = throttle(1_000, reload);
+  }
 
   /** An event, applied to the view at once: a job's node recolours, the flow's status changes. */
-  const onEvent = (event: FlowStreamEvent) => {
+  private onEvent(event: FlowStreamEvent): void {
+    const view = this.view;
     if (!view) return;
     if (event.job_id !== undefined) {
       const job = view.jobs.find((j) => j.id === event.job_id);
@@ -104,17 +171,18 @@ export function flowPage(ctx: PageContext, contextId: number, flowId: number, jo
         job.status = event.status as JobStatus;
         if (event.attempt !== undefined) job.attempt = event.attempt;
         if (event.runner_id !== undefined) job.runner_id = event.runner_id;
-        dag?.update(job);
-        if (event.type === "job.logs" && event.lines) panel.appendLogs(job.id, event.attempt, event.lines);
+        this.dag?.update(job);
+        if (event.type === "job.logs" && event.lines) this.panel.appendLogs(job.id, event.attempt, event.lines);
       }
     } else if (event.type.startsWith("flow.")) {
       view.status = event.status as FlowView["status"];
-      apply(view, false);
+      this.apply(view, false);
     }
-    if (event.type !== "job.logs" && event.type !== "job.heartbeat") resync();
-  };
+    if (event.type !== "job.logs" && event.type !== "job.heartbeat") this.resync();
+  }
 
-  const act = (action: Action, button: HTMLButtonElement) => {
+  /** A button pressed: the action asked of the coordinator (a cancel asks to be pressed twice). */
+  private act(action: Action, button: HTMLButtonElement): void {
     if (action === "cancel" && button.dataset.confirm !== "yes") {
       // Cancelling stops runners mid-job: the first press asks, the second one does it.
       button.dataset.confirm = "yes";
@@ -127,78 +195,26 @@ export function flowPage(ctx: PageContext, contextId: number, flowId: number, jo
     }
     button.dataset.busy = "yes";
     button.disabled = true;
-    api
-      .post<FlowView>(`${base}/${action}`, action === "cancel" ? { reason: "cancelled in the console" } : undefined)
+    const body = action === "cancel" ? { reason: "cancelled in the console" } : undefined;
+    this.ctx.api
+      .post<FlowView>(`${this.base}/${action}`, body)
       .then((next) => {
         delete button.dataset.busy;
-        apply(next, true);
-        notify(`Flow ${flowId}: ${action === "rerun" ? "re-run from its failed jobs" : `${action}ed`}`);
+        this.apply(next, true);
+        notify(`Flow ${this.flowId}: ${action === "rerun" ? "re-run from its failed jobs" : `${action}ed`}`);
       })
       .catch((error: unknown) => {
         delete button.dataset.busy;
-        if (view) apply(view, false);
-        notify(`Cannot ${action} flow ${flowId}: ${describeError(error)}`, "error");
+        if (this.view) this.apply(this.view, false);
+        notify(`Cannot ${action} flow ${this.flowId}: ${describeError(error)}`, "error");
       });
-  };
-  for (const { action, label } of ACTIONS) {
-    const button = h("button", { type: "button", disabled: true, "data-action": action }, label);
-    button.addEventListener("click", () => act(action, button));
-    buttons.set(action, button);
   }
+}
 
-  main.replaceChildren(
-    h(
-      "div",
-      { class: "title-row" },
-      h(
-        "h1",
-        {},
-        h("a", { href: href({ page: "contexts" }), class: "crumb" }, "Contexts"),
-        " / ",
-        h("a", { href: href({ page: "flows", contextId }), class: "crumb" }, `Context ${contextId}`),
-        ` / Flow ${flowId}`,
-      ),
-      status,
-      indicator.element,
-    ),
-    meta,
-    h("div", { class: "actions" }, ...buttons.values()),
-    failure,
-    graphArea,
-  );
-
-  void (async () => {
-    let first: FlowView;
-    try {
-      first = await api.get<FlowView>(base);
-    } catch (error) {
-      fill(graphArea, h("p", { class: "form-error" }, `Cannot read flow ${flowId}: ${describeError(error)}`));
-      indicator.set("stopped");
-      return;
-    }
-    if (signal.aborted) return;
-    apply(first, false);
-    await keepLive({
-      api,
-      path: `${base}/events`,
-      label: `the event stream of flow ${flowId}`,
-      since: first.last_seq,
-      check: checkFlowEvent,
-      onEvent,
-      reload,
-      pollMs: 2_000,
-      signal,
-      indicator,
-    });
-  })();
-
-  return {
-    onRoute(route: Route) {
-      if (route.page !== "flow" || route.contextId !== contextId || route.flowId !== flowId) return false;
-      openJob(route.jobId);
-      return true;
-    },
-  };
+/** Why the flow failed: the job at fault and its reason, or that it was cancelled. */
+function failureNote(error: NonNullable<FlowView["error"]>): HTMLElement {
+  const who = error.job === 0 ? "Cancelled: " : `Job ${error.name ?? error.job} failed: `;
+  return h("p", { class: "flow-error", role: "note" }, who, error.reason);
 }
 
 /** The flow's progress, times and trace id. */

@@ -35,23 +35,6 @@ export function flowsPage(ctx: PageContext, contextId: number, status: string | 
   let shown = PAGE;
   const filter = `${status ? `&status=${status}` : ""}`;
 
-  const row = (flow: Flow) =>
-    h(
-      "tr",
-      { "data-flow": flow.id },
-      h("td", {}, h("a", { href: href({ page: "flow", contextId, flowId: flow.id }) }, `Flow ${flow.id}`)),
-      h("td", {}, badge(flow.status)),
-      h("td", { class: "num" }, String(flow.jobs.length)),
-      h("td", {}, ageElement(flow.created_at)),
-      h("td", {}, timeElement(flow.started_at)),
-      h("td", {}, flowDuration(flow)),
-      h(
-        "td",
-        { class: "reason" },
-        flow.error ? `${flow.error.name ?? `job ${flow.error.job}`}: ${flow.error.reason}` : "",
-      ),
-    );
-
   const load = async () => {
     try {
       // The index lists flows oldest first: the last `shown` of them are the newest.
@@ -66,7 +49,10 @@ export function flowsPage(ctx: PageContext, contextId: number, status: string | 
       body.replaceChildren(
         flows.length === 0
           ? h("p", {}, status ? `No flow is ${status} in this context.` : "No flow in this context yet.")
-          : table(["Flow", "Status", "Jobs", "Created", "Started", "Duration", "Error"], flows.map(row)),
+          : table(
+              ["Flow", "Status", "Jobs", "Created", "Started", "Duration", "Error"],
+              flows.map((flow) => flowRow(contextId, flow)),
+            ),
       );
     } catch (error) {
       body.replaceChildren(h("p", { class: "form-error" }, `Cannot list flows: ${describeError(error)}`));
@@ -77,17 +63,7 @@ export function flowsPage(ctx: PageContext, contextId: number, status: string | 
     void load();
   });
 
-  const select = h(
-    "select",
-    { id: "status-filter" },
-    ...STATUSES.map(({ value, label }) =>
-      h("option", { value, ...(value === (status ?? "") ? { selected: true } : {}) }, label),
-    ),
-  );
-  select.addEventListener("change", () => {
-    location.hash = href({ page: "flows", contextId, ...(select.value ? { status: select.value } : {}) });
-  });
-
+  const select = statusFilter(contextId, status);
   main.replaceChildren(
     contextHeader(ctx, contextId, "flows"),
     h("div", { class: "toolbar" }, h("label", { for: "status-filter" }, "Show"), select, indicator.element),
@@ -110,4 +86,35 @@ export function flowsPage(ctx: PageContext, contextId: number, status: string | 
       indicator,
     });
   });
+}
+
+/** A flow's row in the list: its link, status, size, times and why it failed. */
+function flowRow(contextId: number, flow: Flow): HTMLTableRowElement {
+  const error = flow.error ? `${flow.error.name ?? `job ${flow.error.job}`}: ${flow.error.reason}` : "";
+  return h(
+    "tr",
+    { "data-flow": flow.id },
+    h("td", {}, h("a", { href: href({ page: "flow", contextId, flowId: flow.id }) }, `Flow ${flow.id}`)),
+    h("td", {}, badge(flow.status)),
+    h("td", { class: "num" }, String(flow.jobs.length)),
+    h("td", {}, ageElement(flow.created_at)),
+    h("td", {}, timeElement(flow.started_at)),
+    h("td", {}, flowDuration(flow)),
+    h("td", { class: "reason" }, error),
+  );
+}
+
+/** The status filter: choosing one opens the list of that status. */
+function statusFilter(contextId: number, status: string | undefined): HTMLSelectElement {
+  const select = h(
+    "select",
+    { id: "status-filter" },
+    ...STATUSES.map(({ value, label }) =>
+      h("option", { value, ...(value === (status ?? "") ? { selected: true } : {}) }, label),
+    ),
+  );
+  select.addEventListener("change", () => {
+    location.hash = href({ page: "flows", contextId, ...(select.value ? { status: select.value } : {}) });
+  });
+  return select;
 }
