@@ -87,8 +87,6 @@ export async function sweepContext(host: SweepHost, now: number): Promise<SweepO
   if (wakeOwed) await host.dropRunners();
   const end = { more, poked: pokes.poked, failed: pokes.failed };
   await store.sweep.settle(scope.contextId, Date.now(), policy, { ...end, ...owed(look) });
-  if (pokes.poked + pokes.failed > 0)
-    console.log(`sweep: context ${scope.contextId}: poked=${pokes.poked} failed=${pokes.failed}`);
   const stale = look.oldestClaim !== undefined && look.oldestClaim <= now - STALE_CLAIM_MS;
   return {
     deleted: false,

@@ -22,8 +22,9 @@ const PAGE = 200;
 const HANDOFFS_AT_ONCE = 50;
 /**
  * A run's bounds, within Cloudflare's for a cron invocation (docs/architecture.md, "The sweep"):
- * a hand-off is one subrequest, a claim one, so 5,000 contexts cost 5,025 of the 10,000 allowed
- * (with the late schedules' up to 101 and the count's one); and no page is claimed after 40 s.
+ * a hand-off is one subrequest, a claim one, so 5,000 contexts cost 5,026 of the 10,000 allowed
+ * (with the first read; the late schedules' up to 101 and the count's one besides); and no page
+ * is claimed after 40 s.
  */
 const MOST_PER_RUN = 5_000;
 const RUN_BUDGET_MS = 40_000;
@@ -39,25 +40,14 @@ export const SWEEP_LEASE_MS = 50_000;
  * each to its context's Dispatcher, which sweeps the context on its own alarm (context-sweep.ts):
  * the run's work is O(1) per due context and the contexts are swept in parallel, each by its own
  * object. Every context due when the run starts is handed over in the run, up to MOST_PER_RUN.
- * When nothing is due, the claim, the late schedules' read and counting the run are all it
- * costs: three commands. Overlapping runs are harmless: a claimed context is not due to another.
+ * When nothing is due, a read of `sweep:due`, the late schedules' read and counting the run are
+ * all it costs: three commands (none run inside a script). Overlapping runs are harmless: a
+ * claimed context is not due to another.
  */
 export async function sweep(env: Env, now = Date.now()): Promise<SweepReport> {
   const store = storeFor(env);
   const report: SweepReport = { contexts: 0, failed: 0, pages: 0, left: false };
-  for (;;) {
-    const room = MOST_PER_RUN - report.contexts - report.failed;
-    if (room <= 0 || Date.now() - now > RUN_BUDGET_MS) {
-      report.left = true;
-      break;
-    }
-    const limit = Math.min(PAGE, room);
-    // Due at the run's start: a context its dispatcher made due again meanwhile waits for the next run.
-    const page = await store.sweep.claim(now, Date.now() + SWEEP_LEASE_MS, limit);
-    report.pages++;
-    await handOff(env, store, page, report);
-    if (page.length < limit) break;
-  }
+  if (await store.sweep.anyDue(now)) await handOver(env, store, now, report);
   // Recurring flows whose alarm did not fire: poked here, once, however many contexts are due.
   await pokeLateSchedules(env, store, now).catch((error: unknown) => {
     console.warn(`sweep: schedules: ${(error as Error).message}`);
@@ -67,6 +57,26 @@ export async function sweep(env: Env, now = Date.now()): Promise<SweepReport> {
     console.warn(`sweep: counting: ${(error as Error).message}`);
   });
   return report;
+}
+
+/**
+ * Claims the contexts due at `now` a page at a time and hands each page over, until none is left
+ * or the run's bounds are reached.
+ */
+async function handOver(env: Env, store: Store, now: number, report: SweepReport): Promise<void> {
+  for (;;) {
+    const room = MOST_PER_RUN - report.contexts - report.failed;
+    if (room <= 0 || Date.now() - now > RUN_BUDGET_MS) {
+      report.left = true;
+      return;
+    }
+    const limit = Math.min(PAGE, room);
+    // Due at the run's start: a context its dispatcher made due again meanwhile waits for the next run.
+    const page = await store.sweep.claim(now, Date.now() + SWEEP_LEASE_MS, limit);
+    report.pages++;
+    await handOff(env, store, page, report);
+    if (page.length < limit) return;
+  }
 }
 
 /**

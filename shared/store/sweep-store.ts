@@ -61,6 +61,14 @@ export class SweepStore {
     private readonly keys: Keys,
   ) {}
 
+  /** Whether any context is due at `now` (one plain read: an idle sweep runs no script). */
+  async anyDue(now: number): Promise<boolean> {
+    const first = await callRedis(() =>
+      this.redis.exec<string[]>(["ZRANGEBYSCORE", this.keys.sweepDue(), "-inf", String(now), "LIMIT", "0", "1"]),
+    );
+    return first.length > 0;
+  }
+
   /** Takes up to `limit` contexts due at `now`, each pushed to `leaseUntil` meanwhile (one script). */
   async claim(now: number, leaseUntil: number, limit: number): Promise<number[]> {
     const due = (await claimDue.run(this.redis, [this.keys.sweepDue()], [now, leaseUntil, limit])) as string[];
