@@ -17,7 +17,10 @@ export default {
       sweep(env).then(
         (r) => {
           // The cron fires every minute: an idle sweep stays quiet, one that acted says what it did.
-          if (r.contexts > 0) console.log(`sweep: contexts_due=${r.contexts} poked=${r.poked} failed=${r.failed}`);
+          if (r.contexts + r.failed > 0)
+            console.log(
+              `sweep: handed=${r.contexts} failed=${r.failed}${r.left ? " (more left for the next run)" : ""}`,
+            );
         },
         // Storage away: the next minute's sweep tries again (an error here would only say "uncaught").
         (error: unknown) => console.warn(`sweep: ${(error as Error).message}`),

@@ -258,7 +258,7 @@ export class Keys {
     return `${this.namespace(contextId)}counters`;
   }
 
-  /** Hash of the coordinator's global counters: `sweeps`, `swept` (contexts), `poked` (flows), `sweep_failures`. */
+  /** Hash of global counters: `sweeps`, `swept` (contexts handed over), `settled`, `poked` (flows), `sweep_failures`. */
   counters(): string {
     return `${this.prefix}counters`;
   }

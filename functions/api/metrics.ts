@@ -193,8 +193,15 @@ function sweepCounters(out: Exposition, g: Counters): void {
     out,
     "coordinator_sweep_contexts_total",
     "counter",
-    "Contexts the sweeps found due and swept.",
+    "Contexts the sweeps found due and handed to their dispatchers.",
     g["swept"] ?? 0,
+  );
+  global(
+    out,
+    "coordinator_sweep_contexts_settled_total",
+    "counter",
+    "Contexts whose dispatcher finished a sweep of them.",
+    g["settled"] ?? 0,
   );
   global(
     out,
@@ -207,7 +214,7 @@ function sweepCounters(out: Exposition, g: Counters): void {
     out,
     "coordinator_sweep_failures_total",
     "counter",
-    "Contexts, dispatchers and flows a sweep could not reach.",
+    "Dispatchers and flows a sweep could not reach.",
     g["sweep_failures"] ?? 0,
   );
 }

@@ -18,6 +18,8 @@ const PARALLEL = 20;
  * and jobs outside flows (each object removes its records and its own storage), its dispatcher's
  * and feed's storage, whatever else its namespace holds, and last its place in the indexes.
  * A step that fails (an object out of reach, storage away) throws; the sweep tries again.
+ * `purgeDispatcher` forgets the dispatcher's storage: the Dispatcher running a step in its own
+ * sweep does it itself, not through a call to itself.
  */
 export async function deleteContextStep(
   env: Env,
@@ -25,6 +27,7 @@ export async function deleteContextStep(
   base: ScopeBase,
   contextId: number,
   until: number,
+  purgeDispatcher?: () => Promise<void>,
 ): Promise<boolean> {
   const admin = store.contextAdmin;
   const late = () => Date.now() > until;
@@ -65,7 +68,7 @@ export async function deleteContextStep(
   }
 
   const scope = { prefix: base.prefix, contextId, origin: base.origin };
-  await dispatcherStub(env, scope).purge(scope);
+  await (purgeDispatcher ? purgeDispatcher() : dispatcherStub(env, scope).purge(scope));
   await feedStub(env, scope).purge(scope);
   if (!(await admin.deleteNamespace(contextId, until))) return false;
   await admin.endDeletion(contextId);

@@ -206,6 +206,11 @@ export interface DispatcherRpc extends Rpc.DurableObjectBranded {
    * its own rounds' owners are settled. Answers are in the items' order.
    */
   settleOwn(scope: DispatchScope, runnerId: number, items: string[], answers: OwnerAnswer[]): Promise<void>;
+  /**
+   * Asks for the context's sweep (the cron's hand-off): durable once this resolves, run on the
+   * object's alarm right after. Asking again while one waits or runs sweeps once more after it.
+   */
+  sweep(scope: DispatchScope): Promise<void>;
   /** Forgets the context (it is being deleted): no alarm, no storage. Idempotent. */
   purge(scope: DispatchScope): Promise<void>;
 }

@@ -8,6 +8,7 @@ import type { DispatchScope } from "../core/scopes.js";
 import { bindScope, storeForPrefix } from "../core/store.js";
 import { askOwners } from "../core/stubs.js";
 import { RunnerBackoff } from "./backoff.js";
+import { sweepContext, type SweepHost } from "./context-sweep.js";
 import { explainWait } from "./explain.js";
 import { ReadyRing } from "./ring.js";
 import { RunnerList } from "./runner-list.js";
@@ -17,6 +18,8 @@ import { DispatchRounds } from "./rounds.js";
 const SAFETY_MS = 30_000;
 /** How soon the alarm rings again after a round failed. */
 const RETRY_SOON_MS = 5_000;
+/** The sweep the cron asked for and that is not done yet: when it was asked (epoch ms). */
+const SWEEP_KEY = "sweep";
 
 /**
  * Dispatcher: one per context, the one that keeps the context's ready work moving. Attempts wait
@@ -27,10 +30,11 @@ const RETRY_SOON_MS = 5_000;
  * (RunnerBackoff). Pull runners lease through it too, so they take their turns in the same order.
  *
  * It is woken when work is queued or slots are freed (by the commit that did it, which waits
- * for the wake to be durable), when messages for actors are posted, when runners change, and by
- * the supervisor's sweep. Its alarm is the safety net: set before a round starts, so a round lost
- * with its isolate runs again, and set to the end of a runner's backoff while work waits for it.
- * While nothing can move, it costs nothing.
+ * for the wake to be durable), when messages for actors are posted, and when runners change. Its
+ * alarm is the safety net: set before a round starts, so a round lost with its isolate runs
+ * again, and set to the end of a runner's backoff while work waits for it. It also runs its
+ * context's sweep when the cron asks (`sweep`), on the same alarm (context-sweep.ts). While
+ * nothing can move, it costs nothing.
  */
 export class Dispatcher extends DurableObject<Env> implements DispatcherRpc {
   private scope: DispatchScope | undefined;
@@ -49,6 +53,9 @@ export class Dispatcher extends DurableObject<Env> implements DispatcherRpc {
   );
   /** When the alarm rings (null: none), once read; undefined until then, or when unsure. */
   private alarmAt: number | null | undefined;
+  /** When the sweep not done yet was asked (null: none), once read; true while it runs. */
+  private sweepAsked: number | null | undefined;
+  private sweeping = false;
   private readonly backoff = new RunnerBackoff(
     this.ctx.storage,
     () => this.store(),
@@ -129,6 +136,22 @@ export class Dispatcher extends DurableObject<Env> implements DispatcherRpc {
   }
 
   /**
+   * The cron asks for the context's sweep: kept in storage and run on the alarm, at once, so the
+   * cron's call returns here and a sweep that fails is run again by the alarm's retries.
+   */
+  async sweep(scope: DispatchScope): Promise<void> {
+    await this.bind(scope);
+    const asked = Date.now();
+    await this.ctx.storage.put(SWEEP_KEY, asked);
+    this.sweepAsked = asked;
+    this.alarmAt ??= await this.ctx.storage.getAlarm();
+    if (this.alarmAt === null || this.alarmAt > asked) {
+      await this.ctx.storage.setAlarm(asked);
+      this.alarmAt = asked;
+    }
+  }
+
+  /**
    * Forgets the context, which is being deleted: the alarm and every stored key go, and the
    * scope, so nothing runs here until a call binds it again. (Ring entries this instance still
    * holds in memory name queues that are gone: a round finds them empty and drops them.)
@@ -138,14 +161,55 @@ export class Dispatcher extends DurableObject<Env> implements DispatcherRpc {
     await this.ctx.storage.deleteAll();
     this.scope = undefined;
     this.alarmAt = null;
+    this.sweepAsked = null;
   }
 
   override async alarm(): Promise<void> {
     this.alarmAt = null; // it rang
     this.scope ??= await this.ctx.storage.get<DispatchScope>("scope");
     if (!this.scope) return;
-    await this.rounds.everything();
+    const asked = await this.ctx.storage.get<number>(SWEEP_KEY);
+    if (asked !== undefined) return this.sweepNow(asked);
+    await this.rounds.run();
     await this.watchMailInFlight();
+  }
+
+  /**
+   * Runs the context's sweep, then the rounds it calls for (and no others: the sweep looked at
+   * what they would look for). A sweep asked again meanwhile keeps its key, and its alarm.
+   */
+  private async sweepNow(asked: number): Promise<void> {
+    this.sweeping = true;
+    let outcome;
+    try {
+      outcome = await sweepContext(this.sweepHost(), Date.now());
+    } catch (error) {
+      this.alarmAt = undefined; // the runtime retries the alarm
+      throw error;
+    } finally {
+      this.sweeping = false;
+    }
+    if (outcome.deleted) return; // the storage and the alarm went with the context
+    if ((await this.ctx.storage.get<number>(SWEEP_KEY)) === asked) {
+      await this.ctx.storage.delete(SWEEP_KEY);
+      this.sweepAsked = null;
+    }
+    if (outcome.claims) this.rounds.looked(outcome.claims.oldest);
+    await this.rounds.run(outcome.wanted);
+    await this.watchMailInFlight(outcome);
+  }
+
+  private sweepHost(): SweepHost {
+    return {
+      env: this.env,
+      scope: this.bound(),
+      store: this.store(),
+      storage: this.ctx.storage,
+      knownRunners: () => this.runnerList.known(),
+      ringWaits: async () => (await this.ring.keys()).length > 0,
+      dropRunners: () => this.runnerList.drop(),
+      purge: () => this.purge(),
+    };
   }
 
   /**
@@ -156,6 +220,9 @@ export class Dispatcher extends DurableObject<Env> implements DispatcherRpc {
     const retries = [...(await this.backoff.waiting()).values()].map((h) => h.retry_at);
     if (retrySoon) retries.push(Date.now() + RETRY_SOON_MS);
     if (reapAt !== undefined) retries.push(reapAt);
+    // A sweep asked for and not running yet keeps its alarm.
+    this.sweepAsked ??= (await this.ctx.storage.get<number>(SWEEP_KEY)) ?? null;
+    if (this.sweepAsked !== null && !this.sweeping) retries.push(Date.now());
     const at = retries.length > 0 ? Math.min(...retries) : null;
     this.alarmAt = undefined; // unsure until the write below went through
     if (at !== null) await this.ctx.storage.setAlarm(at);
@@ -167,12 +234,15 @@ export class Dispatcher extends DurableObject<Env> implements DispatcherRpc {
    * Messages for actors that a relay took and never settled (its isolate died, or storage went
    * away mid-relay) go back to msg_out once their settle time passed, when msg_out is next
    * relayed. So that this happens even if nothing else wakes the dispatcher, its alarm (which
-   * runs rarely: a safety net, a backoff's end) looks at the oldest one and comes back then.
+   * runs rarely: a safety net, a backoff's end) looks at the oldest one and comes back then
+   * (`seen`: a sweep's look read it already).
    */
-  private async watchMailInFlight(): Promise<void> {
-    const due = await this.store()
-      .flows.firstInFlight(this.bound().contextId)
-      .catch(() => Date.now() + RETRY_SOON_MS);
+  private async watchMailInFlight(seen?: { firstInFlight?: number }): Promise<void> {
+    const due = seen
+      ? seen.firstInFlight
+      : await this.store()
+          .flows.firstInFlight(this.bound().contextId)
+          .catch(() => Date.now() + RETRY_SOON_MS);
     if (due === undefined) return;
     const at = Math.max(due + 1_000, Date.now() + 1_000);
     if (this.alarmAt === null || this.alarmAt === undefined || this.alarmAt > at) {

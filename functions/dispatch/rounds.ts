@@ -10,12 +10,10 @@ import {
   type WorkSettlement,
 } from "../../shared/store/index.js";
 import type { DeliverAnswer, Wake } from "../core/contracts.js";
-import type { CoordinatorKey } from "../core/coordinator-key.js";
-import type { RunnerBackoff } from "./backoff.js";
 import { DeliveredClaims } from "./delivered.js";
 import { relayMail } from "./mail.js";
+import type { RoundsHost, Wanted } from "./rounds-host.js";
 import { Settlements } from "./settlements.js";
-import type { ReadyRing } from "./ring.js";
 
 /** A claim whose delivery is owed: fresh from a claim (its queue known) or reaped (not). */
 type OwedClaim = Held & { queue?: ReadyQueue };
@@ -26,9 +24,6 @@ interface OwnedClaims {
   claims: OwedClaim[];
 }
 
-/** What a round asks for: dispatch work, relay mail, reap abandoned claims. */
-export type Wanted = Pick<Wake, "work" | "mail" | "reap">;
-
 /** A claim not settled for this long is owed a delivery: its owner is asked again. */
 const REAP_AFTER_MS = 30_000;
 /** How often a busy dispatcher (one that claimed since) looks for abandoned claims without being asked. */
@@ -36,27 +31,6 @@ const REAP_EVERY_MS = 60_000;
 /** Rounds in flight at once: a slow runner's deliveries must not hold up the others'. */
 const MAX_ROUNDS = 4;
 const MAIL_PER_ROUND = 100;
-
-/** What the rounds need from the Dispatcher around them. */
-export interface RoundsHost {
-  readonly backoff: RunnerBackoff;
-  readonly ring: ReadyRing;
-  store(): Store;
-  contextId(): number;
-  /** The context's runners (cached for a moment). */
-  runners(): Promise<Runner[]>;
-  signingKey(): Promise<CoordinatorKey>;
-  /**
-   * Asks the owners of work items to deliver them to `runner` (askOwners), answering in their
-   * order; an Error where the owner could not be asked.
-   */
-  askOwners(items: string[], runner: Runner): Promise<(DeliverAnswer | Error)[]>;
-  /**
-   * No round runs any more: set the alarm (to a backoff's end, soon after a failed round, or when
-   * unsettled claims may be reaped).
-   */
-  rested(retrySoon: boolean, reapAt: number | undefined): Promise<void>;
-}
 
 /**
  * The Dispatcher's rounds: claim what runners with free slots can take, ask each attempt's owner
@@ -92,6 +66,8 @@ export class DispatchRounds {
    * back once to look, a reap's age after its start (an earlier alarm it would otherwise move).
    */
   private reapAt: number | undefined = Date.now() + REAP_AFTER_MS;
+  /** That first guess, which a sweep's look at the slot sets replaces (`looked`). */
+  private readonly guessedReapAt = this.reapAt;
   /** Delivered claims not yet marked so in Redis (most never need it: see DeliveredClaims). */
   private readonly delivered = new DeliveredClaims();
 
@@ -110,11 +86,24 @@ export class DispatchRounds {
     return { work, ...(wake.mail ? { mail: true } : {}), ...(wake.reap ? { reap: true } : {}) };
   }
 
-  /** Wants everything looked at afresh (the alarm rang), and resolves once no round runs. */
-  async everything(): Promise<void> {
+  /**
+   * Runs rounds for what is wanted (everything by default: the alarm rang), and resolves once no
+   * round runs and the alarm is set for what comes next.
+   */
+  async run(wanted: Wanted = { work: true, mail: true, reap: true }): Promise<void> {
     const idle = new Promise<void>((resolve) => this.idle.push(resolve));
-    this.want({ work: true, mail: true, reap: true });
+    this.want(wanted);
+    if (this.running === 0) void this.rest();
     await idle;
+  }
+
+  /**
+   * A sweep looked at the slot sets of every runner this object knows: the oldest claim not yet
+   * delivered there (if any) is when a reap is due, instead of a fresh instance's guess.
+   */
+  looked(oldestClaim: number | undefined): void {
+    if (oldestClaim !== undefined) this.reapAt = Math.min(this.reapAt ?? Infinity, oldestClaim + REAP_AFTER_MS);
+    else if (this.reapAt === this.guessedReapAt) this.reapAt = undefined;
   }
 
   /** Runs rounds for what is wanted. */

@@ -6,7 +6,7 @@ const KeptList = z.array(Runner);
 
 /**
  * How long the list is trusted: every change of a runner wakes the Dispatcher with `runners`,
- * which drops it at once, and so does the sweep (the backstop of a wake that failed); this bounds
+ * which drops it at once, and so does the sweep when such a wake failed (a wake owed); this bounds
  * a change whose wakes were all lost. Long, since reloading the list costs a command per runner,
  * which a lone job would pay after every quiet spell.
  */
@@ -36,14 +36,7 @@ export class RunnerList {
 
   /** The runners, from memory, the object's storage, or Redis. */
   async get(): Promise<Runner[]> {
-    if (!this.cached && !this.read) {
-      const kept = await this.storage.get<{ at: number; list: unknown }>(KEY);
-      // Read as the model reads a record: a list kept by an older version gets the defaults of
-      // fields added since, and one that does not parse is loaded again.
-      const list = kept && KeptList.safeParse(kept.list);
-      this.cached = kept && list?.success ? { at: kept.at, list: list.data } : undefined;
-      this.read = true;
-    }
+    await this.readKept();
     const now = Date.now();
     if (this.cached && now - this.cached.at <= TRUST_MS) return this.cached.list;
     for (;;) {
@@ -56,6 +49,28 @@ export class RunnerList {
       else await this.storage.delete(KEY);
       await this.loaded(list);
       return list;
+    }
+  }
+
+  /**
+   * The runners as last loaded, however long ago (undefined: no list is kept), without a
+   * command: which slot sets may hold claims. A runner the list does not name holds none the
+   * object made (a change of runners drops the list, and a round loads it before it claims).
+   */
+  async known(): Promise<Runner[] | undefined> {
+    await this.readKept();
+    return this.cached?.list;
+  }
+
+  /** Reads the list kept in storage, once per instance. */
+  private async readKept(): Promise<void> {
+    if (!this.cached && !this.read) {
+      const kept = await this.storage.get<{ at: number; list: unknown }>(KEY);
+      // Read as the model reads a record: a list kept by an older version gets the defaults of
+      // fields added since, and one that does not parse is loaded again.
+      const list = kept && KeptList.safeParse(kept.list);
+      this.cached = kept && list?.success ? { at: kept.at, list: list.data } : undefined;
+      this.read = true;
     }
   }
 

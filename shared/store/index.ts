@@ -30,7 +30,7 @@ export { jobRecord, messageEnd } from "./flow-records.js";
 export { MessageStore } from "./message-store.js";
 export { DeadLetters } from "./dead-letters.js";
 export { DEAD_LETTERS_MAX, DROPPED_FIELD as DEAD_LETTERS_DROPPED_FIELD } from "./scripts/dead-letter-cap.js";
-export type { ContextChecks } from "./sweep-store.js";
+export type { ContextLook, SweepEnd, SweepPolicy } from "./sweep-store.js";
 export { FOLD_LIMIT, MetricsStore, SCRAPE_CONTEXT_LIMIT } from "./metrics-store.js";
 export type { ContextFigures, Counters, Scrape, SweepCounts } from "./metrics-store.js";
 export { KeyEpoch, type EpochReading } from "./key-epoch.js";

@@ -41,10 +41,9 @@ export interface Scrape {
   perContext: ContextFigures[];
 }
 
-/** What one sweep did, as the sweep reports it. */
+/** What one cron run of the sweep did: contexts handed to their dispatchers, hand-offs that failed. */
 export interface SweepCounts {
   contexts: number;
-  poked: number;
   failed: number;
 }
 
@@ -93,20 +92,26 @@ export class MetricsStore {
   }
 
   /**
-   * Counts a sweep in the global counters and folds the figures of the contexts it swept (so
-   * records do not pile up where nobody scrapes). An idle sweep adds one command (HINCRBY); a
-   * sweep of n contexts adds up to 3 HINCRBY and n folds (EVALSHA and LPOP each, plus HINCRBY
-   * per counter field changed), in one round trip.
+   * Counts a cron run of the sweep in the global counters: the run, the contexts it handed to
+   * their dispatchers, the hand-offs that failed (each context's own sweep counts itself when it
+   * ends: settleContext). One round trip; an idle sweep's is one command (HINCRBY).
    */
-  async countSweep(report: SweepCounts, swept: number[]): Promise<void> {
+  async countSweep(report: SweepCounts): Promise<void> {
     await this.pipeline((p) => {
       const key = this.keys.counters();
       p.hincrby(key, "sweeps", 1);
       if (report.contexts > 0) p.hincrby(key, "swept", report.contexts);
-      if (report.poked > 0) p.hincrby(key, "poked", report.poked);
       if (report.failed > 0) p.hincrby(key, "sweep_failures", report.failed);
-      for (const contextId of swept) this.fold(p, contextId, false);
     });
+  }
+
+  /**
+   * Folds a context's figure records into its counters (up to FOLD_LIMIT), as a scrape does: a
+   * context's sweep does it when records pile up, so they do not where nobody scrapes. One
+   * script (EVALSHA, LPOP, and an HINCRBY per counter field changed).
+   */
+  async fold(contextId: number): Promise<void> {
+    await this.pipeline((p) => this.queueFold(p, contextId, false));
   }
 
   /** One pipeline per chunk for the contexts' own keys, one for their runners' slot sets. */
@@ -117,7 +122,7 @@ export class MetricsStore {
     const PER_CONTEXT = 1 + statuses + 3;
     const replies = await this.pipeline((p) => {
       for (const id of ids) {
-        this.fold(p, id, true);
+        this.queueFold(p, id, true);
         for (const status of FlowStatus.options) p.zcard(this.keys.flowsByStatus(id, status));
         p.zcard(this.keys.deadlines(id));
         p.zcard(this.keys.deadLetterIndex(id));
@@ -150,7 +155,7 @@ export class MetricsStore {
   }
 
   /** Queues a fold of a context's figure records (foldFigures), reading its counters back if `read`. */
-  private fold(batch: Batch, contextId: number, read: boolean): void {
+  private queueFold(batch: Batch, contextId: number, read: boolean): void {
     batch.fold(
       [this.keys.contextFigures(contextId), this.keys.contextCounters(contextId)],
       [String(FOLD_LIMIT), read ? "read" : "count"],

@@ -1,28 +1,59 @@
 import { deadlineMember, parseDeadlineMember, type DeadlineOwner, type Keys } from "../keys.js";
+import { DELIVERED_SCORE } from "./dispatch-store.js";
 import { callRedis, type Redis } from "./redis.js";
+import type { ScriptReply } from "./script.js";
+import { markContext } from "./scripts/dispatch.js";
+import { claimDue, lookAtContext, settleContext } from "./scripts/sweep.js";
 
-/** What a context has that the supervisor's sweep should look at again, and when. */
-export interface ContextChecks {
-  /** The earliest check time of its flows (epoch ms), if any has one. */
-  firstCheck?: number;
+/** Windows (ms) of a context's retention, and the `retention` field they were made from (null: none). */
+export interface SweepPolicy {
+  raw: string | null;
+  finishedMs: number;
+  errorMs: number;
+  inboxMs: number;
+}
+
+/** What a context has for its sweep (lookAtContext). */
+export interface ContextLook {
+  /** Flows (and jobs outside flows) whose check time passed, at most the limit asked for. */
+  due: DeadlineOwner[];
+  /** The context's `retention` field as stored (null: none of its own). */
+  retention: string | null;
+  /** False when that field is not the one the windows asked with came from: nothing below about retention holds. */
+  held: boolean;
+  /** When retention next has something to remove (epoch ms), if anything. */
+  retentionAt?: number;
+  /** When its deletion began (epoch ms), if it is being deleted. */
+  deletingSince?: number;
+  /** The token of a wake of its dispatcher that failed (the sweep owes it), if any. */
+  wakeOwed?: string;
   /** Messages waiting in msg_out. */
   waitingMail: number;
   /** When the oldest message the relay holds must be settled (epoch ms), if it holds any. */
   firstInFlight?: number;
-  /** When the oldest flow (or job outside flows) still kept ended so (epoch ms). */
-  firstEnded: { finished?: number; error?: number };
-  /** When the oldest message still in an inbox came (epoch ms). */
-  firstInbox?: number;
-  /** The context's own retention settings, as stored (JSON), if it has any. */
-  retention?: string;
-  /** When its deletion began (epoch ms), if it is being deleted. */
-  deletingSince?: number;
+  /** Figure records waiting to be folded. */
+  figures: number;
+  /** The oldest claim not yet delivered in the slot sets asked about (epoch ms), if any. */
+  oldestClaim?: number;
 }
+
+/** How a context's sweep ended (settleContext). */
+export interface SweepEnd {
+  /** The sweep left more to do: due again at once. */
+  more: boolean;
+  /** The wake owed it carried out (its token), taken away unless another failed since. */
+  wakeOwed?: string;
+  poked: number;
+  failed: number;
+}
+
+const DUE_SOON_MS = 60_000;
 
 /**
  * The supervisor's bookkeeping: `sweep:due`, the contexts with something due and when, and each
- * context's deadline set, its flows by next check time. Every call is one command (one round
- * trip), so an idle sweep costs exactly one.
+ * context's deadline set, its flows by next check time. A context's sweep is two calls: a look
+ * (`look`) and its end (`settle`), which sets the next due time from the context's keys as they
+ * are then.
  */
 export class SweepStore {
   constructor(
@@ -30,19 +61,17 @@ export class SweepStore {
     private readonly keys: Keys,
   ) {}
 
-  /** Contexts due at `now`, at most `limit`. */
-  async dueContexts(now: number, limit: number): Promise<number[]> {
-    const due = await callRedis(() =>
-      this.redis.exec<string[]>([
-        "ZRANGEBYSCORE",
-        this.keys.sweepDue(),
-        "-inf",
-        String(now),
-        "LIMIT",
-        "0",
-        String(limit),
-      ]),
+  /** Whether any context is due at `now` (one plain read: an idle sweep runs no script). */
+  async anyDue(now: number): Promise<boolean> {
+    const first = await callRedis(() =>
+      this.redis.exec<string[]>(["ZRANGEBYSCORE", this.keys.sweepDue(), "-inf", String(now), "LIMIT", "0", "1"]),
     );
+    return first.length > 0;
+  }
+
+  /** Takes up to `limit` contexts due at `now`, each pushed to `leaseUntil` meanwhile (one script). */
+  async claim(now: number, leaseUntil: number, limit: number): Promise<number[]> {
+    const due = (await claimDue.run(this.redis, [this.keys.sweepDue()], [now, leaseUntil, limit])) as string[];
     return due.map(Number);
   }
 
@@ -53,36 +82,83 @@ export class SweepStore {
 
   /**
    * Makes a context due within a minute (the sweep's own period), best effort: something new
-   * waits there that nothing else may come for (a wake that failed, mail, a flow that never
+   * waits there that the sweep schedules from then on (mail in an inbox, a flow that never
    * started), and a failure only leaves it to whatever makes the context due later.
    */
   async dueSoon(contextId: number): Promise<void> {
-    await this.dueBy(contextId, Date.now() + 60_000).catch(() => undefined);
+    await this.dueBy(contextId, Date.now() + DUE_SOON_MS).catch(() => undefined);
   }
 
-  /** Sets when a context is next due; undefined: it has nothing to look at. */
-  async reschedule(contextId: number, at: number | undefined): Promise<void> {
-    await callRedis(() =>
-      at === undefined
-        ? this.redis.exec(["ZREM", this.keys.sweepDue(), String(contextId)])
-        : this.redis.exec(["ZADD", this.keys.sweepDue(), String(at), String(contextId)]),
-    );
+  /**
+   * A wake of the context's dispatcher failed: the sweep owes it, within a minute (`wake_owed` in
+   * the context's hash, only while the context exists). The token is written first, so a sweep
+   * that ends meanwhile counts it, whichever way the two interleave. Best effort, as `dueSoon`.
+   */
+  async oweWake(contextId: number): Promise<void> {
+    const token = `${Date.now()}.${crypto.randomUUID()}`;
+    try {
+      await markContext.run(this.redis, [this.keys.context(contextId)], ["wake_owed", token]);
+      await this.dueBy(contextId, Date.now() + DUE_SOON_MS);
+    } catch {
+      // Storage away too: the wake is lost with it (the runner list is trusted 5 minutes at most).
+    }
   }
 
-  /** The flows (and jobs outside flows) of a context whose check time has come, at most `limit`. */
-  async dueOwners(contextId: number, now: number, limit: number): Promise<DeadlineOwner[]> {
-    const members = await callRedis(() =>
-      this.redis.exec<string[]>([
-        "ZRANGEBYSCORE",
-        this.keys.deadlines(contextId),
-        "-inf",
-        String(now),
-        "LIMIT",
-        "0",
-        String(limit),
-      ]),
-    );
-    return members.flatMap((m) => parseDeadlineMember(String(m)) ?? []);
+  /**
+   * What a context has for its sweep, in one call: its due flows (at most `limit`), its mail,
+   * retention and deletion, a wake owed, and the oldest undelivered claim in `runnerIds`' slots.
+   */
+  async look(
+    contextId: number,
+    now: number,
+    policy: SweepPolicy,
+    runnerIds: number[],
+    limit: number,
+  ): Promise<ContextLook> {
+    const keys = [...this.contextKeys(contextId), ...runnerIds.map((id) => this.keys.runnerSlots(contextId, id))];
+    const reply = (await lookAtContext.run(this.redis, keys, [
+      ...this.contextArgs(contextId, now, policy),
+      limit,
+      DELIVERED_SCORE,
+    ])) as ScriptReply[];
+    const [due, raw, held, retentionAt, deleting, owed, waiting, inflight, figures, oldest] = reply;
+    const when = (n: ScriptReply | undefined) => (Number(n) >= 0 ? Number(n) : undefined);
+    const optional = <K extends string, V>(key: K, value: V | undefined) =>
+      value === undefined ? {} : ({ [key]: value } as Record<K, V>);
+    return {
+      due: (due as string[]).flatMap((m) => parseDeadlineMember(String(m)) ?? []),
+      retention: raw === null || raw === undefined ? null : String(raw),
+      held: Number(held) === 1,
+      ...optional("retentionAt", when(retentionAt)),
+      ...optional("deletingSince", when(deleting)),
+      ...optional("wakeOwed", owed === null || owed === undefined ? undefined : String(owed)),
+      waitingMail: Number(waiting),
+      ...optional("firstInFlight", when(inflight)),
+      figures: Number(figures),
+      ...optional("oldestClaim", when(oldest)),
+    };
+  }
+
+  /**
+   * Ends a context's sweep: sets when it is next due from its keys as they are now (or takes it
+   * out of sweep:due), takes away the wake owed it carried out, and counts it. Resolves with the
+   * next due time (undefined: none).
+   */
+  async settle(contextId: number, now: number, policy: SweepPolicy, end: SweepEnd): Promise<number | undefined> {
+    const keys = [...this.contextKeys(contextId), this.keys.sweepDue(), this.keys.counters()];
+    const at = await settleContext.run(this.redis, keys, [
+      ...this.contextArgs(contextId, now, policy),
+      end.more ? "1" : "0",
+      end.wakeOwed ?? "",
+      end.poked,
+      end.failed,
+    ]);
+    return Number(at) >= 0 ? Number(at) : undefined;
+  }
+
+  /** Counts a context's sweep that ended without a settle: the one that finished its deletion. */
+  async countSettled(): Promise<void> {
+    await callRedis(() => this.redis.exec(["HINCRBY", this.keys.counters(), "settled", "1"]));
   }
 
   /** Sets (or, with undefined, clears) the check time of a flow or of a job outside any flow. */
@@ -95,49 +171,31 @@ export class SweepStore {
     );
   }
 
-  /**
-   * What a context still has for the sweep (one round trip): its earliest check, waiting mail,
-   * mail in flight, the oldest of what retention removes and its policy, and whether it is being
-   * deleted.
-   */
-  async checks(contextId: number): Promise<ContextChecks> {
+  /** KEYS 1-9 of lookAtContext and settleContext, in their order. */
+  private contextKeys(contextId: number): string[] {
     const k = this.keys;
-    const replies = await callRedis(async () => {
-      const p = this.redis.pipeline();
-      p.zrange(k.deadlines(contextId), 0, 0, { withScores: true });
-      p.llen(k.msgOut(contextId));
-      p.zrange(k.inflight(contextId), 0, 0, { withScores: true });
-      p.zrange(k.ended(contextId, "finished"), 0, 0, { withScores: true });
-      p.zrange(k.ended(contextId, "error"), 0, 0, { withScores: true });
-      p.zrange(k.inboxDue(contextId), 0, 0, { withScores: true });
-      p.hget(k.context(contextId), "retention");
-      p.zscore(k.contextsDeleting(), String(contextId));
-      return await p.exec();
-    });
-    const [first, waiting, inflight, finished, error, inbox, retention, deleting] = replies as [
-      string[],
-      number,
-      string[],
-      string[],
-      string[],
-      string[],
-      unknown,
-      number | string | null,
+    return [
+      k.deadlines(contextId),
+      k.msgOut(contextId),
+      k.inflight(contextId),
+      k.ended(contextId, "finished"),
+      k.ended(contextId, "error"),
+      k.inboxDue(contextId),
+      k.context(contextId),
+      k.contextsDeleting(),
+      k.contextFigures(contextId),
     ];
-    const score = (pair: string[]) => (pair.length === 2 ? Number(pair[1]) : undefined);
-    const optional = <K extends string>(key: K, value: number | undefined) =>
-      value === undefined ? {} : ({ [key]: value } as Record<K, number>);
-    return {
-      ...optional("firstCheck", score(first)),
-      waitingMail: Number(waiting),
-      ...optional("firstInFlight", score(inflight)),
-      firstEnded: { ...optional("finished", score(finished)), ...optional("error", score(error)) },
-      ...optional("firstInbox", score(inbox)),
-      // The client may hand a JSON field back parsed: kept as the text it was stored as.
-      ...(retention === null || retention === undefined
-        ? {}
-        : { retention: typeof retention === "string" ? retention : JSON.stringify(retention) }),
-      ...optional("deletingSince", deleting === null ? undefined : Number(deleting)),
-    };
+  }
+
+  /** ARGV 1-6 of lookAtContext and settleContext. */
+  private contextArgs(contextId: number, now: number, policy: SweepPolicy): (string | number)[] {
+    return [
+      contextId,
+      now,
+      policy.raw === null ? "-" : `=${policy.raw}`,
+      policy.finishedMs,
+      policy.errorMs,
+      policy.inboxMs,
+    ];
   }
 }

@@ -41,9 +41,9 @@ const MEMORY_TOLERANCE = 24 * 1024;
  */
 const PURGE_SENT_PER_FLOW = 4;
 /**
- * What a sweep sends for a context it removes flows from, besides the removals: the context's
- * checks (twice, and once more after), its dispatcher's wake (its runners read again), the
- * ended flows' read per status, the unread inbox's expiry, the figures folded.
+ * What a sweep sends for a context it removes flows from, besides the removals: the look at the
+ * context (twice when its own retention is read first), its settle, the ended flows' read per
+ * status, the unread inbox's expiry, the claim and the run's counters.
  */
 const SWEEP_CONTEXT_SENT = 60;
 
@@ -74,13 +74,9 @@ const storedIn = (contextId: number): Promise<ContextStored> =>
 const isEmpty = (s: ContextStored) =>
   Object.values(s.flows).every((n) => n === 0) &&
   s.ended.finished + s.ended.error + s.jobs + s.messages + s.unread_inbox === 0;
-const sweepsRun = async () => Number((await direct.call("HGET", stack().keys.counters(), "sweeps")) ?? 0);
-
-/** Fires the sweep and waits for it to end (the scheduled handler answers before its work is done). */
+/** Fires the sweep and waits for it to end: the cron's run, and each due context's sweep by its dispatcher. */
 async function sweep(): Promise<void> {
-  const before = await sweepsRun();
-  expect((await stack().sweep()).status).toBe(200);
-  await eventually(async () => ((await sweepsRun()) > before ? true : undefined), 60_000, 50, "the sweep's end");
+  await stack().sweepToEnd();
 }
 
 /** Sweeps a second apart (a step that left more makes its context due a second later) until `done`; how many. */

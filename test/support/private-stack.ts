@@ -315,6 +315,43 @@ export async function startPrivateStack(label: string, options: PrivateStackOpti
       const res = await fetch(`${worker.url}/__scheduled?cron=*+*+*+*+*`);
       return { status: res.status, text: await res.text() };
     },
+    /**
+     * Fires the cron trigger once and waits for the whole sweep: the run (it answers before its
+     * work is done) and the sweep of every context it handed to a dispatcher (the global
+     * counters `swept` and `settled`, read straight from redis-server, so no count of commands
+     * sent is disturbed). Resolves with the contexts handed over. For tests that fire the sweep
+     * one at a time, with the cron off.
+     */
+    async sweepToEnd(timeoutMs = 60_000): Promise<number> {
+      const connection = await RedisConnection.open(parseRedisUrl(redisServer.url), 2_000);
+      const counters = async () => {
+        const [reply] = await connection.send([["HMGET", new Keys("").counters(), "sweeps", "swept", "settled"]]);
+        const [sweeps, swept, settled] = (reply as (Buffer | null)[]).map((v) => Number(v?.toString() ?? 0));
+        return { sweeps: sweeps ?? 0, swept: swept ?? 0, settled: settled ?? 0 };
+      };
+      try {
+        const before = await counters();
+        const fired = await fetch(`${worker.url}/__scheduled?cron=*+*+*+*+*`);
+        if (fired.status !== 200)
+          throw new Error(`the scheduled handler answered ${fired.status}: ${await fired.text()}`);
+        const ran = await eventually(
+          async () => ((c) => (c.sweeps > before.sweeps ? c : undefined))(await counters()),
+          timeoutMs,
+          50,
+          "the sweep's run",
+        );
+        const handed = ran.swept - before.swept;
+        await eventually(
+          async () => ((await counters()).settled - before.settled >= handed ? true : undefined),
+          timeoutMs,
+          50,
+          `the sweeps of ${handed} context(s)`,
+        );
+        return handed;
+      } finally {
+        connection.close();
+      }
+    },
     commandStats,
     /** What the REST endpoint sent to Redis since it (re)started: requests and commands (see `RestServer.sent`). */
     restSent: (): { requests: number; commands: number } => rest?.sent() ?? { requests: 0, commands: 0 },

@@ -23,6 +23,7 @@ import { ApiError, CoordinatorClient, signerFromJwk } from "../../shared/client/
 import type { Actor } from "../../shared/model/index.js";
 import { Keys } from "../../shared/keys.js";
 import { connectRedis } from "../../shared/store/redis.js";
+import { eventually } from "../support/eventually.js";
 import { deletePrefix, freshPrefix } from "../support/prefix.js";
 
 /** The base URL tests address the Worker by; it never leaves the isolate. */
@@ -44,6 +45,7 @@ export function testWorker(label: string, overrides: Partial<Env> = {}) {
   };
   const redis = connectRedis({ url: env.UPSTASH_REDIS_REST_URL, token: env.UPSTASH_REDIS_REST_TOKEN });
   const anonymous = new CoordinatorClient({ baseUrl: BASE, fetch });
+  const keys = new Keys(prefix);
   /** The stub of a scope's FlowCoordinator, typed with its class for runInDurableObject. */
   const objectOf = (scope: FlowScope) => ({
     scope,
@@ -52,7 +54,7 @@ export function testWorker(label: string, overrides: Partial<Env> = {}) {
   return {
     prefix,
     /** Every key of this file's prefix, built as the coordinator builds it. */
-    keys: new Keys(prefix),
+    keys,
     env: workerEnv,
     fetch,
     redis,
@@ -67,11 +69,27 @@ export function testWorker(label: string, overrides: Partial<Env> = {}) {
     async clientFor(jwk: PrivateJwk, keyid: string): Promise<CoordinatorClient> {
       return anonymous.as(await signerFromJwk(jwk, keyid));
     },
-    /** Runs the cron trigger's handler (the supervisor's sweep) and waits for all it started. */
+    /**
+     * Runs the cron trigger's handler (the supervisor's sweep), waits for all it started, then for
+     * the sweep of every context it handed to a dispatcher (their alarms): until the counter of
+     * context sweeps settled has grown by the contexts handed over.
+     */
     async sweep(): Promise<void> {
+      const counters = async () => {
+        const [swept, settled] = await redis.exec<(string | null)[]>(["HMGET", keys.counters(), "swept", "settled"]);
+        return { swept: Number(swept ?? 0), settled: Number(settled ?? 0) };
+      };
+      const before = await counters();
       const ctx = createExecutionContext();
       worker.scheduled(createScheduledController({ scheduledTime: Date.now(), cron: "* * * * *" }), workerEnv, ctx);
       await waitOnExecutionContext(ctx);
+      const handed = (await counters()).swept - before.swept;
+      await eventually(
+        async () => ((await counters()).settled - before.settled >= handed ? true : undefined),
+        20_000,
+        20,
+        `the sweeps of ${handed} context(s)`,
+      );
     },
     /** A flow's FlowCoordinator (its Durable Object) and the scope it is called with. */
     flowStub(contextId: number, flowId: number) {

@@ -4,7 +4,8 @@ import { storeFor } from "../../functions/core/store.js";
 import { RunnerBackoff } from "../../functions/dispatch/backoff.js";
 import { SETTLE_DELIVERED_AFTER_MS } from "../../functions/dispatch/delivered.js";
 import { ReadyRing } from "../../functions/dispatch/ring.js";
-import { DispatchRounds, type RoundsHost } from "../../functions/dispatch/rounds.js";
+import { DispatchRounds } from "../../functions/dispatch/rounds.js";
+import type { RoundsHost } from "../../functions/dispatch/rounds-host.js";
 import { workItem } from "../../shared/keys.js";
 import type { Runner } from "../../shared/model/index.js";
 import type { ReadyQueue } from "../../shared/store/index.js";
@@ -77,7 +78,7 @@ describe("a claim whose owner could not be asked", () => {
       await first.host.ring.add([queue]);
       const before = Date.now();
       first.rounds.want({ work: true });
-      await first.rounds.everything();
+      await first.rounds.run();
       expect(first.asked()).toBe(1);
       // The claim holds its slot, unsettled: the alarm is told to come back when it is reapable.
       const slots = await w.redis.exec<string[]>(["ZRANGE", w.keys.runnerSlots(ctx, runner.id), 0, -1]);
@@ -89,7 +90,7 @@ describe("a claim whose owner could not be asked", () => {
       // A fresh object (memory gone) whose alarm rang early finds the claim too young to reap,
       // and still sets the alarm for it, from what Redis holds.
       const fresh = roundsFor(ds.storage, ctx, runner);
-      await fresh.rounds.everything();
+      await fresh.rounds.run();
       expect(fresh.asked()).toBe(0);
       // It reckons from the claim's time in Redis, which is a little before the failed call ended.
       const claimedAt = Number(await w.redis.exec<string>(["ZSCORE", w.keys.runnerSlots(ctx, runner.id), item]));
@@ -99,7 +100,7 @@ describe("a claim whose owner could not be asked", () => {
       // Once old enough, the reaper asks the owner again.
       await w.redis.exec(["ZADD", w.keys.runnerSlots(ctx, runner.id), "XX", String(before - REAP_AFTER_MS - 1), item]);
       const later = roundsFor(ds.storage, ctx, runner);
-      await later.rounds.everything();
+      await later.rounds.run();
       expect(later.asked()).toBe(1);
     });
   });
@@ -115,7 +116,7 @@ describe("a claim delivered", () => {
       await r.host.ring.add([queue]);
       const before = Date.now();
       r.rounds.want({ work: true });
-      await r.rounds.everything();
+      await r.rounds.run();
       expect(r.asked()).toBe(1);
       // Claimed and delivered, its slot still reads the claim time: no mark was written.
       const claimedAt = Number(await w.redis.exec<string>(["ZSCORE", slots, item]));
@@ -124,13 +125,13 @@ describe("a claim delivered", () => {
       expect(r.rests.at(-1)?.reapAt).toBeGreaterThanOrEqual(before + SETTLE_DELIVERED_AFTER_MS);
       // Even once it looks abandoned, the reaper does not ask its owner again: it was delivered.
       await w.redis.exec(["ZADD", slots, "XX", String(before - 60_000), item]);
-      await r.rounds.everything();
+      await r.rounds.run();
       expect(r.asked()).toBe(1);
 
       // The commit that ends the attempt frees the slot and names the item: no mark is owed.
       await w.redis.exec(["ZREM", slots, item]);
       r.rounds.accept({ freed: [runner.id], released: [item] }, false);
-      await r.rounds.everything();
+      await r.rounds.run();
       expect(r.rests.at(-1)?.reapAt).toBeUndefined();
       expect(await w.redis.exec<number>(["ZCARD", slots])).toBe(0);
     });
