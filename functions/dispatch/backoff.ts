@@ -3,6 +3,12 @@ import type { RunnerHealth, Store } from "../../shared/store/index.js";
 const FIRST_RETRY_MS = 1_000;
 const MAX_RETRY_MS = 30_000;
 
+/** What the backoff needs of its Dispatcher (DispatchObject implements it). */
+export interface BackoffHost {
+  store(): Store;
+  contextId(): number;
+}
+
 /**
  * Runners whose deliveries fail are left alone for a while: 1 s after the first failure, doubling
  * to 30 s (with jitter), and tried again after that; the first delivery they take ends it. Kept in
@@ -14,8 +20,7 @@ export class RunnerBackoff {
 
   constructor(
     private readonly storage: DurableObjectStorage,
-    private readonly store: () => Store,
-    private readonly contextId: () => number,
+    private readonly host: BackoffHost,
   ) {}
 
   private async all(): Promise<Map<number, RunnerHealth>> {
@@ -52,8 +57,9 @@ export class RunnerBackoff {
     };
     all.set(runner, health);
     await this.save();
-    await this.store()
-      .dispatch.setHealth(this.contextId(), runner, health)
+    await this.host
+      .store()
+      .dispatch.setHealth(this.host.contextId(), runner, health)
       .catch(() => undefined);
   }
 
@@ -63,8 +69,9 @@ export class RunnerBackoff {
     if (!all.has(runner)) return;
     all.delete(runner);
     await this.save();
-    await this.store()
-      .dispatch.setHealth(this.contextId(), runner, null)
+    await this.host
+      .store()
+      .dispatch.setHealth(this.host.contextId(), runner, null)
       .catch(() => undefined);
   }
 

@@ -24,9 +24,9 @@ const RETENTION_KEY = "retention";
 /** What a context's sweep uses of its Dispatcher. */
 export interface SweepHost {
   readonly env: Env;
-  readonly scope: DispatchScope;
-  readonly store: Store;
   readonly storage: DurableObjectStorage;
+  scope(): DispatchScope;
+  store(): Store;
   /** The runners as last loaded, however long ago; undefined when no list is kept. */
   knownRunners(): Promise<Runner[] | undefined>;
   /** Whether any flow's queue waits in the ring. */
@@ -56,7 +56,8 @@ export type SweepOutcome =
  * look and the settle: two commands. Throws when storage is away (the alarm runs it again).
  */
 export async function sweepContext(host: SweepHost, now: number): Promise<SweepOutcome> {
-  const { store, scope } = host;
+  const store = host.store();
+  const scope = host.scope();
   const known = await host.knownRunners();
   const { look, policy, inForce } = await lookWithPolicy(host, now, known);
   if (look.deletingSince !== undefined) {
@@ -110,7 +111,9 @@ async function lookWithPolicy(
   now: number,
   known: Runner[] | undefined,
 ): Promise<{ look: ContextLook; policy: SweepPolicy; inForce: EffectiveRetention }> {
-  const { store, scope, storage } = host;
+  const { storage } = host;
+  const store = host.store();
+  const scope = host.scope();
   const runnerIds = (known ?? []).map((r) => r.id);
   let raw = (await storage.get<string | null>(RETENTION_KEY)) ?? null;
   for (;;) {
@@ -148,7 +151,7 @@ async function pokeDue(
     for (let i = 0; i < page.length; i += POKES_AT_ONCE)
       await Promise.all(page.slice(i, i + POKES_AT_ONCE).map((owner) => poke(host, owner, counts)));
     if (page.length < FLOWS_PER_LOOK || counts.failed > failedBefore || looks >= LOOKS_PER_SWEEP) break;
-    page = (await host.store.sweep.look(host.scope.contextId, now, policy, runnerIds, FLOWS_PER_LOOK)).due;
+    page = (await host.store().sweep.look(host.scope().contextId, now, policy, runnerIds, FLOWS_PER_LOOK)).due;
     looks++;
   }
   return counts;
@@ -156,14 +159,14 @@ async function pokeDue(
 
 /** Pokes one flow's object (FlowCoordinator.tick); a failure is counted and logged, not thrown. */
 async function poke(host: SweepHost, owner: DeadlineOwner, counts: { poked: number; failed: number }): Promise<void> {
-  const flowScope = scopeFor(host.scope, host.scope.contextId, owner);
+  const flowScope = scopeFor(host.scope(), host.scope().contextId, owner);
   try {
     unwrap(await coordinatorStub(host.env, flowScope).tick(flowScope));
     counts.poked++;
   } catch (error) {
     counts.failed++;
     const what = flowScope.job ? `job ${flowScope.job.id}` : `flow ${flowScope.flowId}`;
-    console.warn(`sweep: context ${host.scope.contextId}, ${what}: ${(error as Error).message}`);
+    console.warn(`sweep: context ${host.scope().contextId}, ${what}: ${(error as Error).message}`);
   }
 }
 

@@ -17,6 +17,12 @@ const PREFIX = "ring:";
 /** put() and delete() take at most 128 keys at once. */
 const BATCH = 120;
 
+/** What the ring needs of its Dispatcher (DispatchObject implements it). */
+export interface RingHost {
+  /** Writes the context's `dispatch_waiting`. */
+  markWaiting(value: string): Promise<void>;
+}
+
 /**
  * The context's flows with ready attempts, in the order they get their turn: higher priority
  * first, then round-robin (a queue that was served goes to the back of its priority). Each entry
@@ -41,8 +47,7 @@ export class ReadyRing {
 
   constructor(
     private readonly storage: DurableObjectStorage,
-    /** Writes the context's `dispatch_waiting`. */
-    private readonly markWaiting: (value: string) => Promise<void>,
+    private readonly host: RingHost,
   ) {}
 
   /**
@@ -82,7 +87,7 @@ export class ReadyRing {
       const value = only === undefined ? WAITING_NONE : flows.size === 1 ? String(only) : WAITING_SEVERAL;
       if (value === this.marked) return;
       this.marked = undefined;
-      await this.markWaiting(value);
+      await this.host.markWaiting(value);
       this.marked = value;
     });
     this.marking = turn.catch(() => undefined);

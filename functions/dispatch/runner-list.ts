@@ -16,6 +16,14 @@ const KEY = "runners";
 /** A longer list is kept in memory only (a Durable Object value has a size limit). */
 const MAX_KEPT = 100;
 
+/** What the runner list needs of its Dispatcher (DispatchObject implements it). */
+export interface RunnerListHost {
+  /** The context's runners, read from Redis. */
+  loadRunners(): Promise<Runner[]>;
+  /** Called with each list loaded from Redis. */
+  runnersLoaded(list: Runner[]): Promise<void>;
+}
+
 /**
  * The context's runners as the Dispatcher uses them: loaded from Redis at most every TRUST_MS,
  * and kept in memory and in the object's storage, so a lone job after a quiet spell (the object
@@ -29,9 +37,7 @@ export class RunnerList {
 
   constructor(
     private readonly storage: DurableObjectStorage,
-    private readonly load: () => Promise<Runner[]>,
-    /** Called with each list loaded from Redis. */
-    private readonly loaded: (list: Runner[]) => Promise<void>,
+    private readonly host: RunnerListHost,
   ) {}
 
   /** The runners, from memory, the object's storage, or Redis. */
@@ -41,13 +47,13 @@ export class RunnerList {
     if (this.cached && now - this.cached.at <= TRUST_MS) return this.cached.list;
     for (;;) {
       const generation = this.generation;
-      const list = await this.load();
+      const list = await this.host.loadRunners();
       // A runner changed while the list was on its way: it may predate the change.
       if (generation !== this.generation) continue;
       this.cached = { at: now, list };
       if (list.length <= MAX_KEPT) await this.storage.put(KEY, this.cached);
       else await this.storage.delete(KEY);
-      await this.loaded(list);
+      await this.host.runnersLoaded(list);
       return list;
     }
   }

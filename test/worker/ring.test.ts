@@ -14,8 +14,10 @@ afterAll(() => w.cleanup());
 
 /** A ring over `storage` whose marks of `dispatch_waiting` are kept in `marks`. */
 function ringOver(storage: DurableObjectStorage, marks: string[] = []): ReadyRing {
-  return new ReadyRing(storage, async (value) => {
-    marks.push(value);
+  return new ReadyRing(storage, {
+    markWaiting: async (value) => {
+      marks.push(value);
+    },
   });
 }
 
@@ -101,9 +103,11 @@ describe("the ring", () => {
     await runInDurableObject(w.dispatcherStub(904), async (_instance, ds) => {
       const marks: string[] = [];
       let fail = true;
-      const ring = new ReadyRing(ds.storage, async (value) => {
-        if (fail) throw new Error("storage away");
-        marks.push(value);
+      const ring = new ReadyRing(ds.storage, {
+        markWaiting: async (value) => {
+          if (fail) throw new Error("storage away");
+          marks.push(value);
+        },
       });
       await ring.add([queue(3)]);
       await expect(ring.mark()).rejects.toThrow("storage away");

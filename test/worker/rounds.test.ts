@@ -32,12 +32,8 @@ function roundsFor(storage: DurableObjectStorage, contextId: number, runner: Run
   const rests: { retrySoon: boolean; reapAt: number | undefined }[] = [];
   let asked = 0;
   const host: RoundsHost = {
-    backoff: new RunnerBackoff(
-      storage,
-      () => store,
-      () => contextId,
-    ),
-    ring: new ReadyRing(storage, (value) => store.dispatch.markWaiting(contextId, value)),
+    backoff: new RunnerBackoff(storage, { store: () => store, contextId: () => contextId }),
+    ring: new ReadyRing(storage, { markWaiting: (value) => store.dispatch.markWaiting(contextId, value) }),
     store: () => store,
     contextId: () => contextId,
     runners: async () => [runner],
