@@ -1,6 +1,4 @@
-import { workItem } from "../../shared/keys.js";
-import type { Message } from "../../shared/model/index.js";
-import { readyQueueOf, type ReadyQueue, type Store } from "../../shared/store/index.js";
+import type { Store } from "../../shared/store/index.js";
 import type { CoordinatorKey } from "../core/coordinator-key.js";
 import { deliverToActor } from "./actor-delivery.js";
 
@@ -12,46 +10,28 @@ const SETTLE_WITHIN_MS = 30_000;
  * inboxes, and POSTs them to the recipients' https addresses. A flow's result is on msg_out only
  * when its caller had https addresses: the commit that ended the flow put it in the inbox, so it
  * is only POSTed. Taking from msg_out into the in-flight set is one step, so a relay that
- * dies loses nothing: the next claim after the settle deadline puts what it held back. A job
- * attempt found on msg_out (written by an older version, which queued attempts there) is moved to
- * its flow's queue. Resolves with how many messages it took, and the queues attempts went to.
+ * dies loses nothing: the next claim after the settle deadline puts what it held back. Resolves
+ * with how many messages it took.
  */
 export async function relayMail(
   store: Store,
   key: CoordinatorKey,
   contextId: number,
   max: number,
-): Promise<{ taken: number; requeued: ReadyQueue[] }> {
+): Promise<{ taken: number }> {
   // The sub-millisecond part makes the claim's score its own, so a late settle can tell.
   const settleBy = Date.now() + SETTLE_WITHIN_MS + Math.random();
   const keys = await store.flows.claim(contextId, max, settleBy);
-  if (keys.length === 0) return { taken: 0, requeued: [] };
-  const requeued: ReadyQueue[] = [];
+  if (keys.length === 0) return { taken: 0 };
   const loaded = await store.flows.loadMessages(keys);
   const settled: string[] = [];
   await Promise.all(
     keys.map(async (k, i) => {
       const message = loaded[i];
-      if (message?.message_type === "job") {
-        const queue = await requeueAttempt(store, k, message);
-        if (queue) requeued.push(queue);
-      } else if (message) await deliverToActor(store, key, message);
+      if (message) await deliverToActor(store, key, message);
       settled.push(k); // a vanished message leaves the relay too
     }),
   );
   await store.flows.settle(contextId, { delivered: settled, back: [] }, settleBy);
-  return { taken: keys.length, requeued };
-}
-
-async function requeueAttempt(store: Store, key: string, message: Message): Promise<ReadyQueue | undefined> {
-  const job = message.job[0];
-  if (!job) return undefined;
-  const queue = readyQueueOf(store.keys, { contextId: message.context_id, id: job.flow_id }, job);
-  await store.dispatch.enqueue(queue.key, [
-    workItem(
-      { messageKey: key, flowId: job.flow_id, jobId: job.id, attempt: message.attempt ?? 1 },
-      message.avoid_runner_id,
-    ),
-  ]);
-  return queue;
+  return { taken: keys.length };
 }

@@ -50,19 +50,15 @@ export class ReadyRing {
     private readonly host: RingHost,
   ) {}
 
-  /**
-   * Adds queues a commit (or a refusal) put attempts in; durable once this resolves. With `guess`
-   * (a queue named by something that does not know the flow's priority and cap: an attempt found
-   * on msg_out), a queue already known keeps what its flow said.
-   */
-  async add(queues: readonly ReadyQueue[], guess = false): Promise<void> {
+  /** Adds queues a commit (or a refusal) put attempts in; durable once this resolves. */
+  async add(queues: readonly ReadyQueue[]): Promise<void> {
     const entries = await this.loaded();
     // Memory changes only once storage has them: a queue this object knows is a durable one.
     const changed = new Map<string, Entry>();
     for (const queue of queues) {
       const known = entries.get(queue.key);
       if (known) known.version++;
-      if (known && (guess || (known.priority === queue.priority && known.maxParallel === queue.maxParallel))) continue;
+      if (known && known.priority === queue.priority && known.maxParallel === queue.maxParallel) continue;
       const entry: Entry = { ...queue, turn: known?.turn ?? ++this.turn, version: (known?.version ?? -1) + 1 };
       changed.set(queue.key, entry);
     }

@@ -186,10 +186,6 @@ export class DispatchRounds {
     const store = this.host.store();
     if (wanted.mail) {
       const moved = await relayMail(store, await this.host.signingKey(), this.host.contextId(), MAIL_PER_ROUND);
-      if (moved.requeued.length > 0) {
-        await this.host.ring.add(moved.requeued, true);
-        this.want({ work: true });
-      }
       if (moved.taken >= MAIL_PER_ROUND) this.want({ mail: true });
     }
     await this.settleOwed(store);

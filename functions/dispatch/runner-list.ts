@@ -72,8 +72,7 @@ export class RunnerList {
   private async readKept(): Promise<void> {
     if (!this.cached && !this.read) {
       const kept = await this.storage.get<{ at: number; list: unknown }>(KEY);
-      // Read as the model reads a record: a list kept by an older version gets the defaults of
-      // fields added since, and one that does not parse is loaded again.
+      // Read as the model reads a record: one that does not parse is loaded again.
       const list = kept && KeptList.safeParse(kept.list);
       this.cached = kept && list?.success ? { at: kept.at, list: list.data } : undefined;
       this.read = true;

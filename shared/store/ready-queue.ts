@@ -24,19 +24,18 @@ export interface ReadyQueue {
 }
 
 /**
- * The queue a job of `flow` waits in when it is ready: the flow's state (its id, priority and
- * cap), or just where it is (an attempt found on msg_out, whose flow's wishes are not known).
+ * The queue a job of `flow` waits in when it is ready, with the flow's id, priority and cap.
  */
 export function readyQueueOf(
   keys: Keys,
-  flow: Pick<FlowState, "contextId" | "id"> & Partial<Pick<FlowState, "priority" | "maxParallel">>,
+  flow: Pick<FlowState, "contextId" | "id" | "priority" | "maxParallel">,
   spec: { runner_id?: number | undefined; script_type: JobSpec["script_type"] },
 ): ReadyQueue {
   return {
     key: keys.readyQueue(flow.contextId, spec, flow.id),
     flow: flow.id,
     ...(spec.runner_id !== undefined ? { runner: spec.runner_id } : { scriptType: spec.script_type }),
-    priority: flow.priority ?? 0,
+    priority: flow.priority,
     ...(flow.maxParallel !== undefined ? { maxParallel: flow.maxParallel } : {}),
   };
 }
