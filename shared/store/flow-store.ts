@@ -70,14 +70,14 @@ export interface StoredFlow {
   messages: Map<number, Message[]>;
   /**
    * The incarnation token of the record read (the flow's, or a job's read alone: its `_op`, the
-   * token of the call that created it); undefined for a record written before there were tokens.
+   * token of the call that created it); undefined for a hash this coordinator did not create whole.
    */
   incarnation?: string;
 }
 
 /**
  * What a record's creation left of it: null when there is no record; else its incarnation token
- * (`_op`), undefined when it was written before there were tokens.
+ * (`_op`), undefined for a hash this coordinator did not create whole (a late write after a wipe).
  */
 export type RecordToken = null | { token: string | undefined };
 

@@ -174,8 +174,7 @@ end`;
  *   ARGV[3]  comma-separated positions (1-based) of jobs whose id the caller chose
  *   ARGV[4]  this creation's own token, kept in the flow hash's `_op`: the flow's incarnation
  *            (its FlowCoordinator keeps it too), and with a commit, what tells this very
- *            creation run again (created 0) from another flow under the id; "" (plans left by
- *            older versions without a commit) writes none
+ *            creation run again (created 0) from another flow under the id
  *   ARGV[5]  n, the number of flow fields, then n field/value pairs
  *   then for each job: its index member, m, and m field/value pairs
  *   then the commit's sections, as commitFlow reads them (none: a creation alone)
@@ -190,7 +189,7 @@ export const createFlow = new LuaScript(
   `local J = tonumber(ARGV[2])
 local created = 1
 if redis.call("EXISTS", KEYS[1]) == 1 then
-  if ARGV[4] == "" or redis.call("HGET", KEYS[1], "_op") ~= ARGV[4] then return -1 end
+  if redis.call("HGET", KEYS[1], "_op") ~= ARGV[4] then return -1 end
   created = 0
 end
 local n = tonumber(ARGV[5])
@@ -200,7 +199,7 @@ if created == 1 then
     if redis.call("EXISTS", KEYS[4 + tonumber(pos)]) == 1 then return -1 - tonumber(pos) end
   end
   redis.call("HSET", KEYS[1], unpack(ARGV, 6, 5 + 2 * n))
-  if ARGV[4] ~= "" then redis.call("HSET", KEYS[1], "_op", ARGV[4]) end
+  redis.call("HSET", KEYS[1], "_op", ARGV[4])
   redis.call("ZADD", KEYS[2], ARGV[1], ARGV[1])
   redis.call("ZADD", KEYS[3], ARGV[1], ARGV[1])
   local members = {}
