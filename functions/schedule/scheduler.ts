@@ -6,7 +6,7 @@ import type { SchedulerRpc, SchedulerState, ScheduleScope } from "../core/contra
 import type { Env } from "../core/env.js";
 import { toProblem } from "../core/errors.js";
 import { Problem, problemData, type RpcResult } from "../core/problem.js";
-import { nextFireAfter, planDue } from "../core/schedule-time.js";
+import { nextFireAfter, planDue } from "../../shared/model/schedule-time.js";
 import { bindScope, storeForPrefix } from "../core/store.js";
 import type { FlowCall } from "../service/call.js";
 import { actOn, PermissionLost, startBuffered, type FireContext } from "./fire.js";

@@ -1,7 +1,7 @@
 import type { Context, ContextDetails, RetentionUpdate } from "../../shared/model/index.js";
-import { deleteContextStep, DELETION_STEP_MS } from "../core/context-deletion.js";
+import { deleteContextStep, DELETION_STEP_MS } from "../upkeep/context-deletion.js";
 import { Problem, unwrap } from "../core/problem.js";
-import { retentionInForce } from "../core/retention.js";
+import { retentionInForce } from "../upkeep/retention.js";
 import { coordinatorStub } from "../core/stubs.js";
 import { contextChanged, contextFor } from "./access.js";
 import { callScope, scopeBase, type FlowCall, type ServiceCall } from "./call.js";

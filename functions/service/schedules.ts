@@ -5,7 +5,7 @@ import type { Page } from "../../shared/store/index.js";
 import type { SchedulerState, ScheduleScope } from "../core/contracts.js";
 import { fieldProblem } from "../core/errors.js";
 import { Problem, unwrap } from "../core/problem.js";
-import { cronProblem, nextFireAfter } from "../core/schedule-time.js";
+import { cronProblem, nextFireAfter } from "../../shared/model/schedule-time.js";
 import { schedulerStub } from "../core/stubs.js";
 import { contextFor, requireActor } from "./access.js";
 import type { FlowCall } from "./call.js";

@@ -35,11 +35,13 @@ const MAY_IMPORT: Record<string, string[]> = {
   "shared/store": ["shared/model", "shared/keys.ts", "shared/auth", "shared/flow"],
   "shared/client": ["shared/model", "shared/auth", "shared/flow"],
   "functions/core": SHARED,
+  // Retention's removals and a context's deletion: the Dispatcher's sweep and the API run them.
+  "functions/upkeep": FUNCTIONS_BELOW_API,
   "functions/flow": FUNCTIONS_BELOW_API,
-  "functions/dispatch": FUNCTIONS_BELOW_API,
+  "functions/dispatch": ["functions/upkeep", ...FUNCTIONS_BELOW_API],
   "functions/supervisor": FUNCTIONS_BELOW_API,
   "functions/feed": FUNCTIONS_BELOW_API,
-  "functions/service": FUNCTIONS_BELOW_API,
+  "functions/service": ["functions/upkeep", ...FUNCTIONS_BELOW_API],
   "functions/api": ["functions/service", ...FUNCTIONS_BELOW_API],
   // The Scheduler objects start and cancel flows through the same service functions as the API.
   "functions/schedule": ["functions/service", ...FUNCTIONS_BELOW_API],
@@ -50,6 +52,7 @@ const MAY_IMPORT: Record<string, string[]> = {
     "functions/dispatch",
     "functions/feed",
     "functions/schedule",
+    "functions/upkeep",
     ...FUNCTIONS_BELOW_API,
   ],
   runner: SHARED,

@@ -7,7 +7,7 @@ import {
   ON_TIME_MS,
   planDue,
   type FireSpec,
-} from "../../functions/core/schedule-time.js";
+} from "../../shared/model/schedule-time.js";
 
 // When schedules fire (docs/schedules.md): cron expressions of 5 and 6 fields in a time zone,
 // across a daylight-saving change; intervals from their anchor, without drift; and what an alarm

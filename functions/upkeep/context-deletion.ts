@@ -1,8 +1,8 @@
 import type { Store } from "../../shared/store/index.js";
-import type { Env } from "./env.js";
-import { unwrap } from "./problem.js";
-import { scopeFor, type ScopeBase } from "./scopes.js";
-import { coordinatorStub, dispatcherStub, feedStub, schedulerStub } from "./stubs.js";
+import type { Env } from "../core/env.js";
+import { unwrap } from "../core/problem.js";
+import { scopeFor, type ScopeBase } from "../core/scopes.js";
+import { coordinatorStub, dispatcherStub, feedStub, schedulerStub } from "../core/stubs.js";
 
 /** How long one step of a context's deletion may go on (a request's, or a sweep's). */
 export const DELETION_STEP_MS = 20_000;

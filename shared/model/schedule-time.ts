@@ -1,5 +1,5 @@
 import { Cron } from "croner";
-import type { ScheduleCatchup } from "../../shared/model/index.js";
+import type { ScheduleCatchup } from "./schedule.js";
 
 /*
  * When a schedule fires (docs/schedules.md): pure functions of the schedule's spec and the clock,

@@ -1,11 +1,11 @@
 import type { DeadlineOwner } from "../../shared/keys.js";
 import { RetentionPolicy, type EffectiveRetention } from "../../shared/model/index.js";
 import type { Store } from "../../shared/store/index.js";
-import type { Config } from "./config.js";
-import type { Env } from "./env.js";
-import { unwrap } from "./problem.js";
-import { scopeFor, type ScopeBase } from "./scopes.js";
-import { coordinatorStub } from "./stubs.js";
+import type { Config } from "../core/config.js";
+import type { Env } from "../core/env.js";
+import { unwrap } from "../core/problem.js";
+import { scopeFor, type ScopeBase } from "../core/scopes.js";
+import { coordinatorStub } from "../core/stubs.js";
 
 /** Flows (and jobs outside flows) read and removed at once, 20 objects called together. */
 const BATCH = 100;
