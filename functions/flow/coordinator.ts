@@ -20,7 +20,7 @@ import { closeQuietly } from "../core/sockets.js";
 import { createNow, rerunEvent } from "./creation.js";
 import { FlowObject } from "./flow-object.js";
 import { noteNamedRunners } from "./own-claims.js";
-import { purgeFlow } from "./purge-flow.js";
+import { purgeFlow } from "./purge.js";
 import { applyReported, inJobOrder } from "./reported.js";
 import { sinceOf } from "./stream.js";
 import { flowView } from "./view.js";
@@ -154,7 +154,7 @@ export class FlowCoordinator extends DurableObject<Env> implements FlowCoordinat
     });
   }
 
-  /** Removes the flow for good (see purge-flow.ts); nothing else runs in the object meanwhile. */
+  /** Removes the flow for good (see purge.ts); nothing else runs in the object meanwhile. */
   async purge(scope: FlowScope, options: { force?: boolean } = {}): Promise<RpcResult<PurgeOutcome>> {
     const purge = () => purgeFlow(this.flow.purging(), options.force === true);
     return this.guard(scope, () => this.ctx.blockConcurrencyWhile(purge), false);

@@ -20,7 +20,7 @@ import { Incarnations, type Forgetful, type IncarnationHost } from "./incarnatio
 import { NonceLedger } from "./nonces.js";
 import { assignmentsOf, awaitsRunners, CLAIM_SAFETY_MS, OwnClaims, type OwnClaimsHost } from "./own-claims.js";
 import type { PendingCommit } from "./pending.js";
-import type { Purging } from "./purge-flow.js";
+import type { Purging } from "./purge.js";
 import { recordKey } from "./stored.js";
 import { FlowStream } from "./stream.js";
 import { whyUndelivered } from "./waiting.js";
@@ -260,7 +260,7 @@ export class FlowObject implements CommitHost, DeadlineHost, OwnClaimsHost, Inca
     return { binding, commits, stream, relay, deadlines, store: () => this.store() };
   }
 
-  /** What removing the flow uses (see purge-flow.ts). */
+  /** What removing the flow uses (see purge.ts). */
   purging(): Purging {
     const { commits, incarnations, env } = this;
     return { commits, incarnations, env, scope: this.bound(), store: this.store() };
