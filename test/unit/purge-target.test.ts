@@ -1,6 +1,6 @@
 import { describe, expect, it } from "vitest";
 import { rerunBases, resultMessageId } from "../../shared/flow/index.js";
-import { purgeTarget } from "../../functions/flow/purge.js";
+import { purgeTarget } from "../../functions/flow/purge-records.js";
 import { jobIn, started, T } from "./flow-sim.js";
 
 // What removing a flow removes: every message id its jobs ever used, re-runs included.
