@@ -59,15 +59,15 @@ A fleet on NATS JetStream (README, "Scaling runners"): many processes behind one
                          a pushed-to gateway serves them on --listen
   --ack-wait SECONDS     a job message not kept alive this long goes to      RUNNER_ACK_WAIT
                          another worker (default ${DEFAULT_FLEET_SETUP.ackWaitSeconds})
-  --max-deliver N        starts of a job without a result (or deliveries,    RUNNER_MAX_DELIVER
-                         when no live worker runs its script type) before
+  --max-deliver N        starts alone of a job without a result (or          RUNNER_MAX_DELIVER
+                         deliveries, when no live worker runs its type) before
                          it goes to the dead letters (default ${DEFAULT_FLEET_SETUP.maxDeliver})
   --max-ack-pending N    job messages out with workers at once (default ${DEFAULT_FLEET_SETUP.maxAckPending})   RUNNER_MAX_ACK_PENDING
   --replicas N           copies of each stream in a NATS cluster (default 1)  RUNNER_REPLICAS
   --max-age SECONDS      events and dead letters are kept this long          RUNNER_MAX_AGE
                          (default ${DEFAULT_FLEET_SETUP.maxAgeSeconds}, a week)
-  --drain-timeout SECONDS a draining gateway waits this long at most for     RUNNER_DRAIN_TIMEOUT
-                         the fleet's running jobs and their reports (default 600)
+  --drain-timeout SECONDS a drain ends within this long in every mode; then   RUNNER_DRAIN_TIMEOUT
+                         running jobs are stopped and report an error (default 600)
   In a fleet, --concurrency is a worker's slots; --key-file is the runner's key, and a worker's
   may hold only its public half ({"kty":"OKP","crv":"Ed25519","x":…}: it signs nothing, and
   checks /admin/drain with it).

@@ -35,8 +35,8 @@ export function mountOps(app: Hono, ops: FleetOps): void {
     const result = await check();
     return c.json(result, result.ok ? 200 : 503);
   };
-  app.get("/health", (c) => status(c, ops.health));
-  app.get("/ready", (c) => status(c, ops.ready));
+  app.get("/health", (c) => status(c, () => ops.health()));
+  app.get("/ready", (c) => status(c, () => ops.ready()));
   app.get("/metrics", async (c) =>
     c.body(await ops.metrics(), 200, { "content-type": "text/plain; version=0.0.4; charset=utf-8" }),
   );

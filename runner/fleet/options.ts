@@ -11,6 +11,6 @@ export interface FleetOptions {
   capacity?: number;
   /** Where `/health`, `/ready`, `/metrics`, `/info` and `/admin/drain` are served when no push server is (port 0: any free one). */
   opsListen?: { host: string; port: number };
-  /** A draining gateway waits this long at most for the fleet's results (ms, default 10 minutes). */
+  /** A drain ends within this long in every mode; then running jobs are stopped (ms, default 10 minutes). */
   drainTimeoutMs?: number;
 }

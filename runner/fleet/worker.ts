@@ -1,10 +1,11 @@
-import { headers as natsHeaders, type NatsConnection, type Subscription } from "@nats-io/nats-core";
-import { jetstream, type Consumer, type ConsumerMessages, type JsMsg } from "@nats-io/jetstream";
+import type { Msg, NatsConnection, Subscription } from "@nats-io/nats-core";
+import { jetstream, type Consumer, type ConsumerMessages, type JetStreamClient, type JsMsg } from "@nats-io/jetstream";
 import { sleep } from "../../shared/client/index.js";
 import { DeliveryPayload, type RunnerJob } from "../../shared/model/index.js";
 import { describeAttempt, runDelivery, type JobDeps } from "../job.js";
-import { reportTarget } from "../report-sink.js";
+import { JOBS_HELP, sendToDeadLetters, type DeadLetterTarget } from "./dead-letter.js";
 import { EventSink } from "./events.js";
+import { isSuspect, readGate, startedAgain, type GateState } from "./gate.js";
 import type { FleetMetrics } from "./metrics.js";
 import { attemptId, attemptOf, type AttemptRef, type FleetNames } from "./names.js";
 import { retryFor } from "./retry.js";
@@ -38,166 +39,266 @@ export interface FleetWorker {
 const FETCH_EXPIRES_MS = 5_000;
 /** Marking a finished attempt done in the gate is retried this long while NATS is away. */
 const SETTLE_FOR_MS = 120_000;
-const JOBS_HELP = "Job messages this worker settled, by how (finished, error, abandoned, skipped, dead).";
 /** A cancel of an attempt not running here is remembered this long. */
 const CANCEL_MEMORY_MS = 10 * 60_000;
+
+/** A job message read and checked: what to run, and its gate. */
+interface Admitted {
+  m: JsMsg;
+  payload: DeliveryPayload;
+  job: RunnerJob;
+  key: string;
+  label: string;
+  gate: GateState;
+}
 
 /**
  * A worker of the fleet: takes job messages from the shared durable consumer (never more than
  * its free slots), runs each with the runner's executors, publishes its reports as events, and
  * acknowledges the message only once the result event is stored and the idempotency gate says
  * the attempt is done. A message redelivered after that (its ack was lost) is acknowledged
- * without running; one redelivered because its worker died runs again here. A message that
- * cannot start (unreadable, a script type no live worker runs, or started `maxDeliver` times
- * without finishing, as the gate counts) goes to the dead letters and is reported to the
- * coordinator as the attempt's error. Deliveries alone are not counted: a worker that lacks the
- * job's script type, or is draining, hands it back without using up its chances.
+ * without running; one whose start is on record without a result (its worker died, or let it go)
+ * is a suspect and runs alone here (gate.ts says why). A message that cannot start (unreadable, a
+ * script type no live worker runs, or started `maxDeliver` times alone without finishing) goes to
+ * the dead letters and is reported to the coordinator as the attempt's error. Deliveries alone
+ * are not counted: a worker that lacks the job's script type, or is draining, hands it back
+ * without using up its chances.
  */
 export async function startFleetWorker(options: FleetWorkerOptions): Promise<FleetWorker> {
-  const { nc, names, stores, setup, slots, scriptTypes, metrics } = options;
-  const log = options.job.log;
-  const js = jetstream(nc);
-  const id = options.id;
-  const running = new Map<string, { cancel: AbortController; done: Promise<void> }>();
-  let draining = false;
-  let waiters: (() => void)[] = [];
-  const wake = () => {
-    const woken = waiters;
-    waiters = [];
-    for (const w of woken) w();
-  };
+  const worker = new Worker(options);
+  await worker.announce();
+  worker.start();
+  return worker;
+}
 
-  const announce = async () => {
-    const entry = { slots, running: running.size, script_types: scriptTypes, draining, pid: process.pid };
-    await stores.workers.put(id, JSON.stringify(entry)).catch(() => undefined);
-  };
-  await announce();
-  const announcer = setInterval(() => void announce(), WORKER_TTL_MS / 3);
-
+class Worker implements FleetWorker {
+  readonly id: string;
+  private readonly js: JetStreamClient;
+  private readonly log;
+  private readonly jobs = new Map<string, { cancel: AbortController; done: Promise<void> }>();
+  /** The suspect running alone here, if one is: nothing else is taken meanwhile. */
+  private alone: string | undefined;
+  /** A suspect came while jobs ran: take nothing more until they are done, then one at a time. */
+  private clearing = false;
+  private draining = false;
+  private waiters: (() => void)[] = [];
   /**
    * Attempts cancelled while not running here, for a while: a cancel that comes between a job
    * message's gate check and its start (the gate's own mark may not have been read) still stops it.
    */
-  const cancelled = new Map<string, number>();
-  // Stops an attempt the gateway says is over (the coordinator cancelled it or moved on).
-  const cancels: Subscription = nc.subscribe(names.cancelSubject, {
-    callback: (error, msg) => {
-      if (error) return;
-      try {
-        const ref = msg.json<AttemptRef & { reason?: string }>();
-        const key = attemptId(ref);
-        const run = running.get(key);
-        if (run) run.cancel.abort(`cancelled: ${ref.reason ?? "the attempt is over"}`);
-        else cancelled.set(key, Date.now() + CANCEL_MEMORY_MS);
-        if (cancelled.size > 1000) for (const [k, until] of cancelled) if (until < Date.now()) cancelled.delete(k);
-      } catch {
-        // Not a cancel of ours.
-      }
-    },
-  });
-
+  private readonly cancelled = new Map<string, number>();
   /** Script types some live worker of the fleet runs (read at most every few seconds). */
-  let liveTypes = { at: 0, types: new Set<string>() };
-  const runByOthers = async (type: string): Promise<boolean> => {
-    if (Date.now() - liveTypes.at > WORKER_TTL_MS / 3) {
+  private liveTypes = { at: 0, types: new Set<string>() };
+  private readonly deadLetters: DeadLetterTarget;
+  private announcer: NodeJS.Timeout | undefined;
+  private cancels: Subscription | undefined;
+  private batch: ConsumerMessages | undefined;
+  private loop: Promise<void> = Promise.resolve();
+  private drained: Promise<void> | undefined;
+
+  constructor(private readonly options: FleetWorkerOptions) {
+    this.id = options.id;
+    this.log = options.job.log;
+    this.js = jetstream(options.nc);
+    const { names, stores, metrics } = options;
+    this.deadLetters = { js: this.js, names, stores, worker: this.id, metrics, log: this.log };
+  }
+
+  running(): number {
+    return this.jobs.size;
+  }
+
+  /** Starts announcing itself, listening for cancels and taking job messages. */
+  start(): void {
+    const { nc, names, metrics, slots } = this.options;
+    this.announcer = setInterval(() => void this.announce(), WORKER_TTL_MS / 3);
+    // Stops an attempt the gateway says is over (the coordinator cancelled it or moved on).
+    this.cancels = nc.subscribe(names.cancelSubject, {
+      callback: (error, msg) => {
+        if (!error) this.onCancel(msg);
+      },
+    });
+    this.loop = this.consume();
+    metrics.gauge("fleet_worker_in_flight", "Jobs running on this worker now.", () => [
+      [{ worker: this.id }, this.jobs.size],
+    ]);
+    metrics.gauge("fleet_worker_slots", "Jobs this worker runs at once.", () => [[{ worker: this.id }, slots]]);
+  }
+
+  /** Its entry among the live workers: slots, load, script types (the gateway sums them). */
+  async announce(): Promise<void> {
+    const { slots, scriptTypes } = this.options;
+    const entry = { slots, running: this.jobs.size, script_types: scriptTypes, draining: this.draining };
+    await this.options.stores.workers
+      .put(this.id, JSON.stringify({ ...entry, pid: process.pid }))
+      .catch(() => undefined);
+  }
+
+  /** Takes no more job messages, lets running jobs finish and store their results, then stops. */
+  drain(): Promise<void> {
+    return (this.drained ??= (async () => {
+      this.draining = true;
+      this.wake();
+      this.batch?.stop();
+      await this.announce();
+      this.log.info(`worker ${this.id} draining: ${this.jobs.size} job(s) running, taking no new work`);
+      await this.loop;
+      while (this.jobs.size > 0) await Promise.all([...this.jobs.values()].map((r) => r.done));
+      clearInterval(this.announcer);
+      this.cancels?.unsubscribe();
+      await this.options.stores.workers.delete(this.id).catch(() => undefined);
+      this.log.info(`worker ${this.id} drained`);
+    })());
+  }
+
+  private wake(): void {
+    const woken = this.waiters;
+    this.waiters = [];
+    for (const w of woken) w();
+  }
+
+  /** How many job messages to fetch now: none beside a suspect, nor while clearing for one. */
+  private room(): number {
+    if (this.alone !== undefined) return 0;
+    if (this.clearing) return this.jobs.size === 0 ? 1 : 0;
+    return this.options.slots - this.jobs.size;
+  }
+
+  private onCancel(msg: Msg): void {
+    try {
+      const ref = msg.json<AttemptRef & { reason?: string }>();
+      const key = attemptId(ref);
+      const run = this.jobs.get(key);
+      if (run) run.cancel.abort(`cancelled: ${ref.reason ?? "the attempt is over"}`);
+      else this.cancelled.set(key, Date.now() + CANCEL_MEMORY_MS);
+      if (this.cancelled.size > 1000)
+        for (const [k, until] of this.cancelled) if (until < Date.now()) this.cancelled.delete(k);
+    } catch {
+      // Not a cancel of ours.
+    }
+  }
+
+  private async runByOthers(type: string): Promise<boolean> {
+    if (Date.now() - this.liveTypes.at > WORKER_TTL_MS / 3) {
       const types = new Set<string>();
-      for await (const worker of await stores.workers.keys()) {
-        const entry = await stores.workers.get(worker);
+      const { workers } = this.options.stores;
+      for await (const worker of await workers.keys()) {
+        const entry = await workers.get(worker);
         if (entry?.operation === "PUT")
           for (const t of entry.json<{ script_types?: string[] }>().script_types ?? []) types.add(t);
       }
-      liveTypes = { at: Date.now(), types };
+      this.liveTypes = { at: Date.now(), types };
     }
-    return liveTypes.types.has(type);
-  };
+    return this.liveTypes.types.has(type);
+  }
 
-  const deadLetter = async (m: JsMsg, reason: string, payload?: DeliveryPayload) => {
-    const type = payload ? (payload.message.job[0] as RunnerJob).script_type : "unknown";
-    const ref = payload ? attemptOf(payload) : undefined;
-    const h = natsHeaders();
-    h.set("Fleet-Reason", reason.slice(0, 1000));
-    h.set("Fleet-Deliveries", String(m.info.deliveryCount));
-    h.set("Fleet-Worker", id);
-    h.set("Fleet-Subject", m.subject);
-    const subject = ref ? names.dead(type, ref) : `${names.deadFilter.slice(0, -1)}unreadable.${m.seq}`;
-    const stored = await js.publish(subject, m.data, { headers: h, msgID: `dead.${ref ? attemptId(ref) : m.seq}` });
-    metrics.count("fleet_dead_letters_total", "Job messages sent to the dead letters.");
-    log.warn(`dead letter (${names.deadStream} #${stored.seq}): ${reason}`);
-    if (payload && ref) {
-      const sink = new EventSink(js, names, ref, { worker: id, delivery: m.info.deliveryCount });
-      const error = `dead letter: ${reason} (kept in NATS stream ${names.deadStream} as message ${stored.seq})`;
-      const reported = await sink.send(reportTarget(payload), "result", {
-        attempt: payload.attempt,
-        status: "error",
-        error,
-        result: {},
-        logs: [],
-      });
-      // Not reported: it comes again, and the dead letter is stored once (its dedupe id).
-      if (!reported.ok) return m.nak(5_000);
-      await stores.gate.put(attemptId(ref), "done");
+  private async consume(): Promise<void> {
+    const { names } = this.options;
+    let consumer: Consumer | undefined;
+    while (!this.draining) {
+      const room = this.room();
+      if (room <= 0) {
+        await new Promise<void>((resolve) => this.waiters.push(resolve));
+        continue;
+      }
+      try {
+        consumer ??= await this.js.consumers.get(names.jobsStream, names.workersConsumer);
+        this.batch = await consumer.fetch({ max_messages: room, expires: FETCH_EXPIRES_MS });
+        for await (const m of this.batch) await this.take(m);
+      } catch (error) {
+        if (this.draining) break;
+        this.log.warn(`worker ${this.id}: fetching jobs failed: ${(error as Error).message}; trying again`);
+        consumer = undefined;
+        await sleep(1_000);
+      }
     }
-    m.term();
-    metrics.count("fleet_jobs_total", JOBS_HELP, { outcome: "dead" });
-  };
+  }
 
-  const take = async (m: JsMsg) => {
-    const delivery = m.info.deliveryCount;
-    if (delivery > 1)
-      metrics.count("fleet_redeliveries_total", "Job messages this worker got again (a worker died or let one go).");
-    let raw: unknown;
-    try {
-      raw = m.json();
-    } catch {
-      return deadLetter(m, `message ${m.seq} on ${m.subject} is not JSON`);
+  /** One job message: read, checked against the gate, then run (alone if it is a suspect) or handed back. */
+  private async take(m: JsMsg): Promise<void> {
+    if (m.info.deliveryCount > 1)
+      this.options.metrics.count(
+        "fleet_redeliveries_total",
+        "Job messages this worker got again (a worker died or let one go).",
+      );
+    const admitted = await this.admit(m);
+    if (!admitted) return;
+    const suspect = isSuspect(admitted.gate);
+    if (suspect && this.jobs.size > 0) {
+      // It may be what killed a worker: it runs alone. Free this worker for it (or another takes it).
+      this.clearing = true;
+      return m.nak(1_000);
     }
-    const parsed = DeliveryPayload.safeParse(raw);
-    if (!parsed.success) return deadLetter(m, `message ${m.seq} on ${m.subject} is not a delivery`);
+    // Only a suspect's start counts as alone: it holds the worker to itself from start to end.
+    await this.options.stores.gate.put(admitted.key, startedAgain(admitted.gate, suspect));
+    if (suspect) {
+      this.alone = admitted.key;
+      this.log.info(`${admitted.label} runs alone: an earlier start of it never finished`);
+    }
+    this.clearing = false;
+    this.run(admitted);
+  }
+
+  /** Reads a job message and checks it can run here; otherwise settles it (ack, nak, dead letter). */
+  private async admit(m: JsMsg): Promise<Admitted | undefined> {
+    const { stores, setup, scriptTypes, metrics } = this.options;
+    const parsed = DeliveryPayload.safeParse(jsonOf(m));
+    if (!parsed.success) return void (await this.deadLetter(m, `message ${m.seq} on ${m.subject} is not a delivery`));
     const payload = parsed.data;
     const job = payload.message.job[0] as RunnerJob | undefined;
-    if (!job) return deadLetter(m, `message ${m.seq} carries no job`);
+    if (!job) return void (await this.deadLetter(m, `message ${m.seq} carries no job`));
     const label = describeAttempt(payload, job);
-    const ref = attemptOf(payload);
-    const key = attemptId(ref);
-    // The gate: `done` or `cancelled` ends it here; `running:<n>` counts its starts so far.
-    const gate = await stores.gate.get(key);
-    const state = gate?.operation === "PUT" ? gate.string() : "";
-    if (state === "done" || state === "cancelled" || (cancelled.get(key) ?? 0) > Date.now()) {
-      log.info(`${label} not run: it is ${state || "cancelled"} (delivery ${delivery})`);
+    const key = attemptId(attemptOf(payload));
+    const entry = await stores.gate.get(key);
+    const gate = readGate(entry?.operation === "PUT" ? entry.string() : "");
+    if (gate.kind === "done" || gate.kind === "cancelled" || (this.cancelled.get(key) ?? 0) > Date.now()) {
+      this.log.info(
+        `${label} not run: it is ${gate.kind === "done" ? "done" : "cancelled"} (delivery ${m.info.deliveryCount})`,
+      );
       metrics.count("fleet_jobs_total", JOBS_HELP, { outcome: "skipped" });
-      return m.ack();
+      return void m.ack();
     }
-    const starts = state.startsWith("running:") ? Number(state.slice("running:".length)) || 0 : 0;
-    if (starts >= setup.maxDeliver) {
-      return deadLetter(m, `${label} was started ${starts} times and never finished`, payload);
-    }
+    if (gate.kind === "running" && gate.alone >= setup.maxDeliver)
+      return void (await this.deadLetter(
+        m,
+        `${label} was started ${gate.alone} times alone on a worker and never finished`,
+        payload,
+      ));
     if (!scriptTypes.includes(job.script_type)) {
       // Another worker may run it: its deliveries here do not count. Only when no live worker
       // runs its type does it become poison.
-      if (!(await runByOthers(job.script_type)) && delivery >= setup.maxDeliver)
-        return deadLetter(
+      if (!(await this.runByOthers(job.script_type)) && m.info.deliveryCount >= setup.maxDeliver)
+        return void (await this.deadLetter(
           m,
-          `${label}: no live worker runs ${job.script_type} scripts (delivered ${delivery} times)`,
+          `${label}: no live worker runs ${job.script_type} scripts (delivered ${m.info.deliveryCount} times)`,
           payload,
-        );
-      return m.nak(1_000);
+        ));
+      return void m.nak(1_000);
     }
-    if (draining) return m.nak(1_000);
-    if (running.has(key)) return m.working();
-    await stores.gate.put(key, `running:${starts + 1}`);
+    if (this.draining) return void m.nak(1_000);
+    if (this.jobs.has(key)) return void m.working();
+    return { m, payload, job, key, label, gate };
+  }
 
+  private deadLetter(m: JsMsg, reason: string, payload?: DeliveryPayload): Promise<void> {
+    return sendToDeadLetters(this.deadLetters, m, reason, payload);
+  }
+
+  /** Runs an admitted job; settles its message once its result is stored (or hands it back). */
+  private run({ m, payload, job, key, label }: Admitted): void {
+    const { setup, stores, metrics, names } = this.options;
     const cancel = new AbortController();
-    const sink = new EventSink(js, names, ref, { worker: id, delivery });
+    const sink = new EventSink(this.js, names, attemptOf(payload), { worker: this.id, delivery: m.info.deliveryCount });
     const began = Date.now();
     // In-progress acks keep the message ours while the job runs, however long.
     const keepAlive = setInterval(() => m.working(), (setup.ackWaitSeconds * 1000) / 3);
     const done = (async () => {
       try {
-        const end = await runDelivery(payload, { ...options.job, sink }, { ack: false, cancel: cancel.signal });
+        const end = await runDelivery(payload, { ...this.options.job, sink }, { ack: false, cancel: cancel.signal });
         metrics.observeDuration((Date.now() - began) / 1000, { script_type: job.script_type });
         if (!sink.resultStored) {
           // The result is not in NATS: let another delivery run it rather than lose it.
-          log.warn(`${label}: its result could not be stored; the job message goes back`);
+          this.log.warn(`${label}: its result could not be stored; the job message goes back`);
           m.nak(5_000);
           return;
         }
@@ -205,63 +306,27 @@ export async function startFleetWorker(options: FleetWorkerOptions): Promise<Fle
         // An ack lost on the way (NATS restarting) cannot be sent again (the client counts it
         // sent); the message then comes again, and the gate's `done` keeps it from running.
         if (!(await m.ackAck().catch(() => false)))
-          log.info(`${label}: the ack of its job message was not confirmed; the gate stops a redelivery`);
+          this.log.info(`${label}: the ack of its job message was not confirmed; the gate stops a redelivery`);
         metrics.count("fleet_jobs_total", JOBS_HELP, { outcome: end.status });
       } finally {
         clearInterval(keepAlive);
       }
     })()
-      .catch((error: Error) => log.warn(`${label}: ${error.message}`))
+      .catch((error: Error) => this.log.warn(`${label}: ${error.message}`))
       .finally(() => {
-        running.delete(key);
-        wake();
+        this.jobs.delete(key);
+        if (this.alone === key) this.alone = undefined;
+        this.wake();
       });
-    running.set(key, { cancel, done });
-  };
+    this.jobs.set(key, { cancel, done });
+  }
+}
 
-  let batch: ConsumerMessages | undefined;
-  const consume = async () => {
-    let consumer: Consumer | undefined;
-    while (!draining) {
-      const free = slots - running.size;
-      if (free <= 0) {
-        await new Promise<void>((resolve) => waiters.push(resolve));
-        continue;
-      }
-      try {
-        consumer ??= await js.consumers.get(names.jobsStream, names.workersConsumer);
-        batch = await consumer.fetch({ max_messages: free, expires: FETCH_EXPIRES_MS });
-        for await (const m of batch) await take(m);
-      } catch (error) {
-        if (draining) break;
-        log.warn(`worker ${id}: fetching jobs failed: ${(error as Error).message}; trying again`);
-        consumer = undefined;
-        await sleep(1_000);
-      }
-    }
-  };
-  const loop = consume();
-
-  metrics.gauge("fleet_worker_in_flight", "Jobs running on this worker now.", () => [[{ worker: id }, running.size]]);
-  metrics.gauge("fleet_worker_slots", "Jobs this worker runs at once.", () => [[{ worker: id }, slots]]);
-
-  let drained: Promise<void> | undefined;
-  return {
-    id,
-    running: () => running.size,
-    drain: () =>
-      (drained ??= (async () => {
-        draining = true;
-        wake();
-        batch?.stop();
-        await announce();
-        log.info(`worker ${id} draining: ${running.size} job(s) running, taking no new work`);
-        await loop;
-        while (running.size > 0) await Promise.all([...running.values()].map((r) => r.done));
-        clearInterval(announcer);
-        cancels.unsubscribe();
-        await stores.workers.delete(id).catch(() => undefined);
-        log.info(`worker ${id} drained`);
-      })()),
-  };
+/** A message's JSON, or undefined when it is not JSON (it then fails the delivery's schema). */
+function jsonOf(m: JsMsg): unknown {
+  try {
+    return m.json();
+  } catch {
+    return undefined;
+  }
 }

@@ -1,0 +1,121 @@
+import path from "node:path";
+import { jetstreamManager } from "@nats-io/jetstream";
+import { connect } from "@nats-io/transport-node";
+import { describe, expect, it } from "vitest";
+import { fleetNames } from "../../runner/fleet/names.js";
+import { eventually } from "../support/eventually.js";
+import { loggedJobs as jobs, runsIn as runs, useFleetStack, type RegisteredFleet } from "../support/fleet.js";
+import { flowEnd } from "../support/flow-runs.js";
+
+/**
+ * The fleet under the faults an operator gets paged for: a job that kills its worker (its dead
+ * letter must not take the jobs that ran beside it), the work stream after kills and a NATS
+ * restart (nothing acknowledged may stay in it), and drains that must end the process in every
+ * mode, however long its jobs run.
+ */
+
+const stack = useFleetStack("fleet-chaos");
+const { tmp, fleetIn } = stack;
+const admin = () => stack.admin();
+const logOf = (contextId: number) => path.join(tmp, `chaos-runs-${contextId}.log`);
+
+/** Messages in the fleet's work stream, read from NATS itself. */
+async function workStreamMessages(fleet: RegisteredFleet): Promise<number> {
+  const names = fleetNames({ contextId: fleet.contextId, runnerId: fleet.runnerId });
+  const nc = await connect({ servers: stack.nats().url });
+  try {
+    return (await (await jetstreamManager(nc)).streams.info(names.jobsStream)).state.messages;
+  } finally {
+    await nc.close();
+  }
+}
+
+describe("a runner fleet under chaos", () => {
+  it("dead-letters a job that kills its worker, and only it: the jobs that ran beside it finish", async () => {
+    const fleet = await fleetIn(2);
+    await fleet.gateway(["--ack-wait", "2"]);
+    const log = logOf(fleet.contextId);
+    const flow = await admin().submitFlow(fleet.contextId, {
+      ...jobs(2, log, 1.5),
+      jobs: [
+        ...jobs(2, log, 1.5).jobs,
+        {
+          name: "poison",
+          script_type: "sh",
+          // Kills the worker that runs it (its parent), once the others have started beside it.
+          script: `echo "poison $(dirname "$PWD")" >> "$RUN_LOG"\nsleep 0.5\nkill -9 $PPID\nsleep 5\n`,
+        },
+      ],
+    });
+    // One worker at a time, started again whenever the poison killed it.
+    const workerArgs = ["--concurrency", "3", "--ack-wait", "2", "--max-deliver", "2"];
+    let ended = false;
+    const end = flowEnd(admin(), fleet.contextId, flow.id, 120_000).finally(() => (ended = true));
+    let deaths = 0;
+    while (!ended) {
+      const worker = await fleet.worker(workerArgs);
+      const exit = await Promise.race([worker.proc.exited, end.then(() => undefined)]);
+      if (exit) deaths++;
+    }
+    const view = await end;
+    const byName = Object.fromEntries(view.jobs.map((j) => [j.key, j]));
+    expect(byName.poison?.status).toBe("error");
+    expect(byName.poison?.error).toMatch(/dead letter: .*poison.* started 2 times alone/);
+    expect(byName.j0?.status, JSON.stringify(byName.j0)).toBe("finished");
+    expect(byName.j1?.status, JSON.stringify(byName.j1)).toBe("finished");
+    // Its first run killed the worker with the others beside it; then it ran alone until its limit.
+    expect(deaths).toBeGreaterThanOrEqual(3);
+    expect(runs(log).get("poison")).toHaveLength(3);
+  });
+
+  it("leaves nothing acknowledged in the work stream after a worker is killed and NATS restarts", async () => {
+    const fleet = await fleetIn(4);
+    const gateway = await fleet.gateway(["--ack-wait", "3"]);
+    const a = await fleet.worker(["--concurrency", "2", "--ack-wait", "3"]);
+    await fleet.worker(["--concurrency", "2", "--ack-wait", "3"]);
+    const log = logOf(fleet.contextId);
+    const flow = await admin().submitFlow(fleet.contextId, jobs(16, log, 0.5, 1));
+    await eventually(() => (runs(log).size >= 3 ? true : undefined), 20_000);
+    await a.proc.kill();
+    await stack.nats().restart();
+    await fleet.worker(["--concurrency", "2", "--ack-wait", "3"]);
+    const view = await flowEnd(admin(), fleet.contextId, flow.id, 120_000);
+    expect(view.status, JSON.stringify(view.jobs.map((j) => [j.key, j.status, j.error]))).toBe("finished");
+    // Every job acknowledged, so none is left: the gateway removes what NATS kept below the ack floor.
+    await eventually(async () => ((await workStreamMessages(fleet)) === 0 ? true : undefined), 30_000);
+    const metrics = await (await fetch(new URL("metrics", fleet.address))).text();
+    expect(metrics).toMatch(/^fleet_acknowledged_removed_total \d+$/m);
+    expect(gateway.output()).not.toMatch(/TypeError|ReferenceError/);
+  });
+
+  it("ends a combined process's drain: its jobs finish and report, and it exits 0", async () => {
+    const fleet = await fleetIn(2);
+    const both = await fleet.gateway(["--mode", "combined", "--concurrency", "2"]);
+    await both.waitForLine(/fleet worker \S+ of runner \d+ .* taking jobs/, 10_000);
+    const log = logOf(fleet.contextId);
+    const flow = await admin().submitFlow(fleet.contextId, jobs(2, log, 2));
+    await eventually(() => (runs(log).size >= 2 ? true : undefined), 20_000);
+    expect((await fleet.drain(fleet.address)).status).toBe(202);
+    expect((await both.exited).code).toBe(0);
+    expect(both.output()).toMatch(/drained/);
+    // The jobs that ran during the drain reported before it exited.
+    const view = await admin().loadFlow(fleet.contextId, flow.id);
+    expect(view.jobs.map((j) => j.status)).toEqual(["finished", "finished"]);
+  });
+
+  it("ends a drain within --drain-timeout in every mode, even with a job that runs for minutes", async () => {
+    const fleet = await fleetIn(2);
+    const gateway = await fleet.gateway(["--drain-timeout", "3"]);
+    const worker = await fleet.worker(["--concurrency", "1", "--drain-timeout", "3"]);
+    const log = logOf(fleet.contextId);
+    await admin().submitFlow(fleet.contextId, jobs(1, log, 600));
+    await eventually(() => (runs(log).size >= 1 ? true : undefined), 20_000);
+    const began = Date.now();
+    expect((await fleet.drain(worker.ops)).status).toBe(202);
+    expect((await worker.proc.exited).code).toBe(0);
+    expect(worker.proc.output()).toMatch(/drain timed out after 3 s/);
+    expect((await fleet.drain(fleet.address)).status).toBe(202);
+    expect((await gateway.exited).code).toBe(0);
+    expect(Date.now() - began).toBeLessThan(30_000);
+  });
+});
