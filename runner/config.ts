@@ -93,6 +93,36 @@ export class UsageError extends Error {
 /** The parsed command line: help, or options to start a runner with. */
 export type Config = { help: true } | { help: false; options: RunnerOptions };
 
+/** The command line's options (each also read from its RUNNER_* variable, see USAGE). */
+const ARGS = {
+  url: { type: "string" },
+  context: { type: "string" },
+  runner: { type: "string" },
+  "key-file": { type: "string" },
+  listen: { type: "string" },
+  pull: { type: "boolean" },
+  concurrency: { type: "string" },
+  "work-dir": { type: "string" },
+  "script-types": { type: "string" },
+  heartbeat: { type: "string" },
+  "started-after": { type: "string" },
+  "answer-within": { type: "string" },
+  batch: { type: "string" },
+  "tls-cert": { type: "string" },
+  "tls-key": { type: "string" },
+  mode: { type: "string" },
+  nats: { type: "string" },
+  capacity: { type: "string" },
+  "ops-listen": { type: "string" },
+  "ack-wait": { type: "string" },
+  "max-deliver": { type: "string" },
+  "max-ack-pending": { type: "string" },
+  replicas: { type: "string" },
+  "max-age": { type: "string" },
+  "drain-timeout": { type: "string" },
+  help: { type: "boolean", short: "h" },
+} as const;
+
 /**
  * Reads the runner's settings from argv, falling back to RUNNER_* environment variables, and
  * loads the key (and TLS) files. Every problem is a UsageError naming the option.
@@ -104,34 +134,7 @@ export async function readConfig(argv: string[], env: NodeJS.ProcessEnv, cwd: st
       args: argv,
       strict: true,
       allowPositionals: false,
-      options: {
-        url: { type: "string" },
-        context: { type: "string" },
-        runner: { type: "string" },
-        "key-file": { type: "string" },
-        listen: { type: "string" },
-        pull: { type: "boolean" },
-        concurrency: { type: "string" },
-        "work-dir": { type: "string" },
-        "script-types": { type: "string" },
-        heartbeat: { type: "string" },
-        "started-after": { type: "string" },
-        "answer-within": { type: "string" },
-        batch: { type: "string" },
-        "tls-cert": { type: "string" },
-        "tls-key": { type: "string" },
-        mode: { type: "string" },
-        nats: { type: "string" },
-        capacity: { type: "string" },
-        "ops-listen": { type: "string" },
-        "ack-wait": { type: "string" },
-        "max-deliver": { type: "string" },
-        "max-ack-pending": { type: "string" },
-        replicas: { type: "string" },
-        "max-age": { type: "string" },
-        "drain-timeout": { type: "string" },
-        help: { type: "boolean", short: "h" },
-      },
+      options: ARGS,
     }));
   } catch (error) {
     throw new UsageError((error as Error).message);
@@ -162,20 +165,7 @@ export async function readConfig(argv: string[], env: NodeJS.ProcessEnv, cwd: st
   if (modeText !== "push" && modeText !== "pull")
     throw new UsageError(`RUNNER_MODE must be push or pull, not ${JSON.stringify(modeText)}`);
   const concurrency = positive(pick(values.concurrency, "RUNNER_CONCURRENCY") ?? "4", "--concurrency");
-  const heartbeatSeconds = positive(pick(values.heartbeat, "RUNNER_HEARTBEAT") ?? "10", "--heartbeat");
-  const startedText = pick(values["started-after"], "RUNNER_STARTED_AFTER") ?? String(DEFAULT_STARTED_AFTER_MS);
-  // 0 is allowed: `started` at once.
-  const startedAfterMs = startedText === "0" ? 0 : positive(startedText, "--started-after");
-  // Past the heartbeat interval, heartbeats would come before `started`, and the coordinator
-  // would start the job's own timeout that much late.
-  if (startedAfterMs >= heartbeatSeconds * 1000)
-    throw new UsageError(
-      `--started-after must be below the heartbeat interval (${heartbeatSeconds * 1000} ms), not ${startedAfterMs}`,
-    );
-  const answerText = pick(values["answer-within"], "RUNNER_ANSWER_WITHIN") ?? "0";
-  const answerWithinMs = answerText === "0" ? 0 : positive(answerText, "--answer-within");
-  if (answerWithinMs > MAX_ANSWER_WITHIN_MS)
-    throw new UsageError(`--answer-within must be at most ${MAX_ANSWER_WITHIN_MS} ms, not ${answerWithinMs}`);
+  const { heartbeatSeconds, startedAfterMs, answerWithinMs } = readPacing(values, pick);
   if (answerWithinMs > 0 && (modeText !== "push" || fleetMode !== "single"))
     throw new UsageError("--answer-within applies to a push runner of its own (not --pull, not a fleet)");
   const batch = positive(pick(values.batch, "RUNNER_BATCH") ?? String(DEFAULT_BATCH), "--batch");
@@ -204,28 +194,69 @@ export async function readConfig(argv: string[], env: NodeJS.ProcessEnv, cwd: st
   if (fleetMode !== "single") {
     options.fleet = readFleet(fleetMode as FleetOptions["mode"], values, pick, need);
   }
-  if (modeText === "push" && fleetMode !== "worker") {
-    options.listen = parseListen(pick(values.listen, "RUNNER_LISTEN") ?? "127.0.0.1:8090");
-    const cert = pick(values["tls-cert"], "RUNNER_TLS_CERT");
-    const key = pick(values["tls-key"], "RUNNER_TLS_KEY");
-    if ((cert === undefined) !== (key === undefined)) throw new UsageError("--tls-cert and --tls-key go together");
-    if (cert && key)
-      options.tls = {
-        cert: Buffer.from(await readText(file(cert), "--tls-cert")),
-        key: Buffer.from(await readText(file(key), "--tls-key")),
-      };
-  }
+  if (modeText === "push" && fleetMode !== "worker")
+    Object.assign(options, await readPushListening(values, pick, file));
   return { help: false, options };
+}
+
+/** How a flag or its RUNNER_* variable is read (the flag wins; blank is unset). */
+type PickOption = (flag: string | undefined, name: string) => string | undefined;
+type Values = Record<string, string | boolean | undefined>;
+
+/** A string option's value as parsed (undefined when not given). */
+function text(values: Values, name: string): string | undefined {
+  return values[name] as string | undefined;
+}
+
+/** When the runner tells the coordinator it is alive: heartbeats, `started`, and answering with the result. */
+function readPacing(
+  values: Values,
+  pick: PickOption,
+): { heartbeatSeconds: number; startedAfterMs: number; answerWithinMs: number } {
+  const heartbeatSeconds = positive(pick(text(values, "heartbeat"), "RUNNER_HEARTBEAT") ?? "10", "--heartbeat");
+  const startedText = pick(text(values, "started-after"), "RUNNER_STARTED_AFTER") ?? String(DEFAULT_STARTED_AFTER_MS);
+  // 0 is allowed: `started` at once.
+  const startedAfterMs = startedText === "0" ? 0 : positive(startedText, "--started-after");
+  // Past the heartbeat interval, heartbeats would come before `started`, and the coordinator
+  // would start the job's own timeout that much late.
+  if (startedAfterMs >= heartbeatSeconds * 1000)
+    throw new UsageError(
+      `--started-after must be below the heartbeat interval (${heartbeatSeconds * 1000} ms), not ${startedAfterMs}`,
+    );
+  const answerText = pick(text(values, "answer-within"), "RUNNER_ANSWER_WITHIN") ?? "0";
+  const answerWithinMs = answerText === "0" ? 0 : positive(answerText, "--answer-within");
+  if (answerWithinMs > MAX_ANSWER_WITHIN_MS)
+    throw new UsageError(`--answer-within must be at most ${MAX_ANSWER_WITHIN_MS} ms, not ${answerWithinMs}`);
+  return { heartbeatSeconds, startedAfterMs, answerWithinMs };
+}
+
+/** A push runner's address, and its TLS certificate and key when it serves HTTPS. */
+async function readPushListening(
+  values: Values,
+  pick: PickOption,
+  file: (given: string) => string,
+): Promise<Pick<RunnerOptions, "listen" | "tls">> {
+  const options: Pick<RunnerOptions, "listen" | "tls"> = {};
+  options.listen = parseListen(pick(text(values, "listen"), "RUNNER_LISTEN") ?? "127.0.0.1:8090");
+  const cert = pick(text(values, "tls-cert"), "RUNNER_TLS_CERT");
+  const key = pick(text(values, "tls-key"), "RUNNER_TLS_KEY");
+  if ((cert === undefined) !== (key === undefined)) throw new UsageError("--tls-cert and --tls-key go together");
+  if (cert && key)
+    options.tls = {
+      cert: Buffer.from(await readText(file(cert), "--tls-cert")),
+      key: Buffer.from(await readText(file(key), "--tls-key")),
+    };
+  return options;
 }
 
 /** The fleet's options (`--mode` gateway, worker or combined). */
 function readFleet(
   mode: FleetOptions["mode"],
-  values: Record<string, string | boolean | undefined>,
-  pick: (flag: string | undefined, name: string) => string | undefined,
+  values: Values,
+  pick: PickOption,
   need: (value: string | undefined, option: string, name: string) => string,
 ): FleetOptions {
-  const flag = (name: string) => values[name] as string | undefined;
+  const flag = (name: string) => text(values, name);
   const servers = need(pick(flag("nats"), "RUNNER_NATS"), "nats", "RUNNER_NATS")
     .split(",")
     .map((s) => s.trim())
