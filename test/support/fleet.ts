@@ -70,19 +70,7 @@ export interface RegisteredFleet {
  * returns how to start its gateway and workers against `natsUrl`. Every process started is
  * pushed to `started` for the caller's cleanup.
  */
-export async function registerFleet(
-  admin: CoordinatorClient,
-  options: {
-    url: string;
-    natsUrl: () => string;
-    dir: string;
-    concurrency: number;
-    scriptTypes?: ("sh" | "python" | "v")[];
-    /** Registered to pull (its gateway leases jobs) instead of being pushed to. */
-    pull?: boolean;
-    started: RunnerProcess[];
-  },
-): Promise<RegisteredFleet> {
+export async function registerFleet(admin: CoordinatorClient, options: FleetRegistration): Promise<RegisteredFleet> {
   const { id: contextId } = await admin.createContext();
   const jwk = await generateKeyPair();
   const port = await freePort();
@@ -95,67 +83,82 @@ export async function registerFleet(
     concurrency: options.concurrency,
     ...(options.pull ? { local: true } : { address }),
   });
-  const keyFile = writeKeyFile(options.dir, contextId, runner.id, jwk);
-  const common = ["--context", String(contextId), "--runner", String(runner.id), "--key-file", keyFile];
-  let workers = 0;
-  return {
-    contextId,
-    runnerId: runner.id,
-    jwk,
-    address,
-    port,
-    async gateway(args = []) {
-      const proc = spawnRunner([
-        ...common,
-        "--url",
-        options.url,
-        "--mode",
-        "gateway",
-        "--nats",
-        options.natsUrl(),
-        ...(options.pull ? ["--pull"] : ["--listen", `127.0.0.1:${port}`]),
-        "--script-types",
-        scriptTypes.join(","),
-        ...args,
-      ]);
-      options.started.push(proc);
-      await proc.waitForLine(
-        options.pull ? /fleet gateway .* pulling from / : /fleet gateway .* listening on /,
-        30_000,
-      );
-      return proc;
-    },
-    async worker(args = []) {
-      const workDir = path.join(options.dir, `work-${contextId}-${runner.id}-${++workers}`);
-      const proc = spawnRunner([
-        ...common,
-        "--mode",
-        "worker",
-        "--nats",
-        options.natsUrl(),
-        "--work-dir",
-        workDir,
-        ...args,
-      ]);
-      options.started.push(proc);
-      const line = await proc.waitForLine(/operations on http:\/\/\S+/, 30_000);
-      await proc.waitForLine(/fleet worker \S+ .* taking jobs/, 30_000);
-      return { proc, ops: (/operations on (http:\/\/\S+)/.exec(line) as RegExpExecArray)[1] as string, workDir };
-    },
-    async drain(opsUrl, key = jwk, named?: string) {
-      const member = named ?? ((await (await fetch(new URL("info", opsUrl))).json()) as { member: string }).member;
-      const request = new Request(new URL("admin/drain", opsUrl), {
-        method: "POST",
-        headers: { "content-type": "application/json" },
-        body: JSON.stringify({ member }),
-      });
-      const signed = await signRequest(request, {
-        keyid: runnerKeyId(contextId, runner.id),
-        key: await importPrivateKey(key),
-      });
-      return fetch(signed);
-    },
-  };
+  return new FleetProcesses(options, { contextId, runnerId: runner.id, jwk, address, port, scriptTypes });
+}
+
+/** How registerFleet registers the runner and where its processes go. */
+interface FleetRegistration {
+  url: string;
+  natsUrl: () => string;
+  dir: string;
+  concurrency: number;
+  scriptTypes?: ("sh" | "python" | "v")[];
+  /** Registered to pull (its gateway leases jobs) instead of being pushed to. */
+  pull?: boolean;
+  started: RunnerProcess[];
+}
+
+/** A registered fleet runner whose gateway and workers are started as processes of the reference runner. */
+class FleetProcesses implements RegisteredFleet {
+  readonly contextId: number;
+  readonly runnerId: number;
+  readonly jwk: PrivateJwk;
+  readonly address: string;
+  readonly port: number;
+  private readonly scriptTypes: string[];
+  private readonly common: string[];
+  private workers = 0;
+
+  constructor(
+    private readonly options: FleetRegistration,
+    runner: Omit<RegisteredFleet, "gateway" | "worker" | "drain"> & { scriptTypes: string[] },
+  ) {
+    this.contextId = runner.contextId;
+    this.runnerId = runner.runnerId;
+    this.jwk = runner.jwk;
+    this.address = runner.address;
+    this.port = runner.port;
+    this.scriptTypes = runner.scriptTypes;
+    const keyFile = writeKeyFile(options.dir, this.contextId, this.runnerId, this.jwk);
+    this.common = ["--context", String(this.contextId), "--runner", String(this.runnerId), "--key-file", keyFile];
+  }
+
+  async gateway(args: string[] = []): Promise<RunnerProcess> {
+    const { options } = this;
+    const proc = spawnRunner([
+      ...this.common,
+      ...["--url", options.url, "--mode", "gateway", "--nats", options.natsUrl()],
+      ...(options.pull ? ["--pull"] : ["--listen", `127.0.0.1:${this.port}`]),
+      ...["--script-types", this.scriptTypes.join(","), ...args],
+    ]);
+    options.started.push(proc);
+    await proc.waitForLine(options.pull ? /fleet gateway .* pulling from / : /fleet gateway .* listening on /, 30_000);
+    return proc;
+  }
+
+  async worker(args: string[] = []): Promise<{ proc: RunnerProcess; ops: string; workDir: string }> {
+    const { options } = this;
+    const workDir = path.join(options.dir, `work-${this.contextId}-${this.runnerId}-${++this.workers}`);
+    const proc = spawnRunner([
+      ...this.common,
+      ...["--mode", "worker", "--nats", options.natsUrl(), "--work-dir", workDir, ...args],
+    ]);
+    options.started.push(proc);
+    const line = await proc.waitForLine(/operations on http:\/\/\S+/, 30_000);
+    await proc.waitForLine(/fleet worker \S+ .* taking jobs/, 30_000);
+    return { proc, ops: (/operations on (http:\/\/\S+)/.exec(line) as RegExpExecArray)[1] as string, workDir };
+  }
+
+  async drain(opsUrl: string, key = this.jwk, named?: string): Promise<Response> {
+    const member = named ?? ((await (await fetch(new URL("info", opsUrl))).json()) as { member: string }).member;
+    const request = new Request(new URL("admin/drain", opsUrl), {
+      method: "POST",
+      headers: { "content-type": "application/json" },
+      body: JSON.stringify({ member }),
+    });
+    const keyid = runnerKeyId(this.contextId, this.runnerId);
+    return fetch(await signRequest(request, { keyid, key: await importPrivateKey(key) }));
+  }
 }
 
 /**

@@ -1,6 +1,5 @@
 import { spawn } from "node:child_process";
 import { mkdtempSync, rmSync, writeFileSync } from "node:fs";
-import http from "node:http";
 import path from "node:path";
 import { parseRedisUrl, RedisConnection } from "../../infra/redis-rest/connection.js";
 import { DEFAULT_REST_OPTIONS, startRestServer, type RestServer } from "../../infra/redis-rest/index.js";
@@ -13,6 +12,7 @@ import { CoordinatorClient, signerFromJwk } from "../../shared/client/index.js";
 import { Keys } from "../../shared/keys.js";
 import { connectRedis, type Redis } from "../../shared/store/redis.js";
 import { eventually } from "./eventually.js";
+import { refuseOn, sweepToEnd, type Refusal } from "./stack-storage.js";
 import { watchProcess, type WatchedProcess } from "./process.js";
 import {
   registerReferenceRunner,
@@ -65,34 +65,29 @@ export interface PrivateStackOptions {
  * under `wrangler dev`. Tests that count Redis commands need one, since the shared test Redis
  * serves every other file at the same time; so do tests that stop the storage or kill runners.
  */
-export async function startPrivateStack(label: string, options: PrivateStackOptions = {}) {
+export async function startPrivateStack(label: string, options: PrivateStackOptions = {}): Promise<PrivateStack> {
   const dir = mkdtempSync(path.join(memoryBackedDir(), `fc-${label}-`));
   const redisServer = await startRedisServer({ port: await freePort(), dir: path.join(dir, "redis") });
   const token = "private-stack-token";
   const restOptions = { ...DEFAULT_REST_OPTIONS, redisUrl: redisServer.url, port: 0, token };
-  let rest: RestServer | undefined = await startRestServer(restOptions);
-  const restUrl = rest.url;
-  const restPort = Number(new URL(restUrl).port);
-  let redisPaused = false;
-  /** While storage is refused: the stand-in answering on the REST port, and what it was asked. */
-  let refusing: { server: http.Server; bodies: string[] } | undefined;
+  const rest = await startRestServer(restOptions);
   const envFile = path.join(dir, "worker.env");
   writeFileSync(
     envFile,
-    `UPSTASH_REDIS_REST_URL=${restUrl}\nUPSTASH_REDIS_REST_TOKEN=${token}\nCOORDINATOR_SIGNING_KEY='${JSON.stringify(await generateKeyPair())}'\n`,
+    `UPSTASH_REDIS_REST_URL=${rest.url}\nUPSTASH_REDIS_REST_TOKEN=${token}\nCOORDINATOR_SIGNING_KEY='${JSON.stringify(await generateKeyPair())}'\n`,
   );
-  let workerLog = "";
-  const workerOptions = {
+  const log = { text: "" };
+  const workerOptions: WorkerOptions = {
     port: await freePort(),
     envFile,
     cwd: root,
     // Kept across restarts of the Worker: Durable Objects' storage and alarms outlive the process.
     persistTo: path.join(dir, "wrangler-state"),
     vars: { ALLOW_INSECURE_HTTP: "true", KEY_PREFIX: "", ...options.vars },
-    onLine: (line: string) => (workerLog = `${workerLog}${line.replace(ANSI, "")}\n`.slice(-200_000)),
+    onLine: (line: string) => (log.text = `${log.text}${line.replace(ANSI, "")}\n`.slice(-200_000)),
     ...(options.inspect ? { inspect: options.inspect } : {}),
   };
-  let worker: Awaited<ReturnType<typeof startWranglerDev>>;
+  let worker: WranglerDev;
   try {
     worker = await startWranglerDev(workerOptions);
   } catch (error) {
@@ -103,16 +98,238 @@ export async function startPrivateStack(label: string, options: PrivateStackOpti
     throw error;
   }
   const crons = options.cron === false ? undefined : fireCrons(worker.url, cronsOf(path.join(root, "wrangler.toml")));
-  const redis: Redis = connectRedis({ url: restUrl, token });
+  return new PrivateStack({ dir, redisServer, restOptions, token, rest, worker, workerOptions, log, crons });
+}
+
+type WorkerOptions = Parameters<typeof startWranglerDev>[0];
+type WranglerDev = Awaited<ReturnType<typeof startWranglerDev>>;
+type RestOptions = Parameters<typeof startRestServer>[0];
+
+/** What startPrivateStack started, handed to the stack that owns it. */
+interface StackParts {
+  dir: string;
+  redisServer: Awaited<ReturnType<typeof startRedisServer>>;
+  restOptions: RestOptions;
+  /** The REST endpoint's bearer token. */
+  token: string;
+  rest: RestServer;
+  worker: WranglerDev;
+  workerOptions: WorkerOptions;
+  log: { text: string };
+  crons: ReturnType<typeof fireCrons> | undefined;
+}
+
+/**
+ * A private stack, started: its clients, its runners, the faults a test may inject into its
+ * storage and Worker (stop, refuse, pause, restart), the sweep fired by hand, and Redis's own
+ * counts of what was sent. `stop` ends everything it started.
+ */
+export class PrivateStack {
+  readonly dir: string;
+  /** Every Redis key, as the coordinator builds it (the stack's Worker uses no prefix). */
+  readonly keys = new Keys("");
+  readonly redis: Redis;
+  /** A client that signs nothing (`.as(signer)` for one that does). */
+  readonly anonymous: CoordinatorClient;
+  private rest: RestServer | undefined;
+  private readonly restPort: number;
+  private worker: WranglerDev;
+  private redisPaused = false;
+  /** While storage is refused: the stand-in answering on the REST port, and what it was asked. */
+  private refusing: Refusal | undefined;
   /** Every runner process started, test runners and reference runners: killed by `stop`. */
-  const children: WatchedProcess[] = [];
+  private readonly children: WatchedProcess[] = [];
   /** Worker processes started besides the first (`startWorker`): stopped by `stop`. */
-  const extraWorkers: ExtraWorker[] = [];
-  const anonymous = new CoordinatorClient({ baseUrl: worker.url });
+  private readonly extraWorkers: ExtraWorker[] = [];
+
+  constructor(private readonly parts: StackParts) {
+    this.dir = parts.dir;
+    this.rest = parts.rest;
+    this.worker = parts.worker;
+    this.restPort = Number(new URL(parts.rest.url).port);
+    this.redis = connectRedis({ url: parts.rest.url, token: parts.token });
+    this.anonymous = new CoordinatorClient({ baseUrl: parts.worker.url });
+  }
+
+  get url(): string {
+    return this.worker.url;
+  }
+
+  /** The redis-server's own address (redis://…), for tools that speak RESP (MONITOR, a benchmark's BullMQ). */
+  get redisUrl(): string {
+    return this.parts.redisServer.url;
+  }
+
+  async newActor(): Promise<{ id: number; jwk: PrivateJwk; client: CoordinatorClient }> {
+    const jwk = await generateKeyPair();
+    const actor = await this.anonymous.registerActor(jwk);
+    return { id: actor.id, jwk, client: this.anonymous.as(await signerFromJwk(jwk, actorKeyId(actor.id))) };
+  }
+
+  /**
+   * Registers a push runner of sh jobs at a free port, to be served by a test runner (with the
+   * env switches of `extra`) once `start` is called: until then deliveries to it fail. With
+   * `PULL` in `extra` the runner is registered without an address: a pull runner; with
+   * `DELIVERIES_PER_POST`, registered to take that many deliveries in one POST. With `again`,
+   * a runner the context lost is registered again, with its id and key.
+   */
+  async registerTestRunner(
+    admin: CoordinatorClient,
+    contextId: number,
+    extra: Record<string, string> = {},
+    concurrency = 200,
+    again?: { id: number; jwk: PrivateJwk },
+  ): Promise<RegisteredRunner<TestRunnerProcess>> {
+    const jwk = again?.jwk ?? (await generateKeyPair());
+    const port = await freePort();
+    const runner = await admin.createRunner(contextId, {
+      ...(again ? { id: again.id } : {}),
+      pubkey: jwk.x,
+      runner_type: "sh",
+      ...(extra.PULL ? {} : { address: `http://127.0.0.1:${port}/` }),
+      concurrency,
+      ...(extra.DELIVERIES_PER_POST ? { deliveries_per_post: Number(extra.DELIVERIES_PER_POST) } : {}),
+    });
+    return {
+      id: runner.id,
+      jwk,
+      port,
+      start: () => this.spawnTestRunner(contextId, runner.id, jwk, { ...extra, PORT: String(port) }),
+    };
+  }
+
+  /**
+   * Registers a reference runner (runner/) of sh and python jobs, push at a free port or pull
+   * (`local`), started as a process by `start` with the extra command line `args`.
+   */
+  registerReferenceRunner(
+    admin: CoordinatorClient,
+    contextId: number,
+    mode: "push" | "pull",
+    args: string[] = [],
+  ): Promise<RegisteredReferenceRunner> {
+    const { url, dir, children: started } = this;
+    return registerReferenceRunner(admin, contextId, { url, dir, mode, args, started });
+  }
+
+  /** What the Worker (wrangler dev, workerd) printed lately: its console.log / warn / error lines. */
+  workerLog(): string {
+    return this.parts.log.text;
+  }
+
+  /** Stops the REST endpoint in front of Redis: the Worker's storage is unreachable. */
+  async stopRest(): Promise<void> {
+    const running = this.rest;
+    this.rest = undefined;
+    await running?.close();
+  }
+
+  /**
+   * Stops the REST endpoint and answers on its port as it does when Redis is down (503,
+   * `ERR Redis is unavailable`), keeping each request's body: `storageRequests` shows what the
+   * Worker tried to do meanwhile.
+   */
+  async refuseStorage(): Promise<void> {
+    await this.stopRest();
+    this.refusing = await refuseOn(this.restPort);
+  }
+
+  storageRequests(): string[] {
+    return this.refusing?.bodies ?? [];
+  }
+
+  /** Starts the REST endpoint again (after `stopRest` or `refuseStorage`), on the port the Worker knows. */
+  async restartRest(): Promise<void> {
+    const refusing = this.refusing;
+    this.refusing = undefined;
+    await refusing?.close();
+    this.rest ??= await startRestServer({ ...this.parts.restOptions, port: this.restPort });
+  }
+
+  /** Freezes redis-server (SIGSTOP): connections stay open, nothing answers. */
+  pauseRedis(): void {
+    process.kill(this.parts.redisServer.child.pid as number, "SIGSTOP");
+    this.redisPaused = true;
+  }
+
+  /**
+   * Holds every client's commands for `ms` (CLIENT PAUSE … ALL, sent to redis-server itself):
+   * requests through the REST endpoint hang, pass the storage deadline, and are run by Redis
+   * when the pause ends — the write that timed out but was applied.
+   */
+  async pauseClients(ms: number): Promise<void> {
+    const connection = await RedisConnection.open(parseRedisUrl(this.redisUrl), 2_000);
+    try {
+      await connection.send([["CLIENT", "PAUSE", String(ms), "ALL"]]);
+    } finally {
+      connection.close();
+    }
+  }
+
+  /** Lets a frozen redis-server go on (SIGCONT). */
+  continueRedis(): void {
+    process.kill(this.parts.redisServer.child.pid as number, "SIGCONT");
+    this.redisPaused = false;
+  }
+
+  /**
+   * Stops the Worker (workerd and every Durable Object in memory with it) and starts it again
+   * on the same port with the same storage: what a deploy or a crash does to the objects.
+   */
+  async restartWorker(): Promise<void> {
+    await this.worker.stop();
+    this.worker = await startWranglerDev(this.parts.workerOptions);
+  }
+
+  /**
+   * Starts another Worker process on the same REST endpoint (the same Redis, the same signing
+   * key and vars, `vars` added), with Durable Object storage of its own and no cron: requests
+   * to it are served by other isolates than the first process's, as on another machine.
+   */
+  async startWorker(vars: Record<string, string> = {}): Promise<ExtraWorker> {
+    let log = "";
+    const { inspect: _inspected, ...options } = this.parts.workerOptions;
+    const extra = await startWranglerDev({
+      ...options,
+      port: await freePort(),
+      persistTo: mkdtempSync(path.join(this.dir, "wrangler-state-extra-")),
+      vars: { ...options.vars, ...vars },
+      onLine: (line: string) => (log = `${log}${line.replace(ANSI, "")}\n`.slice(-200_000)),
+    });
+    const handle: ExtraWorker = {
+      url: extra.url,
+      anonymous: new CoordinatorClient({ baseUrl: extra.url }),
+      log: () => log,
+      stop: async () => {
+        const at = this.extraWorkers.indexOf(handle);
+        if (at >= 0) this.extraWorkers.splice(at, 1);
+        await extra.stop();
+      },
+    };
+    this.extraWorkers.push(handle);
+    return handle;
+  }
+
+  /** Fires the cron trigger once (`wrangler dev --test-scheduled`); resolves with its answer. */
+  async sweep(): Promise<{ status: number; text: string }> {
+    const res = await fetch(`${this.url}/__scheduled?cron=*+*+*+*+*`);
+    return { status: res.status, text: await res.text() };
+  }
+
+  /**
+   * Fires the cron trigger once and waits for the whole sweep: the run (it answers before its
+   * work is done) and the sweep of every context it handed to a dispatcher (the global
+   * counters `swept` and `settled`, read straight from redis-server, so no count of commands
+   * sent is disturbed). Resolves with the contexts handed over. For tests that fire the sweep
+   * one at a time, with the cron off.
+   */
+  sweepToEnd(timeoutMs = 60_000): Promise<number> {
+    return sweepToEnd(this.url, this.redisUrl, timeoutMs);
+  }
 
   /** Redis's own command counts, by command (INFO commandstats), without INFO itself. */
-  async function commandStats(): Promise<Map<string, number>> {
-    const text = await redis.exec<string>(["INFO", "commandstats"]);
+  async commandStats(): Promise<Map<string, number>> {
+    const text = await this.redis.exec<string>(["INFO", "commandstats"]);
     const counts = new Map<string, number>();
     for (const line of text.split("\n")) {
       const m = /^cmdstat_([^:]+):calls=(\d+)/.exec(line.trim());
@@ -121,8 +338,64 @@ export async function startPrivateStack(label: string, options: PrivateStackOpti
     return counts;
   }
 
+  /** What the REST endpoint sent to Redis since it (re)started: requests and commands (see `RestServer.sent`). */
+  restSent(): { requests: number; commands: number } {
+    return this.rest?.sent() ?? { requests: 0, commands: 0 };
+  }
+
+  /** Records what the REST endpoint sends to Redis until the returned function is called (see `RestServer.record`). */
+  restRecord(): () => string[][] {
+    return this.runningRest().record();
+  }
+
+  /** The largest storage request and answer so far (bytes), as the REST endpoint saw them. */
+  restLargest(): { request: number; response: number } {
+    return this.runningRest().largest();
+  }
+
+  /**
+   * The command counts once Redis has gone quiet: the same total over `reads` reads in a row,
+   * `intervalMs` apart (INFO is not counted, so reading does not disturb it). What the Worker
+   * does after an answer (waitUntil work, a Durable Object's relay) is counted this way too.
+   */
+  async quietCommandStats(reads = 4, intervalMs = 150): Promise<Map<string, number>> {
+    const total = (stats: Map<string, number>) => [...stats.values()].reduce((a, b) => a + b, 0);
+    let last = await this.commandStats();
+    let same = 1;
+    return eventually(
+      async () => {
+        await new Promise((r) => setTimeout(r, intervalMs));
+        const now = await this.commandStats();
+        same = total(now) === total(last) ? same + 1 : 1;
+        last = now;
+        return same >= reads ? now : undefined;
+      },
+      30_000,
+      0,
+      "Redis going quiet",
+    );
+  }
+
+  async stop(): Promise<void> {
+    const { redisServer, crons } = this.parts;
+    if (this.redisPaused) process.kill(redisServer.child.pid as number, "SIGCONT");
+    await Promise.all(this.children.map((c) => c.kill()));
+    crons?.stop();
+    await Promise.all([...this.extraWorkers].map((w) => w.stop()));
+    await this.worker.stop();
+    await this.refusing?.close();
+    await this.rest?.close();
+    await redisServer.stop();
+    rmSync(this.dir, { recursive: true, force: true });
+  }
+
+  private runningRest(): RestServer {
+    if (!this.rest) throw new Error("the REST endpoint is stopped");
+    return this.rest;
+  }
+
   /** Starts test/support/test-runner.ts as a process; resolves once it listens. */
-  async function spawnTestRunner(
+  private async spawnTestRunner(
     contextId: number,
     runnerId: number,
     jwk: PrivateJwk,
@@ -132,279 +405,21 @@ export async function startPrivateStack(label: string, options: PrivateStackOpti
       cwd: root,
       env: {
         ...process.env,
-        COORDINATOR_URL: worker.url,
+        COORDINATOR_URL: this.url,
         CONTEXT_ID: String(contextId),
         RUNNER_ID: String(runnerId),
-        KEY_FILE: writeKeyFile(dir, contextId, runnerId, jwk),
+        KEY_FILE: writeKeyFile(this.dir, contextId, runnerId, jwk),
         PORT: "0",
         ...extra,
       },
       stdio: ["ignore", "pipe", "inherit"],
     });
     const proc = watchProcess(child, `test runner ${runnerId} of context ${contextId}`);
-    children.push(proc);
+    this.children.push(proc);
     const line = await proc.waitForLine(/^(listening \d+|pulling)$/);
     return { ...proc, port: Number(line.split(" ")[1] ?? 0) };
   }
-
-  return {
-    dir,
-    url: worker.url,
-    /** Every Redis key, as the coordinator builds it (the stack's Worker uses no prefix). */
-    keys: new Keys(""),
-    redis,
-    /** The redis-server's own address (redis://…), for tools that speak RESP (MONITOR, a benchmark's BullMQ). */
-    redisUrl: redisServer.url,
-    anonymous,
-    async newActor(): Promise<{ id: number; jwk: PrivateJwk; client: CoordinatorClient }> {
-      const jwk = await generateKeyPair();
-      const actor = await anonymous.registerActor(jwk);
-      return { id: actor.id, jwk, client: anonymous.as(await signerFromJwk(jwk, actorKeyId(actor.id))) };
-    },
-    /**
-     * Registers a push runner of sh jobs at a free port, to be served by a test runner (with the
-     * env switches of `extra`) once `start` is called: until then deliveries to it fail. With
-     * `PULL` in `extra` the runner is registered without an address: a pull runner; with
-     * `DELIVERIES_PER_POST`, registered to take that many deliveries in one POST. With `again`,
-     * a runner the context lost is registered again, with its id and key.
-     */
-    async registerTestRunner(
-      admin: CoordinatorClient,
-      contextId: number,
-      extra: Record<string, string> = {},
-      concurrency = 200,
-      again?: { id: number; jwk: PrivateJwk },
-    ): Promise<RegisteredRunner<TestRunnerProcess>> {
-      const jwk = again?.jwk ?? (await generateKeyPair());
-      const port = await freePort();
-      const runner = await admin.createRunner(contextId, {
-        ...(again ? { id: again.id } : {}),
-        pubkey: jwk.x,
-        runner_type: "sh",
-        ...(extra.PULL ? {} : { address: `http://127.0.0.1:${port}/` }),
-        concurrency,
-        ...(extra.DELIVERIES_PER_POST ? { deliveries_per_post: Number(extra.DELIVERIES_PER_POST) } : {}),
-      });
-      return {
-        id: runner.id,
-        jwk,
-        port,
-        start: () => spawnTestRunner(contextId, runner.id, jwk, { ...extra, PORT: String(port) }),
-      };
-    },
-    /**
-     * Registers a reference runner (runner/) of sh and python jobs, push at a free port or pull
-     * (`local`), started as a process by `start` with the extra command line `args`.
-     */
-    registerReferenceRunner(
-      admin: CoordinatorClient,
-      contextId: number,
-      mode: "push" | "pull",
-      args: string[] = [],
-    ): Promise<RegisteredReferenceRunner> {
-      return registerReferenceRunner(admin, contextId, { url: worker.url, dir, mode, args, started: children });
-    },
-    /** What the Worker (wrangler dev, workerd) printed lately: its console.log / warn / error lines. */
-    workerLog: () => workerLog,
-    /** Stops the REST endpoint in front of Redis: the Worker's storage is unreachable. */
-    async stopRest(): Promise<void> {
-      const running = rest;
-      rest = undefined;
-      await running?.close();
-    },
-    /**
-     * Stops the REST endpoint and answers on its port as it does when Redis is down (503,
-     * `ERR Redis is unavailable`), keeping each request's body: `storageRequests` shows what the
-     * Worker tried to do meanwhile.
-     */
-    async refuseStorage(): Promise<void> {
-      const running = rest;
-      rest = undefined;
-      await running?.close();
-      const bodies: string[] = [];
-      const server = http.createServer((req, res) => {
-        let body = "";
-        req.on("data", (chunk: Buffer) => (body += chunk.toString()));
-        req.on("end", () => {
-          bodies.push(body);
-          res
-            .writeHead(503, { "content-type": "application/json" })
-            .end(JSON.stringify({ error: "ERR Redis is unavailable: refused by the test" }));
-        });
-      });
-      await new Promise<void>((resolve, reject) => {
-        server.once("error", reject);
-        server.listen(restPort, "127.0.0.1", resolve);
-      });
-      refusing = { server, bodies };
-    },
-    storageRequests: (): string[] => refusing?.bodies ?? [],
-    /** Starts the REST endpoint again (after `stopRest` or `refuseStorage`), on the port the Worker knows. */
-    async restartRest(): Promise<void> {
-      if (refusing) {
-        const { server } = refusing;
-        refusing = undefined;
-        await new Promise<void>((resolve) => {
-          server.close(() => resolve());
-          server.closeAllConnections();
-        });
-      }
-      rest ??= await startRestServer({ ...restOptions, port: restPort });
-    },
-    /** Freezes redis-server (SIGSTOP): connections stay open, nothing answers. */
-    pauseRedis(): void {
-      process.kill(redisServer.child.pid as number, "SIGSTOP");
-      redisPaused = true;
-    },
-    /**
-     * Holds every client's commands for `ms` (CLIENT PAUSE … ALL, sent to redis-server itself):
-     * requests through the REST endpoint hang, pass the storage deadline, and are run by Redis
-     * when the pause ends — the write that timed out but was applied.
-     */
-    async pauseClients(ms: number): Promise<void> {
-      const connection = await RedisConnection.open(parseRedisUrl(redisServer.url), 2_000);
-      try {
-        await connection.send([["CLIENT", "PAUSE", String(ms), "ALL"]]);
-      } finally {
-        connection.close();
-      }
-    },
-    /** Lets a frozen redis-server go on (SIGCONT). */
-    continueRedis(): void {
-      process.kill(redisServer.child.pid as number, "SIGCONT");
-      redisPaused = false;
-    },
-    /**
-     * Stops the Worker (workerd and every Durable Object in memory with it) and starts it again
-     * on the same port with the same storage: what a deploy or a crash does to the objects.
-     */
-    async restartWorker(): Promise<void> {
-      await worker.stop();
-      worker = await startWranglerDev(workerOptions);
-    },
-    /**
-     * Starts another Worker process on the same REST endpoint (the same Redis, the same signing
-     * key and vars, `vars` added), with Durable Object storage of its own and no cron: requests
-     * to it are served by other isolates than the first process's, as on another machine.
-     */
-    async startWorker(vars: Record<string, string> = {}): Promise<ExtraWorker> {
-      let log = "";
-      const { inspect: _inspected, ...options } = workerOptions;
-      const extra = await startWranglerDev({
-        ...options,
-        port: await freePort(),
-        persistTo: mkdtempSync(path.join(dir, "wrangler-state-extra-")),
-        vars: { ...workerOptions.vars, ...vars },
-        onLine: (line: string) => (log = `${log}${line.replace(ANSI, "")}\n`.slice(-200_000)),
-      });
-      const handle: ExtraWorker = {
-        url: extra.url,
-        anonymous: new CoordinatorClient({ baseUrl: extra.url }),
-        log: () => log,
-        stop: async () => {
-          const at = extraWorkers.indexOf(handle);
-          if (at >= 0) extraWorkers.splice(at, 1);
-          await extra.stop();
-        },
-      };
-      extraWorkers.push(handle);
-      return handle;
-    },
-    /** Fires the cron trigger once (`wrangler dev --test-scheduled`); resolves with its answer. */
-    async sweep(): Promise<{ status: number; text: string }> {
-      const res = await fetch(`${worker.url}/__scheduled?cron=*+*+*+*+*`);
-      return { status: res.status, text: await res.text() };
-    },
-    /**
-     * Fires the cron trigger once and waits for the whole sweep: the run (it answers before its
-     * work is done) and the sweep of every context it handed to a dispatcher (the global
-     * counters `swept` and `settled`, read straight from redis-server, so no count of commands
-     * sent is disturbed). Resolves with the contexts handed over. For tests that fire the sweep
-     * one at a time, with the cron off.
-     */
-    async sweepToEnd(timeoutMs = 60_000): Promise<number> {
-      const connection = await RedisConnection.open(parseRedisUrl(redisServer.url), 2_000);
-      const counters = async () => {
-        const [reply] = await connection.send([["HMGET", new Keys("").counters(), "sweeps", "swept", "settled"]]);
-        const [sweeps, swept, settled] = (reply as (Buffer | null)[]).map((v) => Number(v?.toString() ?? 0));
-        return { sweeps: sweeps ?? 0, swept: swept ?? 0, settled: settled ?? 0 };
-      };
-      try {
-        const before = await counters();
-        const fired = await fetch(`${worker.url}/__scheduled?cron=*+*+*+*+*`);
-        if (fired.status !== 200)
-          throw new Error(`the scheduled handler answered ${fired.status}: ${await fired.text()}`);
-        const ran = await eventually(
-          async () => ((c) => (c.sweeps > before.sweeps ? c : undefined))(await counters()),
-          timeoutMs,
-          50,
-          "the sweep's run",
-        );
-        const handed = ran.swept - before.swept;
-        await eventually(
-          async () => ((await counters()).settled - before.settled >= handed ? true : undefined),
-          timeoutMs,
-          50,
-          `the sweeps of ${handed} context(s)`,
-        );
-        return handed;
-      } finally {
-        connection.close();
-      }
-    },
-    commandStats,
-    /** What the REST endpoint sent to Redis since it (re)started: requests and commands (see `RestServer.sent`). */
-    restSent: (): { requests: number; commands: number } => rest?.sent() ?? { requests: 0, commands: 0 },
-    /** Records what the REST endpoint sends to Redis until the returned function is called (see `RestServer.record`). */
-    restRecord: (): (() => string[][]) => {
-      const running = rest;
-      if (!running) throw new Error("the REST endpoint is stopped");
-      return running.record();
-    },
-    /** The largest storage request and answer so far (bytes), as the REST endpoint saw them. */
-    restLargest: (): { request: number; response: number } => {
-      const running = rest;
-      if (!running) throw new Error("the REST endpoint is stopped");
-      return running.largest();
-    },
-    /**
-     * The command counts once Redis has gone quiet: the same total over `reads` reads in a row,
-     * `intervalMs` apart (INFO is not counted, so reading does not disturb it). What the Worker
-     * does after an answer (waitUntil work, a Durable Object's relay) is counted this way too.
-     */
-    async quietCommandStats(reads = 4, intervalMs = 150): Promise<Map<string, number>> {
-      const total = (stats: Map<string, number>) => [...stats.values()].reduce((a, b) => a + b, 0);
-      let last = await commandStats();
-      let same = 1;
-      return eventually(
-        async () => {
-          await new Promise((r) => setTimeout(r, intervalMs));
-          const now = await commandStats();
-          same = total(now) === total(last) ? same + 1 : 1;
-          last = now;
-          return same >= reads ? now : undefined;
-        },
-        30_000,
-        0,
-        "Redis going quiet",
-      );
-    },
-    async stop(): Promise<void> {
-      if (redisPaused) process.kill(redisServer.child.pid as number, "SIGCONT");
-      await Promise.all(children.map((c) => c.kill()));
-      crons?.stop();
-      await Promise.all([...extraWorkers].map((w) => w.stop()));
-      await worker.stop();
-      refusing?.server.close();
-      refusing?.server.closeAllConnections();
-      await rest?.close();
-      await redisServer.stop();
-      rmSync(dir, { recursive: true, force: true });
-    },
-  };
 }
-
-export type PrivateStack = Awaited<ReturnType<typeof startPrivateStack>>;
 
 /** The difference of two command counts, by command, and its total. */
 export function commandDelta(
