@@ -144,7 +144,7 @@ async function run(
   log(`faults over; ${flows.length} flows submitted; settling`);
 
   const ends = await settle(stack, client, ctx, flows, options.settleMs ?? 240_000);
-  const invariants = await check(stack, client, ctx, runners, flows, ends, statuses);
+  const invariants = await check({ stack, client, ctx, runners, flows, ends, statuses });
   const streams = await checkStreams(stack.url, await signerFromJwk(jwk, actorKeyId(actor.id)), ctx, ends);
   invariants.push({ name: "every flow's stream is whole and tells how it ended", ...streams });
   return { seed: options.seed, flows: flows.length, faults, invariants, ok: invariants.every((i) => i.held) };
@@ -248,26 +248,44 @@ async function settle(
   return ends;
 }
 
-async function check(
-  stack: PrivateStack,
-  client: CoordinatorClient,
-  ctx: number,
-  runners: SoakRunner[],
-  flows: { view: FlowView; doomed: string[] }[],
-  ends: Map<number, FlowView>,
-  statuses: number[],
-): Promise<Invariant[]> {
-  const invariants: Invariant[] = [];
-  const add = (name: string, held: boolean, detail: string) => invariants.push({ name, held, detail });
+/** What the soak ran, for its invariants to be checked against. */
+interface SoakOutcome {
+  stack: PrivateStack;
+  client: CoordinatorClient;
+  ctx: number;
+  runners: SoakRunner[];
+  flows: { view: FlowView; doomed: string[] }[];
+  ends: Map<number, FlowView>;
+  /** The statuses of the answers the soak's own requests got. */
+  statuses: number[];
+}
 
+/** The soak's invariants, each checked on its own, in the order they are printed. */
+async function check(run: SoakOutcome): Promise<Invariant[]> {
+  return [
+    await everyFlowEnded(run),
+    endedAsTheyMust(run),
+    ranAtMostRetries(run),
+    await noSlotLeaked(run),
+    await nothingLeftWaiting(run),
+    noServerError(run),
+  ];
+}
+
+async function everyFlowEnded({ stack, client, ctx, flows, ends }: SoakOutcome): Promise<Invariant> {
   const open = flows.filter((f) => !ends.has(f.view.id)).map((f) => f.view.id);
   const stuck = await Promise.all(open.slice(0, 3).map((id) => describeFlow(stack, client, ctx, id)));
-  add(
-    "every flow reached its end",
-    open.length === 0,
-    open.length === 0 ? `${flows.length} flows ended` : `still running: flows ${open.join(", ")}; ${stuck.join("; ")}`,
-  );
+  return {
+    name: "every flow reached its end",
+    held: open.length === 0,
+    detail:
+      open.length === 0
+        ? `${flows.length} flows ended`
+        : `still running: flows ${open.join(", ")}; ${stuck.join("; ")}`,
+  };
+}
 
+function endedAsTheyMust({ runners, flows, ends }: SoakOutcome): Invariant {
   const wrong: string[] = [];
   const outputs = runners.flatMap((r) => r.procs.map((p) => p.output())).join("\n");
   /**
@@ -299,39 +317,46 @@ async function check(
     }
   }
   const doomedFlows = flows.filter((f) => f.doomed.length > 0).length;
-  add(
-    "each flow ended as it must: finished, or error naming the job that failed on purpose (or whose last attempt a fault ended, no report of it answered)",
-    wrong.length === 0,
-    wrong.length === 0
-      ? `${flows.length - doomedFlows} finished, ${doomedFlows} errored on their doomed job`
-      : wrong.slice(0, 5).join("; "),
-  );
+  return {
+    name: "each flow ended as it must: finished, or error naming the job that failed on purpose (or whose last attempt a fault ended, no report of it answered)",
+    held: wrong.length === 0,
+    detail:
+      wrong.length === 0
+        ? `${flows.length - doomedFlows} finished, ${doomedFlows} errored on their doomed job`
+        : wrong.slice(0, 5).join("; "),
+  };
+}
 
-  const output = runners.flatMap((r) => r.procs.map((p) => p.output()));
-  const runs = runsIn(...output);
+function ranAtMostRetries({ runners }: SoakOutcome): Invariant {
+  const runs = runsIn(...runners.flatMap((r) => r.procs.map((p) => p.output())));
   const counts = new Map<string, number>();
   for (const r of runs) counts.set(`${r.flow}:${r.job}`, (counts.get(`${r.flow}:${r.job}`) ?? 0) + 1);
   const over = [...counts].filter(([, n]) => n > RETRIES + 1);
-  add(
-    `each job ran at most retries + 1 = ${RETRIES + 1} times (counted at the runners)`,
-    over.length === 0,
-    over.length === 0
-      ? `${runs.length} runs of ${counts.size} jobs, at most ${Math.max(0, ...counts.values())} of one job`
-      : over
-          .slice(0, 5)
-          .map(([k, n]) => `${k} ran ${n} times`)
-          .join("; "),
-  );
+  return {
+    name: `each job ran at most retries + 1 = ${RETRIES + 1} times (counted at the runners)`,
+    held: over.length === 0,
+    detail:
+      over.length === 0
+        ? `${runs.length} runs of ${counts.size} jobs, at most ${Math.max(0, ...counts.values())} of one job`
+        : over
+            .slice(0, 5)
+            .map(([k, n]) => `${k} ran ${n} times`)
+            .join("; "),
+  };
+}
 
+async function noSlotLeaked({ stack, ctx, runners }: SoakOutcome): Promise<Invariant> {
   const slotsHeld = () =>
     Promise.all(runners.map((r) => stack.redis.exec<number>(["ZCARD", stack.keys.runnerSlots(ctx, r.registered.id)])));
   const slots = await drained(stack, slotsHeld, 60_000, "every slot free");
-  add(
-    "no runner slot leaked",
-    slots.every((n) => n === 0),
-    `slots held: ${slots.join(", ")}`,
-  );
+  return {
+    name: "no runner slot leaked",
+    held: slots.every((n) => n === 0),
+    detail: `slots held: ${slots.join(", ")}`,
+  };
+}
 
+async function nothingLeftWaiting({ stack, ctx }: SoakOutcome): Promise<Invariant> {
   const waiting = () =>
     Promise.all([
       queuedIn(stack.redis, stack.keys, ctx),
@@ -339,12 +364,15 @@ async function check(
       stack.redis.exec<number>(["ZCARD", stack.keys.inflight(ctx)]),
     ]);
   const left = await drained(stack, waiting, 90_000, "nothing waiting");
-  add(
-    "no message left waiting or in flight",
-    left.every((n) => n === 0),
-    `queue ${left[0]}, msg_out ${left[1]}, in flight ${left[2]}`,
-  );
+  return {
+    name: "no message left waiting or in flight",
+    held: left.every((n) => n === 0),
+    detail: `queue ${left[0]}, msg_out ${left[1]}, in flight ${left[2]}`,
+  };
+}
 
+function noServerError({ stack, runners, statuses }: SoakOutcome): Invariant {
+  const output = runners.flatMap((r) => r.procs.map((p) => p.output()));
   const runnerAnswers = output.flatMap((o) =>
     [...o.matchAll(/^answered \S+ .* (\d{3}) \S+$/gm)].map((m) => Number(m[1])),
   );
@@ -354,12 +382,12 @@ async function check(
     .split("\n")
     .filter((l) => /FlowCoordinator:|Internal error|Uncaught/.test(l));
   const fiveOhThrees = [...statuses, ...runnerAnswers].filter((s) => s === 503).length;
-  add(
-    "no 5xx but 503 while storage was away; no internal error in the Worker's log",
-    fives.length === 0 && crashes.length === 0,
-    `${statuses.length + runnerAnswers.length} answers, ${fiveOhThrees} × 503, other 5xx: ${fives.length}${crashes.length > 0 ? `; the Worker logged: ${crashes.slice(0, 3).join(" | ")}` : ""}`,
-  );
-  return invariants;
+  const logged = crashes.length > 0 ? `; the Worker logged: ${crashes.slice(0, 3).join(" | ")}` : "";
+  return {
+    name: "no 5xx but 503 while storage was away; no internal error in the Worker's log",
+    held: fives.length === 0 && crashes.length === 0,
+    detail: `${statuses.length + runnerAnswers.length} answers, ${fiveOhThrees} × 503, other 5xx: ${fives.length}${logged}`,
+  };
 }
 
 /**

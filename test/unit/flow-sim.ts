@@ -223,114 +223,142 @@ type Plan = ((s: FlowState) => FlowEvent)[];
  * their events out of order, replayed, from the wrong runner or for the wrong attempt.
  */
 export function simulate(state: FlowState, seed: number, options: SimOptions = {}): SimReport {
-  const rnd = mulberry32(seed);
-  const pick = <T>(list: T[]): T => list[Math.floor(rnd() * list.length)] as T;
-  const d = new Driver(state);
-  const report: SimReport = { driver: d, wronglyApplied: [], failed: [] };
-  const ready: { job: number; attempt: number }[] = [];
-  const inflight: Plan[] = [];
-  /** Jobs waiting out a retry's backoff: their retry deadline is sent when its turn comes. */
-  const backingOff: number[] = [];
-  const sent: FlowEvent[] = [];
-  let seen = 0;
-  let now = 1_000_000;
+  return new Simulation(state, seed, options).run();
+}
 
-  const send = (event: FlowEvent, replay: boolean): void => {
+/** One seeded run of simulate: the driver, what is ready, in flight and backing off, and the clock. */
+class Simulation {
+  private readonly rnd: () => number;
+  private readonly d: Driver;
+  private readonly report: SimReport;
+  private readonly ready: { job: number; attempt: number }[] = [];
+  private readonly inflight: Plan[] = [];
+  /** Jobs waiting out a retry's backoff: their retry deadline is sent when its turn comes. */
+  private readonly backingOff: number[] = [];
+  private readonly sent: FlowEvent[] = [];
+  private seen = 0;
+  private now = 1_000_000;
+
+  constructor(
+    state: FlowState,
+    seed: number,
+    private readonly options: SimOptions,
+  ) {
+    this.rnd = mulberry32(seed);
+    this.d = new Driver(state);
+    this.report = { driver: this.d, wronglyApplied: [], failed: [] };
+  }
+
+  /** Starts the flow, then takes one random step at a time until nothing is left to do. */
+  run(): SimReport {
+    const { ready, inflight, backingOff, rnd } = this;
+    this.send({ type: "start", at: this.now }, false);
+    while (ready.length > 0 || inflight.length > 0 || backingOff.length > 0) {
+      const r = rnd();
+      if (backingOff.length > 0 && (r < 0.2 || (ready.length === 0 && inflight.length === 0))) this.retryDue();
+      else if (r < 0.12 && this.sent.length > 0)
+        this.send(this.sent[Math.floor(rnd() * this.sent.length)] as FlowEvent, true);
+      else if (ready.length > 0 && (inflight.length === 0 || r < 0.45)) {
+        const [taken] = ready.splice(Math.floor(rnd() * ready.length), 1);
+        if (taken) inflight.push(this.plan(taken.job, taken.attempt));
+      } else this.nextStep();
+    }
+    return this.report;
+  }
+
+  /** A job backing off gets its retry deadline, the clock moved to it. */
+  private retryDue(): void {
+    const [job] = this.backingOff.splice(Math.floor(this.rnd() * this.backingOff.length), 1) as [number];
+    const due = this.d.job(job).deadline;
+    if (due?.kind === "retry") {
+      this.now = Math.max(this.now, due.at);
+      this.send({ type: "deadline", job, attempt: due.attempt, kind: "retry", at: this.now }, false);
+    }
+  }
+
+  /** The next event of a random attempt in flight. */
+  private nextStep(): void {
+    const i = Math.floor(this.rnd() * this.inflight.length);
+    const steps = this.inflight[i] as Plan;
+    const step = steps.shift();
+    if (steps.length === 0) this.inflight.splice(i, 1);
+    if (step) this.send(step(this.d.state), false);
+  }
+
+  private send(event: FlowEvent, replay: boolean): void {
+    const { d, report } = this;
     const t = d.send(event);
     if (replay && t.outcome === "applied") report.wronglyApplied.push(JSON.stringify(event));
-    if (!replay) sent.push(event);
+    if (!replay) this.sent.push(event);
     if (
       t.outcome === "applied" &&
       (event.type === "failed" || event.type === "deadline") &&
       d.job(event.job).status === "error"
     )
       report.failed.push(event.job);
-    for (; seen < d.effects.length; seen++) {
-      const effect = d.effects[seen];
-      if (effect?.type === "dispatch") ready.push({ job: effect.job, attempt: effect.attempt });
-      if (effect?.type === "attemptFailed") backingOff.push(effect.job);
+    for (; this.seen < d.effects.length; this.seen++) {
+      const effect = d.effects[this.seen];
+      if (effect?.type === "dispatch") this.ready.push({ job: effect.job, attempt: effect.attempt });
+      if (effect?.type === "attemptFailed") this.backingOff.push(effect.job);
     }
-  };
+  }
 
-  const plan = (job: number, attempt: number): Plan => {
+  private at(): number {
+    return (this.now += 1 + Math.floor(this.rnd() * 50));
+  }
+
+  /** An attempt's events as a runner would send them, sometimes shuffled, with some that must be refused. */
+  private plan(job: number, attempt: number): Plan {
+    const { rnd } = this;
     const runner = 1 + Math.floor(rnd() * 3);
-    const at = (): number => (now += 1 + Math.floor(rnd() * 50));
     const ev = { job, attempt, runner };
     const push = rnd() < 0.5;
     const steps: Plan = [
-      () => ({ type: "delivered", ...ev, acknowledged: push, at: at() }),
-      ...(push ? [] : [(): FlowEvent => ({ type: "acknowledged", ...ev, at: at() })]),
-      () => ({ type: "started", ...ev, at: at() }),
-      ...Array.from({ length: Math.floor(rnd() * 3) }, () => (): FlowEvent => ({ type: "heartbeat", ...ev, at: at() })),
+      () => ({ type: "delivered", ...ev, acknowledged: push, at: this.at() }),
+      ...(push ? [] : [(): FlowEvent => ({ type: "acknowledged", ...ev, at: this.at() })]),
+      () => ({ type: "started", ...ev, at: this.at() }),
+      ...Array.from({ length: Math.floor(rnd() * 3) }, () => (): FlowEvent => ({
+        type: "heartbeat",
+        ...ev,
+        at: this.at(),
+      })),
     ];
-    const fails = options.fails?.(job, attempt, rnd) ?? false;
-    const timesOut = fails && rnd() < 0.3;
-    steps.push(
-      fails
-        ? timesOut
-          ? (s) => {
-              const due = s.jobs[job]?.deadline;
-              return { type: "deadline", job, attempt, kind: due?.kind ?? "result", at: due?.at ?? now };
-            }
-          : () => ({ type: "failed", ...ev, error: `attempt ${attempt} failed`, at: at() })
-        : () => ({ type: "finished", ...ev, result: { out: `${job}.${attempt}`, n: String(job) }, at: at() }),
-    );
+    steps.push(this.ending(job, attempt, runner));
     // Mostly in order; sometimes fully shuffled (started after finished, delivered after started …).
     if (rnd() < 0.3)
       for (let i = steps.length - 1; i > 0; i--) {
         const j = Math.floor(rnd() * (i + 1));
         [steps[i], steps[j]] = [steps[j] as Plan[number], steps[i] as Plan[number]];
       }
-    // Events that must be refused: another runner, another attempt, a deadline not yet due.
-    if (rnd() < 0.2)
-      steps.splice(Math.floor(rnd() * steps.length), 0, () => ({
-        type: "finished",
-        job,
-        attempt,
-        runner: runner + 10,
-        result: {},
-        at: at(),
-      }));
-    if (rnd() < 0.2)
-      steps.splice(Math.floor(rnd() * steps.length), 0, () => ({
-        type: "started",
-        job,
-        attempt: attempt + 100,
-        runner,
-        at: at(),
-      }));
-    if (rnd() < 0.2) {
-      steps.splice(Math.floor(rnd() * steps.length), 0, (s) => {
-        const due = s.jobs[job]?.deadline;
-        return { type: "deadline", job, attempt, kind: due?.kind ?? "delivery", at: (due?.at ?? now) - 1 };
-      });
-    }
-    send({ type: "assigned", ...ev, at: at() }, false);
+    this.addRefused(steps, job, attempt, runner);
+    this.send({ type: "assigned", ...ev, at: this.at() }, false);
     return steps;
-  };
-
-  send({ type: "start", at: now }, false);
-  while (ready.length > 0 || inflight.length > 0 || backingOff.length > 0) {
-    const r = rnd();
-    if (backingOff.length > 0 && (r < 0.2 || (ready.length === 0 && inflight.length === 0))) {
-      const [job] = backingOff.splice(Math.floor(rnd() * backingOff.length), 1) as [number];
-      const due = d.job(job).deadline;
-      if (due?.kind === "retry") {
-        now = Math.max(now, due.at);
-        send({ type: "deadline", job, attempt: due.attempt, kind: "retry", at: now }, false);
-      }
-    } else if (r < 0.12 && sent.length > 0) {
-      send(pick(sent), true);
-    } else if (ready.length > 0 && (inflight.length === 0 || r < 0.45)) {
-      const [taken] = ready.splice(Math.floor(rnd() * ready.length), 1);
-      if (taken) inflight.push(plan(taken.job, taken.attempt));
-    } else {
-      const i = Math.floor(rnd() * inflight.length);
-      const steps = inflight[i] as Plan;
-      const step = steps.shift();
-      if (steps.length === 0) inflight.splice(i, 1);
-      if (step) send(step(d.state), false);
-    }
   }
-  return report;
+
+  /** How the attempt ends: finished, failed, or its deadline (for some that fail). */
+  private ending(job: number, attempt: number, runner: number): Plan[number] {
+    const ev = { job, attempt, runner };
+    const fails = this.options.fails?.(job, attempt, this.rnd) ?? false;
+    const timesOut = fails && this.rnd() < 0.3;
+    if (!fails)
+      return () => ({ type: "finished", ...ev, result: { out: `${job}.${attempt}`, n: String(job) }, at: this.at() });
+    if (!timesOut) return () => ({ type: "failed", ...ev, error: `attempt ${attempt} failed`, at: this.at() });
+    return (s) => {
+      const due = s.jobs[job]?.deadline;
+      return { type: "deadline", job, attempt, kind: due?.kind ?? "result", at: due?.at ?? this.now };
+    };
+  }
+
+  /** Events that must be refused: another runner, another attempt, a deadline not yet due. */
+  private addRefused(steps: Plan, job: number, attempt: number, runner: number): void {
+    const { rnd } = this;
+    const insert = (step: Plan[number]) => steps.splice(Math.floor(rnd() * steps.length), 0, step);
+    if (rnd() < 0.2) insert(() => ({ type: "finished", job, attempt, runner: runner + 10, result: {}, at: this.at() }));
+    if (rnd() < 0.2) insert(() => ({ type: "started", job, attempt: attempt + 100, runner, at: this.at() }));
+    if (rnd() < 0.2)
+      insert((s) => {
+        const due = s.jobs[job]?.deadline;
+        return { type: "deadline", job, attempt, kind: due?.kind ?? "delivery", at: (due?.at ?? this.now) - 1 };
+      });
+  }
 }

@@ -39,24 +39,53 @@ export function useFuzzTarget(label: string) {
   afterAll(() => w.cleanup());
   const ids = {} as FuzzIds;
 
-  beforeAll(async () => {
-    const a = await w.newActor();
-    ids.admin = { id: a.actor.id, jwk: a.jwk };
-    ids.contextId = (await a.client.createContext()).id;
-    ids.runnerJwk = await generateKeyPair();
-    ids.runnerId = (
-      await a.client.createRunner(ids.contextId, { pubkey: ids.runnerJwk.x, runner_type: "sh", local: true })
-    ).id;
-    const flow = await a.client.submitFlow(ids.contextId, {
-      start: true,
-      jobs: [{ name: "f", script: "x", script_type: "sh" }],
-    });
-    ids.flowId = flow.id;
-    ids.jobId = flow.jobs[0]?.id as number;
-    expect(ids.jobId).toBeGreaterThan(0);
-  });
+  beforeAll(() => createTarget(w, ids));
 
-  const ROUTES: Route[] = [
+  const ROUTES = fuzzRoutes(ids);
+
+  /** A request with `body` as it is (never re-encoded), signed by the admin or the context's runner. */
+  async function signedRequest(
+    method: string,
+    path: string,
+    body?: string,
+    options: { asRunner?: boolean; headers?: Record<string, string> } = {},
+  ): Promise<Request> {
+    const [jwk, keyid] = options.asRunner
+      ? [ids.runnerJwk, runnerKeyId(ids.contextId, ids.runnerId)]
+      : [ids.admin.jwk, actorKeyId(ids.admin.id)];
+    return signed(method, path, jwk, keyid, undefined, {
+      ...(body === undefined ? {} : { raw: body }),
+      ...(options.headers ? { headers: options.headers } : {}),
+    });
+  }
+
+  return { w, ids, ROUTES, signedRequest };
+}
+
+/** The actor, context, runner and started one-job flow the fuzz tests aim at, written into `ids`. */
+async function createTarget(w: ReturnType<typeof testWorker>, ids: FuzzIds): Promise<void> {
+  const a = await w.newActor();
+  ids.admin = { id: a.actor.id, jwk: a.jwk };
+  ids.contextId = (await a.client.createContext()).id;
+  ids.runnerJwk = await generateKeyPair();
+  ids.runnerId = (
+    await a.client.createRunner(ids.contextId, { pubkey: ids.runnerJwk.x, runner_type: "sh", local: true })
+  ).id;
+  const flow = await a.client.submitFlow(ids.contextId, {
+    start: true,
+    jobs: [{ name: "f", script: "x", script_type: "sh" }],
+  });
+  ids.flowId = flow.id;
+  ids.jobId = flow.jobs[0]?.id as number;
+  expect(ids.jobId).toBeGreaterThan(0);
+}
+
+/**
+ * The routes that take a body, with the fields each reads (paths read `ids` when called, inside
+ * tests). Over 80 lines on purpose: it is a table, one entry per route, and reads best whole.
+ */
+function fuzzRoutes(ids: FuzzIds): Route[] {
+  return [
     { name: "POST /v1/actors", method: "POST", path: () => "/v1/actors", fields: ["id", "pubkey", "address"] },
     {
       name: "PATCH /v1/actors/{actorId}",
@@ -148,24 +177,6 @@ export function useFuzzTarget(label: string) {
       asRunner: true,
     },
   ];
-
-  /** A request with `body` as it is (never re-encoded), signed by the admin or the context's runner. */
-  async function signedRequest(
-    method: string,
-    path: string,
-    body?: string,
-    options: { asRunner?: boolean; headers?: Record<string, string> } = {},
-  ): Promise<Request> {
-    const [jwk, keyid] = options.asRunner
-      ? [ids.runnerJwk, runnerKeyId(ids.contextId, ids.runnerId)]
-      : [ids.admin.jwk, actorKeyId(ids.admin.id)];
-    return signed(method, path, jwk, keyid, undefined, {
-      ...(body === undefined ? {} : { raw: body }),
-      ...(options.headers ? { headers: options.headers } : {}),
-    });
-  }
-
-  return { w, ids, ROUTES, signedRequest };
 }
 
 interface Problem {
