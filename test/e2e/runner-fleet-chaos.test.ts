@@ -32,25 +32,35 @@ async function workStreamMessages(fleet: RegisteredFleet): Promise<number> {
 
 describe("a runner fleet under chaos", () => {
   it("dead-letters a job that kills its worker, and only it: the jobs that ran beside it finish", async () => {
-    const fleet = await fleetIn(2);
+    // Registered for 3 at once: all three jobs are pushed together and start side by side.
+    const fleet = await fleetIn(3);
     await fleet.gateway(["--ack-wait", "2"]);
     const log = logOf(fleet.contextId);
     const flow = await admin().submitFlow(fleet.contextId, {
-      ...jobs(2, log, 1.5),
+      ...jobs(2, log, 4),
       jobs: [
-        ...jobs(2, log, 1.5).jobs,
+        // Long enough to be still running whenever the poison kills their worker.
+        ...jobs(2, log, 4).jobs,
         {
           name: "poison",
           script_type: "sh",
           // Kills the worker that runs it (its parent), once the others have started beside it.
-          script: `echo "poison $(dirname "$PWD")" >> "$RUN_LOG"\nsleep 0.5\nkill -9 $PPID\nsleep 5\n`,
+          script: `echo "poison $(dirname "$PWD")" >> "$RUN_LOG"\nsleep 1\nkill -9 $PPID\nsleep 5\n`,
         },
       ],
     });
     // One worker at a time, started again whenever the poison killed it.
     const workerArgs = ["--concurrency", "3", "--ack-wait", "2", "--max-deliver", "2"];
     let ended = false;
-    const end = flowEnd(admin(), fleet.contextId, flow.id, 120_000).finally(() => (ended = true));
+    // The flow fails with the poison's dead letter; its other jobs run on to their own ends.
+    const end = eventually(
+      async () => {
+        const view = await admin().loadFlow(fleet.contextId, flow.id);
+        return view.jobs.every((j) => j.status === "finished" || j.status === "error") ? view : undefined;
+      },
+      120_000,
+      500,
+    ).finally(() => (ended = true));
     let deaths = 0;
     while (!ended) {
       const worker = await fleet.worker(workerArgs);
@@ -59,13 +69,17 @@ describe("a runner fleet under chaos", () => {
     }
     const view = await end;
     const byName = Object.fromEntries(view.jobs.map((j) => [j.key, j]));
-    expect(byName.poison?.status).toBe("error");
-    expect(byName.poison?.error).toMatch(/dead letter: .*poison.* started 2 times alone/);
     expect(byName.j0?.status, JSON.stringify(byName.j0)).toBe("finished");
     expect(byName.j1?.status, JSON.stringify(byName.j1)).toBe("finished");
-    // Its first run killed the worker with the others beside it; then it ran alone until its limit.
+    expect(byName.poison?.status).toBe("error");
+    expect(byName.poison?.error).toMatch(/dead letter: .*poison.* started 2 times alone/);
+    // Its first run killed the worker with the others beside it; then it ran alone until its limit,
+    // and so did they, once each.
     expect(deaths).toBeGreaterThanOrEqual(3);
-    expect(runs(log).get("poison")).toHaveLength(3);
+    const ran = runs(log);
+    expect(ran.get("poison")).toHaveLength(3);
+    expect([ran.get("j0")?.length, ran.get("j1")?.length]).toEqual([2, 2]);
+    expect(ran.get("j0")?.[0]).toBe(ran.get("poison")?.[0]);
   });
 
   it("leaves nothing acknowledged in the work stream after a worker is killed and NATS restarts", async () => {
