@@ -3,15 +3,18 @@ import { jetstreamManager } from "@nats-io/jetstream";
 import { connect } from "@nats-io/transport-node";
 import { describe, expect, it } from "vitest";
 import { fleetNames } from "../../runner/fleet/names.js";
+import { importPrivateKey, keyThumbprint, parsePrivateJwk, signRequest } from "../../shared/auth/index.js";
 import { eventually } from "../support/eventually.js";
 import { loggedJobs as jobs, runsIn as runs, useFleetStack, type RegisteredFleet } from "../support/fleet.js";
 import { flowEnd } from "../support/flow-runs.js";
+import { readTestStackConfig } from "../support/stack-config.js";
 
 /**
  * The fleet under the faults an operator gets paged for: a job that kills its worker (its dead
  * letter must not take the jobs that ran beside it), the work stream after kills and a NATS
  * restart (nothing acknowledged may stay in it), and drains that must end the process in every
- * mode, however long its jobs run.
+ * mode, however long its jobs run; and a delivery the coordinator sends again, which must not
+ * run twice, even once NATS has forgotten it.
  */
 
 const stack = useFleetStack("fleet-chaos");
@@ -19,15 +22,32 @@ const { tmp, fleetIn } = stack;
 const admin = () => stack.admin();
 const logOf = (contextId: number) => path.join(tmp, `chaos-runs-${contextId}.log`);
 
-/** Messages in the fleet's work stream, read from NATS itself. */
-async function workStreamMessages(fleet: RegisteredFleet): Promise<number> {
+/** The fleet's work stream as NATS itself tells it: its messages, last sequence, and its first message. */
+async function workStream(fleet: RegisteredFleet): Promise<{ messages: number; lastSeq: number; first?: unknown }> {
   const names = fleetNames({ contextId: fleet.contextId, runnerId: fleet.runnerId });
   const nc = await connect({ servers: stack.nats().url });
   try {
-    return (await (await jetstreamManager(nc)).streams.info(names.jobsStream)).state.messages;
+    const jsm = await jetstreamManager(nc);
+    const { state } = await jsm.streams.info(names.jobsStream);
+    const first =
+      state.messages > 0 ? await jsm.streams.getMessage(names.jobsStream, { seq: state.first_seq }) : undefined;
+    return { messages: state.messages, lastSeq: state.last_seq, ...(first ? { first: first.json() } : {}) };
   } finally {
     await nc.close();
   }
+}
+
+const workStreamMessages = async (fleet: RegisteredFleet) => (await workStream(fleet)).messages;
+
+/** POSTs `delivery` to the gateway signed as the coordinator signs (the test stack's key). */
+async function deliverAgain(fleet: RegisteredFleet, delivery: unknown): Promise<Response> {
+  const jwk = parsePrivateJwk(readTestStackConfig().coordinatorKey, "the coordinator key");
+  const request = new Request(fleet.address, {
+    method: "POST",
+    headers: { "content-type": "application/json" },
+    body: JSON.stringify(delivery),
+  });
+  return fetch(await signRequest(request, { keyid: await keyThumbprint(jwk.x), key: await importPrivateKey(jwk) }));
 }
 
 describe("a runner fleet under chaos", () => {
@@ -117,5 +137,35 @@ describe("a runner fleet under chaos", () => {
     expect((await fleet.drain(fleet.address)).status).toBe(202);
     expect((await gateway.exited).code).toBe(0);
     expect(Date.now() - began).toBeLessThan(30_000);
+  });
+
+  it("runs a repeated delivery once: the gateway drops it while the job runs, after it ended, and after NATS restarted", async () => {
+    const fleet = await fleetIn(1);
+    const gateway = await fleet.gateway();
+    await fleet.worker(["--concurrency", "1"]);
+    const log = logOf(fleet.contextId);
+    const flow = await admin().submitFlow(fleet.contextId, jobs(1, log, 3));
+    await eventually(() => runs(log).get("j0"), 20_000);
+    // The delivery as the gateway stored it: the coordinator sends the same attempt again when
+    // the first POST's answer was lost.
+    const { first: delivery } = await workStream(fleet);
+    expect(delivery).toMatchObject({ context_id: fleet.contextId, attempt: 1 });
+    const whileRunning = await deliverAgain(fleet, delivery);
+    expect(whileRunning.status).toBe(200);
+    expect(await whileRunning.json()).toHaveProperty("duplicate");
+    expect((await flowEnd(admin(), fleet.contextId, flow.id, 60_000)).status).toBe("finished");
+    // A NATS restart forgets the dedupe ids of messages no longer in the stream: JetStream alone
+    // would store this one again. The gateway remembers it, and stores nothing.
+    await stack.nats().restart();
+    await eventually(() => (/NATS connection back/.test(gateway.output()) ? true : undefined), 20_000);
+    const before = await workStream(fleet);
+    const afterRestart = await deliverAgain(fleet, delivery);
+    expect(afterRestart.status).toBe(200);
+    expect(await afterRestart.json()).toHaveProperty("duplicate");
+    expect(await workStream(fleet)).toEqual({ messages: 0, lastSeq: before.lastSeq });
+    expect(runs(log).get("j0")).toHaveLength(1);
+    const metrics = await (await fetch(new URL("metrics", fleet.address))).text();
+    expect(metrics).toMatch(/^fleet_deliveries_total\{outcome="duplicate"\} 2$/m);
+    expect((await admin().loadFlow(fleet.contextId, flow.id)).jobs.map((j) => j.status)).toEqual(["finished"]);
   });
 });
