@@ -1,5 +1,5 @@
 import type { NatsConnection } from "@nats-io/nats-core";
-import { jetstream, type ConsumerMessages, type JsMsg } from "@nats-io/jetstream";
+import { jetstream, type ConsumerMessages, type JetStreamClient, type JsMsg } from "@nats-io/jetstream";
 import { sleep } from "../../shared/client/index.js";
 import type { RunnerLog } from "../job.js";
 import type { ReportSink } from "../report-sink.js";
@@ -54,93 +54,120 @@ const RELAY_RETRY_MS = 30_000;
  * coordinator applies a report once however often it comes.
  */
 export function startRelay(options: RelayOptions): Relay {
-  const { names, log, metrics } = options;
-  const js = jetstream(options.nc);
-  const queues = new Map<string, Promise<void>>();
-  let inFlight = 0;
-  let stopping = false;
-  let messages: ConsumerMessages | undefined;
+  return new EventRelay(options);
+}
 
-  const enqueue = (ref: AttemptRef, task: () => Promise<unknown>): Promise<void> => {
+/**
+ * The relay's parts: per-attempt queues (one attempt's events in order), the loop reading the
+ * events consumer (started by the constructor, again after any failure until stopped), and the
+ * sending of one event with its acknowledgement.
+ */
+class EventRelay implements Relay {
+  private readonly js: JetStreamClient;
+  /** The tail of each attempt's queue: its next task runs after it. */
+  private readonly queues = new Map<string, Promise<void>>();
+  private taken = 0;
+  private stopping = false;
+  private messages: ConsumerMessages | undefined;
+  private readonly loop: Promise<void>;
+
+  constructor(private readonly options: RelayOptions) {
+    this.js = jetstream(options.nc);
+    this.loop = this.read();
+  }
+
+  enqueue(ref: AttemptRef, task: () => Promise<unknown>): Promise<void> {
     const key = attemptId(ref);
-    const next = (queues.get(key) ?? Promise.resolve()).then(task).then(
+    const next = (this.queues.get(key) ?? Promise.resolve()).then(task).then(
       () => undefined,
-      (error: Error) => log.warn(`relay of attempt ${key}: ${error.message}`),
+      (error: Error) => this.options.log.warn(`relay of attempt ${key}: ${error.message}`),
     );
-    queues.set(key, next);
+    this.queues.set(key, next);
     void next.finally(() => {
-      if (queues.get(key) === next) queues.delete(key);
+      if (this.queues.get(key) === next) this.queues.delete(key);
     });
     return next;
-  };
+  }
 
-  const relay = async (m: JsMsg, event: FleetEvent, keepAlive: NodeJS.Timeout) => {
-    try {
-      options.settled(event, 1);
-      // Not answered (the coordinator is away): tried again here, holding the attempt's queue, so
-      // its later events do not overtake this one; handed back to the stream only when stopping.
-      let outcome = await options.sink.send(event.target, event.event, event.body, RELAY_RETRY_MS);
-      while (!outcome.ok && outcome.status === 0 && !stopping)
-        outcome = await options.sink.send(event.target, event.event, event.body, RELAY_RETRY_MS);
-      if (outcome.ok) {
-        m.ack();
-        metrics.count("fleet_reports_relayed_total", RELAYED_HELP, { event: event.event, outcome: "taken" });
-        return;
-      }
-      if (outcome.status === 0) {
-        // Stopping with it unanswered: back to the stream, to come again.
-        options.settled(event, -1);
-        m.nak(2_000);
-        metrics.count("fleet_reports_relayed_total", RELAYED_HELP, { event: event.event, outcome: "retry" });
-        return;
-      }
-      m.ack();
-      metrics.count("fleet_reports_relayed_total", RELAYED_HELP, { event: event.event, outcome: "refused" });
-      log.warn(`${event.event} of attempt ${attemptId(event.attempt)} refused by the coordinator: ${outcome.detail}`);
-      if (outcome.stop) options.lost(event.attempt, outcome.detail);
-    } finally {
-      clearInterval(keepAlive);
-      inFlight--;
-    }
-  };
+  inFlight(): number {
+    return this.taken;
+  }
 
-  const loop = (async () => {
-    while (!stopping) {
+  async stop(): Promise<void> {
+    this.stopping = true;
+    await this.messages?.close();
+    await this.loop;
+    while (this.queues.size > 0) await Promise.all(this.queues.values());
+  }
+
+  /** Reads the events consumer until stopped; a failure (NATS away) is logged and reading begins again. */
+  private async read(): Promise<void> {
+    const { names, log } = this.options;
+    while (!this.stopping) {
       try {
-        const consumer = await js.consumers.get(names.eventsStream, names.gatewayConsumer);
-        messages = await consumer.consume({ max_messages: 256 });
-        for await (const m of messages) {
-          let event: FleetEvent;
-          try {
-            event = FleetEvent.parse(m.json());
-          } catch (error) {
-            log.warn(`dropped event ${m.seq} on ${m.subject}: not a fleet event (${(error as Error).message})`);
-            m.term();
-            continue;
-          }
-          // Kept alive from now: it may wait behind its attempt's earlier events.
-          const keepAlive = setInterval(() => m.working(), options.ackWaitMs / 3);
-          inFlight++;
-          void enqueue(event.attempt, () => relay(m, event, keepAlive));
-        }
+        const consumer = await this.js.consumers.get(names.eventsStream, names.gatewayConsumer);
+        this.messages = await consumer.consume({ max_messages: 256 });
+        for await (const m of this.messages) this.take(m);
       } catch (error) {
-        if (stopping) break;
+        if (this.stopping) break;
         log.warn(`relay: reading events failed: ${(error as Error).message}; trying again`);
       }
-      if (!stopping) await sleep(1_000);
+      if (!this.stopping) await sleep(1_000);
     }
-  })();
+  }
 
-  return {
-    enqueue,
-    inFlight: () => inFlight,
-    stop: async () => {
-      stopping = true;
-      await messages?.close();
-      await loop;
-      while (queues.size > 0) await Promise.all(queues.values());
-    },
-  };
+  /** One event message: parsed (or dropped, terminated), then queued behind its attempt's earlier events. */
+  private take(m: JsMsg): void {
+    let event: FleetEvent;
+    try {
+      event = FleetEvent.parse(m.json());
+    } catch (error) {
+      this.options.log.warn(`dropped event ${m.seq} on ${m.subject}: not a fleet event (${(error as Error).message})`);
+      m.term();
+      return;
+    }
+    // Kept alive from now: it may wait behind its attempt's earlier events.
+    const keepAlive = setInterval(() => m.working(), this.options.ackWaitMs / 3);
+    this.taken++;
+    void this.enqueue(event.attempt, () =>
+      this.relay(m, event).finally(() => {
+        clearInterval(keepAlive);
+        this.taken--;
+      }),
+    );
+  }
+
+  /**
+   * Sends one event to the coordinator and settles its message by the answer: acknowledged once
+   * answered (taken or refused for good), handed back when stopping with no answer.
+   */
+  private async relay(m: JsMsg, event: FleetEvent): Promise<void> {
+    const { options } = this;
+    options.settled(event, 1);
+    // Not answered (the coordinator is away): tried again here, holding the attempt's queue, so
+    // its later events do not overtake this one; handed back to the stream only when stopping.
+    let outcome = await options.sink.send(event.target, event.event, event.body, RELAY_RETRY_MS);
+    while (!outcome.ok && outcome.status === 0 && !this.stopping)
+      outcome = await options.sink.send(event.target, event.event, event.body, RELAY_RETRY_MS);
+    const counted = (how: "taken" | "retry" | "refused") =>
+      options.metrics.count("fleet_reports_relayed_total", RELAYED_HELP, { event: event.event, outcome: how });
+    if (outcome.ok) {
+      m.ack();
+      return counted("taken");
+    }
+    if (outcome.status === 0) {
+      // Stopping with it unanswered: back to the stream, to come again.
+      options.settled(event, -1);
+      m.nak(2_000);
+      return counted("retry");
+    }
+    m.ack();
+    counted("refused");
+    options.log.warn(
+      `${event.event} of attempt ${attemptId(event.attempt)} refused by the coordinator: ${outcome.detail}`,
+    );
+    if (outcome.stop) options.lost(event.attempt, outcome.detail);
+  }
 }
 
 const RELAYED_HELP = "Worker events relayed to the coordinator, by event and how it went (taken, refused, retry).";
