@@ -93,77 +93,148 @@ export class UsageError extends Error {
 /** The parsed command line: help, or options to start a runner with. */
 export type Config = { help: true } | { help: false; options: RunnerOptions };
 
+/** The command line's options, as node:util's parseArgs reads them. */
+const OPTIONS = {
+  url: { type: "string" },
+  context: { type: "string" },
+  runner: { type: "string" },
+  "key-file": { type: "string" },
+  listen: { type: "string" },
+  pull: { type: "boolean" },
+  concurrency: { type: "string" },
+  "work-dir": { type: "string" },
+  "script-types": { type: "string" },
+  heartbeat: { type: "string" },
+  "started-after": { type: "string" },
+  "answer-within": { type: "string" },
+  batch: { type: "string" },
+  "tls-cert": { type: "string" },
+  "tls-key": { type: "string" },
+  mode: { type: "string" },
+  nats: { type: "string" },
+  capacity: { type: "string" },
+  "ops-listen": { type: "string" },
+  "ack-wait": { type: "string" },
+  "max-deliver": { type: "string" },
+  "max-ack-pending": { type: "string" },
+  replicas: { type: "string" },
+  "max-age": { type: "string" },
+  "drain-timeout": { type: "string" },
+  help: { type: "boolean", short: "h" },
+} as const;
+
+/** An option that takes a value (all but --pull and --help). */
+type TextOption = {
+  [K in keyof typeof OPTIONS]: (typeof OPTIONS)[K]["type"] extends "string" ? K : never;
+}[keyof typeof OPTIONS];
+
+/** The runner's process: a runner of its own (`single`), or a fleet's gateway, worker or both. */
+type FleetMode = "single" | FleetOptions["mode"];
+
 /**
  * Reads the runner's settings from argv, falling back to RUNNER_* environment variables, and
- * loads the key (and TLS) files. Every problem is a UsageError naming the option.
+ * loads the key (and TLS) files. Every problem is a UsageError naming the option; they are
+ * checked in the order the options are listed in --help, files read last.
  */
 export async function readConfig(argv: string[], env: NodeJS.ProcessEnv, cwd: string): Promise<Config> {
-  let values;
-  try {
-    ({ values } = parseArgs({
-      args: argv,
-      strict: true,
-      allowPositionals: false,
-      options: {
-        url: { type: "string" },
-        context: { type: "string" },
-        runner: { type: "string" },
-        "key-file": { type: "string" },
-        listen: { type: "string" },
-        pull: { type: "boolean" },
-        concurrency: { type: "string" },
-        "work-dir": { type: "string" },
-        "script-types": { type: "string" },
-        heartbeat: { type: "string" },
-        "started-after": { type: "string" },
-        "answer-within": { type: "string" },
-        batch: { type: "string" },
-        "tls-cert": { type: "string" },
-        "tls-key": { type: "string" },
-        mode: { type: "string" },
-        nats: { type: "string" },
-        capacity: { type: "string" },
-        "ops-listen": { type: "string" },
-        "ack-wait": { type: "string" },
-        "max-deliver": { type: "string" },
-        "max-ack-pending": { type: "string" },
-        replicas: { type: "string" },
-        "max-age": { type: "string" },
-        "drain-timeout": { type: "string" },
-        help: { type: "boolean", short: "h" },
-      },
-    }));
-  } catch (error) {
-    throw new UsageError((error as Error).message);
-  }
-  if (values.help) return { help: true };
-
-  const pick = (flag: string | undefined, name: string) => (flag ?? env[name])?.trim() || undefined;
-  const need = (value: string | undefined, option: string, name: string): string => {
-    if (value === undefined) throw new UsageError(`--${option} (or ${name}) is required`);
-    return value;
-  };
-  const fleetMode = pick(values.mode, "RUNNER_FLEET_MODE") ?? "single";
+  const settings = Settings.parse(argv, env, cwd);
+  if (settings.help) return { help: true };
+  const fleetMode = settings.text("mode", "RUNNER_FLEET_MODE") ?? "single";
   if (!["single", "gateway", "worker", "combined"].includes(fleetMode))
     throw new UsageError(`--mode must be single, gateway, worker or combined, not ${JSON.stringify(fleetMode)}`);
+  const mode = fleetMode as FleetMode;
+  const { keyFile, ...who } = readIdentity(settings, mode);
+  const delivery = settings.pull ? "pull" : (settings.text(undefined, "RUNNER_MODE") ?? "push");
+  if (delivery !== "push" && delivery !== "pull")
+    throw new UsageError(`RUNNER_MODE must be push or pull, not ${JSON.stringify(delivery)}`);
+  const jobs = readJobSettings(settings, delivery, mode);
+  const options: RunnerOptions = {
+    ...who,
+    key: readKey(await readText(keyFile, "--key-file"), keyFile, mode === "worker"),
+    mode: delivery,
+    ...jobs,
+  };
+  const workDir = settings.text("work-dir", "RUNNER_WORK_DIR");
+  if (workDir) options.workDir = settings.path(workDir);
+  if (mode !== "single") options.fleet = readFleet(mode, settings);
+  if (delivery === "push" && mode !== "worker") Object.assign(options, await readPushListening(settings));
+  return { help: false, options };
+}
+
+/**
+ * Where each setting comes from: its flag, else its RUNNER_* environment variable (blank counts
+ * as unset); paths are the caller's, relative to the directory the command was typed in.
+ */
+class Settings {
+  private constructor(
+    private readonly flags: Partial<Record<keyof typeof OPTIONS, string | boolean>>,
+    private readonly env: NodeJS.ProcessEnv,
+    private readonly cwd: string,
+  ) {}
+
+  /** Parses argv strictly: an unknown option or a missing value is a UsageError. */
+  static parse(argv: string[], env: NodeJS.ProcessEnv, cwd: string): Settings {
+    try {
+      const { values } = parseArgs({ args: argv, strict: true, allowPositionals: false, options: OPTIONS });
+      return new Settings(values, env, cwd);
+    } catch (error) {
+      throw new UsageError((error as Error).message);
+    }
+  }
+
+  get help(): boolean {
+    return this.flags.help === true;
+  }
+
+  get pull(): boolean {
+    return this.flags.pull === true;
+  }
+
+  /** The option's text (no flag: the environment's alone), or undefined when unset. */
+  text(option: TextOption | undefined, name: string): string | undefined {
+    const flag = option === undefined ? undefined : (this.flags[option] as string | undefined);
+    return (flag ?? this.env[name])?.trim() || undefined;
+  }
+
+  /** The option's text; unset is a UsageError. */
+  required(option: TextOption, name: string): string {
+    const value = this.text(option, name);
+    if (value === undefined) throw new UsageError(`--${option} (or ${name}) is required`);
+    return value;
+  }
+
+  /** The option as a positive integer, else `fallback` (undefined: unset). */
+  count(option: TextOption, name: string, fallback?: number): number | undefined {
+    const text = this.text(option, name) ?? (fallback === undefined ? undefined : String(fallback));
+    return text === undefined ? undefined : positive(text, `--${option}`);
+  }
+
+  path(given: string): string {
+    return path.resolve(this.cwd, given);
+  }
+}
+
+/** Who the runner is: the coordinator it reports to, its ids, and its key's file (read later). */
+function readIdentity(settings: Settings, mode: FleetMode) {
   // A worker talks to NATS only.
   const url =
-    fleetMode === "worker"
-      ? (pick(values.url, "RUNNER_URL") ?? "http://127.0.0.1/")
-      : need(pick(values.url, "RUNNER_URL"), "url", "RUNNER_URL");
+    mode === "worker"
+      ? (settings.text("url", "RUNNER_URL") ?? "http://127.0.0.1/")
+      : settings.required("url", "RUNNER_URL");
   if (!/^https?:\/\/[^/]/.test(url)) throw new UsageError(`--url must be an http(s) URL, not ${JSON.stringify(url)}`);
-  const contextId = positive(need(pick(values.context, "RUNNER_CONTEXT"), "context", "RUNNER_CONTEXT"), "--context");
-  const runnerId = positive(need(pick(values.runner, "RUNNER_ID"), "runner", "RUNNER_ID"), "--runner");
-  // Paths are the caller's: relative to the directory the command was typed in.
-  const file = (given: string) => path.resolve(cwd, given);
-  const keyFile = file(need(pick(values["key-file"], "RUNNER_KEY_FILE"), "key-file", "RUNNER_KEY_FILE"));
+  return {
+    url: url.replace(/\/+$/, ""),
+    contextId: positive(settings.required("context", "RUNNER_CONTEXT"), "--context"),
+    runnerId: positive(settings.required("runner", "RUNNER_ID"), "--runner"),
+    keyFile: settings.path(settings.required("key-file", "RUNNER_KEY_FILE")),
+  };
+}
 
-  const modeText = values.pull ? "pull" : (pick(undefined, "RUNNER_MODE") ?? "push");
-  if (modeText !== "push" && modeText !== "pull")
-    throw new UsageError(`RUNNER_MODE must be push or pull, not ${JSON.stringify(modeText)}`);
-  const concurrency = positive(pick(values.concurrency, "RUNNER_CONCURRENCY") ?? "4", "--concurrency");
-  const heartbeatSeconds = positive(pick(values.heartbeat, "RUNNER_HEARTBEAT") ?? "10", "--heartbeat");
-  const startedText = pick(values["started-after"], "RUNNER_STARTED_AFTER") ?? String(DEFAULT_STARTED_AFTER_MS);
+/** How jobs are run and reported: slots, heartbeats, `started`, answers, batches, script types. */
+function readJobSettings(settings: Settings, delivery: "push" | "pull", mode: FleetMode) {
+  const concurrency = settings.count("concurrency", "RUNNER_CONCURRENCY", 4) as number;
+  const heartbeatSeconds = settings.count("heartbeat", "RUNNER_HEARTBEAT", 10) as number;
+  const startedText = settings.text("started-after", "RUNNER_STARTED_AFTER") ?? String(DEFAULT_STARTED_AFTER_MS);
   // 0 is allowed: `started` at once.
   const startedAfterMs = startedText === "0" ? 0 : positive(startedText, "--started-after");
   // Past the heartbeat interval, heartbeats would come before `started`, and the coordinator
@@ -172,26 +243,20 @@ export async function readConfig(argv: string[], env: NodeJS.ProcessEnv, cwd: st
     throw new UsageError(
       `--started-after must be below the heartbeat interval (${heartbeatSeconds * 1000} ms), not ${startedAfterMs}`,
     );
-  const answerText = pick(values["answer-within"], "RUNNER_ANSWER_WITHIN") ?? "0";
+  const answerText = settings.text("answer-within", "RUNNER_ANSWER_WITHIN") ?? "0";
   const answerWithinMs = answerText === "0" ? 0 : positive(answerText, "--answer-within");
   if (answerWithinMs > MAX_ANSWER_WITHIN_MS)
     throw new UsageError(`--answer-within must be at most ${MAX_ANSWER_WITHIN_MS} ms, not ${answerWithinMs}`);
-  if (answerWithinMs > 0 && (modeText !== "push" || fleetMode !== "single"))
+  if (answerWithinMs > 0 && (delivery !== "push" || mode !== "single"))
     throw new UsageError("--answer-within applies to a push runner of its own (not --pull, not a fleet)");
-  const batch = positive(pick(values.batch, "RUNNER_BATCH") ?? String(DEFAULT_BATCH), "--batch");
+  const batch = settings.count("batch", "RUNNER_BATCH", DEFAULT_BATCH) as number;
   if (batch > 100) throw new UsageError(`--batch must be at most 100, not ${batch}`);
-  const scriptTypes = (pick(values["script-types"], "RUNNER_SCRIPT_TYPES") ?? "python,sh")
+  const scriptTypes = (settings.text("script-types", "RUNNER_SCRIPT_TYPES") ?? "python,sh")
     .split(",")
     .map((t) => t.trim())
     .filter(Boolean);
   if (scriptTypes.length === 0) throw new UsageError("--script-types lists no script type");
-
-  const options: RunnerOptions = {
-    url: url.replace(/\/+$/, ""),
-    contextId,
-    runnerId,
-    key: readKey(await readText(keyFile, "--key-file"), keyFile, fleetMode === "worker"),
-    mode: modeText,
+  return {
     concurrency,
     heartbeatSeconds,
     startedAfterMs,
@@ -199,56 +264,44 @@ export async function readConfig(argv: string[], env: NodeJS.ProcessEnv, cwd: st
     scriptTypes,
     batch,
   };
-  const workDir = pick(values["work-dir"], "RUNNER_WORK_DIR");
-  if (workDir) options.workDir = file(workDir);
-  if (fleetMode !== "single") {
-    options.fleet = readFleet(fleetMode as FleetOptions["mode"], values, pick, need);
-  }
-  if (modeText === "push" && fleetMode !== "worker") {
-    options.listen = parseListen(pick(values.listen, "RUNNER_LISTEN") ?? "127.0.0.1:8090");
-    const cert = pick(values["tls-cert"], "RUNNER_TLS_CERT");
-    const key = pick(values["tls-key"], "RUNNER_TLS_KEY");
-    if ((cert === undefined) !== (key === undefined)) throw new UsageError("--tls-cert and --tls-key go together");
-    if (cert && key)
-      options.tls = {
-        cert: Buffer.from(await readText(file(cert), "--tls-cert")),
-        key: Buffer.from(await readText(file(key), "--tls-key")),
-      };
-  }
-  return { help: false, options };
+}
+
+/** A push server's address, and its TLS files (both or neither). */
+async function readPushListening(settings: Settings): Promise<Pick<RunnerOptions, "listen" | "tls">> {
+  const listen = parseListen(settings.text("listen", "RUNNER_LISTEN") ?? "127.0.0.1:8090");
+  const cert = settings.text("tls-cert", "RUNNER_TLS_CERT");
+  const key = settings.text("tls-key", "RUNNER_TLS_KEY");
+  if ((cert === undefined) !== (key === undefined)) throw new UsageError("--tls-cert and --tls-key go together");
+  if (!cert || !key) return { listen };
+  const tls = {
+    cert: Buffer.from(await readText(settings.path(cert), "--tls-cert")),
+    key: Buffer.from(await readText(settings.path(key), "--tls-key")),
+  };
+  return { listen, tls };
 }
 
 /** The fleet's options (`--mode` gateway, worker or combined). */
-function readFleet(
-  mode: FleetOptions["mode"],
-  values: Record<string, string | boolean | undefined>,
-  pick: (flag: string | undefined, name: string) => string | undefined,
-  need: (value: string | undefined, option: string, name: string) => string,
-): FleetOptions {
-  const flag = (name: string) => values[name] as string | undefined;
-  const servers = need(pick(flag("nats"), "RUNNER_NATS"), "nats", "RUNNER_NATS")
+function readFleet(mode: FleetOptions["mode"], settings: Settings): FleetOptions {
+  const servers = settings
+    .required("nats", "RUNNER_NATS")
     .split(",")
     .map((s) => s.trim())
     .filter(Boolean);
   for (const server of servers)
     if (!/^(nats|tls|wss?):\/\/[^/]+$/.test(server) && !/^[^/:]+:\d+$/.test(server))
       throw new UsageError(`--nats must be nats://host:port (comma-separated), not ${JSON.stringify(server)}`);
-  const number = (option: string, env: string): number | undefined => {
-    const text = pick(flag(option), env);
-    return text === undefined ? undefined : positive(text, `--${option}`);
-  };
   const setup = {
-    ...optional("ackWaitSeconds", number("ack-wait", "RUNNER_ACK_WAIT")),
-    ...optional("maxDeliver", number("max-deliver", "RUNNER_MAX_DELIVER")),
-    ...optional("maxAckPending", number("max-ack-pending", "RUNNER_MAX_ACK_PENDING")),
-    ...optional("replicas", number("replicas", "RUNNER_REPLICAS")),
-    ...optional("maxAgeSeconds", number("max-age", "RUNNER_MAX_AGE")),
+    ...optional("ackWaitSeconds", settings.count("ack-wait", "RUNNER_ACK_WAIT")),
+    ...optional("maxDeliver", settings.count("max-deliver", "RUNNER_MAX_DELIVER")),
+    ...optional("maxAckPending", settings.count("max-ack-pending", "RUNNER_MAX_ACK_PENDING")),
+    ...optional("replicas", settings.count("replicas", "RUNNER_REPLICAS")),
+    ...optional("maxAgeSeconds", settings.count("max-age", "RUNNER_MAX_AGE")),
   };
   if ((setup.maxAgeSeconds ?? DEFAULT_FLEET_SETUP.maxAgeSeconds) < 120)
     throw new UsageError("--max-age must be at least 120 seconds (the events' dedupe window)");
-  const capacity = number("capacity", "RUNNER_CAPACITY");
-  const drainTimeout = number("drain-timeout", "RUNNER_DRAIN_TIMEOUT");
-  const ops = pick(flag("ops-listen"), "RUNNER_OPS_LISTEN");
+  const capacity = settings.count("capacity", "RUNNER_CAPACITY");
+  const drainTimeout = settings.count("drain-timeout", "RUNNER_DRAIN_TIMEOUT");
+  const ops = settings.text("ops-listen", "RUNNER_OPS_LISTEN");
   return {
     mode,
     servers,
