@@ -65,6 +65,18 @@ export interface RegisteredFleet {
   drain(opsUrl: string, jwk?: PrivateJwk, member?: string): Promise<Response>;
 }
 
+/** Where a fleet's processes report and keep their files, and who cleans up after them. */
+export interface FleetPlace {
+  /** The coordinator's base URL. */
+  url: string;
+  /** The NATS server's URL (read when a process starts: it may have restarted). */
+  natsUrl: () => string;
+  /** A temporary folder for key files and work dirs. */
+  dir: string;
+  /** Every process started is pushed here, for the caller's cleanup. */
+  started: RunnerProcess[];
+}
+
 /**
  * Registers a push runner for a fleet in a fresh context (its address: the gateway's port) and
  * returns how to start its gateway and workers against `natsUrl`. Every process started is
@@ -72,90 +84,103 @@ export interface RegisteredFleet {
  */
 export async function registerFleet(
   admin: CoordinatorClient,
-  options: {
-    url: string;
-    natsUrl: () => string;
-    dir: string;
+  options: FleetPlace & {
     concurrency: number;
     scriptTypes?: ("sh" | "python" | "v")[];
     /** Registered to pull (its gateway leases jobs) instead of being pushed to. */
     pull?: boolean;
-    started: RunnerProcess[];
   },
 ): Promise<RegisteredFleet> {
   const { id: contextId } = await admin.createContext();
   const jwk = await generateKeyPair();
   const port = await freePort();
-  const address = `http://127.0.0.1:${port}/`;
   const scriptTypes = options.scriptTypes ?? ["sh", "python"];
   const runner = await admin.createRunner(contextId, {
     pubkey: jwk.x,
     runner_type: "sh",
     script_types: scriptTypes,
     concurrency: options.concurrency,
-    ...(options.pull ? { local: true } : { address }),
+    ...(options.pull ? { local: true } : { address: `http://127.0.0.1:${port}/` }),
   });
-  const keyFile = writeKeyFile(options.dir, contextId, runner.id, jwk);
-  const common = ["--context", String(contextId), "--runner", String(runner.id), "--key-file", keyFile];
-  let workers = 0;
-  return {
-    contextId,
-    runnerId: runner.id,
-    jwk,
-    address,
-    port,
-    async gateway(args = []) {
-      const proc = spawnRunner([
-        ...common,
-        "--url",
-        options.url,
-        "--mode",
-        "gateway",
-        "--nats",
-        options.natsUrl(),
-        ...(options.pull ? ["--pull"] : ["--listen", `127.0.0.1:${port}`]),
-        "--script-types",
-        scriptTypes.join(","),
-        ...args,
-      ]);
-      options.started.push(proc);
-      await proc.waitForLine(
-        options.pull ? /fleet gateway .* pulling from / : /fleet gateway .* listening on /,
-        30_000,
-      );
-      return proc;
-    },
-    async worker(args = []) {
-      const workDir = path.join(options.dir, `work-${contextId}-${runner.id}-${++workers}`);
-      const proc = spawnRunner([
-        ...common,
-        "--mode",
-        "worker",
-        "--nats",
-        options.natsUrl(),
-        "--work-dir",
-        workDir,
-        ...args,
-      ]);
-      options.started.push(proc);
-      const line = await proc.waitForLine(/operations on http:\/\/\S+/, 30_000);
-      await proc.waitForLine(/fleet worker \S+ .* taking jobs/, 30_000);
-      return { proc, ops: (/operations on (http:\/\/\S+)/.exec(line) as RegExpExecArray)[1] as string, workDir };
-    },
-    async drain(opsUrl, key = jwk, named?: string) {
-      const member = named ?? ((await (await fetch(new URL("info", opsUrl))).json()) as { member: string }).member;
-      const request = new Request(new URL("admin/drain", opsUrl), {
-        method: "POST",
-        headers: { "content-type": "application/json" },
-        body: JSON.stringify({ member }),
-      });
-      const signed = await signRequest(request, {
-        keyid: runnerKeyId(contextId, runner.id),
-        key: await importPrivateKey(key),
-      });
-      return fetch(signed);
-    },
-  };
+  const registered = { contextId, runnerId: runner.id, jwk, port, scriptTypes, pull: options.pull === true };
+  return new FleetProcesses(options, registered);
+}
+
+/** A registered fleet runner: its ids, key and port, and how it takes work. */
+interface FleetRunner {
+  contextId: number;
+  runnerId: number;
+  jwk: PrivateJwk;
+  port: number;
+  scriptTypes: string[];
+  pull: boolean;
+}
+
+/** Starts a registered fleet's processes with the runner's key file, and drains them as its owner. */
+class FleetProcesses implements RegisteredFleet {
+  readonly contextId: number;
+  readonly runnerId: number;
+  readonly jwk: PrivateJwk;
+  readonly port: number;
+  readonly address: string;
+  /** What every process of the fleet is started with: its runner and key file. */
+  private readonly common: string[];
+  private workers = 0;
+
+  constructor(
+    private readonly place: FleetPlace,
+    private readonly runner: FleetRunner,
+  ) {
+    ({ contextId: this.contextId, runnerId: this.runnerId, jwk: this.jwk, port: this.port } = runner);
+    this.address = `http://127.0.0.1:${runner.port}/`;
+    const keyFile = writeKeyFile(place.dir, runner.contextId, runner.runnerId, runner.jwk);
+    this.common = ["--context", String(runner.contextId), "--runner", String(runner.runnerId), "--key-file", keyFile];
+  }
+
+  async gateway(args: string[] = []): Promise<RunnerProcess> {
+    const { place, runner } = this;
+    const proc = this.spawn([
+      "--url",
+      place.url,
+      "--mode",
+      "gateway",
+      ...(runner.pull ? ["--pull"] : ["--listen", `127.0.0.1:${runner.port}`]),
+      "--script-types",
+      runner.scriptTypes.join(","),
+      ...args,
+    ]);
+    await proc.waitForLine(runner.pull ? /fleet gateway .* pulling from / : /fleet gateway .* listening on /, 30_000);
+    return proc;
+  }
+
+  async worker(args: string[] = []): Promise<{ proc: RunnerProcess; ops: string; workDir: string }> {
+    const workDir = path.join(this.place.dir, `work-${this.contextId}-${this.runnerId}-${++this.workers}`);
+    const proc = this.spawn(["--mode", "worker", "--work-dir", workDir, ...args]);
+    const line = await proc.waitForLine(/operations on http:\/\/\S+/, 30_000);
+    await proc.waitForLine(/fleet worker \S+ .* taking jobs/, 30_000);
+    return { proc, ops: (/operations on (http:\/\/\S+)/.exec(line) as RegExpExecArray)[1] as string, workDir };
+  }
+
+  async drain(opsUrl: string, key = this.jwk, named?: string): Promise<Response> {
+    const member = named ?? ((await (await fetch(new URL("info", opsUrl))).json()) as { member: string }).member;
+    const request = new Request(new URL("admin/drain", opsUrl), {
+      method: "POST",
+      headers: { "content-type": "application/json" },
+      body: JSON.stringify({ member }),
+    });
+    const signed = await signRequest(request, {
+      keyid: runnerKeyId(this.contextId, this.runnerId),
+      key: await importPrivateKey(key),
+    });
+    return fetch(signed);
+  }
+
+  /** A runner process of this fleet on the NATS server as it is now, handed to the cleanup. */
+  private spawn(args: string[]): RunnerProcess {
+    const proc = spawnRunner([...this.common, "--nats", this.place.natsUrl(), ...args]);
+    this.place.started.push(proc);
+    return proc;
+  }
 }
 
 /**
