@@ -128,7 +128,7 @@ describe("a runner fleet under chaos", () => {
     const gateway = await fleet.gateway(["--drain-timeout", "3"]);
     const worker = await fleet.worker(["--concurrency", "1", "--drain-timeout", "3"]);
     const log = logOf(fleet.contextId);
-    await admin().submitFlow(fleet.contextId, jobs(1, log, 600));
+    const flow = await admin().submitFlow(fleet.contextId, jobs(1, log, 600));
     await eventually(() => (runs(log).size >= 1 ? true : undefined), 20_000);
     const began = Date.now();
     expect((await fleet.drain(worker.ops)).status).toBe(202);
@@ -137,6 +137,22 @@ describe("a runner fleet under chaos", () => {
     expect((await fleet.drain(fleet.address)).status).toBe(202);
     expect((await gateway.exited).code).toBe(0);
     expect(Date.now() - began).toBeLessThan(30_000);
+    // The job stopped at the timeout reported its error, relayed before the gateway exited.
+    expect((await admin().loadFlow(fleet.contextId, flow.id)).jobs.map((j) => j.status)).toEqual(["error"]);
+
+    // Combined: the worker's jobs are stopped at the timeout, their errors relayed, and it exits.
+    const both = await fleetIn(2);
+    const member = await both.gateway(["--mode", "combined", "--concurrency", "1", "--drain-timeout", "3"]);
+    await member.waitForLine(/fleet worker \S+ of runner \d+ .* taking jobs/, 10_000);
+    const longLog = logOf(both.contextId);
+    const long = await admin().submitFlow(both.contextId, jobs(1, longLog, 600));
+    await eventually(() => (runs(longLog).size >= 1 ? true : undefined), 20_000);
+    const drained = Date.now();
+    expect((await both.drain(both.address)).status).toBe(202);
+    expect((await member.exited).code).toBe(0);
+    expect(Date.now() - drained).toBeLessThan(20_000);
+    expect(member.output()).toMatch(/drain timed out after 3 s/);
+    expect((await admin().loadFlow(both.contextId, long.id)).jobs.map((j) => j.status)).toEqual(["error"]);
   });
 
   it("runs a repeated delivery once: the gateway drops it while the job runs, after it ended, and after NATS restarted", async () => {
