@@ -19,7 +19,7 @@ import { startTestWorker, type TestWorker } from "./test-worker.js";
 
 /** A nats-server with JetStream of a test file's own, on a free port, its store in a temporary folder. */
 export async function startPrivateNats(): Promise<
-  NatsServerProcess & { restart(): Promise<void>; close(): Promise<void> }
+  NatsServerProcess & { restart(): Promise<void>; crash(): Promise<void>; close(): Promise<void> }
 > {
   const dir = mkdtempSync(path.join(tmpdir(), "fleet-nats-"));
   const port = await freePort();
@@ -37,6 +37,15 @@ export async function startPrivateNats(): Promise<
     /** Stops it (SIGTERM) and starts it again on the same port and store. */
     async restart() {
       await server.stop();
+      server = await startNatsServer({ port, dir });
+    },
+    /**
+     * Kills it (SIGKILL) and starts it again on the same port and store: what it had not
+     * written yet is lost. nats-server 2.9 then comes back with the workers' consumer's ack
+     * floor past messages the work stream still holds (their removals were not written).
+     */
+    async crash() {
+      await server.kill();
       server = await startNatsServer({ port, dir });
     },
     async close() {
