@@ -182,6 +182,33 @@ describe("a runner fleet under chaos", () => {
     expect((await admin().loadFlow(both.contextId, long.id)).jobs.map((j) => j.status)).toEqual(["error"]);
   });
 
+  it("ends `flowc runner start --mode combined` on a signed /admin/drain within --drain-timeout", async () => {
+    const fleet = await fleetIn(1);
+    const flowc = fleet.flowcStart([
+      "--mode",
+      "combined",
+      "--listen",
+      `127.0.0.1:${fleet.port}`,
+      "--concurrency",
+      "1",
+      "--work-dir",
+      path.join(tmp, `flowc-work-${fleet.contextId}`),
+      "--drain-timeout",
+      "3",
+    ]);
+    await flowc.waitForLine(/fleet worker \S+ of runner \d+ .* taking jobs/, 30_000);
+    const log = logOf(fleet.contextId);
+    const flow = await admin().submitFlow(fleet.contextId, jobs(1, log, 600));
+    await eventually(() => (runs(log).size >= 1 ? true : undefined), 20_000);
+    const began = Date.now();
+    expect((await fleet.drain(fleet.address)).status).toBe(202);
+    // flowc exits with its runner's code, once the drain timed out and the job's error was relayed.
+    expect(await flowc.exited).toEqual({ code: 0, signal: null });
+    expect(Date.now() - began).toBeLessThan(20_000);
+    expect(flowc.output()).toMatch(/drain timed out after 3 s/);
+    expect((await admin().loadFlow(fleet.contextId, flow.id)).jobs.map((j) => j.status)).toEqual(["error"]);
+  });
+
   it("runs a repeated delivery once: the gateway drops it while the job runs, after it ended, and after NATS restarted", async () => {
     const fleet = await fleetIn(1);
     const gateway = await fleet.gateway();

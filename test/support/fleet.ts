@@ -14,6 +14,7 @@ import {
 } from "../../shared/auth/index.js";
 import { CoordinatorClient, signerFromJwk } from "../../shared/client/index.js";
 import type { FlowSubmissionInput } from "../../shared/flow/index.js";
+import { startFlowc } from "./flowc.js";
 import { spawnRunner, writeKeyFile, type RunnerProcess } from "./runner-process.js";
 import { startTestWorker, type TestWorker } from "./test-worker.js";
 
@@ -72,6 +73,12 @@ export interface RegisteredFleet {
   worker(args?: string[]): Promise<{ proc: RunnerProcess; ops: string; workDir: string }>;
   /** A signed `POST /admin/drain` to `opsUrl` naming its member (from `/info`), with the runner's key (or `jwk`). */
   drain(opsUrl: string, jwk?: PrivateJwk, member?: string): Promise<Response>;
+  /**
+   * Starts a member as a user does, `flowc runner start <context> <runner> --key-file … --nats …`
+   * and `args` (its `--mode` and the rest), against the coordinator; flowc runs the runner as its
+   * child and exits with its code.
+   */
+  flowcStart(args: string[]): RunnerProcess;
 }
 
 /** Where a fleet's processes report and keep their files, and who cleans up after them. */
@@ -132,6 +139,7 @@ class FleetProcesses implements RegisteredFleet {
   readonly jwk: PrivateJwk;
   readonly port: number;
   readonly address: string;
+  private readonly keyFile: string;
   /** What every process of the fleet is started with: its runner and key file. */
   private readonly common: string[];
   private workers = 0;
@@ -142,8 +150,9 @@ class FleetProcesses implements RegisteredFleet {
   ) {
     ({ contextId: this.contextId, runnerId: this.runnerId, jwk: this.jwk, port: this.port } = runner);
     this.address = `http://127.0.0.1:${runner.port}/`;
-    const keyFile = writeKeyFile(place.dir, runner.contextId, runner.runnerId, runner.jwk);
-    this.common = ["--context", String(runner.contextId), "--runner", String(runner.runnerId), "--key-file", keyFile];
+    this.keyFile = writeKeyFile(place.dir, runner.contextId, runner.runnerId, runner.jwk);
+    const ids = ["--context", String(runner.contextId), "--runner", String(runner.runnerId)];
+    this.common = [...ids, "--key-file", this.keyFile];
   }
 
   async gateway(args: string[] = []): Promise<RunnerProcess> {
@@ -182,6 +191,14 @@ class FleetProcesses implements RegisteredFleet {
       key: await importPrivateKey(key),
     });
     return fetch(signed);
+  }
+
+  flowcStart(args: string[]): RunnerProcess {
+    const { contextId, runnerId, keyFile, place } = this;
+    const cli = ["runner", "start", String(contextId), String(runnerId), "--key-file", keyFile];
+    const proc = startFlowc([...cli, "--nats", place.natsUrl(), ...args], { HOME: place.dir, FLOWC_URL: place.url });
+    place.started.push(proc);
+    return proc;
   }
 
   /** A runner process of this fleet on the NATS server as it is now, handed to the cleanup. */
