@@ -1,11 +1,12 @@
 import path from "node:path";
-import { jetstreamManager } from "@nats-io/jetstream";
+import { jetstreamManager, type JetStreamManager } from "@nats-io/jetstream";
 import { connect } from "@nats-io/transport-node";
 import { describe, expect, it } from "vitest";
-import { fleetNames } from "../../runner/fleet/names.js";
+import { fleetNames, type FleetNames } from "../../runner/fleet/names.js";
 import { importPrivateKey, keyThumbprint, parsePrivateJwk, signRequest } from "../../shared/auth/index.js";
 import { eventually } from "../support/eventually.js";
 import { loggedJobs as jobs, runsIn as runs, useFleetStack, type RegisteredFleet } from "../support/fleet.js";
+import type { RunnerProcess } from "../support/runner-process.js";
 import { flowEnd } from "../support/flow-runs.js";
 import { sleep } from "../../shared/client/index.js";
 import { readTestStackConfig } from "../support/stack-config.js";
@@ -23,33 +24,37 @@ const { tmp, fleetIn } = stack;
 const admin = () => stack.admin();
 const logOf = (contextId: number) => path.join(tmp, `chaos-runs-${contextId}.log`);
 
-/** The fleet's work stream as NATS itself tells it: its messages, last sequence, and its first message. */
-async function workStream(fleet: RegisteredFleet): Promise<{ messages: number; lastSeq: number; first?: unknown }> {
-  const names = fleetNames({ contextId: fleet.contextId, runnerId: fleet.runnerId });
+/** Reads the fleet's streams and consumers from NATS itself, on a connection of its own. */
+async function fromNats<T>(
+  fleet: RegisteredFleet,
+  read: (jsm: JetStreamManager, names: FleetNames) => Promise<T>,
+): Promise<T> {
   const nc = await connect({ servers: stack.nats().url });
   try {
-    const jsm = await jetstreamManager(nc);
-    const { state } = await jsm.streams.info(names.jobsStream);
-    const first =
-      state.messages > 0 ? await jsm.streams.getMessage(names.jobsStream, { seq: state.first_seq }) : undefined;
-    return { messages: state.messages, lastSeq: state.last_seq, ...(first ? { first: first.json() } : {}) };
+    return await read(await jetstreamManager(nc), fleetNames({ contextId: fleet.contextId, runnerId: fleet.runnerId }));
   } finally {
     await nc.close();
   }
 }
 
+/** The fleet's work stream: its messages, last sequence, and its first message. */
+function workStream(fleet: RegisteredFleet): Promise<{ messages: number; lastSeq: number; first?: unknown }> {
+  return fromNats(fleet, async (jsm, names) => {
+    const { state } = await jsm.streams.info(names.jobsStream);
+    const first =
+      state.messages > 0 ? await jsm.streams.getMessage(names.jobsStream, { seq: state.first_seq }) : undefined;
+    return { messages: state.messages, lastSeq: state.last_seq, ...(first ? { first: first.json() } : {}) };
+  });
+}
+
 const workStreamMessages = async (fleet: RegisteredFleet) => (await workStream(fleet)).messages;
 
 /** The workers' consumer's job messages given out or waiting (not acknowledged). */
-async function workersPending(fleet: RegisteredFleet): Promise<number> {
-  const names = fleetNames({ contextId: fleet.contextId, runnerId: fleet.runnerId });
-  const nc = await connect({ servers: stack.nats().url });
-  try {
-    const info = await (await jetstreamManager(nc)).consumers.info(names.jobsStream, names.workersConsumer);
+function workersPending(fleet: RegisteredFleet): Promise<number> {
+  return fromNats(fleet, async (jsm, names) => {
+    const info = await jsm.consumers.info(names.jobsStream, names.workersConsumer);
     return info.num_pending + info.num_ack_pending;
-  } finally {
-    await nc.close();
-  }
+  });
 }
 
 /** POSTs `delivery` to the gateway signed as the coordinator signs (the test stack's key). */
@@ -61,6 +66,24 @@ async function deliverAgain(fleet: RegisteredFleet, delivery: unknown): Promise<
     body: JSON.stringify(delivery),
   });
   return fetch(await signRequest(request, { keyid: await keyThumbprint(jwk.x), key: await importPrivateKey(jwk) }));
+}
+
+/**
+ * A combined member started with `--drain-timeout 3`, given a 600 s job and drained by a signed
+ * POST /admin/drain: it exits 0 within 20 s, saying the drain timed out, and the job stopped at
+ * the timeout is `error` in the coordinator (its report relayed before the exit).
+ */
+async function drainsPastTimeout(fleet: RegisteredFleet, member: RunnerProcess): Promise<void> {
+  await member.waitForLine(/fleet worker \S+ of runner \d+ .* taking jobs/, 30_000);
+  const log = logOf(fleet.contextId);
+  const flow = await admin().submitFlow(fleet.contextId, jobs(1, log, 600));
+  await eventually(() => (runs(log).size >= 1 ? true : undefined), 20_000);
+  const began = Date.now();
+  expect((await fleet.drain(fleet.address)).status).toBe(202);
+  expect(await member.exited).toEqual({ code: 0, signal: null });
+  expect(Date.now() - began).toBeLessThan(20_000);
+  expect(member.output()).toMatch(/drain timed out after 3 s/);
+  expect((await admin().loadFlow(fleet.contextId, flow.id)).jobs.map((j) => j.status)).toEqual(["error"]);
 }
 
 describe("a runner fleet under chaos", () => {
@@ -169,17 +192,10 @@ describe("a runner fleet under chaos", () => {
 
     // Combined: the worker's jobs are stopped at the timeout, their errors relayed, and it exits.
     const both = await fleetIn(2);
-    const member = await both.gateway(["--mode", "combined", "--concurrency", "1", "--drain-timeout", "3"]);
-    await member.waitForLine(/fleet worker \S+ of runner \d+ .* taking jobs/, 10_000);
-    const longLog = logOf(both.contextId);
-    const long = await admin().submitFlow(both.contextId, jobs(1, longLog, 600));
-    await eventually(() => (runs(longLog).size >= 1 ? true : undefined), 20_000);
-    const drained = Date.now();
-    expect((await both.drain(both.address)).status).toBe(202);
-    expect((await member.exited).code).toBe(0);
-    expect(Date.now() - drained).toBeLessThan(20_000);
-    expect(member.output()).toMatch(/drain timed out after 3 s/);
-    expect((await admin().loadFlow(both.contextId, long.id)).jobs.map((j) => j.status)).toEqual(["error"]);
+    await drainsPastTimeout(
+      both,
+      await both.gateway(["--mode", "combined", "--concurrency", "1", "--drain-timeout", "3"]),
+    );
   });
 
   it("ends `flowc runner start --mode combined` on a signed /admin/drain within --drain-timeout", async () => {
@@ -196,17 +212,8 @@ describe("a runner fleet under chaos", () => {
       "--drain-timeout",
       "3",
     ]);
-    await flowc.waitForLine(/fleet worker \S+ of runner \d+ .* taking jobs/, 30_000);
-    const log = logOf(fleet.contextId);
-    const flow = await admin().submitFlow(fleet.contextId, jobs(1, log, 600));
-    await eventually(() => (runs(log).size >= 1 ? true : undefined), 20_000);
-    const began = Date.now();
-    expect((await fleet.drain(fleet.address)).status).toBe(202);
     // flowc exits with its runner's code, once the drain timed out and the job's error was relayed.
-    expect(await flowc.exited).toEqual({ code: 0, signal: null });
-    expect(Date.now() - began).toBeLessThan(20_000);
-    expect(flowc.output()).toMatch(/drain timed out after 3 s/);
-    expect((await admin().loadFlow(fleet.contextId, flow.id)).jobs.map((j) => j.status)).toEqual(["error"]);
+    await drainsPastTimeout(fleet, flowc);
   });
 
   it("runs a repeated delivery once: the gateway drops it while the job runs, after it ended, and after NATS restarted", async () => {
