@@ -88,18 +88,27 @@ async function drainsPastTimeout(fleet: RegisteredFleet, member: RunnerProcess):
 
 describe("a runner fleet under chaos", () => {
   it("dead-letters a job that kills its worker, and only it: the jobs that ran beside it finish", async () => {
-    const fleet = await fleetIn(2);
+    // Registered with 3 slots, so the coordinator sends all three jobs at once.
+    const fleet = await fleetIn(3);
     await fleet.gateway(["--ack-wait", "2"]);
     const log = logOf(fleet.contextId);
     const flow = await admin().submitFlow(fleet.contextId, {
-      ...jobs(2, log, 1.5),
+      ...jobs(2, log, 6),
       jobs: [
-        ...jobs(2, log, 1.5).jobs,
+        ...jobs(2, log, 6).jobs,
         {
           name: "poison",
           script_type: "sh",
-          // Kills the worker that runs it (its parent), once the others have started beside it.
-          script: `echo "poison $(dirname "$PWD")" >> "$RUN_LOG"\nsleep 0.5\nkill -9 $PPID\nsleep 5\n`,
+          // Kills the worker that runs it (its parent) once both others run beside it there (their
+          // lines in the log name this worker's folder), or after 3 s when they do not come.
+          script: [
+            'here="$(dirname "$PWD")"',
+            'echo "poison $here" >> "$RUN_LOG"',
+            "i=0",
+            'while [ "$(grep -c " $here\\$" "$RUN_LOG")" -lt 3 ] && [ $i -lt 30 ]; do sleep 0.1; i=$((i+1)); done',
+            "kill -9 $PPID",
+            "sleep 5",
+          ].join("\n"),
         },
       ],
     });
@@ -120,8 +129,14 @@ describe("a runner fleet under chaos", () => {
     expect(byName.j0?.status, JSON.stringify(byName.j0)).toBe("finished");
     expect(byName.j1?.status, JSON.stringify(byName.j1)).toBe("finished");
     // Its first run killed the worker with the others beside it; then it ran alone until its limit.
+    // The others died with it there, and ran again (alone, as suspects) to the end.
+    const ran = runs(log);
+    for (const sibling of ["j0", "j1"]) {
+      expect(ran.get(sibling)?.[0]).toBe(ran.get("poison")?.[0]);
+      expect(ran.get(sibling)?.length).toBeGreaterThanOrEqual(2);
+    }
     expect(deaths).toBeGreaterThanOrEqual(3);
-    expect(runs(log).get("poison")).toHaveLength(3);
+    expect(ran.get("poison")).toHaveLength(3);
   });
 
   it("leaves nothing acknowledged in the work stream after a worker is killed and NATS crashes", async () => {
