@@ -23,7 +23,7 @@ const start: Command = {
   name: NAME,
   summary: "run the reference runner (python, sh) as a registered runner, in the foreground",
   usage:
-    "runner start <context> <runner> --key-file <runner key> [--pull] [--listen <host:port>] [--concurrency <n>] [--batch <n>] [--answer-within <ms>] [--work-dir <dir>] [--mode gateway|worker|combined --nats <url>]",
+    "runner start <context> <runner> --key-file <runner key> [--pull] [--listen <host:port>] [--concurrency <n>] [--batch <n>] [--answer-within <ms>] [--work-dir <dir>] [--mode gateway|worker|combined --nats <url> [--drain-timeout <seconds>]]",
   args: ["context", "runner"],
   options: {
     "key-file": { type: "string", value: "<file>", help: "the runner's private key (the one it was registered with)" },
@@ -60,6 +60,11 @@ const start: Command = {
       type: "string",
       value: "<host:port>",
       help: "worker: where /health, /ready, /metrics, /info and /admin/drain are served (default any free port)",
+    },
+    "drain-timeout": {
+      type: "string",
+      value: "<seconds>",
+      help: "with --mode: a drain ends within this long; then running jobs are stopped and report an error (default 600)",
     },
   },
   details: [
@@ -118,7 +123,7 @@ const start: Command = {
         throw new UsageError("a worker takes its jobs from NATS: --listen and --pull are for the gateway", NAME);
       args.push("--mode", mode, "--nats", nats);
     } else {
-      for (const fleetOnly of ["nats", "capacity", "ops-listen"])
+      for (const fleetOnly of ["nats", "capacity", "ops-listen", "drain-timeout"])
         if (options.string(fleetOnly) !== undefined)
           throw new UsageError(`--${fleetOnly} goes with --mode gateway, worker or combined`, NAME);
     }
@@ -126,6 +131,9 @@ const start: Command = {
     if (capacity !== undefined) args.push("--capacity", String(parseCount(capacity, "--capacity", NAME, 1)));
     const opsListen = options.string("ops-listen");
     if (opsListen !== undefined) args.push("--ops-listen", opsListen);
+    const drainTimeout = options.string("drain-timeout");
+    if (drainTimeout !== undefined)
+      args.push("--drain-timeout", String(parseCount(drainTimeout, "--drain-timeout", NAME, 1)));
 
     // A worker is no runner of its own: the gateway stands for the registration.
     if (mode !== "worker")

@@ -5,6 +5,7 @@ import { sleep } from "../../shared/client/index.js";
 import type { RunnerLog } from "../job.js";
 import type { PostOutcome } from "../reporter.js";
 import type { Acceptance, CancelRequest } from "../push-server.js";
+import { deliveryKey, RecentAttempts } from "../recent-attempts.js";
 import type { ReportSink } from "../report-sink.js";
 import { declareAcknowledgedRemoved, removeAcknowledged, SWEEP_ACKNOWLEDGED_MS } from "./acknowledged.js";
 import { FleetLoad } from "./load.js";
@@ -58,9 +59,12 @@ export interface Gateway {
  * The gateway: to the coordinator it is one registered runner. A delivery is verified (by the
  * push server, before this sees it), then published to the work stream with the attempt as its
  * dedupe id, and answered 2xx only once JetStream stored it: that answer is the
- * acknowledgement. A delivery of an attempt the fleet holds already (its first answer was lost)
- * is stored once and answered `duplicate`; one that comes after the dedupe window finds the gate
- * `done` and is not run again. The fleet's capacity is the live workers' slots (or
+ * acknowledgement. A delivery of an attempt this gateway stored lately (its first answer was lost)
+ * is answered `duplicate` and dropped, before anything else is looked at (RecentAttempts, as the
+ * reference runner does); one this gateway does not remember (it restarted, another gateway took
+ * the first) is stored once by JetStream's dedupe, and one JetStream forgot too (a NATS restart
+ * keeps only the dedupe ids of messages still in the stream) finds the gate `done` and is not run
+ * again. The fleet's capacity is the live workers' slots (or
  * `capacityCap`); a delivery beyond it is answered 429, so the coordinator tries again later.
  * Reports come back through the relay. Every few seconds it removes acknowledged job messages
  * NATS kept (acknowledged.ts).
@@ -75,10 +79,16 @@ class FleetGateway implements Gateway {
   private readonly load: FleetLoad;
   private isDraining = false;
   private readonly sweeper: NodeJS.Timeout;
+  /**
+   * Attempts stored lately: a repeat is dropped here without a round trip to NATS, and still is
+   * after a NATS restart, which forgets the dedupe ids of messages already taken off the stream.
+   */
+  private readonly recent: RecentAttempts;
 
   constructor(private readonly options: GatewayOptions) {
     const { nc, names, stores, log, metrics } = options;
     this.js = jetstream(nc);
+    this.recent = new RecentAttempts({ warn: log.warn });
     this.load = new FleetLoad(stores, names, options.capacityCap);
     this.relay = startRelay({
       nc,
@@ -103,6 +113,9 @@ class FleetGateway implements Gateway {
 
   async accept(payload: DeliveryPayload): Promise<Acceptance> {
     const refused = this.refusal(payload);
+    if (refused && refused !== "draining") return refused;
+    // A repeat is answered 2xx whatever the fleet's state now (draining, full), as the first was.
+    if (this.isRepeat(payload)) return "duplicate";
     if (refused) return refused;
     try {
       await this.load.fresh();
@@ -124,6 +137,8 @@ class FleetGateway implements Gateway {
       this.options.log.warn(`leased job ${payload.job_id} not taken: ${why}`);
       return;
     }
+    // Leased again (as the reference runner does with a repeated lease): dropped, not stored twice.
+    if (this.isRepeat(payload)) return;
     // Leased means ours: it is stored even while draining, and acknowledged before any of its
     // events go. Its place is taken now, so the pull loop does not lease past the fleet's room.
     this.load.reserve(1);
@@ -204,7 +219,19 @@ class FleetGateway implements Gateway {
     nc.publish(names.cancelSubject, JSON.stringify({ ...ref, reason: why }));
   }
 
-  /** Publishes a delivery; its place in the fleet is reserved already (`reserved`) or now. */
+  /** A delivery of an attempt stored lately: counted as a duplicate and dropped. */
+  private isRepeat(payload: DeliveryPayload): boolean {
+    if (!this.recent.has(deliveryKey(payload))) return false;
+    this.options.metrics.count("fleet_deliveries_total", DELIVERIES_HELP, { outcome: "duplicate" });
+    this.options.log.info(`a repeated delivery of job ${payload.job_id} (attempt ${payload.attempt}) dropped`);
+    return true;
+  }
+
+  /**
+   * Publishes a delivery; its place in the fleet is reserved already (`reserved`) or now. Once
+   * JetStream stored it (or had it), it is remembered: from then on a repeat is dropped. Not
+   * before: a repeat answered `duplicate` while the first's publish may still fail would be lost.
+   */
   private async publish(payload: DeliveryPayload, reserved = false): Promise<"stored" | "duplicate"> {
     const ref = attemptOf(payload);
     const job = payload.message.job[0] as RunnerJob;
@@ -222,6 +249,7 @@ class FleetGateway implements Gateway {
       throw error;
     }
     if (ack.duplicate) this.load.reserve(-1);
+    this.recent.release(deliveryKey(payload));
     const outcome = ack.duplicate ? "duplicate" : "stored";
     this.options.metrics.count("fleet_deliveries_total", DELIVERIES_HELP, { outcome });
     return outcome;

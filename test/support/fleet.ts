@@ -14,12 +14,13 @@ import {
 } from "../../shared/auth/index.js";
 import { CoordinatorClient, signerFromJwk } from "../../shared/client/index.js";
 import type { FlowSubmissionInput } from "../../shared/flow/index.js";
+import { startFlowc } from "./flowc.js";
 import { spawnRunner, writeKeyFile, type RunnerProcess } from "./runner-process.js";
 import { startTestWorker, type TestWorker } from "./test-worker.js";
 
 /** A nats-server with JetStream of a test file's own, on a free port, its store in a temporary folder. */
 export async function startPrivateNats(): Promise<
-  NatsServerProcess & { restart(): Promise<void>; close(): Promise<void> }
+  NatsServerProcess & { restart(): Promise<void>; crash(): Promise<void>; close(): Promise<void> }
 > {
   const dir = mkdtempSync(path.join(tmpdir(), "fleet-nats-"));
   const port = await freePort();
@@ -37,6 +38,15 @@ export async function startPrivateNats(): Promise<
     /** Stops it (SIGTERM) and starts it again on the same port and store. */
     async restart() {
       await server.stop();
+      server = await startNatsServer({ port, dir });
+    },
+    /**
+     * Kills it (SIGKILL) and starts it again on the same port and store: what it had not
+     * written yet is lost. nats-server 2.9 then comes back with the workers' consumer's ack
+     * floor past messages the work stream still holds (their removals were not written).
+     */
+    async crash() {
+      await server.kill();
       server = await startNatsServer({ port, dir });
     },
     async close() {
@@ -63,6 +73,12 @@ export interface RegisteredFleet {
   worker(args?: string[]): Promise<{ proc: RunnerProcess; ops: string; workDir: string }>;
   /** A signed `POST /admin/drain` to `opsUrl` naming its member (from `/info`), with the runner's key (or `jwk`). */
   drain(opsUrl: string, jwk?: PrivateJwk, member?: string): Promise<Response>;
+  /**
+   * Starts a member as a user does, `flowc runner start <context> <runner> --key-file … --nats …`
+   * and `args` (its `--mode` and the rest), against the coordinator; flowc runs the runner as its
+   * child and exits with its code.
+   */
+  flowcStart(args: string[]): RunnerProcess;
 }
 
 /**
@@ -106,12 +122,13 @@ class FleetProcesses implements RegisteredFleet {
   readonly address: string;
   readonly port: number;
   private readonly scriptTypes: string[];
+  private readonly keyFile: string;
   private readonly common: string[];
   private workers = 0;
 
   constructor(
     private readonly options: FleetRegistration,
-    runner: Omit<RegisteredFleet, "gateway" | "worker" | "drain"> & { scriptTypes: string[] },
+    runner: Omit<RegisteredFleet, "gateway" | "worker" | "drain" | "flowcStart"> & { scriptTypes: string[] },
   ) {
     this.contextId = runner.contextId;
     this.runnerId = runner.runnerId;
@@ -119,8 +136,8 @@ class FleetProcesses implements RegisteredFleet {
     this.address = runner.address;
     this.port = runner.port;
     this.scriptTypes = runner.scriptTypes;
-    const keyFile = writeKeyFile(options.dir, this.contextId, this.runnerId, this.jwk);
-    this.common = ["--context", String(this.contextId), "--runner", String(this.runnerId), "--key-file", keyFile];
+    this.keyFile = writeKeyFile(options.dir, this.contextId, this.runnerId, this.jwk);
+    this.common = ["--context", String(this.contextId), "--runner", String(this.runnerId), "--key-file", this.keyFile];
   }
 
   async gateway(args: string[] = []): Promise<RunnerProcess> {
@@ -147,6 +164,17 @@ class FleetProcesses implements RegisteredFleet {
     const line = await proc.waitForLine(/operations on http:\/\/\S+/, 30_000);
     await proc.waitForLine(/fleet worker \S+ .* taking jobs/, 30_000);
     return { proc, ops: (/operations on (http:\/\/\S+)/.exec(line) as RegExpExecArray)[1] as string, workDir };
+  }
+
+  flowcStart(args: string[]): RunnerProcess {
+    const { contextId, runnerId, keyFile, options } = this;
+    const cli = ["runner", "start", String(contextId), String(runnerId), "--key-file", keyFile];
+    const proc = startFlowc([...cli, "--nats", options.natsUrl(), ...args], {
+      HOME: options.dir,
+      FLOWC_URL: options.url,
+    });
+    options.started.push(proc);
+    return proc;
   }
 
   async drain(opsUrl: string, key = this.jwk, named?: string): Promise<Response> {
