@@ -156,8 +156,15 @@ async function recordsOf(contextId: number, flows: FlowView[]): Promise<{ key: s
   const k = stack().keys;
   const found: { key: string; value: unknown }[] = [];
   const add = async (key: string) => {
-    const value = await direct.call("HGETALL", key);
-    if ((value as unknown[]).length > 0) found.push({ key, value });
+    const pairs = (await direct.call("HGETALL", key)) as string[];
+    // A hash's fields as a sorted object: HGETALL's order is not the hash's content (a field
+    // written again after a delete moves), and what this compares is the content.
+    const value = Object.fromEntries(
+      Array.from({ length: pairs.length / 2 }, (_, i) => [pairs[2 * i], pairs[2 * i + 1]]).sort(([a], [b]) =>
+        String(a).localeCompare(String(b)),
+      ),
+    );
+    if (pairs.length > 0) found.push({ key, value });
   };
   for (const flow of flows) {
     await add(k.flow(contextId, flow.id));
