@@ -12,6 +12,7 @@ import { CoordinatorClient, signerFromJwk } from "../../shared/client/index.js";
 import { Keys } from "../../shared/keys.js";
 import { connectRedis, type Redis } from "../../shared/store/redis.js";
 import { eventually } from "./eventually.js";
+import type { ExtraWorker, PrivateStackOptions, TestRunnerProcess } from "./stack-types.js";
 import { refuseOn, sweepToEnd, type Refusal } from "./stack-storage.js";
 import { watchProcess, type WatchedProcess } from "./process.js";
 import {
@@ -25,40 +26,8 @@ const root = path.resolve(import.meta.dirname, "../..");
 /** Terminal colour codes, taken out of the Worker's output. */
 const ANSI = new RegExp(`${String.fromCharCode(27)}\\[[0-9;]*m`, "g");
 
-/**
- * A test runner (test/support/test-runner.ts) started as a process, listening on `port`. Its
- * stdout is watched; its stderr goes to the test run's.
- */
-export interface TestRunnerProcess extends WatchedProcess {
-  port: number;
-}
-
-/**
- * Another Worker process on a private stack's Redis (see `startWorker`): its own `wrangler dev`,
- * workerd and Durable Object storage, as a second machine's isolates would be.
- */
-export interface ExtraWorker {
-  url: string;
-  /** A client of this process that signs nothing (`.as(signer)` for one that does). */
-  anonymous: CoordinatorClient;
-  /** What this process printed lately. */
-  log(): string;
-  /** Stops it (the stack's `stop` stops it too). */
-  stop(): Promise<void>;
-}
-
-/** How a private stack differs from the local stack `npm run dev` starts. */
-export interface PrivateStackOptions {
-  /**
-   * Fire the cron triggers on their schedule, as `npm run dev` and production do (default). Off
-   * for tests that count Redis commands: a sweep in the middle would be counted too.
-   */
-  cron?: boolean;
-  /** Extra Worker vars. */
-  vars?: Record<string, string>;
-  /** The Worker's inspector on this port, the script not minified (a CPU profile's names). */
-  inspect?: { port: number };
-}
+export type { ExtraWorker, PrivateStackOptions, TestRunnerProcess } from "./stack-types.js";
+export { commandDelta } from "./stack-types.js";
 
 /**
  * A stack of a test file's own: redis-server on a free port, the REST endpoint, and the Worker
@@ -419,21 +388,4 @@ export class PrivateStack {
     const line = await proc.waitForLine(/^(listening \d+|pulling)$/);
     return { ...proc, port: Number(line.split(" ")[1] ?? 0) };
   }
-}
-
-/** The difference of two command counts, by command, and its total. */
-export function commandDelta(
-  before: Map<string, number>,
-  after: Map<string, number>,
-): { total: number; byCommand: Record<string, number> } {
-  const byCommand: Record<string, number> = {};
-  let total = 0;
-  for (const [name, calls] of after) {
-    const delta = calls - (before.get(name) ?? 0);
-    if (delta > 0) {
-      byCommand[name] = delta;
-      total += delta;
-    }
-  }
-  return { total, byCommand };
 }
