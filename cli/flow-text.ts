@@ -8,6 +8,7 @@ export const STATUS_MARK: Record<JobStatus, string> = {
   started: "→",
   finished: "✓",
   error: "✗",
+  skipped: "⤼",
 };
 
 const MAX_VALUE = 40;
@@ -23,10 +24,24 @@ export function resultText(result: Record<string, string>): string {
 }
 
 /** Why a job waits, in words, with when that ends if it is known. */
-export function waitingText(waiting: JobWaiting): string {
-  return waiting.until !== undefined && waiting.reason === "backoff"
-    ? `${waiting.detail} (at ${timestamp(waiting.until)})`
-    : waiting.detail;
+export function waitingText(waiting: JobWaiting, now = Date.now()): string {
+  const until = waiting.until;
+  if (until === undefined) return waiting.detail;
+  if (waiting.reason === "backoff") return `${waiting.detail} (at ${timestamp(until)})`;
+  if (waiting.reason === "event") return `${waiting.detail}, ${leftText(until * 1000 - now)} left`;
+  if (waiting.reason === "sleep") return `sleeping until ${timestamp(until)}, ${leftText(until * 1000 - now)} left`;
+  return waiting.detail;
+}
+
+/** A time left, roughly: "40 s", "12 min", "3 h 5 min", "2 d 4 h". */
+export function leftText(ms: number): string {
+  const s = Math.max(0, Math.round(ms / 1000));
+  if (s < 60) return `${s} s`;
+  const min = Math.floor(s / 60);
+  if (min < 60) return `${min} min`;
+  const h = Math.floor(min / 60);
+  if (h < 48) return min % 60 > 0 ? `${h} h ${min % 60} min` : `${h} h`;
+  return h % 24 > 0 ? `${Math.floor(h / 24)} d ${h % 24} h` : `${Math.floor(h / 24)} d`;
 }
 
 function when(seconds: number | undefined): string {
@@ -43,27 +58,34 @@ export function flowErrorText(
   return `job ${keyOf(error.job) ?? error.name ?? error.job} failed: ${error.reason}`;
 }
 
+/** What a job runs, as a column says it: its script type, or `wait` / `sleep`. */
+function typeText(job: { kind: string; script_type?: string | undefined }): string {
+  return job.script_type ?? job.kind;
+}
+
 /** `flowc flow show`: the flow's fields, then a table of its jobs. */
 export function flowLines(view: FlowView): string[] {
   const keyOf = new Map(view.jobs.map((j) => [j.id, j.key]));
   const { progress } = view;
-  const ended = progress.finished + progress.error;
+  const ended = progress.finished + progress.error + progress.skipped;
   const env = Object.entries(view.env_vars)
     .map(([k, v]) => `${k}=${v}`)
     .join(", ");
   const rows = view.jobs.map((j) => [
     j.key,
     String(j.id),
-    j.script_type,
+    typeText(j),
     `${STATUS_MARK[j.status]} ${j.status}`,
     String(j.attempt),
     j.runner_id === undefined ? "-" : String(j.runner_id),
     j.depends.length > 0 ? j.depends.map((id) => keyOf.get(id) ?? String(id)).join(", ") : "-",
     j.status === "error"
       ? (j.error ?? "error")
-      : j.waiting
-        ? `waits: ${waitingText(j.waiting)}`
-        : resultText(j.result ?? {}) || "-",
+      : j.status === "skipped"
+        ? `skipped: ${j.skip_reason ?? ""}`
+        : j.waiting
+          ? `waits: ${waitingText(j.waiting)}`
+          : resultText(j.result ?? {}) || "-",
   ]);
   return [
     ...fields([
@@ -73,7 +95,7 @@ export function flowLines(view: FlowView): string[] {
       ["status", view.status],
       [
         "progress",
-        `${ended} of ${progress.total} jobs ended (${progress.finished} finished, ${progress.error} error, ${progress.started} running)`,
+        `${ended} of ${progress.total} jobs ended (${progress.finished} finished, ${progress.error} error, ${progress.skipped} skipped, ${progress.started} running)`,
       ],
       ["started", when(view.started_at)],
       ["ended", when(view.ended_at)],
@@ -120,7 +142,7 @@ export function dagLines(dag: FlowDag): string[] {
   for (const { from, to } of dag.edges) parents.get(to)?.push(keyOf.get(from) ?? String(from));
   const ordered = [...dag.nodes].sort((a, b) => (depth.get(a.id) ?? 0) - (depth.get(b.id) ?? 0));
   const keyWidth = Math.max(...ordered.map((n) => n.key.length));
-  const typeWidth = Math.max(...ordered.map((n) => n.script_type.length));
+  const typeWidth = Math.max(...ordered.map((n) => typeText(n).length));
   const statusWidth = Math.max(...ordered.map((n) => n.status.length));
   const depsText = (id: number) => {
     const deps = parents.get(id) ?? [];
@@ -134,7 +156,7 @@ export function dagLines(dag: FlowDag): string[] {
     lastLayer = layer;
     const text = [
       `${label.padStart(2)}  ${STATUS_MARK[node.status]} ${node.key.padEnd(keyWidth)}`,
-      node.script_type.padEnd(typeWidth),
+      typeText(node).padEnd(typeWidth),
       node.status.padEnd(statusWidth),
       depsText(node.id).padEnd(depsWidth),
       node.runner_id !== undefined ? `runner ${node.runner_id}` : "",

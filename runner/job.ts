@@ -3,6 +3,7 @@ import path from "node:path";
 import {
   formatBytes,
   jsonBytes,
+  scriptTypeOf,
   SIZE_LIMITS,
   type DeliveryPayload,
   type Log,
@@ -168,7 +169,7 @@ async function execute(
   reports: AttemptReports,
   cancel: AbortSignal | undefined,
 ): Promise<{ outcome: ExecutionOutcome; logs: Log[] }> {
-  const executor = deps.executorFor(job.script_type);
+  const executor = deps.executorFor(scriptTypeOf(job));
   if (!executor)
     return {
       outcome: { status: "error", error: `this runner has no executor for script type ${job.script_type}` },

@@ -9,6 +9,7 @@ import { problemTable } from "../core/problems.js";
 import { registerRpc } from "./rpc.js";
 import { registerActorRoutes } from "./routes/actors.js";
 import { registerContextRoutes } from "./routes/contexts.js";
+import { registerEventRoutes } from "./routes/events.js";
 import { registerFlowRoutes } from "./routes/flows.js";
 import { registerJobRoutes } from "./routes/jobs.js";
 import { registerMessageRoutes } from "./routes/messages.js";
@@ -44,6 +45,7 @@ export function createApp(): OpenAPIHono<AppEnv> {
   // Job routes before the webhooks: `/jobs/{caller}/{id}/start` must not be read as a webhook.
   registerJobRoutes(app);
   registerRunnerEventRoutes(app);
+  registerEventRoutes(app);
   registerMessageRoutes(app);
   registerRecoveryRoutes(app);
   registerScheduleRoutes(app);

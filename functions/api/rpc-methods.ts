@@ -8,6 +8,8 @@ import {
   ContextDetails,
   ContextLimitsUpdate,
   DeadLetter,
+  EventInput,
+  EventSent,
   Flow,
   FlowDag,
   FlowStatus,
@@ -32,6 +34,7 @@ import { method, type MethodTable } from "./rpc-method.js";
 import { flowDag, listFlows, loadFlow, startFlow, submitFlow } from "../service/flows.js";
 import { cancelJob, JobSubmission, loadJob, loadMessage, rerunJob, startJob, submitJob } from "../service/jobs.js";
 import { inbox, sendMessage } from "../service/messages.js";
+import { sendEvent } from "../service/events.js";
 import {
   cancelFlow,
   deleteDeadLetter,
@@ -166,6 +169,14 @@ export const METHODS: MethodTable = {
     params: InContext,
     result: FlowView,
     run: (call, p) => loadFlow(call, p.context_id, p.id),
+  }),
+  "event.send": method({
+    summary:
+      "Send an event to the context's waits (executors, or a runner of the context): every wait for its name and key finishes with its data; a repeated id is the same event",
+    params: EventInput.safeExtend({ context_id: Id }),
+    result: EventSent,
+    alsoFails: [409],
+    run: (call, { context_id, ...input }) => sendEvent(call, context_id, input),
   }),
   "flow.dag": method({
     summary: "A flow's DAG: nodes with statuses, edges from dependency to dependent (readers)",

@@ -121,6 +121,11 @@ export interface FlowCoordinatorRpc extends Rpc.DurableObjectBranded {
    * at, all at once: one call however many of its attempts a round or a lease claimed.
    */
   deliver(scope: FlowScope, items: string[], runner: DeliveryTarget): Promise<RpcResult<OwnerAnswer[]>>;
+  /**
+   * Offers an event to one of the flow's waits (the context's index of waits named it): the wait
+   * finishes with its data, once; a repeat, or a wait that ended, changes nothing (the outcome says).
+   */
+  takeEvent(scope: FlowScope, event: Extract<FlowEvent, { type: "event" }>): Promise<RpcResult<EventAnswer>>;
   /** The supervisor's poke: settle what is pending, act on due deadlines. */
   tick(scope: FlowScope): Promise<RpcResult<null>>;
   /** Tells the flow's stream that dispatch in its context was paused or resumed (once per change). */

@@ -8,7 +8,7 @@ import {
 } from "../../shared/flow/index.js";
 import { parseWorkItem } from "../../shared/keys.js";
 import { runnerKeyId } from "../../shared/auth/index.js";
-import type { DeliveryPayload, Log, Message } from "../../shared/model/index.js";
+import { scriptTypeOf, type DeliveryPayload, type Log, type Message } from "../../shared/model/index.js";
 import { readyQueueOf, type Store } from "../../shared/store/index.js";
 import type { DeliverAnswer, DeliveryTarget } from "../core/contracts.js";
 import type { CoordinatorKey } from "../core/coordinator-key.js";
@@ -170,7 +170,14 @@ async function record(
     return sent ? { outcome: "delivered" } : { outcome: "delivered", payload };
   }
   await owner.enqueue({ type: "unassigned", ...base, reason: sent.reason, at: Date.now() });
-  return { outcome: "refused", reason: sent.reason, queue: readyQueueOf(owner.store().keys, owner.state(), spec) };
+  return {
+    outcome: "refused",
+    reason: sent.reason,
+    queue: readyQueueOf(owner.store().keys, owner.state(), {
+      ...spec,
+      script_type: scriptTypeOf({ id: base.job, script_type: spec.script_type }),
+    }),
+  };
 }
 
 /** A delivery of unknown outcome, said in the Worker's log and in the `delivered` event. */

@@ -123,6 +123,16 @@ export class FlowCoordinator extends DurableObject<Env> implements FlowCoordinat
     });
   }
 
+  /** An event a wait of the flow matched: applied like any event, no nonce (the event's id is its own guard). */
+  async takeEvent(scope: FlowScope, event: Extract<FlowEvent, { type: "event" }>): Promise<RpcResult<EventAnswer>> {
+    return this.guard(scope, async () => {
+      this.current();
+      const t = await this.flow.commits.enqueue(event);
+      const job = t.state.jobs[event.job];
+      return { outcome: t.outcome, ...(t.reason ? { reason: t.reason } : {}), ...(job ? { status: job.status } : {}) };
+    });
+  }
+
   /** A runner's event, once the flow is known to exist. */
   private applyReported(event: FlowEvent, extras: EventExtras): Promise<EventAnswer> {
     return applyReported(this.flow.nonces, this.flow.commits, this.bound().origin, event, extras);

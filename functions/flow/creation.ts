@@ -1,5 +1,5 @@
 import {
-  failedJobs,
+  rerunJobs,
   messagesNeeded,
   newFlowState,
   rerunBases,
@@ -87,7 +87,7 @@ export async function createNow(host: CreationHost, scope: FlowScope, input: Cre
 export async function rerunEvent(scope: FlowScope, state: FlowState, store: Store): Promise<FlowEvent> {
   if (state.status !== "error")
     throw scopeConflict(scope, state.status, `is ${state.status}: only a failed one can be re-run`);
-  const needed = messagesNeeded(failedJobs(state).map((id) => (state.jobs[id] as JobState).spec));
+  const needed = messagesNeeded(rerunJobs(state).map((id) => (state.jobs[id] as JobState).spec));
   const first = await store.messages.allocateIds(state.contextId, state.callerId, needed);
   return { type: "rerun", bases: rerunBases(state, first), at: Date.now() };
 }

@@ -2,6 +2,7 @@ import {
   changedJobs,
   deadlineEvent,
   dueDeadlines,
+  flowDeadline,
   type FlowEvent,
   type FlowState,
   type JobState,
@@ -196,7 +197,11 @@ export class Deadlines {
     by?: number,
   ): Promise<void> {
     const due = state ? this.index.nearest(state, before) : undefined;
-    const times = [due, retrySoon ? now + RETRY_SOON_MS : undefined, by].filter((t): t is number => t !== undefined);
+    // The flow's own deadline (timeouts.flow) belongs to no job: the index does not hold it.
+    const flowDue = state && state.endedAt === undefined ? flowDeadline(state) : undefined;
+    const times = [due, flowDue, retrySoon ? now + RETRY_SOON_MS : undefined, by].filter(
+      (t): t is number => t !== undefined,
+    );
     const target = times.length === 0 ? null : Math.min(...times);
     if (target === this.armed) return;
     // While work is claimed and not delivered, an alarm that comes by then already does: moving it

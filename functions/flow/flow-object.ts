@@ -17,6 +17,7 @@ import { FlowEffects, type EffectsHost } from "./effects.js";
 import { FeedRelay } from "./feed-relay.js";
 import { GroupCommit, type CommitHost, type Committed } from "./group-commit.js";
 import { Incarnations, type Forgetful, type IncarnationHost } from "./incarnation.js";
+import { KeptEvents, type KeptEventsHost } from "./kept-events.js";
 import { NonceLedger } from "./nonces.js";
 import { assignmentsOf, awaitsRunners, CLAIM_SAFETY_MS, OwnClaims, type OwnClaimsHost } from "./own-claims.js";
 import type { PendingCommit } from "./pending.js";
@@ -45,7 +46,9 @@ import { whyUndelivered } from "./waiting.js";
  * `own` (the work a commit claims for the flow itself) and `incarnations` (storage of another
  * flow under the id is wiped before use).
  */
-export class FlowObject implements CommitHost, DeadlineHost, OwnClaimsHost, IncarnationHost, EffectsHost {
+export class FlowObject
+  implements CommitHost, DeadlineHost, OwnClaimsHost, IncarnationHost, EffectsHost, KeptEventsHost
+{
   readonly storage: DurableObjectStorage;
   readonly binding: FlowBinding;
   readonly nonces: NonceLedger;
@@ -57,6 +60,7 @@ export class FlowObject implements CommitHost, DeadlineHost, OwnClaimsHost, Inca
   readonly effects: FlowEffects;
   readonly own: OwnClaims;
   readonly incarnations: Incarnations;
+  readonly kept: KeptEvents;
 
   constructor(
     readonly ctx: DurableObjectState,
@@ -72,6 +76,7 @@ export class FlowObject implements CommitHost, DeadlineHost, OwnClaimsHost, Inca
     this.effects = new FlowEffects(env, ctx.storage, this);
     this.own = new OwnClaims(this);
     this.incarnations = new Incarnations(this);
+    this.kept = new KeptEvents(this);
   }
 
   // The path of a durable batch (CommitHost).
@@ -81,6 +86,7 @@ export class FlowObject implements CommitHost, DeadlineHost, OwnClaimsHost, Inca
     this.rememberMessages(batch);
     this.deliverOwnClaims(batch);
     const woken = await this.effects.committed(batch);
+    this.lookBack(batch);
     this.relay.later(this.bound(), () => void this.arm(undefined, true).catch(() => undefined));
     // A wake still owed, or memory forgotten after a conflict: the alarm comes back soon.
     const current = this.commits.current;
@@ -97,6 +103,12 @@ export class FlowObject implements CommitHost, DeadlineHost, OwnClaimsHost, Inca
   /** 2. What the commit claimed for the flow goes to its runners now, beside what the commit still owes. */
   private deliverOwnClaims(batch: Committed): void {
     if (batch.outcome) this.own.claimed(batch.claims, batch.outcome);
+  }
+
+  /** 3b. Waits the batch started take an event their context kept for them, if any (kept-events.ts). */
+  private lookBack(batch: Committed): void {
+    const started = batch.steps.flatMap((s) => s.effects.flatMap((e) => (e.type === "waitStarted" ? [e.job] : [])));
+    this.kept.started(started);
   }
 
   /** A plan left pending was run again and applied: what it owed dispatch is owed again. */
@@ -132,6 +144,7 @@ export class FlowObject implements CommitHost, DeadlineHost, OwnClaimsHost, Inca
 
   reloaded(state: FlowState): void {
     this.stream.catchUp(this.bound(), state);
+    this.kept.reloaded(state);
   }
 
   claims(state: FlowState, commit: CommitPlan): ReturnType<OwnClaims["claimsFor"]> {
@@ -166,7 +179,8 @@ export class FlowObject implements CommitHost, DeadlineHost, OwnClaimsHost, Inca
       owedDone = (await this.effects.wake({ reap: true })) && owedDone;
     const reached = await this.deadlines.actOnDue(state);
     const fed = await this.relay.forward(this.bound());
-    await this.arm(this.commits.current ?? state, !reached || !owedDone || !fed);
+    const lookedBack = await this.kept.lookBack();
+    await this.arm(this.commits.current ?? state, !reached || !owedDone || !fed || !lookedBack);
   }
 
   /** Sets the alarm (Deadlines.arm), never later than work this object claimed must be delivered by. */
@@ -229,6 +243,7 @@ export class FlowObject implements CommitHost, DeadlineHost, OwnClaimsHost, Inca
       this.nonces,
       { forget: () => this.outgoing.clear() },
       { forget: () => this.own.forget() },
+      this.kept,
     ];
   }
 

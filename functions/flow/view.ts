@@ -1,5 +1,13 @@
-import { flowResult, jobKey, nearestDeadline, type FlowState, type JobState } from "../../shared/flow/index.js";
+import {
+  flowResult,
+  jobKey,
+  jobKind,
+  nearestDeadline,
+  type FlowState,
+  type JobState,
+} from "../../shared/flow/index.js";
 import type { FlowView, JobView, JobWaiting } from "../../shared/model/index.js";
+import { skippedOf } from "../../shared/store/flow-records.js";
 
 const secs = (ms: number) => Math.floor(ms / 1000);
 
@@ -10,6 +18,11 @@ function ownWaiting(state: FlowState, job: JobState): JobWaiting | undefined {
     const open = job.depends.map((id) => state.jobs[id] as JobState).filter((dep) => dep.status !== "finished");
     return { reason: "dependencies", detail: `waiting for ${open.map(jobKey).join(", ") || "its dependencies"}` };
   }
+  if (job.deadline?.kind === "wait") {
+    const detail = `waiting for event ${job.spec.wait?.event} with key ${JSON.stringify(job.waitKey ?? "")}`;
+    return { reason: "event", detail, until: secs(job.deadline.at) };
+  }
+  if (job.deadline?.kind === "sleep") return { reason: "sleep", detail: "sleeping", until: secs(job.deadline.at) };
   if (job.status !== "dispatched") return undefined;
   if (job.deadline?.kind === "retry") {
     return {
@@ -37,8 +50,10 @@ function jobView(state: FlowState, job: JobState, dispatch: Map<number, JobWaiti
     id: job.id,
     ...(job.name ? { name: job.name } : {}),
     key: jobKey(job),
-    script_type: job.spec.script_type,
+    kind: jobKind(job.spec),
+    ...(job.spec.script_type !== undefined ? { script_type: job.spec.script_type } : {}),
     status: job.status,
+    ...kindView(job),
     attempt: job.attempt,
     depends: job.depends,
     ...(job.delivery ? { runner_id: job.delivery.runnerId, delivery: job.delivery.state } : {}),
@@ -47,6 +62,19 @@ function jobView(state: FlowState, job: JobState, dispatch: Map<number, JobWaiti
     ...(job.result ? { result: job.result } : {}),
     ...(job.error ? { error: job.error } : {}),
     ...(waiting ? { waiting } : {}),
+  };
+}
+
+/** What a job that runs no script does (its wait, its sleep), its rules, and why it was skipped. */
+function kindView(job: JobState): Partial<JobView> {
+  const { wait, when, needs, allow_failure } = job.spec;
+  return {
+    ...(wait ? { wait: { event: wait.event, key: job.waitKey ?? wait.key, timeout: wait.timeout } } : {}),
+    ...(job.deadline?.kind === "sleep" ? { sleep_until: secs(job.deadline.at) } : {}),
+    ...(when !== undefined ? { when } : {}),
+    ...(needs !== undefined ? { needs } : {}),
+    ...(allow_failure ? { allow_failure } : {}),
+    ...(job.skipReason !== undefined ? { skip_reason: job.skipReason } : {}),
   };
 }
 
@@ -63,6 +91,7 @@ export function flowView(state: FlowState, dispatch: Map<number, JobWaiting> = n
     started: 0,
     finished: 0,
     error: 0,
+    skipped: 0,
   };
   for (const job of jobs) progress[job.status]++;
   const due = nearestDeadline(state);
@@ -74,6 +103,7 @@ export function flowView(state: FlowState, dispatch: Map<number, JobWaiting> = n
     env_vars: state.envVars,
     result: flowResult(state),
     ...(state.error ? { error: state.error } : {}),
+    ...skippedOf(state),
     trace_id: state.traceId,
     priority: state.priority,
     ...(state.maxParallel !== undefined ? { max_parallel: state.maxParallel } : {}),

@@ -1,5 +1,5 @@
 import type { FlowState } from "../../shared/flow/index.js";
-import type { JobWaiting } from "../../shared/model/index.js";
+import { scriptTypeOf, type JobWaiting } from "../../shared/model/index.js";
 import type { WaitReason } from "../core/contracts.js";
 import { dispatchScopeOf, type FlowScope } from "../core/scopes.js";
 import { dispatcherStub } from "../core/stubs.js";
@@ -15,7 +15,7 @@ export async function explainWaiting(env: Env, scope: FlowScope, state: FlowStat
   const jobs = waitingForRunner(state);
   if (jobs.length === 0) return new Map();
   const wants = jobs.map((job) => ({
-    scriptType: job.spec.script_type,
+    scriptType: scriptTypeOf({ id: job.id, script_type: job.spec.script_type }),
     ...(job.spec.runner_id !== undefined ? { runnerId: job.spec.runner_id } : {}),
   }));
   const dispatch = dispatchScopeOf(scope);

@@ -65,6 +65,21 @@ export async function contextFor(
 }
 
 /**
+ * The context an event is sent to, and that the sender may send it: an actor allowed to execute
+ * there (as contextFor checks), or a runner of the context (from the same cache).
+ */
+export async function senderContext(call: ServiceCall, contextId: number): Promise<Context> {
+  const p = call.principal;
+  if (p.kind !== "runner") return contextFor(call, contextId, "execute");
+  if (p.contextId !== contextId)
+    throw new Problem("forbidden", `runner ${p.id} is not a runner of context ${contextId}`, { needed: ["execute"] });
+  const load = () => call.store.contexts.load({ id: contextId });
+  const context = (await contexts.get(call.store, call.config.keyCacheSeconds, contextId, load, () => true)) as Context;
+  if (context.deleting_since !== undefined) throw new Problem("not-found", `context ${contextId} is being deleted`);
+  return context;
+}
+
+/**
  * After a change of a context (its lists, limits, pause, deletion): every isolate reads it again
  * within a second (the epoch), this one at once.
  */

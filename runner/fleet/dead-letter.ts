@@ -35,7 +35,7 @@ export async function sendToDeadLetters(
   payload?: DeliveryPayload,
 ): Promise<void> {
   const { names, metrics } = to;
-  const type = payload ? (payload.message.job[0] as RunnerJob).script_type : "unknown";
+  const type = payload ? ((payload.message.job[0] as RunnerJob).script_type ?? "unknown") : "unknown";
   const ref = payload ? attemptOf(payload) : undefined;
   const h = natsHeaders();
   h.set("Fleet-Reason", reason.slice(0, 1000));

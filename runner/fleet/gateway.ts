@@ -1,6 +1,6 @@
 import { headers as natsHeaders, type NatsConnection } from "@nats-io/nats-core";
 import { jetstream, type JetStreamClient } from "@nats-io/jetstream";
-import type { DeliveryPayload, RunnerJob } from "../../shared/model/index.js";
+import { scriptTypeOf, type DeliveryPayload, type RunnerJob } from "../../shared/model/index.js";
 import { sleep } from "../../shared/client/index.js";
 import type { RunnerLog } from "../job.js";
 import type { PostOutcome } from "../reporter.js";
@@ -240,7 +240,7 @@ class FleetGateway implements Gateway {
     if (!reserved) this.load.reserve(1);
     let ack;
     try {
-      ack = await this.js.publish(this.options.names.job(job.script_type, ref), JSON.stringify(payload), {
+      ack = await this.js.publish(this.options.names.job(scriptTypeOf(job), ref), JSON.stringify(payload), {
         msgID: attemptId(ref),
         headers: h,
       });
@@ -259,7 +259,7 @@ class FleetGateway implements Gateway {
     const { contextId, runnerId, scriptTypes } = this.options;
     if (payload.context_id !== contextId || payload.runner_id !== runnerId)
       return { refused: `this delivery is for runner ${payload.runner_id} of context ${payload.context_id}` };
-    const type = (payload.message.job[0] as RunnerJob).script_type;
+    const type = scriptTypeOf(payload.message.job[0] as RunnerJob);
     if (!scriptTypes.includes(type))
       return { refused: `this fleet does not run ${type} scripts (it runs ${scriptTypes.join(", ")})` };
     if (this.isDraining) return "draining";

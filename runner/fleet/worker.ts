@@ -1,7 +1,7 @@
 import type { Msg, NatsConnection, Subscription } from "@nats-io/nats-core";
 import { jetstream, type Consumer, type ConsumerMessages, type JetStreamClient, type JsMsg } from "@nats-io/jetstream";
 import { sleep } from "../../shared/client/index.js";
-import { DeliveryPayload, type RunnerJob } from "../../shared/model/index.js";
+import { DeliveryPayload, scriptTypeOf, type RunnerJob } from "../../shared/model/index.js";
 import { describeAttempt, runDelivery, type JobDeps } from "../job.js";
 import { JOBS_HELP, sendToDeadLetters, type DeadLetterTarget } from "./dead-letter.js";
 import { EventSink } from "./events.js";
@@ -264,13 +264,14 @@ class Worker implements FleetWorker {
         `${label} was started ${gate.alone} times alone on a worker and never finished`,
         payload,
       ));
-    if (!scriptTypes.includes(job.script_type)) {
+    const type = scriptTypeOf(job);
+    if (!scriptTypes.includes(type)) {
       // Another worker may run it: its deliveries here do not count. Only when no live worker
       // runs its type does it become poison.
-      if (!(await this.runByOthers(job.script_type)) && m.info.deliveryCount >= setup.maxDeliver)
+      if (!(await this.runByOthers(type)) && m.info.deliveryCount >= setup.maxDeliver)
         return void (await this.deadLetter(
           m,
-          `${label}: no live worker runs ${job.script_type} scripts (delivered ${m.info.deliveryCount} times)`,
+          `${label}: no live worker runs ${type} scripts (delivered ${m.info.deliveryCount} times)`,
           payload,
         ));
       return void m.nak(1_000);
@@ -295,7 +296,7 @@ class Worker implements FleetWorker {
     const done = (async () => {
       try {
         const end = await runDelivery(payload, { ...this.options.job, sink }, { ack: false, cancel: cancel.signal });
-        metrics.observeDuration((Date.now() - began) / 1000, { script_type: job.script_type });
+        metrics.observeDuration((Date.now() - began) / 1000, { script_type: scriptTypeOf(job) });
         if (!sink.resultStored) {
           // The result is not in NATS: let another delivery run it rather than lose it.
           this.log.warn(`${label}: its result could not be stored; the job message goes back`);

@@ -9,12 +9,14 @@ import {
   type RequestSigner,
 } from "../auth/index.js";
 import type { FlowSubmissionInput } from "../flow/index.js";
+import type { EventInput } from "../model/index.js";
 import {
   Actor,
   Context,
   ContextDetails,
   ContextStreamEvent,
   DeadLetter,
+  EventSent,
   Flow,
   FlowDag,
   FlowStreamEvent,
@@ -256,6 +258,15 @@ export class CoordinatorClient {
     return FlowView.parse(
       await this.request("POST", `/v1/contexts/${contextId}/flows/${flowId}/cancel`, reason ? { reason } : {}),
     );
+  }
+
+  /**
+   * Sends an event to a context's waits (as an executor of the context, or one of its runners):
+   * every wait for its name and key finishes with `data`. Give an `id` to make it idempotent:
+   * sending it again (after a lost answer) is the same event, answered `duplicate`.
+   */
+  async sendEvent(contextId: number, event: z.input<typeof EventInput>): Promise<EventSent> {
+    return EventSent.parse(await this.request("POST", `/v1/contexts/${contextId}/events`, event));
   }
 
   /** Runs a failed flow again from its failed jobs; finished jobs keep their results. */

@@ -24,9 +24,25 @@ export function messagesNeeded(jobs: Pick<DagJob, "retries">[]): number {
   return jobs.reduce((sum, job) => sum + attemptBlock(job), 0) + 1;
 }
 
-/** The jobs a re-run runs again: the failed ones, in submission order. */
-export function failedJobs(state: FlowState): number[] {
-  return state.order.filter((id) => (state.jobs[id] as JobState).status === "error");
+/**
+ * The jobs a re-run runs again, in submission order: the failed ones, and those skipped because
+ * of them (downstream of a failed job: their rules may let them run once it finishes).
+ */
+export function rerunJobs(state: FlowState): number[] {
+  const again = new Set<number>();
+  for (const id of state.order) {
+    const job = state.jobs[id] as JobState;
+    if (job.status === "error") again.add(id);
+  }
+  const pending = [...again];
+  while (pending.length > 0) {
+    for (const next of (state.jobs[pending.pop() as number] as JobState).dependents) {
+      if (again.has(next) || (state.jobs[next] as JobState).status !== "skipped") continue;
+      again.add(next);
+      pending.push(next);
+    }
+  }
+  return state.order.filter((id) => again.has(id));
 }
 
 /**
@@ -36,7 +52,7 @@ export function failedJobs(state: FlowState): number[] {
 export function rerunBases(state: FlowState, first: number): Record<number, number> {
   const bases: Record<number, number> = {};
   let next = first;
-  for (const id of failedJobs(state)) {
+  for (const id of rerunJobs(state)) {
     bases[id] = next;
     next += attemptBlock((state.jobs[id] as JobState).spec);
   }
@@ -44,15 +60,26 @@ export function rerunBases(state: FlowState, first: number): Record<number, numb
 }
 
 /** What a job runs, from its submission or its stored record (the same fields in both). */
-export function specOf(job: Omit<JobSpec, "runner_id"> & { runner_id?: number | undefined }): JobSpec {
+export function specOf(
+  job: { [K in keyof JobSpec]?: JobSpec[K] | undefined } & Pick<
+    JobSpec,
+    "timeout" | "retries" | "env_vars" | "prerequisites"
+  >,
+): JobSpec {
   return {
-    script: job.script,
-    script_type: job.script_type,
+    script: job.script ?? "",
+    ...(job.script_type !== undefined ? { script_type: job.script_type } : {}),
     timeout: job.timeout,
     retries: job.retries,
     env_vars: job.env_vars,
     prerequisites: job.prerequisites,
     ...(job.runner_id !== undefined ? { runner_id: job.runner_id } : {}),
+    ...(job.wait !== undefined ? { wait: job.wait } : {}),
+    ...(job.sleep !== undefined ? { sleep: job.sleep } : {}),
+    ...(job.sleep_until !== undefined ? { sleep_until: job.sleep_until } : {}),
+    ...(job.when !== undefined ? { when: job.when } : {}),
+    ...(job.needs !== undefined && job.needs !== "all_finished" ? { needs: job.needs } : {}),
+    ...(job.allow_failure ? { allow_failure: true } : {}),
   };
 }
 

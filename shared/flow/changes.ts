@@ -23,6 +23,7 @@ function progressOf(state: FlowState): Record<JobStatus, number> {
     started: 0,
     finished: 0,
     error: 0,
+    skipped: 0,
   };
   for (const id of state.order) counts[(state.jobs[id] as JobState).status]++;
   return counts;
@@ -92,6 +93,17 @@ export function changesOf(before: FlowState, t: Transition, event: FlowEvent, li
     const now = job(id);
     if (now.status === "waiting_for_prerequisites" && was.status !== now.status)
       out.push(jobChange("job.waiting", now, at));
+    const started = now.status === "started" && (was.status !== "started" || was.attempt !== now.attempt);
+    if (started && now.deadline?.kind === "wait") {
+      const waiting = {
+        event_name: now.spec.wait?.event ?? "",
+        event_key: now.waitKey ?? "",
+        until_ms: now.deadline.at,
+      };
+      out.push(jobChange("job.wait_started", now, at, waiting));
+    }
+    if (started && now.deadline?.kind === "sleep")
+      out.push(jobChange("job.sleep_started", now, at, { until_ms: now.deadline.at }));
   }
   for (const effect of t.effects) {
     switch (effect.type) {
@@ -107,6 +119,8 @@ export function changesOf(before: FlowState, t: Transition, event: FlowEvent, li
       case "jobEnded": {
         const now = job(effect.job);
         if (now.status === "finished") out.push(jobChange("job.finished", now, at, { result: now.result ?? {} }));
+        else if (now.status === "skipped")
+          out.push(jobChange("job.skipped", now, at, { reason: now.skipReason ?? "" }));
         else out.push(jobChange("job.error", now, at, now.error ? { error: now.error } : {}));
         break;
       }
@@ -135,6 +149,7 @@ const CATCH_UP: Record<JobStatus, FlowEventType> = {
   started: "job.started",
   finished: "job.finished",
   error: "job.error",
+  skipped: "job.skipped",
 };
 
 /**

@@ -6,10 +6,12 @@ export interface DagIssue {
   message: string;
 }
 
-/** A job of a validated DAG: its final id and its dependencies as ids. */
-export interface DagJob extends Omit<FlowJobInput, "depends"> {
+/** A job of a validated DAG: its final id and its dependencies as ids (its rules' defaults may be left out). */
+export interface DagJob extends Omit<FlowJobInput, "depends" | "needs" | "allow_failure"> {
   id: number;
   depends: number[];
+  needs?: FlowJobInput["needs"];
+  allow_failure?: boolean;
 }
 
 function label(job: FlowJobInput, index: number): string {

@@ -9,7 +9,8 @@ const NO_TIMEOUT_SILENCE_MS = 3_600_000;
 /** Retry backoff when the flow does not say: base and cap of the exponential, full jitter. */
 export const RETRY_DEFAULTS = { baseMs: 1_000, capMs: 60_000 } as const;
 
-export const ENDED = new Set(["finished", "error"]);
+/** The statuses a job ends in. */
+export const ENDED: ReadonlySet<string> = new Set(["finished", "error", "skipped"]);
 
 /**
  * The jobs each applied transition changed, by the state it reached and the one it came from.
@@ -41,8 +42,8 @@ export function changedJobs(before: FlowState, after: FlowState): number[] {
   return [...ids];
 }
 
-/** How many jobs, from the start of its order, a state of a running flow had finished. */
-const finishedPrefix = new WeakMap<FlowState, number>();
+/** How many jobs, from the start of its order, a state of a running flow had ended. */
+const endedPrefix = new WeakMap<FlowState, number>();
 
 /**
  * A shallow copy of the flow's jobs record, made by one store per job in the flow's order rather
@@ -66,6 +67,8 @@ export class Draft {
   private readonly jobs: Record<number, JobState>;
   readonly effects: FlowEffect[] = [];
   private readonly touched = new Set<number>();
+  /** A job that had ended was made to run again (a re-run): the ended prefix carried over no longer holds. */
+  private reopened = false;
 
   constructor(private readonly from: FlowState) {
     this.jobs = copyJobs(from);
@@ -78,6 +81,7 @@ export class Draft {
 
   /** Applies a patch; a field given as undefined is removed. */
   update(id: number, patch: { [K in keyof JobState]?: JobState[K] | undefined }): JobState {
+    if (patch.status !== undefined && ENDED.has(this.job(id).status) && !ENDED.has(patch.status)) this.reopened = true;
     const next = { ...this.job(id), ...patch };
     for (const key of Object.keys(patch) as (keyof JobState)[]) if (patch[key] === undefined) delete next[key];
     this.jobs[id] = next as JobState;
@@ -86,29 +90,24 @@ export class Draft {
   }
 
   /**
-   * Whether every job of the flow has finished. Jobs that finished stay finished while the flow
-   * runs (a re-run aside, which `done` watches for), so how far the order is known to be
-   * finished is carried from state to state, and a flow whose jobs end one by one is not read
-   * whole at every end.
+   * Whether every job of the flow has ended. Jobs that ended stay ended while the flow runs (a
+   * re-run aside, which `done` watches for), so how far the order is known to be ended is
+   * carried from state to state, and a flow whose jobs end one by one is not read whole at
+   * every end.
    */
-  allFinished(): boolean {
-    let at = finishedPrefix.get(this.from) ?? 0;
+  allEnded(): boolean {
+    let at = this.reopened ? 0 : (endedPrefix.get(this.from) ?? 0);
     const order = this.flow.order;
-    while (at < order.length && this.job(order[at] as number).status === "finished") at++;
-    finishedPrefix.set(this.flow, at);
+    while (at < order.length && ENDED.has(this.job(order[at] as number).status)) at++;
+    endedPrefix.set(this.flow, at);
     return at === order.length;
   }
 
   done(): Transition {
     changes.set(this.flow, { from: new WeakRef(this.from), ids: this.touched });
-    // The finished prefix still holds unless a finished job was made unfinished (a re-run).
-    const carried = finishedPrefix.get(this.from);
-    if (carried !== undefined && !finishedPrefix.has(this.flow)) {
-      const reopened = [...this.touched].some(
-        (id) => this.from.jobs[id]?.status === "finished" && this.job(id).status !== "finished",
-      );
-      if (!reopened) finishedPrefix.set(this.flow, carried);
-    }
+    // The ended prefix still holds unless an ended job was made to run again (a re-run).
+    const carried = endedPrefix.get(this.from);
+    if (carried !== undefined && !endedPrefix.has(this.flow) && !this.reopened) endedPrefix.set(this.flow, carried);
     return { state: this.flow, effects: this.effects, outcome: "applied" };
   }
 }

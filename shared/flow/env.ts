@@ -27,7 +27,9 @@ export function jobInputs(flow: FlowState, job: JobState): Record<string, Result
  *    `JOB_NAME` (when named), `JOB_ATTEMPT`, `TRACE_ID` (the flow's W3C trace id);
  * 3. the results of the job's dependencies: `FLOW_INPUTS` is a JSON object
  *    `{ "<dependency name or id>": { "<key>": "<value>" } }`, and each value is also
- *    `DEP_<DEPENDENCY>_<KEY>` (upper-cased, anything but letters, digits and _ turned into _).
+ *    `DEP_<DEPENDENCY>_<KEY>` (upper-cased, anything but letters, digits and _ turned into _);
+ *    how each dependency ended is `DEP_<DEPENDENCY>_STATUS` (finished, error or skipped: a job
+ *    whose `needs` let it run past a failure or a skip reads it there).
  */
 export function jobEnvironment(flow: FlowState, job: JobState): EnvVars {
   const env: EnvVars = { ...flow.envVars, ...job.spec.env_vars };
@@ -40,6 +42,10 @@ export function jobEnvironment(flow: FlowState, job: JobState): EnvVars {
   const inputs = jobInputs(flow, job);
   for (const [key, result] of Object.entries(inputs)) {
     for (const [name, value] of Object.entries(result)) env[`DEP_${envSafe(key)}_${envSafe(name)}`] = value;
+  }
+  for (const depId of job.depends) {
+    const dep = flow.jobs[depId] as JobState;
+    env[`DEP_${envSafe(jobKey(dep))}_STATUS`] = dep.status;
   }
   env.FLOW_INPUTS = JSON.stringify(inputs);
   return env;

@@ -38,6 +38,11 @@ export type FlowEvent =
   | { type: "postponed"; job: number; attempt: number; kind: DeadlineKind; until: number; at: number }
   | { type: "cancel"; reason: string; at: number }
   /**
+   * An event a wait of the flow matched (by its name and key, through the context's index of
+   * waits): the wait finishes with the event's data as its result. `id` is the event's.
+   */
+  | { type: "event"; job: number; id: string; name: string; key: string; data: ResultMap; at: number }
+  /**
    * Storage was out of reach for `downFor` ms, so the coordinator could take no report: the
    * delivery, acknowledgement and result deadlines pending move that much later (the outage is
    * not charged to runners).
@@ -56,7 +61,7 @@ export type FlowEffect =
   | { type: "dispatch"; job: number; attempt: number }
   /** An attempt failed and the job will be tried again (its message is settled as an error). */
   | { type: "attemptFailed"; job: number; attempt: number }
-  /** The job reached a final status (finished or error). */
+  /** The job reached a final status (finished, error or skipped). */
   | { type: "jobEnded"; job: number }
   /** A job failed for good: keep it in the context's dead letters, with why and how often. */
   | { type: "deadLetter"; job: number; kind: "job" | "undeliverable"; reason: string }
@@ -65,7 +70,9 @@ export type FlowEffect =
   /** The flow reached a final status: report it to the actor. */
   | { type: "flowEnded" }
   /** A failed flow runs again. */
-  | { type: "flowRerun"; jobs: number[] };
+  | { type: "flowRerun"; jobs: number[] }
+  /** A wait started: the context's index of waits by event name and key gets it (until it ends). */
+  | { type: "waitStarted"; job: number };
 
 /**
  * The event that ends an attempt as its runner told it, through the `result` webhook or in its

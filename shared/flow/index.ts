@@ -1,12 +1,13 @@
 export { resolveDag } from "./dag.js";
 export type { DagIssue, DagJob } from "./dag.js";
 export { jobEnvironment } from "./env.js";
-export { failedJobs, messagesNeeded, newFlowState, rerunBases } from "./build.js";
+export { rerunJobs, messagesNeeded, newFlowState, rerunBases } from "./build.js";
 export { apply, deadlineEvent, dueDeadlines, nearestDeadline } from "./machine.js";
 export { reportedEnd } from "./events.js";
+export { flowDeadline } from "./work.js";
 export { changedJobs, ENDED, RETRY_DEFAULTS } from "./draft.js";
 export type { FlowEffect, FlowEvent, TransitionOutcome, Transition } from "./machine.js";
-export { attemptBlock, flowResult, jobKey, messageId, resultMessageId } from "./state.js";
+export { attemptBlock, flowResult, jobKey, jobKind, messageId, resultMessageId } from "./state.js";
 export type { Deadline, Delivery, FlowState, FlowTimeouts, JobSpec, JobState } from "./state.js";
 export { FLOW_LIMITS, FlowJobInput, FlowSubmission, MESSAGE_TIMEOUTS, MessageTimeouts } from "./submission.js";
 export type { FlowSubmissionInput } from "./submission.js";

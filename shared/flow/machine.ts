@@ -1,8 +1,9 @@
 import { deadline, dispatch, Draft, ENDED, leaseDeadline } from "./draft.js";
 import { unchanged, type FlowEvent, type Transition } from "./events.js";
-import { failedJobs } from "./build.js";
-import { cancel, fail, finish, rerun } from "./outcomes.js";
-import { jobKey, type Deadline, type Delivery, type FlowState, type JobState } from "./state.js";
+import { rerunJobs } from "./build.js";
+import { cancel, fail, finish, rerun, skip, startFlow } from "./outcomes.js";
+import { jobKey, jobKind, type Deadline, type Delivery, type FlowState, type JobState } from "./state.js";
+import { flowDeadline, sleptUntil } from "./work.js";
 
 /**
  * The flow state machine: `(state, event) → (state, effects)`, with no I/O. The Durable Object
@@ -36,6 +37,8 @@ export function apply(state: FlowState, event: FlowEvent): Transition {
       return postpone(state, event);
     case "resumed":
       return resume(state, event);
+    case "event":
+      return onEvent(state, event);
     default:
       return onJobEvent(state, event);
   }
@@ -44,20 +47,34 @@ export function apply(state: FlowState, event: FlowEvent): Transition {
 function start(state: FlowState, at: number): Transition {
   if (state.status !== "dispatched") return unchanged(state, "duplicate", `the flow is already ${state.status}`);
   const d = new Draft(state);
-  d.flow.status = "started";
-  d.flow.startedAt = at;
-  d.effects.push({ type: "flowStarted" });
-  for (const id of state.order) {
-    if (d.job(id).depends.length === 0) dispatch(d, id, at);
-    else d.update(id, { status: "waiting_for_prerequisites" });
+  startFlow(d, at);
+  return d.done();
+}
+
+/** An event a wait matched: the wait finishes with its data, if it is still waiting for it. */
+function onEvent(state: FlowState, event: Extract<FlowEvent, { type: "event" }>): Transition {
+  const job = state.jobs[event.job];
+  if (!job || jobKind(job.spec) !== "wait")
+    return unchanged(state, "not-applicable", `job ${event.job} of this flow is not a wait`);
+  if (ENDED.has(job.status)) {
+    const same = job.status === "finished" && job.result?.["event_id"] === event.id;
+    return unchanged(state, same ? "duplicate" : "stale", `wait ${jobKey(job)} already ended: it is ${job.status}`);
   }
+  if (job.deadline?.kind !== "wait" || job.spec.wait?.event !== event.name || job.waitKey !== event.key)
+    return unchanged(
+      state,
+      "stale",
+      `wait ${jobKey(job)} is not waiting for ${event.name} with key ${JSON.stringify(event.key)}`,
+    );
+  const d = new Draft(state);
+  finish(d, job.id, { ...event.data, event_id: event.id }, event.at);
   return d.done();
 }
 
 function reRun(state: FlowState, event: Extract<FlowEvent, { type: "rerun" }>): Transition {
   if (state.status !== "error")
     return unchanged(state, "not-applicable", `only a failed flow can be re-run; this one is ${state.status}`);
-  const failed = failedJobs(state);
+  const failed = rerunJobs(state);
   const missing = failed.find((id) => event.bases[id] === undefined);
   if (missing !== undefined) return unchanged(state, "not-applicable", `no message ids for job ${missing}`);
   const d = new Draft(state);
@@ -214,6 +231,8 @@ function describe(state: FlowState, job: JobState, due: Deadline, why: string | 
     }
     case "ack":
       return `attempt ${job.attempt} was not acknowledged within ${state.timeouts.timeout_ack} s${job.refused ? `: ${job.refused}` : ""}`;
+    case "wait":
+      return `timed out: no event ${job.spec.wait?.event} with key ${JSON.stringify(job.waitKey)} came within ${job.spec.wait?.timeout} s`;
     default:
       return due.why === "timeout"
         ? `attempt ${job.attempt} ran past its timeout of ${job.spec.timeout} s`
@@ -222,17 +241,38 @@ function describe(state: FlowState, job: JobState, due: Deadline, why: string | 
 }
 
 function onDeadline(state: FlowState, event: Extract<FlowEvent, { type: "deadline" }>): Transition {
+  if (event.kind === "flow") return onFlowDeadline(state, event);
   const found = pending(state, event);
   if (!found) return unchanged(state, "stale", "no such deadline is pending");
   const { job, due } = found;
   if (event.at < due.at) return unchanged(state, "not-applicable", "the deadline has not passed yet");
   const d = new Draft(state);
-  if (due.kind === "retry") {
-    if (state.status === "started") dispatch(d, job.id, event.at);
-    else return unchanged(state, "stale", "the flow is no longer running");
-    return d.done();
+  switch (due.kind) {
+    case "retry":
+      if (state.status !== "started") return unchanged(state, "stale", "the flow is no longer running");
+      dispatch(d, job.id, event.at);
+      break;
+    case "sleep":
+      finish(d, job.id, sleptUntil(job, event.at), event.at);
+      break;
+    case "wait":
+      if (job.spec.wait?.on_timeout === "skip") skip(d, job.id, describe(state, job, due, event.why), event.at);
+      else fail(d, job.id, describe(state, job, due, event.why), event.at, event.random ?? 0.5);
+      break;
+    default:
+      fail(d, job.id, describe(state, job, due, event.why), event.at, event.random ?? 0.5, due.kind === "delivery");
   }
-  fail(d, job.id, describe(state, job, due, event.why), event.at, event.random ?? 0.5, due.kind === "delivery");
+  return d.done();
+}
+
+/** The flow ran past its deadline (`timeouts.flow`): it ends in error, as a cancel ends it. */
+function onFlowDeadline(state: FlowState, event: Extract<FlowEvent, { type: "deadline" }>): Transition {
+  const due = flowDeadline(state);
+  if (due === undefined || state.endedAt !== undefined) return unchanged(state, "stale", "no flow deadline is pending");
+  if (event.at < due) return unchanged(state, "not-applicable", "the deadline has not passed yet");
+  const d = new Draft(state);
+  const why = `the flow ran past its deadline of ${state.timeouts.flow} s (timeouts.flow)`;
+  cancel(d, why, event.at, why);
   return d.done();
 }
 
@@ -245,23 +285,33 @@ function postpone(state: FlowState, event: Extract<FlowEvent, { type: "postponed
   return d.done();
 }
 
-/** Moves every pending delivery, acknowledgement and result deadline later by the outage. */
+/**
+ * Moves every pending delivery, acknowledgement and result deadline, and every wait's timeout,
+ * later by the outage (no report, and no event, could be taken meanwhile). A sleep, a retry's
+ * backoff and the flow's deadline keep their time.
+ */
 function resume(state: FlowState, event: Extract<FlowEvent, { type: "resumed" }>): Transition {
   if (event.downFor <= 0) return unchanged(state, "duplicate", "no time was lost");
   const d = new Draft(state);
   let moved = false;
   for (const id of state.order) {
     const due = (state.jobs[id] as JobState).deadline;
-    if (!due || due.kind === "retry") continue;
+    if (!due || due.kind === "retry" || due.kind === "sleep") continue;
     d.update(id, { deadline: { ...due, at: due.at + event.downFor } });
     moved = true;
   }
   return moved ? d.done() : unchanged(state, "duplicate", "no deadline is pending");
 }
 
+/** The flow's own deadline as a pending one (job 0), while it runs and has one. */
+function flowDue(state: FlowState): (Deadline & { job: number }) | undefined {
+  const at = state.endedAt === undefined ? flowDeadline(state) : undefined;
+  return at === undefined ? undefined : { kind: "flow", attempt: 0, at, job: 0 };
+}
+
 /** The earliest pending deadline of the flow, or undefined. */
 export function nearestDeadline(state: FlowState): (Deadline & { job: number }) | undefined {
-  let nearest: (Deadline & { job: number }) | undefined;
+  let nearest = flowDue(state);
   for (const id of state.order) {
     const due = (state.jobs[id] as JobState).deadline;
     if (due && (!nearest || due.at < nearest.at)) nearest = { ...due, job: id };
@@ -271,10 +321,12 @@ export function nearestDeadline(state: FlowState): (Deadline & { job: number }) 
 
 /** Every deadline that has passed at `now`, by job, in submission order. */
 export function dueDeadlines(state: FlowState, now: number): (Deadline & { job: number })[] {
-  return state.order.flatMap((id) => {
+  const jobs = state.order.flatMap((id) => {
     const due = (state.jobs[id] as JobState).deadline;
     return due && due.at <= now ? [{ ...due, job: id }] : [];
   });
+  const flow = flowDue(state);
+  return flow && flow.at <= now ? [...jobs, flow] : jobs;
 }
 
 /**

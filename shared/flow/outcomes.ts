@@ -1,12 +1,14 @@
 import { formatBytes, jsonBytes, SIZE_LIMITS, type ResultMap } from "../model/index.js";
 import { backoffMs, dispatch, ENDED, timings, type Draft } from "./draft.js";
 import { jobInputs } from "./env.js";
+import { readiness, runsAfterFailure } from "./rules.js";
 import { jobKey, messageId, type FlowState, type JobState } from "./state.js";
+import { jobStart } from "./work.js";
 
 /**
- * A job's attempt reported its result: the job finished, unless the result is too big to keep
- * (`resultRefusal`), in which case the attempt failed saying so. Then dispatch what now can run,
- * maybe end the flow.
+ * A job's attempt reported its result (or a wait took its event, a sleep ended): the job
+ * finished, unless the result is too big to keep (`resultRefusal`), in which case the attempt
+ * failed saying so. Then what now can run runs, and the flow may end.
  */
 export function finish(d: Draft, id: number, result: ResultMap, at: number): void {
   const size = jsonBytes(result);
@@ -16,7 +18,7 @@ export function finish(d: Draft, id: number, result: ResultMap, at: number): voi
     fail(d, id, refused, at, 0.5);
     return;
   }
-  const job = d.update(id, {
+  d.update(id, {
     status: "finished",
     result,
     deadline: undefined,
@@ -26,13 +28,108 @@ export function finish(d: Draft, id: number, result: ResultMap, at: number): voi
   d.flow.resultBytes = before + size;
   d.effects.push({ type: "jobEnded", job: id });
   if (d.flow.status !== "started") return;
-  for (const dependent of job.dependents) {
-    const next = d.job(dependent);
-    if (next.status === "waiting_for_prerequisites" && next.depends.every((dep) => d.job(dep).status === "finished")) {
-      dispatchReady(d, dependent, at);
+  settle(d, [id], at);
+  endIfDone(d, at);
+}
+
+/**
+ * The flow starts: each job without dependencies starts (its `when` may skip it), the others
+ * wait for theirs; a job skipped at once settles its dependents.
+ */
+export function startFlow(d: Draft, at: number): void {
+  d.flow.status = "started";
+  d.flow.startedAt = at;
+  d.effects.push({ type: "flowStarted" });
+  const roots: number[] = [];
+  for (const id of d.flow.order) {
+    if (d.job(id).depends.length > 0) d.update(id, { status: "waiting_for_prerequisites" });
+    else roots.push(id);
+  }
+  for (const id of roots) {
+    if (d.job(id).status !== "dispatched" || d.flow.status !== "started") continue;
+    if (startJob(d, id, at)) settle(d, [id], at);
+  }
+  endIfDone(d, at);
+}
+
+/**
+ * Starts a job whose dependencies let it run, as `jobStart` decides (work.ts). True when it was
+ * skipped at once by its `when` (its dependents are then the caller's to settle); a job that
+ * cannot start fails through `fail`, as any failure.
+ */
+function startJob(d: Draft, id: number, at: number): boolean {
+  const start = jobStart(d.flow, d.job(id), at);
+  if ("skip" in start) {
+    markSkipped(d, id, start.skip, at);
+    return true;
+  }
+  if ("fail" in start) fail(d, id, start.fail, at, 0.5);
+  else if ("dispatch" in start) dispatchReady(d, id, at);
+  else {
+    d.update(id, start.noRunner);
+    if (start.noRunner.waitKey !== undefined) d.effects.push({ type: "waitStarted", job: id });
+  }
+  return false;
+}
+
+/** A job is skipped: it did not run, by its flow's rules, and `reason` says why. */
+export function markSkipped(d: Draft, id: number, reason: string, at: number): void {
+  d.update(id, {
+    status: "skipped",
+    skipReason: reason,
+    deadline: undefined,
+    error: undefined,
+    ...timings(d.job(id), at),
+  });
+  d.effects.push({ type: "jobEnded", job: id });
+}
+
+/** Skips a job and settles what depends on it (a wait that timed out with `on_timeout: skip`). */
+export function skip(d: Draft, id: number, reason: string, at: number): void {
+  markSkipped(d, id, reason, at);
+  if (d.flow.status !== "started") return;
+  settle(d, [id], at);
+  endIfDone(d, at);
+}
+
+/**
+ * Once job `from` ended, each of its dependents still waiting is decided by its rules
+ * (rules.ts: run, skip, or wait on): a skip ends it too, so its own dependents are decided in
+ * turn (a worklist, not recursion: a chain of 1,000 skips is 1,000 turns of a loop).
+ */
+function settle(d: Draft, from: number[], at: number): void {
+  const ended = [...from];
+  while (ended.length > 0) {
+    for (const id of d.job(ended.pop() as number).dependents) {
+      const next = d.job(id);
+      if (next.status !== "waiting_for_prerequisites") continue;
+      if (d.flow.error && !runsAfterFailure(next)) continue;
+      const verdict = readiness(d.flow, next);
+      if (verdict === undefined) continue;
+      if ("skip" in verdict) markSkipped(d, id, verdict.skip, at);
+      else if (!startJob(d, id, at)) continue;
+      ended.push(id);
     }
   }
-  if (d.allFinished()) endFlow(d, at);
+}
+
+/**
+ * Ends the flow once nothing that matters is left: every job ended, or, the flow having
+ * failed, no clean-up job (`needs: all_done`) is left to run. Attempts still in flight then run
+ * on (as they do when a flow fails) and their results are kept, but the flow has its end.
+ */
+function endIfDone(d: Draft, at: number): void {
+  if (d.flow.endedAt !== undefined) return;
+  if (d.allEnded()) {
+    endFlow(d, at);
+    return;
+  }
+  if (!d.flow.error) return;
+  const pending = d.flow.order.some((id) => {
+    const job = d.job(id);
+    return runsAfterFailure(job) && !ENDED.has(job.status);
+  });
+  if (!pending) endFlow(d, at);
 }
 
 /**
@@ -80,15 +177,17 @@ export function dispatchReady(d: Draft, id: number, at: number): void {
 /**
  * An attempt failed. With retries left (while the flow runs), the job waits out a backoff
  * (exponential, full jitter: `random` in [0, 1)) and then runs again as its next attempt,
- * preferably on another runner. Otherwise it fails for good: the flow errors naming it, what
- * depends on it never runs, and it goes to the dead letters.
+ * preferably on another runner. Otherwise it fails for good and goes to the dead letters. Unless
+ * it may fail (`allow_failure`), the flow fails with it (`stopForFailure`); either way its
+ * dependents are decided by their rules, and the flow ends once nothing that matters is left.
  */
 export function fail(d: Draft, id: number, reason: string, at: number, random: number, undeliverable = false): void {
   const failing = d.job(id);
   // A job that never had an attempt (its inputs were refused) has nothing to retry.
   const retryable =
     failing.attempt > failing.attemptFloor && failing.attempt - failing.attemptFloor <= failing.spec.retries;
-  if (d.flow.status === "started" && retryable) {
+  const running = d.flow.status === "started" && (!d.flow.error || runsAfterFailure(failing));
+  if (running && retryable) {
     d.effects.push({ type: "attemptFailed", job: id, attempt: failing.attempt });
     d.update(id, {
       status: "dispatched",
@@ -104,40 +203,50 @@ export function fail(d: Draft, id: number, reason: string, at: number, random: n
   const job = d.update(id, { status: "error", error: reason, deadline: undefined, ...timings(failing, at) });
   d.effects.push({ type: "jobEnded", job: id });
   d.effects.push({ type: "deadLetter", job: id, kind: undeliverable ? "undeliverable" : "job", reason });
-  const flowFails = d.flow.status === "started";
-  if (flowFails) {
-    d.flow.status = "error";
+  if (d.flow.status !== "started") return;
+  let stopped: number[] = [];
+  if (!job.spec.allow_failure && !d.flow.error) {
     d.flow.error = { job: id, ...(job.name ? { name: job.name } : {}), reason };
+    stopped = stopForFailure(d, job, at);
   }
-  // Whatever depended on the failed job can never run: say so on each of them.
-  const pending = [...job.dependents];
+  settle(d, [id, ...stopped], at);
+  endIfDone(d, at);
+}
+
+/**
+ * A job failed the flow: nothing more starts but its clean-up jobs (`needs: all_done`). What
+ * depended on the failed job can never run (said on each); every other job still waiting, a job
+ * waiting out a retry's backoff, a wait, a sleep: each ends in error, saying why. Attempts in
+ * flight run on. Returns the jobs it ended, whose dependents (clean-ups) are then decided.
+ */
+function stopForFailure(d: Draft, failed: JobState, at: number): number[] {
+  const ended: number[] = [];
+  const end = (id: number, error: string) => {
+    d.update(id, { status: "error", error, deadline: undefined, ...timings(d.job(id), at) });
+    d.effects.push({ type: "jobEnded", job: id });
+    ended.push(id);
+  };
+  const pending = [...failed.dependents];
   while (pending.length > 0) {
     const next = d.job(pending.pop() as number);
-    if (next.status !== "waiting_for_prerequisites") continue;
-    d.update(next.id, { status: "error", error: `not run: dependency ${jobKey(job)} failed` });
-    d.effects.push({ type: "jobEnded", job: next.id });
+    if (next.status !== "waiting_for_prerequisites" || runsAfterFailure(next)) continue;
+    end(next.id, `not run: dependency ${jobKey(failed)} failed`);
     pending.push(...next.dependents);
   }
-  // A failed flow dispatches nothing more: the jobs still waiting will never run either, and a
-  // job waiting out a retry's backoff is not retried.
-  if (flowFails) {
-    for (const other of d.flow.order) {
-      const o = d.job(other);
-      const backingOff = o.deadline?.kind === "retry";
-      if (o.status !== "waiting_for_prerequisites" && !backingOff) continue;
-      d.update(other, {
-        status: "error",
-        error: backingOff ? o.error : `not run: the flow failed (job ${jobKey(job)})`,
-        deadline: undefined,
-      });
-      d.effects.push({ type: "jobEnded", job: other });
-    }
+  for (const id of d.flow.order) {
+    const job = d.job(id);
+    if (ENDED.has(job.status) || runsAfterFailure(job)) continue;
+    if (job.status === "waiting_for_prerequisites") end(id, `not run: the flow failed (job ${jobKey(failed)})`);
+    else if (job.deadline?.kind === "retry")
+      end(id, job.error ?? `not retried: the flow failed (job ${jobKey(failed)})`);
+    else if (job.deadline?.kind === "wait" || job.deadline?.kind === "sleep")
+      end(id, `stopped: the flow failed (job ${jobKey(failed)})`);
   }
-  if (d.flow.endedAt === undefined) endFlow(d, at);
+  return ended;
 }
 
 function endFlow(d: Draft, at: number): void {
-  if (d.flow.status === "started") d.flow.status = "finished";
+  if (d.flow.status === "started") d.flow.status = d.flow.error ? "error" : "finished";
   d.flow.endedAt = at;
   d.effects.push({ type: "flowEnded" });
 }
@@ -145,10 +254,10 @@ function endFlow(d: Draft, at: number): void {
 /**
  * Cancels the flow: nothing more is dispatched, every job not ended errors as cancelled, and
  * each attempt in flight is stopped at its runner. A flow that already failed can still have
- * attempts in flight: those are cancelled the same way.
+ * attempts in flight: those are cancelled the same way. `why` is what the jobs and the flow say
+ * (a cancel's reason, or that the flow ran past its deadline).
  */
-export function cancel(d: Draft, reason: string, at: number): boolean {
-  const why = `cancelled: ${reason}`;
+export function cancel(d: Draft, reason: string, at: number, why = `cancelled: ${reason}`): boolean {
   const wasRunning = !ENDED.has(d.flow.status);
   let changed = wasRunning;
   if (wasRunning) {
@@ -169,9 +278,9 @@ export function cancel(d: Draft, reason: string, at: number): boolean {
 }
 
 /**
- * Runs a failed flow again from its failed jobs: finished jobs keep their results and are not
- * run again; each failed job gets fresh retries and a fresh block of message ids (`bases`), and
- * runs as soon as its dependencies have finished.
+ * Runs a failed flow again from its failed jobs (and the jobs skipped because of them, see
+ * `rerunJobs`): finished jobs keep their results and are not run again; each failed job gets
+ * fresh retries and a fresh block of message ids (`bases`), and runs once its rules let it.
  */
 export function rerun(d: Draft, again: number[], bases: Record<number, number>, at: number): void {
   d.flow.status = "started";
@@ -187,6 +296,9 @@ export function rerun(d: Draft, again: number[], bases: Record<number, number>, 
       attemptFloor: job.attempt,
       messageBase: (bases[id] as number) - job.attempt,
       error: undefined,
+      skipReason: undefined,
+      waitKey: undefined,
+      result: undefined,
       deadline: undefined,
       delivery: undefined,
       startedAt: undefined,
@@ -197,7 +309,13 @@ export function rerun(d: Draft, again: number[], bases: Record<number, number>, 
   }
   d.effects.push({ type: "flowRerun", jobs: again });
   for (const id of again) {
-    if (d.job(id).status !== "waiting_for_prerequisites") continue; // refused: the flow failed again
-    if (d.job(id).depends.every((dep) => d.job(dep).status === "finished")) dispatchReady(d, id, at);
+    const job = d.job(id);
+    if (job.status !== "waiting_for_prerequisites" || d.flow.status !== "started") continue; // the flow failed again
+    const verdict = readiness(d.flow, job);
+    if (verdict === undefined) continue;
+    if ("skip" in verdict) markSkipped(d, id, verdict.skip, at);
+    else if (!startJob(d, id, at)) continue;
+    settle(d, [id], at);
   }
+  endIfDone(d, at);
 }

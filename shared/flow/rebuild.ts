@@ -1,8 +1,10 @@
 import type { Flow, Message, RunnerJob } from "../model/index.js";
 import { linkDependents, specOf } from "./build.js";
 import { ENDED } from "./draft.js";
+import { readiness } from "./rules.js";
 import { MESSAGE_TIMEOUTS } from "./submission.js";
-import { type Deadline, type Delivery, type FlowState, type FlowTimeouts, type JobState } from "./state.js";
+import { jobKind, type Deadline, type Delivery, type FlowState, type FlowTimeouts, type JobState } from "./state.js";
+import { noRunnerStart } from "./work.js";
 
 /**
  * What Redis does not hold about a job in progress (it keeps only final statuses): where the
@@ -17,6 +19,8 @@ export interface JobJournal {
   heartbeatAt?: number;
   deadline?: Deadline;
   queuedAt?: number;
+  /** A running wait's resolved key. */
+  waitKey?: string;
 }
 
 export type Journal = Record<number, JobJournal>;
@@ -32,6 +36,7 @@ export function jobJournalOf(job: JobState): JobJournal | undefined {
     ...(job.heartbeatAt !== undefined ? { heartbeatAt: job.heartbeatAt } : {}),
     ...(job.deadline ? { deadline: job.deadline } : {}),
     ...(job.queuedAt !== undefined ? { queuedAt: job.queuedAt } : {}),
+    ...(job.waitKey !== undefined ? { waitKey: job.waitKey } : {}),
   };
 }
 
@@ -82,7 +87,7 @@ export function rebuildState(records: StoredRecords): FlowState {
   linkDependents(jobs, order);
 
   const first = records.jobs[0];
-  return {
+  const state: FlowState = {
     id: flow?.id ?? 0,
     contextId: records.contextId,
     callerId: records.callerId,
@@ -98,6 +103,28 @@ export function rebuildState(records: StoredRecords): FlowState {
     ...(flow?.started_at !== undefined ? { startedAt: flow.started_at * 1000 } : {}),
     ...(flow?.ended_at !== undefined ? { endedAt: flow.ended_at * 1000 } : {}),
   };
+  if (state.status === "started") restartLost(state, byId);
+  return state;
+}
+
+/**
+ * Waits and sleeps that had started but whose journal entry was lost (the object went away
+ * between the commit that started them and the journal's write): their dependencies let them
+ * run, so they started when the last of those ended (the flow's start, without any), and their
+ * key and deadline follow from that, as when they started. The commit that started a wait put
+ * it in the context's index itself, so nothing is owed to Redis.
+ */
+function restartLost(state: FlowState, records: Map<number, RunnerJob>): void {
+  for (const id of state.order) {
+    const job = state.jobs[id] as JobState;
+    if (jobKind(job.spec) === "script" || job.deadline || ENDED.has(job.status)) continue;
+    const verdict = readiness(state, job);
+    if (!verdict || !("run" in verdict)) continue;
+    const ends = job.depends.map((dep) => (records.get(dep)?.ended_at ?? 0) * 1000);
+    const at = ends.length > 0 ? Math.max(...ends) : (state.startedAt ?? 0);
+    const start = noRunnerStart(state, job, at);
+    if (!("error" in start)) Object.assign(job, start);
+  }
 }
 
 /**
@@ -128,11 +155,20 @@ function jobOf(
   if (ENDED.has(record.status)) {
     if (record.status === "finished") job.result = record.result;
     if (record.error !== undefined) job.error = record.error;
+    if (record.skip_reason !== undefined) job.skipReason = record.skip_reason;
     if (record.latency_ms !== undefined) job.latencyMs = record.latency_ms;
     if (record.duration_ms !== undefined) job.durationMs = record.duration_ms;
     // Where the last attempt ran (a job that ended without an attempt, its dependency failed, has no runner).
     if (record.last_runner_id !== undefined)
       job.delivery = { runnerId: record.last_runner_id, state: "acknowledged", at: (record.ended_at ?? 0) * 1000 };
+  } else if (jobKind(job.spec) !== "script") {
+    // A wait or a sleep has no message: only the journal tells that it started (else restartLost).
+    const started = entry && entry.attempt > job.attempt ? entry : undefined;
+    if (started?.deadline) {
+      Object.assign(job, { status: "started", attempt: started.attempt, deadline: started.deadline });
+      if (started.startedAt !== undefined) job.startedAt = started.startedAt;
+      if (started.waitKey !== undefined) job.waitKey = started.waitKey;
+    } else job.status = flow.started && record.depends.length > 0 ? "waiting_for_prerequisites" : "dispatched";
   } else if (attempt > 0 && latest && latest.ended_at !== undefined) {
     // The attempt ended but the job did not: it was waiting out a retry's backoff.
     job.status = "dispatched";

@@ -5,27 +5,51 @@ import type {
   FlowStatus,
   FlowTimeoutsRecord,
   JobStatus,
+  Needs,
   ResultMap,
   ScriptType,
+  WaitSpec,
 } from "../model/index.js";
 
-/** What a job runs: the parts of its RunnerJob record that never change. */
+/**
+ * What a job runs, and its flow's rules for it: the parts of its RunnerJob record that never
+ * change. A job runs a script (`script_type` set), or takes no runner: it waits for an event
+ * (`wait`) or sleeps (`sleep` seconds, `sleep_until` a time).
+ */
 export interface JobSpec {
   script: string;
-  script_type: ScriptType;
+  script_type?: ScriptType;
   timeout: number;
   retries: number;
   env_vars: EnvVars;
   prerequisites: string[];
   runner_id?: number;
+  wait?: WaitSpec;
+  sleep?: number;
+  sleep_until?: string;
+  /** A CEL condition (expression.ts): false skips the job. */
+  when?: string;
+  /** When it may run, by how its dependencies ended (unset: all_finished). */
+  needs?: Needs;
+  /** Its failure does not fail the flow. */
+  allow_failure?: boolean;
+}
+
+/** What kind of work a job is: a script on a runner, or a wait or a sleep, which take none. */
+export type JobKind = "script" | "wait" | "sleep";
+
+export function jobKind(spec: Pick<JobSpec, "wait" | "sleep" | "sleep_until">): JobKind {
+  if (spec.wait) return "wait";
+  return spec.sleep !== undefined || spec.sleep_until !== undefined ? "sleep" : "script";
 }
 
 /**
  * Which timer a job is waiting on (each timeout is enforced by a deadline): its message to be
  * delivered, acknowledged, its result (a lease renewed by every report), or the end of a retry's
- * backoff.
+ * backoff; a wait's timeout, a sleep's end; and the flow's own deadline (`timeouts.flow`), which
+ * belongs to no job (job 0).
  */
-export type DeadlineKind = "delivery" | "ack" | "result" | "retry";
+export type DeadlineKind = "delivery" | "ack" | "result" | "retry" | "wait" | "sleep" | "flow";
 
 export interface Deadline {
   kind: DeadlineKind;
@@ -78,6 +102,10 @@ export interface JobState {
   deadline?: Deadline;
   result?: ResultMap;
   error?: string;
+  /** Why the job was skipped (status skipped). */
+  skipReason?: string;
+  /** A running wait's key, resolved from its template when it started. */
+  waitKey?: string;
   /** When the current attempt was queued for a runner (epoch ms): where its dispatch latency starts. */
   queuedAt?: number;
   /**

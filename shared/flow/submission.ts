@@ -2,7 +2,9 @@ import { z } from "zod";
 import { EnvVarsInput, Id, Seconds } from "../model/common.js";
 import { ScriptType } from "../model/enums.js";
 import { FlowPriority, MaxParallel } from "../model/flow.js";
-import { JOB_DEFAULTS } from "../model/job.js";
+import { JOB_DEFAULTS, LONGEST_WAIT, Needs, WaitSpec } from "../model/job.js";
+import { checkCondition } from "./expression.js";
+import { checkTemplate } from "./template.js";
 
 /**
  * Limits of one flow submission. A flow is written to storage in one atomic step, and a flow whose
@@ -24,19 +26,40 @@ export const JobName = z
 export const JobRef = z.union([Id, JobName]);
 export type JobRef = z.infer<typeof JobRef>;
 
+/** What a job does instead of a script, each field one kind of job. */
+const WORK = ["script", "wait", "sleep", "sleep_until"] as const;
+
 /**
  * One job of a flow submission. `id` is optional (allocated when absent); `name` lets other jobs
  * depend on it without knowing its id. `depends` lists ids or names; `dependends`, the name the
- * herocoordinator model gives it, is accepted as an alias.
+ * herocoordinator model gives it, is accepted as an alias. A job runs a `script` (of a
+ * `script_type`, on a runner), or takes no runner: it `wait`s for an event, or sleeps (`sleep`
+ * seconds, `sleep_until` a time). `when`, `needs` and `allow_failure` are its flow's rules.
  */
 export const FlowJobInput = z
   .object({
     id: Id.optional(),
     name: JobName.optional(),
-    script: z.string().refine((s) => new TextEncoder().encode(s).length <= FLOW_LIMITS.scriptBytes, {
-      message: `a script is at most ${FLOW_LIMITS.scriptBytes} bytes`,
-    }),
-    script_type: ScriptType,
+    script: z
+      .string()
+      .refine((s) => new TextEncoder().encode(s).length <= FLOW_LIMITS.scriptBytes, {
+        message: `a script is at most ${FLOW_LIMITS.scriptBytes} bytes`,
+      })
+      .optional(),
+    script_type: ScriptType.optional(),
+    wait: WaitSpec.optional(),
+    sleep: z.int().min(0).max(LONGEST_WAIT).optional().describe("Seconds to sleep, taking no runner."),
+    sleep_until: z
+      .string()
+      .max(256)
+      .optional()
+      .describe("An RFC 3339 time to sleep until, or a text naming `${VARIABLE}`s that gives one when the job starts."),
+    when: z
+      .string()
+      .optional()
+      .describe("A CEL expression over deps, status and env: false means the job is skipped (docs/flows.md)."),
+    needs: Needs.default("all_finished"),
+    allow_failure: z.boolean().default(false),
     timeout: Seconds.default(JOB_DEFAULTS.timeout),
     retries: z.int().min(0).max(255).default(JOB_DEFAULTS.retries),
     env_vars: EnvVarsInput.default({}),
@@ -50,6 +73,7 @@ export const FlowJobInput = z
     if (job.dependends !== undefined && job.depends !== undefined) {
       ctx.addIssue({ code: "custom", path: ["dependends"], message: "give depends or its alias dependends, not both" });
     }
+    checkWork(job, (path, message) => ctx.addIssue({ code: "custom", path: [path], message }));
   })
   .transform(({ depends, dependends, ...job }) => ({ ...job, depends: depends ?? dependends ?? [] }));
 export type FlowJobInput = z.output<typeof FlowJobInput>;
@@ -70,6 +94,8 @@ export const MessageTimeouts = z
     /** Retry backoff: base and cap of the exponential, in milliseconds (full jitter). */
     retry_base_ms: z.int().min(0).max(3_600_000).optional(),
     retry_cap_ms: z.int().min(0).max(86_400_000).optional(),
+    /** The whole flow must end within this of its start, or it ends in error (default: no limit). */
+    flow: z.int().min(1).max(LONGEST_WAIT).optional(),
   })
   .strict();
 
@@ -90,6 +116,87 @@ export const FlowSubmission = z
     max_parallel: MaxParallel.optional(),
   })
   .strict()
+  .superRefine((flow, ctx) => {
+    const limit = flow.timeouts.flow;
+    if (limit === undefined) return;
+    flow.jobs.forEach((job, i) => {
+      const why = sleepPastDeadline(job, limit, Date.now());
+      if (why)
+        ctx.addIssue({
+          code: "custom",
+          path: ["jobs", i, job.sleep !== undefined ? "sleep" : "sleep_until"],
+          message: why,
+        });
+    });
+  })
   .meta({ id: "FlowSubmission" });
 export type FlowSubmission = z.output<typeof FlowSubmission>;
 export type FlowSubmissionInput = z.input<typeof FlowSubmission>;
+
+/** Checks that a job says what it does (one kind of work) and only what that kind takes. */
+function checkWork(
+  job: { [K in (typeof WORK)[number] | "script_type" | "runner_id" | "retries" | "when"]?: unknown },
+  issue: (field: string, message: string) => void,
+): void {
+  const given = WORK.filter((field) => job[field] !== undefined);
+  if (given.length !== 1) {
+    issue(
+      given[1] ?? "script",
+      given.length === 0
+        ? "a job runs a script, waits for an event (wait) or sleeps (sleep, sleep_until): give one"
+        : `a job does one thing: it gives ${given.join(" and ")}`,
+    );
+    return;
+  }
+  if (given[0] === "script") {
+    if (job.script_type === undefined) issue("script_type", "required with script: the language it is in");
+  } else {
+    for (const field of ["script_type", "runner_id"] as const)
+      if (job[field] !== undefined) issue(field, `a job that gives ${given[0]} runs no script: ${field} has no use`);
+    if (typeof job.retries === "number" && job.retries > 0)
+      issue("retries", `a job that gives ${given[0]} runs no script: it is never retried`);
+  }
+  const key = (job.wait as { key?: string } | undefined)?.key;
+  const bad = key !== undefined ? checkTemplate(key) : undefined;
+  if (bad) issue("wait", `key: ${bad}`);
+  if (typeof job.sleep_until === "string") {
+    const until = checkTemplate(job.sleep_until) ?? checkTime(job.sleep_until);
+    if (until) issue("sleep_until", until);
+  }
+  if (typeof job.when === "string") {
+    const wrong = checkCondition(job.when);
+    if (wrong) issue("when", wrong);
+  }
+}
+
+/** Why a time given as a literal is not one (undefined when it is, or when it names variables). */
+function checkTime(text: string): string | undefined {
+  if (text.includes("${")) return undefined;
+  return Number.isNaN(parseTime(text)) ? `not an RFC 3339 time: ${JSON.stringify(text)}` : undefined;
+}
+
+/** An RFC 3339 time (with a zone: `Z` or an offset) as epoch ms, or NaN. */
+export function parseTime(text: string): number {
+  if (!/^\d{4}-\d{2}-\d{2}[Tt ]\d{2}:\d{2}:\d{2}(\.\d+)?([Zz]|[+-]\d{2}:\d{2})$/.test(text)) return Number.NaN;
+  return Date.parse(text);
+}
+
+/**
+ * Why a job's sleep cannot end before its flow's deadline (`limit` seconds from a start at
+ * `now`, the earliest it can start): a sleep longer than the limit, or a time to sleep until
+ * that is past it. A time that names variables is known only when the job starts (then a sleep
+ * past the deadline fails the job at once, saying so).
+ */
+export function sleepPastDeadline(
+  job: { sleep?: number | undefined; sleep_until?: string | undefined },
+  limit: number,
+  now: number,
+): string | undefined {
+  if (job.sleep !== undefined && job.sleep > limit)
+    return `a sleep of ${job.sleep} s cannot end within the flow's deadline (timeouts.flow: ${limit} s)`;
+  if (job.sleep_until === undefined || job.sleep_until.includes("${")) return undefined;
+  const until = parseTime(job.sleep_until);
+  return until > now + limit * 1000
+    ? `${job.sleep_until} is past the flow's deadline (timeouts.flow: ${limit} s from its start)`
+    : undefined;
+}

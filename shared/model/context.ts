@@ -1,5 +1,6 @@
 import { z } from "zod";
 import { Id, Timestamp } from "./common.js";
+import { EventLookback } from "./event.js";
 import { ContextStored, EffectiveRetention, RetentionPolicy } from "./retention.js";
 
 /** A permission list: actor ids. */
@@ -23,7 +24,8 @@ export const FlowStartsPerMinute = z
 /**
  * A tenant: its permission lists. Everything else of the context lives in its key namespace.
  * Extensions: `paused` (dispatch held: no runner is given work and no mail is relayed until
- * resumed) and its limits, `max_inflight` and `flow_starts_per_minute` (docs/dispatch.md), its
+ * resumed) and its limits, `max_inflight` and `flow_starts_per_minute` (docs/dispatch.md),
+ * `event_lookback` (how long events are kept for waits that start later, docs/flows.md), its
  * own `retention` settings, and `deleting_since` once its deletion has begun (it is then gone for
  * every caller; the deletion goes on in bounded steps until nothing of it is left).
  */
@@ -36,6 +38,7 @@ export const Context = z
     paused: z.boolean().optional(),
     max_inflight: MaxInflight.optional(),
     flow_starts_per_minute: FlowStartsPerMinute.optional(),
+    event_lookback: EventLookback.optional(),
     retention: RetentionPolicy.optional(),
     deleting_since: Timestamp.optional(),
     created_at: Timestamp,
@@ -45,11 +48,15 @@ export const Context = z
   .meta({ id: "Context" });
 export type Context = z.infer<typeof Context>;
 
-/** `PUT /v1/contexts/{id}/limits`: a number sets a limit, null lifts it, an absent one stays as it is. */
+/**
+ * `PUT /v1/contexts/{id}/limits`: a number sets a limit (or the event lookback), null lifts it,
+ * an absent one stays as it is.
+ */
 export const ContextLimitsUpdate = z
   .object({
     max_inflight: MaxInflight.nullable().optional(),
     flow_starts_per_minute: FlowStartsPerMinute.nullable().optional(),
+    event_lookback: EventLookback.nullable().optional(),
   })
   .strict()
   .meta({ id: "ContextLimitsUpdate" });

@@ -18,8 +18,12 @@ export function queueSuffix(scriptType: ScriptType): string {
 export const RunnerType = z.enum(["v", "python", "osis", "rust", "sh"]);
 export type RunnerType = z.infer<typeof RunnerType>;
 
-/** Job lifecycle: dispatched → waiting_for_prerequisites → started → finished | error. */
-export const JobStatus = z.enum(["dispatched", "waiting_for_prerequisites", "started", "error", "finished"]);
+/**
+ * Job lifecycle: dispatched → waiting_for_prerequisites → started → finished | error | skipped.
+ * `skipped` (an extension) is a job that did not run by its flow's rules: its `when` was false,
+ * its `needs` could no longer be met, or its wait timed out with `on_timeout: skip`.
+ */
+export const JobStatus = z.enum(["dispatched", "waiting_for_prerequisites", "started", "error", "finished", "skipped"]);
 export type JobStatus = z.infer<typeof JobStatus>;
 
 /** Flow lifecycle: dispatched → started → finished | error. */

@@ -34,6 +34,7 @@ export const FlowTimeoutsRecord = z
     timeout_result: Seconds.optional(),
     retry_base_ms: z.int().min(0).optional(),
     retry_cap_ms: z.int().min(0).optional(),
+    flow: z.int().min(1).optional(),
   })
   .strict();
 

@@ -5,7 +5,7 @@ export { Actor } from "./actor.js";
 export { Context, ContextDetails, ContextLimitsUpdate, FlowStartsPerMinute, MaxInflight } from "./context.js";
 export { ContextStored, DeadLettersMax, EffectiveRetention, RetentionPolicy, RetentionUpdate } from "./retention.js";
 export { Flow, FlowErrorInfo, FlowPriority, FlowTimeoutsRecord, MaxParallel } from "./flow.js";
-export { JOB_DEFAULTS, RunnerJob } from "./job.js";
+export { EventName, JOB_DEFAULTS, LONGEST_WAIT, Needs, RunnerJob, scriptTypeOf, WaitSpec } from "./job.js";
 export { FlowResultInfo, Message } from "./message.js";
 export { MAX_DELIVERIES_PER_POST, Runner, RunnerDispatch, RunnerWithDispatch, defaultRunnerTopic } from "./runner.js";
 export {
@@ -36,3 +36,4 @@ export {
   scheduleCreation,
   type CronCheck,
 } from "./schedule.js";
+export { EVENT_LIMITS, EventInput, EventLookback, EventSent } from "./event.js";

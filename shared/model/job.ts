@@ -3,10 +3,45 @@ import { EnvVars, Id, ResultMap, Seconds, Timestamp } from "./common.js";
 import { JobStatus, ScriptType } from "./enums.js";
 import { FlowTimeoutsRecord } from "./flow.js";
 
+/** The longest a wait or a sleep may last: a year, in seconds. */
+export const LONGEST_WAIT = 31_536_000;
+
+/** An event's name: what waits and senders agree on (`order.paid`). */
+export const EventName = z
+  .string()
+  .regex(/^[A-Za-z0-9_][A-Za-z0-9_.:/-]{0,127}$/, "an event name: letters, digits and _ . : / -, at most 128");
+
+/**
+ * What a job that waits for an event waits for: the event's `name`, and its `key` (a text that
+ * may name variables of the job's environment as `${NAME}`, resolved when the wait starts: the
+ * flow's and the job's env_vars, `FLOW_ID`, and `DEP_<JOB>_<KEY>` of its dependencies' results),
+ * for at most `timeout` seconds; then it ends in error, or is skipped with `on_timeout: skip`.
+ */
+export const WaitSpec = z
+  .object({
+    event: EventName,
+    key: z.string().max(256).default(""),
+    timeout: z.int().min(1).max(LONGEST_WAIT).default(86_400),
+    on_timeout: z.enum(["error", "skip"]).default("error"),
+  })
+  .strict()
+  .meta({ id: "WaitSpec" });
+export type WaitSpec = z.output<typeof WaitSpec>;
+
+/**
+ * When a job may run, by how its dependencies ended: `all_finished` (every one finished: the
+ * default), `all_done` (every one ended, however: a clean-up, a report), `any_finished` (as soon
+ * as one finished), `none_failed` (every one ended and none in error: skipped ones allowed).
+ */
+export const Needs = z.enum(["all_finished", "all_done", "any_finished", "none_failed"]);
+export type Needs = z.infer<typeof Needs>;
+
 /**
  * A RunnerJob: one executable unit. Extensions beyond the model: `flow_id` (0 for a job outside
  * any flow), `name` (how the flow's other jobs and its results refer to it), the pinned
- * `runner_id`, `message_base` (its attempts' message ids are message_base, message_base + 1, …),
+ * `runner_id`, what a job that runs no script does instead (`wait` for an event, `sleep` seconds or
+ * `sleep_until` a time), its flow's rules (`when`, `needs`, `allow_failure`; `skip_reason` once
+ * skipped), `message_base` (its attempts' message ids are message_base, message_base + 1, …),
  * `attempt_floor` (attempts before its flow was last re-run), `past_messages` (the message ids,
  * as inclusive ranges, its attempts used in runs before a re-run: what removing it removes too), and once it ended: the last
  * `attempt`, the `error`, `ended_at`, the runner its last attempt was delivered to
@@ -22,7 +57,8 @@ export const RunnerJob = z
     context_id: Id,
     flow_id: z.int().min(0),
     script: z.string(),
-    script_type: ScriptType,
+    /** Absent for a job that runs no script (a wait or a sleep). */
+    script_type: ScriptType.optional(),
     timeout: Seconds,
     retries: z.int().min(0).max(255),
     env_vars: EnvVars,
@@ -31,6 +67,13 @@ export const RunnerJob = z
     depends: z.array(Id),
     runner_id: Id.optional(),
     name: z.string().max(64).optional(),
+    wait: WaitSpec.optional(),
+    sleep: z.int().min(0).max(LONGEST_WAIT).optional(),
+    sleep_until: z.string().max(256).optional(),
+    when: z.string().optional(),
+    needs: Needs.optional(),
+    allow_failure: z.boolean().optional(),
+    skip_reason: z.string().optional(),
     message_base: Id.optional(),
     attempt: z.int().min(0).optional(),
     attempt_floor: z.int().min(0).optional(),
@@ -48,6 +91,15 @@ export const RunnerJob = z
   .strict()
   .meta({ id: "RunnerJob" });
 export type RunnerJob = z.infer<typeof RunnerJob>;
+
+/**
+ * The script type of a job a runner was given. Only script jobs are ever delivered (a wait or a
+ * sleep takes no runner), so a job without one is a coordinator's bug, said as such.
+ */
+export function scriptTypeOf(job: { id: number; script_type?: ScriptType | undefined }): ScriptType {
+  if (job.script_type === undefined) throw new Error(`job ${job.id} runs no script: it has no script type`);
+  return job.script_type;
+}
 
 /** Defaults for a job's optional inputs. */
 export const JOB_DEFAULTS = { timeout: 300, retries: 0 } as const;

@@ -18,6 +18,8 @@ export const FlowResultInfo = z
     status: FlowStatus,
     result: z.record(z.string(), ResultMap).optional(),
     error: FlowErrorInfo.optional(),
+    /** The jobs that were skipped, by key, and why. */
+    skipped: z.record(z.string(), z.string()).optional(),
   })
   .strict();
 

@@ -26,6 +26,9 @@ export const FlowEventType = z.enum([
   "job.error",
   "job.retry_scheduled",
   "job.dead_lettered",
+  "job.wait_started",
+  "job.sleep_started",
+  "job.skipped",
 ]);
 export type FlowEventType = z.infer<typeof FlowEventType>;
 
@@ -55,6 +58,11 @@ export const FlowStreamEvent = z
     reason: z.string().optional(),
     /** The log lines that arrived (`job.logs`). */
     lines: z.array(Log).optional(),
+    /** A wait's event name and resolved key (`job.wait_started`). */
+    event_name: z.string().optional(),
+    event_key: z.string().optional(),
+    /** Epoch milliseconds a wait times out or a sleep ends (`job.wait_started`, `job.sleep_started`). */
+    until_ms: z.int().min(0).optional(),
     /** For `flow.*`: how many jobs are in each status now. */
     progress: z.record(JobStatus, z.int().min(0)).optional(),
   })

@@ -11,8 +11,9 @@ import { FlowErrorInfo, FlowPriority, MaxParallel } from "./flow.js";
 /**
  * Why a job is not running yet: its dependencies, a retry's backoff, dispatch paused, no runner
  * for it, every runner for it at its concurrency, runners refusing it, only pull runners (none
- * leased it), its turn in the queue, or a delivery under way. `until` (epoch seconds) when it
- * ends at a known time.
+ * leased it), its turn in the queue, or a delivery under way; for a wait, the event it waits for
+ * (`until`: when it times out); for a sleep, its end. `until` (epoch seconds) when it ends at a
+ * known time.
  */
 export const JobWaiting = z
   .object({
@@ -28,6 +29,8 @@ export const JobWaiting = z
       "pull",
       "queued",
       "delivering",
+      "event",
+      "sleep",
     ]),
     detail: z.string(),
     until: Timestamp.optional(),
@@ -35,14 +38,29 @@ export const JobWaiting = z
   .strict();
 export type JobWaiting = z.infer<typeof JobWaiting>;
 
-/** A job's live state. `key` is how results name it (its name, else its id). */
+/** What a job does: runs a script on a runner, waits for an event, or sleeps (neither takes a runner). */
+export const JobKind = z.enum(["script", "wait", "sleep"]);
+
+/**
+ * A job's live state. `key` is how results name it (its name, else its id). A wait shows what it
+ * waits for (`wait`: its event, and its key once resolved), a sleep until when (`sleep_until`,
+ * epoch seconds, once started), a skipped job why (`skip_reason`); its rules (`when`, `needs`,
+ * `allow_failure`) when it has them.
+ */
 export const JobView = z
   .object({
     id: Id,
     name: z.string().optional(),
     key: z.string(),
-    script_type: ScriptType,
+    kind: JobKind,
+    script_type: ScriptType.optional(),
     status: JobStatus,
+    wait: z.object({ event: z.string(), key: z.string(), timeout: z.int() }).strict().optional(),
+    sleep_until: Timestamp.optional(),
+    when: z.string().optional(),
+    needs: z.enum(["all_finished", "all_done", "any_finished", "none_failed"]).optional(),
+    allow_failure: z.boolean().optional(),
+    skip_reason: z.string().optional(),
     attempt: z.int().min(0),
     depends: z.array(Id),
     runner_id: Id.optional(),
@@ -68,6 +86,8 @@ export const FlowView = z
     env_vars: EnvVars,
     result: z.record(z.string(), ResultMap),
     error: FlowErrorInfo.optional(),
+    /** The jobs that were skipped, by key, and why. */
+    skipped: z.record(z.string(), z.string()).optional(),
     trace_id: z.string(),
     priority: FlowPriority,
     max_parallel: MaxParallel.optional(),
@@ -81,6 +101,7 @@ export const FlowView = z
       started: z.int(),
       finished: z.int(),
       error: z.int(),
+      skipped: z.int(),
     }),
     jobs: z.array(JobView),
     /** The number of the flow's latest event: subscribe with `since` set to it for what follows. */
@@ -101,8 +122,10 @@ export const FlowDag = z
           id: Id,
           key: z.string(),
           name: z.string().optional(),
-          script_type: ScriptType,
+          kind: JobKind,
+          script_type: ScriptType.optional(),
           status: JobStatus,
+          waiting: JobWaiting.optional(),
           attempt: z.int().min(0),
           runner_id: Id.optional(),
         })

@@ -7,8 +7,16 @@ import {
   type FlowState,
   type JobState,
 } from "../flow/index.js";
-import { deadLetterIds, deadlineMember, inboxEntry, workItem, type DeadlineOwner, type Keys } from "../keys.js";
-import type { DeadLetter, Log, Message } from "../model/index.js";
+import {
+  deadLetterIds,
+  deadlineMember,
+  inboxEntry,
+  waitMember,
+  workItem,
+  type DeadlineOwner,
+  type Keys,
+} from "../keys.js";
+import { scriptTypeOf, type DeadLetter, type Log, type Message } from "../model/index.js";
 import { encodePairs } from "./codec.js";
 import { dispatchMessage, resultMessage } from "./flow-records.js";
 import { codecs } from "./layouts.js";
@@ -129,7 +137,22 @@ export class StepSection {
         return this.jobEnded(effect.job);
       case "flowEnded":
         return this.flowEnded();
+      case "waitStarted":
+        return this.waitStarted(effect.job);
     }
+  }
+
+  /** A wait started: the context's index of waits for its event name and key gets it. */
+  waitStarted(jobId: number): void {
+    const job = this.job(jobId);
+    const index = this.waitIndex(job);
+    if (index) this.ops.push(["Z", index, [String(job.deadline?.at ?? this.now), waitMember(this.state.id, job.id)]]);
+  }
+
+  /** The index a wait is in, once it started (its key resolved); undefined for any other job. */
+  private waitIndex(job: JobState): string | undefined {
+    const wait = job.spec.wait;
+    return wait && job.waitKey !== undefined ? this.keys.waits(this.ctx, wait.event, job.waitKey) : undefined;
   }
 
   /** The flow's status goes to started, and its deadlines start. */
@@ -164,7 +187,10 @@ export class StepSection {
     const key = this.keys.message(this.ctx, this.state.callerId, message.id);
     this.ops.push(["H", key, encodePairs(codecs.message, message), 2]);
     this.out.messages.push(message);
-    const queue = readyQueueOf(this.keys, this.state, job.spec);
+    const queue = readyQueueOf(this.keys, this.state, {
+      ...job.spec,
+      script_type: scriptTypeOf({ id: job.id, script_type: job.spec.script_type }),
+    });
     const items = this.queued.get(queue.key) ?? [];
     items.push(attemptItem(this.keys, this.state, job, attempt, job.previousRunner));
     this.queued.set(queue.key, items);
@@ -247,7 +273,7 @@ export class StepSection {
       updated_at: this.secs,
     });
     this.ops.push(["H", jobHash, again]);
-    this.ops.push(["D", jobHash, ["error", "ended_at", "last_runner_id"]]);
+    this.ops.push(["D", jobHash, ["error", "skip_reason", "ended_at", "last_runner_id"]]);
   }
 
   /**
@@ -262,6 +288,7 @@ export class StepSection {
       status: job.status,
       result: job.result ?? {},
       error: job.error,
+      skip_reason: job.skipReason,
       attempt: job.attempt,
       latency_ms: job.latencyMs,
       duration_ms: job.durationMs,
@@ -270,6 +297,8 @@ export class StepSection {
       updated_at: this.secs,
     });
     this.ops.push(["H", this.keys.job(this.ctx, this.state.callerId, job.id), end, 3]);
+    const index = this.waitIndex(job);
+    if (index) this.ops.push(["R", index, [waitMember(this.state.id, job.id)]]);
     if (job.attempt > 0)
       this.appendLogs(job, this.keys.message(this.ctx, this.state.callerId, messageId(job, job.attempt)));
   }

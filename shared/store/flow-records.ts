@@ -35,13 +35,14 @@ export function jobRecord(state: FlowState, job: JobState, now: number): RunnerJ
     context_id: state.contextId,
     flow_id: state.id,
     script: job.spec.script,
-    script_type: job.spec.script_type,
+    ...(job.spec.script_type !== undefined ? { script_type: job.spec.script_type } : {}),
     timeout: job.spec.timeout,
     retries: job.spec.retries,
     env_vars: job.spec.env_vars,
     result: job.result ?? {},
     prerequisites: job.spec.prerequisites,
     depends: job.depends,
+    ...kindFields(job),
     ...(job.spec.runner_id !== undefined ? { runner_id: job.spec.runner_id } : {}),
     ...(job.name !== undefined ? { name: job.name } : {}),
     message_base: job.messageBase,
@@ -50,6 +51,20 @@ export function jobRecord(state: FlowState, job: JobState, now: number): RunnerJ
     created_at: seconds(now),
     updated_at: seconds(now),
     status: job.status,
+  };
+}
+
+/** What a job's record keeps of its kind (wait, sleep) and its rules, when it has them. */
+function kindFields(job: JobState): Partial<RunnerJob> {
+  const { wait, sleep, sleep_until, when, needs, allow_failure } = job.spec;
+  return {
+    ...(wait ? { wait } : {}),
+    ...(sleep !== undefined ? { sleep } : {}),
+    ...(sleep_until !== undefined ? { sleep_until } : {}),
+    ...(when !== undefined ? { when } : {}),
+    ...(needs !== undefined ? { needs } : {}),
+    ...(allow_failure ? { allow_failure } : {}),
+    ...(job.skipReason !== undefined ? { skip_reason: job.skipReason } : {}),
   };
 }
 
@@ -124,8 +139,22 @@ export function resultMessage(state: FlowState, now: number): Message {
       ...(standalone ? { job_id: state.order[0] as number } : {}),
       status: state.status,
       ...(state.error ? { error: state.error } : {}),
+      ...skippedOf(state),
     },
   };
+}
+
+/** The flow's skipped jobs by key, with why (nothing when none was). */
+export function skippedOf(state: Pick<FlowState, "order" | "jobs">): { skipped?: Record<string, string> } {
+  const skipped: Record<string, string> = {};
+  let any = false;
+  for (const id of state.order) {
+    const job = state.jobs[id] as JobState;
+    if (job.status !== "skipped") continue;
+    skipped[jobKey(job)] = job.skipReason ?? "";
+    any = true;
+  }
+  return any ? { skipped } : {};
 }
 
 /** "3 jobs finished, 1 error": how a flow's jobs ended, in a few words. */

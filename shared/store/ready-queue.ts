@@ -1,4 +1,4 @@
-import type { FlowState, JobSpec } from "../flow/index.js";
+import type { FlowState } from "../flow/index.js";
 import type { Keys } from "../keys.js";
 import type { ScriptType } from "../model/index.js";
 
@@ -29,7 +29,7 @@ export interface ReadyQueue {
 export function readyQueueOf(
   keys: Keys,
   flow: Pick<FlowState, "contextId" | "id" | "priority" | "maxParallel">,
-  spec: { runner_id?: number | undefined; script_type: JobSpec["script_type"] },
+  spec: { runner_id?: number | undefined; script_type: ScriptType },
 ): ReadyQueue {
   return {
     key: keys.readyQueue(flow.contextId, spec, flow.id),

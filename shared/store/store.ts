@@ -19,6 +19,7 @@ import { ScheduleStore } from "./schedule-store.js";
 import { SweepStore } from "./sweep-store.js";
 import { Throttles } from "./throttles.js";
 import { TicketStore } from "./ticket-store.js";
+import { EventStore } from "./event-store.js";
 
 /** Unix epoch seconds, the models' timestamp unit. */
 export function epochSeconds(): number {
@@ -62,6 +63,8 @@ export class Store {
   readonly sweep: SweepStore;
   /** Single-use tickets that open a WebSocket as their signer. */
   readonly tickets: TicketStore;
+  /** Events for the context's waits: the index of waits by event name and key, and kept events. */
+  readonly events: EventStore;
   /** Throttles: flow starts per minute. */
   readonly throttles: Throttles;
   /** Recurring flows: schedule records and the global set of their next fires. */
@@ -94,6 +97,7 @@ export class Store {
     this.nonces = new NonceStore(redis, keys);
     this.sweep = new SweepStore(redis, keys);
     this.tickets = new TicketStore(redis, keys);
+    this.events = new EventStore(redis, keys);
     this.throttles = new Throttles(redis, keys);
     this.schedules = new ScheduleStore(redis, keys);
     this.metrics = new MetricsStore(redis, keys);

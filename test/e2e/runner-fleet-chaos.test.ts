@@ -168,7 +168,7 @@ describe("a runner fleet under chaos", () => {
     const short = jobs(3, log2, 0.3).jobs;
     const flow2 = await admin().submitFlow(fleet.contextId, {
       ...jobs(0, log2, 0),
-      jobs: [...short, { ...short[0]!, name: "long", script: short[0]!.script.replace("sleep 0.3", "sleep 8") }],
+      jobs: [...short, { ...short[0]!, name: "long", script: short[0]!.script!.replace("sleep 0.3", "sleep 8") }],
     });
     await eventually(async () => ((await workersPending(fleet)) === 1 ? true : undefined), 30_000, 50);
     await sleep(300);

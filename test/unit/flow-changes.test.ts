@@ -64,6 +64,7 @@ describe("changesOf", () => {
       started: 0,
       finished: 4,
       error: 0,
+      skipped: 0,
     });
   });
 

@@ -23,6 +23,8 @@ describe("FlowJobInput", () => {
       env_vars: {},
       prerequisites: [],
       depends: [],
+      needs: "all_finished",
+      allow_failure: false,
     });
   });
 

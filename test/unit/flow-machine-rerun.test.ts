@@ -1,6 +1,6 @@
 import { describe, expect, it } from "vitest";
 import {
-  failedJobs,
+  rerunJobs,
   flowResult,
   messageId,
   messagesNeeded,
@@ -74,7 +74,7 @@ describe("cancel", () => {
 describe("re-run", () => {
   /** A failed flow's re-run with the ids a coordinator would allocate after `firstFree`. */
   function rerunFrom(d: Driver, firstFree: number) {
-    const failed = failedJobs(d.state);
+    const failed = rerunJobs(d.state);
     const needed = messagesNeeded(failed.map((id) => d.job(id).spec));
     return { failed, needed, t: d.send({ type: "rerun", bases: rerunBases(d.state, firstFree), at: T + 100 }) };
   }

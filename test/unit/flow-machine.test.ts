@@ -269,6 +269,8 @@ describe("jobEnvironment", () => {
       DEP_FETCH_DATA_OUT_PATH: "/tmp/a",
       DEP_FETCH_DATA_N: "1",
       DEP_9_X: "y",
+      DEP_FETCH_DATA_STATUS: "finished",
+      DEP_9_STATUS: "finished",
     });
     expect(jobEnvironment(d.state, d.job(9))).toEqual({
       SHARED: "flow",

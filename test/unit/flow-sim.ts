@@ -18,6 +18,7 @@ import {
   type Transition,
 } from "../../shared/flow/index.js";
 import type { ResultMap } from "../../shared/model/index.js";
+import { readiness } from "../../shared/flow/rules.js";
 
 export type JobIn = z.input<typeof FlowJobInput>;
 
@@ -121,9 +122,10 @@ export class Driver {
       if (effect.type !== "dispatch") continue;
       this.dispatches.set(effect.job, (this.dispatches.get(effect.job) ?? 0) + 1);
       const job = t.state.jobs[effect.job] as JobState;
-      const unfinished = job.depends.filter((dep) => t.state.jobs[dep]?.status !== "finished");
-      if (unfinished.length > 0)
-        throw new Error(`flow machine: job ${effect.job} dispatched before ${unfinished.join(",")} finished`);
+      // Dispatched only once its rules let it run (rules.ts): by default, every dependency finished.
+      const verdict = readiness(t.state, job);
+      if (!verdict || !("run" in verdict))
+        throw new Error(`flow machine: job ${effect.job} dispatched before its dependencies let it run`);
       if (job.attempt !== effect.attempt)
         throw new Error(
           `flow machine: dispatch of ${effect.job} names attempt ${effect.attempt}, job has ${job.attempt}`,

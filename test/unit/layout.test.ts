@@ -13,6 +13,7 @@ const AREAS = ["functions", "shared", "runner", "cli", "infra", "console"] as co
 const SHARED = [
   "shared/model",
   "shared/keys.ts",
+  "shared/key-members.ts",
   "shared/auth",
   "shared/flow",
   "shared/store",
@@ -29,10 +30,11 @@ const FUNCTIONS_BELOW_API = ["functions/core", ...SHARED];
 const MAY_IMPORT: Record<string, string[]> = {
   "shared/model": [],
   "shared/http": [],
-  "shared/keys.ts": ["shared/model"],
+  "shared/keys.ts": ["shared/model", "shared/key-members.ts"],
+  "shared/key-members.ts": [],
   "shared/auth": ["shared/model"],
   "shared/flow": ["shared/model"],
-  "shared/store": ["shared/model", "shared/keys.ts", "shared/auth", "shared/flow"],
+  "shared/store": ["shared/model", "shared/keys.ts", "shared/key-members.ts", "shared/auth", "shared/flow"],
   "shared/client": ["shared/model", "shared/auth", "shared/flow"],
   "functions/core": SHARED,
   // Retention's removals and a context's deletion: the Dispatcher's sweep and the API run them.

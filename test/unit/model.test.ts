@@ -14,11 +14,11 @@ import {
 
 const KEY = "11qYAYKxCrfVS_7TyWQHOg7hcvPapiMlrwIaaPcHURo";
 
-describe("enums match the model (plus sh)", () => {
+describe("enums match the model (plus sh, and skipped)", () => {
   it.each([
     [ScriptType, ["osis", "sal", "v", "python", "sh"]],
     [RunnerType, ["v", "python", "osis", "rust", "sh"]],
-    [JobStatus, ["dispatched", "waiting_for_prerequisites", "started", "error", "finished"]],
+    [JobStatus, ["dispatched", "waiting_for_prerequisites", "started", "error", "finished", "skipped"]],
     [FlowStatus, ["dispatched", "started", "error", "finished"]],
     [MessageType, ["job", "chat", "mail"]],
     [MessageFormatType, ["html", "text", "md"]],

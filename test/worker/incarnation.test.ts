@@ -358,7 +358,15 @@ describe("the context's feed", () => {
         flow_id: 1,
         trace_id: "0af7651916cd43dd8448eb211c80319c",
         status: "dispatched",
-        progress: { total: 1, dispatched: 1, waiting_for_prerequisites: 0, started: 0, finished: 0, error: 0 },
+        progress: {
+          total: 1,
+          dispatched: 1,
+          waiting_for_prerequisites: 0,
+          started: 0,
+          finished: 0,
+          error: 0,
+          skipped: 0,
+        },
       }) as FlowStreamEvent;
     const taken = await runInDurableObject(stub, async (instance, state) => {
       state.storage.sql.exec(`

@@ -1,0 +1,93 @@
+import { evaluateCondition, type ConditionVars } from "./expression.js";
+import { jobEnvironment, jobInputs } from "./env.js";
+import { jobKey, jobKind, type FlowState, type JobState } from "./state.js";
+import { parseTime } from "./submission.js";
+import { resolveTemplate } from "./template.js";
+
+/**
+ * What a job does once its flow's rules let it run: its `when` decides whether it runs at all,
+ * then a script is dispatched to a runner, a wait starts waiting for its event, a sleep starts
+ * sleeping. Waits and sleeps take no runner: a deadline of the flow's object ends them (and an
+ * event, a wait), never a timer in memory.
+ */
+
+/** What a `when` reads: the dependencies' results and statuses, the flow's and the job's env. */
+export function conditionVars(flow: FlowState, job: JobState): ConditionVars {
+  const status: Record<string, string> = {};
+  for (const id of job.depends) {
+    const dep = flow.jobs[id] as JobState;
+    status[jobKey(dep)] = dep.status;
+  }
+  return { deps: jobInputs(flow, job), status, env: { ...flow.envVars, ...job.spec.env_vars } };
+}
+
+/**
+ * What starting a job whose dependencies let it run comes to: skip it (its `when` is false),
+ * fail it (a `when` that cannot be evaluated, a wait's key or a sleep's time that cannot be
+ * resolved), dispatch it to a runner (a script), or start it without one (a wait, a sleep).
+ * Pure: `startJob` (outcomes.ts) carries it out.
+ */
+export type JobStart = { skip: string } | { fail: string } | { dispatch: true } | { noRunner: NoRunnerStart };
+
+export function jobStart(flow: FlowState, job: JobState, at: number): JobStart {
+  if (job.spec.when !== undefined) {
+    const verdict = evaluateCondition(job.spec.when, conditionVars(flow, job));
+    if ("error" in verdict) return { fail: `when could not be evaluated: ${verdict.error}` };
+    if (!verdict.value) return { skip: `when is false: ${shorten(job.spec.when)}` };
+  }
+  if (jobKind(job.spec) === "script") return { dispatch: true };
+  const start = noRunnerStart(flow, job, at);
+  return "error" in start ? { fail: start.error } : { noRunner: start };
+}
+
+/** An expression as a reason quotes it: at most 200 characters (a skip reason is kept per job). */
+function shorten(text: string): string {
+  return text.length > 200 ? `${text.slice(0, 200)}…` : text;
+}
+
+/** What a job that takes no runner is once started at `at`: its status, deadline (and a wait's key). */
+export type NoRunnerStart = Pick<JobState, "status" | "attempt" | "startedAt" | "deadline" | "waitKey">;
+
+/**
+ * How a wait or a sleep starts at `at`, or why it cannot: a wait's key resolved (its timeout
+ * its deadline), a sleep's end. Pure, and shared by the machine and by a rebuild that finds a
+ * started one whose journal was lost (rebuild.ts).
+ */
+export function noRunnerStart(flow: FlowState, job: JobState, at: number): NoRunnerStart | { error: string } {
+  const attempt = job.attempt + 1;
+  const wait = job.spec.wait;
+  if (wait) {
+    const key = resolveTemplate(wait.key, jobEnvironment(flow, job));
+    if ("error" in key) return { error: `its wait's key could not be resolved: ${key.error}` };
+    const deadline = { kind: "wait" as const, attempt, at: at + wait.timeout * 1000 };
+    return { status: "started", attempt, startedAt: at, waitKey: key.value, deadline };
+  }
+  const end = sleepEnd(flow, job, at);
+  if ("error" in end) return end;
+  return { status: "started", attempt, startedAt: at, deadline: { kind: "sleep", attempt, at: end.at } };
+}
+
+/** When a sleep ends, or why it cannot: a time that is not one, or past the flow's deadline. */
+function sleepEnd(flow: FlowState, job: JobState, at: number): { at: number } | { error: string } {
+  if (job.spec.sleep !== undefined) return { at: at + job.spec.sleep * 1000 };
+  const text = resolveTemplate(job.spec.sleep_until ?? "", jobEnvironment(flow, job));
+  if ("error" in text) return { error: `sleep_until could not be resolved: ${text.error}` };
+  const until = parseTime(text.value);
+  if (Number.isNaN(until)) return { error: `sleep_until is not an RFC 3339 time: ${JSON.stringify(text.value)}` };
+  const deadline = flowDeadline(flow);
+  if (deadline !== undefined && until > deadline)
+    return { error: `sleep_until ${text.value} is past the flow's deadline (timeouts.flow: ${flow.timeouts.flow} s)` };
+  return { at: Math.max(at, until) };
+}
+
+/** What a sleep that came to its end finishes with: until when it slept. */
+export function sleptUntil(job: JobState, at: number): { slept_until: string } {
+  return { slept_until: new Date(job.deadline?.at ?? at).toISOString() };
+}
+
+/** When the flow must have ended (its start plus `timeouts.flow`), if it has a deadline and started. */
+export function flowDeadline(flow: Pick<FlowState, "startedAt" | "timeouts">): number | undefined {
+  return flow.timeouts.flow !== undefined && flow.startedAt !== undefined
+    ? flow.startedAt + flow.timeouts.flow * 1000
+    : undefined;
+}
