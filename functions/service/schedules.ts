@@ -1,5 +1,5 @@
 import type { z } from "zod";
-import { FlowSubmission, resolveDag } from "../../shared/flow/index.js";
+import { FlowSubmissionFields, resolveDag, withDeadlineChecks } from "../../shared/flow/index.js";
 import { scheduleCreation, type Schedule, type ScheduleRun, type ScheduleView } from "../../shared/model/index.js";
 import type { Page } from "../../shared/store/index.js";
 import type { SchedulerState, ScheduleScope } from "../core/contracts.js";
@@ -15,7 +15,9 @@ import { checkPinnedRunners, requestDigest } from "./submission.js";
  * A schedule's flow template: a flow submission without `id` (each fire makes a new flow) and
  * `start` (a fire always starts it).
  */
-export const FlowTemplate = FlowSubmission.omit({ id: true, start: true }).meta({ id: "FlowTemplate" });
+export const FlowTemplate = withDeadlineChecks(FlowSubmissionFields.omit({ id: true, start: true })).meta({
+  id: "FlowTemplate",
+});
 
 /** `POST /v1/contexts/{c}/schedules` (and `schedule.create`): the template, when, and the policies. */
 export const ScheduleCreation = scheduleCreation(FlowTemplate, cronProblem).meta({ id: "ScheduleCreation" });

@@ -9,7 +9,15 @@ export { changedJobs, ENDED, RETRY_DEFAULTS } from "./draft.js";
 export type { FlowEffect, FlowEvent, TransitionOutcome, Transition } from "./machine.js";
 export { attemptBlock, flowResult, jobKey, jobKind, messageId, resultMessageId } from "./state.js";
 export type { Deadline, Delivery, FlowState, FlowTimeouts, JobSpec, JobState } from "./state.js";
-export { FLOW_LIMITS, FlowJobInput, FlowSubmission, MESSAGE_TIMEOUTS, MessageTimeouts } from "./submission.js";
+export {
+  FLOW_LIMITS,
+  FlowJobInput,
+  FlowSubmission,
+  FlowSubmissionFields,
+  MESSAGE_TIMEOUTS,
+  MessageTimeouts,
+  withDeadlineChecks,
+} from "./submission.js";
 export type { FlowSubmissionInput } from "./submission.js";
 export { jobJournalOf, journalOf, rebuildState } from "./rebuild.js";
 export type { JobJournal, Journal } from "./rebuild.js";

@@ -101,8 +101,11 @@ export const MessageTimeouts = z
 
 export const MESSAGE_TIMEOUTS = { timeout: 300, timeout_ack: 60, resultGrace: 60 } as const;
 
-/** `POST /v1/contexts/{id}/flows`: a DAG of jobs, stored all or nothing. */
-export const FlowSubmission = z
+/**
+ * The fields of a flow submission, without the checks across them (FlowSubmission adds those):
+ * what a schedule's template takes part of.
+ */
+export const FlowSubmissionFields = z
   .object({
     id: Id.optional(),
     env_vars: EnvVarsInput.default({}),
@@ -115,21 +118,25 @@ export const FlowSubmission = z
     priority: FlowPriority.default(0),
     max_parallel: MaxParallel.optional(),
   })
-  .strict()
-  .superRefine((flow, ctx) => {
+  .strict();
+
+/** Refuses a sleep that cannot end before the flow's deadline (`sleepPastDeadline`), naming the job. */
+export function withDeadlineChecks<T extends z.ZodType<{ timeouts: { flow?: number | undefined }; jobs: FlowJobInput[] }>>(
+  schema: T,
+) {
+  return schema.superRefine((flow, ctx) => {
     const limit = flow.timeouts.flow;
     if (limit === undefined) return;
     flow.jobs.forEach((job, i) => {
       const why = sleepPastDeadline(job, limit, Date.now());
-      if (why)
-        ctx.addIssue({
-          code: "custom",
-          path: ["jobs", i, job.sleep !== undefined ? "sleep" : "sleep_until"],
-          message: why,
-        });
+      const field = job.sleep !== undefined ? "sleep" : "sleep_until";
+      if (why) ctx.addIssue({ code: "custom", path: ["jobs", i, field], message: why });
     });
-  })
-  .meta({ id: "FlowSubmission" });
+  });
+}
+
+/** `POST /v1/contexts/{id}/flows`: a DAG of jobs, stored all or nothing. */
+export const FlowSubmission = withDeadlineChecks(FlowSubmissionFields).meta({ id: "FlowSubmission" });
 export type FlowSubmission = z.output<typeof FlowSubmission>;
 export type FlowSubmissionInput = z.input<typeof FlowSubmission>;
 

@@ -24,8 +24,7 @@ export const WaitSpec = z
     timeout: z.int().min(1).max(LONGEST_WAIT).default(86_400),
     on_timeout: z.enum(["error", "skip"]).default("error"),
   })
-  .strict()
-  .meta({ id: "WaitSpec" });
+  .strict();
 export type WaitSpec = z.output<typeof WaitSpec>;
 
 /**

@@ -1,0 +1,101 @@
+import { describe, expect, it } from "vitest";
+import type { FlowView } from "../../shared/model/index.js";
+import { eventually } from "../support/eventually.js";
+import { commandDelta } from "../support/private-stack.js";
+import { usePrivateStack } from "../support/use-private-stack.js";
+
+// What waits and events cost, counted where it happens: Redis's own command counts (INFO
+// commandstats: a script call and each command inside it), once Redis went quiet. Budgets
+// (docs/flows.md, "Cost"): a plain flow's do not move (budget-sent.test.ts); an event matching
+// nothing, an event ending a wait, and a wait's start each cost a fixed number of commands, and
+// matching does not grow with the waits and flows of the context.
+
+// No cron: a sweep in the middle would be counted too.
+const { stack, admin } = usePrivateStack("budget-events", { cron: false });
+
+/**
+ * An event matching nothing: the nonce's SET, the sendEvent script (EVALSHA, GET, ZRANGE, ZCARD,
+ * SET); and the key epoch's read (MGET), which an isolate makes at most once a second.
+ */
+const EVENT_MATCHING_NOTHING = 7;
+/**
+ * An event ending one wait, the flow's last job: the above, and the flow's commit (measured 19 in
+ * all: the job's record, the index's ZREM, and the flow's end with its result mail).
+ */
+const EVENT_ENDING_A_WAIT = 20;
+
+/** The commands Redis ran for `work`, counted once it went quiet before and after. */
+async function counted(work: () => Promise<unknown>): Promise<{ total: number; byCommand: Record<string, number> }> {
+  const before = await stack().quietCommandStats();
+  await work();
+  return commandDelta(before, await stack().quietCommandStats());
+}
+
+const waitFlow = (key: string) => ({
+  start: true,
+  jobs: [{ name: "approval", wait: { event: "order.paid", key, timeout: 600 } }],
+});
+
+describe("budget: waits and events", () => {
+  let ctx: number;
+
+  it(`sends an event that matches nothing in ${EVENT_MATCHING_NOTHING} commands, however many waits the context has`, async () => {
+    ctx = (await admin().client.createContext()).id;
+    // Warm up: scripts loaded, the context in the isolate's cache.
+    await admin().client.sendEvent(ctx, { name: "order.paid", key: "warm" });
+    const alone = await counted(() => admin().client.sendEvent(ctx, { name: "order.paid", key: "none" }));
+    // 200 waits in 200 flows of the context, on other keys.
+    await Promise.all(Array.from({ length: 200 }, (_, i) => admin().client.submitFlow(ctx, waitFlow(`other-${i}`))));
+    const crowded = await counted(() => admin().client.sendEvent(ctx, { name: "order.paid", key: "none" }));
+    console.log(
+      `budget: an event matching nothing: ${alone.total} commands (${JSON.stringify(alone.byCommand)}), with 200 waits in the context ${crowded.total} (${JSON.stringify(crowded.byCommand)})`,
+    );
+    expect(alone.total).toBeLessThanOrEqual(EVENT_MATCHING_NOTHING);
+    // The same commands, the isolate's caches aside (the key epoch, read at most once a second).
+    const { mget: _a, ...aloneOwn } = alone.byCommand;
+    const { mget: _c, ...crowdedOwn } = crowded.byCommand;
+    expect(crowdedOwn).toEqual(aloneOwn);
+  });
+
+  it(`ends a wait with an event in at most ${EVENT_ENDING_A_WAIT} commands, a wait's start costing one read more than its commit`, async () => {
+    const warm = await admin().client.submitFlow(ctx, waitFlow("warm-wait"));
+    await admin().client.sendEvent(ctx, { name: "order.paid", key: "warm-wait" });
+    await flowEnded(ctx, warm.id);
+
+    const started = await counted(() => admin().client.submitFlow(ctx, waitFlow("k1")));
+    const plain = await counted(() =>
+      admin().client.submitFlow(ctx, { start: true, jobs: [{ name: "nap", sleep: 600 }] }),
+    );
+    console.log(
+      `budget: a flow of one wait created and started: ${started.total} commands (${JSON.stringify(started.byCommand)}); of one sleep: ${plain.total}`,
+    );
+    // The wait's index entry rides in the creation's script; the look back for kept events is one read more.
+    expect(started.total - plain.total).toBeLessThanOrEqual(2);
+
+    const ended = await counted(async () => {
+      const sent = await admin().client.sendEvent(ctx, {
+        id: "pay-k1",
+        name: "order.paid",
+        key: "k1",
+        data: { n: "1" },
+      });
+      expect(sent).toMatchObject({ matched: 1, resumed: 1 });
+    });
+    console.log(
+      `budget: an event ending one wait (and its flow): ${ended.total} commands (${JSON.stringify(ended.byCommand)})`,
+    );
+    expect(ended.total).toBeLessThanOrEqual(EVENT_ENDING_A_WAIT);
+  });
+});
+
+async function flowEnded(contextId: number, flowId: number): Promise<FlowView> {
+  return eventually(
+    async () => {
+      const view = await admin().client.loadFlow(contextId, flowId);
+      return view.ended_at !== undefined ? view : undefined;
+    },
+    20_000,
+    50,
+    `flow ${flowId} to end`,
+  );
+}
