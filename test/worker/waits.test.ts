@@ -168,6 +168,50 @@ describe("a wait", () => {
   });
 });
 
+describe("a wait's races", () => {
+  it("ends once when an event and a cancel come together: one of them wins, the other changes nothing", async () => {
+    const { admin, ctx } = await setup();
+    for (let i = 0; i < 4; i++) {
+      const view = await admin.client.submitFlow(ctx.id, { start: true, jobs: [waitJob(`race-${i}`)] });
+      const [sent, cancelled] = await Promise.all([
+        admin.client.sendEvent(ctx.id, { name: "order.approved", key: `race-${i}` }),
+        admin.client.cancelFlow(ctx.id, view.id, "race").then(
+          () => true,
+          () => false,
+        ),
+      ]);
+      expect(sent.resumed + (cancelled ? 1 : 0)).toBe(1);
+      const done = await admin.client.loadFlow(ctx.id, view.id);
+      expect(done.status).toBe(sent.resumed === 1 ? "finished" : "error");
+    }
+  });
+
+  it("ends once when an event races its timeout", async () => {
+    const { admin, ctx } = await setup();
+    const view = await admin.client.submitFlow(ctx.id, {
+      start: true,
+      jobs: [{ name: "approval", wait: { event: "order.approved", key: "t", timeout: 1 } }],
+    });
+    await waitUntilPast(Date.now() + 1_000);
+    const { stub } = w.flowStub(ctx.id, view.id);
+    const [sent] = await Promise.all([
+      admin.client.sendEvent(ctx.id, { name: "order.approved", key: "t" }),
+      ringAlarm(stub),
+    ]);
+    const done = await eventually(
+      async () => {
+        const now = await admin.client.loadFlow(ctx.id, view.id);
+        return now.ended_at !== undefined ? now : undefined;
+      },
+      10_000,
+      50,
+      "the wait to end",
+    );
+    expect(done.status).toBe(sent.resumed === 1 ? "finished" : "error");
+    expect(sent.matched).toBeLessThanOrEqual(1);
+  });
+});
+
 describe("a sleep", () => {
   it("ends on the flow's alarm, after its object lost its memory and its journal", async () => {
     const { admin, ctx } = await setup();
