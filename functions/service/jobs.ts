@@ -36,6 +36,13 @@ export async function submitJob(
       { field: "job.depends", message: "a job outside a flow cannot depend on other jobs; submit a flow" },
     ]);
   }
+  // An event finds a wait through its flow; a job outside any flow has none (submit a flow of one).
+  const noRunner = (["wait", "sleep", "sleep_until"] as const).find((field) => input.job[field] !== undefined);
+  if (noRunner) {
+    throw dagProblem([
+      { field: `job.${noRunner}`, message: "a job outside a flow runs a script; a wait or a sleep is a job of a flow" },
+    ]);
+  }
   await checkPinnedRunners(call, contextId, [input.job], () => "job");
   const reservation = await call.store.flows.reserve({
     contextId,

@@ -256,6 +256,11 @@ describe("a sleep", () => {
       admin.client.submitFlow(ctx.id, { jobs: [{ name: "x", sleep: 1, script: "true", script_type: "sh" }] }),
     );
     expect(both.status).toBe(400);
+    const lone = await failure(
+      admin.client.request("POST", `/v1/contexts/${ctx.id}/jobs`, { job: { name: "nap", sleep: 5 } }),
+    );
+    expect(lone.status).toBe(400);
+    expect(JSON.stringify(lone.problem)).toContain("job.sleep");
     const badWhen = await failure(
       admin.client.submitFlow(ctx.id, {
         jobs: [{ name: "x", script: "true", script_type: "sh", when: "deps.a.b ==" }],
