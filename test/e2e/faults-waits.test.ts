@@ -1,0 +1,81 @@
+import { describe, expect, it } from "vitest";
+import { actorKeyId } from "../../shared/auth/index.js";
+import { signerFromJwk } from "../../shared/client/index.js";
+import type { FlowStreamEvent } from "../../shared/model/index.js";
+import { answersIn, attemptsOf, flowEnd, runsIn } from "../support/flow-runs.js";
+import { parsed, readSse } from "../support/streams.js";
+import { usePrivateStack } from "../support/use-private-stack.js";
+
+// Waits and sleeps across the faults the coordinator is built for: redis-server frozen
+// (SIGSTOP) over a sleep's end, then the Worker restarted (every Durable Object's memory gone,
+// its storage kept). The sleep still ends once, at the time it had (its result says so),
+// the script after it runs once, and a wait still takes the event sent after the restart.
+
+const { stack, admin, slotsHeld } = usePrivateStack("faults-waits");
+
+describe("waits and sleeps across a frozen Redis and a restarted Worker", () => {
+  it("ends a sleep once, at its time, and resumes a wait by an event sent after the restart", async () => {
+    const ctx = (await admin().client.createContext()).id;
+    const runner = await stack().registerTestRunner(admin().client, ctx);
+    const proc = await runner.start();
+    const sleeping = await admin().client.submitFlow(ctx, {
+      start: true,
+      jobs: [
+        { name: "nap", sleep: 3 },
+        { name: "after", depends: ["nap"], script: "true", script_type: "sh" },
+      ],
+    });
+    const waiting = await admin().client.submitFlow(ctx, {
+      start: true,
+      env_vars: { ORDER: "7" },
+      jobs: [
+        { name: "approval", wait: { event: "order.approved", key: "${ORDER}", timeout: 120 } },
+        { name: "ship", depends: ["approval"], script: "true", script_type: "sh" },
+      ],
+    });
+    const until = sleeping.jobs.find((j) => j.name === "nap")?.sleep_until ?? 0;
+
+    // Redis frozen over the sleep's end (its alarm rings into an outage), then the Worker
+    // restarted (its readiness needs storage, so once Redis is back): every object's memory gone.
+    stack().pauseRedis();
+    try {
+      await new Promise((r) => setTimeout(r, 5_000));
+    } finally {
+      stack().continueRedis();
+    }
+    await stack().restartWorker();
+
+    const sent = await admin().client.sendEvent(ctx, {
+      id: "approve-7",
+      name: "order.approved",
+      key: "7",
+      data: { by: "ops" },
+    });
+    expect(sent).toMatchObject({ matched: 1, resumed: 1 });
+
+    const slept = await flowEnd(admin().client, ctx, sleeping.id, 60_000);
+    expect(slept.status).toBe("finished");
+    // Its end is the time it had from its start (the view shows it in whole seconds), not later.
+    const ended = Date.parse(slept.result.nap?.slept_until ?? "");
+    expect(ended - until * 1000).toBeGreaterThanOrEqual(0);
+    expect(ended - until * 1000).toBeLessThan(1000);
+    const approved = await flowEnd(admin().client, ctx, waiting.id, 60_000);
+    expect(approved.status).toBe("finished");
+    expect(approved.result.approval).toEqual({ by: "ops", event_id: "approve-7" });
+    await answersIn(proc, /^answered result ship /, 1, 30_000);
+    // The scripts after them ran once each; the wait and the sleep held no slot.
+    expect(attemptsOf(runsIn(proc.output()), sleeping.id)).toEqual({ after: [1] });
+    expect(attemptsOf(runsIn(proc.output()), waiting.id)).toEqual({ ship: [1] });
+    expect(await slotsHeld(ctx, runner.id)).toBe(0);
+    expect(stack().workerLog()).not.toMatch(/FlowCoordinator: |Internal error/);
+
+    // The sleep's stream tells it started and finished once.
+    const stream = await readSse(
+      `${stack().url}/v1/contexts/${ctx}/flows/${sleeping.id}/events`,
+      await signerFromJwk(admin().jwk, actorKeyId(admin().id)),
+      (e) => e.some((x) => x.event === "flow.finished"),
+    );
+    const events = parsed<FlowStreamEvent>(stream.events).filter((e) => e.job_id === slept.jobs[0]?.id);
+    expect(events.map((e) => e.type)).toEqual(["job.sleep_started", "job.finished"]);
+  }, 120_000);
+});
