@@ -134,3 +134,54 @@ describe("random DAGs with retries", () => {
     );
   });
 });
+
+const NEEDS = ["all_finished", "all_done", "any_finished", "none_failed"] as const;
+
+/** Random rules per job: its needs, whether it may fail, and a `when` that is false for some. */
+const rules = fc.array(
+  fc.record({ needs: fc.constantFrom(...NEEDS), allowFailure: fc.boolean(), skip: fc.boolean() }),
+  { minLength: 1, maxLength: 40 },
+);
+
+describe("random DAGs with rules (needs, allow_failure, when) and failing jobs", () => {
+  it("every job ends once, runs only when its rules let it, and the flow fails only for a failure not allowed", () => {
+    fc.assert(
+      fc.property(shapes(1, 40), rules, failures, (shape, jobRules, failing) => {
+        const rule = (i: number) => jobRules[i % jobRules.length] as (typeof jobRules)[number];
+        const start = build(shape, (i) => ({
+          needs: rule(i).needs,
+          allow_failure: rule(i).allowFailure,
+          env_vars: { RUN: rule(i).skip ? "no" : "yes" },
+          when: 'env.RUN == "yes"',
+        }));
+        const ids = new Set(failing.map((i) => start.order[i % shape.n] as number));
+        // The driver checks each dispatch against its job's rules (flow-sim.ts).
+        const { driver: d, wronglyApplied } = simulate(start, shape.seed, { fails: (job) => ids.has(job) });
+        expect(wronglyApplied).toEqual([]);
+        expect(d.effects.filter((e) => e.type === "flowEnded")).toHaveLength(1);
+        const ended = new Map<number, number>();
+        for (const e of d.effects) if (e.type === "jobEnded") ended.set(e.job, (ended.get(e.job) ?? 0) + 1);
+        const wrong: string[] = [];
+        for (const id of start.order) {
+          const job = d.job(id);
+          if (!["finished", "error", "skipped"].includes(job.status)) wrong.push(`job ${id} ends ${job.status}`);
+          if (ended.get(id) !== 1) wrong.push(`job ${id} ended ${ended.get(id) ?? 0} times`);
+          if (job.status === "skipped" && !job.skipReason) wrong.push(`job ${id} was skipped without a reason`);
+          if (d.dispatches.has(id) && job.spec.env_vars.RUN === "no")
+            wrong.push(`job ${id} ran though its when was false`);
+        }
+        expect(wrong).toEqual([]);
+        // The flow failed exactly when a job that may not fail failed by itself (not as collateral).
+        const culprits = start.order.filter((id) => {
+          const job = d.job(id);
+          return job.status === "error" && !job.spec.allow_failure && d.dispatches.has(id);
+        });
+        if (d.state.status === "error") {
+          expect(d.state.error?.job).toBeDefined();
+          expect(d.job(d.state.error?.job as number).spec.allow_failure).not.toBe(true);
+        } else expect(culprits).toEqual([]);
+      }),
+      { numRuns: 300 },
+    );
+  });
+});
