@@ -1,7 +1,7 @@
 import { formatBytes, jsonBytes, SIZE_LIMITS, type ResultMap } from "../model/index.js";
 import { backoffMs, dispatch, ENDED, timings, type Draft } from "./draft.js";
 import { jobInputs } from "./env.js";
-import { readiness, runsAfterFailure } from "./rules.js";
+import { cleanups, readiness, runsAfterFailure } from "./rules.js";
 import { jobKey, messageId, type FlowState, type JobState } from "./state.js";
 import { jobStart } from "./work.js";
 
@@ -125,10 +125,7 @@ function endIfDone(d: Draft, at: number): void {
     return;
   }
   if (!d.flow.error) return;
-  const pending = d.flow.order.some((id) => {
-    const job = d.job(id);
-    return runsAfterFailure(job) && !ENDED.has(job.status);
-  });
+  const pending = cleanups(d.flow).some((id) => !ENDED.has(d.job(id).status));
   if (!pending) endFlow(d, at);
 }
 

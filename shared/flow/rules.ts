@@ -53,3 +53,19 @@ export function readiness(flow: FlowState, job: JobState): Verdict {
 export function runsAfterFailure(job: JobState): boolean {
   return job.spec.needs === "all_done";
 }
+
+/** A flow's clean-up jobs, by its order (the same array in every state of one flow). */
+const cleanupsByOrder = new WeakMap<readonly number[], number[]>();
+
+/**
+ * The flow's clean-up jobs (`needs: all_done`), found once per flow: a job's rules never change,
+ * so a failing flow asks about these few at each end, not about every job.
+ */
+export function cleanups(flow: Pick<FlowState, "order" | "jobs">): number[] {
+  let ids = cleanupsByOrder.get(flow.order);
+  if (!ids) {
+    ids = flow.order.filter((id) => runsAfterFailure(flow.jobs[id] as JobState));
+    cleanupsByOrder.set(flow.order, ids);
+  }
+  return ids;
+}
