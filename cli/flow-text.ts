@@ -95,7 +95,7 @@ export function flowLines(view: FlowView): string[] {
       ["status", view.status],
       [
         "progress",
-        `${ended} of ${progress.total} jobs ended (${progress.finished} finished, ${progress.error} error, ${progress.skipped} skipped, ${progress.started} running)`,
+        `${ended} of ${progress.total} jobs ended (${progress.finished} finished, ${progress.error} error, ${progress.skipped > 0 ? `${progress.skipped} skipped, ` : ""}${progress.started} running)`,
       ],
       ["started", when(view.started_at)],
       ["ended", when(view.ended_at)],
