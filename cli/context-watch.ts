@@ -3,12 +3,13 @@ import type { ContextStreamEvent, JobStatus } from "../shared/model/index.js";
 import type { Output } from "./output.js";
 import { timestamp } from "./output.js";
 
-/** `2/4 jobs ended` from a flow event's count of jobs per status. */
+/** `2/4 jobs ended` from a flow event's count of jobs per status (skipped ones ended too, and are said). */
 function progressText(progress: Partial<Record<JobStatus, number>> | undefined): string {
   if (!progress) return "";
   const total = Object.values(progress).reduce((sum, n) => sum + n, 0);
-  const done = (progress.finished ?? 0) + (progress.error ?? 0);
-  return `  (${done}/${total} jobs ended)`;
+  const skipped = progress.skipped ?? 0;
+  const done = (progress.finished ?? 0) + (progress.error ?? 0) + skipped;
+  return `  (${done}/${total} jobs ended${skipped > 0 ? `, ${skipped} skipped` : ""})`;
 }
 
 /** What happened to the flow, in words. */

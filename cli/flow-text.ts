@@ -68,6 +68,15 @@ export function flowLines(view: FlowView): string[] {
   const keyOf = new Map(view.jobs.map((j) => [j.id, j.key]));
   const { progress } = view;
   const ended = progress.finished + progress.error + progress.skipped;
+  // `started` counts waits and sleeps under way too: they hold no runner, so they are told apart.
+  const under = (kind: string) => view.jobs.filter((j) => j.status === "started" && j.kind === kind).length;
+  const waits = under("wait");
+  const sleeps = under("sleep");
+  const running = [
+    `${Math.max(0, progress.started - waits - sleeps)} running`,
+    ...(waits > 0 ? [`${waits} waiting for an event`] : []),
+    ...(sleeps > 0 ? [`${sleeps} sleeping`] : []),
+  ].join(", ");
   const env = Object.entries(view.env_vars)
     .map(([k, v]) => `${k}=${v}`)
     .join(", ");
@@ -84,7 +93,9 @@ export function flowLines(view: FlowView): string[] {
       : j.status === "skipped"
         ? `skipped: ${j.skip_reason ?? ""}`
         : j.waiting
-          ? `waits: ${waitingText(j.waiting)}`
+          ? j.waiting.reason === "event" || j.waiting.reason === "sleep"
+            ? waitingText(j.waiting)
+            : `waits: ${waitingText(j.waiting)}`
           : resultText(j.result ?? {}) || "-",
   ]);
   return [
@@ -95,7 +106,7 @@ export function flowLines(view: FlowView): string[] {
       ["status", view.status],
       [
         "progress",
-        `${ended} of ${progress.total} jobs ended (${progress.finished} finished, ${progress.error} error, ${progress.skipped > 0 ? `${progress.skipped} skipped, ` : ""}${progress.started} running)`,
+        `${ended} of ${progress.total} jobs ended (${progress.finished} finished, ${progress.error} error, ${progress.skipped > 0 ? `${progress.skipped} skipped, ` : ""}${running})`,
       ],
       ["started", when(view.started_at)],
       ["ended", when(view.ended_at)],
@@ -160,6 +171,8 @@ export function dagLines(dag: FlowDag): string[] {
       node.status.padEnd(statusWidth),
       depsText(node.id).padEnd(depsWidth),
       node.runner_id !== undefined ? `runner ${node.runner_id}` : "",
+      // A wait or a sleep under way: what for, and for how long yet.
+      node.waiting?.reason === "event" || node.waiting?.reason === "sleep" ? waitingText(node.waiting) : "",
     ];
     return text.join("  ").trimEnd();
   });

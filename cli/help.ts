@@ -44,6 +44,9 @@ export function mainHelp(commands: Command[]): string {
     "watch <context> follows every flow of a context until Ctrl-C. Both read the coordinator's",
     "event stream and reconnect where they left off when the connection drops.",
     "",
+    "Events: a flow's job may wait for an event; flowc event send <context> <name> --key <k>",
+    "--data k=v ends every wait of the context for that name and key (docs/flows.md).",
+    "",
   ].join("\n");
 }
 

@@ -2,8 +2,8 @@ import { ApiError, type CoordinatorClient } from "../shared/client/index.js";
 import type { FlowStreamEvent, FlowView, JobStatus, JobView, JobWaiting } from "../shared/model/index.js";
 import { attemptStderr } from "./api.js";
 import { NetworkError } from "./errors.js";
-import { plural, type Output } from "./output.js";
-import { resultText } from "./flow-text.js";
+import { plural, timestamp, type Output } from "./output.js";
+import { leftText, resultText } from "./flow-text.js";
 
 /** How long loading the final flow rides out an unreachable or failing coordinator (a restart, a deploy). */
 const OUTAGE_MS = 30_000;
@@ -34,6 +34,8 @@ export interface WatchOutcome {
 /** What the watch knows of a job: from the flow as loaded, then from each of its events. */
 interface Tracked {
   key: string;
+  /** A wait or a sleep takes no runner: it has no stderr, and waits rather than runs. */
+  kind: JobView["kind"];
   status: JobStatus;
   attempt: number;
   /** The runner it was last given to. */
@@ -56,8 +58,9 @@ function ended(status: FlowView["status"]): boolean {
   return status === "finished" || status === "error";
 }
 
+/** A job that ended, however: finished, failed, or skipped by its flow's rules. */
 function endedJob(status: JobStatus): boolean {
-  return status === "finished" || status === "error";
+  return status === "finished" || status === "error" || status === "skipped";
 }
 
 /** The progress bar a terminal shows below the lines: ended jobs, time, and what runs now. */
@@ -67,8 +70,10 @@ function bar(jobs: Map<number, Tracked>, startedAt: number): string {
   const done = all.filter((j) => endedJob(j.status)).length;
   const filled = all.length === 0 ? width : Math.round((done / all.length) * width);
   const seconds = Math.floor((Date.now() - startedAt) / 1000);
-  const running = all.filter((j) => j.status === "started").map((j) => j.key);
-  const text = `[${"█".repeat(filled)}${"░".repeat(width - filled)}] ${done}/${all.length} jobs  ${seconds} s${running.length > 0 ? `  running: ${running.join(", ")}` : ""}`;
+  const started = all.filter((j) => j.status === "started");
+  const running = started.filter((j) => j.kind === "script").map((j) => j.key);
+  const waiting = started.filter((j) => j.kind !== "script").map((j) => j.key);
+  const text = `[${"█".repeat(filled)}${"░".repeat(width - filled)}] ${done}/${all.length} jobs  ${seconds} s${running.length > 0 ? `  running: ${running.join(", ")}` : ""}${waiting.length > 0 ? `  waiting: ${waiting.join(", ")}` : ""}`;
   // A status line that wraps cannot be erased in place: keep it inside a narrow terminal's width.
   return text.length > 78 ? `${text.slice(0, 77)}…` : text;
 }
@@ -110,10 +115,18 @@ export async function watchFlow(
   };
   // What happened before the watch, as the view tells it, counted up as it is printed.
   for (const job of view.jobs)
-    jobs.set(job.id, { key: job.key, status: "dispatched", attempt: 0, runner: undefined, waits: undefined });
+    jobs.set(job.id, {
+      key: job.key,
+      kind: job.kind,
+      status: "dispatched",
+      attempt: 0,
+      runner: undefined,
+      waits: undefined,
+    });
   for (const job of view.jobs) {
     const waits = job.waiting && NEWS.has(job.waiting.reason) ? job.waiting.detail : undefined;
-    jobs.set(job.id, { key: job.key, status: job.status, attempt: job.attempt, runner: job.runner_id, waits });
+    const tracked = { key: job.key, kind: job.kind, status: job.status, attempt: job.attempt, runner: job.runner_id };
+    jobs.set(job.id, { ...tracked, waits });
     const lines = await viewLines(job, failedLines);
     if (lines.length > 0) printJob(jobs, lines, out);
   }
@@ -169,11 +182,16 @@ async function viewLines(job: JobView, failedLines: FailedLines): Promise<string
   if (job.waiting && NEWS.has(job.waiting.reason)) lines.push(`… ${job.key} waits: ${job.waiting.detail}`);
   switch (job.status) {
     case "started":
+      if (job.kind === "wait")
+        return [waitLine(job.key, job.wait?.event, job.wait?.key, secondsToMs(job.waiting?.until))];
+      if (job.kind === "sleep") return [sleepLine(job.key, secondsToMs(job.sleep_until ?? job.waiting?.until))];
       return [...lines, startedLine(job.key, job.runner_id, job.attempt)];
     case "finished":
       return [`✓ ${job.key} finished${resultPart(job.result ?? {})}`];
+    case "skipped":
+      return [skippedLine(job.key, job.skip_reason)];
     case "error":
-      return errorLines(job.key, job.id, job.attempt, job.error, failedLines);
+      return errorLines(job.key, job.id, job.attempt, job.error, job.kind === "script" ? failedLines : noLines);
     default:
       // Waiting with an error: an attempt failed and its retry is due.
       if (job.error !== undefined && job.attempt >= 1)
@@ -193,11 +211,20 @@ async function eventLines(event: FlowStreamEvent, job: Tracked, failedLines: Fai
   switch (event.type) {
     case "job.started":
       job.waits = undefined;
+      // A wait or a sleep told as started: a subscriber catching up after a gap in the stream.
+      if (job.kind === "wait") return [waitLine(job.key, undefined, undefined, undefined)];
+      if (job.kind === "sleep") return [sleepLine(job.key, undefined)];
       return [startedLine(job.key, event.runner_id, attempt)];
+    case "job.wait_started":
+      return [waitLine(job.key, event.event_name, event.event_key, event.until_ms)];
+    case "job.sleep_started":
+      return [sleepLine(job.key, event.until_ms)];
+    case "job.skipped":
+      return [skippedLine(job.key, event.reason)];
     case "job.finished":
       return [`✓ ${job.key} finished${resultPart(event.result ?? {})}`];
     case "job.error":
-      return errorLines(job.key, id, attempt, event.error, failedLines);
+      return errorLines(job.key, id, attempt, event.error, job.kind === "script" ? failedLines : noLines);
     case "job.retry_scheduled": {
       const wait =
         event.retry_at_ms !== undefined ? Math.max(0, Math.round((event.retry_at_ms - event.at_ms) / 1000)) : 0;
@@ -223,6 +250,35 @@ async function eventLines(event: FlowStreamEvent, job: Tracked, failedLines: Fai
 
 function startedLine(key: string, runnerId: number | undefined, attempt: number): string {
   return `→ ${key} started (runner ${runnerId ?? "?"}, attempt ${attempt})`;
+}
+
+/** A wait or a sleep wrote nothing to stderr: it ran on no runner. */
+const noLines: FailedLines = () => Promise.resolve([]);
+
+const secondsToMs = (seconds: number | undefined) => (seconds === undefined ? undefined : seconds * 1000);
+
+/** `⏸ approval waits for event order.paid with key "42", 60 min left`: what a wait waits for, and its timeout. */
+function waitLine(
+  key: string,
+  event: string | undefined,
+  eventKey: string | undefined,
+  untilMs: number | undefined,
+  now = Date.now(),
+): string {
+  const what = event === undefined ? "an event" : `event ${event} with key ${JSON.stringify(eventKey ?? "")}`;
+  const left = untilMs === undefined ? "" : `, ${leftText(untilMs - now)} left`;
+  return `⏸ ${key} waits for ${what}${left}`;
+}
+
+/** `☾ cool_down sleeping until 2026-12-01T14:05:00Z, 90 s left`. */
+function sleepLine(key: string, untilMs: number | undefined, now = Date.now()): string {
+  if (untilMs === undefined) return `☾ ${key} sleeping`;
+  return `☾ ${key} sleeping until ${timestamp(Math.floor(untilMs / 1000))}, ${leftText(untilMs - now)} left`;
+}
+
+/** `⤼ ship skipped: when is false: …`: a job its flow's rules did not run, and why. */
+function skippedLine(key: string, reason: string | undefined): string {
+  return `⤼ ${key} skipped${reason ? `: ${reason}` : ""}`;
 }
 
 function resultPart(result: Record<string, string>): string {
@@ -269,9 +325,10 @@ export function printOutcome({ view, stderr }: WatchOutcome, out: Output): numbe
   const took =
     view.started_at !== undefined && view.ended_at !== undefined ? view.ended_at - view.started_at : undefined;
   const seconds = took === undefined ? "" : took === 0 ? " in under a second" : ` in ${took} s`;
+  const skipped = view.jobs.filter((j) => j.status === "skipped");
   const lines: string[] = [];
   if (view.status === "finished") {
-    lines.push(`flow ${view.id} finished${seconds}`);
+    lines.push(`flow ${view.id} finished${seconds}${skipped.length > 0 ? ` (${skipped.length} skipped)` : ""}`);
   } else {
     const failed = view.error ? view.jobs.find((j) => j.id === view.error?.job) : undefined;
     const who = view.error
@@ -292,7 +349,16 @@ export function printOutcome({ view, stderr }: WatchOutcome, out: Output): numbe
     lines.push("result:");
     for (const key of keys) lines.push(`  ${key.padEnd(width)}  ${resultText(view.result[key] ?? {}) || "-"}`);
   }
-  const notRun = view.jobs.filter((j) => j.status !== "finished" && (j.attempt === 0 || j.status !== "error"));
+  if (skipped.length > 0) {
+    // Skipped by the flow's rules (a `when`, `needs`, a wait's timeout): not a failure, said with why.
+    const width = Math.max(...skipped.map((j) => j.key.length));
+    lines.push("skipped:");
+    for (const job of skipped)
+      lines.push(`  ${job.key.padEnd(width)}  ${view.skipped?.[job.key] ?? job.skip_reason ?? "-"}`.trimEnd());
+  }
+  const notRun = view.jobs.filter(
+    (j) => j.status !== "finished" && j.status !== "skipped" && (j.attempt === 0 || j.status !== "error"),
+  );
   if (view.status === "error" && notRun.length > 0) lines.push(`not run: ${notRun.map((j) => j.key).join(", ")}`);
   out.result(view, lines);
   return view.status === "finished" ? 0 : 1;

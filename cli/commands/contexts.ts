@@ -1,5 +1,5 @@
 import { PERMISSION_LISTS, type PermissionList } from "../../shared/auth/index.js";
-import type { Context } from "../../shared/model/index.js";
+import { EVENT_LIMITS, type Context } from "../../shared/model/index.js";
 import { parseCount, parseId, resettableOption, type Command, type ParsedOptions } from "../command.js";
 import { watchContext } from "../context-watch.js";
 import { UsageError } from "../errors.js";
@@ -17,6 +17,12 @@ function contextLines(context: Context): string[] {
     [
       "flow starts",
       context.flow_starts_per_minute !== undefined ? `${context.flow_starts_per_minute} a minute` : "no limit",
+    ],
+    [
+      "event lookback",
+      context.event_lookback !== undefined
+        ? `${context.event_lookback} s (events are kept for waits that start later)`
+        : "none (an event reaches only the waits already waiting)",
     ],
     ["created", timestamp(context.created_at)],
     ["updated", timestamp(context.updated_at)],
@@ -140,10 +146,21 @@ function limitOption(options: ParsedOptions, name: string, command: string): num
   return resettableOption(options, name, "none", (text, what) => parseCount(text, what, command, 1));
 }
 
+/** `--event-lookback`: seconds (1 to a day), or `none` to stop keeping events. */
+function lookbackOption(options: ParsedOptions, command: string): number | null | undefined {
+  return resettableOption(options, "event-lookback", "none", (text, what) => {
+    const seconds = parseCount(text, what, command, 1);
+    if (seconds > EVENT_LIMITS.lookbackSeconds)
+      throw new UsageError(`${what} is at most ${EVENT_LIMITS.lookbackSeconds} (a day), not ${seconds}`, command);
+    return seconds;
+  });
+}
+
 const limits: Command = {
   name: "context limits",
-  summary: "set a context's limits: attempts in flight, flow starts a minute (admins)",
-  usage: "context limits <context> [--max-inflight <n>|none] [--flow-starts-per-minute <n>|none]",
+  summary: "set a context's limits: attempts in flight, flow starts a minute, how long events are kept (admins)",
+  usage:
+    "context limits <context> [--max-inflight <n>|none] [--flow-starts-per-minute <n>|none] [--event-lookback <seconds>|none]",
   args: ["context"],
   options: {
     "max-inflight": {
@@ -156,24 +173,38 @@ const limits: Command = {
       value: "<n>|none",
       help: "the most flow starts a minute; more are refused (429) with when to try again",
     },
+    "event-lookback": {
+      type: "string",
+      value: "<seconds>|none",
+      help: `keep each event this long (1 to ${EVENT_LIMITS.lookbackSeconds}) for waits that start after it came`,
+    },
   },
   details: [
     "A limit not given stays as it is; `none` lifts it. Without options, shows the limits.",
     "A flow's own cap (max_parallel) and priority are set when it is submitted (flow file).",
+    "--event-lookback: by default an event (flowc event send) reaches only the waits already",
+    "waiting; with a lookback, a wait for its name and key that starts within that many seconds",
+    "after it came takes it (the earliest kept, if several); `none` stops keeping events.",
   ].join("\n"),
-  examples: ["flowc context limits 1 --max-inflight 20", "flowc context limits 1 --flow-starts-per-minute none"],
+  examples: [
+    "flowc context limits 1 --max-inflight 20",
+    "flowc context limits 1 --flow-starts-per-minute none",
+    "flowc context limits 1 --event-lookback 600",
+  ],
   async run(invocation) {
     const name = "context limits";
     const contextId = parseId(invocation.args[0] ?? "", "<context>", name);
     const maxInflight = limitOption(invocation.options, "max-inflight", name);
     const perMinute = limitOption(invocation.options, "flow-starts-per-minute", name);
+    const lookback = lookbackOption(invocation.options, name);
     const session = await actorSession(invocation, name);
     const context =
-      maxInflight === undefined && perMinute === undefined
+      maxInflight === undefined && perMinute === undefined && lookback === undefined
         ? await session.client.loadContext(contextId)
         : await session.client.setLimits(contextId, {
             ...(maxInflight !== undefined ? { max_inflight: maxInflight } : {}),
             ...(perMinute !== undefined ? { flow_starts_per_minute: perMinute } : {}),
+            ...(lookback !== undefined ? { event_lookback: lookback } : {}),
           });
     invocation.out.result(context, contextLines(context));
   },

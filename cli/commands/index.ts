@@ -1,6 +1,7 @@
 import type { Command } from "../command.js";
 import { actorCommands } from "./actors.js";
 import { contextCommands } from "./contexts.js";
+import { eventCommands } from "./events.js";
 import { flowCommands } from "./flows.js";
 import { keyCommands } from "./keys.js";
 import { lifecycleCommands } from "./lifecycle.js";
@@ -23,5 +24,6 @@ export const COMMANDS: Command[] = [
   ...scheduleCommands,
   ...lifecycleCommands,
   ...messageCommands,
+  ...eventCommands,
   ...deadLetterCommands,
 ];
