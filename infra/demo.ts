@@ -2,8 +2,9 @@
  * `npm start`: the whole system once, end to end, as a user would drive it. Brings up a local
  * stack of its own (redis-server, the REST endpoint, wrangler dev) on free ports, then runs the
  * `flowc` CLI step by step: a key and a profile, an actor, a context, a runner (started with
- * `flowc runner start`), the diamond flow and the failing flow from examples/, the DAG, and the
- * inbox; at the end, the console's links to its flows. Stops everything at the end (with `--keep`:
+ * `flowc runner start`), the diamond flow and the failing flow from examples/, the DAG, the
+ * approval flow (a wait ended by `flowc event send`) and the reminder flow (a wait that times out,
+ * a sleep), and the inbox; at the end, the console's links to its flows. Stops everything at the end (with `--keep`:
  * once Ctrl-C is pressed, exit 0), on Ctrl-C before the end (exit 130) and on any failure (exit 1).
  *
  * The CLI and the runner are separate processes, never imported: infra/ may only import infra/
@@ -233,10 +234,64 @@ async function runFlows(context: string): Promise<DemoRun["flows"]> {
   const failingFile = path.join(root, "examples", "failing.yaml");
   const failing = await flowc(["flow", "submit", context, failingFile, "--start", "--watch"], 1);
   const failingId = idFrom(failing, /^flow (\d+) submitted/m, "flow");
+  const reacting = await runReactingFlows(context);
+  return [{ id: flowId, what: "the diamond" }, { id: failingId, what: "the failing flow" }, ...reacting];
+}
+
+/**
+ * The flows that wait: the approval (a wait for a human's event, which the demo sends as that
+ * human would, then a branch on the answer) and the reminder (a wait that times out into a
+ * reminder, a sleep, a clean-up), each without holding a runner while it waits.
+ */
+async function runReactingFlows(context: string): Promise<DemoRun["flows"]> {
+  console.log(
+    "\n# A flow that waits for a human's approval (examples/approval.yaml): no runner is held while it waits.",
+  );
+  const approvalFile = path.join(root, "examples", "approval.yaml");
+  const approval = await flowc(["flow", "submit", context, approvalFile, "--start"]);
+  const approvalId = idFrom(approval, /^flow (\d+) submitted/m, "flow");
+  await waitForWait(context, approvalId);
+  console.log("\n# The approver answers: an event with the order's number as its key ends the wait.");
+  await flowc([
+    "event",
+    "send",
+    context,
+    "order.approved",
+    "--key",
+    "1042",
+    "--data",
+    "decision=yes",
+    "--data",
+    "by=alice",
+  ]);
+  await flowc(["flow", "watch", context, approvalId]);
+
+  console.log(
+    "\n# A reminder (examples/reminder.yaml): nobody pays, the wait times out into a reminder, a sleep, a close.",
+  );
+  const reminderFile = path.join(root, "examples", "reminder.yaml");
+  const reminder = await flowc(["flow", "submit", context, reminderFile, "--start", "--watch"]);
+  const reminderId = idFrom(reminder, /^flow (\d+) submitted/m, "flow");
   return [
-    { id: flowId, what: "the diamond" },
-    { id: failingId, what: "the failing flow" },
+    { id: approvalId, what: "the approval" },
+    { id: reminderId, what: "the reminder" },
   ];
+}
+
+/** Until the approval flow's wait has started (its request ran first): `flowc flow show` names it. */
+async function waitForWait(context: string, flowId: string): Promise<void> {
+  for (let i = 0; i < 60; i++) {
+    const child = flowcProcess(["flow", "show", context, flowId]);
+    let out = "";
+    child.stdout?.on("data", (chunk: Buffer) => (out += chunk.toString()));
+    await new Promise((resolve) => child.once("close", resolve));
+    if (/waiting for event order\.approved/.test(out)) {
+      console.log(`\n$ flowc flow show ${context} ${flowId}\n${out.trimEnd()}`);
+      return;
+    }
+    await new Promise((r) => setTimeout(r, 500));
+  }
+  throw new StepFailed(`flow ${flowId}'s approval did not start waiting within 30 s`);
 }
 
 /**
@@ -273,12 +328,16 @@ What just happened
   ${rel(demoDir)}/), a context and a runner, and started the reference runner, which ran the
   jobs as real python and sh processes (its log: ${rel(files.runnerLog)}). The diamond's jobs
   passed their results along (DEP_<JOB>_<KEY>, FLOW_INPUTS); in the failing flow, verify exited 3
-  with a reason on stderr, so publish never ran. Both results also arrived in the inbox.
+  with a reason on stderr, so publish never ran. The approval flow waited for an event, holding
+  no runner, until flowc event send answered it, then shipped (the refusal and timeout branches
+  were skipped); the reminder's wait timed out into a reminder, a sleep and a close. Every
+  flow's result also arrived in the inbox.
   ${keep ? "The stack and the runner are still up (--keep)." : "Everything was stopped again."}
 
 What next
-  Read and change the flow files: examples/diamond.yaml, examples/failing.yaml, and
-  examples/README.md on writing your own.
+  Read and change the flow files: examples/diamond.yaml, examples/failing.yaml,
+  examples/approval.yaml, examples/reminder.yaml, and examples/README.md on writing your own
+  (docs/flows.md: waits, sleeps, when, needs).
 ${next}`);
 }
 

@@ -200,6 +200,8 @@ async function* readEvents<T extends { seq: number }>(
     }
   } finally {
     if (idle !== undefined) clearTimeout(idle);
+    // A caller that stopped reading (it returned mid-stream) lets go of the connection itself.
+    void reader.cancel().catch(() => undefined);
   }
 }
 

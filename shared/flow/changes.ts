@@ -93,22 +93,27 @@ export function changesOf(before: FlowState, t: Transition, event: FlowEvent, li
     const now = job(id);
     if (now.status === "waiting_for_prerequisites" && was.status !== now.status)
       out.push(jobChange("job.waiting", now, at));
-    const started = now.status === "started" && (was.status !== "started" || was.attempt !== now.attempt);
-    if (started && now.deadline?.kind === "wait") {
-      const waiting = {
-        event_name: now.spec.wait?.event ?? "",
-        event_key: now.waitKey ?? "",
-        until_ms: now.deadline.at,
-      };
-      out.push(jobChange("job.wait_started", now, at, waiting));
-    }
-    if (started && now.deadline?.kind === "sleep")
-      out.push(jobChange("job.sleep_started", now, at, { until_ms: now.deadline.at }));
   }
   for (const effect of t.effects) {
     switch (effect.type) {
       case "dispatch":
         out.push(jobChange("job.ready", job(effect.job), at, refusal(job(effect.job))));
+        break;
+      // In the order they happened: after the end of the job that let them start.
+      case "waitStarted": {
+        const now = job(effect.job);
+        const until = now.deadline?.at ?? at;
+        out.push(
+          jobChange("job.wait_started", now, at, {
+            event_name: now.spec.wait?.event ?? "",
+            event_key: now.waitKey ?? "",
+            until_ms: until,
+          }),
+        );
+        break;
+      }
+      case "sleepStarted":
+        out.push(jobChange("job.sleep_started", job(effect.job), at, { until_ms: job(effect.job).deadline?.at ?? at }));
         break;
       case "attemptFailed": {
         const now = job(effect.job);

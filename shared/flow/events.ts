@@ -72,7 +72,9 @@ export type FlowEffect =
   /** A failed flow runs again. */
   | { type: "flowRerun"; jobs: number[] }
   /** A wait started: the context's index of waits by event name and key gets it (until it ends). */
-  | { type: "waitStarted"; job: number };
+  | { type: "waitStarted"; job: number }
+  /** A sleep started (nothing to write: its deadline is the flow's, in its object's journal). */
+  | { type: "sleepStarted"; job: number };
 
 /**
  * The event that ends an attempt as its runner told it, through the `result` webhook or in its

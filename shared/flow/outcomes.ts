@@ -67,7 +67,7 @@ function startJob(d: Draft, id: number, at: number): boolean {
   else if ("dispatch" in start) dispatchReady(d, id, at);
   else {
     d.update(id, start.noRunner);
-    if (start.noRunner.waitKey !== undefined) d.effects.push({ type: "waitStarted", job: id });
+    d.effects.push({ type: start.noRunner.waitKey !== undefined ? "waitStarted" : "sleepStarted", job: id });
   }
   return false;
 }

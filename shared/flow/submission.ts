@@ -121,9 +121,9 @@ export const FlowSubmissionFields = z
   .strict();
 
 /** Refuses a sleep that cannot end before the flow's deadline (`sleepPastDeadline`), naming the job. */
-export function withDeadlineChecks<T extends z.ZodType<{ timeouts: { flow?: number | undefined }; jobs: FlowJobInput[] }>>(
-  schema: T,
-) {
+export function withDeadlineChecks<
+  T extends z.ZodType<{ timeouts: { flow?: number | undefined }; jobs: FlowJobInput[] }>,
+>(schema: T) {
   return schema.superRefine((flow, ctx) => {
     const limit = flow.timeouts.flow;
     if (limit === undefined) return;

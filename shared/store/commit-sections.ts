@@ -139,6 +139,8 @@ export class StepSection {
         return this.flowEnded();
       case "waitStarted":
         return this.waitStarted(effect.job);
+      case "sleepStarted":
+        return; // nothing in Redis: its deadline lives in the flow's object
     }
   }
 

@@ -63,6 +63,21 @@ const linesOf = (proc: WatchedProcess, pattern: RegExp) =>
     .filter((l) => pattern.test(l));
 
 describe("flowc flow watch", () => {
+  it("exits once a flow that ran longer than the stream's quiet spells ended (it hung with its socket open)", async () => {
+    const flowId = await submit({ jobs: [sh("slow", 'sleep 10; echo "ok=1" > "$RESULT_FILE"')] }, true);
+    const watch = flowcProcess("flow", "watch", String(contextId), String(flowId));
+    try {
+      await watch.waitForLine(/^flow \d+ finished/, 40_000);
+      const exited = await Promise.race([
+        watch.exited,
+        new Promise((r) => setTimeout(() => r("still running"), 5_000)),
+      ]);
+      expect(exited).toEqual({ code: 0, signal: null });
+    } finally {
+      await watch.kill();
+    }
+  });
+
   it("follows a flow started after the watch began, live, to its summary (exit 0)", async () => {
     const flowId = await submit({
       jobs: [

@@ -22,13 +22,17 @@ const root = path.resolve(import.meta.dirname, "../..");
 function expectConsoleLinks(output: string): { url: string; context: string; diamond: string } {
   const url = /^worker {8}(http:\/\/127\.0\.0\.1:\d+) /m.exec(output)?.[1] ?? "(no worker URL)";
   const context = /^context (\d+) created/m.exec(output)?.[1] ?? "?";
-  const [diamond = "?", failing = "?"] = [...output.matchAll(/^flow (\d+) submitted/gm)].map((m) => m[1]);
+  const [diamond = "?", failing = "?", approval = "?", reminder = "?"] = [
+    ...output.matchAll(/^flow (\d+) submitted/gm),
+  ].map((m) => m[1]);
   const pages = `${url}/console/#/contexts/${context}`;
   expect(output).toContain(
     [
       "\nThe console: the demo's flows in a browser",
       `  ${pages}/flows/${diamond}    the diamond`,
       `  ${pages}/flows/${failing}    the failing flow`,
+      `  ${pages}/flows/${approval}    the approval`,
+      `  ${pages}/flows/${reminder}    the reminder`,
       `  ${pages}    every flow of context ${context}, live`,
     ].join("\n"),
   );
@@ -66,6 +70,13 @@ describe("npm start", () => {
       expect(output).toMatch(/^ {2}\[\d\/3\] ✗ verify error: exit code 3$/m);
       expect(output).toMatch(/^flow \d+ error.*: job verify failed: exit code 3$/m);
       expect(output).toMatch(/^not run: publish$/m);
+      // The approval waited for its event, which flowc event send gave it; the reminder timed out.
+      expect(output).toMatch(
+        /^\$ flowc event send \d+ order\.approved --key 1042 --data decision=yes --data by=alice$/m,
+      );
+      expect(output).toMatch(/matched 1 wait, resumed 1/);
+      expect(output).toMatch(/shipped=1042, approved by alice/);
+      expect(output).toMatch(/reminded=inv-7 is not paid yet/);
       expect(output).toMatch(/^ {2}flow \d+ finished\n {4}fetch/m); // the inbox's result message
       expect(output).toContain("What just happened");
       expect(output).not.toMatch(/demo failed/);

@@ -32,6 +32,35 @@ function diamond(retries = 0): Recorder {
 }
 
 describe("changesOf", () => {
+  it("tells a wait or a sleep started after the end of the job that let it start, and a skip with why", () => {
+    const none = { script: undefined, script_type: undefined };
+    const d = new Recorder(
+      flowOf([
+        jobIn({ name: "a" }),
+        jobIn({ name: "nap", depends: ["a"], ...none, sleep: 5 }),
+        jobIn({ name: "pay", depends: ["a"], ...none, wait: { event: "paid", key: "${DEP_A_OUT}" } }),
+        jobIn({ name: "never", depends: ["a"], when: "false" }),
+      ]),
+    );
+    d.send({ type: "start", at: T });
+    d.changes.length = 0;
+    d.run(100, { at: T + 10 });
+    expect(d.types().slice(-4)).toEqual([
+      "job.finished:100",
+      "job.sleep_started:101",
+      "job.wait_started:102",
+      "job.skipped:103",
+    ]);
+    expect(d.changes.find((c) => c.type === "job.wait_started")).toMatchObject({
+      event_name: "paid",
+      event_key: "100",
+    });
+    expect(d.changes.find((c) => c.type === "job.skipped")).toMatchObject({
+      status: "skipped",
+      reason: "when is false: false",
+    });
+  });
+
   it("tells a diamond's run: start, each job's steps, the end", () => {
     const d = diamond();
     d.send({ type: "start", at: T });
