@@ -1,6 +1,6 @@
-import type { FlowStreamEvent, FlowView, JobStatus } from "../../../shared/model/index.js";
+import type { FlowStreamEvent, FlowView, JobStatus, JobView } from "../../../shared/model/index.js";
 import { describeError } from "../api.js";
-import { DagView } from "../dag.js";
+import { COUNTDOWN_MS, DagView } from "../dag.js";
 import { badge, fill, formatDuration, h, notify, timeElement } from "../dom.js";
 import { checkFlowEvent, keepLive, liveIndicator } from "../live.js";
 import { throttle, type PageContext, type PageHandle } from "../page.js";
@@ -16,7 +16,75 @@ const ACTIONS = [
 
 type Action = (typeof ACTIONS)[number]["action"];
 
-const PROGRESS_ORDER: JobStatus[] = ["finished", "started", "dispatched", "waiting_for_prerequisites", "error"];
+const PROGRESS_ORDER: JobStatus[] = [
+  "finished",
+  "started",
+  "dispatched",
+  "waiting_for_prerequisites",
+  "error",
+  "skipped",
+];
+
+/** The statuses a job ends in: nothing waits any more. */
+const ENDED: ReadonlySet<string> = new Set<JobStatus>(["finished", "error", "skipped"]);
+
+/**
+ * What a job event tells of its job, applied to the job's view: its status, attempt and runner,
+ * and by its type what the job now waits for (`job.wait_started`: the event and its key, until
+ * its timeout; `job.sleep_started`: until when), why it was skipped (`job.skipped`), its result
+ * or error. The view read again after it (at most once a second) agrees.
+ */
+export function applyJobEvent(job: JobView, event: FlowStreamEvent): void {
+  job.status = event.status as JobStatus;
+  if (event.attempt !== undefined) job.attempt = event.attempt;
+  if (event.runner_id !== undefined) job.runner_id = event.runner_id;
+  const until = event.until_ms === undefined ? undefined : Math.floor(event.until_ms / 1000);
+  switch (event.type) {
+    case "job.wait_started": {
+      const name = event.event_name ?? job.wait?.event ?? "";
+      const key = event.event_key ?? job.wait?.key ?? "";
+      job.wait = { event: name, key, timeout: job.wait?.timeout ?? 0 };
+      job.started_at = Math.floor(event.at_ms / 1000);
+      job.waiting = {
+        reason: "event",
+        detail: `waiting for event ${name} with key ${JSON.stringify(key)}`,
+        ...(until !== undefined ? { until } : {}),
+      };
+      break;
+    }
+    case "job.sleep_started":
+      if (until !== undefined) job.sleep_until = until;
+      job.started_at = Math.floor(event.at_ms / 1000);
+      job.waiting = { reason: "sleep", detail: "sleeping", ...(until !== undefined ? { until } : {}) };
+      break;
+    case "job.skipped":
+      job.skip_reason = event.reason ?? job.skip_reason ?? "";
+      break;
+    case "job.finished":
+      if (event.result) job.result = event.result;
+      break;
+    case "job.error":
+      if (event.error) job.error = event.error;
+      break;
+  }
+  if (ENDED.has(job.status)) delete job.waiting;
+  if (job.status !== "skipped") delete job.skip_reason; // a re-run gives a skipped job its chance again
+}
+
+/** How many jobs are in each status, counted from the jobs themselves (after events moved them). */
+function progressOf(jobs: JobView[]): FlowView["progress"] {
+  const progress: FlowView["progress"] = {
+    total: jobs.length,
+    dispatched: 0,
+    waiting_for_prerequisites: 0,
+    started: 0,
+    finished: 0,
+    error: 0,
+    skipped: 0,
+  };
+  for (const job of jobs) progress[job.status]++;
+  return progress;
+}
 
 /**
  * One flow: its state and actions at the top, its DAG below with a node per job that changes
@@ -105,6 +173,9 @@ class FlowPage {
     }
     if (signal.aborted) return;
     this.apply(first, false);
+    // A wait's or a sleep's time left counts down on its node.
+    const countdown = setInterval(() => this.dag?.tick(), COUNTDOWN_MS);
+    signal.addEventListener("abort", () => clearInterval(countdown), { once: true });
     await keepLive({
       api,
       path: `${this.base}/events`,
@@ -168,14 +239,23 @@ class FlowPage {
     if (event.job_id !== undefined) {
       const job = view.jobs.find((j) => j.id === event.job_id);
       if (job) {
-        job.status = event.status as JobStatus;
-        if (event.attempt !== undefined) job.attempt = event.attempt;
-        if (event.runner_id !== undefined) job.runner_id = event.runner_id;
+        const was = job.status;
+        applyJobEvent(job, event);
         this.dag?.update(job);
         if (event.type === "job.logs" && event.lines) this.panel.appendLogs(job.id, event.attempt, event.lines);
+        else if (event.type !== "job.heartbeat" && this.panel.current === job.id) this.panel.show(view, job.id);
+        if (job.status !== was) {
+          view.progress = progressOf(view.jobs);
+          drawMeta(this.meta, view);
+        }
       }
     } else if (event.type.startsWith("flow.")) {
       view.status = event.status as FlowView["status"];
+      const at = Math.floor(event.at_ms / 1000);
+      if (event.type === "flow.started" || event.type === "flow.rerun") delete view.ended_at;
+      if (event.type === "flow.started") view.started_at ??= at;
+      if (event.type === "flow.finished" || event.type === "flow.error" || event.type === "flow.cancelled")
+        view.ended_at ??= at;
       this.apply(view, false);
     }
     if (event.type !== "job.logs" && event.type !== "job.heartbeat") this.resync();

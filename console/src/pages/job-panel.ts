@@ -1,6 +1,7 @@
 import type { FlowView, JobView, Log, Message, RunnerJob } from "../../../shared/model/index.js";
 import { describeError, type Api } from "../api.js";
 import { badge, fill, formatDuration, h, table, timeElement } from "../dom.js";
+import { NEEDS_MEANING } from "../job-text.js";
 import { href } from "../routes.js";
 
 /** How many stderr lines the panel shows above the logs: what a failed script said last. */
@@ -56,7 +57,17 @@ export class JobPanel {
     const job = view.jobs.find((j) => j.id === jobId);
     if (!job) return;
     const first = this.jobId !== jobId;
-    const state = JSON.stringify([job.status, job.attempt, job.runner_id, job.delivery, job.waiting, job.error]);
+    const state = JSON.stringify([
+      job.status,
+      job.attempt,
+      job.runner_id,
+      job.delivery,
+      job.waiting,
+      job.error,
+      job.wait,
+      job.sleep_until,
+      job.skip_reason,
+    ]);
     if (!first && state === this.drawn) return;
     this.drawn = state;
     this.jobId = jobId;
@@ -108,6 +119,11 @@ export class JobPanel {
     try {
       const base = `/v1/contexts/${this.contextId}`;
       const record = await this.api.get<RunnerJob>(`${base}/jobs/${view.caller_id}/${job.id}`);
+      if (job.kind !== "script") {
+        // A wait or a sleep has no attempts on a runner: no messages, no logs, no script.
+        if (generation === this.generation) fill(details, noRunnerDetails(record));
+        return;
+      }
       const messageBase = record.message_base;
       const floor = record.attempt_floor ?? 0;
       const attempts: number[] = [];
@@ -135,6 +151,7 @@ export class JobPanel {
       job.runner_id === undefined
         ? "—"
         : h("a", { href: href({ page: "runners", contextId: this.contextId }) }, `runner ${job.runner_id}`);
+    const script = job.kind === "script";
     return h(
       "div",
       {},
@@ -142,26 +159,21 @@ export class JobPanel {
         "dl",
         { class: "facts" },
         ...fact("Status", badge(job.status)),
-        ...fact("Script", job.script_type),
-        ...fact("Attempt", job.attempt === 0 ? "not dispatched yet" : String(job.attempt)),
-        ...fact("Runner", runner),
+        ...(job.skip_reason !== undefined
+          ? fact("Skipped", h("span", { "data-testid": "skip-reason" }, job.skip_reason || "by its flow's rules"))
+          : []),
+        ...(script ? fact("Script", job.script_type ?? "—") : fact("Kind", kindText(job))),
+        ...(job.wait ? fact("Waits for", h("span", { "data-testid": "job-wait" }, waitText(job.wait))) : []),
+        ...(job.sleep_until !== undefined ? fact("Sleeps until", timeElement(job.sleep_until)) : []),
+        ...(script ? fact("Attempt", job.attempt === 0 ? "not dispatched yet" : String(job.attempt)) : []),
+        ...(script ? fact("Runner", runner) : []),
         ...(job.delivery ? fact("Delivery", job.delivery) : []),
         ...(job.started_at !== undefined ? fact("Started", timeElement(job.started_at)) : []),
         ...(job.heartbeat_at !== undefined ? fact("Heartbeat", timeElement(job.heartbeat_at)) : []),
-        ...(job.waiting
-          ? fact(
-              "Waiting",
-              h(
-                "span",
-                {},
-                `${job.waiting.reason}: ${job.waiting.detail}`,
-                job.waiting.until ? " until " : "",
-                job.waiting.until ? timeElement(job.waiting.until) : "",
-              ),
-            )
-          : []),
+        ...(job.waiting ? fact("Waiting", waitingText(job.waiting)) : []),
         ...(job.depends.length > 0 ? fact("Depends on", job.depends.map(keyOf).join(", ")) : []),
       ),
+      rulesSection(job),
       job.error
         ? h("section", {}, h("h3", {}, "Error"), h("pre", { class: "error", "data-testid": "job-error" }, job.error))
         : undefined,
@@ -169,7 +181,7 @@ export class JobPanel {
         ? h(
             "section",
             {},
-            h("h3", {}, "Result"),
+            h("h3", {}, job.kind === "wait" ? "Result (the event's data)" : "Result"),
             table(
               ["Key", "Value"],
               Object.entries(job.result).map(([k, v]) => h("tr", {}, h("td", {}, k), h("td", {}, h("code", {}, v)))),
@@ -236,4 +248,84 @@ export class JobPanel {
       ),
     ];
   }
+}
+
+/** What a job that runs no script does. */
+function kindText(job: JobView): string {
+  return job.kind === "wait" ? "wait for an event (takes no runner)" : "sleep (takes no runner)";
+}
+
+/** A wait's event and key, and its timeout: `order.paid with key "42", times out after 1 h 00 min`. */
+function waitText(wait: NonNullable<JobView["wait"]>): string {
+  const key = wait.key === "" ? " (any key)" : ` with key ${JSON.stringify(wait.key)}`;
+  return `${wait.event}${key}${wait.timeout > 0 ? `, times out after ${formatDuration(wait.timeout)}` : ""}`;
+}
+
+/** Why a job is not running yet, and until when (a wait's timeout, a sleep's end, a backoff's). */
+function waitingText(waiting: NonNullable<JobView["waiting"]>): HTMLElement {
+  const until = waiting.until;
+  const ends = waiting.reason === "event" ? ", times out at " : " until ";
+  return h(
+    "span",
+    { "data-testid": "job-waiting" },
+    `${waiting.reason}: ${waiting.detail}`,
+    until !== undefined ? ends : "",
+    until !== undefined ? timeElement(until) : "",
+  );
+}
+
+/** The job's rules (`when`, `needs`, `allow_failure`), each with what it means. */
+function rulesSection(job: JobView): HTMLElement | undefined {
+  if (job.when === undefined && job.needs === undefined && !job.allow_failure) return undefined;
+  const rule = (term: string, value: Node | string, meaning: string) => [
+    h("dt", {}, term),
+    h("dd", {}, value, h("div", { class: "muted" }, meaning)),
+  ];
+  return h(
+    "section",
+    { "data-testid": "job-rules" },
+    h("h3", {}, "Rules"),
+    h(
+      "dl",
+      { class: "facts" },
+      ...(job.when !== undefined
+        ? rule("when", h("code", {}, job.when), "runs only when this is true (else it is skipped)")
+        : []),
+      ...(job.needs !== undefined ? rule("needs", h("code", {}, job.needs), NEEDS_MEANING[job.needs]) : []),
+      ...(job.allow_failure ? rule("allow_failure", h("code", {}, "true"), "its error does not fail the flow") : []),
+    ),
+  );
+}
+
+/** A wait's or a sleep's record: its timeout and what a timeout does, or how long it sleeps. */
+function noRunnerDetails(record: RunnerJob): HTMLElement {
+  const fact = (term: string, value: string) => [h("dt", {}, term), h("dd", {}, value)];
+  const wait = record.wait;
+  if (wait) {
+    return h(
+      "section",
+      {},
+      h("h3", {}, "Wait"),
+      h(
+        "dl",
+        { class: "facts" },
+        ...fact("Event", wait.event),
+        ...fact("Key, as written", wait.key === "" ? "(any)" : wait.key),
+        ...fact("Timeout", formatDuration(wait.timeout)),
+        ...fact("On timeout", wait.on_timeout === "skip" ? "skipped" : "error"),
+      ),
+      h("p", { class: "muted" }, "An event sent to this context with this name and key ends it (flowc event send)."),
+    );
+  }
+  return h(
+    "section",
+    {},
+    h("h3", {}, "Sleep"),
+    h(
+      "dl",
+      { class: "facts" },
+      ...(record.sleep !== undefined ? fact("Sleeps", formatDuration(record.sleep)) : []),
+      ...(record.sleep_until !== undefined ? fact("Sleeps until", record.sleep_until) : []),
+    ),
+  );
 }

@@ -1,0 +1,121 @@
+import type { JobView } from "../../shared/model/index.js";
+
+/**
+ * How the console words a job that is more than a script: what a wait waits for and how long it
+ * has left, until when a sleep sleeps, why a job was skipped, and its flow's rules (`when`,
+ * `needs`, `allow_failure`). Shared by the DAG's nodes and the job panel, so both say the same.
+ */
+
+/** What these texts read of a job. */
+export type JobWords = Pick<
+  JobView,
+  "key" | "kind" | "status" | "wait" | "sleep_until" | "skip_reason" | "when" | "needs" | "allow_failure" | "waiting"
+> &
+  Partial<Pick<JobView, "result" | "error">>;
+
+/** The badge of a job that runs no script. */
+export const KIND_BADGE: Record<JobView["kind"], string> = { script: "", wait: "⏸ wait", sleep: "☾ sleep" };
+
+/** What each `needs` means, for the job panel. */
+export const NEEDS_MEANING: Record<NonNullable<JobView["needs"]>, string> = {
+  all_finished: "runs once every dependency finished (skipped if one did not)",
+  all_done: "runs once every dependency ended, however it ended (a clean-up)",
+  any_finished: "runs as soon as one dependency finished (skipped if none did)",
+  none_failed: "runs once every dependency ended and none failed (skipped ones allowed)",
+};
+
+/** Whether a job has rules of its own: `when`, `needs` or `allow_failure`. */
+export function hasRules(job: Pick<JobView, "when" | "needs" | "allow_failure">): boolean {
+  return job.when !== undefined || job.needs !== undefined || job.allow_failure === true;
+}
+
+/** The job's rules in one short line: `when: …`, `needs: any_finished`, `may fail`. */
+export function rulesLine(job: Pick<JobView, "when" | "needs" | "allow_failure">): string {
+  return [
+    job.when !== undefined ? `when: ${job.when}` : undefined,
+    job.needs !== undefined ? `needs: ${job.needs}` : undefined,
+    job.allow_failure ? "may fail" : undefined,
+  ]
+    .filter(Boolean)
+    .join(" · ");
+}
+
+/** How long until an instant (epoch seconds), coarsely: `45 s`, `12 min`, `2 h 05 min`, `3 d 4 h`. */
+export function timeLeft(until: number, now = Date.now() / 1000): string {
+  const s = Math.floor(until - now);
+  if (s <= 0) return "due now";
+  if (s < 60) return `${s} s`;
+  if (s < 3600) return `${Math.floor(s / 60)} min`;
+  if (s < 86400) return `${Math.floor(s / 3600)} h ${String(Math.floor((s % 3600) / 60)).padStart(2, "0")} min`;
+  return `${Math.floor(s / 86400)} d ${Math.floor((s % 86400) / 3600)} h`;
+}
+
+const clock = new Intl.DateTimeFormat(undefined, { timeStyle: "short" });
+const dayClock = new Intl.DateTimeFormat(undefined, { dateStyle: "short", timeStyle: "short" });
+
+/** An instant (epoch seconds) as a short local time, with the date when it is not today. */
+export function shortTime(epochSeconds: number): string {
+  const date = new Date(epochSeconds * 1000);
+  return date.toDateString() === new Date().toDateString() ? clock.format(date) : dayClock.format(date);
+}
+
+/** What a wait waits for: `order.paid · 42`, and while it waits, `· 12 min left`. */
+function waitLine(job: JobWords): string {
+  const wait = job.wait;
+  if (!wait) return "an event";
+  const what = wait.key === "" ? wait.event : `${wait.event} · ${wait.key}`;
+  const until = job.status === "started" ? job.waiting?.until : undefined;
+  return until === undefined ? what : `${what} · ${timeLeft(until)} left`;
+}
+
+/** Until when a sleep sleeps: `until 14:05 · 2 min left`, or, once over, `slept until 14:05`. */
+function sleepLine(job: JobWords): string {
+  const until = job.sleep_until ?? (job.status === "started" ? job.waiting?.until : undefined);
+  if (job.status === "started" && until !== undefined) return `until ${shortTime(until)} · ${timeLeft(until)} left`;
+  const slept = job.result?.slept_until;
+  if (job.status === "finished" && slept) return `slept until ${shortTime(Date.parse(slept) / 1000)}`;
+  return until !== undefined ? `until ${shortTime(until)}` : "not started";
+}
+
+/**
+ * A node's third line: why it was skipped (its status line says that it was); what a wait waits for; until when a sleep sleeps; a
+ * script's rules. Undefined when there is nothing more to say than its status.
+ */
+export function detailLine(job: JobWords): string | undefined {
+  if (job.status === "skipped") return job.skip_reason || "by its flow's rules";
+  if (job.status === "error" && job.kind !== "script" && job.error) return job.error;
+  if (job.kind === "wait") return waitLine(job);
+  if (job.kind === "sleep") return sleepLine(job);
+  return hasRules(job) ? rulesLine(job) : undefined;
+}
+
+/** The status as a node writes it: a started wait waits, a started sleep sleeps. */
+export function statusLine(job: Pick<JobView, "kind" | "status" | "attempt">): string {
+  const status = job.status.replaceAll("_", " ");
+  if (job.status === "started" && job.kind === "wait") return "started · waiting for its event";
+  if (job.status === "started" && job.kind === "sleep") return "started · sleeping";
+  return job.attempt > 1 && job.kind === "script" ? `${status} · attempt ${job.attempt}` : status;
+}
+
+/** Everything a node's tooltip says: name and id, kind, status, what it waits for, why skipped, rules. */
+export function tooltip(job: JobWords & Pick<JobView, "id" | "attempt">): string {
+  const kind =
+    job.kind === "wait"
+      ? `waits for event ${job.wait?.event ?? "?"}${job.wait?.key ? ` with key ${JSON.stringify(job.wait.key)}` : ""}`
+      : job.kind === "sleep"
+        ? "sleeps (takes no runner)"
+        : undefined;
+  const until = job.waiting?.until;
+  return [
+    `${job.key} (job ${job.id})`,
+    kind,
+    `status: ${statusLine(job)}`,
+    job.waiting
+      ? `${job.waiting.detail}${until !== undefined ? ` until ${shortTime(until)} (${timeLeft(until)} left)` : ""}`
+      : undefined,
+    job.skip_reason !== undefined ? `skipped: ${job.skip_reason}` : undefined,
+    hasRules(job) ? `rules: ${rulesLine(job)}` : undefined,
+  ]
+    .filter(Boolean)
+    .join("\n");
+}
