@@ -3,6 +3,7 @@ import {
   jobKey,
   jobKind,
   nearestDeadline,
+  waitKeyOf,
   type FlowState,
   type JobState,
 } from "../../shared/flow/index.js";
@@ -53,7 +54,7 @@ function jobView(state: FlowState, job: JobState, dispatch: Map<number, JobWaiti
     kind: jobKind(job.spec),
     ...(job.spec.script_type !== undefined ? { script_type: job.spec.script_type } : {}),
     status: job.status,
-    ...kindView(job),
+    ...kindView(state, job),
     attempt: job.attempt,
     depends: job.depends,
     ...(job.delivery ? { runner_id: job.delivery.runnerId, delivery: job.delivery.state } : {}),
@@ -66,10 +67,10 @@ function jobView(state: FlowState, job: JobState, dispatch: Map<number, JobWaiti
 }
 
 /** What a job that runs no script does (its wait, its sleep), its rules, and why it was skipped. */
-function kindView(job: JobState): Partial<JobView> {
+function kindView(state: FlowState, job: JobState): Partial<JobView> {
   const { wait, when, needs, allow_failure } = job.spec;
   return {
-    ...(wait ? { wait: { event: wait.event, key: job.waitKey ?? wait.key, timeout: wait.timeout } } : {}),
+    ...(wait ? { wait: { event: wait.event, key: waitKeyOf(state, job), timeout: wait.timeout } } : {}),
     ...(job.deadline?.kind === "sleep" ? { sleep_until: secs(job.deadline.at) } : {}),
     ...(when !== undefined ? { when } : {}),
     ...(needs !== undefined ? { needs } : {}),

@@ -80,6 +80,19 @@ function sleepEnd(flow: FlowState, job: JobState, at: number): { at: number } | 
   return { at: Math.max(at, until) };
 }
 
+/**
+ * The key a wait waits (or waited) for: the one resolved when it started, or, for one read back
+ * from storage after it ended (its record keeps the template), the template resolved again from
+ * the same environment (its dependencies' results do not change once it started); the template
+ * itself for a wait that never started.
+ */
+export function waitKeyOf(flow: FlowState, job: JobState): string {
+  const template = job.spec.wait?.key ?? "";
+  if (job.waitKey !== undefined || job.attempt === 0) return job.waitKey ?? template;
+  const resolved = resolveTemplate(template, jobEnvironment(flow, job));
+  return "value" in resolved ? resolved.value : template;
+}
+
 /** What a sleep that came to its end finishes with: until when it slept. */
 export function sleptUntil(job: JobState, at: number): { slept_until: string } {
   return { slept_until: new Date(job.deadline?.at ?? at).toISOString() };

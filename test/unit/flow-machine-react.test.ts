@@ -1,5 +1,5 @@
 import { describe, expect, it } from "vitest";
-import { jobEnvironment, nearestDeadline, type FlowEvent } from "../../shared/flow/index.js";
+import { jobEnvironment, nearestDeadline, waitKeyOf, type FlowEvent } from "../../shared/flow/index.js";
 import { started, T, TIMEOUTS, jobIn, type Driver } from "./flow-sim.js";
 
 // The flow machine's jobs that take no runner (waits for an event, sleeps) and its rules (when,
@@ -106,6 +106,21 @@ describe("a wait", () => {
     d.send({ type: "resumed", downFor: 5_000, at: T + 6_000 });
     expect(d.job(100).deadline?.at).toBe(wait + 5_000);
     expect(d.job(101).deadline?.at).toBe(sleep);
+  });
+});
+
+describe("a wait read back from storage", () => {
+  it("shows the key it waited for, resolved again from its dependencies' results", () => {
+    const d = started([
+      jobIn({ name: "order" }),
+      jobIn({ name: "pay", depends: ["order"], ...waitFor("${DEP_ORDER_ID}") }),
+    ]);
+    d.run(100, { result: { id: "42" } });
+    d.send(event(101, "42"));
+    const { waitKey: _lost, ...rest } = d.job(101);
+    const reread = { ...d.state, jobs: { ...d.state.jobs, 101: rest } };
+    expect(waitKeyOf(reread, rest)).toBe("42");
+    expect(waitKeyOf(reread, { ...rest, attempt: 0 })).toBe("${DEP_ORDER_ID}");
   });
 });
 
