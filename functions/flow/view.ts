@@ -7,7 +7,7 @@ import {
   type FlowState,
   type JobState,
 } from "../../shared/flow/index.js";
-import type { FlowView, JobView, JobWaiting } from "../../shared/model/index.js";
+import { progressCount, type FlowView, type JobView, type JobWaiting } from "../../shared/model/index.js";
 import { skippedOf } from "../../shared/store/flow-records.js";
 
 const secs = (ms: number) => Math.floor(ms / 1000);
@@ -85,16 +85,7 @@ function kindView(state: FlowState, job: JobState): Partial<JobView> {
  */
 export function flowView(state: FlowState, dispatch: Map<number, JobWaiting> = new Map()): FlowView {
   const jobs = state.order.map((id) => jobView(state, state.jobs[id] as JobState, dispatch));
-  const progress = {
-    total: jobs.length,
-    dispatched: 0,
-    waiting_for_prerequisites: 0,
-    started: 0,
-    finished: 0,
-    error: 0,
-    skipped: 0,
-  };
-  for (const job of jobs) progress[job.status]++;
+  const progress = progressCount(jobs.map((job) => job.status));
   const due = nearestDeadline(state);
   return {
     id: state.id,

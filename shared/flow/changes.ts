@@ -1,4 +1,4 @@
-import type { FlowEventType, FlowStreamEvent, JobStatus, Log } from "../model/index.js";
+import { progressCount, type FlowEventType, type FlowStreamEvent, type JobStatus, type Log } from "../model/index.js";
 import { changedJobs } from "./draft.js";
 import type { FlowEvent, Transition } from "./events.js";
 import type { FlowState, JobState } from "./state.js";
@@ -17,15 +17,7 @@ export interface Published {
 
 /** How many jobs are in each status. */
 function progressOf(state: FlowState): Record<JobStatus, number> {
-  const counts: Record<JobStatus, number> = {
-    dispatched: 0,
-    waiting_for_prerequisites: 0,
-    started: 0,
-    finished: 0,
-    error: 0,
-    skipped: 0,
-  };
-  for (const id of state.order) counts[(state.jobs[id] as JobState).status]++;
+  const { total: _total, ...counts } = progressCount(state.order.map((id) => (state.jobs[id] as JobState).status));
   return counts;
 }
 

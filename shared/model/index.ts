@@ -19,6 +19,7 @@ export {
   RunnerUpdate,
 } from "./requests.js";
 export { FlowDag, FlowView, JobView, JobWaiting } from "./views.js";
+export { progressCount } from "./progress.js";
 export { CancelPayload, DeliveryAnswer, DeliveryBatchAnswer, DeliveryPayload, DeliveryReport } from "./delivery.js";
 export { DeadLetter } from "./dead-letter.js";
 export { ContextStreamEvent, FlowEventType, FlowStreamEvent, StreamTicket } from "./stream.js";

@@ -3,7 +3,7 @@ import path from "node:path";
 import { beforeAll, describe, expect, it } from "vitest";
 import { freePort } from "../../infra/redis-server.js";
 import type { EventSent, FlowView } from "../../shared/model/index.js";
-import { expectOneErrorLine, flowc, startFlowc, type Run } from "../support/flowc.js";
+import { actorEnv, expectOneErrorLine, flowc, startFlowc, type Run } from "../support/flowc.js";
 import { usePrivateStack } from "../support/use-private-stack.js";
 
 /**
@@ -21,15 +21,7 @@ let contextId = "";
 beforeAll(async () => {
   const stack = fixture.stack();
   const admin = fixture.admin();
-  const keyFile = path.join(stack.dir, "actor-key.json");
-  writeFileSync(keyFile, JSON.stringify(admin.jwk), { mode: 0o600 });
-  env = {
-    HOME: stack.dir,
-    FLOWC_PROFILE: path.join(stack.dir, "no-profile.json"),
-    FLOWC_URL: stack.url,
-    FLOWC_KEY_FILE: keyFile,
-    FLOWC_ACTOR_ID: String(admin.id),
-  };
+  env = actorEnv(stack, admin);
   contextId = String((await admin.client.createContext()).id);
 });
 
@@ -81,6 +73,9 @@ const flowIdOf = (stdout: string) => /^flow (\d+) submitted/m.exec(stdout)?.[1] 
 describe("flowc event send and flows that react", () => {
   it("watches a wait, a sleep and a skip to the flow's end; the event ends the wait once, the same id again is a duplicate", async () => {
     const watch = startFlowc(["flow", "submit", contextId, orderFlow("42"), "--start", "--watch"], env);
+    /** `flowc event send` of the approval's event, id appr-42, with `args` after. */
+    const sendAppr42 = (...args: string[]) =>
+      run("event", "send", contextId, "order.approved", "--key", "42", "--id", "appr-42", ...args);
     try {
       await watch.waitForLine(/⏸ approval waits for event order\.approved with key "42", \d+ min left$/);
       await watch.waitForLine(/☾ cool_down sleeping until \S+Z, [0-2] s left$/);
@@ -103,67 +98,14 @@ describe("flowc event send and flows that react", () => {
       );
       expect(dag).toMatch(/ wrap_up +sleep +waiting_for_prerequisites +← ship, cool_down$/m);
 
-      const first = ok(
-        await run(
-          "event",
-          "send",
-          contextId,
-          "order.approved",
-          "--key",
-          "42",
-          "--id",
-          "appr-42",
-          "--data",
-          "decision=yes",
-          "--data",
-          "by=alice",
-        ),
-      );
+      const first = ok(await sendAppr42("--data", "decision=yes", "--data", "by=alice"));
       expect(first).toBe("event appr-42: matched 1 wait, resumed 1\n");
-      const again = await run(
-        "event",
-        "send",
-        contextId,
-        "order.approved",
-        "--key",
-        "42",
-        "--id",
-        "appr-42",
-        "--data-json",
-        '{"decision":"yes","by":"alice"}',
-        "--json",
-      );
+      const again = await sendAppr42("--data-json", '{"decision":"yes","by":"alice"}', "--json");
       expect(JSON.parse(ok(again)) as EventSent).toEqual({ id: "appr-42", duplicate: true, matched: 1, resumed: 0 });
-      const text = ok(
-        await run(
-          "event",
-          "send",
-          contextId,
-          "order.approved",
-          "--key",
-          "42",
-          "--id",
-          "appr-42",
-          "--data",
-          "by=alice",
-          "--data",
-          "decision=yes",
-        ),
-      );
+      const text = ok(await sendAppr42("--data", "by=alice", "--data", "decision=yes"));
       expect(text).toBe("event appr-42: matched 1 wait, resumed 0 (sent before: duplicate)\n");
       // The same id with other data is another event: refused.
-      const other = await run(
-        "event",
-        "send",
-        contextId,
-        "order.approved",
-        "--key",
-        "42",
-        "--id",
-        "appr-42",
-        "--data",
-        "decision=no",
-      );
+      const other = await sendAppr42("--data", "decision=no");
       expectOneErrorLine(other, 1, /^flowc: 409 .*appr-42/);
 
       expect(await watch.exited, watch.output()).toEqual({ code: 0, signal: null });

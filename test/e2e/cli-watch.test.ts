@@ -3,7 +3,7 @@ import path from "node:path";
 import { beforeAll, describe, expect, it } from "vitest";
 import type { FlowSubmissionInput } from "../../shared/flow/index.js";
 import type { ContextStreamEvent } from "../../shared/model/index.js";
-import { expectOneErrorLine, flowc, startFlowc } from "../support/flowc.js";
+import { actorEnv, expectOneErrorLine, flowc, startFlowc } from "../support/flowc.js";
 import type { WatchedProcess } from "../support/process.js";
 import { usePrivateStack } from "../support/use-private-stack.js";
 
@@ -22,15 +22,7 @@ let runnerId = 0;
 beforeAll(async () => {
   const stack = fixture.stack();
   const admin = fixture.admin();
-  const keyFile = path.join(stack.dir, "actor-key.json");
-  writeFileSync(keyFile, JSON.stringify(admin.jwk), { mode: 0o600 });
-  env = {
-    HOME: stack.dir,
-    FLOWC_PROFILE: path.join(stack.dir, "no-profile.json"),
-    FLOWC_URL: stack.url,
-    FLOWC_KEY_FILE: keyFile,
-    FLOWC_ACTOR_ID: String(admin.id),
-  };
+  env = actorEnv(stack, admin);
   contextId = (await admin.client.createContext()).id;
   // `started` reported for every job, however quick: the watch shows each job's start.
   const runner = await stack.registerReferenceRunner(admin.client, contextId, "push", ["--started-after", "0"]);

@@ -1,5 +1,5 @@
 import { spawn } from "node:child_process";
-import { mkdirSync } from "node:fs";
+import { mkdirSync, writeFileSync } from "node:fs";
 import path from "node:path";
 import { expect } from "vitest";
 import { runToEnd, watchProcess, type WatchedProcess } from "./process.js";
@@ -113,4 +113,23 @@ export function expectOneErrorLine(run: Run, code: number, pattern: RegExp): voi
   expect(run.errors[0]).toMatch(/^flowc: /);
   expect(run.errors[0]).toMatch(pattern);
   expect(run.stderr).not.toMatch(/\n\s+at /); // no stack trace
+}
+
+/**
+ * The environment of flowc run as a private stack's actor: its key written into the stack's
+ * folder, no profile, the stack's URL and the actor's id, HOME in the stack's folder.
+ */
+export function actorEnv(
+  stack: { dir: string; url: string },
+  actor: { id: number; jwk: unknown },
+): Record<string, string> {
+  const keyFile = path.join(stack.dir, "actor-key.json");
+  writeFileSync(keyFile, JSON.stringify(actor.jwk), { mode: 0o600 });
+  return {
+    HOME: stack.dir,
+    FLOWC_PROFILE: path.join(stack.dir, "no-profile.json"),
+    FLOWC_URL: stack.url,
+    FLOWC_KEY_FILE: keyFile,
+    FLOWC_ACTOR_ID: String(actor.id),
+  };
 }

@@ -1,4 +1,5 @@
 import type { FlowStreamEvent, FlowView, JobStatus, JobView } from "../../../shared/model/index.js";
+import { progressCount } from "../../../shared/model/progress.js";
 import { describeError } from "../api.js";
 import { COUNTDOWN_MS, DagView } from "../dag.js";
 import { badge, fill, formatDuration, h, notify, timeElement } from "../dom.js";
@@ -73,17 +74,7 @@ export function applyJobEvent(job: JobView, event: FlowStreamEvent): void {
 
 /** How many jobs are in each status, counted from the jobs themselves (after events moved them). */
 function progressOf(jobs: JobView[]): FlowView["progress"] {
-  const progress: FlowView["progress"] = {
-    total: jobs.length,
-    dispatched: 0,
-    waiting_for_prerequisites: 0,
-    started: 0,
-    finished: 0,
-    error: 0,
-    skipped: 0,
-  };
-  for (const job of jobs) progress[job.status]++;
-  return progress;
+  return progressCount(jobs.map((job) => job.status));
 }
 
 /**
