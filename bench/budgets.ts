@@ -22,7 +22,7 @@ export const BUDGETS: readonly Budget[] = [
   { figure: "indep100.sent", max: 0.2 },
   // The 100-job layered DAG (10 layers of 10), script internals included: 4.35 to 4.45 since a
   // job's end writes only the job (5.3 to 5.4 before). Three HSETs per job (the job at creation
-  // and at its end, its message at dispatch) are the floor of today's records (README,
+  // and at its end, its message at dispatch) are the floor of today's records (docs/cost-and-performance.md,
   // Performance); the limit guards against getting dearer.
   { figure: "dag100.executed", max: 5, goal: 4 },
 ];

@@ -9,7 +9,7 @@ import { parseArgs } from "node:util";
 import { gzipSync } from "node:zlib";
 
 /**
- * The Worker's size and cold start, as the README states them:
+ * The Worker's size and cold start, as docs/cost-and-performance.md states them (Cold start):
  *
  *   npm run size [-- --runs 21] [--json file] [-- <more wrangler deploy flags, e.g. --minify>]
  *   npm run size -- --script some/index.js     (an already built script instead)

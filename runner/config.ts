@@ -44,7 +44,7 @@ Options:
   --tls-key FILE         push over HTTPS: PEM private key                    RUNNER_TLS_KEY
   -h, --help             print this help
 
-A fleet on NATS JetStream (README, "Scaling runners"): many processes behind one registered runner.
+A fleet on NATS JetStream (docs/runners.md, "Scaling runners"): many processes behind one registered runner.
   --mode MODE            single (default: a runner of its own), gateway      RUNNER_FLEET_MODE
                          (the registered runner: stores deliveries in
                          JetStream, relays the workers' reports), worker

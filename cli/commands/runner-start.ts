@@ -74,7 +74,7 @@ const start: Command = {
     "First, if your profile may read the context's runners, it checks that <runner> is registered with",
     "this key (runner ids count per context) and that its address matches --listen.",
     "Here --key-file names the runner's key, not yours. npm run -s runner -- --help lists the runner's own options.",
-    "With --mode, it is part of a fleet behind the registered runner (README, Scaling runners): the gateway",
+    "With --mode, it is part of a fleet behind the registered runner (docs/runners.md, Scaling runners): the gateway",
     "takes the deliveries (at --listen, or --pull) into JetStream, workers on any machine run them; every",
     "member gets the runner's --key-file; a worker's may hold only the public key (it signs nothing).",
   ].join("\n"),

@@ -2,7 +2,7 @@ import type { ContextFeedRpc, DispatcherRpc, FlowCoordinatorRpc, SchedulerRpc } 
 
 /**
  * The Worker's bindings (wrangler.toml `[vars]`, secrets, Durable Objects). Every one is listed
- * with its meaning in the README's configuration table.
+ * with its meaning in the configuration table of docs/operations.md.
  */
 export interface Env {
   /** The FlowCoordinator Durable Objects: one per flow, named `<prefix><context>:flow:<id>`. */

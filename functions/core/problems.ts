@@ -1,7 +1,7 @@
 /**
  * Every kind of problem the coordinator answers with: its `type` (`/problems/<name>`), its HTTP
  * status, its title, and what it means. The one list: `Problem` takes its status and title from
- * here, the OpenAPI document publishes it, and the README's table is checked against it.
+ * here, the OpenAPI document publishes it, and docs/api.md's table is checked against it.
  */
 export const PROBLEMS = {
   "invalid-input": {
@@ -153,7 +153,7 @@ export const PROBLEMS = {
 /** The name of a kind of problem: its `type` is `/problems/<name>`. */
 export type ProblemType = keyof typeof PROBLEMS;
 
-/** The catalog as a Markdown table (type, status, meaning): the OpenAPI document and the README show it. */
+/** The catalog as a Markdown table (type, status, meaning): the OpenAPI document and docs/api.md show it. */
 export function problemTable(): string {
   const rows = Object.entries(PROBLEMS).map(
     ([kind, p]) => `| \`${problemUri(kind as ProblemType)}\` | ${p.status} | ${p.meaning} |`,

@@ -64,7 +64,7 @@ export async function createRunner(
 /**
  * A runner write refused because another runner of the context holds the key: 409 naming the
  * field and the holder (`runner_id`). A public key is one runner's per context, so that removing
- * a runner or changing its key revokes the key for whoever used it (README, "Writing a runner").
+ * a runner or changing its key revokes the key for whoever used it (docs/runners.md, "Writing a runner").
  */
 async function keyHeld<T>(write: Promise<T>): Promise<T> {
   try {

@@ -14,7 +14,7 @@ import { usePrivateStack } from "../support/use-private-stack.js";
 const { stack, admin } = usePrivateStack("budget-sent", { cron: false });
 
 /**
- * Budgets (README, Cost). A lone job's: what it sends besides reading the key epoch, which an
+ * Budgets (docs/cost-and-performance.md, Cost). A lone job's: what it sends besides reading the key epoch, which an
  * isolate does at most once a second however many requests it verifies (one more in all).
  */
 const LONE_JOB_SENT = 3;

@@ -3,12 +3,12 @@ import path from "node:path";
 import { describe, expect, it } from "vitest";
 import { PROBLEMS, problemTable } from "../../functions/core/problems.js";
 
-// The problem catalog is published twice (README, OpenAPI): both come from PROBLEMS.
+// The problem catalog is published twice (docs/api.md, OpenAPI): both come from PROBLEMS.
 
 describe("the problem catalog", () => {
-  it("is in the README as it is in the code", () => {
-    const readme = readFileSync(path.resolve(import.meta.dirname, "../../README.md"), "utf8");
-    expect(readme).toContain(problemTable());
+  it("is in docs/api.md as it is in the code", () => {
+    const api = readFileSync(path.resolve(import.meta.dirname, "../../docs/api.md"), "utf8");
+    expect(api).toContain(problemTable());
   });
 
   it("gives every kind a client-error or server-error status, a title and a meaning", () => {

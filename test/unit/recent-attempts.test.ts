@@ -7,7 +7,7 @@ import {
 } from "../../runner/recent-attempts.js";
 
 // The reference runner's memory of the attempts it took, which drops a repeated delivery of one
-// (the README's contract for runners: answer it 2xx, do not run it again). A fleet's gateway can
+// (the contract for runners in docs/runners.md: answer it 2xx, do not run it again). A fleet's gateway can
 // keep one too.
 
 const T = 1_800_000_000_000;
