@@ -163,10 +163,9 @@ function endedAsTheirRulesSay({ runners, flows }: SoakOutcome, finals: Map<numbe
     const failed = plan.jobs.find((j) => j.name === end.error?.name);
     if (end.status === "error" && failed?.wait) ends.waits++;
     else if (end.status === "error") ends.doomed++;
+    const cleanups = plan.jobs.filter((j) => j.needs === "all_done" && j.script !== undefined).map((j) => j.name);
     if (end.status === "error")
-      ends.cleanups += end.jobs.filter(
-        (j) => j.needs === "all_done" && j.kind === "script" && j.status === "finished",
-      ).length;
+      ends.cleanups += end.jobs.filter((j) => cleanups.includes(j.key) && j.status === "finished").length;
   }
   return {
     name: "each flow ended as its rules say: every job by its needs, when and kind; finished, or error naming a job that may fail it and failed so (on purpose, by a fault no report of it answered, or a wait's timeout); clean-ups ran",

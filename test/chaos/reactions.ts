@@ -27,11 +27,17 @@ export interface Reactions {
   faults: FaultSpan[];
 }
 
-/** One wait of an ended flow: its plan, its final view, and what its flow's stream told of it. */
+/**
+ * One wait of an ended flow: its plan, its final view, what its flow's stream told of it, and its
+ * resolved key as its start told it (`job.wait_started`'s `event_key`; the planned key for one
+ * that never started). Not the view's `wait.key`: once a wait ended, a view of its flow rebuilt
+ * from storage shows the key's template (the resolved key is not kept in the job's record).
+ */
 interface WaitSeen {
   flowId: number;
   plan: WaitPlan;
   job: JobView;
+  key: string;
   started: FlowStreamEvent[];
   terminal: FlowStreamEvent[];
 }
@@ -52,7 +58,8 @@ function waitsOf(r: Reactions): WaitSeen[] {
       const job = final.jobs.find((j) => j.key === w.job) as JobView;
       const own = stream.filter((e) => e.job_id === job.id);
       const started = own.filter((e) => e.type === "job.wait_started");
-      seen.push({ flowId: view.id, plan: w, job, started, terminal: own.filter((e) => TERMINAL.has(e.type)) });
+      const terminal = own.filter((e) => TERMINAL.has(e.type));
+      seen.push({ flowId: view.id, plan: w, job, key: started[0]?.event_key ?? w.key, started, terminal });
     }
   }
   return seen;
@@ -63,8 +70,8 @@ const timedOut = (w: WaitSeen) => /^timed out: no event/.test(w.job.error ?? w.j
 
 /**
  * Every wait ends exactly once: its flow's stream tells one end of it (job.finished, job.error or
- * job.skipped), the one its view shows, and at most one start; one that took an event or timed
- * out started once, before that end.
+ * job.skipped), the one its view shows, and at most one start, for its event and the key it was
+ * planned to resolve to; one that took an event or timed out started once, before that end.
  */
 export function everyWaitEndedOnce(r: Reactions): Found {
   const wrong: string[] = [];
@@ -75,6 +82,10 @@ export function everyWaitEndedOnce(r: Reactions): Found {
       wrong.push(`${at}: its stream tells ${w.terminal.length} ends: ${w.terminal.map((e) => e.type).join(", ")}`);
     else if (w.terminal[0]?.status !== w.job.status) wrong.push(`${at}: its stream ends it ${w.terminal[0]?.status}`);
     if (w.started.length > 1) wrong.push(`${at}: started ${w.started.length} times`);
+    if (w.started.some((e) => e.event_name !== w.plan.event || e.event_key !== w.plan.key))
+      wrong.push(
+        `${at}: started waiting for ${w.started[0]?.event_name} key ${w.started[0]?.event_key}, planned ${w.plan.event} key ${w.plan.key}`,
+      );
     const waited = w.job.status === "finished" || timedOut(w);
     if (waited && (w.started.length !== 1 || (w.started[0]?.seq ?? 0) > (w.terminal[0]?.seq ?? 0)))
       wrong.push(`${at}: ended by an event or its timeout with ${w.started.length} starts before`);
@@ -105,13 +116,13 @@ export function waitTookItsEvent(r: Reactions): Found {
   for (const w of waitsOf(r)) {
     if (w.job.status !== "finished") continue;
     took++;
-    const at = `flow ${w.flowId} wait ${w.plan.job} (key ${w.job.wait?.key})`;
+    const at = `flow ${w.flowId} wait ${w.plan.job} (key ${w.key})`;
     const id = w.job.result?.event_id ?? "";
     const sent = byId.get(id) ?? [];
     const first = Math.min(...sent.flatMap((s) => s.tries.map((t) => t.startMs)));
     const endedAt = w.terminal[0]?.at_ms ?? Infinity;
     if (sent.length === 0) wrong.push(`${at} took event ${id}, which the soak never sent`);
-    else if (sent.some((s) => s.name !== w.plan.event || s.key !== w.job.wait?.key))
+    else if (sent.some((s) => s.name !== w.plan.event || s.key !== w.key))
       wrong.push(`${at} took event ${id}, sent as ${sent.map((s) => `${s.name} key ${s.key} (${s.kind})`).join(", ")}`);
     else if (w.job.result?.decision !== sent[0]?.data.decision)
       wrong.push(`${at} has decision ${w.job.result?.decision}, event ${id} said ${sent[0]?.data.decision}`);
@@ -172,7 +183,7 @@ export function resumedAddsUp(r: Reactions): Found {
   let kept = 0;
   let lost = 0;
   for (const w of waitsOf(r)) {
-    const mine = r.sends.filter((s) => s.name === w.plan.event && s.key === w.job.wait?.key);
+    const mine = r.sends.filter((s) => s.name === w.plan.event && s.key === w.key);
     const total = mine.flatMap(answered).reduce((n, t) => n + t.answer.resumed, 0);
     const at = `flow ${w.flowId} wait ${w.plan.job} (${w.job.status})`;
     if (total > 1) wrong.push(`${at}: answers resumed it ${total} times`);
@@ -214,7 +225,7 @@ export function noEventLost(r: Reactions): Found {
     const start = w.started[0]?.at_ms ?? 0;
     const end = w.terminal[0]?.at_ms ?? 0;
     for (const s of r.sends) {
-      if (s.name !== w.plan.event || s.key !== w.job.wait?.key) continue;
+      if (s.name !== w.plan.event || s.key !== w.key) continue;
       const t = answered(s).find((t) => t.startMs >= start - (LOOKBACK_S * 1000) / 2 && t.endMs < end - SLACK_MS);
       if (t)
         wrong.push(

@@ -38,6 +38,7 @@ function holds(c: Condition | undefined, view: FlowView, plan: FlowPlan): boolea
 
 /**
  * The problems of one flow's end, each a sentence naming the flow and the job:
+ * - each job is shown with the kind and rules it was submitted with;
  * - a job that finished ran when its rules let it, and is no doomed script;
  * - a skipped job was skipped by its rules (`needs` could not be met, its `when` was false) or is
  *   a wait that timed out with `on_timeout: skip`;
@@ -63,6 +64,12 @@ export function judgeFlow(
       say(name, "is not in its view");
       continue;
     }
+    const kind = planned.wait ? "wait" : planned.script !== undefined ? "script" : "sleep";
+    const shown = [job.kind, job.needs ?? "all_finished", job.allow_failure ?? false, job.when ?? "-"].join(" ");
+    const meant = [kind, planned.needs ?? "all_finished", planned.allow_failure ?? false, planned.when ?? "-"].join(
+      " ",
+    );
+    if (shown !== meant) say(name, `is shown as ${shown}, submitted as ${meant} (kind, needs, allow_failure, when)`);
     const deps = (planned.depends ?? []).map((d) => byName.get(String(d)) as JobView);
     const rules = verdict(planned, deps);
     const when = holds(plan.conditions[name], view, plan);
@@ -98,13 +105,14 @@ export function judgeFlow(
     if (cleanup && !doomed && job.status !== "finished")
       say(name, `is a clean-up (needs: all_done) and did not finish: ${job.status} (${reason})`);
   }
-  const failing = view.jobs.filter((j) => j.status === "error" && !j.allow_failure);
+  const mayFail = new Set(plan.jobs.filter((j) => j.allow_failure).map((j) => j.name as string));
+  const failing = view.jobs.filter((j) => j.status === "error" && !mayFail.has(j.key));
   if (view.status === "finished" && failing.length > 0)
     wrong.push(`flow ${view.id} finished with ${failing.map((j) => `${j.key} in error (${j.error})`).join(", ")}`);
   if (view.status === "error") {
     const named = byName.get(view.error?.name ?? "");
     const planned = plan.jobs.find((j) => j.name === named?.key);
-    if (!named || !planned || named.allow_failure || named.status !== "error" || !legitFailure(named, planned))
+    if (!named || !planned || planned.allow_failure || named.status !== "error" || !legitFailure(named, planned))
       wrong.push(
         `flow ${view.id} error: ${view.error?.name}: ${view.error?.reason} (no job that may fail it failed so)`,
       );
