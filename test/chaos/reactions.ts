@@ -197,6 +197,8 @@ export function resumedAddsUp(r: Reactions): Found {
     if (total !== tookResumed)
       wrong.push(`${at}: took ${w.job.result?.event_id}, but another event's answer resumed it`);
     if (tookResumed === 1) byEvent++;
+    else if (tookResumed > 1)
+      continue; // said above: resumed more than once
     else if (tookAnswers.length > 0 && tookAnswers.every((t) => t.answer.matched === 0)) kept++;
     else if (took.some((s) => s.tries.some((t) => !t.answer))) lost++;
     else wrong.push(`${at}: took ${w.job.result?.event_id}, whose answers resumed nothing and matched it`);
