@@ -14,8 +14,8 @@ export type Condition =
   | { on: "env"; name: string; equals: string };
 
 /**
- * What the soak's event traffic does to a wait: sends its event once when it is seen waiting,
- * twice with the same id (at once or one after the other), twice with two ids; sends it early
+ * What the soak's event traffic does to a wait: sends its event once, at a random time up to its
+ * timeout after it is seen waiting (some race the timeout's alarm), twice with the same id (at once or one after the other), twice with two ids; sends it early
  * (before the flow is submitted when its key is known then, else as soon as it is), late (once
  * it ended), for a wrong key only, for a wrong key then the right one; or never.
  */
@@ -49,6 +49,11 @@ export interface WaitPlan {
   decision: "yes" | "no";
   /** Two sends go at once (else one after the other's answer); an early event is sent again once the wait runs. */
   together: boolean;
+  /**
+   * How long after the wait is seen waiting its event goes: for `once`, up to its timeout (some
+   * race the timeout's alarm, some lose to it); else up to 3 s between one send and the next.
+   */
+  delayMs: number;
 }
 
 /** A random flow: its jobs, its env, its doomed jobs, its conditions (by job name), its waits and sleeps. */
@@ -172,15 +177,17 @@ function react(random: Random, prefix: string, plan: FlowPlan, events: Random): 
     asNoScript(j);
     j.wait = { event, key: template, timeout, ...(random() < 0.4 ? { on_timeout: "skip" as const } : {}) };
     if (random() < 0.3) j.allow_failure = true;
+    const fate = pick(events, FATES);
     plan.waits.push({
       job: j.name as string,
       event,
       key,
       keyFrom: from,
       timeout,
-      fate: pick(events, FATES),
+      fate,
       decision: events() < 0.5 ? "yes" : "no",
       together: events() < 0.5,
+      delayMs: Math.round(events() * 1000 * (fate === "once" ? timeout : 3)),
     });
   }
   for (const name of doomed) if (random() < 0.5) named(name).allow_failure = true;

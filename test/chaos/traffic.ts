@@ -121,12 +121,17 @@ export class EventTraffic {
     const id = `${w.job}.e1`;
     switch (w.fate) {
       case "once":
+        await sleep(w.delayMs);
         return this.send(w, flowId, "right", id);
       case "twice":
       case "two-ids": {
         const second = w.fate === "twice" ? id : `${w.job}.e2`;
         if (w.together) await Promise.all([this.send(w, flowId, "right", id), this.send(w, flowId, "right", second)]);
-        else await this.send(w, flowId, "right", id).then(() => this.send(w, flowId, "right", second));
+        else {
+          await this.send(w, flowId, "right", id);
+          await sleep(w.delayMs);
+          await this.send(w, flowId, "right", second);
+        }
         return;
       }
       case "early":
@@ -137,6 +142,7 @@ export class EventTraffic {
         return this.send(w, flowId, "wrong", `${w.job}.wrong`);
       case "wrong-then-right":
         await this.send(w, flowId, "wrong", `${w.job}.wrong`);
+        await sleep(w.delayMs);
         return this.send(w, flowId, "right", id);
       default:
         return;
