@@ -1,5 +1,6 @@
+import type { RequestSigner } from "../../shared/auth/index.js";
 import type { CoordinatorClient } from "../../shared/client/index.js";
-import type { FlowView } from "../../shared/model/index.js";
+import type { FlowView, JobView } from "../../shared/model/index.js";
 import { eventually } from "../support/eventually.js";
 import { runsIn } from "../support/flow-runs.js";
 import { queuedIn } from "../support/prefix.js";
@@ -7,6 +8,19 @@ import type { PrivateStack } from "../support/private-stack.js";
 import { describeFlow } from "./describe.js";
 import type { RegisteredRunner } from "../support/runner-process.js";
 import type { TestRunnerProcess } from "../support/private-stack.js";
+import {
+  everyWaitEndedOnce,
+  noEventLost,
+  nothingStuck,
+  resumedAddsUp,
+  strayEventsResumedNothing,
+  waitTookItsEvent,
+  type FaultSpan,
+} from "./reactions.js";
+import { judgeFlow } from "./rules.js";
+import type { FlowPlan, Job } from "./shapes.js";
+import { checkStreams } from "./stream-check.js";
+import type { EventTraffic } from "./traffic.js";
 
 // The soak's invariants, each checked on its own: its promise, printed at the end of every run.
 
@@ -28,28 +42,82 @@ export interface SoakRunner {
   refuse: string;
 }
 
+/** A flow the soak submitted: as submitted, and its plan (its doomed jobs, conditions, waits, sleeps). */
+export interface SoakFlow {
+  view: FlowView;
+  plan: FlowPlan;
+}
+
 /** What the soak ran, for its invariants to be checked against. */
 export interface SoakOutcome {
   stack: PrivateStack;
   client: CoordinatorClient;
+  /** The soak's actor's signer, to read the flows' streams. */
+  signer: RequestSigner;
   ctx: number;
   runners: SoakRunner[];
-  flows: { view: FlowView; doomed: string[] }[];
+  flows: SoakFlow[];
   ends: Map<number, FlowView>;
   /** The statuses of the answers the soak's own requests got. */
   statuses: number[];
+  /** The events sent, and what the views showed of waits and sleeps meanwhile. */
+  traffic: EventTraffic;
+  faults: FaultSpan[];
+  /** Each flow's deadline (`timeouts.flow`), in seconds: a flow that needs it was stuck. */
+  budgetS: number;
 }
 
-/** The soak's invariants, each checked on its own, in the order they are printed. */
+/**
+ * The soak's invariants, each checked on its own, in the order they are printed. The flows are
+ * read again once every slot is free and nothing is in flight (attempts in flight when a flow
+ * failed end after it), and their streams once: the views and streams the others judge.
+ */
 export async function check(run: SoakOutcome): Promise<Invariant[]> {
+  const ended = await everyFlowEnded(run);
+  const slots = await noSlotLeaked(run);
+  const waiting = await nothingLeftWaiting(run);
+  const finals = await finalViews(run);
+  const streams = await checkStreams(run.stack.url, run.signer, run.ctx, finals);
+  const reactions = { flows: run.flows, finals, streams: streams.events, sends: run.traffic.sends, faults: run.faults };
   return [
-    await everyFlowEnded(run),
-    endedAsTheyMust(run),
+    ended,
+    endedAsTheirRulesSay(run, finals),
     ranAtMostRetries(run),
-    await noSlotLeaked(run),
-    await nothingLeftWaiting(run),
+    slots,
+    waiting,
+    { name: "every flow's stream is whole and tells how it ended", held: streams.held, detail: streams.detail },
+    {
+      name: "every wait ended exactly once (one end in its stream, the one its view shows)",
+      ...everyWaitEndedOnce(reactions),
+    },
+    {
+      name: "a wait that took an event took one sent with its name and key (never one for another key), before it ended",
+      ...waitTookItsEvent(reactions),
+    },
+    {
+      name: "events for a wrong key or sent after their wait ended resumed nothing; an id sent again is a duplicate; no send refused",
+      ...strayEventsResumedNothing(reactions),
+    },
+    { name: "the answers' resumed add up to the waits events resumed", ...resumedAddsUp(reactions) },
+    { name: "no event sent to a waiting wait was lost (a wait timed out only without one)", ...noEventLost(reactions) },
+    { name: "no flow, wait or sleep stayed stuck", ...nothingStuck(reactions, run.budgetS) },
+    noRunnerForWaitOrSleep(run, finals),
     noServerError(run),
   ];
+}
+
+/** Every ended flow read again (its first end's view when it cannot be). */
+async function finalViews({ client, ctx, ends }: SoakOutcome): Promise<Map<number, FlowView>> {
+  const finals = new Map<number, FlowView>();
+  const ids = [...ends.keys()];
+  for (let i = 0; i < ids.length; i += 8) {
+    await Promise.all(
+      ids.slice(i, i + 8).map(async (id) => {
+        finals.set(id, (await client.loadFlow(ctx, id).catch(() => undefined)) ?? (ends.get(id) as FlowView));
+      }),
+    );
+  }
+  return finals;
 }
 
 async function everyFlowEnded({ stack, client, ctx, flows, ends }: SoakOutcome): Promise<Invariant> {
@@ -65,7 +133,7 @@ async function everyFlowEnded({ stack, client, ctx, flows, ends }: SoakOutcome):
   };
 }
 
-function endedAsTheyMust({ runners, flows, ends }: SoakOutcome): Invariant {
+function endedAsTheirRulesSay({ runners, flows }: SoakOutcome, finals: Map<number, FlowView>): Invariant {
   const wrong: string[] = [];
   const outputs = runners.flatMap((r) => r.procs.map((p) => p.output())).join("\n");
   /**
@@ -79,30 +147,63 @@ function endedAsTheyMust({ runners, flows, ends }: SoakOutcome): Invariant {
     const answered = new RegExp(`^answered result ${job} flow ${flowId} attempt ${attempt} 200`, "m");
     return !answered.test(outputs);
   };
-  for (const { view, doomed } of flows) {
-    const end = ends.get(view.id);
+  /** How a job that may fail its flow failed as it may: a doomed script on purpose (or by a fault), a wait by its timeout. */
+  const legit = (flowId: number) => (job: JobView, planned: Job) => {
+    const reason = job.error ?? "";
+    if (planned.wait) return planned.wait.on_timeout !== "skip" && /^timed out: no event/.test(reason);
+    return job.key.endsWith("-doomed") && (/failed on purpose/.test(reason) || endedByFault(flowId, job.key, reason));
+  };
+  const ends = { finished: 0, skips: 0, doomed: 0, waits: 0, cleanups: 0 };
+  for (const { view, plan } of flows) {
+    const end = finals.get(view.id);
     if (!end) continue;
-    if (doomed.length === 0 && end.status !== "finished")
-      wrong.push(`flow ${view.id} ${end.status}: ${end.error?.reason}`);
-    const reason = end.error?.reason ?? "";
-    if (
-      doomed.length > 0 &&
-      (end.status !== "error" ||
-        !doomed.includes(end.error?.name ?? "") ||
-        !(/failed on purpose/.test(reason) || endedByFault(view.id, end.error?.name ?? "", reason)))
-    ) {
-      wrong.push(
-        `flow ${view.id} (doomed ${doomed.join(", ")}) ${end.status}: ${end.error?.name}: ${end.error?.reason}`,
-      );
-    }
+    wrong.push(...judgeFlow(plan, end, legit(view.id)));
+    if (end.status === "finished") ends.finished++;
+    if (end.status === "finished" && end.jobs.some((j) => j.status === "skipped")) ends.skips++;
+    const failed = plan.jobs.find((j) => j.name === end.error?.name);
+    if (end.status === "error" && failed?.wait) ends.waits++;
+    else if (end.status === "error") ends.doomed++;
+    const cleanups = plan.jobs.filter((j) => j.needs === "all_done" && j.script !== undefined).map((j) => j.name);
+    if (end.status === "error")
+      ends.cleanups += end.jobs.filter((j) => cleanups.includes(j.key) && j.status === "finished").length;
   }
-  const doomedFlows = flows.filter((f) => f.doomed.length > 0).length;
   return {
-    name: "each flow ended as it must: finished, or error naming the job that failed on purpose (or whose last attempt a fault ended, no report of it answered)",
+    name: "each flow ended as its rules say: every job by its needs, when and kind; finished, or error naming a job that may fail it and failed so (on purpose, by a fault no report of it answered, or a wait's timeout); clean-ups ran",
     held: wrong.length === 0,
     detail:
       wrong.length === 0
-        ? `${flows.length - doomedFlows} finished, ${doomedFlows} errored on their doomed job`
+        ? `${ends.finished} finished (${ends.skips} with skipped jobs), ${ends.doomed} errored on a doomed job, ${ends.waits} on a wait's timeout; ${ends.cleanups} clean-ups ran in failed flows`
+        : wrong.slice(0, 5).join("; "),
+  };
+}
+
+/**
+ * No runner slot was held by a wait or a sleep: no runner was given one (nor a job its rules
+ * skipped), as the runners' lines of every delivery say (`ran`, `inline`, `duplicate`), and no
+ * view the traffic read showed one with a runner or a delivery.
+ */
+function noRunnerForWaitOrSleep({ runners, flows, traffic }: SoakOutcome, finals: Map<number, FlowView>): Invariant {
+  const never = new Map<string, string>();
+  for (const { view, plan } of flows) {
+    for (const w of plan.waits) never.set(`${view.id}:${w.job}`, "wait");
+    for (const name of plan.sleeps) never.set(`${view.id}:${name}`, "sleep");
+    for (const j of finals.get(view.id)?.jobs ?? [])
+      if (j.status === "skipped" && !never.has(`${view.id}:${j.key}`)) never.set(`${view.id}:${j.key}`, "skipped job");
+  }
+  const lines = runners.flatMap((r) => r.procs.flatMap((p) => p.output().split("\n")));
+  const deliveries = lines.flatMap((l) => {
+    const m = /^(?:ran|inline|duplicate) (\S+) flow (\d+) attempt (\d+)/.exec(l);
+    return m ? [`${m[2]}:${m[1]}`] : [];
+  });
+  const wrong = deliveries.flatMap((d) => (never.has(d) ? [`${never.get(d)} ${d} was delivered to a runner`] : []));
+  wrong.push(...traffic.seen);
+  const kinds = [...never.values()];
+  return {
+    name: "no runner slot held by a wait or a sleep: none delivered to a runner (nor a skipped job), none shown with a runner",
+    held: wrong.length === 0,
+    detail:
+      wrong.length === 0
+        ? `${deliveries.length} deliveries, none of ${kinds.filter((k) => k === "wait").length} waits, ${kinds.filter((k) => k === "sleep").length} sleeps, ${kinds.filter((k) => k === "skipped job").length} skipped jobs; ${traffic.looks} views read while they ran`
         : wrong.slice(0, 5).join("; "),
   };
 }

@@ -35,7 +35,10 @@ console.log(
   `chaos soak: seed ${seed}, ${minutes} min of faults (npm run chaos -- --seed ${seed} --minutes ${minutes} repeats it)`,
 );
 const report = await soak({ seed, durationMs: minutes * 60_000, log: (line) => console.log(`  ${line}`) });
-console.log(`\n${report.flows} flows, ${report.faults.length} faults; invariants:`);
+const r = report.reactive;
+console.log(
+  `\n${report.flows} flows (${r.waits} waits, ${r.sleeps} sleeps, ${r.whens} whens, ${r.cleanups} clean-ups), ${report.faults.length} faults, ${r.events} events sent (${r.tries} tries); invariants:`,
+);
 for (const i of report.invariants) console.log(`  ${i.held ? "ok  " : "FAIL"}  ${i.name}: ${i.detail}`);
 console.log(report.ok ? "\nall invariants held" : `\ninvariants failed: repeat with --seed ${seed}`);
 process.exitCode = report.ok ? 0 : 1;

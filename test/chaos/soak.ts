@@ -6,11 +6,12 @@ import type { FlowSubmissionInput } from "../../shared/flow/index.js";
 import type { FlowView } from "../../shared/model/index.js";
 import { startPrivateStack, type PrivateStack } from "../support/private-stack.js";
 import { mulberry32, type Random } from "../support/random.js";
-import { check, RETRIES, type Invariant, type SoakRunner } from "./invariants.js";
+import { check, RETRIES, type Invariant, type SoakFlow, type SoakRunner } from "./invariants.js";
+import { LOOKBACK_S, type FaultSpan } from "./reactions.js";
+import { flowShape } from "./shapes.js";
+import { EventTraffic } from "./traffic.js";
 
 export type { Invariant } from "./invariants.js";
-import { checkStreams } from "./stream-check.js";
-import { flowShape } from "./shapes.js";
 
 /** How a soak runs: its seed (the same seed, the same flows and faults in the same order) and length. */
 export interface SoakOptions {
@@ -26,15 +27,28 @@ export interface SoakReport {
   seed: number;
   flows: number;
   faults: string[];
+  /** What reacted: waits, sleeps, `when`s, clean-ups, and the events sent (each send once, tries apart). */
+  reactive: { waits: number; sleeps: number; whens: number; cleanups: number; events: number; tries: number };
   invariants: Invariant[];
   ok: boolean;
 }
 
-const TIMEOUTS = { timeout: 90, timeout_ack: 15, timeout_result: 30, retry_base_ms: 200, retry_cap_ms: 3_000 };
+/** Every flow's budget (`timeouts.flow`): past it, it ends in error, and the soak calls it stuck. */
+const BUDGET_S = 300;
+const TIMEOUTS = {
+  timeout: 90,
+  timeout_ack: 15,
+  timeout_result: 30,
+  retry_base_ms: 200,
+  retry_cap_ms: 3_000,
+  flow: BUDGET_S,
+};
 
 /**
  * A seeded, bounded soak on the real local stack: flows of varied shapes (chains, diamonds, fans,
- * layers; some with a job that fails on purpose) while faults are injected at random — Redis
+ * layers; some with a job that fails on purpose; most with waits for events, sleeps, `when`s,
+ * `needs`, `allow_failure` and clean-ups) and events for their waits (sent once, twice, early,
+ * late, for a wrong key: traffic.ts) while faults are injected at random — Redis
  * paused (CLIENT PAUSE) and frozen (SIGSTOP), the REST endpoint killed and restarted, the Worker
  * restarted (every Durable Object's memory gone), runners killed and restarted, runners refusing
  * for longer than their backoff; one runner duplicates and reorders its reports throughout, another
@@ -43,9 +57,13 @@ const TIMEOUTS = { timeout: 90, timeout_ack: 15, timeout_result: 30, retry_base_
  */
 export async function soak(options: SoakOptions): Promise<SoakReport> {
   const log = options.log ?? (() => {});
-  // Flows and faults draw from generators of their own, so each sequence depends on the seed
-  // alone, not on how the two loops happened to interleave.
-  const random = { flows: mulberry32(options.seed), faults: mulberry32(options.seed ^ 0x9e3779b9) };
+  // Flows, faults and the events' fates draw from generators of their own, so each sequence
+  // depends on the seed alone, not on how the loops happened to interleave.
+  const random = {
+    flows: mulberry32(options.seed),
+    faults: mulberry32(options.seed ^ 0x9e3779b9),
+    events: mulberry32(options.seed ^ 0x85ebca6b),
+  };
   const stack = await startPrivateStack("chaos");
   try {
     return await run(stack, options, random, log);
@@ -57,7 +75,7 @@ export async function soak(options: SoakOptions): Promise<SoakReport> {
 async function run(
   stack: PrivateStack,
   options: SoakOptions,
-  random: { flows: Random; faults: Random },
+  random: { flows: Random; faults: Random; events: Random },
   log: (line: string) => void,
 ): Promise<SoakReport> {
   const statuses: number[] = [];
@@ -69,8 +87,11 @@ async function run(
   const jwk = await generateKeyPair();
   const anonymous = new CoordinatorClient({ baseUrl: stack.url, fetch: recording });
   const actor = await anonymous.registerActor(jwk);
-  const client = anonymous.as(await signerFromJwk(jwk, actorKeyId(actor.id)));
+  const signer = await signerFromJwk(jwk, actorKeyId(actor.id));
+  const client = anonymous.as(signer);
   const ctx = (await client.createContext()).id;
+  // Events that come before their wait starts are kept for it (an early event is sent so).
+  await client.setLimits(ctx, { event_lookback: LOOKBACK_S });
 
   const runners: SoakRunner[] = [];
   // The third takes up to 4 deliveries in one POST, the fourth 3 a POST answered with their
@@ -92,26 +113,31 @@ async function run(
     runners.push({ registered, procs: [await registered.start()], refuse });
   }
 
-  const flows: { view: FlowView; doomed: string[] }[] = [];
-  const faults: string[] = [];
+  const flows: SoakFlow[] = [];
+  const faults: FaultSpan[] = [];
+  const traffic = new EventTraffic(client, ctx);
+  const watching = traffic.run();
   const until = Date.now() + options.durationMs;
   /** Set when either loop fails: the other stops too, before the stack is taken down. */
   let halted = false;
   const going = () => !halted && Date.now() < until;
   const submitter = (async () => {
     for (let n = 0; going(); n++) {
-      const { jobs, doomed } = flowShape(random.flows, `f${n}`, RETRIES);
-      const body: FlowSubmissionInput = { start: true, timeouts: TIMEOUTS, jobs };
+      const plan = flowShape(random.flows, `f${n}`, RETRIES, random.events);
+      await traffic.beforeSubmit(plan);
+      const body: FlowSubmissionInput = { start: true, timeouts: TIMEOUTS, env_vars: plan.env, jobs: plan.jobs };
       const view = await submitWithKey(client, ctx, body, `soak-${options.seed}-${n}`);
-      flows.push({ view, doomed });
+      flows.push({ view, plan });
+      traffic.watch(plan, view.id);
       await sleep(300 + random.flows() * 1_200);
     }
   })();
   const injector = (async () => {
     await sleep(2_000);
     while (going()) {
+      const from = Date.now();
       const fault = await inject(stack, runners, random.faults);
-      faults.push(fault);
+      faults.push({ from, to: Date.now(), what: fault });
       log(`fault: ${fault}`);
       await sleep(2_000 + random.faults() * 6_000);
     }
@@ -122,14 +148,47 @@ async function run(
   ]);
   await heal(stack, runners);
   const failed = loops.find((l): l is PromiseRejectedResult => l.status === "rejected");
-  if (failed) throw failed.reason;
+  if (failed) {
+    traffic.stop(0);
+    await watching;
+    throw failed.reason;
+  }
   log(`faults over; ${flows.length} flows submitted; settling`);
 
   const ends = await settle(stack, client, ctx, flows, options.settleMs ?? 240_000);
-  const invariants = await check({ stack, client, ctx, runners, flows, ends, statuses });
-  const streams = await checkStreams(stack.url, await signerFromJwk(jwk, actorKeyId(actor.id)), ctx, ends);
-  invariants.push({ name: "every flow's stream is whole and tells how it ended", ...streams });
-  return { seed: options.seed, flows: flows.length, faults, invariants, ok: invariants.every((i) => i.held) };
+  // Late events go to waits that ended last: the traffic watches them a while more.
+  traffic.stop(30_000);
+  await watching;
+  const invariants = await check({
+    stack,
+    client,
+    signer,
+    ctx,
+    runners,
+    flows,
+    ends,
+    statuses,
+    traffic,
+    faults,
+    budgetS: BUDGET_S,
+  });
+  const plans = flows.map((f) => f.plan);
+  const reactive = {
+    waits: plans.reduce((n, p) => n + p.waits.length, 0),
+    sleeps: plans.reduce((n, p) => n + p.sleeps.length, 0),
+    whens: plans.reduce((n, p) => n + Object.keys(p.conditions).length, 0),
+    cleanups: plans.filter((p) => p.jobs.some((j) => (j.name as string).endsWith("-cleanup"))).length,
+    events: traffic.sends.length,
+    tries: traffic.sends.reduce((n, s) => n + s.tries.length, 0),
+  };
+  return {
+    seed: options.seed,
+    flows: flows.length,
+    faults: faults.map((f) => f.what),
+    reactive,
+    invariants,
+    ok: invariants.every((i) => i.held),
+  };
 }
 
 /**

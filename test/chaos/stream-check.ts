@@ -2,10 +2,12 @@ import type { RequestSigner } from "../../shared/auth/index.js";
 import type { ContextStreamEvent, FlowStreamEvent, FlowView } from "../../shared/model/index.js";
 import { parsed, readSse } from "../support/streams.js";
 
-/** What the streams invariant found: whether it held, and what was seen. */
+/** What the streams invariant found: whether it held, what was seen, and each flow's stream as read. */
 export interface StreamCheck {
   held: boolean;
   detail: string;
+  /** Every ended flow's stream, by flow id: the waits' invariants read their starts and ends there. */
+  events: Map<number, FlowStreamEvent[]>;
 }
 
 const FLOW_END = new Set(["flow.finished", "flow.error"]);
@@ -27,6 +29,7 @@ export async function checkStreams(
 ): Promise<StreamCheck> {
   const wrong: string[] = [];
   let events = 0;
+  const streams = new Map<number, FlowStreamEvent[]>();
   const ids = [...ends.keys()];
   for (let i = 0; i < ids.length; i += 8) {
     await Promise.all(
@@ -34,6 +37,7 @@ export async function checkStreams(
         const end = ends.get(id) as FlowView;
         const flow = await readFlowStream(`${baseUrl}/v1/contexts/${ctx}/flows/${id}/events`, signer, end);
         events += flow.length;
+        streams.set(id, flow);
         if (flow.some((e, n) => e.seq !== n + 1)) wrong.push(`flow ${id}: its stream has a gap or a repeat`);
         const last = flow.filter((e) => e.type.startsWith("flow.")).at(-1);
         if (last?.status !== end.status) wrong.push(`flow ${id} ${end.status}, its stream says ${last?.type}`);
@@ -64,6 +68,7 @@ export async function checkStreams(
       wrong.length === 0
         ? `${ids.length} flows' streams (${events} events) whole and ending as their flows did; the context's (${feed.length} events) in order`
         : wrong.slice(0, 5).join("; "),
+    events: streams,
   };
 }
 

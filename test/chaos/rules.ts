@@ -1,0 +1,122 @@
+import type { FlowView, JobView } from "../../shared/model/index.js";
+import type { Condition, FlowPlan, Job } from "./shapes.js";
+
+// How a flow of the soak must have ended, judged from its final view against its plan: each job
+// by its own rules (its `needs` over how its dependencies ended, its `when`, what it is), the flow
+// by its jobs. Independent of the coordinator's code: `needs` and `when` are evaluated here again.
+
+const ENDED = new Set(["finished", "error", "skipped"]);
+
+/** What a job's rules said once its dependencies ended as they did: run it, or skip it. */
+function verdict(job: Job, deps: JobView[]): "run" | "skip" | "pending" {
+  if (deps.length === 0) return "run";
+  const ended = deps.every((d) => ENDED.has(d.status));
+  switch (job.needs ?? "all_finished") {
+    case "all_finished":
+      if (deps.some((d) => ENDED.has(d.status) && d.status !== "finished")) return "skip";
+      return ended ? "run" : "pending";
+    case "all_done":
+      return ended ? "run" : "pending";
+    case "any_finished":
+      if (deps.some((d) => d.status === "finished")) return "run";
+      return ended ? "skip" : "pending";
+    case "none_failed":
+      if (deps.some((d) => d.status === "error")) return "skip";
+      return ended ? "run" : "pending";
+  }
+}
+
+/** Whether a `when` held over the final view (results and statuses do not change once ended); undefined: it could not be evaluated. */
+function holds(c: Condition | undefined, view: FlowView, plan: FlowPlan): boolean | undefined {
+  if (!c) return true;
+  if (c.on === "env") return plan.env[c.name] === c.equals;
+  const dep = view.jobs.find((j) => j.key === c.dep);
+  if (c.on === "status") return dep?.status === c.equals;
+  const value = dep?.result?.[c.field];
+  return value === undefined ? undefined : value === c.equals;
+}
+
+/**
+ * The problems of one flow's end, each a sentence naming the flow and the job:
+ * - each job is shown with the kind and rules it was submitted with;
+ * - a job that finished ran when its rules let it, and is no doomed script;
+ * - a skipped job was skipped by its rules (`needs` could not be met, its `when` was false) or is
+ *   a wait that timed out with `on_timeout: skip`;
+ * - a job in error is a doomed script, a wait that timed out (`on_timeout: error`), a `when` that
+ *   could not be evaluated, or, the flow having failed, a job its failure stopped or an attempt in
+ *   flight then that a fault ended (it is not retried);
+ * - a clean-up (a script with `needs: all_done`, no `when`) finished, the flow failed or not;
+ * - a finished flow has every job ended and none in error that may not fail; a flow in error
+ *   names a job in error that may not fail, and which failed as it may (`legitFailure`).
+ */
+export function judgeFlow(
+  plan: FlowPlan,
+  view: FlowView,
+  legitFailure: (job: JobView, planned: Job) => boolean,
+): string[] {
+  const wrong: string[] = [];
+  const byName = new Map(view.jobs.map((j) => [j.key, j]));
+  const say = (job: string, what: string) => wrong.push(`flow ${view.id} ${view.status}: job ${job} ${what}`);
+  for (const planned of plan.jobs) {
+    const name = planned.name as string;
+    const job = byName.get(name);
+    if (!job) {
+      say(name, "is not in its view");
+      continue;
+    }
+    const kind = planned.wait ? "wait" : planned.script !== undefined ? "script" : "sleep";
+    const shown = [job.kind, job.needs ?? "all_finished", job.allow_failure ?? false, job.when ?? "-"].join(" ");
+    const meant = [kind, planned.needs ?? "all_finished", planned.allow_failure ?? false, planned.when ?? "-"].join(
+      " ",
+    );
+    if (shown !== meant) say(name, `is shown as ${shown}, submitted as ${meant} (kind, needs, allow_failure, when)`);
+    const deps = (planned.depends ?? []).map((d) => byName.get(String(d)) as JobView);
+    const rules = verdict(planned, deps);
+    const when = holds(plan.conditions[name], view, plan);
+    const runs = rules === "run" && when === true;
+    const doomed = plan.doomed.includes(name);
+    const reason = job.error ?? job.skip_reason ?? "";
+    const timedOut = planned.wait !== undefined && /^timed out: no event/.test(reason);
+    const stopped = view.status === "error" && /^(not run|stopped|not retried)[: ]/.test(reason);
+    switch (job.status) {
+      case "finished":
+        if (!runs || doomed) say(name, `finished, but its rules ${rules}, its when ${when}${doomed ? ", doomed" : ""}`);
+        break;
+      case "skipped": {
+        const byRules = rules === "skip" || (rules === "run" && when === false);
+        const byTimeout = timedOut && planned.wait?.on_timeout === "skip";
+        if (!byRules && !byTimeout) say(name, `skipped (${reason}), but its rules ${rules}, its when ${when}`);
+        break;
+      }
+      case "error": {
+        const byOwnEnd =
+          runs && ((doomed && planned.script !== undefined) || (timedOut && planned.wait?.on_timeout !== "skip"));
+        const whenFailed = rules === "run" && when === undefined && /^when could not be evaluated/.test(reason);
+        // An attempt in flight when the flow failed is not retried: a fault may end it.
+        const notRetried = view.status === "error" && planned.script !== undefined && /^attempt \d+ /.test(reason);
+        if (!byOwnEnd && !whenFailed && !stopped && !notRetried)
+          say(name, `ended in error (${reason}), but its rules ${rules}, its when ${when}`);
+        break;
+      }
+      default:
+        say(name, `did not end: ${job.status}`);
+    }
+    const cleanup = planned.needs === "all_done" && planned.script !== undefined && !plan.conditions[name];
+    if (cleanup && !doomed && job.status !== "finished")
+      say(name, `is a clean-up (needs: all_done) and did not finish: ${job.status} (${reason})`);
+  }
+  const mayFail = new Set(plan.jobs.filter((j) => j.allow_failure).map((j) => j.name as string));
+  const failing = view.jobs.filter((j) => j.status === "error" && !mayFail.has(j.key));
+  if (view.status === "finished" && failing.length > 0)
+    wrong.push(`flow ${view.id} finished with ${failing.map((j) => `${j.key} in error (${j.error})`).join(", ")}`);
+  if (view.status === "error") {
+    const named = byName.get(view.error?.name ?? "");
+    const planned = plan.jobs.find((j) => j.name === named?.key);
+    if (!named || !planned || planned.allow_failure || named.status !== "error" || !legitFailure(named, planned))
+      wrong.push(
+        `flow ${view.id} error: ${view.error?.name}: ${view.error?.reason} (no job that may fail it failed so)`,
+      );
+  }
+  if (view.status !== "finished" && view.status !== "error") wrong.push(`flow ${view.id} did not end: ${view.status}`);
+  return wrong;
+}
