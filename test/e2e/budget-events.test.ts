@@ -1,6 +1,5 @@
 import { describe, expect, it } from "vitest";
-import type { FlowView } from "../../shared/model/index.js";
-import { eventually } from "../support/eventually.js";
+import { flowEnd } from "../support/flow-runs.js";
 import { commandDelta } from "../support/private-stack.js";
 import { usePrivateStack } from "../support/use-private-stack.js";
 
@@ -60,7 +59,7 @@ describe("budget: waits and events", () => {
   it(`ends a wait with an event in at most ${EVENT_ENDING_A_WAIT} commands, a wait's start costing one read more than its commit`, async () => {
     const warm = await admin().client.submitFlow(ctx, waitFlow("warm-wait"));
     await admin().client.sendEvent(ctx, { name: "order.paid", key: "warm-wait" });
-    await flowEnded(ctx, warm.id);
+    await flowEnd(admin().client, ctx, warm.id);
 
     const started = await counted(() => admin().client.submitFlow(ctx, waitFlow("k1")));
     const plain = await counted(() =>
@@ -87,15 +86,3 @@ describe("budget: waits and events", () => {
     expect(ended.total).toBeLessThanOrEqual(EVENT_ENDING_A_WAIT);
   });
 });
-
-async function flowEnded(contextId: number, flowId: number): Promise<FlowView> {
-  return eventually(
-    async () => {
-      const view = await admin().client.loadFlow(contextId, flowId);
-      return view.ended_at !== undefined ? view : undefined;
-    },
-    20_000,
-    50,
-    `flow ${flowId} to end`,
-  );
-}
