@@ -150,6 +150,24 @@ const CATCH_UP: Record<JobStatus, FlowEventType> = {
 };
 
 /**
+ * The event that tells a job's current status: a running wait or sleep as its start (what it
+ * waits for, until when), a skipped job with why, an ended one with its result or error.
+ */
+function caughtUp(job: JobState, at: number): FlowChange {
+  const due = job.deadline;
+  if (job.status === "started" && due?.kind === "wait") {
+    const waiting = { event_name: job.spec.wait?.event ?? "", event_key: job.waitKey ?? "", until_ms: due.at };
+    return jobChange("job.wait_started", job, at, waiting);
+  }
+  if (job.status === "started" && due?.kind === "sleep")
+    return jobChange("job.sleep_started", job, at, { until_ms: due.at });
+  if (job.status === "skipped") return jobChange("job.skipped", job, at, { reason: job.skipReason ?? "" });
+  const extra: Partial<FlowChange> =
+    job.status === "finished" ? { result: job.result ?? {} } : job.error ? { error: job.error } : {};
+  return jobChange(CATCH_UP[job.status], job, at, extra);
+}
+
+/**
  * The changes a subscriber has not been told of, when the state moved on without the object
  * seeing the transitions (a commit whose outcome was unknown, then read back from storage): one
  * event per job whose status or attempt differs from what was published (a job never published
@@ -167,9 +185,7 @@ export function catchUpChanges(
     const told = published.get(id) ?? { status: "dispatched", attempt: 0 };
     if (told.status === job.status && told.attempt === job.attempt) continue;
     if (job.status === "dispatched" && job.attempt === 0) continue;
-    const extra: Partial<FlowChange> =
-      job.status === "finished" ? { result: job.result ?? {} } : job.error ? { error: job.error } : {};
-    out.push(jobChange(CATCH_UP[job.status], job, at, extra));
+    out.push(caughtUp(job, at));
   }
   if (flowStatus !== undefined && flowStatus !== state.status) {
     const type: FlowEventType =

@@ -149,6 +149,23 @@ describe("catchUpChanges", () => {
     expect(catchUpChanges(state, told, "dispatched", T + 5).at(-1)?.type).toBe("flow.started");
   });
 
+  it("tells a running wait or sleep by its start, and a skip with why (a subscriber that missed them learns what they wait for)", () => {
+    const none = { script: undefined, script_type: undefined };
+    const d = new Recorder(
+      flowOf([
+        jobIn({ name: "pay", ...none, wait: { event: "paid", key: "k" } }),
+        jobIn({ name: "nap", ...none, sleep: 5 }),
+        jobIn({ name: "never", when: "false" }),
+      ]),
+    );
+    d.send({ type: "start", at: T });
+    const caught = catchUpChanges(d.state, new Map(), "started", T + 1);
+    expect(caught.map((c) => c.type)).toEqual(["job.wait_started", "job.sleep_started", "job.skipped"]);
+    expect(caught[0]).toMatchObject({ event_name: "paid", event_key: "k", until_ms: T + 86_400_000 });
+    expect(caught[1]).toMatchObject({ until_ms: T + 5_000 });
+    expect(caught[2]).toMatchObject({ reason: "when is false: false" });
+  });
+
   it("says nothing when subscribers are up to date", () => {
     const state = flowOf([jobIn({ name: "a" })]);
     expect(catchUpChanges(state, new Map(), "dispatched", T)).toEqual([]);
