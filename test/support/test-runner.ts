@@ -70,6 +70,7 @@ import {
 } from "../../shared/auth/index.js";
 import { DeliveryPayload } from "../../shared/model/index.js";
 import { signedServer } from "./http.js";
+import { TestReports, type BatchReport } from "./test-runner-reports.js";
 
 const env = (name: string) => {
   const value = process.env[name];
@@ -108,45 +109,8 @@ const directory = (await (await fetch(`${base}/.well-known/http-message-signatur
 };
 const keys = new Map(await Promise.all(directory.keys.map(async (k) => [k.kid, await importPublicKey(k.x)] as const)));
 
-/**
- * POSTs a signed webhook, retrying network errors and 5xx for REPORT_RETRY_MS (at-least-once).
- * With a `label`, prints how each try was answered.
- */
-async function report(url: string, body: unknown, label?: string): Promise<void> {
-  const target = `${base}${new URL(url, base).pathname}`;
-  const giveUpAt = Date.now() + reportRetryMs;
-  for (let attempt = 0; Date.now() < giveUpAt; attempt++) {
-    try {
-      const request = await signRequest(
-        new Request(target, {
-          method: "POST",
-          body: JSON.stringify(body),
-          headers: { "content-type": "application/json" },
-        }),
-        signer,
-      );
-      const res = await fetch(request);
-      const text = await res.text();
-      if (label) console.log(`answered ${label} ${res.status} ${codeOf(text)}`);
-      if (res.status < 500) return;
-    } catch (error) {
-      if (label) console.log(`answered ${label} failed ${(error as Error).message}`);
-    }
-    await new Promise((r) => setTimeout(r, Math.min(2_000, 100 * 2 ** attempt)));
-  }
-}
-
-/** The last segment of a problem's type, or an answer's outcome. */
-function codeOf(text: string): string {
-  try {
-    const parsed = JSON.parse(text) as { type?: unknown; outcome?: unknown };
-    if (typeof parsed.type === "string") return parsed.type.split("/").pop() ?? parsed.type;
-    if (typeof parsed.outcome === "string") return parsed.outcome;
-  } catch {
-    // not JSON
-  }
-  return "-";
-}
+/** Where its reports go (test-runner-reports.ts). */
+const reports = new TestReports({ base, contextId, runnerId, signer, retryMs: reportRetryMs });
 
 /**
  * What a job reports: an error if FAIL or FAIL_MATCH names it, else a result naming the job; a
@@ -178,22 +142,22 @@ async function run(payload: DeliveryPayload): Promise<void> {
     lateResults.delete(lateKey);
     await stale();
   }
-  if (!fast) await report(payload.callbacks.started, { attempt: payload.attempt });
+  if (!fast) await reports.report(payload.callbacks.started, { attempt: payload.attempt });
   if (workMs > 0) await new Promise((r) => setTimeout(r, workMs));
   const body = { attempt: payload.attempt, ...outcomeOf(name, payload.attempt) };
   const finish = async () => {
-    if (poison) await report(payload.callbacks.result, { ...body, status: "exploded" }, `poison ${label}`);
+    if (poison) await reports.report(payload.callbacks.result, { ...body, status: "exploded" }, `poison ${label}`);
     load--;
     if (batchResults)
-      await queueResult({
+      await reports.queueResult({
         entry: { flow_id: payload.flow_id, job_id: payload.job_id, event: "result", body },
         label: `result ${label}`,
       });
-    else await report(payload.callbacks.result, body, `result ${label}`);
+    else await reports.report(payload.callbacks.result, body, `result ${label}`);
     if (chaos) {
       await Promise.all([
-        report(payload.callbacks.result, body),
-        report(payload.callbacks.started, { attempt: payload.attempt }),
+        reports.report(payload.callbacks.result, body),
+        reports.report(payload.callbacks.started, { attempt: payload.attempt }),
       ]);
     }
   };
@@ -210,84 +174,6 @@ async function run(payload: DeliveryPayload): Promise<void> {
 }
 
 /** A report of a batch, and the label its answer is printed with (results only). */
-interface BatchReport {
-  entry: { flow_id: number; job_id: number; event: "ack" | "result"; body: Record<string, unknown> };
-  label?: string;
-}
-
-/** POSTs one batch of reports, signed, retrying the whole batch on network errors and 5xx. */
-async function reportBatch(batch: BatchReport[]): Promise<void> {
-  const path = `/v1/contexts/${contextId}/runners/${runnerId}/reports`;
-  const giveUpAt = Date.now() + reportRetryMs;
-  for (let attempt = 0; Date.now() < giveUpAt; attempt++) {
-    try {
-      const request = await signRequest(
-        new Request(`${base}${path}`, {
-          method: "POST",
-          body: JSON.stringify({ reports: batch.map((r) => r.entry) }),
-          headers: { "content-type": "application/json" },
-        }),
-        signer,
-      );
-      const res = await fetch(request);
-      const text = await res.text();
-      if (res.status === 200) {
-        const { answers } = JSON.parse(text) as { answers: { outcome?: string; problem?: { type: string } }[] };
-        batch.forEach((r, i) => {
-          const answer = answers[i];
-          const code = answer?.outcome ?? answer?.problem?.type.split("/").pop() ?? "-";
-          if (r.label) console.log(`answered ${r.label} ${answer?.problem ? 409 : 200} ${code}`);
-        });
-        return;
-      }
-      if (res.status < 500) {
-        console.log(`batch refused ${res.status} ${codeOf(text)}`);
-        return;
-      }
-    } catch (error) {
-      console.log(`batch failed ${(error as Error).message}`);
-    }
-    await new Promise((r) => setTimeout(r, Math.min(2_000, 100 * 2 ** attempt)));
-  }
-}
-
-/** BATCH_RESULTS: results waiting for a batch, and the batches on the way (at most two). */
-const waitingResults: (BatchReport & { sent: () => void })[] = [];
-let resultBatchesOnTheWay = 0;
-
-/** Whether a send is due on the event loop's next turn. */
-let sendDue = false;
-
-/**
- * Sends a result in the next batch: with the results made in the same turn of the event loop,
- * on its next turn, when fewer than two batches are on the way, else with the results that came
- * meanwhile (up to 100 a request), so batches grow with the load and a lone result waits for
- * nothing, as the reference runner's batcher does.
- */
-function queueResult(r: BatchReport): Promise<void> {
-  return new Promise((resolve) => {
-    waitingResults.push({ ...r, sent: resolve });
-    if (sendDue) return;
-    sendDue = true;
-    setImmediate(() => {
-      sendDue = false;
-      sendResults();
-    });
-  });
-}
-
-function sendResults(): void {
-  while (resultBatchesOnTheWay < 2 && waitingResults.length > 0) {
-    const batch = waitingResults.splice(0, 100);
-    resultBatchesOnTheWay++;
-    void reportBatch(batch).finally(() => {
-      resultBatchesOnTheWay--;
-      for (const r of batch) r.sent();
-      sendResults();
-    });
-  }
-}
-
 /** PULL: leases up to `pull` jobs at a time, runs them at once and reports on them in batches. */
 async function pullLoop(): Promise<void> {
   const path = `/v1/contexts/${contextId}/runners/${runnerId}/lease`;
@@ -316,21 +202,21 @@ async function pullLoop(): Promise<void> {
       continue;
     }
     idle = 5;
-    const reports: BatchReport[] = [];
+    const batch: BatchReport[] = [];
     for (const raw of deliveries) {
       const payload = DeliveryPayload.parse(raw);
       const name = payload.message.job[0]?.name ?? String(payload.job_id);
       if (times) console.log(`delivery ${Date.now()} load ${deliveries.length}`);
       console.log(`ran ${name} flow ${payload.flow_id} attempt ${payload.attempt} avoid -`);
       const ids = { flow_id: payload.flow_id, job_id: payload.job_id };
-      reports.push({ entry: { ...ids, event: "ack", body: { attempt: payload.attempt } } });
-      reports.push({
+      batch.push({ entry: { ...ids, event: "ack", body: { attempt: payload.attempt } } });
+      batch.push({
         entry: { ...ids, event: "result", body: { attempt: payload.attempt, ...outcomeOf(name, payload.attempt) } },
         label: `result ${name} flow ${payload.flow_id} attempt ${payload.attempt}`,
       });
     }
-    for (let i = 0; i < reports.length; i += 100) {
-      const sent = reportBatch(reports.slice(i, i + 100)).finally(() => onTheWay.delete(sent));
+    for (let i = 0; i < batch.length; i += 100) {
+      const sent = reports.reportBatch(batch.slice(i, i + 100)).finally(() => onTheWay.delete(sent));
       onTheWay.add(sent);
     }
   }
