@@ -51,8 +51,7 @@ export async function contextFor(
         (cached) => decide(cached, actorId, access).allowed,
       )) as Context);
   // A context being deleted is gone for every caller; only asking to delete it again goes on.
-  if (context.deleting_since !== undefined && !evenDeleting)
-    throw new Problem("not-found", `context ${contextId} is being deleted`);
+  if (!evenDeleting) notDeleting(context);
   const decision = decide(context, actorId, access);
   if (!decision.allowed) {
     throw new Problem(
@@ -75,8 +74,13 @@ export async function senderContext(call: ServiceCall, contextId: number): Promi
     throw new Problem("forbidden", `runner ${p.id} is not a runner of context ${contextId}`, { needed: ["execute"] });
   const load = () => call.store.contexts.load({ id: contextId });
   const context = (await contexts.get(call.store, call.config.keyCacheSeconds, contextId, load, () => true)) as Context;
-  if (context.deleting_since !== undefined) throw new Problem("not-found", `context ${contextId} is being deleted`);
+  notDeleting(context);
   return context;
+}
+
+/** A context being deleted is gone: not found. */
+function notDeleting(context: Context): void {
+  if (context.deleting_since !== undefined) throw new Problem("not-found", `context ${context.id} is being deleted`);
 }
 
 /**

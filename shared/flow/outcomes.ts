@@ -104,13 +104,21 @@ function settle(d: Draft, from: number[], at: number): void {
       const next = d.job(id);
       if (next.status !== "waiting_for_prerequisites") continue;
       if (d.flow.error && !runsAfterFailure(next)) continue;
-      const verdict = readiness(d.flow, next);
-      if (verdict === undefined) continue;
-      if ("skip" in verdict) markSkipped(d, id, verdict.skip, at);
-      else if (!startJob(d, id, at)) continue;
-      ended.push(id);
+      if (decide(d, id, at)) ended.push(id);
     }
   }
+}
+
+/**
+ * Decides a waiting job by its rules (rules.ts): skipped, started (and maybe skipped at once by
+ * its `when`), or left waiting. True when it ended, so its dependents are to be decided in turn.
+ */
+function decide(d: Draft, id: number, at: number): boolean {
+  const verdict = readiness(d.flow, d.job(id));
+  if (verdict === undefined) return false;
+  if (!("skip" in verdict)) return startJob(d, id, at);
+  markSkipped(d, id, verdict.skip, at);
+  return true;
 }
 
 /**
@@ -308,11 +316,7 @@ export function rerun(d: Draft, again: number[], bases: Record<number, number>, 
   for (const id of again) {
     const job = d.job(id);
     if (job.status !== "waiting_for_prerequisites" || d.flow.status !== "started") continue; // the flow failed again
-    const verdict = readiness(d.flow, job);
-    if (verdict === undefined) continue;
-    if ("skip" in verdict) markSkipped(d, id, verdict.skip, at);
-    else if (!startJob(d, id, at)) continue;
-    settle(d, [id], at);
+    if (decide(d, id, at)) settle(d, [id], at);
   }
   endIfDone(d, at);
 }
