@@ -173,9 +173,14 @@ describe("a runner fleet under chaos", () => {
     await eventually(async () => ((await workersPending(fleet)) === 1 ? true : undefined), 30_000, 50);
     await sleep(300);
     await stack.nats().crash();
+    // The long job's message, and the short ones' if NATS kept them. Most runs it does; under load
+    // it has sometimes written the removals before the kill (CI saw one such run), and then there
+    // is nothing for the gateway to remove: the promise (an empty stream) is checked either way.
+    const kept = (await workStreamMessages(fleet)) - 1;
     expect((await flowEnd(admin(), fleet.contextId, flow2.id, 120_000)).status).toBe("finished");
     // The gateway removes them (every 10 s) once they are below the ack floor, and says so.
     await eventually(async () => ((await workStreamMessages(fleet)) === 0 ? true : undefined), 30_000);
+    if (kept === 0) return console.log("NATS kept no acknowledged message this run: nothing to remove");
     const metrics = await (await fetch(new URL("metrics", fleet.address))).text();
     expect(metrics).toMatch(/^fleet_acknowledged_removed_total [1-9]\d*$/m);
     expect(gateway.output()).toMatch(/removed \d+ acknowledged job message\(s\) NATS kept/);

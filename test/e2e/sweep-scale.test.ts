@@ -177,6 +177,9 @@ describe("the sweep at scale", () => {
         `${(sent / CONTEXTS).toFixed(3)} a context: ${JSON.stringify(counts)}`,
     );
     expect(sent / CONTEXTS).toBeLessThanOrEqual(SWEEP_SENT_PER_CONTEXT);
-    expect(Number(await direct.call("ZCOUNT", stack().keys.sweepDue(), "-inf", String(Date.now())))).toBe(0);
+    // Nothing that was due when the run began is due still. (Not "nothing due now": a context of
+    // the first test, due again at its relay's settle time, may come due while this one checks;
+    // CI saw exactly that once.)
+    expect(Number(await direct.call("ZCOUNT", stack().keys.sweepDue(), "-inf", String(fired)))).toBe(0);
   }, 600_000);
 });
