@@ -1,5 +1,5 @@
 import { FlowSubmission } from "../../shared/flow/index.js";
-import type { Schedule, ScheduleRun } from "../../shared/model/index.js";
+import type { FlowStatus, Schedule, ScheduleRun } from "../../shared/model/index.js";
 import { toProblem } from "../core/errors.js";
 import type { Problem } from "../core/problem.js";
 import type { FlowCall } from "../service/call.js";
@@ -57,8 +57,13 @@ export async function stillRunning(c: FireContext): Promise<number[]> {
   } catch (error) {
     throw new TransientFailure(`reading the running flows: ${(error as Error).message}`);
   }
-  c.memory.running = c.memory.running.filter((_, i) => statuses[i] === "dispatched" || statuses[i] === "started");
+  c.memory.running = c.memory.running.filter((_, i) => flowRuns(statuses[i]));
   return c.memory.running;
+}
+
+/** Whether a flow of this status (null: gone) still runs, for the overlap policies. */
+export function flowRuns(status: FlowStatus | null | undefined): boolean {
+  return status === "dispatched" || status === "started";
 }
 
 const flows = (ids: number[]) => `flow${ids.length === 1 ? "" : "s"} ${ids.join(", ")}`;

@@ -59,8 +59,10 @@ export function recorded(memory: Memory, fire: Fire): ScheduleRun | undefined {
 
 /** What the object tells the API. */
 export function stateOf(memory: Memory): SchedulerState {
-  // The last fire, scheduled or triggered by hand, whatever became of it.
-  const last = Math.max(memory.lastMs !== undefined ? seconds(memory.lastMs) : -1, memory.runs[0]?.fire_at ?? -1);
+  // The last fire, scheduled or triggered by hand, whatever became of it (acted on, or planned and
+  // waiting to be). Not `lastMs`: that is where planning resumes, which a resume moves to its own
+  // time though nothing fired then.
+  const last = Math.max(...memory.runs.map((r) => r.fire_at), ...memory.pending.map((f) => seconds(f.at)), -1);
   return {
     ...(last >= 0 ? { last_fire_at: last } : {}),
     ...(memory.nextMs !== undefined ? { next_fire_at: seconds(memory.nextMs) } : {}),

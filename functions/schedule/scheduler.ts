@@ -9,7 +9,7 @@ import { Problem, problemData, type RpcResult } from "../core/problem.js";
 import { nextFireAfter, planDue } from "../../shared/model/schedule-time.js";
 import { bindScope, storeForPrefix } from "../core/store.js";
 import type { FlowCall } from "../service/call.js";
-import { actOn, PermissionLost, startBuffered, type FireContext } from "./fire.js";
+import { actOn, flowRuns, PermissionLost, startBuffered, type FireContext } from "./fire.js";
 import { emptyMemory, recorded, remember, seconds, stateOf, type Fire, type Memory } from "./memory.js";
 
 /** While a fire is buffered, how often the object looks whether the running flows ended (the bound on the buffered fire's delay). */
@@ -46,7 +46,7 @@ export class Scheduler extends DurableObject<Env> implements SchedulerRpc {
   }
 
   state(scope: ScheduleScope): Promise<RpcResult<SchedulerState>> {
-    return this.guard(scope, async () => stateOf(await this.memory()));
+    return this.guard(scope, async () => stateOf(await this.refreshed(await this.memory())));
   }
 
   poke(scope: ScheduleScope): Promise<RpcResult<null>> {
@@ -272,6 +272,25 @@ export class Scheduler extends DurableObject<Env> implements SchedulerRpc {
     };
     await this.save(fresh);
     return fresh;
+  }
+
+  /**
+   * The memory with the flows it counts as running looked at again (one Redis round trip), so a
+   * view does not show flows that ended since the last fire (a paused schedule has none to
+   * come). Storage away: the memory as it is.
+   */
+  private async refreshed(memory: Memory): Promise<Memory> {
+    if (memory.running.length === 0) return memory;
+    const scope = this.bound();
+    const statuses = await this.store()
+      .schedules.flowStatuses(scope.contextId, memory.running)
+      .catch(() => undefined);
+    if (!statuses) return memory;
+    const running = memory.running.filter((_, i) => flowRuns(statuses[i]));
+    if (running.length === memory.running.length) return memory;
+    memory.running = running;
+    await this.save(memory);
+    return memory;
   }
 
   private async memory(): Promise<Memory> {

@@ -183,6 +183,23 @@ describe("running a schedule", () => {
     expect((await client.loadFlow(ctx, run.flow_id as number)).id).toBe(run.flow_id);
   });
 
+  it("shows only the flows still running, paused or not, and no fire for a resume", async () => {
+    const s = await client.schedules.create(ctx, hourly());
+    await client.schedules.pause(ctx, s.id);
+    await new Promise((r) => setTimeout(r, 1_100)); // a resume in another second than the creation
+    const resumed = await client.schedules.resume(ctx, s.id);
+    // Nothing fired: the resume moves where planning starts, not the last fire.
+    expect(resumed.last_fire_at).toBeUndefined();
+    await client.schedules.pause(ctx, s.id);
+    const run = await client.schedules.trigger(ctx, s.id);
+    expect((await client.schedules.get(ctx, s.id)).running_flow_ids).toEqual([run.flow_id]);
+    await client.cancelFlow(ctx, run.flow_id as number);
+    // Paused, the schedule fires no more; its view still forgets the flow that ended.
+    const view = await client.schedules.get(ctx, s.id);
+    expect([view.running_flow_ids, view.last_fire_at]).toEqual([[], run.fire_at]);
+    await client.schedules.delete(ctx, s.id);
+  });
+
   it("starts one flow for a fire acted on twice at once, and again after the object forgot it", async () => {
     const own = (await client.createContext()).id;
     const s = await client.schedules.create(own, hourly({ overlap: "allow_all" }));
