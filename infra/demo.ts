@@ -213,6 +213,8 @@ async function startDemoRunner(context: string): Promise<void> {
     ["runner", "register", context, "--key-file", files.runnerKey, "--type", "python"].concat([
       "--script-types",
       "python,sh",
+      "--concurrency",
+      "4", // the diamond's two branches run side by side
       "--address",
       address,
     ]),

@@ -4,6 +4,7 @@ import { constants } from "node:os";
 import path from "node:path";
 import { fileURLToPath } from "node:url";
 import { ApiError } from "../../shared/client/index.js";
+import type { Runner } from "../../shared/model/index.js";
 import { contextAndId, parseCount, type Command, type Invocation } from "../command.js";
 import { requireUrl, resolveConfig } from "../config.js";
 import { ConfigError, UsageError } from "../errors.js";
@@ -33,11 +34,11 @@ const start: Command = {
       value: "<host:port>",
       help: "push: where to listen (default 127.0.0.1:8090; the address it was registered with)",
     },
-    concurrency: { type: "string", value: "<n>", help: "jobs at once (default 4)" },
+    concurrency: { type: "string", value: "<n>", help: "jobs at once (default: the registered concurrency)" },
     batch: {
       type: "string",
       value: "<n>",
-      help: "jobs per lease and reports per signed request, 1 to 100 (default 32 with --pull, else 1)",
+      help: "jobs per lease (--pull) and reports per signed request, 1 to 100 (default 32; 1: one request per report)",
     },
     "answer-within": {
       type: "string",
@@ -105,8 +106,7 @@ const start: Command = {
       args.push("--listen", listen);
     }
     const concurrency = options.string("concurrency");
-    if (concurrency !== undefined)
-      args.push("--concurrency", String(parseCount(concurrency, "--concurrency", NAME, 1)));
+    const given = concurrency !== undefined ? parseCount(concurrency, "--concurrency", NAME, 1) : undefined;
     const batch = options.string("batch");
     if (batch !== undefined) args.push("--batch", String(parseCount(batch, "--batch", NAME, 1)));
     // The runner checks its range and that it runs alone in push mode (its usage error is passed on).
@@ -136,8 +136,18 @@ const start: Command = {
       args.push("--drain-timeout", String(parseCount(drainTimeout, "--drain-timeout", NAME, 1)));
 
     // A worker is no runner of its own: the gateway stands for the registration.
-    if (mode !== "worker")
-      await checkRegistration(invocation, { contextId, runnerId, pubkey, keyFile, listen, pull: options.flag("pull") });
+    const registered =
+      mode !== "worker"
+        ? await checkRegistration(invocation, {
+            contextId,
+            runnerId,
+            pubkey,
+            keyFile,
+            listen,
+            pull: options.flag("pull"),
+          })
+        : undefined;
+    args.push(...registeredSettings(invocation, registered, given));
 
     const entry = path.join(ROOT, "runner", "main.ts");
     if (!existsSync(entry))
@@ -148,6 +158,34 @@ const start: Command = {
     return runForeground(process.execPath, ["--import", "tsx", entry, ...args], ROOT, invocation.env);
   },
 };
+
+/** The script types the reference runner can run. */
+const RUNS: readonly string[] = ["python", "sh"];
+
+/**
+ * The settings the registration decides: the concurrency the coordinator holds it to (unless
+ * `--concurrency` says otherwise, which is then said loudly: the coordinator never sends more
+ * than the registered number at once, and a runner that takes fewer holds the others back), and
+ * the script types it was registered for, of those the reference runner can run.
+ */
+function registeredSettings(invocation: Invocation, runner: Runner | undefined, given: number | undefined): string[] {
+  const args: string[] = [];
+  const concurrency = given ?? runner?.concurrency;
+  if (concurrency !== undefined) args.push("--concurrency", String(concurrency));
+  if (runner && given !== undefined && given !== runner.concurrency)
+    invocation.out.note(
+      `WARNING: --concurrency ${given}, but runner ${runner.id} is registered with concurrency ${runner.concurrency}: the coordinator sends it at most ${runner.concurrency} jobs at once (flowc runner update changes the registration)`,
+    );
+  if (!runner) return args;
+  const types = runner.script_types.filter((t) => RUNS.includes(t));
+  const others = runner.script_types.filter((t) => !RUNS.includes(t));
+  if (others.length > 0)
+    invocation.out.note(
+      `runner ${runner.id} is registered for ${others.join(", ")} too, which the reference runner does not run: such jobs sent to it fail`,
+    );
+  if (types.length > 0) args.push("--script-types", types.join(","));
+  return args;
+}
 
 /**
  * Catches the mistakes that otherwise look like a runner that never gets work: an id that is
@@ -165,7 +203,7 @@ async function checkRegistration(
     listen: string | undefined;
     pull: boolean;
   },
-): Promise<void> {
+): Promise<Runner | undefined> {
   const { contextId, runnerId, pubkey, keyFile } = expected;
   let runner;
   try {
@@ -176,7 +214,7 @@ async function checkRegistration(
         `runner ${runnerId} is not registered in context ${contextId} (flowc runner list ${contextId} shows its runners)`,
       );
     }
-    return;
+    return undefined;
   }
   if (runner.pubkey !== pubkey) {
     throw new ConfigError(
@@ -199,6 +237,7 @@ async function checkRegistration(
   ) {
     out.note(`runner ${runnerId} is registered with address ${runner.address}, but listens on port ${port}`);
   }
+  return runner;
 }
 
 /**

@@ -52,6 +52,8 @@ beforeAll(async () => {
     "python",
     "--script-types",
     "python,sh",
+    "--concurrency",
+    "3",
     "--address",
     `http://127.0.0.1:${port}/`,
   );
@@ -73,7 +75,8 @@ beforeAll(async () => {
     ],
     owner.env,
   );
-  await runner.waitForLine(/listening on http:\/\/127\.0\.0\.1:\d+\//, 30_000);
+  // Without --concurrency it takes the registered one (and the registered script types).
+  await runner.waitForLine(/listening on http:\/\/127\.0\.0\.1:\d+\/ \(concurrency 3, batch \d+, python, sh\)/, 30_000);
 });
 
 afterAll(async () => {
