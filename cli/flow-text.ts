@@ -54,7 +54,8 @@ export function flowErrorText(
   keyOf: (id: number) => string | undefined = () => undefined,
 ): string {
   if (!error) return "-";
-  if (error.job === 0) return `cancelled: ${error.reason}`;
+  // Job 0 is the flow itself (a cancel, its deadline): its reason says so already ("cancelled: …").
+  if (error.job === 0) return error.reason;
   return `job ${keyOf(error.job) ?? error.name ?? error.job} failed: ${error.reason}`;
 }
 

@@ -15,7 +15,15 @@ import { actorSession } from "../session.js";
 const NAME = "runner start";
 
 /** The repository this CLI runs from: the reference runner is its `runner/main.ts`. */
-const ROOT = path.resolve(path.dirname(fileURLToPath(import.meta.url)), "..", "..");
+const ROOT = checkoutOf(path.dirname(fileURLToPath(import.meta.url)));
+
+/** The project's checkout this module runs from: the nearest folder up with runner/main.ts (the sources, or a bundle of the CLI inside the checkout). */
+function checkoutOf(from: string): string {
+  for (let at = from; ; at = path.dirname(at)) {
+    if (existsSync(path.join(at, "runner", "main.ts"))) return at;
+    if (path.dirname(at) === at) return path.resolve(from, "..", "..");
+  }
+}
 
 /** Signals passed on to the runner: Ctrl-C and a service manager's stop, and a closed terminal. */
 const FORWARDED: NodeJS.Signals[] = ["SIGINT", "SIGTERM", "SIGHUP"];

@@ -314,6 +314,8 @@ describe("flowc flows", () => {
     const heldId = /^flow (\d+) submitted/m.exec(held.stdout)?.[1] as string;
     const cancelled = await owner.run("flow", "cancel", contextId, heldId, "--reason", "not today");
     expect(cancelled.stdout).toMatch(new RegExp(`^flow ${heldId} error: cancelled: not today$`, "m"));
+    // The flow's own reason, said once (it read "cancelled: cancelled: not today").
+    expect((await owner.run("flow", "show", contextId, heldId)).stdout).toMatch(/^error\s+cancelled: not today$/m);
     expect((await owner.run("context", "resume", contextId)).stdout).toMatch(/dispatch resumed$/m);
   });
 

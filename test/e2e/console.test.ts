@@ -250,7 +250,8 @@ describe("the web console", () => {
     await cancel.click();
     await page.getByRole("button", { name: "Press again to cancel" }).click();
     await page.getByTestId("flow-status").getByText("error").waitFor();
-    await page.getByText("Cancelled: cancelled in the console").waitFor();
+    // Said once ("cancelled: cancelled: …" before).
+    await page.getByText("cancelled: cancelled in the console", { exact: true }).waitFor();
 
     await page.setViewportSize({ width: 375, height: 812 });
     await page.goto(`${stack().url}/console/#/contexts/${contextId}/flows/${flow.id}`);

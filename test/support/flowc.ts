@@ -2,10 +2,12 @@ import { spawn } from "node:child_process";
 import { mkdirSync, writeFileSync } from "node:fs";
 import path from "node:path";
 import { expect } from "vitest";
+import { FLOWC_BUNDLE } from "./flowc-bundle.js";
 import { runToEnd, watchProcess, type WatchedProcess } from "./process.js";
 
 /**
- * The CLI as a user runs it: a real `flowc` process per command (`node --import tsx cli/main.ts`),
+ * The CLI as a user runs it: a real `flowc` process per command (`node cli/main.ts` bundled once
+ * per run, flowc-bundle.ts),
  * with an environment of the user's own, so no test ever reads or writes the real
  * ~/.config/flowc nor takes the caller's FLOWC_* or RUNNER_* settings.
  */
@@ -30,7 +32,7 @@ export function cleanEnv(): NodeJS.ProcessEnv {
 
 /** Runs `flowc <args>` as its own process, to its end, and collects its output. */
 export async function flowc(args: string[], env: Record<string, string>): Promise<Run> {
-  const run = await runToEnd(process.execPath, ["--import", "tsx", "cli/main.ts", ...args], {
+  const run = await runToEnd(process.execPath, [FLOWC_BUNDLE, ...args], {
     cwd: root,
     env: { ...cleanEnv(), NO_COLOR: "1", ...env },
   });
@@ -39,7 +41,7 @@ export async function flowc(args: string[], env: Record<string, string>): Promis
 
 /** Starts `flowc <args>` as a long-running process (`flowc runner start`), its output watched. */
 export function startFlowc(args: string[], env: Record<string, string>): WatchedProcess {
-  const child = spawn(process.execPath, ["--import", "tsx", "cli/main.ts", ...args], {
+  const child = spawn(process.execPath, [FLOWC_BUNDLE, ...args], {
     cwd: root,
     env: { ...cleanEnv(), NO_COLOR: "1", ...env },
     stdio: ["ignore", "pipe", "pipe"],

@@ -3,13 +3,15 @@ import { tmpdir } from "node:os";
 import path from "node:path";
 import { startRestServer, DEFAULT_REST_OPTIONS } from "../../infra/redis-rest/index.js";
 import { startRedisServer } from "../../infra/redis-server.js";
+import { buildFlowcBundle } from "./flowc-bundle.js";
 import { startSlowRunner } from "./slow-runner.js";
 import { readTestStackConfig } from "./stack-config.js";
 
 /**
  * Starts the real stack every test file talks to: a redis-server of our own (own port, own
  * folder, nothing on disk), the Upstash-compatible REST endpoint in front of it, and a slow
- * runner (`startSlowRunner`). Stops them when the run ends.
+ * runner (`startSlowRunner`); and bundles the CLI the tests run (flowc-bundle.ts). Stops them
+ * when the run ends.
  */
 export default async function setup(): Promise<() => Promise<void>> {
   const config = readTestStackConfig();
@@ -22,6 +24,7 @@ export default async function setup(): Promise<() => Promise<void>> {
     token: config.restToken,
   });
   const slowRunner = await startSlowRunner(config.slowRunnerPort);
+  await buildFlowcBundle();
   return async () => {
     await slowRunner.close();
     await rest.close();

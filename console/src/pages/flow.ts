@@ -284,7 +284,8 @@ class FlowPage {
 
 /** Why the flow failed: the job at fault and its reason, or that it was cancelled. */
 function failureNote(error: NonNullable<FlowView["error"]>): HTMLElement {
-  const who = error.job === 0 ? "Cancelled: " : `Job ${error.name ?? error.job} failed: `;
+  // Job 0 is the flow itself: its reason says what happened ("cancelled: …", its deadline).
+  const who = error.job === 0 ? "" : `Job ${error.name ?? error.job} failed: `;
   return h("p", { class: "flow-error", role: "note" }, who, error.reason);
 }
 

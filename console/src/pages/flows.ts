@@ -90,7 +90,12 @@ export function flowsPage(ctx: PageContext, contextId: number, status: string | 
 
 /** A flow's row in the list: its link, status, size, times and why it failed. */
 function flowRow(contextId: number, flow: Flow): HTMLTableRowElement {
-  const error = flow.error ? `${flow.error.name ?? `job ${flow.error.job}`}: ${flow.error.reason}` : "";
+  // Job 0 is the flow itself (a cancel, its deadline): its reason says what happened.
+  const error = !flow.error
+    ? ""
+    : flow.error.job === 0
+      ? flow.error.reason
+      : `${flow.error.name ?? `job ${flow.error.job}`}: ${flow.error.reason}`;
   return h(
     "tr",
     { "data-flow": flow.id },
