@@ -119,7 +119,7 @@ async function prepare(
   const assigned = assignedTo(owner, base)
     ? undefined
     : await owner.enqueue({ type: "assigned", ...base, at: Date.now() });
-  const job = owner.state().jobs[work.jobId];
+  const job = owner.state().jobs.get(work.jobId);
   if (assigned?.outcome === "duplicate" && job?.delivery?.state !== "assigned") {
     return { answer: { outcome: "delivered" } }; // delivered before; its outcome is known
   }
@@ -197,7 +197,7 @@ function unconfirmedBy(
 function assignedTo(owner: AttemptOwner, base: { job: number; attempt: number; runner: number }): boolean {
   let job: JobState | undefined;
   try {
-    job = owner.state().jobs[base.job];
+    job = owner.state().jobs.get(base.job);
   } catch {
     return false; // not in memory: the event reads it back
   }

@@ -128,7 +128,7 @@ export class FlowCoordinator extends DurableObject<Env> implements FlowCoordinat
     return this.guard(scope, async () => {
       this.current();
       const t = await this.flow.commits.enqueue(event);
-      const job = t.state.jobs[event.job];
+      const job = t.state.jobs.get(event.job);
       return { outcome: t.outcome, ...(t.reason ? { reason: t.reason } : {}), ...(job ? { status: job.status } : {}) };
     });
   }

@@ -5,7 +5,6 @@ import {
   rerunBases,
   type FlowEvent,
   type FlowState,
-  type JobState,
 } from "../../shared/flow/index.js";
 import { createdChange } from "../../shared/flow/changes.js";
 import { ConflictError, type Store } from "../../shared/store/index.js";
@@ -87,7 +86,7 @@ export async function createNow(host: CreationHost, scope: FlowScope, input: Cre
 export async function rerunEvent(scope: FlowScope, state: FlowState, store: Store): Promise<FlowEvent> {
   if (state.status !== "error")
     throw scopeConflict(scope, state.status, `is ${state.status}: only a failed one can be re-run`);
-  const needed = messagesNeeded(rerunJobs(state).map((id) => (state.jobs[id] as JobState).spec));
+  const needed = messagesNeeded(rerunJobs(state).map((id) => state.jobs.job(id).spec));
   const first = await store.messages.allocateIds(state.contextId, state.callerId, needed);
   return { type: "rerun", bases: rerunBases(state, first), at: Date.now() };
 }

@@ -5,7 +5,6 @@ import {
   flowDeadline,
   type FlowEvent,
   type FlowState,
-  type JobState,
   type Transition,
 } from "../../shared/flow/index.js";
 
@@ -30,11 +29,11 @@ class DeadlineIndex {
   /** The nearest deadline of `state`; `before`, when given, is the state `state` was reached from. */
   nearest(state: FlowState, before?: FlowState): number | undefined {
     if (before !== undefined && before === this.state) {
-      for (const id of changedJobs(before, state)) this.set(id, (state.jobs[id] as JobState).deadline?.at);
+      for (const id of changedJobs(before, state)) this.set(id, state.jobs.job(id).deadline?.at);
     } else {
       this.current = new Map();
       this.heap = [];
-      for (const id of state.order) this.set(id, (state.jobs[id] as JobState).deadline?.at);
+      for (const id of state.order) this.set(id, state.jobs.job(id).deadline?.at);
     }
     this.state = state;
     for (;;) {

@@ -1,4 +1,4 @@
-import { messageId, type FlowEffect, type FlowState, type JobState } from "../../shared/flow/index.js";
+import { messageId, type FlowEffect, type FlowState } from "../../shared/flow/index.js";
 import type { Runner } from "../../shared/model/index.js";
 import { WAITING_NONE, type CommitOutcome, type CommitPlan, type Store } from "../../shared/store/index.js";
 import { mergeWakes, type Wake } from "../core/contracts.js";
@@ -113,7 +113,7 @@ export class FlowEffects {
       const { kid, key } = (await coordinatorKeys(this.env)).current;
       await Promise.all(
         cancels.map((c) => {
-          const job = state.jobs[c.job] as JobState;
+          const job = state.jobs.job(c.job);
           const cancel = {
             context_id: state.contextId,
             flow_id: state.id,

@@ -1,11 +1,4 @@
-import {
-  changedJobs,
-  jobJournalOf,
-  type FlowState,
-  type JobJournal,
-  type JobState,
-  type Journal,
-} from "../../shared/flow/index.js";
+import { changedJobs, jobJournalOf, type FlowState, type JobJournal, type Journal } from "../../shared/flow/index.js";
 
 /** One key per job in progress. */
 const PREFIX = "journal:";
@@ -51,8 +44,8 @@ export class FlowJournal {
     const puts: Record<string, JobJournal> = {};
     const deletes: string[] = [];
     for (const id of changedJobs(before, after)) {
-      const now = after.jobs[id] as JobState;
-      const was = before.jobs[id];
+      const now = after.jobs.job(id);
+      const was = before.jobs.get(id);
       const entry = jobJournalOf(now);
       if (entry) puts[PREFIX + id] = entry;
       else if (was && jobJournalOf(was)) deletes.push(PREFIX + id);
@@ -63,7 +56,7 @@ export class FlowJournal {
   private async writeWhole(state: FlowState): Promise<void> {
     const puts: Record<string, JobJournal> = {};
     for (const id of state.order) {
-      const entry = jobJournalOf(state.jobs[id] as JobState);
+      const entry = jobJournalOf(state.jobs.job(id));
       if (entry) puts[PREFIX + id] = entry;
     }
     const kept = await this.storage.list({ prefix: PREFIX });

@@ -1,4 +1,4 @@
-import type { FlowEvent, FlowState, JobState, Transition } from "../../shared/flow/index.js";
+import type { FlowEvent, FlowState, Transition } from "../../shared/flow/index.js";
 import type { Store } from "../../shared/store/index.js";
 import type { FlowScope } from "../core/scopes.js";
 
@@ -34,7 +34,7 @@ export class KeptEvents {
 
   /** The flow was read back from storage: every running wait looks back again. */
   reloaded(state: FlowState): void {
-    for (const id of state.order) if ((state.jobs[id] as JobState).deadline?.kind === "wait") this.owed.add(id);
+    for (const id of state.order) if (state.jobs.job(id).deadline?.kind === "wait") this.owed.add(id);
   }
 
   /** Looks back for each owed wait; false when a read failed (the alarm should come back soon). */
@@ -42,7 +42,7 @@ export class KeptEvents {
     let done = true;
     for (const id of [...this.owed]) {
       const state = this.host.current();
-      const job = state?.jobs[id];
+      const job = state?.jobs.get(id);
       const name = job?.spec.wait?.event;
       if (!state || !job || name === undefined || job.deadline?.kind !== "wait" || job.waitKey === undefined) {
         this.owed.delete(id);

@@ -245,5 +245,5 @@ function ownerAnswer(settled: PromiseSettledResult<DeliverAnswer>): OwnerAnswer 
  * and not delivered): an object that lost its memory cannot tell whether it had claimed them.
  */
 export function awaitsRunners(state: FlowState): boolean {
-  return state.order.some((id) => state.jobs[id]?.deadline?.kind === "delivery");
+  return state.order.some((id) => state.jobs.get(id)?.deadline?.kind === "delivery");
 }

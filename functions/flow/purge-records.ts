@@ -26,7 +26,7 @@ export function purgeTarget(scope: FlowScope, state: FlowState | undefined): Pur
   const owner = scope.job ? { callerId: scope.job.callerId, jobId: scope.job.id } : { flowId: scope.flowId };
   const callerId = state?.callerId ?? scope.job?.callerId ?? 0;
   if (!state) return { contextId: scope.contextId, owner, callerId, jobIds: [], messageIds: [] };
-  const jobs = state.order.map((id) => state.jobs[id] as JobState);
+  const jobs = state.order.map((id) => state.jobs.job(id));
   return {
     contextId: scope.contextId,
     owner,
@@ -45,7 +45,7 @@ export function purgeTarget(scope: FlowScope, state: FlowState | undefined): Pur
 function over(state: FlowState): boolean {
   return (
     (state.status === "finished" || state.status === "error") &&
-    state.order.every((id) => ENDED.has((state.jobs[id] as JobState).status))
+    state.order.every((id) => ENDED.has(state.jobs.job(id).status))
   );
 }
 

@@ -23,7 +23,7 @@ export async function applyReported(
   const logs = extras.logs && "job" in event ? { job: event.job, lines: extras.logs } : undefined;
   // The jitter of a retry's backoff is chosen here, so the machine stays pure.
   const t = await commits.enqueue(event.type === "failed" ? { ...event, random: Math.random() } : event, logs);
-  const job = "job" in event ? t.state.jobs[event.job] : undefined;
+  const job = "job" in event ? t.state.jobs.get(event.job) : undefined;
   return {
     outcome: t.outcome,
     ...(t.reason ? { reason: t.reason } : {}),

@@ -1,4 +1,4 @@
-import { rebuildState, type FlowState, type JobState, type Journal } from "../../shared/flow/index.js";
+import { rebuildState, type FlowState, type Journal } from "../../shared/flow/index.js";
 import { ConflictError, jobRecord, type RecordToken, type Store, type StoredFlow } from "../../shared/store/index.js";
 import type { FlowScope } from "../core/scopes.js";
 
@@ -26,7 +26,7 @@ export async function storeNewFlow(
       created_at: _c,
       updated_at: _u,
       ...record
-    } = jobRecord(state, state.jobs[state.order[0] as number] as JobState, Date.now());
+    } = jobRecord(state, state.jobs.job(state.order[0] as number), Date.now());
     // Without a flow record, the job keeps the timeouts it runs with (rebuildState reads them).
     await store.jobs.create({ ...record, timeouts: state.timeouts }, token);
     return true;

@@ -16,7 +16,7 @@ const secs = (ms: number) => Math.floor(ms / 1000);
 function ownWaiting(state: FlowState, job: JobState): JobWaiting | undefined {
   if (state.status !== "started") return undefined;
   if (job.status === "waiting_for_prerequisites") {
-    const open = job.depends.map((id) => state.jobs[id] as JobState).filter((dep) => dep.status !== "finished");
+    const open = job.depends.map((id) => state.jobs.job(id)).filter((dep) => dep.status !== "finished");
     return { reason: "dependencies", detail: `waiting for ${open.map(jobKey).join(", ") || "its dependencies"}` };
   }
   if (job.deadline?.kind === "wait") {
@@ -41,7 +41,7 @@ function ownWaiting(state: FlowState, job: JobState): JobWaiting | undefined {
 export function waitingForRunner(state: FlowState): JobState[] {
   if (state.status !== "started") return [];
   return state.order
-    .map((id) => state.jobs[id] as JobState)
+    .map((id) => state.jobs.job(id))
     .filter((job) => job.status === "dispatched" && !job.delivery && job.deadline?.kind !== "retry");
 }
 
@@ -84,7 +84,7 @@ function kindView(state: FlowState, job: JobState): Partial<JobView> {
  * waiting for a runner, why (as the context's dispatcher explains it).
  */
 export function flowView(state: FlowState, dispatch: Map<number, JobWaiting> = new Map()): FlowView {
-  const jobs = state.order.map((id) => jobView(state, state.jobs[id] as JobState, dispatch));
+  const jobs = state.order.map((id) => jobView(state, state.jobs.job(id), dispatch));
   const progress = progressCount(jobs.map((job) => job.status));
   const due = nearestDeadline(state);
   return {

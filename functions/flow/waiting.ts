@@ -42,7 +42,7 @@ export async function explainWaiting(env: Env, scope: FlowScope, state: FlowStat
 function flowLimit(state: FlowState): WaitReason | undefined {
   if (state.maxParallel === undefined) return undefined;
   const held = state.order.filter((id) => {
-    const job = state.jobs[id];
+    const job = state.jobs.get(id);
     return job?.delivery !== undefined && (job.status === "dispatched" || job.status === "started");
   }).length;
   if (held < state.maxParallel) return undefined;

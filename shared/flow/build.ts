@@ -1,5 +1,6 @@
 import type { EnvVars } from "../model/index.js";
 import type { DagJob } from "./dag.js";
+import { JobTable } from "./job-table.js";
 import { attemptBlock, type FlowState, type FlowTimeouts, type JobSpec, type JobState } from "./state.js";
 
 interface NewFlow {
@@ -31,13 +32,12 @@ export function messagesNeeded(jobs: Pick<DagJob, "retries">[]): number {
 export function rerunJobs(state: FlowState): number[] {
   const again = new Set<number>();
   for (const id of state.order) {
-    const job = state.jobs[id] as JobState;
-    if (job.status === "error") again.add(id);
+    if (state.jobs.job(id).status === "error") again.add(id);
   }
   const pending = [...again];
   while (pending.length > 0) {
-    for (const next of (state.jobs[pending.pop() as number] as JobState).dependents) {
-      if (again.has(next) || (state.jobs[next] as JobState).status !== "skipped") continue;
+    for (const next of state.jobs.job(pending.pop() as number).dependents) {
+      if (again.has(next) || state.jobs.job(next).status !== "skipped") continue;
       again.add(next);
       pending.push(next);
     }
@@ -54,7 +54,7 @@ export function rerunBases(state: FlowState, first: number): Record<number, numb
   let next = first;
   for (const id of rerunJobs(state)) {
     bases[id] = next;
-    next += attemptBlock((state.jobs[id] as JobState).spec);
+    next += attemptBlock(state.jobs.job(id).spec);
   }
   return bases;
 }
@@ -83,17 +83,22 @@ export function specOf(
   };
 }
 
-/** Fills every job's `dependents` from the others' `depends` (kept for speed, never stored). */
-export function linkDependents(jobs: Record<number, JobState>, order: number[]): void {
-  for (const id of order) for (const dep of (jobs[id] as JobState).depends) jobs[dep]?.dependents.push(id);
+/**
+ * The table of a flow's new job objects, in its order: fills every job's `dependents` from the
+ * others' `depends` first (kept for speed, never stored), in place, as the objects are new.
+ */
+export function linkedTable(jobs: JobState[]): JobTable {
+  const byId = new Map(jobs.map((job) => [job.id, job]));
+  for (const job of jobs) for (const dep of job.depends) byId.get(dep)?.dependents.push(job.id);
+  return JobTable.of(jobs);
 }
 
 /** The machine's state of a flow that was just created (status dispatched, nothing sent yet). */
 export function newFlowState(input: NewFlow): FlowState {
-  const jobs: Record<number, JobState> = {};
+  const jobs: JobState[] = [];
   let nextMessage = input.messageBase;
   for (const job of input.jobs) {
-    jobs[job.id] = {
+    jobs.push({
       id: job.id,
       ...(job.name ? { name: job.name } : {}),
       depends: job.depends,
@@ -103,11 +108,9 @@ export function newFlowState(input: NewFlow): FlowState {
       status: "dispatched",
       attempt: 0,
       attemptFloor: 0,
-    };
+    });
     nextMessage += attemptBlock(job);
   }
-  const order = input.jobs.map((j) => j.id);
-  linkDependents(jobs, order);
   return {
     id: input.id,
     contextId: input.contextId,
@@ -115,8 +118,8 @@ export function newFlowState(input: NewFlow): FlowState {
     status: "dispatched",
     envVars: input.envVars,
     timeouts: input.timeouts,
-    order,
-    jobs,
+    order: input.jobs.map((j) => j.id),
+    jobs: linkedTable(jobs),
     traceId: input.traceId,
     priority: input.priority ?? 0,
     ...(input.maxParallel !== undefined ? { maxParallel: input.maxParallel } : {}),

@@ -17,7 +17,7 @@ export interface Published {
 
 /** How many jobs are in each status. */
 function progressOf(state: FlowState): Record<JobStatus, number> {
-  const { total: _total, ...counts } = progressCount(state.order.map((id) => (state.jobs[id] as JobState).status));
+  const { total: _total, ...counts } = progressCount(state.order.map((id) => state.jobs.job(id).status));
   return counts;
 }
 
@@ -68,7 +68,7 @@ export function changesOf(before: FlowState, t: Transition, event: FlowEvent, li
   const after = t.state;
   const at = event.at;
   const out: FlowChange[] = [];
-  const job = (id: number) => after.jobs[id] as JobState;
+  const job = (id: number) => after.jobs.job(id);
   if (event.type === "cancel") out.push(flowChange("flow.cancelled", after, at, { reason: event.reason }));
   for (const effect of t.effects) {
     if (effect.type === "flowStarted") out.push(flowChange("flow.started", after, at));
@@ -81,7 +81,7 @@ export function changesOf(before: FlowState, t: Transition, event: FlowEvent, li
     out.push(jobChange(reported, job(event.job), at, reported === "job.logs" && lines ? { lines } : unconfirmed));
   }
   for (const id of changedJobs(before, after)) {
-    const was = before.jobs[id] as JobState;
+    const was = before.jobs.job(id);
     const now = job(id);
     if (now.status === "waiting_for_prerequisites" && was.status !== now.status)
       out.push(jobChange("job.waiting", now, at));
@@ -181,7 +181,7 @@ export function catchUpChanges(
 ): FlowChange[] {
   const out: FlowChange[] = [];
   for (const id of state.order) {
-    const job = state.jobs[id] as JobState;
+    const job = state.jobs.job(id);
     const told = published.get(id) ?? { status: "dispatched", attempt: 0 };
     if (told.status === job.status && told.attempt === job.attempt) continue;
     if (job.status === "dispatched" && job.attempt === 0) continue;

@@ -1,4 +1,5 @@
 import type { FlowEffect, Transition } from "./events.js";
+import type { JobTableDraft } from "./job-table.js";
 import type { Deadline, DeadlineKind, FlowState, JobState } from "./state.js";
 import { MESSAGE_TIMEOUTS } from "./submission.js";
 
@@ -13,20 +14,19 @@ export const RETRY_DEFAULTS = { baseMs: 1_000, capMs: 60_000 } as const;
 export const ENDED: ReadonlySet<string> = new Set(["finished", "error", "skipped"]);
 
 /**
- * The jobs each applied transition changed, by the state it reached and the one it came from.
- * Only a cache: `changedJobs` finds the same ids by comparing the states when it has no entry, in
- * time proportional to the flow rather than to the change (which is what it is for: a batch of a
- * 1,000-job flow touches a few jobs, and a commit, its journal, its stream events and its alarm
- * look at those only). The state it came from is held weakly: held strongly, each state would
- * keep every earlier one alive, each with its own copy of the jobs record (a 1,000-job flow's
- * 4,000 transitions kept about 200 MB, past a Durable Object's 128 MB).
+ * The jobs each applied transition changed, by the state it reached and the one it came from,
+ * in the order it changed them (a batch of a 1,000-job flow touches a few jobs, and a commit, its
+ * journal, its stream events and its alarm look at those only). Only a cache: without an entry,
+ * `changedJobs` compares the two states' job tables, which skips the nodes they share. The state
+ * it came from is held weakly: held strongly, each state would keep every earlier one alive.
  */
 const changes = new WeakMap<FlowState, { from: WeakRef<FlowState>; ids: ReadonlySet<number> }>();
 
 /**
  * The ids of the jobs that differ between `before` and a later state `after` (reached from it by
- * applied transitions), in the order they were first changed. Draft copies a job on its first
- * write, so a job that is the same object in both is unchanged.
+ * applied transitions), in the order they were first changed (in id order when the chain of
+ * transitions is no longer known). Draft copies a job on its first write, so a job that is the
+ * same object in both is unchanged.
  */
 export function changedJobs(before: FlowState, after: FlowState): number[] {
   const ids = new Set<number>();
@@ -34,7 +34,7 @@ export function changedJobs(before: FlowState, after: FlowState): number[] {
   for (let at = after; at !== before;) {
     const step = changes.get(at);
     const from = step?.from.deref();
-    if (!step || !from) return after.order.filter((id) => after.jobs[id] !== before.jobs[id]);
+    if (!step || !from) return after.jobs.diff(before.jobs);
     chain.push(step.ids);
     at = from;
   }
@@ -46,37 +46,26 @@ export function changedJobs(before: FlowState, after: FlowState): number[] {
 const endedPrefix = new WeakMap<FlowState, number>();
 
 /**
- * A shallow copy of the flow's jobs record, made by one store per job in the flow's order rather
- * than by spreading it. A spread of an object keyed by job ids is fast (about 1 µs for 1,000
- * jobs) only while the spread has met few kinds of object; once it has met many (flows of other
- * sizes, records read back from JSON), V8 takes its generic path, about 80 µs, and every
- * transition pays that: a 1,000-job flow's 3,000 or so transitions went from 6 ms to 250 ms of
- * the Worker's CPU, and the benchmark's 1,000 jobs from 2,000 to 1,250 jobs/s after its other
- * shapes had run. The stores cost about 10 µs, whatever ran before. The order names every job
- * (newFlowState and rebuildState make both from the same list), so nothing is left out.
+ * A mutable draft of the flow: jobs are copied on first write, the rest shared. Its jobs table
+ * is a transient builder, which copies only the trie nodes on the paths of the jobs it writes
+ * (job-table.ts), so a transition costs the jobs it changes, not the flow.
  */
-function copyJobs(from: FlowState): Record<number, JobState> {
-  const jobs: Record<number, JobState> = {};
-  for (const id of from.order) jobs[id] = from.jobs[id] as JobState;
-  return jobs;
-}
-
-/** A mutable draft of the flow: jobs are copied on first write, the rest shared. */
 export class Draft {
   readonly flow: FlowState;
-  private readonly jobs: Record<number, JobState>;
+  private readonly jobs: JobTableDraft;
   readonly effects: FlowEffect[] = [];
   private readonly touched = new Set<number>();
   /** A job that had ended was made to run again (a re-run): the ended prefix carried over no longer holds. */
   private reopened = false;
 
   constructor(private readonly from: FlowState) {
-    this.jobs = copyJobs(from);
+    this.jobs = from.jobs.draft();
     this.flow = { ...from, jobs: this.jobs };
   }
 
+  /** The job as the draft has it (with its writes); it must be one of the flow's. */
   job(id: number): JobState {
-    return this.jobs[id] as JobState;
+    return this.jobs.job(id);
   }
 
   /** Applies a patch; a field given as undefined is removed. */
@@ -84,7 +73,7 @@ export class Draft {
     if (patch.status !== undefined && ENDED.has(this.job(id).status) && !ENDED.has(patch.status)) this.reopened = true;
     const next = { ...this.job(id), ...patch };
     for (const key of Object.keys(patch) as (keyof JobState)[]) if (patch[key] === undefined) delete next[key];
-    this.jobs[id] = next as JobState;
+    this.jobs.put(id, next as JobState);
     this.touched.add(id);
     return next as JobState;
   }
@@ -104,6 +93,7 @@ export class Draft {
   }
 
   done(): Transition {
+    this.jobs.seal();
     changes.set(this.flow, { from: new WeakRef(this.from), ids: this.touched });
     // The ended prefix still holds unless an ended job was made to run again (a re-run).
     const carried = endedPrefix.get(this.from);

@@ -13,7 +13,7 @@ function envSafe(text: string): string {
 export function jobInputs(flow: FlowState, job: JobState): Record<string, ResultMap> {
   const inputs: Record<string, ResultMap> = {};
   for (const depId of job.depends) {
-    const dep = flow.jobs[depId] as JobState;
+    const dep = flow.jobs.job(depId);
     inputs[jobKey(dep)] = dep.result ?? {};
   }
   return inputs;
@@ -44,7 +44,7 @@ export function jobEnvironment(flow: FlowState, job: JobState): EnvVars {
     for (const [name, value] of Object.entries(result)) env[`DEP_${envSafe(key)}_${envSafe(name)}`] = value;
   }
   for (const depId of job.depends) {
-    const dep = flow.jobs[depId] as JobState;
+    const dep = flow.jobs.job(depId);
     env[`DEP_${envSafe(jobKey(dep))}_STATUS`] = dep.status;
   }
   env.FLOW_INPUTS = JSON.stringify(inputs);

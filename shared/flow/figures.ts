@@ -1,4 +1,4 @@
-import type { FlowState, JobState } from "./state.js";
+import type { FlowState } from "./state.js";
 
 /**
  * What one run of a flow (or of a job outside any flow) adds to its context's figures, counted
@@ -57,7 +57,7 @@ export function flowFigures(state: FlowState): FlowFigures | undefined {
   };
   let ran = 0;
   for (const id of state.order) {
-    const job = state.jobs[id] as JobState;
+    const job = state.jobs.job(id);
     if (job.attempt <= job.attemptFloor) continue;
     ran++;
     if (job.status === "finished") figures.finished++;

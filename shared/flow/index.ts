@@ -5,6 +5,7 @@ export { rerunJobs, messagesNeeded, newFlowState, rerunBases } from "./build.js"
 export { apply, deadlineEvent, dueDeadlines, nearestDeadline } from "./machine.js";
 export { reportedEnd } from "./events.js";
 export { flowDeadline, waitKeyOf } from "./work.js";
+export { JobTable, JobTableDraft, jobTableCounts } from "./job-table.js";
 export { changedJobs, ENDED, RETRY_DEFAULTS } from "./draft.js";
 export type { FlowEffect, FlowEvent, TransitionOutcome, Transition } from "./machine.js";
 export { attemptBlock, flowResult, jobKey, jobKind, messageId, resultMessageId } from "./state.js";

@@ -53,7 +53,7 @@ function start(state: FlowState, at: number): Transition {
 
 /** An event a wait matched: the wait finishes with its data, if it is still waiting for it. */
 function onEvent(state: FlowState, event: Extract<FlowEvent, { type: "event" }>): Transition {
-  const job = state.jobs[event.job];
+  const job = state.jobs.get(event.job);
   if (!job || jobKind(job.spec) !== "wait")
     return unchanged(state, "not-applicable", `job ${event.job} of this flow is not a wait`);
   if (ENDED.has(job.status)) {
@@ -87,7 +87,7 @@ type JobEvent = Extract<FlowEvent, { job: number; runner: number }>;
 type RunnerEvent = Exclude<JobEvent, { type: "assigned" | "unassigned" }>;
 
 function onJobEvent(state: FlowState, event: JobEvent): Transition {
-  const job = state.jobs[event.job];
+  const job = state.jobs.get(event.job);
   if (!job) return unchanged(state, "not-applicable", `job ${event.job} is not part of this flow`);
   if (event.attempt !== job.attempt) {
     return unchanged(
@@ -216,7 +216,7 @@ function pending(
   state: FlowState,
   event: { job: number; attempt: number; kind: Deadline["kind"] },
 ): { job: JobState; due: Deadline } | undefined {
-  const job = state.jobs[event.job];
+  const job = state.jobs.get(event.job);
   const due = job?.deadline;
   if (!job || !due || due.kind !== event.kind || due.attempt !== event.attempt || job.attempt !== event.attempt)
     return undefined;
@@ -295,7 +295,7 @@ function resume(state: FlowState, event: Extract<FlowEvent, { type: "resumed" }>
   const d = new Draft(state);
   let moved = false;
   for (const id of state.order) {
-    const due = (state.jobs[id] as JobState).deadline;
+    const due = state.jobs.job(id).deadline;
     if (!due || due.kind === "retry" || due.kind === "sleep") continue;
     d.update(id, { deadline: { ...due, at: due.at + event.downFor } });
     moved = true;
@@ -313,7 +313,7 @@ function flowDue(state: FlowState): (Deadline & { job: number }) | undefined {
 export function nearestDeadline(state: FlowState): (Deadline & { job: number }) | undefined {
   let nearest = flowDue(state);
   for (const id of state.order) {
-    const due = (state.jobs[id] as JobState).deadline;
+    const due = state.jobs.job(id).deadline;
     if (due && (!nearest || due.at < nearest.at)) nearest = { ...due, job: id };
   }
   return nearest;
@@ -322,7 +322,7 @@ export function nearestDeadline(state: FlowState): (Deadline & { job: number }) 
 /** Every deadline that has passed at `now`, by job, in submission order. */
 export function dueDeadlines(state: FlowState, now: number): (Deadline & { job: number })[] {
   const jobs = state.order.flatMap((id) => {
-    const due = (state.jobs[id] as JobState).deadline;
+    const due = state.jobs.job(id).deadline;
     return due && due.at <= now ? [{ ...due, job: id }] : [];
   });
   const flow = flowDue(state);

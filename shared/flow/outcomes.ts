@@ -158,7 +158,7 @@ function flowResultBytes(flow: FlowState): number {
   if (flow.resultBytes !== undefined) return flow.resultBytes;
   let total = 0;
   for (const id of flow.order) {
-    const job = flow.jobs[id] as JobState;
+    const job = flow.jobs.job(id);
     if (job.status === "finished") total += jsonBytes(job.result ?? {});
   }
   return total;

@@ -1,5 +1,5 @@
 import type { Flow, Message, RunnerJob } from "../model/index.js";
-import { linkDependents, specOf } from "./build.js";
+import { linkedTable, specOf } from "./build.js";
 import { ENDED } from "./draft.js";
 import { readiness } from "./rules.js";
 import { MESSAGE_TIMEOUTS } from "./submission.js";
@@ -44,7 +44,7 @@ export function jobJournalOf(job: JobState): JobJournal | undefined {
 export function journalOf(state: FlowState): Journal {
   const journal: Journal = {};
   for (const id of state.order) {
-    const entry = jobJournalOf(state.jobs[id] as JobState);
+    const entry = jobJournalOf(state.jobs.job(id));
     if (entry) journal[id] = entry;
   }
   return journal;
@@ -76,15 +76,14 @@ export function rebuildState(records: StoredRecords): FlowState {
     records.jobs[0]?.timeouts ?? { timeout: MESSAGE_TIMEOUTS.timeout, timeout_ack: MESSAGE_TIMEOUTS.timeout_ack };
   const order = flow ? flow.jobs : records.jobs.map((j) => j.id);
   const byId = new Map(records.jobs.map((j) => [j.id, j]));
-  const jobs: Record<number, JobState> = {};
+  const jobs: JobState[] = [];
   const started = flow ? flow.status !== "dispatched" : true;
   for (const id of order) {
     const record = byId.get(id);
     if (!record) throw new Error(`job ${id} of flow ${flow?.id ?? 0} is missing from storage`);
     const messages = (records.messages.get(id) ?? []).slice().sort((a, b) => (a.attempt ?? 1) - (b.attempt ?? 1));
-    jobs[id] = jobOf(record, messages[messages.length - 1], journal[id], { timeouts, started });
+    jobs.push(jobOf(record, messages[messages.length - 1], journal[id], { timeouts, started }));
   }
-  linkDependents(jobs, order);
 
   const first = records.jobs[0];
   const state: FlowState = {
@@ -95,7 +94,7 @@ export function rebuildState(records: StoredRecords): FlowState {
     envVars: flow?.env_vars ?? {},
     timeouts,
     order,
-    jobs,
+    jobs: linkedTable(jobs),
     ...(flow?.error ? { error: flow.error } : {}),
     traceId: flow?.trace_id ?? "",
     priority: flow?.priority ?? 0,
@@ -116,7 +115,7 @@ export function rebuildState(records: StoredRecords): FlowState {
  */
 function restartLost(state: FlowState, records: Map<number, RunnerJob>): void {
   for (const id of state.order) {
-    const job = state.jobs[id] as JobState;
+    const job = state.jobs.job(id);
     if (jobKind(job.spec) === "script" || job.deadline || ENDED.has(job.status)) continue;
     const verdict = readiness(state, job);
     if (!verdict || !("run" in verdict)) continue;

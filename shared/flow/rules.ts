@@ -28,7 +28,7 @@ function ending(dep: JobState): string {
  */
 export function readiness(flow: FlowState, job: JobState): Verdict {
   if (job.depends.length === 0) return RUN;
-  const deps = job.depends.map((id) => flow.jobs[id] as JobState);
+  const deps = job.depends.map((id) => flow.jobs.job(id));
   const allEnded = deps.every((dep) => ENDED.has(dep.status));
   switch (job.spec.needs ?? "all_finished") {
     case "all_finished": {
@@ -64,7 +64,7 @@ const cleanupsByOrder = new WeakMap<readonly number[], number[]>();
 export function cleanups(flow: Pick<FlowState, "order" | "jobs">): number[] {
   let ids = cleanupsByOrder.get(flow.order);
   if (!ids) {
-    ids = flow.order.filter((id) => runsAfterFailure(flow.jobs[id] as JobState));
+    ids = flow.order.filter((id) => runsAfterFailure(flow.jobs.job(id)));
     cleanupsByOrder.set(flow.order, ids);
   }
   return ids;

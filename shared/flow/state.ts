@@ -10,6 +10,7 @@ import type {
   ScriptType,
   WaitSpec,
 } from "../model/index.js";
+import type { JobTable } from "./job-table.js";
 
 /**
  * What a job runs, and its flow's rules for it: the parts of its RunnerJob record that never
@@ -136,9 +137,10 @@ export interface FlowState {
   status: FlowStatus;
   envVars: EnvVars;
   timeouts: FlowTimeouts;
-  /** Job ids in submission order. */
+  /** Job ids in submission order (jobs added later are appended). */
   order: number[];
-  jobs: Readonly<Record<number, JobState>>;
+  /** The jobs by id: a persistent table, which a transition changes a path of (job-table.ts). */
+  jobs: JobTable;
   error?: FlowError;
   traceId: string;
   /** Higher goes first when runners are the bottleneck (0 by default). */
@@ -169,7 +171,7 @@ export interface FlowState {
 export function flowResult(state: Pick<FlowState, "order" | "jobs">): Record<string, ResultMap> {
   const result: Record<string, ResultMap> = {};
   for (const id of state.order) {
-    const job = state.jobs[id] as JobState;
+    const job = state.jobs.job(id);
     if (job.status === "finished") result[jobKey(job)] = job.result ?? {};
   }
   return result;
@@ -202,7 +204,7 @@ export function attemptBlock(job: { retries: number }): number {
 export function resultMessageId(state: Pick<FlowState, "order" | "jobs">): number {
   let next = 0;
   for (const id of state.order) {
-    const job = state.jobs[id] as JobState;
+    const job = state.jobs.job(id);
     next = Math.max(next, job.messageBase + job.attemptFloor + attemptBlock(job.spec));
   }
   return next;

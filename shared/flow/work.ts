@@ -15,7 +15,7 @@ import { resolveTemplate } from "./template.js";
 export function conditionVars(flow: FlowState, job: JobState): ConditionVars {
   const status: Record<string, string> = {};
   for (const id of job.depends) {
-    const dep = flow.jobs[id] as JobState;
+    const dep = flow.jobs.job(id);
     status[jobKey(dep)] = dep.status;
   }
   return { deps: jobInputs(flow, job), status, env: { ...flow.envVars, ...job.spec.env_vars } };

@@ -111,7 +111,7 @@ export class StepSection {
   }
 
   private job(id: number): JobState {
-    return this.state.jobs[id] as JobState;
+    return this.state.jobs.job(id);
   }
 
   private at(key: string): string {

@@ -149,7 +149,7 @@ export function skippedOf(state: Pick<FlowState, "order" | "jobs">): { skipped?:
   const skipped: Record<string, string> = {};
   let any = false;
   for (const id of state.order) {
-    const job = state.jobs[id] as JobState;
+    const job = state.jobs.job(id);
     if (job.status !== "skipped") continue;
     skipped[jobKey(job)] = job.skipReason ?? "";
     any = true;
@@ -161,7 +161,7 @@ export function skippedOf(state: Pick<FlowState, "order" | "jobs">): { skipped?:
 function jobCounts(state: FlowState): string {
   const counts = new Map<string, number>();
   for (const id of state.order) {
-    const status = (state.jobs[id] as JobState).status;
+    const status = state.jobs.job(id).status;
     counts.set(status, (counts.get(status) ?? 0) + 1);
   }
   const parts = [...counts].map(([status, n], i) =>

@@ -1,4 +1,4 @@
-import { attemptBlock, type FlowState, type JobState } from "../flow/index.js";
+import { attemptBlock, type FlowState } from "../flow/index.js";
 import type { Keys } from "../keys.js";
 import type { Flow, FlowStatus, Message, RunnerJob } from "../model/index.js";
 import { decodeRecord, encodePairs } from "./codec.js";
@@ -208,7 +208,7 @@ export class FlowStore {
       ...flowFields.map(String),
     ];
     for (const id of state.order) {
-      const job = state.jobs[id] as JobState;
+      const job = state.jobs.job(id);
       const fields = encodePairs(codecs.job, jobRecord(state, job, now));
       const ref = { context_id: ctx, caller_id: state.callerId, id };
       keys.push(this.jobs.key(ref));

@@ -1,6 +1,7 @@
 import { describe, expect, it } from "vitest";
 import { DURATION_BUCKETS, flowFigures, LATENCY_BUCKETS } from "../../shared/flow/figures.js";
 import type { FlowState, JobState } from "../../shared/flow/index.js";
+import { JobTable } from "../../shared/flow/job-table.js";
 import { flowOf, jobIn } from "./flow-sim.js";
 
 // The figures a flow's end adds to its context's /metrics: which jobs count (those that ran in
@@ -9,12 +10,11 @@ import { flowOf, jobIn } from "./flow-sim.js";
 /** A flow of `n` jobs (ids 100…), each changed by `edit` (indexed from 0). */
 function flowWith(n: number, edit: (job: JobState, i: number) => Partial<JobState>): FlowState {
   const state = flowOf(Array.from({ length: n }, (_, i) => jobIn({ name: `j${i}` })));
-  const jobs: Record<number, JobState> = {};
-  state.order.forEach((id, i) => {
-    const job = state.jobs[id] as JobState;
-    jobs[id] = { ...job, ...edit(job, i) };
+  const jobs = state.order.map((id, i) => {
+    const job = state.jobs.job(id);
+    return { ...job, ...edit(job, i) };
   });
-  return { ...state, jobs, status: "finished" };
+  return { ...state, jobs: JobTable.of(jobs), status: "finished" };
 }
 
 const zeros = (bounds: readonly number[]) => new Array<number>(bounds.length + 1).fill(0);

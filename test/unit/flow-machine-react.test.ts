@@ -118,7 +118,7 @@ describe("a wait read back from storage", () => {
     d.run(100, { result: { id: "42" } });
     d.send(event(101, "42"));
     const { waitKey: _lost, ...rest } = d.job(101);
-    const reread = { ...d.state, jobs: { ...d.state.jobs, 101: rest } };
+    const reread = { ...d.state, jobs: d.state.jobs.set(101, rest) };
     expect(waitKeyOf(reread, rest)).toBe("42");
     expect(waitKeyOf(reread, { ...rest, attempt: 0 })).toBe("${DEP_ORDER_ID}");
   });

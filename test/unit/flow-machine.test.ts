@@ -154,9 +154,14 @@ describe("one job's events", () => {
   it("uses the flow's timeout_result when it has one", () => {
     const flow = flowOf([jobIn({ timeout: 30 })], { timeouts: { timeout: 10, timeout_ack: 5, timeout_result: 45 } });
     const t = apply(apply(flow, { type: "start", at: T }).state, { type: "assigned", ...ev, at: T });
-    expect(t.state.jobs[100]?.deadline).toEqual({ kind: "delivery", attempt: 1, at: T + 10_000 });
+    expect(t.state.jobs.get(100)?.deadline).toEqual({ kind: "delivery", attempt: 1, at: T + 10_000 });
     const acked = apply(t.state, { type: "delivered", ...ev, acknowledged: true, at: T + 1 });
-    expect(acked.state.jobs[100]?.deadline).toEqual({ kind: "result", attempt: 1, at: T + 1 + 45_000, why: "silent" });
+    expect(acked.state.jobs.get(100)?.deadline).toEqual({
+      kind: "result",
+      attempt: 1,
+      at: T + 1 + 45_000,
+      why: "silent",
+    });
   });
 
   it("takes started and finished that overtook delivered, and refuses what comes late", () => {
@@ -294,13 +299,13 @@ describe("the state a transition makes", () => {
     const was = JSON.stringify(before);
     d.run(120);
     const after = d.state;
-    expect(Object.keys(after.jobs)).toEqual(Object.keys(before.jobs));
+    expect(after.jobs.ids()).toEqual(before.jobs.ids());
     expect(after.order).toEqual(before.order);
     for (const id of before.order) {
-      if (id === 120) expect(after.jobs[id]).not.toBe(before.jobs[id]);
-      else expect(after.jobs[id]).toBe(before.jobs[id]);
+      if (id === 120) expect(after.jobs.get(id)).not.toBe(before.jobs.get(id));
+      else expect(after.jobs.get(id)).toBe(before.jobs.get(id));
     }
-    expect(after.jobs[120]?.status).toBe("finished");
+    expect(after.jobs.get(120)?.status).toBe("finished");
     expect(JSON.stringify(before)).toBe(was);
   });
 });

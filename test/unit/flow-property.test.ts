@@ -17,12 +17,12 @@ function shapes(min: number, max: number): fc.Arbitrary<DagShape> {
 /** Jobs that (transitively) depend on any of `roots`, roots excluded. */
 function downstream(state: FlowState, roots: number[]): Set<number> {
   const out = new Set<number>();
-  const pending = roots.flatMap((id) => state.jobs[id]?.dependents ?? []);
+  const pending = roots.flatMap((id) => state.jobs.get(id)?.dependents ?? []);
   while (pending.length > 0) {
     const id = pending.pop() as number;
     if (out.has(id)) continue;
     out.add(id);
-    pending.push(...(state.jobs[id]?.dependents ?? []));
+    pending.push(...(state.jobs.get(id)?.dependents ?? []));
   }
   return out;
 }

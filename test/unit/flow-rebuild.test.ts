@@ -20,7 +20,7 @@ describe("rebuild", () => {
 
     // Redis after the commit: the attempt's message ended with an error; the job record unchanged.
     const state = d.state;
-    const job = state.jobs[100];
+    const job = state.jobs.get(100);
     if (!job) throw new Error("no job 100");
     const message = { ...dispatchMessage(state, job, 1, T), status: "error" as const, ended_at: (T + 2) / 1000 };
     const rebuilt = rebuildState({
@@ -31,7 +31,7 @@ describe("rebuild", () => {
       messages: new Map([[100, [message]]]),
       journal,
     });
-    expect(rebuilt.jobs[100]).toMatchObject({
+    expect(rebuilt.jobs.get(100)).toMatchObject({
       status: "dispatched",
       attempt: 1,
       deadline: { kind: "retry", attempt: 1 },
@@ -45,7 +45,7 @@ describe("rebuild", () => {
     const d = started([jobIn({ name: "once" })]);
     d.run(100, { runner: 7 });
     const state = d.state;
-    const job = state.jobs[100];
+    const job = state.jobs.get(100);
     if (!job) throw new Error("no job 100");
     // Redis after the job's end: the job record holds the end; its message is as dispatched.
     const record = { ...jobRecord(state, job, T), ended_at: (T + 4) / 1000, last_runner_id: 7 };
@@ -56,7 +56,7 @@ describe("rebuild", () => {
       jobs: [record],
       messages: new Map([[100, [dispatchMessage(state, job, 1, T)]]]),
     });
-    expect(rebuilt.jobs[100]).toMatchObject({
+    expect(rebuilt.jobs.get(100)).toMatchObject({
       status: "finished",
       delivery: { runnerId: 7, state: "acknowledged", at: T + 4 },
     });
@@ -66,7 +66,7 @@ describe("rebuild", () => {
 describe("a job attempt's message after its job ended", () => {
   const d = started([jobIn({ name: "twice", retries: 1 })]);
   const state = d.state;
-  const job = state.jobs[100];
+  const job = state.jobs.get(100);
   if (!job) throw new Error("no job 100");
   const ended = {
     ...jobRecord(state, job, T),

@@ -78,8 +78,8 @@ function freezeNew(next: FlowState, prev?: FlowState, touched?: number[]): void 
   Object.freeze(next.order);
   if (next.error) Object.freeze(next.error);
   for (const id of large && touched ? touched : next.order) {
-    const job = next.jobs[id] as JobState;
-    if (prev && prev.jobs[id] === job) continue;
+    const job = next.jobs.job(id);
+    if (prev && prev.jobs.get(id) === job) continue;
     for (const part of [job.delivery, job.deadline, job.result, job.depends, job.dependents])
       if (part) Object.freeze(part);
     Object.freeze(job);
@@ -121,7 +121,7 @@ export class Driver {
       this.effects.push(effect);
       if (effect.type !== "dispatch") continue;
       this.dispatches.set(effect.job, (this.dispatches.get(effect.job) ?? 0) + 1);
-      const job = t.state.jobs[effect.job] as JobState;
+      const job = t.state.jobs.job(effect.job);
       // Dispatched only once its rules let it run (rules.ts): by default, every dependency finished.
       const verdict = readiness(t.state, job);
       if (!verdict || !("run" in verdict))
@@ -136,7 +136,7 @@ export class Driver {
   }
 
   job(id: number): JobState {
-    const job = this.state.jobs[id];
+    const job = this.state.jobs.get(id);
     if (!job) throw new Error(`no job ${id}`);
     return job;
   }
@@ -346,7 +346,7 @@ class Simulation {
       return () => ({ type: "finished", ...ev, result: { out: `${job}.${attempt}`, n: String(job) }, at: this.at() });
     if (!timesOut) return () => ({ type: "failed", ...ev, error: `attempt ${attempt} failed`, at: this.at() });
     return (s) => {
-      const due = s.jobs[job]?.deadline;
+      const due = s.jobs.get(job)?.deadline;
       return { type: "deadline", job, attempt, kind: due?.kind ?? "result", at: due?.at ?? this.now };
     };
   }
@@ -359,7 +359,7 @@ class Simulation {
     if (rnd() < 0.2) insert(() => ({ type: "started", job, attempt: attempt + 100, runner, at: this.at() }));
     if (rnd() < 0.2)
       insert((s) => {
-        const due = s.jobs[job]?.deadline;
+        const due = s.jobs.get(job)?.deadline;
         return { type: "deadline", job, attempt, kind: due?.kind ?? "delivery", at: (due?.at ?? this.now) - 1 };
       });
   }

@@ -162,7 +162,7 @@ describe("a commit's claims", () => {
       commitKeys: commit.keys,
     });
     expect(first.claimed.map((c) => [c.items.length, c.drained])).toEqual([[2, true]]);
-    expect(started.jobs[1]?.status).toBe("dispatched");
+    expect(started.jobs.get(1)?.status).toBe("dispatched");
     // Run again after an unknown outcome: the pending plan has no claims, and writes nothing twice.
     const again = await store.flows.commit(creation);
     expect(again).toEqual({ skipped: [1], waiting: undefined, claimed: [], invalid: [] });

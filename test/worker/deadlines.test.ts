@@ -73,7 +73,7 @@ describe("Deadlines", () => {
       { type: "assigned", job: 1, attempt: 1, runner: RUNNER, at: T + 1_000 },
       { type: "delivered", job: 1, attempt: 1, runner: RUNNER, acknowledged: false, at: T + 1_000 },
     ]);
-    expect(started.jobs[1]?.deadline).toMatchObject({ kind: "ack", at: T + 61_000 });
+    expect(started.jobs.get(1)?.deadline).toMatchObject({ kind: "ack", at: T + 61_000 });
     await runInDurableObject(stub, async (_instance, ds) => {
       const deadlines = new Deadlines(hostFor(ds.storage, { state: started }, { store }).host);
       try {
@@ -193,7 +193,7 @@ describe("Deadlines", () => {
       const fresh = new Deadlines(host);
       expect(await fresh.storageUp(started, T + 8_000)).toBe(7_000);
       expect(events).toEqual([{ type: "resumed", downFor: 7_000, at: T + 8_000 }]);
-      expect(machine.state.jobs[1]?.deadline).toMatchObject({ kind: "delivery", at: T + 300_000 + 7_000 });
+      expect(machine.state.jobs.get(1)?.deadline).toMatchObject({ kind: "delivery", at: T + 300_000 + 7_000 });
       expect(await ds.storage.get(DOWN_SINCE)).toBeUndefined();
       expect(await fresh.storageUp(machine.state, T + 9_000)).toBe(0); // told once
       expect(events).toHaveLength(1);
@@ -263,7 +263,7 @@ describe("Deadlines", () => {
       use.store = store;
       expect(await deadlines.actOnDue(started, T + 25_000)).toBe(true);
       expect(events).toEqual([{ type: "resumed", downFor: 15_000, at: T + 25_000 }]);
-      expect(machine.state.jobs[1]?.deadline).toMatchObject({ kind: "delivery", at: T + 18_000 });
+      expect(machine.state.jobs.get(1)?.deadline).toMatchObject({ kind: "delivery", at: T + 18_000 });
       expect(await ds.storage.get(DOWN_SINCE)).toBeUndefined();
 
       // Not due before then; due after.
@@ -281,7 +281,7 @@ describe("Deadlines", () => {
           why: "waiting for a pull runner of script type sh to lease it",
         },
       ]);
-      expect(machine.state.jobs[1]).toMatchObject({ status: "error" });
+      expect(machine.state.jobs.get(1)).toMatchObject({ status: "error" });
     });
   });
 
@@ -301,13 +301,13 @@ describe("Deadlines", () => {
         { type: "postponed", job: 1, attempt: 1, kind: "delivery", until: T + 4_000 + 3_000, at: T + 4_000 },
       ]);
       expect(asked).toEqual([1]);
-      expect(machine.state.jobs[1]?.deadline?.at).toBe(T + 7_000);
+      expect(machine.state.jobs.get(1)?.deadline?.at).toBe(T + 7_000);
 
       await store.contextAdmin.setPaused(state.contextId, false);
       expect(await deadlines.actOnDue(machine.state, T + 7_000)).toBe(true);
       expect(events[1]).toMatchObject({ type: "deadline", job: 1, attempt: 1, kind: "delivery", at: T + 7_000 });
       expect(machine.state.status).toBe("error");
-      expect(machine.state.jobs[1]?.error).toBe(
+      expect(machine.state.jobs.get(1)?.error).toBe(
         "attempt 1 was not delivered to a runner within 3 s: waiting for a pull runner of script type sh to lease it",
       );
     });

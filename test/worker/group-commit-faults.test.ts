@@ -59,7 +59,7 @@ describe("GroupCommit, when storage fails", () => {
       const loaded = await commits.load();
       expect(told.reloaded).toBe(1);
       expect(loaded?.status).toBe("started");
-      expect(loaded?.order.map((id) => [loaded.jobs[id]?.status, loaded.jobs[id]?.attempt])).toEqual([
+      expect(loaded?.order.map((id) => [loaded.jobs.get(id)?.status, loaded.jobs.get(id)?.attempt])).toEqual([
         ["dispatched", 1],
         ["dispatched", 1],
         ["dispatched", 1],
@@ -124,7 +124,7 @@ describe("GroupCommit, when storage fails", () => {
       expect(await queued(state)).toBe(3);
 
       const loaded = (await behind.load()) as FlowState;
-      expect(loaded.jobs[1]?.deadline?.at).toBe(T + 300_000); // the start that won, not its own
+      expect(loaded.jobs.get(1)?.deadline?.at).toBe(T + 300_000); // the start that won, not its own
       expect(loaded.jobs).toEqual(ahead.current?.jobs);
       expect(loaded.status).toBe("started");
     });

@@ -48,7 +48,7 @@ describe("GroupCommit", () => {
       ]);
       expect(await jobField(state, 3, "status")).toBe("dispatched");
       const now = commits.current as FlowState;
-      expect(now.jobs[3]?.status).toBe("dispatched");
+      expect(now.jobs.get(3)?.status).toBe("dispatched");
       expect(await new FlowJournal(ds.storage).read()).toEqual(journalOf(now));
       expect(await new PendingCommits(ds.storage).read()).toBeUndefined();
       expect(told.down).toBe(0);
@@ -81,7 +81,7 @@ describe("GroupCommit", () => {
       expect(await queued(state)).toBe(1);
       // The claimed attempts are assigned in memory, in the journal and on the stream by this batch.
       const now = commits.current as FlowState;
-      expect([1, 2, 3].map((id) => now.jobs[id]?.delivery?.state)).toEqual(["assigned", "assigned", undefined]);
+      expect([1, 2, 3].map((id) => now.jobs.get(id)?.delivery?.state)).toEqual(["assigned", "assigned", undefined]);
       expect(told.published.filter((t) => t === "job.dispatched")).toHaveLength(2);
       expect(await new FlowJournal(ds.storage).read()).toEqual(journalOf(now));
       expect(await new PendingCommits(ds.storage).read()).toBeUndefined();

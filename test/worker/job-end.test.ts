@@ -1,6 +1,6 @@
 import { afterAll, describe, expect, it } from "vitest";
 import { storeFor } from "../../functions/core/store.js";
-import { messageId, type FlowState, type JobState } from "../../shared/flow/index.js";
+import { messageId, type FlowState } from "../../shared/flow/index.js";
 import { planCommit, type CommitStep } from "../../shared/store/index.js";
 import { flowOf, shJob, stepsThrough } from "./flow-fixtures.js";
 import { testWorker } from "./harness.js";
@@ -33,7 +33,7 @@ describe("a job's end", () => {
     const fields = Object.fromEntries(job.flatMap((v, i) => (i % 2 === 0 ? [[v, job[i + 1]]] : [])));
     expect(fields).toMatchObject({ status: "finished", attempt: "1", last_runner_id: String(RUNNER) });
     expect(Number(fields.ended_at)).toBe(Math.floor((T + 2) / 1000));
-    const message = w.keys.message(1, state.callerId, messageId(state.jobs[1] as JobState, 1));
+    const message = w.keys.message(1, state.callerId, messageId(state.jobs.job(1), 1));
     expect(await w.redis.exec<string>(["HGET", message, "status"])).toBe("dispatched");
     expect(await w.redis.exec<number>(["HEXISTS", message, "ended_at"])).toBe(0);
 

@@ -70,7 +70,7 @@ describe("a commit that starts a flow's deadlines", () => {
     expect(await sweepDue(state.contextId)).toBeNull();
 
     const rerun = await commit(failed, [{ type: "rerun", bases: { 1: 200 }, at: T + 60_000 }], T + 60_000);
-    expect(rerun.jobs[1]).toMatchObject<Partial<JobState>>({ status: "dispatched", attempt: 2 });
+    expect(rerun.jobs.get(1)).toMatchObject<Partial<JobState>>({ status: "dispatched", attempt: 2 });
     expect(await sweepDue(state.contextId)).toBe(T + 60_000 + 300_000);
   });
 });
