@@ -116,16 +116,18 @@ describe("runner concurrency is global", () => {
     expect(await slotsHeld(ctx, runner.id)).toBe(0);
   }, 320_000);
 
-  it("runs 100 flows × 10 jobs across two runners, each within its own concurrency", async () => {
+  it("runs 50 flows × 10 jobs across two runners, each within its own concurrency", async () => {
     const ctx = (await admin().client.createContext()).id;
     const a = await stack().registerTestRunner(admin().client, ctx, { TIMES: "1", WORK_MS: "10" }, 8);
     const b = await stack().registerTestRunner(admin().client, ctx, { TIMES: "1", WORK_MS: "10" }, 12);
     const [pa, pb] = await Promise.all([a.start(), b.start()]);
     const flows: FlowView[] = [];
-    for (let i = 0; i < 100; i += 20)
+    // 50 flows (it was 100: 500 deliveries show the limits as well, in half the time of the run's
+    // serial tail, where this file runs alone).
+    for (let i = 0; i < 50; i += 10)
       flows.push(
         ...(await Promise.all(
-          Array.from({ length: 20 }, (_, k) =>
+          Array.from({ length: 10 }, (_, k) =>
             admin().client.submitFlow(ctx, { start: true, jobs: shJobs(`g${i + k}-`, 10) }),
           ),
         )),
@@ -135,9 +137,9 @@ describe("runner concurrency is global", () => {
     for (const view of await ends) expect(view.status).toBe("finished");
     const [da, db] = [deliveries(pa), deliveries(pb)];
     console.log(
-      `100 × 10 jobs on runners of 8 and 12: ${da.length} and ${db.length} deliveries, most held ${mostA} and ${mostB}`,
+      `50 × 10 jobs on runners of 8 and 12: ${da.length} and ${db.length} deliveries, most held ${mostA} and ${mostB}`,
     );
-    expect(da.length + db.length).toBe(1000);
+    expect(da.length + db.length).toBe(500);
     expect(da.length).toBeGreaterThan(0);
     expect(db.length).toBeGreaterThan(0);
     expect(Math.max(...da.map((d) => d.load))).toBeLessThanOrEqual(8);
