@@ -1,4 +1,5 @@
 import { ZodError } from "zod";
+import { issueMessage } from "./issue-words.js";
 import { ConflictError, CorruptRecordError, NotFoundError, StorageUnavailableError } from "../../shared/store/index.js";
 import { Problem } from "./problem.js";
 
@@ -55,7 +56,7 @@ export function fieldProblem(errors: FieldError[], detail?: string): Problem {
 export function invalidInput(error: ZodError, where = "body"): Problem {
   const errors = error.issues.map((issue) => ({
     field: [where, ...issue.path.map(String)].join("."),
-    message: issue.message,
+    message: issueMessage(issue),
   }));
   // A failed parse always has an issue; should one ever come without, name the whole input.
   return fieldProblem(errors.length > 0 ? errors : [{ field: where, message: "invalid" }]);

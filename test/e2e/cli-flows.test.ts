@@ -205,14 +205,18 @@ describe("flowc flows", () => {
 
     const wrong = file(
       "wrong.yaml",
-      'jobs:\n  - name: a\n    script_type: ruby\n    script: "true"\n    timeout: -1\n',
+      'jobs:\n  - name: a\n    script_type: ruby\n    script: "true"\n    timeout: -1\n    dependss: []\n',
     );
     const refused = await owner.run("flow", "submit", contextId, wrong);
     expect(refused.code).toBe(1);
     expect(refused.errors).toEqual([
-      `flowc: ${wrong}: the coordinator refused the flow (2 problems):`,
+      `flowc: ${wrong}: the coordinator refused the flow (3 problems):`,
       expect.stringMatching(new RegExp(`^ {2}${wrong}:3: jobs\\.0\\.script_type \\(job "a"\\): Invalid option`)),
-      expect.stringMatching(new RegExp(`^ {2}${wrong}:5: jobs\\.0\\.timeout \\(job "a"\\): Too small`)),
+      // The unit a number's name does not say, and the field a typo most likely meant.
+      expect.stringMatching(
+        new RegExp(`^ {2}${wrong}:5: jobs\\.0\\.timeout \\(job "a"\\): Too small.* \\(timeout is in seconds\\)$`),
+      ),
+      `  ${wrong}:6: jobs.0.dependss (job "a"): Unrecognized key: "dependss" (did you mean "depends"?)`,
     ]);
     expectOneErrorLine(
       await owner.run("flow", "submit", contextId, path.join(owner.home, "missing.yaml")),
