@@ -15,7 +15,7 @@ export function issueMessage(issue: z.core.$ZodIssue): string {
     return `missing required field (${issue.message.replace(/^Invalid input: /, "").replace(/, received undefined$/, "")})`;
   const unit = typeof field === "string" ? unitOf(field) : undefined;
   if (unit && (issue.code === "too_big" || issue.code === "too_small" || issue.code === "invalid_type"))
-    return `${issue.message} (${field} is in ${unit})`;
+    return `${issue.message} (${String(field)} is in ${unit})`;
   return issue.message;
 }
 
