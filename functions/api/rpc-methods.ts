@@ -1,5 +1,5 @@
 import { z } from "zod";
-import { FlowSubmission } from "../../shared/flow/index.js";
+import { FlowSubmission, RerunFields, runWithFrom } from "../../shared/flow/index.js";
 import {
   Actor,
   ActorRegistration,
@@ -199,11 +199,12 @@ export const METHODS: MethodTable = {
     run: (call, p) => cancelFlow(call, p.context_id, p.id, p.reason),
   }),
   "flow.rerun": method({
-    summary: "Re-run a failed flow from its failed jobs (admins); finished jobs keep their results",
-    params: InContext,
+    summary:
+      "Re-run a flow (admins): a failed one from its failed jobs; with from (and the run it replaces), one that ended from that job and everything downstream of it; env_vars go over the flow's env",
+    params: InContext.safeExtend(RerunFields.shape).superRefine(runWithFrom),
     result: FlowView,
     alsoFails: [409],
-    run: (call, p) => rerunFlow(call, p.context_id, p.id),
+    run: (call, { context_id, id, ...body }) => rerunFlow(call, context_id, id, body),
   }),
   "job.create": method({
     summary: "Create (and maybe start) a job outside any flow (admins)",

@@ -19,6 +19,16 @@ import type { DispatchScope, FlowScope } from "./scopes.js";
  * these interfaces; a change of signature shows up on both sides.
  */
 
+/**
+ * What a re-run asks, as the API takes it (docs/flows.md, "Re-runs"): the job to re-run from
+ * (its id, or its name), env variables to set from this run on, and the run it replaces.
+ */
+export interface RerunInput {
+  from?: number | string | undefined;
+  env?: Record<string, string> | undefined;
+  run?: number | undefined;
+}
+
 /** What `create` needs: the resolved DAG and the ids reserved for it. */
 export interface CreateFlowInput {
   callerId: number;
@@ -105,8 +115,11 @@ export interface FlowCoordinatorRpc extends Rpc.DurableObjectBranded {
   start(scope: FlowScope): Promise<RpcResult<FlowView>>;
   /** Cancels the flow; one that ended already (a repeated cancel too) is a 409 naming its status, nothing written. */
   cancel(scope: FlowScope, reason: string): Promise<RpcResult<FlowView>>;
-  /** Runs a failed flow again from its failed jobs. */
-  rerun(scope: FlowScope): Promise<RpcResult<FlowView>>;
+  /**
+   * Runs the flow again: a failed one from its failed jobs, or one that ended from a job (`from`),
+   * with env overrides; refused (409) when it is not at the run `run` names.
+   */
+  rerun(scope: FlowScope, input?: RerunInput): Promise<RpcResult<FlowView>>;
   /** The flow with every job's live status; null when there is no such flow. */
   view(scope: FlowScope, options?: { explain?: boolean }): Promise<RpcResult<FlowView | null>>;
   /** Applies a runner's event; resolves once the transition is durable. */

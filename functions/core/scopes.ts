@@ -74,9 +74,15 @@ export function scopeName(scope: Pick<FlowScope, "flowId" | "job">): string {
  * A 409 naming the status that refused a command on a scope, as `flow 3 <detail>`, and in
  * `flow_status` (a job outside any flow: `job_status`; a problem's own `status` is its HTTP one).
  */
-export function scopeConflict(scope: Pick<FlowScope, "flowId" | "job">, status: string, detail: string): Problem {
+export function scopeConflict(
+  scope: Pick<FlowScope, "flowId" | "job">,
+  status: string,
+  detail: string,
+  extra: Record<string, unknown> = {},
+): Problem {
   return new Problem("conflict", `${scopeName(scope)} ${detail}`, {
     [scope.job ? "job_status" : "flow_status"]: status,
+    ...extra,
   });
 }
 

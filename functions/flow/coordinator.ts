@@ -11,16 +11,18 @@ import type {
   EventExtras,
   ReportedEvent,
   FlowCoordinatorRpc,
+  RerunInput,
 } from "../core/contracts.js";
 import type { Env } from "../core/env.js";
 import { toProblem } from "../core/errors.js";
 import { Problem, problemData, unwrap, type RpcResult } from "../core/problem.js";
 import { scopeConflict, type FlowScope } from "../core/scopes.js";
 import { closeQuietly } from "../core/sockets.js";
-import { createNow, rerunEvent } from "./creation.js";
+import { createNow } from "./creation.js";
 import { FlowObject } from "./flow-object.js";
 import { noteNamedRunners } from "./own-claims.js";
 import { purgeFlow } from "./purge.js";
+import { rerunConflict, rerunEvent } from "./rerun.js";
 import { applyReported, inJobOrder } from "./reported.js";
 import { sinceOf } from "./stream.js";
 import { flowView } from "./view.js";
@@ -86,11 +88,20 @@ export class FlowCoordinator extends DurableObject<Env> implements FlowCoordinat
     return this.command(scope, () => ({ type: "cancel", reason, at: Date.now() }), refused);
   }
 
-  /** Each failed job gets fresh retries and a fresh block of message ids (rerunEvent). */
-  async rerun(scope: FlowScope): Promise<RpcResult<FlowView>> {
+  /**
+   * Runs the flow again as `input` asks (rerun.ts): each job run again gets fresh retries and a
+   * fresh block of message ids. A refusal (checked before the ids are taken, and by the machine
+   * on the state it applies to) is a 409 naming the flow's status and run.
+   */
+  async rerun(scope: FlowScope, input: RerunInput = {}): Promise<RpcResult<FlowView>> {
     return this.guard(scope, async () => {
-      const t = await this.flow.commits.enqueue(await rerunEvent(this.bound(), this.current(), this.store()));
-      if (t.outcome !== "applied") throw new Problem("conflict", t.reason ?? "the flow could not be re-run");
+      const event = await rerunEvent(this.bound(), this.current(), this.store(), input);
+      const t = await this.flow.commits.enqueue(event);
+      if (t.outcome !== "applied")
+        throw (
+          rerunConflict(this.bound(), t.state, event) ??
+          new Problem("conflict", t.reason ?? "the flow could not be re-run")
+        );
       return this.viewOf(this.current());
     });
   }

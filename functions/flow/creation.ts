@@ -1,15 +1,8 @@
-import {
-  rerunJobs,
-  messagesNeeded,
-  newFlowState,
-  rerunBases,
-  type FlowEvent,
-  type FlowState,
-} from "../../shared/flow/index.js";
+import { newFlowState, type FlowState } from "../../shared/flow/index.js";
 import { createdChange } from "../../shared/flow/changes.js";
 import { ConflictError, type Store } from "../../shared/store/index.js";
 import type { CreateFlowInput } from "../core/contracts.js";
-import { scopeConflict, type FlowScope } from "../core/scopes.js";
+import type { FlowScope } from "../core/scopes.js";
 import type { FlowBinding } from "./binding.js";
 import type { Deadlines } from "./deadlines.js";
 import type { FeedRelay } from "./feed-relay.js";
@@ -76,17 +69,4 @@ export async function createNow(host: CreationHost, scope: FlowScope, input: Cre
   });
   await host.binding.keep();
   if (!(await host.relay.forward(scope))) await host.deadlines.arm(commits.current, true);
-}
-
-/**
- * The re-run of a failed flow: each failed job gets fresh retries and a fresh block of message
- * ids, allocated here. The machine refuses a re-run of a flow that did not fail too; asking first
- * keeps a refused re-run from using up ids (a 409 naming its status).
- */
-export async function rerunEvent(scope: FlowScope, state: FlowState, store: Store): Promise<FlowEvent> {
-  if (state.status !== "error")
-    throw scopeConflict(scope, state.status, `is ${state.status}: only a failed one can be re-run`);
-  const needed = messagesNeeded(rerunJobs(state).map((id) => state.jobs.job(id).spec));
-  const first = await store.messages.allocateIds(state.contextId, state.callerId, needed);
-  return { type: "rerun", bases: rerunBases(state, first), at: Date.now() };
 }

@@ -1,4 +1,5 @@
 import {
+  currentRun,
   flowResult,
   jobKey,
   jobKind,
@@ -92,6 +93,7 @@ export function flowView(state: FlowState, dispatch: Map<number, JobWaiting> = n
     context_id: state.contextId,
     caller_id: state.callerId,
     status: state.status,
+    run: currentRun(state),
     env_vars: state.envVars,
     result: flowResult(state),
     ...(state.error ? { error: state.error } : {}),

@@ -1,3 +1,4 @@
+import type { RerunRequest } from "../../shared/flow/index.js";
 import { deadLetterIds } from "../../shared/keys.js";
 import type { DeadLetter, Flow, FlowView } from "../../shared/model/index.js";
 import type { Page } from "../../shared/store/index.js";
@@ -15,9 +16,18 @@ export function cancelFlow(call: FlowCall, contextId: number, flowId: number, re
   return flowCommand(call, contextId, flowId, (stub, scope) => stub.cancel(scope, reason));
 }
 
-/** Re-runs a failed flow from its failed jobs (admins); finished jobs are not run again. */
-export function rerunFlow(call: FlowCall, contextId: number, flowId: number): Promise<FlowView> {
-  return flowCommand(call, contextId, flowId, (stub, scope) => stub.rerun(scope));
+/**
+ * Re-runs a flow (admins): a failed one from its failed jobs, or one that ended from a job
+ * (`from`, with the `run` it replaces), with env overrides (docs/flows.md, "Re-runs").
+ */
+export function rerunFlow(
+  call: FlowCall,
+  contextId: number,
+  flowId: number,
+  body: RerunRequest = {},
+): Promise<FlowView> {
+  const input = { from: body.from, env: body.env_vars, run: body.run };
+  return flowCommand(call, contextId, flowId, (stub, scope) => stub.rerun(scope, input));
 }
 
 /**

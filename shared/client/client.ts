@@ -8,7 +8,7 @@ import {
   type PrivateJwk,
   type RequestSigner,
 } from "../auth/index.js";
-import type { FlowSubmissionInput } from "../flow/index.js";
+import type { FlowSubmissionInput, RerunRequest } from "../flow/index.js";
 import type { EventInput } from "../model/index.js";
 import {
   Actor,
@@ -269,9 +269,15 @@ export class CoordinatorClient {
     return EventSent.parse(await this.request("POST", `/v1/contexts/${contextId}/events`, event));
   }
 
-  /** Runs a failed flow again from its failed jobs; finished jobs keep their results. */
-  async rerunFlow(contextId: number, flowId: number): Promise<FlowView> {
-    return FlowView.parse(await this.request("POST", `/v1/contexts/${contextId}/flows/${flowId}/rerun`));
+  /**
+   * Runs a flow again. Without `options`, a failed flow from its failed jobs (finished jobs keep
+   * their results). With `from` (a job's id or name) and the `run` it replaces (the view's `run`),
+   * a flow that ended from that job and everything downstream of it; `env_vars` go over the
+   * flow's env. A flow no longer at `run` (a repeated call) is an ApiError 409: never run twice.
+   */
+  async rerunFlow(contextId: number, flowId: number, options?: z.input<typeof RerunRequest>): Promise<FlowView> {
+    const path = `/v1/contexts/${contextId}/flows/${flowId}/rerun`;
+    return FlowView.parse(await this.request("POST", path, options));
   }
 
   /**

@@ -25,40 +25,6 @@ export function messagesNeeded(jobs: Pick<DagJob, "retries">[]): number {
   return jobs.reduce((sum, job) => sum + attemptBlock(job), 0) + 1;
 }
 
-/**
- * The jobs a re-run runs again, in submission order: the failed ones, and those skipped because
- * of them (downstream of a failed job: their rules may let them run once it finishes).
- */
-export function rerunJobs(state: FlowState): number[] {
-  const again = new Set<number>();
-  for (const id of state.order) {
-    if (state.jobs.job(id).status === "error") again.add(id);
-  }
-  const pending = [...again];
-  while (pending.length > 0) {
-    for (const next of state.jobs.job(pending.pop() as number).dependents) {
-      if (again.has(next) || state.jobs.job(next).status !== "skipped") continue;
-      again.add(next);
-      pending.push(next);
-    }
-  }
-  return state.order.filter((id) => again.has(id));
-}
-
-/**
- * A fresh block of message ids for each job a re-run runs again, laid out from `first` (the ids
- * `messagesNeeded` counted for them); the id after the last block is the re-run's result message.
- */
-export function rerunBases(state: FlowState, first: number): Record<number, number> {
-  const bases: Record<number, number> = {};
-  let next = first;
-  for (const id of rerunJobs(state)) {
-    bases[id] = next;
-    next += attemptBlock(state.jobs.job(id).spec);
-  }
-  return bases;
-}
-
 /** What a job runs, from its submission or its stored record (the same fields in both). */
 export function specOf(
   job: { [K in keyof JobSpec]?: JobSpec[K] | undefined } & Pick<

@@ -1,6 +1,6 @@
 import { progressCount, type FlowEventType, type FlowStreamEvent, type JobStatus, type Log } from "../model/index.js";
 import { changedJobs } from "./draft.js";
-import type { FlowEvent, Transition } from "./events.js";
+import type { FlowEffect, FlowEvent, Transition } from "./events.js";
 import type { FlowState, JobState } from "./state.js";
 
 /**
@@ -21,14 +21,35 @@ function progressOf(state: FlowState): Record<JobStatus, number> {
   return counts;
 }
 
-/** A change of the flow as a whole, with its job counts. */
+/** A change of the flow as a whole, with its job counts (and its run, from a re-run on). */
 export function flowChange(
   type: FlowEventType,
   state: FlowState,
   at: number,
   extra: Partial<FlowChange> = {},
 ): FlowChange {
-  return { type, at_ms: at, status: state.status, progress: progressOf(state), ...extra };
+  return { type, at_ms: at, status: state.status, ...runOf(state), progress: progressOf(state), ...extra };
+}
+
+/** The run an event of `state` is of, told from the first re-run on (absent: run 1). */
+function runOf(state: Pick<FlowState, "run">): { run?: number } {
+  return state.run !== undefined && state.run > 1 ? { run: state.run } : {};
+}
+
+/** Job events told during a re-run carry its number, as the flow's own do. */
+function inRun(state: FlowState, changes: FlowChange[]): FlowChange[] {
+  const run = runOf(state);
+  return run.run === undefined ? changes : changes.map((c) => (c.run === undefined ? { ...c, ...run } : c));
+}
+
+/** The `flow.rerun` event: the run it starts, the jobs it runs again, from which job, what env it changed. */
+function rerunChange(state: FlowState, effect: Extract<FlowEffect, { type: "flowRerun" }>, at: number): FlowChange {
+  return flowChange("flow.rerun", state, at, {
+    run: state.run ?? 2,
+    jobs: effect.jobs,
+    ...(effect.from !== undefined ? { from_job_id: effect.from } : {}),
+    ...(effect.env !== undefined ? { env_changed: effect.env } : {}),
+  });
 }
 
 function jobChange(type: FlowEventType, job: JobState, at: number, extra: Partial<FlowChange> = {}): FlowChange {
@@ -72,7 +93,7 @@ export function changesOf(before: FlowState, t: Transition, event: FlowEvent, li
   if (event.type === "cancel") out.push(flowChange("flow.cancelled", after, at, { reason: event.reason }));
   for (const effect of t.effects) {
     if (effect.type === "flowStarted") out.push(flowChange("flow.started", after, at));
-    if (effect.type === "flowRerun") out.push(flowChange("flow.rerun", after, at));
+    if (effect.type === "flowRerun") out.push(rerunChange(after, effect, at));
   }
   const reported = REPORTED[event.type];
   if (reported && "job" in event) {
@@ -132,7 +153,7 @@ export function changesOf(before: FlowState, t: Transition, event: FlowEvent, li
     const error = after.error ? { error: after.error.reason } : {};
     out.push(flowChange(after.status === "finished" ? "flow.finished" : "flow.error", after, at, error));
   }
-  return out;
+  return inRun(after, out);
 }
 
 function refusal(job: JobState): Partial<FlowChange> {
@@ -192,5 +213,5 @@ export function catchUpChanges(
       state.status === "finished" ? "flow.finished" : state.status === "error" ? "flow.error" : "flow.started";
     out.push(flowChange(type, state, at, state.error ? { error: state.error.reason } : {}));
   }
-  return out;
+  return inRun(state, out);
 }

@@ -1,4 +1,4 @@
-import type { DeliveryReport, ResultMap } from "../model/index.js";
+import type { DeliveryReport, EnvVars, FlowStatus, ResultMap } from "../model/index.js";
 import type { DeadlineKind, FlowState } from "./state.js";
 
 /**
@@ -49,10 +49,19 @@ export type FlowEvent =
    */
   | { type: "resumed"; downFor: number; at: number }
   /**
-   * Runs a failed flow again from its failed jobs. `bases` gives each failed job the first of a
-   * fresh block of message ids for its new attempts.
+   * Runs a flow again (rerun.ts): a failed one from its failed jobs; with `from`, one that ended
+   * from that job and everything downstream of it. `env` goes over the flow's env from this run
+   * on; `run`, when given, is the run the caller means to replace (any other is refused).
+   * `bases` gives each job run again the first of a fresh block of message ids.
    */
-  | { type: "rerun"; bases: Record<number, number>; at: number };
+  | {
+      type: "rerun";
+      bases: Record<number, number>;
+      at: number;
+      from?: number;
+      env?: EnvVars;
+      run?: number;
+    };
 
 /** What the shell must do because of a transition. */
 export type FlowEffect =
@@ -69,8 +78,11 @@ export type FlowEffect =
   | { type: "cancelJob"; job: number; attempt: number; runner: number; reason: string }
   /** The flow reached a final status: report it to the actor. */
   | { type: "flowEnded" }
-  /** A failed flow runs again. */
-  | { type: "flowRerun"; jobs: number[] }
+  /**
+   * The flow runs again (its run number is the state's): `jobs` run again, `was` is how it had
+   * ended, `from` the job asked for, `env` the names of the variables the re-run changed.
+   */
+  | { type: "flowRerun"; jobs: number[]; was: FlowStatus; from?: number; env?: string[] }
   /** A wait started: the context's index of waits by event name and key gets it (until it ends). */
   | { type: "waitStarted"; job: number }
   /** A sleep started (nothing to write: its deadline is the flow's, in its object's journal). */

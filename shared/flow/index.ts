@@ -1,7 +1,9 @@
 export { resolveDag } from "./dag.js";
 export type { DagIssue, DagJob } from "./dag.js";
 export { jobEnvironment } from "./env.js";
-export { rerunJobs, messagesNeeded, newFlowState, rerunBases } from "./build.js";
+export { messagesNeeded, newFlowState } from "./build.js";
+export { currentRun, rerunBases, rerunEnv, rerunJobs, rerunRefusal } from "./rerun.js";
+export type { RerunAsk } from "./rerun.js";
 export { apply, deadlineEvent, dueDeadlines, nearestDeadline } from "./machine.js";
 export { reportedEnd } from "./events.js";
 export { flowDeadline, waitKeyOf } from "./work.js";
@@ -17,6 +19,9 @@ export {
   FlowSubmissionFields,
   MESSAGE_TIMEOUTS,
   MessageTimeouts,
+  RerunFields,
+  RerunRequest,
+  runWithFrom,
   withDeadlineChecks,
 } from "./submission.js";
 export type { FlowSubmissionInput } from "./submission.js";

@@ -1,7 +1,7 @@
 import { deadline, dispatch, Draft, ENDED, leaseDeadline } from "./draft.js";
 import { unchanged, type FlowEvent, type Transition } from "./events.js";
-import { rerunJobs } from "./build.js";
-import { cancel, fail, finish, rerun, skip, startFlow } from "./outcomes.js";
+import { cancel, fail, finish, skip, startFlow } from "./outcomes.js";
+import { reRun } from "./rerun.js";
 import { jobKey, jobKind, type Deadline, type Delivery, type FlowState, type JobState } from "./state.js";
 import { flowDeadline, sleptUntil } from "./work.js";
 
@@ -68,17 +68,6 @@ function onEvent(state: FlowState, event: Extract<FlowEvent, { type: "event" }>)
     );
   const d = new Draft(state);
   finish(d, job.id, { ...event.data, event_id: event.id }, event.at);
-  return d.done();
-}
-
-function reRun(state: FlowState, event: Extract<FlowEvent, { type: "rerun" }>): Transition {
-  if (state.status !== "error")
-    return unchanged(state, "not-applicable", `only a failed flow can be re-run; this one is ${state.status}`);
-  const failed = rerunJobs(state);
-  const missing = failed.find((id) => event.bases[id] === undefined);
-  if (missing !== undefined) return unchanged(state, "not-applicable", `no message ids for job ${missing}`);
-  const d = new Draft(state);
-  rerun(d, failed, event.bases, event.at);
   return d.done();
 }
 

@@ -1,5 +1,6 @@
 import { formatBytes, jsonBytes, SIZE_LIMITS, type ResultMap } from "../model/index.js";
 import { backoffMs, dispatch, ENDED, timings, type Draft } from "./draft.js";
+import type { FlowEffect } from "./events.js";
 import { jobInputs } from "./env.js";
 import { cleanups, readiness, runsAfterFailure } from "./rules.js";
 import { jobKey, messageId, type FlowState, type JobState } from "./state.js";
@@ -283,11 +284,17 @@ export function cancel(d: Draft, reason: string, at: number, why = `cancelled: $
 }
 
 /**
- * Runs a failed flow again from its failed jobs (and the jobs skipped because of them, see
- * `rerunJobs`): finished jobs keep their results and are not run again; each failed job gets
- * fresh retries and a fresh block of message ids (`bases`), and runs once its rules let it.
+ * Runs the flow again: the jobs `again` (rerun.ts decides which) forget how they ended, each
+ * gets fresh retries and a fresh block of message ids (`bases`), and runs once its rules let it;
+ * every other job keeps its status and result. `info` is what the flowRerun effect tells.
  */
-export function rerun(d: Draft, again: number[], bases: Record<number, number>, at: number): void {
+export function rerun(
+  d: Draft,
+  again: number[],
+  bases: Record<number, number>,
+  at: number,
+  info: Omit<Extract<FlowEffect, { type: "flowRerun" }>, "type" | "jobs">,
+): void {
   d.flow.status = "started";
   delete d.flow.error;
   delete d.flow.endedAt;
@@ -312,7 +319,7 @@ export function rerun(d: Draft, again: number[], bases: Record<number, number>, 
       durationMs: undefined,
     });
   }
-  d.effects.push({ type: "flowRerun", jobs: again });
+  d.effects.push({ type: "flowRerun", jobs: again, ...info });
   for (const id of again) {
     const job = d.job(id);
     if (job.status !== "waiting_for_prerequisites" || d.flow.status !== "started") continue; // the flow failed again

@@ -101,6 +101,7 @@ export function rebuildState(records: StoredRecords): FlowState {
     ...(flow?.max_parallel !== undefined ? { maxParallel: flow.max_parallel } : {}),
     ...(flow?.started_at !== undefined ? { startedAt: flow.started_at * 1000 } : {}),
     ...(flow?.ended_at !== undefined ? { endedAt: flow.ended_at * 1000 } : {}),
+    ...(flow?.run !== undefined ? { run: flow.run } : {}),
   };
   if (state.status === "started") restartLost(state, byId);
   return state;

@@ -157,6 +157,11 @@ export interface FlowState {
   startedAt?: number;
   endedAt?: number;
   /**
+   * Which run of the flow this is: unset for the first, 2 after its first re-run, and so on
+   * (rerun.ts). Kept in the flow record (`run`); a job outside any flow has none.
+   */
+  run?: number;
+  /**
    * The size of its finished jobs' results together (bytes of JSON), which SIZE_LIMITS bounds:
    * kept from the first time it is needed (a state read back from storage starts without it).
    */

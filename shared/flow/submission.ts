@@ -207,3 +207,44 @@ export function sleepPastDeadline(
     ? `${job.sleep_until} is past the flow's deadline (timeouts.flow: ${limit} s from its start)`
     : undefined;
 }
+
+/**
+ * The fields of a re-run (`POST …/flows/{f}/rerun`, `flow.rerun`), every one optional: none, and
+ * a failed flow runs again from its failed jobs. `from` re-runs a flow that ended from that job
+ * and everything downstream of it, and needs `run` (`runWithFrom`).
+ */
+export const RerunFields = z
+  .object({
+    from: JobRef.optional().describe(
+      "The job to re-run from, by id or name: it and everything downstream of it run again, what is upstream keeps its result. The flow must have ended (finished or error).",
+    ),
+    env_vars: EnvVarsInput.optional().describe(
+      "Variables set over the flow's env_vars from this run on (a template's inputs are its INPUT_<NAME> variables: this changes them). The flow's env with them over it is held to the same 64 KiB.",
+    ),
+    run: z
+      .int()
+      .min(1)
+      .max(1_000_000)
+      .optional()
+      .describe(
+        "The run this re-run replaces, as the flow's view gives it (`run`): another run is refused 409, so a repeated request never runs the flow twice. Required with `from`.",
+      ),
+  })
+  .strict();
+
+/**
+ * `run` is required with `from`: a re-run of a flow that ended could otherwise be applied twice
+ * by a repeated request (each would find the flow ended, and run it again).
+ */
+export function runWithFrom(body: { from?: unknown; run?: number | undefined }, ctx: z.RefinementCtx): void {
+  if (body.from !== undefined && body.run === undefined)
+    ctx.addIssue({
+      code: "custom",
+      path: ["run"],
+      message: "required with from: the run being replaced, as the flow's view gives it (run)",
+    });
+}
+
+/** The body of a re-run, as the route takes it. */
+export const RerunRequest = RerunFields.superRefine(runWithFrom).meta({ id: "RerunRequest" });
+export type RerunRequest = z.infer<typeof RerunRequest>;

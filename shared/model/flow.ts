@@ -44,7 +44,7 @@ export const FlowTimeoutsRecord = z
  * key without clobbering each other; they are kept once, in the jobs' records, and a flow's view
  * (`FlowView.result`) gathers them: the record's `result`, which the model has, is not stored and
  * lists of flows leave it out. Extensions beyond the model: `error`, `timeouts`, `trace_id`,
- * `priority`, `max_parallel`, `started_at`, `ended_at`.
+ * `priority`, `max_parallel`, `started_at`, `ended_at`, `run`.
  */
 export const Flow = z
   .object({
@@ -64,6 +64,11 @@ export const Flow = z
     max_parallel: MaxParallel.optional(),
     started_at: Timestamp.optional(),
     ended_at: Timestamp.optional(),
+    run: z
+      .int()
+      .min(2)
+      .optional()
+      .describe("Which run of the flow this is, once it was re-run: 2 after its first re-run (absent: its first run)."),
   })
   .strict()
   .meta({ id: "Flow" });

@@ -63,6 +63,15 @@ export const FlowStreamEvent = z
     event_key: z.string().optional(),
     /** Epoch milliseconds a wait times out or a sleep ends (`job.wait_started`, `job.sleep_started`). */
     until_ms: z.int().min(0).optional(),
+    /**
+     * Which run of the flow the event is of (on every event from a first re-run on; absent: run
+     * 1). Attempt numbers go on across runs, so an attempt is also its run's.
+     */
+    run: z.int().min(1).optional(),
+    /** `flow.rerun`: the jobs that run again, the job asked to re-run from, the env variables changed. */
+    jobs: z.array(Id).optional(),
+    from_job_id: Id.optional(),
+    env_changed: z.array(z.string()).optional(),
     /** For `flow.*`: how many jobs are in each status now. */
     progress: z.record(JobStatus, z.int().min(0)).optional(),
   })

@@ -83,6 +83,8 @@ export const FlowView = z
     context_id: Id,
     caller_id: Id,
     status: FlowStatus,
+    /** Which run of the flow this is: 1 the first, one more for each re-run (docs/flows.md, "Re-runs"). */
+    run: z.int().min(1),
     env_vars: EnvVars,
     result: z.record(z.string(), ResultMap),
     error: FlowErrorInfo.optional(),

@@ -130,7 +130,7 @@ export class StepSection {
       case "deadLetter":
         return this.deadLetter(effect);
       case "flowRerun":
-        return this.flowRerun(effect.jobs);
+        return this.flowRerun(effect);
       case "cancelJob":
         return; // carried out by the shell after the commit: a signed cancel to the runner
       case "jobEnded":
@@ -243,19 +243,25 @@ export class StepSection {
     this.ops.push(["X", k.deadLetters(this.ctx), args]);
   }
 
-  /** A failed flow runs again: its lifecycle fields, and each job run again forgets its end. */
-  flowRerun(jobs: number[]): void {
-    const id = String(this.state.id);
-    const member = deadlineMember(deadlineOwner(this.state));
+  /**
+   * An ended flow runs again: its lifecycle fields, its run and env (durable, so that a rebuild
+   * from Redis runs the new attempts with the env they were re-run with), its place in the
+   * indexes of how it had ended (`was`), and each job run again forgets its end.
+   */
+  flowRerun({ jobs, was }: Extract<FlowEffect, { type: "flowRerun" }>): void {
+    const { state } = this;
+    const id = String(state.id);
+    const member = deadlineMember(deadlineOwner(state));
     if (!this.standalone) {
-      const flowKey = this.keys.flow(this.ctx, this.state.id);
+      const flowKey = this.keys.flow(this.ctx, state.id);
       this.ops.push(["D", flowKey, ["ended_at", "error"], 1]);
-      this.ops.push(["H", flowKey, encodePairs(codecs.flow, { status: "started", updated_at: this.secs })]);
-      this.ops.push(["R", this.keys.flowsByStatus(this.ctx, "error"), [id]]);
+      const again = { status: "started" as const, run: state.run, env_vars: state.envVars, updated_at: this.secs };
+      this.ops.push(["H", flowKey, encodePairs(codecs.flow, again)]);
+      this.ops.push(["R", this.keys.flowsByStatus(this.ctx, was), [id]]);
       this.ops.push(["Z", this.keys.flowsByStatus(this.ctx, "started"), [id, id]]);
     }
     // Running again: nothing of it may be removed now (retention.ts, the purge's guard).
-    this.ops.push(["R", this.keys.ended(this.ctx, "error"), [member]]);
+    if (was === "finished" || was === "error") this.ops.push(["R", this.keys.ended(this.ctx, was), [member]]);
     for (const jobId of jobs) this.jobRerun(this.job(jobId));
     this.deadlinesStart();
   }

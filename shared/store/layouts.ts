@@ -48,6 +48,7 @@ export const codecs = {
       max_parallel: "int",
       started_at: "int",
       ended_at: "int",
+      run: "int",
     },
   },
   job: {

@@ -153,6 +153,24 @@ describe("commit sections", () => {
     ]);
   });
 
+  it("a re-run from a job of a finished flow: out of the finished indexes, its run and env kept in the record", () => {
+    const d = started([jobIn({ name: "a" }), jobIn({ name: "b", depends: ["a"] })], { envVars: { KEEP: "1" } });
+    d.run(100);
+    d.run(101);
+    const t = d.send({ type: "rerun", bases: { 101: 2000 }, at: T + 9_000, from: 101, run: 1, env: { MODE: "x" } });
+    const { ops } = sectionOf({ ...t, effects: only(t.effects, "flowRerun") });
+    expect(ops.map(([op, key, , g]) => [op, key, g]).slice(0, 5)).toEqual([
+      ["D", keys.flow(3, 7), 1],
+      ["H", keys.flow(3, 7), undefined],
+      ["R", keys.flowsByStatus(3, "finished"), undefined],
+      ["Z", keys.flowsByStatus(3, "started"), undefined],
+      ["R", keys.ended(3, "finished"), undefined],
+    ]);
+    const record = ops[1] as Op;
+    expect([valueOf(record, "status"), valueOf(record, "run")]).toEqual(["started", "2"]);
+    expect(JSON.parse(valueOf(record, "env_vars") ?? "null")).toEqual({ KEEP: "1", MODE: "x" });
+  });
+
   it("puts the surest guard first, and leaves a section of unguarded writes unguarded", () => {
     const d = twoJobs();
     const t = d.run(100);

@@ -98,7 +98,7 @@ describe("re-run", () => {
     expect(needed).toBe(4); // bad 2 attempts, after 1, a new result message
     expect(t.outcome).toBe("applied");
     expect(t.effects).toEqual([
-      { type: "flowRerun", jobs: [101, 102] },
+      { type: "flowRerun", jobs: [101, 102], was: "error" },
       { type: "dispatch", job: 101, attempt: 3 },
     ]);
     expect(d.statusOf([100, 101, 102])).toEqual(["finished", "dispatched", "waiting_for_prerequisites"]);

@@ -1,4 +1,5 @@
 import { createRoute, z, type OpenAPIHono } from "@hono/zod-openapi";
+import { RerunRequest } from "../../../shared/flow/index.js";
 import { DeadLetter } from "../../../shared/model/index.js";
 import {
   cancelFlow,
@@ -45,11 +46,11 @@ const rerun = createRoute({
   method: "post",
   path: "/v1/contexts/{contextId}/flows/{flowId}/rerun",
   tags: ["flows"],
-  summary: "Re-run a failed flow from its failed jobs (admins)",
+  summary: "Re-run a flow: a failed one from its failed jobs, or one that ended from a job (admins)",
   description:
-    "Finished jobs keep their results and are not run again; each failed job gets fresh retries. A flow that did not fail is refused 409 naming its status in `flow_status`.",
+    "Without a body (or with `{}`), a failed flow runs again from its failed jobs (and those skipped because of them): finished jobs keep their results, each job run again gets fresh retries. With `from`, a flow that ended (finished or error) runs again from that job: it and everything downstream of it, whatever their status, while what is upstream keeps its result (a failed flow's failures run again too). `env_vars` go over the flow's env from this run on. Each re-run is the flow's next `run`; `run` in the body says which run it replaces (required with `from`), and any other is refused 409, so a repeated request never runs the flow twice. Refused 409 with the flow's status in `flow_status` and its run in `run`: a flow that did not fail (without `from`), one that has not ended (with it), another run than `run`, a job to run again still in flight. An unknown `from` or an env past its limit is a 400 naming the field.",
   security: signed,
-  request: { params: flowParams },
+  request: { params: flowParams, body: { content: { "application/json": { schema: RerunRequest } }, required: false } },
   responses: { 200: json(schemas.FlowView, "Running again"), ...signedErrors, ...statusConflict },
 });
 
@@ -117,7 +118,7 @@ export function registerRecoveryRoutes(app: OpenAPIHono<AppEnv>): void {
   });
   app.openapi(rerun, async (c) => {
     const { contextId, flowId } = c.req.valid("param");
-    return c.json(await rerunFlow(flowCall(c), contextId, flowId), 200);
+    return c.json(await rerunFlow(flowCall(c), contextId, flowId, c.req.valid("json")), 200);
   });
   app.openapi(pause, async (c) => c.json(await setDispatch(flowCall(c), c.req.valid("param").contextId, true), 200));
   app.openapi(resume, async (c) => c.json(await setDispatch(flowCall(c), c.req.valid("param").contextId, false), 200));
