@@ -202,6 +202,23 @@ export function parseChoice<T extends string>(choices: readonly T[], text: strin
   return text as T;
 }
 
+/**
+ * `key=value` pairs of a repeatable option (`option` names it in errors, e.g. `--data`): the
+ * value is everything after the first `=` (it may hold `=` itself), and a key given twice is refused.
+ */
+export function parsePairs(pairs: string[], option: string, command: string): Record<string, string> {
+  const out = new Map<string, string>();
+  for (const pair of pairs) {
+    const at = pair.indexOf("=");
+    if (at < 0) throw new UsageError(`${option} takes key=value, not ${JSON.stringify(pair)} (no "=")`, command);
+    const key = pair.slice(0, at);
+    if (key === "") throw new UsageError(`${option} ${JSON.stringify(pair)} has no key before "="`, command);
+    if (out.has(key)) throw new UsageError(`${option} gives ${JSON.stringify(key)} twice`, command);
+    out.set(key, pair.slice(at + 1));
+  }
+  return Object.fromEntries(out);
+}
+
 /** Parses a non-negative integer such as an offset or a limit. */
 export function parseCount(text: string, what: string, command: string, min = 0): number {
   const value = Number(text);

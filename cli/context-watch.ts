@@ -2,6 +2,7 @@ import type { CoordinatorClient } from "../shared/client/index.js";
 import type { ContextStreamEvent, JobStatus } from "../shared/model/index.js";
 import type { Output } from "./output.js";
 import { timestamp } from "./output.js";
+import { rerunText } from "./watch.js";
 
 /** `2/4 jobs ended` from a flow event's count of jobs per status (skipped ones ended too, and are said). */
 function progressText(progress: Partial<Record<JobStatus, number>> | undefined): string {
@@ -20,7 +21,7 @@ function what(event: ContextStreamEvent): string {
     case "flow.cancelled":
       return `cancelled${event.reason ? `: ${event.reason}` : ""}`;
     case "flow.rerun":
-      return "runs again from its failed jobs";
+      return rerunText(event);
     case "flow.error":
       return `error${event.error ? `: ${event.error}` : ""}`;
     case "flow.paused":

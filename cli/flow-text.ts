@@ -105,6 +105,7 @@ export function flowLines(view: FlowView): string[] {
       ["context", String(view.context_id)],
       ["caller", `actor ${view.caller_id}`],
       ["status", view.status],
+      ["run", view.run > 1 ? `${view.run} (re-run ${view.run - 1} time${view.run > 2 ? "s" : ""})` : "1"],
       [
         "progress",
         `${ended} of ${progress.total} jobs ended (${progress.finished} finished, ${progress.error} error, ${progress.skipped > 0 ? `${progress.skipped} skipped, ` : ""}${running})`,

@@ -155,7 +155,7 @@ export async function watchFlow(
           out.clearStatus();
           return { view: await loadFlow(client, contextId, flowId, out), stderr };
         }
-        const line = flowLine(event);
+        const line = flowLine(event, (id) => jobs.get(id)?.key ?? String(id));
         if (line) out.line(line);
       } else {
         const job = jobs.get(event.job_id ?? 0);
@@ -299,14 +299,14 @@ async function errorLines(
   return [`✗ ${key} error${which}: ${error ?? "no reason given"}`, ...(await failedLines(jobId, attempt))];
 }
 
-/** A line for a flow-level event that does not end the flow. */
-function flowLine(event: FlowStreamEvent): string | undefined {
+/** A line for a flow-level event that does not end the flow; `key` names a job by its id. */
+function flowLine(event: FlowStreamEvent, key: (id: number) => string): string | undefined {
   const why = event.reason ? `: ${event.reason}` : "";
   switch (event.type) {
     case "flow.started":
       return `  flow ${event.flow_id} started`;
     case "flow.rerun":
-      return `  flow ${event.flow_id} runs again from its failed jobs`;
+      return `  flow ${event.flow_id} ${rerunText(event, key)}`;
     case "flow.paused":
       return `  … flow ${event.flow_id} paused${why}`;
     case "flow.resumed":
@@ -362,4 +362,41 @@ export function printOutcome({ view, stderr }: WatchOutcome, out: Output): numbe
   if (view.status === "error" && notRun.length > 0) lines.push(`not run: ${notRun.map((j) => j.key).join(", ")}`);
   out.result(view, lines);
   return view.status === "finished" ? 0 : 1;
+}
+
+/**
+ * Watches a flow to its end and prints the outcome; resolves with the exit code (0 finished,
+ * 1 error). Ctrl-C stops watching, not the flow, and says how to pick it up again.
+ */
+export async function watchToEnd(
+  client: CoordinatorClient,
+  contextId: number,
+  flowId: number,
+  out: Output,
+): Promise<number> {
+  const onInterrupt = () => {
+    out.note(`stopped watching; flow ${flowId} goes on (flowc flow watch ${contextId} ${flowId})`);
+    process.exit(130);
+  };
+  process.once("SIGINT", onInterrupt);
+  try {
+    return printOutcome(await watchFlow(client, contextId, flowId, out), out);
+  } finally {
+    process.off("SIGINT", onInterrupt);
+  }
+}
+
+/**
+ * What a `flow.rerun` event says, in words: `runs again, run 2, from b: b, c (env INPUT_N
+ * changed)`; `key` names a job by its id, and without it the jobs are counted, not named.
+ */
+export function rerunText(event: FlowStreamEvent, key?: (id: number) => string): string {
+  const from =
+    event.from_job_id !== undefined
+      ? ` from ${key ? key(event.from_job_id) : `job ${event.from_job_id}`}`
+      : " from its failed jobs";
+  const jobs = event.jobs ?? [];
+  const which = key ? (jobs.length > 0 ? `: ${jobs.map(key).join(", ")}` : "") : ` (${plural(jobs.length, "job")})`;
+  const env = event.env_changed?.length ? ` (env ${event.env_changed.join(", ")} changed)` : "";
+  return `runs again, run ${event.run ?? 2},${from}${which}${env}`;
 }

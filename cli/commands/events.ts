@@ -2,7 +2,7 @@ import { readFileSync } from "node:fs";
 import type { z } from "zod";
 import { ApiError } from "../../shared/client/index.js";
 import { EVENT_LIMITS, EventInput, type EventSent } from "../../shared/model/index.js";
-import { parseId, type Command } from "../command.js";
+import { parseId, parsePairs, type Command } from "../command.js";
 import { NetworkError, UsageError } from "../errors.js";
 import { plural } from "../output.js";
 import { actorSession } from "../session.js";
@@ -37,17 +37,7 @@ export function parseEventData(pairs: string[], json: string | undefined, comman
       data[key] = value;
     }
   }
-  const given = new Set<string>();
-  for (const pair of pairs) {
-    const at = pair.indexOf("=");
-    if (at < 0) throw new UsageError(`--data takes key=value, not ${JSON.stringify(pair)} (no "=")`, command);
-    const key = pair.slice(0, at);
-    if (key === "") throw new UsageError(`--data ${JSON.stringify(pair)} has no key before "="`, command);
-    if (given.has(key)) throw new UsageError(`--data gives ${JSON.stringify(key)} twice`, command);
-    given.add(key);
-    data[key] = pair.slice(at + 1);
-  }
-  return data;
+  return { ...data, ...parsePairs(pairs, "--data", command) };
 }
 
 /** The event as the coordinator takes it, checked here first: a refusal names the option at fault. */

@@ -1,30 +1,13 @@
-import { ApiError, type CoordinatorClient } from "../../shared/client/index.js";
+import { ApiError } from "../../shared/client/index.js";
 import type { FlowSubmissionInput } from "../../shared/flow/index.js";
 import { FlowStatus } from "../../shared/model/index.js";
 import { pageOptions, pageQuery, parseChoice, parseId, type Command } from "../command.js";
 import { UsageError } from "../errors.js";
 import { readFlowFile, refusedFlow } from "../flowfile.js";
 import { dagLines, flowLines, flowRows } from "../flow-text.js";
-import { pageLines, plural, type Output } from "../output.js";
+import { pageLines, plural } from "../output.js";
 import { actorSession, objectSession } from "../session.js";
-import { printOutcome, watchFlow } from "../watch.js";
-
-/**
- * Watches a flow to its end and prints the outcome; resolves with the exit code (0 finished,
- * 1 error). Ctrl-C stops watching, not the flow, and says how to pick it up again.
- */
-async function watchToEnd(client: CoordinatorClient, contextId: number, flowId: number, out: Output): Promise<number> {
-  const onInterrupt = () => {
-    out.note(`stopped watching; flow ${flowId} goes on (flowc flow watch ${contextId} ${flowId})`);
-    process.exit(130);
-  };
-  process.once("SIGINT", onInterrupt);
-  try {
-    return printOutcome(await watchFlow(client, contextId, flowId, out), out);
-  } finally {
-    process.off("SIGINT", onInterrupt);
-  }
-}
+import { watchToEnd } from "../watch.js";
 
 const SUBMIT = "flow submit";
 

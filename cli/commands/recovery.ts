@@ -1,7 +1,9 @@
 import type { DeadLetter } from "../../shared/model/index.js";
-import { pageOptions, pageQuery, parseId, type Command, type Invocation } from "../command.js";
+import { isIdText } from "../../shared/model/index.js";
+import { pageOptions, pageQuery, parseCount, parseId, parsePairs, type Command, type Invocation } from "../command.js";
 import { fields, table, timestamp } from "../output.js";
 import { actorSession, contextSession, objectSession } from "../session.js";
+import { watchToEnd } from "../watch.js";
 
 /** Cancel and re-run flows (and jobs outside flows), pause and resume dispatch, read the dead letters. */
 
@@ -26,17 +28,61 @@ const cancel: Command = {
 
 const rerun: Command = {
   name: "flow rerun",
-  summary: "run a failed flow again from its failed jobs; finished jobs are not run again (admins)",
-  usage: "flow rerun <context> <flow>",
+  summary: "run a flow again: a failed one from its failed jobs, or one that ended from a job (admins)",
+  usage: "flow rerun <context> <flow> [--from <job>] [--env <NAME=value>]... [--run <n>] [--watch]",
   args: ["context", "flow"],
-  examples: ["flowc flow rerun 1 3", "flowc flow rerun 1 3 && flowc flow watch 1 3"],
+  options: {
+    from: { type: "string", value: "<job>", help: "re-run from this job (name or id): it and everything downstream" },
+    env: {
+      type: "string",
+      multiple: true,
+      value: "<NAME=value>",
+      help: "set a variable of the flow's env from this run on (INPUT_<NAME> changes an input)",
+    },
+    run: {
+      type: "string",
+      value: "<n>",
+      help: "the run to replace (default with --from: the flow's run as read now); another is refused",
+    },
+    watch: { type: "boolean", help: "then watch it to its end, as flowc flow watch does (exit 1 if it errors)" },
+  },
+  details: [
+    "Without --from, a failed flow runs again from its failed jobs (and those skipped because of them);",
+    "finished jobs keep their results. With --from, a flow that ended (finished or error) runs again from",
+    "that job: it and every job downstream of it, whatever their status; what is upstream keeps its",
+    "result (a failed flow's failures run again too). --env sets variables over the flow's env for this",
+    "run and the next ones: a template's inputs are its INPUT_<NAME> variables, so --env INPUT_X=... changes",
+    "input X. Each re-run is the flow's next run (flow show says which). With --from, the run it replaces is",
+    "sent with it (read from the flow first, or --run): the same command again after it was applied is",
+    "refused (409: the flow is at another run), never run twice; give --run to make a script's retry safe.",
+  ].join("\n"),
+  examples: [
+    "flowc flow rerun 1 3",
+    "flowc flow rerun 1 3 --from build --env INPUT_VERSION=1.2.4 --watch",
+    "flowc flow rerun 1 3 --from 12 --run 2",
+  ],
   async run(invocation) {
-    const { contextId, id: flowId, session } = await objectSession(invocation, "<flow>", "flow rerun");
-    const view = await session.client.rerunFlow(contextId, flowId);
-    const again = view.jobs.filter((j) => j.status !== "finished").map((j) => j.key);
-    invocation.out.result(view, [
-      `flow ${flowId} ${view.status} again: ${again.join(", ")} (watch it with flowc flow watch ${contextId} ${flowId})`,
-    ]);
+    const name = "flow rerun";
+    const { options } = invocation;
+    const { contextId, id: flowId, session } = await objectSession(invocation, "<flow>", name);
+    const from = options.string("from");
+    const runText = options.string("run");
+    const env = parsePairs(options.list("env"), "--env", name);
+    const ask = {
+      ...(from !== undefined ? { from: isIdText(from) ? Number(from) : from } : {}),
+      ...(Object.keys(env).length > 0 ? { env_vars: env } : {}),
+    };
+    let run = runText === undefined ? undefined : parseCount(runText, "--run", name, 1);
+    if (run === undefined && from !== undefined) run = (await session.client.loadFlow(contextId, flowId)).run;
+    const view = await session.client.rerunFlow(contextId, flowId, { ...ask, ...(run !== undefined ? { run } : {}) });
+    const again = view.jobs.filter((j) => j.status !== "finished" && j.status !== "error").map((j) => j.key);
+    const line = `flow ${flowId} ${view.status} again, run ${view.run}${from !== undefined ? ` from ${from}` : ""}: ${again.join(", ") || "nothing left to run"}`;
+    if (!options.flag("watch")) {
+      invocation.out.result(view, [`${line} (watch it with flowc flow watch ${contextId} ${flowId})`]);
+      return;
+    }
+    invocation.out.line(line);
+    return watchToEnd(session.client, contextId, flowId, invocation.out);
   },
 };
 
