@@ -2,7 +2,7 @@ import type { CoordinatorClient } from "../shared/client/index.js";
 import type { ContextStreamEvent, JobStatus } from "../shared/model/index.js";
 import type { Output } from "./output.js";
 import { timestamp } from "./output.js";
-import { rerunText } from "./watch.js";
+import { rerunText } from "./flow-text.js";
 
 /** `2/4 jobs ended` from a flow event's count of jobs per status (skipped ones ended too, and are said). */
 function progressText(progress: Partial<Record<JobStatus, number>> | undefined): string {

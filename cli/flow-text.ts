@@ -1,4 +1,4 @@
-import type { Flow, FlowDag, FlowView, JobStatus, JobWaiting } from "../shared/model/index.js";
+import type { Flow, FlowDag, FlowStreamEvent, FlowView, JobStatus, JobWaiting } from "../shared/model/index.js";
 import { fields, plural, table, timestamp } from "./output.js";
 
 /** One character per job status, so a DAG or a watch reads at a glance. */
@@ -196,4 +196,19 @@ export function flowRows(flows: Flow[]): string[] {
     f.status === "error" ? flowErrorText(f.error) : "",
   ]);
   return table(["ID", "STATUS", "JOBS", "CREATED", "ENDED", "ERROR"], rows);
+}
+
+/**
+ * What a `flow.rerun` event says, in words: `runs again, run 2, from b: b, c (env INPUT_N
+ * changed)`; `key` names a job by its id, and without it the jobs are counted, not named.
+ */
+export function rerunText(event: FlowStreamEvent, key?: (id: number) => string): string {
+  const from =
+    event.from_job_id !== undefined
+      ? ` from ${key ? key(event.from_job_id) : `job ${event.from_job_id}`}`
+      : " from its failed jobs";
+  const jobs = event.jobs ?? [];
+  const which = key ? (jobs.length > 0 ? `: ${jobs.map(key).join(", ")}` : "") : ` (${plural(jobs.length, "job")})`;
+  const env = event.env_changed?.length ? ` (env ${event.env_changed.join(", ")} changed)` : "";
+  return `runs again, run ${event.run ?? 2},${from}${which}${env}`;
 }

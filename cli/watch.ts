@@ -3,7 +3,7 @@ import type { FlowStreamEvent, FlowView, JobStatus, JobView, JobWaiting } from "
 import { attemptStderr } from "./api.js";
 import { NetworkError } from "./errors.js";
 import { plural, timestamp, type Output } from "./output.js";
-import { leftText, resultText } from "./flow-text.js";
+import { leftText, rerunText, resultText } from "./flow-text.js";
 
 /** How long loading the final flow rides out an unreachable or failing coordinator (a restart, a deploy). */
 const OUTAGE_MS = 30_000;
@@ -384,19 +384,4 @@ export async function watchToEnd(
   } finally {
     process.off("SIGINT", onInterrupt);
   }
-}
-
-/**
- * What a `flow.rerun` event says, in words: `runs again, run 2, from b: b, c (env INPUT_N
- * changed)`; `key` names a job by its id, and without it the jobs are counted, not named.
- */
-export function rerunText(event: FlowStreamEvent, key?: (id: number) => string): string {
-  const from =
-    event.from_job_id !== undefined
-      ? ` from ${key ? key(event.from_job_id) : `job ${event.from_job_id}`}`
-      : " from its failed jobs";
-  const jobs = event.jobs ?? [];
-  const which = key ? (jobs.length > 0 ? `: ${jobs.map(key).join(", ")}` : "") : ` (${plural(jobs.length, "job")})`;
-  const env = event.env_changed?.length ? ` (env ${event.env_changed.join(", ")} changed)` : "";
-  return `runs again, run ${event.run ?? 2},${from}${which}${env}`;
 }
