@@ -192,6 +192,19 @@ describe("the web console", () => {
     await page.locator(".job-panel table", { hasText: "Dispatched" }).waitFor();
     await page.screenshot({ path: path.join(ARTIFACTS, "console-flow.png"), fullPage: true });
     expect(statSync(path.join(ARTIFACTS, "console-flow.png")).size).toBeGreaterThan(10_000);
+
+    // Re-run from b, the flow having finished: b and d run again as run 3, a and c keep theirs.
+    await page.getByRole("button", { name: "Re-run from here" }).click();
+    await page.getByTestId("flow-run").getByText("run 3").waitFor();
+    await page.getByTestId("flow-status").getByText("finished").waitFor();
+    const view = await admin().client.loadFlow(contextId, flow.id);
+    expect([view.status, view.run]).toEqual(["finished", 3]);
+    expect(view.jobs.map((j) => [j.key, j.attempt])).toEqual([
+      ["a", 1],
+      ["b", 3],
+      ["c", 1],
+      ["d", 2],
+    ]);
   });
 
   it("shows the runners' load and health, the dead letter of the failed job, and pauses dispatch", async () => {

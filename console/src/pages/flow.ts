@@ -118,11 +118,16 @@ class FlowPage {
     private wanted: number | undefined,
   ) {
     this.base = `/v1/contexts/${contextId}/flows/${flowId}`;
-    this.panel = new JobPanel(ctx.api, contextId, (closed) => {
-      this.dag?.select(undefined);
-      history.replaceState(null, "", href({ page: "flow", contextId, flowId }));
-      this.dag?.focus(closed);
-    });
+    this.panel = new JobPanel(
+      ctx.api,
+      contextId,
+      (closed) => {
+        this.dag?.select(undefined);
+        history.replaceState(null, "", href({ page: "flow", contextId, flowId }));
+        this.dag?.focus(closed);
+      },
+      (jobId) => this.rerunFrom(jobId),
+    );
     this.resync = throttle(1_000, () => this.reload());
     for (const { action, label } of ACTIONS) {
       const button = h("button", { type: "button", disabled: true, "data-action": action }, label);
@@ -244,12 +249,33 @@ class FlowPage {
       view.status = event.status as FlowView["status"];
       const at = Math.floor(event.at_ms / 1000);
       if (event.type === "flow.started" || event.type === "flow.rerun") delete view.ended_at;
+      if (event.run !== undefined) view.run = event.run;
       if (event.type === "flow.started") view.started_at ??= at;
       if (event.type === "flow.finished" || event.type === "flow.error" || event.type === "flow.cancelled")
         view.ended_at ??= at;
       this.apply(view, false);
     }
     if (event.type !== "job.logs" && event.type !== "job.heartbeat") this.resync();
+  }
+
+  /**
+   * Re-runs the flow from a job (its panel's button): the job and everything downstream of it,
+   * naming the run the page shows, so a second press (or another's re-run first) is refused.
+   */
+  private rerunFrom(jobId: number): void {
+    const view = this.view;
+    if (!view) return;
+    const key = view.jobs.find((j) => j.id === jobId)?.key ?? String(jobId);
+    this.ctx.api
+      .post<FlowView>(`${this.base}/rerun`, { from: jobId, run: view.run })
+      .then((next) => {
+        this.apply(next, true);
+        notify(`Flow ${this.flowId}: run ${next.run} from ${key}`);
+      })
+      .catch((error: unknown) => {
+        if (this.view) this.panel.redraw(this.view);
+        notify(`Cannot re-run flow ${this.flowId} from ${key}: ${describeError(error)}`, "error");
+      });
   }
 
   /** A button pressed: the action asked of the coordinator (a cancel asks to be pressed twice). */
@@ -304,6 +330,9 @@ function drawMeta(meta: HTMLElement, view: FlowView): void {
     h("span", {}, "started ", timeElement(view.started_at)),
     view.ended_at !== undefined ? h("span", {}, "ended ", timeElement(view.ended_at)) : undefined,
     h("span", {}, `ran ${ran}`),
+    view.run > 1
+      ? h("span", { "data-testid": "flow-run", title: "re-run: each re-run is the next run" }, `run ${view.run}`)
+      : undefined,
     h("span", { class: "trace", title: "trace id (W3C traceparent)" }, `trace ${view.trace_id}`),
   );
 }

@@ -44,6 +44,8 @@ export class JobPanel {
     private readonly api: Api,
     private readonly contextId: number,
     private readonly onClose: (jobId: number) => void,
+    /** Asked to re-run the flow from the shown job (offered once the flow ended). */
+    private readonly onRerunFrom: (jobId: number) => void,
   ) {
     this.element = h("aside", { class: "job-panel", "aria-label": "Job", hidden: true });
   }
@@ -58,6 +60,8 @@ export class JobPanel {
     if (!job) return;
     const first = this.jobId !== jobId;
     const state = JSON.stringify([
+      view.status,
+      view.run,
       job.status,
       job.attempt,
       job.runner_id,
@@ -78,6 +82,13 @@ export class JobPanel {
       this.shownAttempt = 0;
     }
     void this.load(view, job, first);
+  }
+
+  /** Draws the shown job again even if it did not change (a re-run refused: its button again). */
+  redraw(view: FlowView): void {
+    if (this.jobId === undefined) return;
+    this.drawn = "";
+    this.show(view, this.jobId);
   }
 
   hide(): void {
@@ -113,7 +124,12 @@ export class JobPanel {
     // Drawn again as the job moves on: the logs stay open (or closed) as the viewer left them.
     const logsOpen = first ? undefined : this.element.querySelector<HTMLDetailsElement>("details.logs-box")?.open;
     this.element.setAttribute("aria-labelledby", "job-title");
-    fill(this.element, h("div", { class: "panel-head" }, heading, close), this.facts(view, job), details);
+    fill(
+      this.element,
+      h("div", { class: "panel-head" }, heading, this.rerunButton(view, job), close),
+      this.facts(view, job),
+      details,
+    );
     if (first) heading.focus();
 
     try {
@@ -141,6 +157,18 @@ export class JobPanel {
       if (generation !== this.generation) return;
       fill(details, h("p", { class: "form-error" }, `Cannot read the job's attempts: ${describeError(error)}`));
     }
+  }
+
+  /** "Re-run from here", once the flow ended: the job and everything downstream of it run again. */
+  private rerunButton(view: FlowView, job: JobView): HTMLElement | undefined {
+    if (view.status !== "finished" && view.status !== "error") return undefined;
+    const title = `Runs ${job.key} and every job downstream of it again, as run ${view.run + 1}; the others keep their results`;
+    const button = h("button", { type: "button", class: "small", title }, "Re-run from here");
+    button.addEventListener("click", () => {
+      button.disabled = true;
+      this.onRerunFrom(job.id);
+    });
+    return button;
   }
 
   /** What the flow's view says of the job. */
