@@ -42,7 +42,7 @@ describe("GET /openapi.json", () => {
     expect(doc.info.description).toContain(problemTable());
   });
 
-  it("documents cancel and re-run of flows and of jobs outside flows, with the 409 of a status that refuses them", async () => {
+  it("documents cancel and re-run of flows and of jobs outside flows, with the 409 of a status that refuses them, and a re-run's optional body", async () => {
     const res = await w.fetch(new Request("http://coordinator.test/openapi.json"));
     const doc = (await res.json()) as {
       paths: Record<
@@ -55,8 +55,11 @@ describe("GET /openapi.json", () => {
     for (const path of [`${flows}/cancel`, `${flows}/rerun`, `${jobs}/cancel`, `${jobs}/rerun`]) {
       const post = doc.paths[path]?.post;
       expect(post?.responses["409"]?.description, path).toMatch(/flow_status.*job_status/);
-      expect(post?.requestBody !== undefined, path).toBe(path.endsWith("/cancel"));
+      // A cancel takes a body (its reason), a flow's re-run an optional one (from, env_vars, run).
+      expect(post?.requestBody !== undefined, path).toBe(path !== `${jobs}/rerun`);
     }
+    const rerunBody = doc.paths[`${flows}/rerun`]?.post?.requestBody as { required?: boolean } | undefined;
+    expect(rerunBody?.required).toBe(false);
   });
 
   it("publishes the coordinator's key at the well-known URL with its thumbprint as kid", async () => {
