@@ -323,42 +323,6 @@ describe("flowc flows", () => {
     expect((await owner.run("context", "resume", contextId)).stdout).toMatch(/dispatch resumed$/m);
   });
 
-  it("re-runs a finished flow from a job with a changed input, and a repeat of it is refused", async () => {
-    const file = path.join(tmp, "inputs.json");
-    const tell = 'echo "n=$INPUT_N" > "$RESULT_FILE"';
-    const jobs = [
-      { name: "a", script_type: "sh", script: tell },
-      { name: "b", script_type: "sh", depends: ["a"], script: `${tell}; echo "a=$DEP_A_N" >> "$RESULT_FILE"` },
-    ];
-    writeFileSync(file, JSON.stringify({ env_vars: { INPUT_N: "1" }, jobs }));
-    const submitted = await owner.run("flow", "submit", contextId, file, "--start", "--watch");
-    expect(submitted.code, submitted.stderr).toBe(0);
-    const flowId = /^flow (\d+) submitted/m.exec(submitted.stdout)?.[1] as string;
-
-    const rerun = await owner.run("flow", "rerun", contextId, flowId, "--from", "b", "--env", "INPUT_N=2", "--watch");
-    expect(rerun.code, rerun.stderr).toBe(0);
-    expect(rerun.stdout).toMatch(new RegExp(`^flow ${flowId} started again, run 2 from b: b$`, "m"));
-    const shown = await owner.run("flow", "show", contextId, flowId, "--json");
-    const view = JSON.parse(shown.stdout) as FlowView;
-    expect([view.status, view.run, view.env_vars]).toEqual(["finished", 2, { INPUT_N: "2" }]);
-    expect(view.result).toEqual({ a: { n: "1" }, b: { n: "2", a: "1" } });
-    expect((await owner.run("flow", "show", contextId, flowId)).stdout).toMatch(/^run\s+2 \(re-run 1 time\)$/m);
-
-    // The same re-run again, as the run it replaced: refused, and the flow does not run again.
-    expectOneErrorLine(
-      await owner.run("flow", "rerun", contextId, flowId, "--from", "b", "--run", "1"),
-      1,
-      new RegExp(`^flowc: 409 .*flow ${flowId} is at run 2, not 1: it was re-run since`),
-    );
-    expectOneErrorLine(await owner.run("flow", "rerun", contextId, flowId, "--env", "N"), 2, /--env takes key=value/);
-    expectOneErrorLine(
-      await owner.run("flow", "rerun", contextId, flowId, "--from", "nope"),
-      1,
-      new RegExp(`^flowc: 400 .*flow ${flowId} has no job named "nope"`),
-    );
-    expect(JSON.parse((await owner.run("flow", "show", contextId, flowId, "--json")).stdout)).toMatchObject({ run: 2 });
-  });
-
   it("says why a job waits (flow show) and how dispatch stands with a runner (runner show)", async () => {
     const file = path.join(tmp, "unserved.json");
     writeFileSync(file, JSON.stringify({ jobs: [{ name: "in-v", script: "x", script_type: "v" }] }));

@@ -1,19 +1,21 @@
-import { mkdtempSync, readFileSync, rmSync } from "node:fs";
+import { mkdtempSync, readFileSync, rmSync, writeFileSync } from "node:fs";
 import { tmpdir } from "node:os";
 import path from "node:path";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
 import { freePort } from "../../infra/redis-server.js";
 import { actorKeyId, type PrivateJwk } from "../../shared/auth/index.js";
 import { CoordinatorClient, signerFromJwk, type JobWithStatus } from "../../shared/client/index.js";
+import type { FlowView } from "../../shared/model/index.js";
 import { eventually } from "../support/eventually.js";
 import { expectOneErrorLine, newUser, register, startFlowc } from "../support/flowc.js";
 import type { WatchedProcess } from "../support/process.js";
 import { startTestWorker, type TestWorker } from "../support/test-worker.js";
 
 /**
- * `flowc job cancel` and `flowc job rerun` on jobs outside any flow, run by the reference runner
- * (`flowc runner start`), against a real `wrangler dev` Worker; and `flowc runner register` of a
- * key another runner of the context holds.
+ * `flowc job cancel` and `flowc job rerun` on jobs outside any flow, and `flowc flow rerun
+ * --from` of a flow that finished, run by the reference runner (`flowc runner start`), against a
+ * real `wrangler dev` Worker; and `flowc runner register` of a key another runner of the context
+ * holds.
  */
 
 const tmp = mkdtempSync(path.join(tmpdir(), "flowc-jobs-test-"));
@@ -129,7 +131,47 @@ describe("flowc job", () => {
     const json = await owner.run("job", "cancel", context, caller, job, "--json");
     expect(json.code).toBe(1);
   });
+});
 
+describe("flowc flow rerun --from", () => {
+  it("re-runs a finished flow from a job with a changed input, and a repeat of it is refused", async () => {
+    const file = path.join(tmp, "inputs.json");
+    const tell = 'echo "n=$INPUT_N" > "$RESULT_FILE"';
+    const jobs = [
+      { name: "a", script_type: "sh", script: tell },
+      { name: "b", script_type: "sh", depends: ["a"], script: `${tell}; echo "a=$DEP_A_N" >> "$RESULT_FILE"` },
+    ];
+    writeFileSync(file, JSON.stringify({ env_vars: { INPUT_N: "1" }, jobs }));
+    const submitted = await owner.run("flow", "submit", context, file, "--start", "--watch");
+    expect(submitted.code, submitted.stderr).toBe(0);
+    const flowId = /^flow (\d+) submitted/m.exec(submitted.stdout)?.[1] as string;
+
+    const rerun = await owner.run("flow", "rerun", context, flowId, "--from", "b", "--env", "INPUT_N=2", "--watch");
+    expect(rerun.code, rerun.stderr).toBe(0);
+    expect(rerun.stdout).toMatch(new RegExp(`^flow ${flowId} started again, run 2 from b: b$`, "m"));
+    const shown = await owner.run("flow", "show", context, flowId, "--json");
+    const view = JSON.parse(shown.stdout) as FlowView;
+    expect([view.status, view.run, view.env_vars]).toEqual(["finished", 2, { INPUT_N: "2" }]);
+    expect(view.result).toEqual({ a: { n: "1" }, b: { n: "2", a: "1" } });
+    expect((await owner.run("flow", "show", context, flowId)).stdout).toMatch(/^run\s+2 \(re-run 1 time\)$/m);
+
+    // The same re-run again, as the run it replaced: refused, and the flow does not run again.
+    expectOneErrorLine(
+      await owner.run("flow", "rerun", context, flowId, "--from", "b", "--run", "1"),
+      1,
+      new RegExp(`^flowc: 409 .*flow ${flowId} is at run 2, not 1: it was re-run since`),
+    );
+    expectOneErrorLine(await owner.run("flow", "rerun", context, flowId, "--env", "N"), 2, /--env takes key=value/);
+    expectOneErrorLine(
+      await owner.run("flow", "rerun", context, flowId, "--from", "nope"),
+      1,
+      new RegExp(`^flowc: 400 .*flow ${flowId} has no job named "nope"`),
+    );
+    expect(JSON.parse((await owner.run("flow", "show", context, flowId, "--json")).stdout)).toMatchObject({ run: 2 });
+  });
+});
+
+describe("flowc runner register", () => {
   it("refuses to register a second runner with a key another runner holds, naming it", async () => {
     const again = await owner.run("runner", "register", context, "--key-file", runnerKey, "--type", "sh", "--local");
     expectOneErrorLine(again, 1, new RegExp(`^flowc: 409 .*already runner ${runnerId}'s in context ${context}`));
