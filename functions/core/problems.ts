@@ -7,7 +7,8 @@ export const PROBLEMS = {
   "invalid-input": {
     status: 400,
     title: "Invalid input",
-    meaning: "A part of the request is invalid: `field` names the first one at fault, `errors` all of them.",
+    meaning:
+      'A part of the request is invalid: `field` names the first one at fault, `errors` all of them. An unknown field names the field of a flow file it most likely meant (`Unrecognized key: "scirpt" (did you mean "script"?)`), a missing one says `missing required field`, and a number whose name does not carry its unit says it (`timeout is in seconds`).',
   },
   "bad-request": {
     status: 400,
