@@ -2,6 +2,7 @@ import type { DagJob, FlowEvent, FlowTimeouts, JobState, Transition } from "../.
 import type {
   DeliveryPayload,
   FlowStreamEvent,
+  FlowOrigin,
   FlowView,
   JobWaiting,
   Log,
@@ -44,6 +45,8 @@ export interface CreateFlowInput {
    * unset means unknown, which counts as yes.
    */
   notifyHttps?: boolean | undefined;
+  /** The template and version the flow is started from, kept on its record (docs/templates.md). */
+  template?: FlowOrigin | undefined;
   messageBase: number;
   /** Positions of jobs whose ids the caller chose (only those can collide). */
   chosen: number[];

@@ -38,6 +38,7 @@ export async function createNow(host: CreationHost, scope: FlowScope, input: Cre
     priority: input.priority,
     maxParallel: input.maxParallel,
     notifyHttps: input.notifyHttps,
+    template: input.template,
     jobs: input.jobs,
     messageBase: input.messageBase,
   });

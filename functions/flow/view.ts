@@ -104,6 +104,7 @@ export function flowView(state: FlowState, dispatch: Map<number, JobWaiting> = n
     ...(state.startedAt !== undefined ? { started_at: secs(state.startedAt) } : {}),
     ...(state.endedAt !== undefined ? { ended_at: secs(state.endedAt) } : {}),
     ...(due ? { next_deadline: secs(due.at) } : {}),
+    ...(state.template ? { template: state.template } : {}),
     progress,
     jobs,
   };

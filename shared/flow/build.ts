@@ -1,4 +1,4 @@
-import type { EnvVars } from "../model/index.js";
+import type { EnvVars, FlowOrigin } from "../model/index.js";
 import type { DagJob } from "./dag.js";
 import { JobTable } from "./job-table.js";
 import { attemptBlock, type FlowState, type FlowTimeouts, type JobSpec, type JobState } from "./state.js";
@@ -14,6 +14,8 @@ interface NewFlow {
   maxParallel?: number | undefined;
   /** False when the caller has no https address to POST the result to (FlowState.notifyHttps). */
   notifyHttps?: boolean | undefined;
+  /** The template and version it was started from (FlowState.template). */
+  template?: FlowOrigin | undefined;
   /** Resolved jobs in submission order. */
   jobs: DagJob[];
   /** First of the message ids reserved for this flow: one per possible attempt of every job. */
@@ -90,5 +92,6 @@ export function newFlowState(input: NewFlow): FlowState {
     priority: input.priority ?? 0,
     ...(input.maxParallel !== undefined ? { maxParallel: input.maxParallel } : {}),
     ...(input.notifyHttps !== undefined ? { notifyHttps: input.notifyHttps } : {}),
+    ...(input.template !== undefined ? { template: input.template } : {}),
   };
 }

@@ -10,7 +10,9 @@ import { Duration, UnsignedInt } from "@marcbachmann/cel-js/evaluator";
  * - `deps.<job>.<key>`: a dependency's result value, by the dependency's key (its name, or its id
  *   when unnamed) as in `FLOW_INPUTS`; a dependency without a result has an empty map;
  * - `status.<job>`: how a dependency ended: `"finished"`, `"error"` or `"skipped"`;
- * - `env.<NAME>`: the job's environment, the flow's `env_vars` overridden by the job's own.
+ * - `env.<NAME>`: the job's environment, the flow's `env_vars` overridden by the job's own;
+ * - `inputs.<name>`: a flow template's inputs, the environment's `INPUT_<NAME>` variables by the
+ *   input's lower-case name (inputs.ts; empty for a flow without any).
  *
  * Examples:
  * - `deps.check.approved == "yes"`
@@ -54,6 +56,8 @@ export interface ConditionVars {
   deps: Record<string, Record<string, string>>;
   status: Record<string, string>;
   env: Record<string, string>;
+  /** Absent: no inputs (an empty map). */
+  inputs?: Record<string, string>;
 }
 
 /** The functions a condition may call; each is at most linear in its arguments. */
@@ -127,7 +131,7 @@ const LIMIT_WORDS = new Map<string, string>([
 
 let celEnvironment: Environment | undefined;
 
-/** The one CEL environment: the three variables, the limits; built on first use. */
+/** The one CEL environment: the four variables, the limits; built on first use. */
 function environment(): Environment {
   celEnvironment ??= new Environment({
     limits: {
@@ -140,7 +144,8 @@ function environment(): Environment {
   })
     .registerVariable("deps", "map<string, map<string, string>>")
     .registerVariable("status", "map<string, string>")
-    .registerVariable("env", "map<string, string>");
+    .registerVariable("env", "map<string, string>")
+    .registerVariable("inputs", "map<string, string>");
   return celEnvironment;
 }
 
@@ -159,7 +164,7 @@ function describe(error: unknown): string {
     return LIMIT_WORDS.get(limit) ?? summary;
   }
   const where = cel.range ? at(cel.range.start) : "";
-  const hint = cel.code === "unknown_variable" ? "; a condition has deps, status and env" : "";
+  const hint = cel.code === "unknown_variable" ? "; a condition has deps, status, env and inputs" : "";
   return `${summary}${where}${hint}`;
 }
 
@@ -289,10 +294,35 @@ export function evaluateCondition(source: string, vars: ConditionVars): { value:
   if ("error" in compiled) return { error: compiled.error }; // not the cache's own object
   let value: unknown;
   try {
-    value = compiled.program({ deps: vars.deps, status: vars.status, env: vars.env });
+    value = compiled.program({ deps: vars.deps, status: vars.status, env: vars.env, inputs: vars.inputs ?? {} });
   } catch (error) {
     return { error: describe(error) };
   }
   if (typeof value === "boolean") return { value };
   return { error: `the expression gave ${valueWords(value)}, not true or false` };
+}
+
+/**
+ * The inputs a valid condition names as `inputs.<name>` or `inputs["<name>"]`, each once: what a
+ * flow template's `when` must have declared. A name computed at run time (`inputs[env.X]`) is
+ * not known here and is not listed.
+ */
+export function conditionInputs(source: string): string[] {
+  const compiled = compile(source);
+  if ("error" in compiled) return [];
+  const names = new Set<string>();
+  const visit = (node: ASTNode): void => {
+    const args: unknown = node.args;
+    if ((node.op === "." || node.op === "[]") && Array.isArray(args)) {
+      const [target, field] = args as unknown[];
+      if (isNode(target) && target.op === "id" && target.args === "inputs") {
+        if (typeof field === "string") names.add(field);
+        else if (isNode(field) && field.op === "value" && typeof field.args === "string") names.add(field.args);
+      }
+    }
+    const children = Array.isArray(args) ? (args as unknown[]).flat(2).filter(isNode) : isNode(args) ? [args] : [];
+    for (const child of children) visit(child);
+  };
+  visit(compiled.program.ast);
+  return [...names];
 }

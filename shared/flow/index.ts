@@ -29,3 +29,16 @@ export { jobJournalOf, journalOf, rebuildState } from "./rebuild.js";
 export type { JobJournal, Journal } from "./rebuild.js";
 export { flowFigures, DURATION_BUCKETS, LATENCY_BUCKETS } from "./figures.js";
 export type { FlowFigures } from "./figures.js";
+export { instantiate, TemplateFile } from "./template-file.js";
+export type { InstantiatedFlow, TemplateFileInput } from "./template-file.js";
+export {
+  inputReferences,
+  inputsOfEnv,
+  inputText,
+  inputVariable,
+  resolveInputs,
+  rewriteInputs,
+  substituteInputs,
+  withoutInputs,
+} from "./inputs.js";
+export type { InputIssue } from "./inputs.js";

@@ -99,6 +99,7 @@ export function rebuildState(records: StoredRecords): FlowState {
     traceId: flow?.trace_id ?? "",
     priority: flow?.priority ?? 0,
     ...(flow?.max_parallel !== undefined ? { maxParallel: flow.max_parallel } : {}),
+    ...(flow?.template !== undefined ? { template: flow.template } : {}),
     ...(flow?.started_at !== undefined ? { startedAt: flow.started_at * 1000 } : {}),
     ...(flow?.ended_at !== undefined ? { endedAt: flow.ended_at * 1000 } : {}),
     ...(flow?.run !== undefined ? { run: flow.run } : {}),

@@ -2,6 +2,7 @@ import type { z } from "zod";
 import type {
   EnvVars,
   FlowErrorInfo,
+  FlowOrigin,
   FlowStatus,
   FlowTimeoutsRecord,
   JobStatus,
@@ -154,6 +155,8 @@ export interface FlowState {
    * reads the caller's addresses and POSTs to those it finds.
    */
   notifyHttps?: boolean;
+  /** The template and version it was started from (docs/templates.md), when it was. */
+  template?: FlowOrigin;
   startedAt?: number;
   endedAt?: number;
   /**

@@ -4,6 +4,7 @@ import { ScriptType } from "../model/enums.js";
 import { FlowPriority, MaxParallel } from "../model/flow.js";
 import { JOB_DEFAULTS, LONGEST_WAIT, Needs, WaitSpec } from "../model/job.js";
 import { checkCondition } from "./expression.js";
+import { withoutInputs } from "./inputs.js";
 import { checkTemplate } from "./template.js";
 
 /**
@@ -57,7 +58,7 @@ export const FlowJobInput = z
     when: z
       .string()
       .optional()
-      .describe("A CEL expression over deps, status and env: false means the job is skipped (docs/flows.md)."),
+      .describe("A CEL expression over deps, status, env and inputs: false means the job is skipped (docs/flows.md)."),
     needs: Needs.default("all_finished"),
     allow_failure: z.boolean().default(false),
     timeout: Seconds.default(JOB_DEFAULTS.timeout),
@@ -136,7 +137,7 @@ export function withDeadlineChecks<
 }
 
 /** `POST /v1/contexts/{id}/flows`: a DAG of jobs, stored all or nothing. */
-export const FlowSubmission = withDeadlineChecks(FlowSubmissionFields).meta({ id: "FlowSubmission" });
+export const FlowSubmission = withoutInputs(withDeadlineChecks(FlowSubmissionFields)).meta({ id: "FlowSubmission" });
 export type FlowSubmission = z.output<typeof FlowSubmission>;
 export type FlowSubmissionInput = z.input<typeof FlowSubmission>;
 

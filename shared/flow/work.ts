@@ -2,6 +2,7 @@ import { evaluateCondition, type ConditionVars } from "./expression.js";
 import { jobEnvironment, jobInputs } from "./env.js";
 import { jobKey, jobKind, type FlowState, type JobState } from "./state.js";
 import { parseTime } from "./submission.js";
+import { inputsOfEnv } from "./inputs.js";
 import { resolveTemplate } from "./template.js";
 
 /**
@@ -18,7 +19,8 @@ export function conditionVars(flow: FlowState, job: JobState): ConditionVars {
     const dep = flow.jobs.job(id);
     status[jobKey(dep)] = dep.status;
   }
-  return { deps: jobInputs(flow, job), status, env: { ...flow.envVars, ...job.spec.env_vars } };
+  const env = { ...flow.envVars, ...job.spec.env_vars };
+  return { deps: jobInputs(flow, job), status, env, inputs: inputsOfEnv(env) };
 }
 
 /**

@@ -1,6 +1,7 @@
 import { z } from "zod";
 import { EnvVars, Id, ResultMap, Seconds, Timestamp } from "./common.js";
 import { FlowStatus } from "./enums.js";
+import { FlowOrigin } from "./template.js";
 
 /** Why a flow ended in error: the job at fault (0 when the flow was cancelled) and the reason. */
 export const FlowErrorInfo = z
@@ -44,7 +45,8 @@ export const FlowTimeoutsRecord = z
  * key without clobbering each other; they are kept once, in the jobs' records, and a flow's view
  * (`FlowView.result`) gathers them: the record's `result`, which the model has, is not stored and
  * lists of flows leave it out. Extensions beyond the model: `error`, `timeouts`, `trace_id`,
- * `priority`, `max_parallel`, `started_at`, `ended_at`, `run`.
+ * `priority`, `max_parallel`, `started_at`, `ended_at`, `run`, and `template`: the template and
+ * version it was started from (docs/templates.md).
  */
 export const Flow = z
   .object({
@@ -69,6 +71,7 @@ export const Flow = z
       .min(2)
       .optional()
       .describe("Which run of the flow this is, once it was re-run: 2 after its first re-run (absent: its first run)."),
+    template: FlowOrigin.optional(),
   })
   .strict()
   .meta({ id: "Flow" });

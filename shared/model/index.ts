@@ -38,3 +38,23 @@ export {
   type CronCheck,
 } from "./schedule.js";
 export { EVENT_LIMITS, EventInput, EventLookback, EventSent } from "./event.js";
+export {
+  FlowOrigin,
+  InputDeclaration,
+  InputDeclarations,
+  InputName,
+  InputType,
+  InputValues,
+  TEMPLATE_LIMITS,
+  TemplateName,
+  TemplatePut,
+  TemplateRef,
+  TemplateStart,
+  TemplateSummary,
+  TemplateVersion,
+  TemplateVersionInfo,
+  TemplateView,
+  inputRequired,
+  inputTypeProblem,
+  type TemplateStartInput,
+} from "./template.js";

@@ -2,6 +2,7 @@ import { z } from "zod";
 import { EnvVars, Id, ResultMap, Timestamp } from "./common.js";
 import { FlowStatus, JobStatus, ScriptType } from "./enums.js";
 import { FlowErrorInfo, FlowPriority, MaxParallel } from "./flow.js";
+import { FlowOrigin } from "./template.js";
 
 /**
  * What the API shows of a running flow: the live state its Durable Object holds, which is more
@@ -96,6 +97,8 @@ export const FlowView = z
     started_at: Timestamp.optional(),
     ended_at: Timestamp.optional(),
     next_deadline: Timestamp.optional(),
+    /** The template and version the flow was started from, when it was. */
+    template: FlowOrigin.optional(),
     progress: z.object({
       total: z.int(),
       dispatched: z.int(),

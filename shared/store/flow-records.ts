@@ -24,6 +24,7 @@ export function flowRecord(state: FlowState, now: number): Flow {
     trace_id: state.traceId,
     ...(state.priority !== 0 ? { priority: state.priority } : {}),
     ...(state.maxParallel !== undefined ? { max_parallel: state.maxParallel } : {}),
+    ...(state.template !== undefined ? { template: state.template } : {}),
   };
 }
 

@@ -49,6 +49,7 @@ export const codecs = {
       started_at: "int",
       ended_at: "int",
       run: "int",
+      template: "json",
     },
   },
   job: {

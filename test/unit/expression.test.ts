@@ -109,7 +109,7 @@ describe("checkCondition", () => {
 
   it("names an unknown variable and the ones there are", () => {
     expect(checkCondition('dep.check.approved == "yes"')).toBe(
-      "Unknown variable: dep (at character 1); a condition has deps, status and env",
+      "Unknown variable: dep (at character 1); a condition has deps, status, env and inputs",
     );
   });
 
