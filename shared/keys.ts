@@ -321,6 +321,30 @@ export class Keys {
     return "schedule";
   }
 
+  // Flow templates (issue 33: docs/templates.md).
+
+  /**
+   * `ctx:{C}:template:<name>`: a template's hash: `name`, `created_at`, `updated_at`, `latest`,
+   * `oldest` (the versions kept), `digest` (the latest's), `description`, and per version `v`
+   * its file (`f:<v>`, JSON) and what it is besides (`m:<v>`, JSON).
+   */
+  template(contextId: number, name: string): string {
+    return `${this.namespace(contextId)}template:${name}`;
+  }
+
+  /** `ctx:{C}:index:template`: sorted set of the context's template names (all score 0: listed by name). */
+  templateIndex(contextId: number): string {
+    return `${this.namespace(contextId)}index:template`;
+  }
+
+  /**
+   * The field of `ids(C)` that numbers a template's versions: it outlives a delete of the template,
+   * so a version number is never given twice under one name in a context.
+   */
+  templateCounter(name: string): string {
+    return `template:${name}`;
+  }
+
   /**
    * `schedule:due`: sorted set of every active schedule (member `<context>:<schedule>`, see
    * scheduleDueMember) by its next fire (epoch ms). Each schedule's own alarm fires it; the sweep

@@ -38,3 +38,5 @@ export { ScheduleStore } from "./schedule-store.js";
 export type { NewSchedule, SchedulePatch, StoredSchedule } from "./schedule-store.js";
 export { RetentionStore } from "./retention-store.js";
 export type { PurgeOutcome, PurgeTarget } from "./retention-store.js";
+export { TemplateStore } from "./template-store.js";
+export type { NewTemplateVersion, PutOutcome } from "./template-store.js";

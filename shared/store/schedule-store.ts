@@ -20,6 +20,7 @@ const codec: RecordCodec<Schedule> = {
     overlap: "str",
     catchup: "json",
     template: "json",
+    from_template: "json",
     paused: "bool",
     paused_reason: "str",
     note: "str",

@@ -17,6 +17,7 @@ import { RunnerStore } from "./runner-store.js";
 import { RetentionStore } from "./retention-store.js";
 import { ScheduleStore } from "./schedule-store.js";
 import { SweepStore } from "./sweep-store.js";
+import { TemplateStore } from "./template-store.js";
 import { Throttles } from "./throttles.js";
 import { TicketStore } from "./ticket-store.js";
 import { EventStore } from "./event-store.js";
@@ -69,6 +70,8 @@ export class Store {
   readonly throttles: Throttles;
   /** Recurring flows: schedule records and the global set of their next fires. */
   readonly schedules: ScheduleStore;
+  /** Flow templates: numbered versions of flow files, by name (docs/templates.md). */
+  readonly templates: TemplateStore;
   /** Figures for /metrics, the same from every isolate. */
   readonly metrics: MetricsStore;
   /** The key-revocation epoch, which tells isolates to drop their cache of public keys. */
@@ -100,6 +103,7 @@ export class Store {
     this.events = new EventStore(redis, keys);
     this.throttles = new Throttles(redis, keys);
     this.schedules = new ScheduleStore(redis, keys);
+    this.templates = new TemplateStore(redis, keys);
     this.metrics = new MetricsStore(redis, keys);
     this.keyEpoch = new KeyEpoch(redis, keys);
     this.retention = new RetentionStore(redis, keys);
