@@ -18,6 +18,7 @@ import { registerRunnerEventRoutes } from "./routes/runner-events.js";
 import { registerRunnerRoutes } from "./routes/runners.js";
 import { registerScheduleRoutes } from "./routes/schedules.js";
 import { registerStreamRoutes } from "./routes/streams.js";
+import { registerTemplateRoutes } from "./routes/templates.js";
 import { registerWellKnownRoutes } from "./routes/well-known.js";
 import { withStore, type AppEnv } from "./app-env.js";
 
@@ -49,6 +50,7 @@ export function createApp(): OpenAPIHono<AppEnv> {
   registerMessageRoutes(app);
   registerRecoveryRoutes(app);
   registerScheduleRoutes(app);
+  registerTemplateRoutes(app);
   registerStreamRoutes(app);
   registerRpc(app);
   app.openAPIRegistry.registerComponent("securitySchemes", "httpSignature", {

@@ -24,8 +24,11 @@ const DEFERRED_NONCE = new RegExp(
  */
 const BATCHED_REPORTS = /^\/v1\/contexts\/\d+\/runners\/\d+\/reports$/;
 
-/** A flow submission (POST): its reservation script spends the nonce (see submitFlow). */
-const SUBMISSION = /^\/v1\/contexts\/\d+\/flows$/;
+/**
+ * A flow submission (POST), or a start of a flow from a template (a submission too): its
+ * reservation script spends the nonce (see submitFlow).
+ */
+const SUBMISSION = /^\/v1\/contexts\/\d+\/(flows|templates\/[^/]+\/flows)$/;
 
 /** Where a WebSocket ticket may stand for a signature: the event streams and the JSON-RPC session. */
 const TICKET_PATHS = /^(\/v1\/contexts\/\d+(\/flows\/\d+)?\/events|\/rpc)$/;

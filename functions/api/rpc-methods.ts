@@ -30,6 +30,7 @@ import { loadActor, registerActor } from "../service/actors.js";
 import { createContext, listContexts, setLimits } from "../service/contexts.js";
 import { contextDetails } from "../service/retention.js";
 import { LIFECYCLE_METHODS } from "./rpc-lifecycle.js";
+import { TEMPLATE_METHODS } from "./rpc-templates.js";
 import { method, type MethodTable } from "./rpc-method.js";
 import { flowDag, listFlows, loadFlow, startFlow, submitFlow } from "../service/flows.js";
 import { cancelJob, JobSubmission, loadJob, loadMessage, rerunJob, startJob, submitJob } from "../service/jobs.js";
@@ -329,4 +330,5 @@ export const METHODS: MethodTable = {
     },
   }),
   ...LIFECYCLE_METHODS,
+  ...TEMPLATE_METHODS,
 };

@@ -95,7 +95,8 @@ export const ProblemBody = z
   })
   .openapi("Problem");
 
-const problem = (description: string) => ({
+/** An error answer: a problem document, and what it means here. */
+export const problem = (description: string) => ({
   description,
   content: { "application/problem+json": { schema: ProblemBody } },
 });

@@ -1,9 +1,10 @@
 import { FlowSubmission } from "../../shared/flow/index.js";
-import type { FlowStatus, Schedule, ScheduleRun } from "../../shared/model/index.js";
+import type { FlowStatus, Schedule, ScheduleRun, TemplateRef, TemplateStart } from "../../shared/model/index.js";
 import { toProblem } from "../core/errors.js";
 import type { Problem } from "../core/problem.js";
 import type { FlowCall } from "../service/call.js";
 import { submitFlow } from "../service/flows.js";
+import { startTemplate } from "../service/templates.js";
 import { cancelFlow } from "../service/recovery.js";
 import { seconds, type Fire, type Memory } from "./memory.js";
 
@@ -133,7 +134,15 @@ async function cancelRunning(c: FireContext, running: number[], fire: Fire): Pro
   return undefined;
 }
 
-/** Creates and starts the template's flow for `fire` (idempotent by schedule and fire time). */
+/** What a fire asks of a stored template: the version named (else the latest then), the inputs, a started flow. */
+function startOf(ref: TemplateRef): TemplateStart {
+  return { ...(ref.version !== undefined ? { version: ref.version } : {}), inputs: ref.inputs, start: true };
+}
+
+/**
+ * Creates and starts the template's flow for `fire` (idempotent by schedule and fire time): the
+ * schedule's own flow, or a stored template's (its version, else the latest at the fire).
+ */
 async function start(
   fire: Fire,
   c: FireContext,
@@ -141,9 +150,12 @@ async function start(
   reason?: string,
 ): Promise<ScheduleRun> {
   let flowId: number;
+  const { context_id: contextId, from_template: ref } = c.record;
+  const key = fireKey(c.record.id, fire.at);
   try {
-    const submission = FlowSubmission.parse({ ...c.record.template, start: true });
-    const { view } = await submitFlow(c.call, c.record.context_id, submission, fireKey(c.record.id, fire.at));
+    const { view } = ref
+      ? await startTemplate(c.call, contextId, ref.name, startOf(ref), key, undefined, "from_template")
+      : await submitFlow(c.call, contextId, FlowSubmission.parse({ ...c.record.template, start: true }), key);
     flowId = view.id;
   } catch (error) {
     const problem = classify(error, "starting the flow");

@@ -1,6 +1,6 @@
 import { resolveDag, messagesNeeded, type FlowSubmission } from "../../shared/flow/index.js";
-import type { Context, Flow, FlowStatus, FlowView } from "../../shared/model/index.js";
-import type { Page, PushRunnerName, ReservedIds } from "../../shared/store/index.js";
+import type { Context, Flow, FlowOrigin, FlowStatus, FlowView } from "../../shared/model/index.js";
+import type { Page, PushRunnerName, Reservation, ReservedIds } from "../../shared/store/index.js";
 import type { FlowCoordinatorRpc } from "../core/contracts.js";
 import { Problem, unwrap, type RpcResult } from "../core/problem.js";
 import { nonceReplayed, type SignatureNonce } from "../core/principal.js";
@@ -21,6 +21,9 @@ import { checkPinnedRunners, createInObject, dagProblem, requestDigest } from ".
  *
  * A signed request's `nonce` is spent by the reservation (the same script), not before: a
  * submission costs one storage command less, and a replay still creates nothing.
+ *
+ * A flow started from a template (`origin`, templates.ts) goes the same way; its Idempotency-Key's
+ * digest covers the start as asked (name, version, inputs), and its record keeps the version.
  */
 export async function submitFlow(
   call: FlowCall,
@@ -28,6 +31,7 @@ export async function submitFlow(
   submission: FlowSubmission,
   idempotencyKey: string | undefined,
   nonce?: SignatureNonce,
+  origin?: TemplateOrigin,
 ): Promise<{ view: FlowView; created: boolean }> {
   const callerId = requireActor(call);
   const context = await contextFor(call, contextId, "admin");
@@ -49,7 +53,7 @@ export async function submitFlow(
     await takeFlowStart(call, context);
 
   const chosen = submission.jobs.flatMap((job, i) => (job.id !== undefined ? [i] : []));
-  const digest = idempotencyKey ? await requestDigest(submission) : undefined;
+  const digest = idempotencyKey ? await requestDigest(origin?.request ?? submission) : undefined;
   const reservation = await call.store.flows.reserve({
     contextId,
     callerId,
@@ -63,24 +67,7 @@ export async function submitFlow(
     pushRunners: submission.start && submission.max_parallel === undefined,
   });
   if ("replayed" in reservation) throw nonceReplayed();
-  let ids: ReservedIds;
-  let pushRunners: PushRunnerName[] | undefined;
-  let created = true;
-  if ("existing" in reservation) {
-    const existing = reservation.existing;
-    if (existing.digest !== digest) {
-      throw new Problem(
-        "idempotency-key-reused",
-        `Idempotency-Key ${idempotencyKey} was used for another request (flow ${existing.flowId}); use a new key for a new request`,
-        { field: "header.idempotency-key" },
-      );
-    }
-    ids = existing;
-    created = false;
-  } else {
-    ids = reservation;
-    pushRunners = reservation.pushRunners;
-  }
+  const { ids, pushRunners, created } = reserved(reservation, digest, idempotencyKey);
   let next = ids.firstJobId;
   const resolved = resolveDag(submission.jobs, () => next++);
   if ("issues" in resolved) throw dagProblem(resolved.issues);
@@ -95,11 +82,42 @@ export async function submitFlow(
     chosen,
     start: submission.start,
     pushRunners,
+    template: origin?.ref,
   });
-  if (view.caller_id !== callerId || view.jobs.length !== resolved.jobs.length) {
+  // A template's start chooses no ids, so a flow under its reserved id is its own, made by the
+  // first try (from the version that was the latest then, which may have fewer jobs than now's).
+  if (view.caller_id !== callerId || (!origin && view.jobs.length !== resolved.jobs.length)) {
     throw new Problem("conflict", `flow id ${ids.flowId} is taken by another flow`);
   }
   return { view, created };
+}
+
+/** A flow started from a template: the version it is made of, and the start as asked. */
+export interface TemplateOrigin {
+  ref: FlowOrigin;
+  /** What the start's Idempotency-Key digest covers. */
+  request: unknown;
+}
+
+/**
+ * The ids a reservation holds: fresh ones, or the ones an Idempotency-Key reserved before for
+ * the same request (`created: false`); the key with another request is refused, 422.
+ */
+function reserved(
+  reservation: Exclude<Reservation, { replayed: true }>,
+  digest: string | undefined,
+  idempotencyKey: string | undefined,
+): { ids: ReservedIds; pushRunners?: PushRunnerName[] | undefined; created: boolean } {
+  if (!("existing" in reservation)) return { ids: reservation, pushRunners: reservation.pushRunners, created: true };
+  const existing = reservation.existing;
+  if (existing.digest !== digest) {
+    throw new Problem(
+      "idempotency-key-reused",
+      `Idempotency-Key ${idempotencyKey} was used for another request (flow ${existing.flowId}); use a new key for a new request`,
+      { field: "header.idempotency-key" },
+    );
+  }
+  return { ids: existing, created: false };
 }
 
 /** Loads a flow with every job's live status (readers). */

@@ -1,7 +1,7 @@
 import type { z } from "zod";
-import { FlowSubmissionFields, resolveDag, withDeadlineChecks } from "../../shared/flow/index.js";
+import { FlowSubmissionFields, resolveDag, withDeadlineChecks, withoutInputs } from "../../shared/flow/index.js";
 import { scheduleCreation, type Schedule, type ScheduleRun, type ScheduleView } from "../../shared/model/index.js";
-import type { Page } from "../../shared/store/index.js";
+import { NotFoundError, type Page } from "../../shared/store/index.js";
 import type { SchedulerState, ScheduleScope } from "../core/contracts.js";
 import { fieldProblem } from "../core/errors.js";
 import { Problem, unwrap } from "../core/problem.js";
@@ -10,12 +10,15 @@ import { schedulerStub } from "../core/stubs.js";
 import { contextFor, requireActor } from "./access.js";
 import type { FlowCall } from "./call.js";
 import { checkPinnedRunners, requestDigest } from "./submission.js";
+import { flowOf } from "./templates.js";
 
 /**
  * A schedule's flow template: a flow submission without `id` (each fire makes a new flow) and
  * `start` (a fire always starts it).
  */
-export const FlowTemplate = withDeadlineChecks(FlowSubmissionFields.omit({ id: true, start: true })).meta({
+export const FlowTemplate = withoutInputs(
+  withDeadlineChecks(FlowSubmissionFields.omit({ id: true, start: true })),
+).meta({
   id: "FlowTemplate",
 });
 
@@ -43,8 +46,23 @@ export function scheduleView(record: Schedule, state: SchedulerState): ScheduleV
   return view;
 }
 
-/** A 400 when the template's jobs do not make a valid DAG, or pin runners the context does not have. */
-async function checkTemplate(call: FlowCall, contextId: number, template: ScheduleCreation["template"]): Promise<void> {
+/**
+ * A 400 when the template's jobs do not make a valid DAG, or pin runners the context does not
+ * have; for a stored template, when it (or the version named) is not there, or the inputs do not
+ * fit it (its latest version now: a later one may declare others, and its fire then fails).
+ */
+async function checkTemplate(call: FlowCall, contextId: number, input: ScheduleCreation): Promise<void> {
+  const { template, from_template: ref } = input;
+  if (ref) {
+    const version = await call.store.templates.read(contextId, ref.name, ref.version).catch((error: unknown) => {
+      if (!(error instanceof NotFoundError)) throw error;
+      const field = ref.version !== undefined ? "version" : "name";
+      throw fieldProblem([{ field: `body.from_template.${field}`, message: error.message }]);
+    });
+    flowOf(version, ref.inputs, "body.from_template");
+    return;
+  }
+  if (!template) return;
   const check = resolveDag(template.jobs, () => 1);
   if ("issues" in check)
     throw fieldProblem(check.issues.map((i) => ({ field: `body.template.${i.field}`, message: i.message })));
@@ -64,7 +82,7 @@ export async function createSchedule(
 ): Promise<{ view: ScheduleView; created: boolean }> {
   const actorId = requireActor(call);
   await contextFor(call, contextId, "admin");
-  await checkTemplate(call, contextId, input.template);
+  await checkTemplate(call, contextId, input);
   const nowMs = Date.now();
   const now = Math.floor(nowMs / 1000);
   const digest = idempotencyKey ? await requestDigest(input) : undefined;
@@ -76,7 +94,8 @@ export async function createSchedule(
       ...(input.interval_seconds !== undefined ? { interval_seconds: input.interval_seconds } : {}),
       overlap: input.overlap,
       catchup: input.catchup,
-      template: input.template as Record<string, unknown>,
+      ...(input.template ? { template: input.template as Record<string, unknown> } : {}),
+      ...(input.from_template ? { from_template: input.from_template } : {}),
       paused: input.paused,
       ...(input.note !== undefined ? { note: input.note } : {}),
       anchor_ms: now * 1000,
