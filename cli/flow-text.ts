@@ -104,6 +104,9 @@ export function flowLines(view: FlowView): string[] {
       ["flow", String(view.id)],
       ["context", String(view.context_id)],
       ["caller", `actor ${view.caller_id}`],
+      ...(view.template
+        ? ([["template", `${view.template.name} version ${view.template.version}`]] as [string, string][])
+        : []),
       ["status", view.status],
       ["run", view.run > 1 ? `${view.run} (re-run ${view.run - 1} time${view.run > 2 ? "s" : ""})` : "1"],
       [

@@ -10,6 +10,7 @@ import { deadLetterCommands, dispatchCommands, flowRecoveryCommands } from "./re
 import { runnerStartCommands } from "./runner-start.js";
 import { runnerCommands } from "./runners.js";
 import { scheduleCommands } from "./schedules.js";
+import { templateCommands } from "./templates.js";
 
 /** Every command, in the order `flowc --help` lists them. */
 export const COMMANDS: Command[] = [
@@ -21,6 +22,7 @@ export const COMMANDS: Command[] = [
   ...runnerStartCommands,
   ...flowCommands,
   ...flowRecoveryCommands,
+  ...templateCommands,
   ...scheduleCommands,
   ...lifecycleCommands,
   ...messageCommands,

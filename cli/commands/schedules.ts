@@ -1,15 +1,17 @@
-import { ApiError, type ScheduleCreationInput } from "../../shared/client/index.js";
+import { ApiError, type CoordinatorClient, type ScheduleCreationInput } from "../../shared/client/index.js";
 import {
   ScheduleOverlap,
   type ScheduleRun,
   type ScheduleSummary,
   type ScheduleView,
+  type TemplateRef,
 } from "../../shared/model/index.js";
-import { pageOptions, pageQuery, parseChoice, parseCount, type Command } from "../command.js";
+import { pageOptions, pageQuery, parseChoice, parseCount, type Command, type Invocation } from "../command.js";
 import { DetailedError, UsageError } from "../errors.js";
 import { readFlowFile, type FlowFile } from "../flowfile.js";
 import { fields, pageLines, table, timestamp } from "../output.js";
 import { contextSession, objectSession } from "../session.js";
+import { TEMPLATE_INPUT_OPTIONS, versionAndInputs, versionOption } from "../template-inputs.js";
 
 /** Recurring flows: `flowc schedule create|list|show|pause|resume|trigger|delete` (docs/schedules.md). */
 
@@ -51,6 +53,14 @@ function refusedSchedule(file: FlowFile, error: ApiError): DetailedError | undef
   return new DetailedError(`the coordinator refused the schedule (${lines.length} problems):`, lines);
 }
 
+/** A stored template a schedule starts, in words: `nightly (latest) region="us"`. */
+function templateText(ref: TemplateRef): string {
+  const inputs = Object.entries(ref.inputs).map(([k, v]) => `${k}=${JSON.stringify(v)}`);
+  return [ref.name, ref.version !== undefined ? `version ${ref.version}` : "(latest at each fire)", ...inputs].join(
+    " ",
+  );
+}
+
 /** When a schedule fires, in words. */
 function when(s: ScheduleSummary): string {
   return s.cron !== undefined ? `cron "${s.cron}" ${s.timezone ?? "UTC"}` : `every ${s.interval_seconds ?? "?"}s`;
@@ -81,7 +91,9 @@ function scheduleLines(view: ScheduleView): string[] {
     ["last fire", at(view.last_fire_at)],
     ["running", view.running_flow_ids.length > 0 ? view.running_flow_ids.join(", ") : "-"],
     ...(view.buffered_fire_at !== undefined ? ([["buffered", at(view.buffered_fire_at)]] as [string, string][]) : []),
-    ["jobs", String((view.template.jobs as unknown[] | undefined)?.length ?? 0)],
+    view.from_template
+      ? ["template", templateText(view.from_template)]
+      : ["jobs", String((view.template?.jobs as unknown[] | undefined)?.length ?? 0)],
   ]);
   if (view.recent_runs.length === 0) return [...lines, "no runs yet"];
   return [...lines, "", ...table(["fire", "trigger", "outcome", "flow", "reason"], view.recent_runs.map(runRow))];
@@ -90,9 +102,11 @@ function scheduleLines(view: ScheduleView): string[] {
 const create: Command = {
   name: CREATE,
   summary: "start a flow file on a cron expression or a fixed interval (admins)",
-  usage: `${CREATE} <context> <file> (--cron '<expr>' [--tz <zone>] | --every <duration>) [--overlap <policy>] [--catchup skip|run] [--catchup-max <n>] [--paused] [--note <text>]`,
-  args: ["context", "file"],
+  usage: `${CREATE} <context> (<file> | --template <name> [--version <n>] [--input <name=value> ...]) (--cron '<expr>' [--tz <zone>] | --every <duration>) [--overlap <policy>] [--catchup skip|run] [--catchup-max <n>] [--paused] [--note <text>]`,
+  args: ["context", "file?"],
   options: {
+    template: { type: "string", value: "<name>", help: "instead of a file: a stored template (flowc template put)" },
+    ...TEMPLATE_INPUT_OPTIONS,
     cron: {
       type: "string",
       value: "<expr>",
@@ -115,11 +129,14 @@ const create: Command = {
     "submits it as a new flow, started at once, as you, with an Idempotency-Key of the schedule and",
     "the fire time, so a fire repeated by the coordinator starts one flow. Fire times come from the",
     "expression or the interval alone: they do not drift. Prints the schedule id and next fire.",
+    "With --template instead of a file, each fire starts that stored template: its --version, else",
+    "the latest at the fire, with the --input values (typed by the latest version now).",
   ].join("\n"),
   examples: [
     "flowc schedule create 1 examples/diamond.yaml --cron '0 9 * * MON-FRI' --tz Europe/Berlin",
     "flowc schedule create 1 flow.yaml --every 30s --overlap buffer_one",
     "flowc schedule create 1 flow.yaml --cron '*/10 * * * * *' --catchup run --catchup-max 3",
+    "flowc schedule create 1 --template nightly --input region=us --cron '0 2 * * *'",
   ],
   async run(invocation) {
     const { options, out } = invocation;
@@ -146,22 +163,46 @@ const create: Command = {
     const note = options.string("note");
     if (note !== undefined) input.note = note;
     const { contextId, session } = await contextSession(invocation, CREATE);
-    const file = readFlowFile(invocation.args[1] ?? "", invocation.cwd);
-    const { id: _id, start: _start, ...template } = file.body;
-    let view;
-    try {
-      view = await session.client.schedules.create(contextId, {
-        ...input,
-        template: template as ScheduleCreationInput["template"],
-      });
-    } catch (error) {
-      throw (error instanceof ApiError && refusedSchedule(file, error)) || error;
-    }
+    const view = await createFrom(invocation, session.client, contextId, input);
     out.result(view, [
       `schedule ${view.id} created in context ${contextId} (${when(view)}); ${view.paused ? "paused" : `next fire ${at(view.next_fire_at)}`}`,
     ]);
   },
 };
+
+/** Creates the schedule of a flow file, or of a stored template (`--template`). */
+async function createFrom(
+  invocation: Invocation,
+  client: CoordinatorClient,
+  contextId: number,
+  input: Omit<ScheduleCreationInput, "template">,
+): Promise<ScheduleView> {
+  const { options } = invocation;
+  const name = options.string("template");
+  const given = invocation.args[1];
+  if ((name === undefined) === (given === undefined))
+    throw new UsageError("give either a <file> or --template", CREATE);
+  if (name === undefined && (options.string("version") !== undefined || options.list("input").length > 0))
+    throw new UsageError("--version and --input go with --template", CREATE);
+  if (name !== undefined) {
+    const { inputs } = await versionAndInputs(client, contextId, name, options, CREATE);
+    const version = versionOption(options, CREATE);
+    return client.schedules.create(contextId, {
+      ...input,
+      from_template: { name, ...(version !== undefined ? { version } : {}), inputs },
+    });
+  }
+  const file = readFlowFile(given ?? "", invocation.cwd);
+  const { id: _id, start: _start, ...template } = file.body;
+  try {
+    return await client.schedules.create(contextId, {
+      ...input,
+      template: template as NonNullable<ScheduleCreationInput["template"]>,
+    });
+  } catch (error) {
+    throw (error instanceof ApiError && refusedSchedule(file, error)) || error;
+  }
+}
 
 const list: Command = {
   name: "schedule list",

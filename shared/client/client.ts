@@ -41,6 +41,7 @@ import { followStream, type StreamOptions, type StreamSource } from "./events.js
 import { reportsPath, type RunnerReport, type RunnerReportAnswer } from "./reports.js";
 import { LifecycleClient } from "./lifecycle.js";
 import { ScheduleClient } from "./schedules.js";
+import { TemplateClient } from "./templates.js";
 
 export type Fetcher = (request: Request) => Promise<Response>;
 
@@ -91,6 +92,8 @@ export class CoordinatorClient {
   readonly schedules = new ScheduleClient(this);
   /** Retention, and deleting an ended flow. */
   readonly lifecycle = new LifecycleClient(this);
+  /** Flow templates: put, list, get, version, start, delete. */
+  readonly templates = new TemplateClient(this);
 
   constructor(private readonly options: ClientOptions) {
     this.baseUrl = options.baseUrl.replace(/\/+$/, "");

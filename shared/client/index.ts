@@ -12,3 +12,4 @@ export type { RunnerEventName, RunnerReport, RunnerReportAnswer } from "./report
 export { LifecycleClient } from "./lifecycle.js";
 export { ScheduleClient } from "./schedules.js";
 export type { Requester, ScheduleCreationInput } from "./schedules.js";
+export { TemplateClient } from "./templates.js";

@@ -5,6 +5,7 @@ import {
   ScheduleSummary,
   ScheduleView,
   type Page,
+  type TemplateRef,
   type ScheduleCatchup,
   type ScheduleOverlap,
 } from "../model/index.js";
@@ -22,7 +23,9 @@ export interface Requester {
 /** `POST /v1/contexts/{c}/schedules` as a caller writes it (defaults left out). */
 export interface ScheduleCreationInput {
   /** The flow each fire starts: a flow submission without `id` and `start`. */
-  template: Omit<FlowSubmissionInput, "id" | "start">;
+  template?: Omit<FlowSubmissionInput, "id" | "start">;
+  /** Instead of `template`: a stored template each fire starts (its version, else the latest at the fire). */
+  from_template?: z.input<typeof TemplateRef>;
   cron?: string;
   timezone?: string;
   interval_seconds?: number;

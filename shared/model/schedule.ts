@@ -1,12 +1,15 @@
 import { z } from "zod";
 import { Id, Timestamp } from "./common.js";
+import { TemplateRef } from "./template.js";
 
 /*
  * Recurring flows (docs/schedules.md): a schedule is a flow template plus when to start it (a
  * cron expression in a time zone, or a fixed interval), what to do when a fire comes while the
  * previous run still goes (`overlap`), and what to do with fires missed while the coordinator was
  * away (`catchup`). The template's own schema is the flow submission's (shared/flow), a layer
- * above this one, so the creation request is built from it by `scheduleCreation`.
+ * above this one, so the creation request is built from it by `scheduleCreation`. Instead of a
+ * flow of its own, a schedule may name a stored flow template (`from_template`: its name, a
+ * version or the latest at each fire, and inputs; docs/templates.md).
  */
 
 /** How many past fires a schedule's view keeps. */
@@ -98,15 +101,30 @@ function checkSpec(
 
 /**
  * `POST /v1/contexts/{c}/schedules`: the flow `template` (the flow submission without `id` and
- * `start`, whose schema the caller passes) plus either `cron` (with `timezone`) or
- * `interval_seconds`, the overlap and catch-up policies, and whether it starts paused. The cron
- * parser is passed in too: it is a library the browser's bundle of this layer should not carry.
+ * `start`, whose schema the caller passes) or `from_template` (a stored template by name), plus
+ * either `cron` (with `timezone`) or `interval_seconds`, the overlap and catch-up policies, and
+ * whether it starts paused. The cron parser is passed in too: it is a library the browser's
+ * bundle of this layer should not carry.
  */
 export function scheduleCreation<T extends z.ZodType>(template: T, cronProblem: CronCheck) {
   return z
-    .object({ template, ...specFields })
+    .object({
+      template: template.optional(),
+      from_template: TemplateRef.optional().describe(
+        "Instead of template: a stored flow template each fire starts (its version, default the latest at the fire, and inputs)",
+      ),
+      ...specFields,
+    })
     .strict()
-    .superRefine((spec, ctx) => checkSpec(spec, cronProblem, ctx));
+    .superRefine((spec, ctx) => {
+      if ((spec.template === undefined) === (spec.from_template === undefined))
+        ctx.addIssue({
+          code: "custom",
+          path: ["template"],
+          message: "give either template (a flow) or from_template (a stored template's name), not both or neither",
+        });
+      checkSpec(spec, cronProblem, ctx);
+    });
 }
 
 /** A schedule as stored (one hash, `ctx:{C}:schedule:<id>`). */
@@ -121,8 +139,10 @@ export const Schedule = z
     interval_seconds: z.int().min(1).optional(),
     overlap: ScheduleOverlap,
     catchup: ScheduleCatchup,
-    /** The flow submission each fire starts (as validated at creation). */
-    template: z.record(z.string(), z.unknown()),
+    /** The flow submission each fire starts (as validated at creation), or none with `from_template`. */
+    template: z.record(z.string(), z.unknown()).optional(),
+    /** The stored template each fire starts instead (its version: as given, else the latest at the fire). */
+    from_template: TemplateRef.optional(),
     paused: z.boolean(),
     /** Why it was paused when the coordinator paused it (its creator lost the admin permission). */
     paused_reason: z.string().optional(),
