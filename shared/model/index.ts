@@ -45,6 +45,7 @@ export {
   InputName,
   InputType,
   InputValues,
+  StoredTemplateRef,
   TEMPLATE_LIMITS,
   TemplateName,
   TemplatePut,

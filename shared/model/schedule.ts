@@ -1,6 +1,6 @@
 import { z } from "zod";
 import { Id, Timestamp } from "./common.js";
-import { TemplateRef } from "./template.js";
+import { StoredTemplateRef, TemplateRef } from "./template.js";
 
 /*
  * Recurring flows (docs/schedules.md): a schedule is a flow template plus when to start it (a
@@ -142,7 +142,7 @@ export const Schedule = z
     /** The flow submission each fire starts (as validated at creation), or none with `from_template`. */
     template: z.record(z.string(), z.unknown()).optional(),
     /** The stored template each fire starts instead (its version: as given, else the latest at the fire). */
-    from_template: TemplateRef.optional(),
+    from_template: StoredTemplateRef.optional(),
     paused: z.boolean(),
     /** Why it was paused when the coordinator paused it (its creator lost the admin permission). */
     paused_reason: z.string().optional(),

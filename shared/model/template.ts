@@ -96,12 +96,20 @@ export function inputRequired(input: InputDeclaration): boolean {
   return input.required ?? input.default === undefined;
 }
 
-/** A template's `inputs:`: declarations by name. */
-export const InputDeclarations = z
-  .record(InputName, InputDeclaration)
-  .refine((m) => Object.keys(m).length <= TEMPLATE_LIMITS.inputs, {
-    message: `a template declares at most ${TEMPLATE_LIMITS.inputs} inputs`,
-  });
+/** A template's `inputs:`: declarations by name (a name at fault is named itself, not "an invalid key"). */
+export const InputDeclarations = z.record(z.string(), InputDeclaration).superRefine(
+  (inputs, ctx) => {
+    const names = Object.keys(inputs);
+    if (names.length > TEMPLATE_LIMITS.inputs)
+      ctx.addIssue({ code: "custom", message: `a template declares at most ${TEMPLATE_LIMITS.inputs} inputs` });
+    for (const name of names) {
+      const wrong = InputName.safeParse(name).error?.issues[0]?.message;
+      if (wrong) ctx.addIssue({ code: "custom", path: [name], message: wrong });
+    }
+  },
+  // The names are checked even when a declaration is at fault too: each is told at once.
+  { when: (payload) => typeof payload.value === "object" && payload.value !== null },
+);
 
 /** The inputs a start gives, by name: JSON values, checked against the declarations when the flow starts. */
 export const InputValues = z
@@ -195,3 +203,9 @@ export const TemplateRef = z
   .strict()
   .meta({ id: "TemplateRef" });
 export type TemplateRef = z.output<typeof TemplateRef>;
+
+/** A schedule's `from_template` as stored and shown: its inputs always there (the request's default filled in). */
+export const StoredTemplateRef = z
+  .object({ name: TemplateName, version: z.int().min(1).optional(), inputs: InputValues })
+  .strict()
+  .meta({ id: "StoredTemplateRef" });
