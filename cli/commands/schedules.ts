@@ -136,7 +136,7 @@ const create: Command = {
     "flowc schedule create 1 examples/diamond.yaml --cron '0 9 * * MON-FRI' --tz Europe/Berlin",
     "flowc schedule create 1 flow.yaml --every 30s --overlap buffer_one",
     "flowc schedule create 1 flow.yaml --cron '*/10 * * * * *' --catchup run --catchup-max 3",
-    "flowc schedule create 1 --template nightly --input region=us --cron '0 2 * * *'",
+    "flowc schedule create 1 --template report --input region=us --cron '0 2 * * *'",
   ],
   async run(invocation) {
     const { options, out } = invocation;

@@ -44,7 +44,7 @@ const put: Command = {
     "a when. Each PUT of a changed file is a new version (1, 2, …); the same file as the latest",
     "makes none. Fields the coordinator refuses are shown as file:line: field. See docs/templates.md.",
   ].join("\n"),
-  examples: ["flowc template put 1 nightly examples/template.yaml"],
+  examples: ["flowc template put 1 report examples/template.yaml"],
   async run(invocation) {
     const { contextId, name, session } = await templateSession(invocation, PUT);
     const file = readFlowFile(invocation.args[2] ?? "", invocation.cwd);
@@ -121,7 +121,7 @@ const show: Command = {
   args: ["context", "name"],
   options: { version: VERSION_OPTION },
   details: "--json prints the version with its file, as stored (defaults filled in).",
-  examples: ["flowc template show 1 nightly", "flowc template show 1 nightly --version 2 --json"],
+  examples: ["flowc template show 1 report", "flowc template show 1 nightly --version 2 --json"],
   async run(invocation) {
     const command = "template show";
     const { contextId, name, session } = await templateSession(invocation, command);
@@ -156,8 +156,8 @@ const start: Command = {
     "missing is refused naming it. The flow's environment has each input as INPUT_<NAME>.",
   ].join("\n"),
   examples: [
-    "flowc template start 1 nightly --input region=us --input count=3 --watch",
-    "flowc template start 1 nightly --version 2",
+    "flowc template start 1 report --input region=us --input days=3 --watch",
+    "flowc template start 1 report --version 2",
   ],
   async run(invocation) {
     const { options, out } = invocation;
@@ -184,7 +184,7 @@ const remove: Command = {
   summary: "delete a template with every version; flows started from it stay (admins)",
   usage: "template delete <context> <name>",
   args: ["context", "name"],
-  examples: ["flowc template delete 1 nightly"],
+  examples: ["flowc template delete 1 report"],
   async run(invocation) {
     const { contextId, name, session } = await templateSession(invocation, "template delete");
     await session.client.templates.delete(contextId, name);
