@@ -53,7 +53,7 @@ function refusedSchedule(file: FlowFile, error: ApiError): DetailedError | undef
   return new DetailedError(`the coordinator refused the schedule (${lines.length} problems):`, lines);
 }
 
-/** A stored template a schedule starts, in words: `nightly (latest) region="us"`. */
+/** A stored template a schedule starts, in words: `report (latest at each fire) region="us"`. */
 function templateText(ref: TemplateRef): string {
   const inputs = Object.entries(ref.inputs).map(([k, v]) => `${k}=${JSON.stringify(v)}`);
   return [ref.name, ref.version !== undefined ? `version ${ref.version}` : "(latest at each fire)", ...inputs].join(

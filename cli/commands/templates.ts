@@ -121,7 +121,7 @@ const show: Command = {
   args: ["context", "name"],
   options: { version: VERSION_OPTION },
   details: "--json prints the version with its file, as stored (defaults filled in).",
-  examples: ["flowc template show 1 report", "flowc template show 1 nightly --version 2 --json"],
+  examples: ["flowc template show 1 report", "flowc template show 1 report --version 2 --json"],
   async run(invocation) {
     const command = "template show";
     const { contextId, name, session } = await templateSession(invocation, command);
