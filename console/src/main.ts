@@ -6,6 +6,7 @@ import { contextsPage } from "./pages/contexts.js";
 import { flowPage } from "./pages/flow.js";
 import { flowsPage } from "./pages/flows.js";
 import { deadLettersPage, runnersPage } from "./pages/runners.js";
+import { templatePage, templatesPage } from "./pages/templates.js";
 import { parseRoute, href, type Route } from "./routes.js";
 import { signInPage } from "./signin.js";
 
@@ -48,6 +49,12 @@ function draw(route: Route): void {
       break;
     case "deadletters":
       deadLettersPage(ctx, route.contextId);
+      break;
+    case "templates":
+      templatesPage(ctx, route.contextId);
+      break;
+    case "template":
+      templatePage(ctx, route.contextId, route.name);
       break;
     case "missing":
       main.replaceChildren(

@@ -1,3 +1,5 @@
+import { TEMPLATE_NAME } from "../../shared/model/template-name.js";
+
 /**
  * The console's pages, addressed by the URL's fragment (`/console/#/contexts/1/flows/2`), so the
  * Worker serves one page and every view can be bookmarked, shared and reloaded.
@@ -8,6 +10,8 @@ export type Route =
   | { page: "flow"; contextId: number; flowId: number; jobId?: number }
   | { page: "runners"; contextId: number }
   | { page: "deadletters"; contextId: number }
+  | { page: "templates"; contextId: number }
+  | { page: "template"; contextId: number; name: string }
   | { page: "missing"; hash: string };
 
 const FLOW_STATUSES = new Set(["dispatched", "started", "finished", "error"]);
@@ -34,7 +38,20 @@ export function parseRoute(hash: string): Route {
   }
   if (section === "runners" && second === undefined) return { page: "runners", contextId };
   if (section === "deadletters" && second === undefined) return { page: "deadletters", contextId };
+  if (section === "templates" && second === undefined) return { page: "templates", contextId };
+  const name = decoded(second ?? "");
+  if (section === "templates" && third === undefined && TEMPLATE_NAME.test(name))
+    return { page: "template", contextId, name };
   return { page: "missing", hash };
+}
+
+/** A path segment decoded, or "" for one that does not decode (a stray %). */
+function decoded(segment: string): string {
+  try {
+    return decodeURIComponent(segment);
+  } catch {
+    return "";
+  }
 }
 
 /** The fragment of a route (what links point at). */
@@ -50,5 +67,9 @@ export function href(route: Exclude<Route, { page: "missing" }>): string {
       return `#/contexts/${route.contextId}/runners`;
     case "deadletters":
       return `#/contexts/${route.contextId}/deadletters`;
+    case "templates":
+      return `#/contexts/${route.contextId}/templates`;
+    case "template":
+      return `#/contexts/${route.contextId}/templates/${encodeURIComponent(route.name)}`;
   }
 }

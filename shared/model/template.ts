@@ -1,5 +1,6 @@
 import { z } from "zod";
 import { Id, Timestamp } from "./common.js";
+import { TEMPLATE_NAME } from "./template-name.js";
 
 /*
  * Reusable flow templates (docs/templates.md): a flow file stored under a name as numbered,
@@ -23,10 +24,7 @@ export const TEMPLATE_LIMITS = {
 /** A template's name: what it is stored and started by (it is part of a Redis key). */
 export const TemplateName = z
   .string()
-  .regex(
-    /^[A-Za-z0-9][A-Za-z0-9_.-]{0,63}$/,
-    "a template's name: letters, digits, _ . -, starting with a letter or digit, at most 64",
-  );
+  .regex(TEMPLATE_NAME, "a template's name: letters, digits, _ . -, starting with a letter or digit, at most 64");
 
 /**
  * An input's name. Lower case, so that its environment variable (`INPUT_<NAME>`, upper-cased)

@@ -315,7 +315,7 @@ function failureNote(error: NonNullable<FlowView["error"]>): HTMLElement {
   return h("p", { class: "flow-error", role: "note" }, who, error.reason);
 }
 
-/** The flow's progress, times and trace id. */
+/** The flow's progress, times, trace id, and the template it was started from. */
 function drawMeta(meta: HTMLElement, view: FlowView): void {
   const counts = PROGRESS_ORDER.filter((s) => view.progress[s] > 0).map((s) =>
     h("span", { class: `count st-${s}` }, `${view.progress[s]} ${s.replaceAll("_", " ")}`),
@@ -334,5 +334,18 @@ function drawMeta(meta: HTMLElement, view: FlowView): void {
       ? h("span", { "data-testid": "flow-run", title: "re-run: each re-run is the next run" }, `run ${view.run}`)
       : undefined,
     h("span", { class: "trace", title: "trace id (W3C traceparent)" }, `trace ${view.trace_id}`),
+    view.template
+      ? h(
+          "span",
+          { "data-testid": "flow-template" },
+          "from template ",
+          h(
+            "a",
+            { href: href({ page: "template", contextId: view.context_id, name: view.template.name }) },
+            view.template.name,
+          ),
+          ` version ${view.template.version}`,
+        )
+      : undefined,
   );
 }
