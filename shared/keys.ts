@@ -236,7 +236,10 @@ export class Keys {
     return `${this.namespace(contextId)}idem:${callerId}:${key}`;
   }
 
-  /** Hash of id counters inside the context (fields `flow`, `runner`, `job:<caller>`, `message:<caller>`). */
+  /**
+   * Hash of id counters inside the context (fields `flow`, `runner`, `job:<caller>`,
+   * `message:<caller>`, `schedule`, `template:<name>`).
+   */
   ids(contextId: number): string {
     return `${this.namespace(contextId)}ids`;
   }
