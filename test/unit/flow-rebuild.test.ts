@@ -94,3 +94,35 @@ describe("a job attempt's message after its job ended", () => {
     expect(messageEnd(dispatchMessage(state, job, 2, T), { ...running, status: "dispatched" })).toBeNull();
   });
 });
+
+describe("a flow started from a template", () => {
+  it("keeps the template and version it came from through its record", () => {
+    const d = started([jobIn({ name: "one" })]);
+    d.state = { ...d.state, template: { name: "report", version: 3 } };
+    const state = d.state;
+    const job = state.jobs[100];
+    if (!job) throw new Error("no job 100");
+    const record = flowRecord(state, T);
+    expect(record.template).toEqual({ name: "report", version: 3 });
+    const rebuilt = rebuildState({
+      flow: record,
+      contextId: state.contextId,
+      callerId: state.callerId,
+      jobs: [jobRecord(state, job, T)],
+      messages: new Map(),
+      journal: {},
+    });
+    expect(rebuilt.template).toEqual({ name: "report", version: 3 });
+    // A flow of its own has none.
+    const { template: _template, ...own } = state;
+    const plain = rebuildState({
+      flow: flowRecord(own, T),
+      contextId: state.contextId,
+      callerId: state.callerId,
+      jobs: [jobRecord(own, job, T)],
+      messages: new Map(),
+      journal: {},
+    });
+    expect(plain.template).toBeUndefined();
+  });
+});
