@@ -131,6 +131,18 @@ function fuzzRoutes(ids: FuzzIds): Route[] {
       fields: ["id", "env_vars", "jobs", "start", "timeouts"],
     },
     {
+      name: "PUT /v1/contexts/{contextId}/templates/{name}",
+      method: "PUT",
+      path: () => `/v1/contexts/${ids.contextId}/templates/fuzz`,
+      fields: ["env_vars", "jobs", "timeouts", "inputs", "description"],
+    },
+    {
+      name: "POST …/templates/{name}/flows",
+      method: "POST",
+      path: () => `/v1/contexts/${ids.contextId}/templates/fuzz/flows`,
+      fields: ["version", "inputs", "start"],
+    },
+    {
       name: "POST /v1/contexts/{contextId}/jobs",
       method: "POST",
       path: () => `/v1/contexts/${ids.contextId}/jobs`,

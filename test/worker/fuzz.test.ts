@@ -83,6 +83,8 @@ describe("fuzzing", () => {
       (a: string, b: string) => `/v1/contexts/${a}/runners/${b}`,
       (a: string, b: string) => `/v1/contexts/${ids.contextId}/permissions/${a}/${b}`,
       (a: string) => `/v1/contexts/${ids.contextId}/runners?offset=${a}&limit=${a}`,
+      (a: string, b: string) => `/v1/contexts/${ids.contextId}/templates/${a}/versions/${b}`,
+      (a: string) => `/v1/contexts/${ids.contextId}/templates/${a}`,
     ];
     await fc.assert(
       fc.asyncProperty(

@@ -246,6 +246,22 @@ describe("starting a flow from a template", () => {
     expect([other.status, other.code]).toEqual([422, "idempotency-key-reused"]);
   });
 
+  it("takes a signed start once: sent again, it is a replay and makes no second flow", async () => {
+    const request = await signed(
+      "POST",
+      `/v1/contexts/${ctx}/templates/order/flows`,
+      admin.jwk,
+      actorKeyId(admin.actor.id),
+      { inputs: { order: "49" } },
+    );
+    const before = (await client.listFlows(ctx, { limit: 500 })).total;
+    const first = await w.fetch(request.clone());
+    expect(first.status).toBe(201);
+    const again = await w.fetch(request);
+    expect([again.status, ((await again.json()) as { type: string }).type]).toEqual([401, "/problems/nonce-replayed"]);
+    expect((await client.listFlows(ctx, { limit: 500 })).total).toBe(before + 1);
+  });
+
   it("is the same over JSON-RPC", async () => {
     const put = await client.rpc<{ version: number; created: boolean }>("template.put", {
       context_id: ctx,
