@@ -100,7 +100,7 @@ describe("a flow started from a template", () => {
     const d = started([jobIn({ name: "one" })]);
     d.state = { ...d.state, template: { name: "report", version: 3 } };
     const state = d.state;
-    const job = state.jobs[100];
+    const job = state.jobs.get(100);
     if (!job) throw new Error("no job 100");
     const record = flowRecord(state, T);
     expect(record.template).toEqual({ name: "report", version: 3 });
