@@ -55,7 +55,7 @@ export function specOf(
  * The table of a flow's new job objects, in its order: fills every job's `dependents` from the
  * others' `depends` first (kept for speed, never stored), in place, as the objects are new.
  */
-export function linkedTable(jobs: JobState[]): JobTable {
+export function linkedTable(jobs: JobState[]): JobTable<JobState> {
   const byId = new Map(jobs.map((job) => [job.id, job]));
   for (const job of jobs) for (const dep of job.depends) byId.get(dep)?.dependents.push(job.id);
   return JobTable.of(jobs);

@@ -52,7 +52,7 @@ const endedPrefix = new WeakMap<FlowState, number>();
  */
 export class Draft {
   readonly flow: FlowState;
-  private readonly jobs: JobTableDraft;
+  private readonly jobs: JobTableDraft<JobState>;
   readonly effects: FlowEffect[] = [];
   private readonly touched = new Set<number>();
   /** A job that had ended was made to run again (a re-run): the ended prefix carried over no longer holds. */

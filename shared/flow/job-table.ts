@@ -1,4 +1,7 @@
-import type { JobState } from "./state.js";
+/** What a table holds: records with an id (a flow's JobState; generic, so this module imports nothing). */
+export interface Keyed {
+  readonly id: number;
+}
 
 /**
  * A flow's jobs by id: an immutable, persistent table in which a transition pays for the jobs it
@@ -15,7 +18,7 @@ import type { JobState } from "./state.js";
  * builder: it copies each node it touches once, then writes into its copies in place, until it
  * is sealed; a draft of a transition that changes k jobs copies O(k · depth) nodes.
  */
-export class JobTable {
+export class JobTable<T extends Keyed> {
   /** @internal The trie's root (null while empty), how many levels it has, and how many jobs. */
   protected constructor(
     protected root: Node | null,
@@ -24,11 +27,13 @@ export class JobTable {
   ) {}
 
   /** The table with no jobs. */
-  static readonly empty: JobTable = new JobTable(null, 1, 0);
+  static empty<T extends Keyed>(): JobTable<T> {
+    return new JobTable<T>(null, 1, 0);
+  }
 
   /** A table of the given jobs, by their ids (a later job of the same id replaces an earlier). */
-  static of(jobs: Iterable<JobState>): JobTable {
-    const draft = JobTable.empty.draft();
+  static of<T extends Keyed>(jobs: Iterable<T>): JobTable<T> {
+    const draft = JobTable.empty<T>().draft();
     for (const job of jobs) draft.put(job.id, job);
     return draft.seal();
   }
@@ -39,17 +44,17 @@ export class JobTable {
   }
 
   /** The job of that id, or undefined when the table has none. */
-  get(id: number): JobState | undefined {
+  get(id: number): T | undefined {
     jobTableCounts.reads++;
     let node: Node | null | undefined = this.root;
     if (node === null || !inRange(id, this.levels)) return undefined;
     for (let level = this.levels - 1; level > 0 && node; level--)
       node = node.slots[digit(id, level)] as Node | undefined;
-    return node?.slots[digit(id, 0)] as JobState | undefined;
+    return node?.slots[digit(id, 0)] as T | undefined;
   }
 
   /** The job of that id, which must be in the table: its absence is a bug, and throws saying so. */
-  job(id: number): JobState {
+  job(id: number): T {
     const job = this.get(id);
     if (job === undefined) throw new Error(`job table: no job ${id}`);
     return job;
@@ -61,24 +66,24 @@ export class JobTable {
   }
 
   /** A table with `job` at `id` (added or replaced): this one is left as it was. */
-  set(id: number, job: JobState): JobTable {
+  set(id: number, job: T): JobTable<T> {
     const draft = this.draft();
     draft.put(id, job);
     return draft.seal();
   }
 
   /** A transient builder that starts from this table, which it leaves untouched. */
-  draft(): JobTableDraft {
+  draft(): JobTableDraft<T> {
     return new JobTableDraft(this.root, this.levels, this.count);
   }
 
   /** The jobs in id order. */
-  *[Symbol.iterator](): IterableIterator<JobState> {
-    if (this.root) yield* walk(this.root, this.levels - 1);
+  *[Symbol.iterator](): IterableIterator<T> {
+    if (this.root) yield* walk<T>(this.root, this.levels - 1);
   }
 
   /** The jobs in id order, as an array. */
-  values(): JobState[] {
+  values(): T[] {
     return [...this];
   }
 
@@ -88,8 +93,8 @@ export class JobTable {
   }
 
   /** As JSON, the jobs by id (what a state printed in a log or a failed test shows). */
-  toJSON(): Record<number, JobState> {
-    const out: Record<number, JobState> = {};
+  toJSON(): Record<number, T> {
+    const out: Record<number, T> = {};
     for (const job of this) out[job.id] = job;
     return out;
   }
@@ -99,7 +104,7 @@ export class JobTable {
    * order. Nodes the two share are skipped whole, so two tables a few sets apart compare in time
    * proportional to those sets times the depth, not to the flow.
    */
-  diff(other: JobTable): number[] {
+  diff(other: JobTable<T>): number[] {
     const out: number[] = [];
     const levels = Math.max(this.levels, other.levels);
     diffNodes(lift(this.root, this.levels, levels), lift(other.root, other.levels, levels), levels - 1, 0, out);
@@ -113,7 +118,7 @@ export class JobTable {
  * of a flow hands its table to the state it reaches); `put` then throws, and `set`, as on any
  * table, returns a new one.
  */
-export class JobTableDraft extends JobTable {
+export class JobTableDraft<T extends Keyed> extends JobTable<T> {
   /** Marks the nodes this draft copied; null once sealed, so nodes sealed stay immutable. */
   private owner: object | null = {};
 
@@ -123,7 +128,7 @@ export class JobTableDraft extends JobTable {
   }
 
   /** Puts `job` at `id`, in place: copies the nodes on its path that are not yet this draft's own. */
-  put(id: number, job: JobState): void {
+  put(id: number, job: T): void {
     if (this.owner === null) throw new Error("job table: put into a sealed draft");
     if (!Number.isSafeInteger(id) || id < 0) throw new RangeError(`job table: bad job id ${id}`);
     while (!inRange(id, this.levels)) {
@@ -144,7 +149,7 @@ export class JobTableDraft extends JobTable {
   }
 
   /** Ends the draft: the table is immutable from now on, and returned as such. */
-  seal(): JobTable {
+  seal(): JobTable<T> {
     this.owner = null;
     return this;
   }
@@ -167,7 +172,7 @@ export const jobTableCounts = { reads: 0, copies: 0 };
 /** A trie node: 32 slots of children (or, at the bottom level, of jobs); `owner` is the draft that may write into it. */
 interface Node {
   owner: object | null;
-  slots: (Node | JobState | undefined)[];
+  slots: (Node | Keyed | undefined)[];
 }
 
 const POW32 = Array.from({ length: 12 }, (_, level) => 32 ** level);
@@ -185,10 +190,10 @@ function inRange(id: number, levels: number): boolean {
 }
 
 /** The jobs under a node, in id order. */
-function* walk(node: Node, level: number): Generator<JobState> {
+function* walk<T>(node: Node, level: number): Generator<T> {
   for (const slot of node.slots) {
     if (slot === undefined) continue;
-    if (level === 0) yield slot as JobState;
+    if (level === 0) yield slot as T;
     else yield* walk(slot as Node, level - 1);
   }
 }

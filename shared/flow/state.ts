@@ -141,7 +141,7 @@ export interface FlowState {
   /** Job ids in submission order (jobs added later are appended). */
   order: number[];
   /** The jobs by id: a persistent table, which a transition changes a path of (job-table.ts). */
-  jobs: JobTable;
+  jobs: JobTable<JobState>;
   error?: FlowError;
   traceId: string;
   /** Higher goes first when runners are the bottleneck (0 by default). */
