@@ -1,6 +1,8 @@
 import { apply, type FlowEvent, type FlowState, type Journal, type Transition } from "../../shared/flow/index.js";
 import { changesOf, type FlowChange } from "../../shared/flow/changes.js";
 import {
+  CALL_BYTES,
+  callBytes,
   ConflictError,
   NotFoundError,
   planCommit,
@@ -288,10 +290,11 @@ export class GroupCommit {
     if (steps.length === 0 && !unborn) return;
     const now = Date.now();
     const store = this.host.store();
-    const commit = planCommit(store.keys, steps, now, store.deadLetters.max);
-    const plan: PendingCommit = unborn
-      ? { ...commit, ...this.host.store().flows.creation(unborn.state, unborn.chosen, now, commit, unborn.token) }
-      : commit;
+    // A creation goes in the commit's first call: the commit has the room it leaves there.
+    const creation = unborn && store.flows.creation(unborn.state, unborn.chosen, now, undefined, unborn.token);
+    const room = creation ? CALL_BYTES - callBytes(creation) : CALL_BYTES;
+    const commit = planCommit(store.keys, steps, now, store.deadLetters.max, room);
+    const plan: PendingCommit = creation ? { ...commit, ...store.flows.withCommit(creation, commit) } : commit;
     const writes = unborn !== undefined || commit.sections > 0;
     const claims = writes ? (this.host.claims?.(after, commit) ?? []) : [];
     let skipped: number[] = [];

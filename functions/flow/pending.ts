@@ -2,9 +2,10 @@ import type { CommitPlan, Creation } from "../../shared/store/index.js";
 
 /**
  * What of a commit must survive the object: the script call (a commit's, or a creation's with
- * its first commit), and what it owes dispatch.
+ * its first commit) and the calls after it when there are several, and what it owes dispatch.
  */
 export type PendingCommit = Pick<CommitPlan, "keys" | "args" | "queued" | "freed" | "released" | "notifies"> &
+  Partial<Pick<CommitPlan, "more" | "sections">> &
   Partial<Pick<Creation, "creates" | "caller">> & {
     /**
      * The call went out with claims for the flow's own work: if it ran, what it claimed waits for

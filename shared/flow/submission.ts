@@ -8,12 +8,14 @@ import { withoutInputs } from "./inputs.js";
 import { checkTemplate } from "./template.js";
 
 /**
- * Limits of one flow submission. A flow is written to storage in one atomic step, and a flow whose
- * jobs are all ready at once queues them in one command: Lua's `unpack` takes some 8,000 values,
- * which caps a flow at a few thousand jobs until creation and queueing are written in chunks.
+ * Limits of one flow submission. A flow holds up to 10,000 jobs (as Cloudflare Workflows allows
+ * 10,000 steps): a transition costs the jobs it changes (job-table.ts), the scripts write long
+ * lists in slices (Lua's `unpack` takes some 8,000 values), and a commit too big for one storage
+ * call goes in several (shared/store/commit-calls.ts), so a 1 MiB flow file of 10,000 jobs all
+ * ready at once is created and queued in calls each well under storage's limit (docs/limits.md).
  */
 export const FLOW_LIMITS = {
-  jobsPerFlow: 2000,
+  jobsPerFlow: 10_000,
   scriptBytes: 16 * 1024,
   dependenciesPerJob: 1000,
 } as const;

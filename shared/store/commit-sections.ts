@@ -20,22 +20,16 @@ import { scriptTypeOf, type DeadLetter, type Log, type Message } from "../model/
 import { encodePairs } from "./codec.js";
 import { dispatchMessage, resultMessage } from "./flow-records.js";
 import { codecs } from "./layouts.js";
+import { guardFirst, type Op, type SectionPart } from "./commit-calls.js";
 import { readyQueueOf, type ReadyQueue } from "./ready-queue.js";
-import type { ScriptKeys } from "./script.js";
+
+export type { Op } from "./commit-calls.js";
 
 /**
  * What each effect of a transition writes, as operations of the commit section that writes the
  * transition (see `commitFlow`'s header, shared/store/scripts/flow.ts, for what each operation
  * does in Redis). `planCommit` (flow-plan.ts) runs one `StepSection` per applied transition.
  */
-
-/**
- * An operation, and whether it can guard its section: a write that changes something only the
- * first time it runs (an HSET adding a field, an HDEL removing one). The lower the number, the
- * surer: 1 the flow's own lifecycle fields (started_at, ended_at, a re-run's clearing of
- * ended_at), 2 a new message, 3 a job's ended_at.
- */
-export type Op = ["H" | "D" | "P" | "Z" | "R" | "L" | "X" | "E", string, string[], (1 | 2 | 3)?];
 
 /** One applied transition: the state after it, its effects, and logs that came with it. */
 export interface CommitStep {
@@ -47,8 +41,6 @@ export interface CommitStep {
 
 /** What the sections of one batch gather beyond their operations, for the commit as a whole. */
 export interface BatchOutput {
-  /** The KEYS of the script call. */
-  readonly scriptKeys: ScriptKeys;
   /** The messages the batch creates: attempts (queued for runners) and results (in inboxes). */
   readonly messages: Message[];
   /** The queues the batch puts attempts in, by key. */
@@ -77,14 +69,29 @@ function attemptItem(keys: Keys, state: FlowState, job: JobState, attempt: numbe
 }
 
 /**
+ * Most dispatches in one part of a section. A transition that makes thousands of jobs ready at
+ * once (a flow's start, a fan-out's root ending) writes a message for each, some 8 MB for 10,000:
+ * its section is cut into parts, each guarded by its own first message (new only the first
+ * time), so a plan can spread them over several calls (commit-calls.ts) and each part is still
+ * written once.
+ */
+export const DISPATCHES_PER_PART = 1000;
+
+/** A part of a section: its operations, and the work items its dispatches queue, by queue. */
+interface Part {
+  ops: Op[];
+  queued: Map<string, string[]>;
+  dispatches: number;
+}
+
+/**
  * The section of one transition: each effect adds its writes (`write`), then `close` adds what
  * the effects gathered (work items by queue, results to POST, log lines) and orders the
- * operations so that the surest guard goes first.
+ * operations so that the surest guard goes first. A section of many dispatches comes in parts.
  */
 export class StepSection {
-  readonly ops: Op[] = [];
-  /** Work items by queue, and results to POST to the caller (onto msg_out). */
-  private readonly queued = new Map<string, string[]>();
+  private readonly parts: Part[] = [{ ops: [], queued: new Map(), dispatches: 0 }];
+  /** Results to POST to the caller (onto msg_out). */
   private readonly posted: string[] = [];
   /** Whether the step's log lines went onto a message already. */
   private logsWritten = false;
@@ -114,8 +121,14 @@ export class StepSection {
     return this.state.jobs.job(id);
   }
 
-  private at(key: string): string {
-    return String(this.out.scriptKeys.at(key));
+  /** The part being written. */
+  private get current(): Part {
+    return this.parts[this.parts.length - 1] as Part;
+  }
+
+  /** The operations of the part being written. */
+  private get ops(): Op[] {
+    return this.current.ops;
   }
 
   /** Adds what one effect writes. */
@@ -184,6 +197,11 @@ export class StepSection {
 
   /** A new attempt's message, and its work item queued for the runners that may take it. */
   dispatch(jobId: number, attempt: number): void {
+    // A part full of dispatches, and guarded, is closed: the next starts with this message.
+    const full = this.current;
+    if (full.dispatches >= DISPATCHES_PER_PART && full.ops.some((op) => op[3] !== undefined))
+      this.parts.push({ ops: [], queued: new Map(), dispatches: 0 });
+    this.current.dispatches++;
     const job = this.job(jobId);
     const message = dispatchMessage(this.state, job, attempt, this.now);
     const key = this.keys.message(this.ctx, this.state.callerId, message.id);
@@ -193,9 +211,10 @@ export class StepSection {
       ...job.spec,
       script_type: scriptTypeOf({ id: job.id, script_type: job.spec.script_type }),
     });
-    const items = this.queued.get(queue.key) ?? [];
+    const queued = this.current.queued;
+    const items = queued.get(queue.key) ?? [];
     items.push(attemptItem(this.keys, this.state, job, attempt, job.previousRunner));
-    this.queued.set(queue.key, items);
+    queued.set(queue.key, items);
     this.out.ready.set(queue.key, queue);
   }
 
@@ -236,9 +255,8 @@ export class StepSection {
       at: this.secs,
     };
     const k = this.keys;
-    const where = [k.deadLetterIndex(this.ctx), k.context(this.ctx), k.contextCounters(this.ctx)].map((key) =>
-      this.at(key),
-    );
+    // Keys, which the call names by position (KEYED_VALUES, commit-calls.ts).
+    const where = [k.deadLetterIndex(this.ctx), k.context(this.ctx), k.contextCounters(this.ctx)];
     const args = [...where, entry.id, JSON.stringify(entry), String(this.now), String(this.deadLettersMax)];
     this.ops.push(["X", k.deadLetters(this.ctx), args]);
   }
@@ -271,8 +289,7 @@ export class StepSection {
     // The last run's final message took its end from the job, which is about to forget it: the
     // end is written into the message first (if the job ended after an attempt).
     const last = job.pastMessages?.at(-1)?.[1];
-    if (last !== undefined)
-      this.ops.push(["E", this.keys.message(this.ctx, this.state.callerId, last), [this.at(jobHash)]]);
+    if (last !== undefined) this.ops.push(["E", this.keys.message(this.ctx, this.state.callerId, last), [jobHash]]);
     const again = encodePairs(codecs.job, {
       status: job.status,
       message_base: job.messageBase,
@@ -365,13 +382,14 @@ export class StepSection {
   }
 
   /**
-   * The section's operations, complete: the queued work items and the results to POST, the log
-   * lines no effect took (a logs report: onto the current attempt's message), and the surest guard
-   * first, so that a section written before (a retried script call, a replayed transition) is
-   * skipped whole. Empty when the step writes nothing.
+   * The section's operations, complete, part by part: each part's queued work items, in the last
+   * the results to POST and the log lines no effect took (a logs report: onto the current
+   * attempt's message), and in each the surest guard first, so that a part written before (a
+   * retried script call, a replayed transition) is skipped whole. A part with no operations is
+   * left out: a step that writes nothing has none.
    */
-  close(): { guarded: boolean; ops: Op[] } {
-    for (const [queue, items] of this.queued) this.ops.push(["P", queue, items]);
+  close(): SectionPart[] {
+    for (const part of this.parts) for (const [queue, items] of part.queued) part.ops.push(["P", queue, items]);
     if (this.posted.length > 0) this.ops.push(["P", this.keys.msgOut(this.ctx), this.posted]);
     const logs = this.step.logs;
     if (logs && !this.logsWritten) {
@@ -379,11 +397,6 @@ export class StepSection {
       if (job.attempt > 0)
         this.appendLogs(job, this.keys.message(this.ctx, this.state.callerId, messageId(job, job.attempt)));
     }
-    let guard = -1;
-    this.ops.forEach((op, i) => {
-      if (op[3] !== undefined && (guard < 0 || op[3] < (this.ops[guard]?.[3] ?? 4))) guard = i;
-    });
-    if (guard > 0) this.ops.unshift(...this.ops.splice(guard, 1));
-    return { guarded: guard >= 0, ops: this.ops };
+    return this.parts.filter((part) => part.ops.length > 0).map(({ ops }) => guardFirst(ops));
   }
 }

@@ -1,19 +1,26 @@
-import { ScriptKeys } from "./script.js";
 import { DEAD_LETTERS_MAX } from "./scripts/dead-letter-cap.js";
-import { StepSection, type BatchOutput, type CommitStep } from "./commit-sections.js";
+import { CALL_BYTES, CallPacker, type PlanCall } from "./commit-calls.js";
+import { StepSection, type BatchOutput, type CommitStep, type Op } from "./commit-sections.js";
 import type { Keys } from "../keys.js";
 import type { Message } from "../model/index.js";
 import type { ReadyQueue } from "./ready-queue.js";
 
 export { deadlineOwner, type CommitStep } from "./commit-sections.js";
+export type { PlanCall } from "./commit-calls.js";
 
 /** What `commitFlow` runs, and what it leaves for dispatch to do. */
 export interface CommitPlan {
+  /** The first call's KEYS and ARGV. */
   keys: string[];
   args: string[];
+  /**
+   * The calls after the first, in order, when the batch is too big for one (commit-calls.ts):
+   * each commitFlow's, of whole sections. Absent for all but batches of thousands of messages.
+   */
+  more?: PlanCall[];
   /** The messages it creates: job attempts (queued for runners) and a flow's result (in its caller's inbox). */
   messages: Message[];
-  /** Sections in step order; a skipped section means that step was already written. */
+  /** Sections in step order, over all its calls; a skipped section means that step was already written. */
   sections: number;
   /** The flow's queues it puts job attempts in: the context's dispatcher has work there. */
   queued: ReadyQueue[];
@@ -34,43 +41,34 @@ export interface CommitPlan {
  * from it), the messages of newly dispatched jobs (their work items queued by script type, or for
  * the runner a job is pinned to), the freeing of the slot an ended attempt held, the flow's status.
  * Statuses in between (waiting, started) live in the Durable Object, not in Redis.
- * `deadLettersMax` is the deployment's cap on a context's dead letters (DEAD_LETTERS_MAX).
+ * `deadLettersMax` is the deployment's cap on a context's dead letters (DEAD_LETTERS_MAX);
+ * `firstRoom`, what the first call may carry (less when a creation goes in the same call). In
+ * time and size linear in what the batch writes.
  */
 export function planCommit(
   keys: Keys,
   steps: CommitStep[],
   now: number,
   deadLettersMax: number = DEAD_LETTERS_MAX,
+  firstRoom: number = CALL_BYTES,
 ): CommitPlan {
-  const out: BatchOutput = {
-    scriptKeys: new ScriptKeys(),
-    messages: [],
-    ready: new Map(),
-    frees: new Map(),
-    notifies: false,
-  };
-  const at = (key: string) => String(out.scriptKeys.at(key));
-  const args: string[] = [];
-  let sections = 0;
+  const out: BatchOutput = { messages: [], ready: new Map(), frees: new Map(), notifies: false };
+  const calls = new CallPacker(firstRoom);
   for (const step of steps) {
     const section = new StepSection(keys, step, now, deadLettersMax, out);
     for (const effect of step.effects) section.write(effect);
-    const { guarded, ops } = section.close();
-    if (ops.length === 0) continue;
-    sections++;
-    args.push(guarded ? "1" : "0", String(ops.length));
-    for (const [op, key, values] of ops) args.push(op, at(key), String(values.length), ...values);
+    for (const part of section.close()) calls.add(part);
   }
-  if (out.frees.size > 0) {
-    sections++;
-    args.push("0", String(out.frees.size));
-    for (const [key, { items }] of out.frees) args.push("R", at(key), String(items.length), ...items);
-  }
+  // The frees of the whole batch, unguarded (a ZREM is idempotent), after every section.
+  const frees: Op[] = [...out.frees].map(([key, { items }]) => ["R", key, items]);
+  calls.add({ guarded: false, ops: frees });
+  const [first, ...more] = calls.done() as [PlanCall, ...PlanCall[]];
   return {
-    keys: out.scriptKeys.list,
-    args,
+    keys: first.keys,
+    args: first.args,
+    ...(more.length > 0 ? { more } : {}),
     messages: out.messages,
-    sections,
+    sections: first.sections + more.reduce((sum, call) => sum + call.sections, 0),
     queued: [...out.ready.values()],
     freed: [...out.frees.values()].map((f) => f.runner),
     released: [...out.frees.values()].flatMap((f) => f.items),

@@ -2,29 +2,18 @@ import { attemptBlock, type FlowState } from "../flow/index.js";
 import type { Keys } from "../keys.js";
 import type { Flow, FlowStatus, Message, RunnerJob } from "../model/index.js";
 import { decodeRecord, encodePairs } from "./codec.js";
-import { ConflictError, NotFoundError } from "./errors.js";
+import { ConflictError } from "./errors.js";
 import { parsePushRunners, type PushRunnerName } from "./push-runners.js";
 import { flowRecord, jobRecord } from "./flow-records.js";
 import type { CommitPlan } from "./flow-plan.js";
 import { codecs, layouts } from "./layouts.js";
 import { readHash, readHashes, readIndexPage, toPage, type Page } from "./reads.js";
 import { callRedis, type Redis } from "./redis.js";
-import { commitFlow, createFlow, relayClaim, relaySettle, reserveFlow } from "./scripts/flow.js";
-import { claimSection, commitOutcome, type CommitClaim, type CommitOutcome } from "./commit-claims.js";
+import { relayClaim, relaySettle, reserveFlow } from "./scripts/flow.js";
+import type { CommitOutcome } from "./commit-claims.js";
+import { runPlan, type ClaimsOfCommit, type Creation, type RunnablePlan } from "./flow-calls.js";
 
-/** Claims a commit makes in its own script call (see commit-claims.ts): never part of a pending plan. */
-export interface ClaimsOfCommit {
-  contextId: number;
-  flowId: number;
-  claims: CommitClaim[];
-  /** The claims' slot score (epoch ms); now by default. */
-  now?: number;
-  /**
-   * The keys of the commit the claims follow, when the call is a creation's (they come last in
-   * its keys, and the claims' key positions count from them, as its sections' do).
-   */
-  commitKeys?: string[];
-}
+export type { ClaimsOfCommit, Creation } from "./flow-calls.js";
 
 /** Ids reserved for one submission. */
 export interface ReservedIds {
@@ -91,17 +80,6 @@ export interface Settlement {
 }
 
 const IDEMPOTENCY_TTL_SECONDS = 24 * 3600;
-
-/**
- * The script call that stores a new flow (see FlowStore.creation): `creates` lists its jobs'
- * ids in order and `caller` is their actor, to name a job whose id was taken.
- */
-export interface Creation {
-  keys: string[];
-  args: string[];
-  creates: number[];
-  caller: number;
-}
 
 /** Storage of flows: the scripts of their lifecycle and the reads that rebuild them. */
 export class FlowStore {
@@ -214,54 +192,24 @@ export class FlowStore {
       keys.push(this.jobs.key(ref));
       args.push(this.jobs.indexMember(ref), String(fields.length / 2), ...fields.map(String));
     }
-    return {
-      keys: [...keys, ...(first?.keys ?? [])],
-      args: [...args, ...(first?.args ?? [])],
-      creates: state.order,
-      caller: state.callerId,
-    };
+    const alone = { keys, args, creates: state.order, caller: state.callerId };
+    return first ? this.withCommit(alone, first) : alone;
   }
 
   /**
-   * Runs a commit plan's script, or a creation's (see `creation`), with `claims` appended to it
-   * (commit-claims.ts); returns the sections that were skipped as already written and what the
-   * claims did. A creation refused throws ConflictError: kind "flow" when another flow holds
-   * the id, "job" when a chosen job id is taken (nothing was written). With `record` (the
-   * flow's hash, or a job's outside any flow, and its incarnation token) a commit writes only
-   * while that hash holds the token, else throws NotFoundError (nothing was written).
+   * A creation made alone, with the first call of its commit after it (the same call): plan the
+   * commit with the room the creation leaves (`planCommit`'s `firstRoom`), then join them.
    */
-  async commit(
-    plan: Pick<CommitPlan, "keys" | "args"> & Partial<Pick<Creation, "creates" | "caller">>,
-    claims?: ClaimsOfCommit,
-    record?: { key: string; token: string },
-  ): Promise<CommitOutcome> {
-    const section =
-      claims && claims.claims.length > 0
-        ? claimSection(
-            this.keys,
-            claims.commitKeys ?? plan.keys,
-            claims.contextId,
-            claims.flowId,
-            claims.claims,
-            claims.now ?? Date.now(),
-          )
-        : undefined;
-    const keys = section ? [...plan.keys, ...section.keys] : plan.keys;
-    const args = section ? [...plan.args, ...section.args] : plan.args;
-    if (plan.creates) {
-      const reply = await createFlow.run(this.redis, keys, args);
-      if (Array.isArray(reply)) return commitOutcome(reply.slice(1), claims?.claims ?? []);
-      const code = Number(reply);
-      if (code === -1) throw new ConflictError("flow", plan.args[0] as string);
-      const jobId = plan.creates[-code - 2];
-      throw new ConflictError("job", String(jobId), `job id ${jobId} is taken by another job of actor ${plan.caller}`);
-    }
-    if (plan.args.length === 0) return { skipped: [], waiting: undefined, claimed: [], invalid: [] };
-    const reply = record
-      ? await commitFlow.run(this.redis, [record.key, ...keys], ["T", record.token, ...args])
-      : await commitFlow.run(this.redis, keys, args);
-    if (record && Number(reply) === -1) throw new NotFoundError("record", record.key);
-    return commitOutcome(Array.isArray(reply) ? reply : [], claims?.claims ?? []);
+  withCommit(creation: Creation, first: Pick<CommitPlan, "keys" | "args">): Creation {
+    return { ...creation, keys: [...creation.keys, ...first.keys], args: [...creation.args, ...first.args] };
+  }
+
+  /**
+   * Runs a commit plan's script, or a creation's (see `creation`), with `claims` appended to it:
+   * see `runPlan` (flow-calls.ts), which says what it returns and throws.
+   */
+  commit(plan: RunnablePlan, claims?: ClaimsOfCommit, record?: { key: string; token: string }): Promise<CommitOutcome> {
+    return runPlan(this.redis, this.keys, plan, claims, record);
   }
 
   /** Reads a flow with all its jobs and their messages (two round trips), or null. */

@@ -25,7 +25,8 @@ export type {
   StoredFlow,
 } from "./flow-store.js";
 export { deadlineOwner, planCommit } from "./flow-plan.js";
-export type { CommitPlan, CommitStep } from "./flow-plan.js";
+export type { CommitPlan, CommitStep, PlanCall } from "./flow-plan.js";
+export { CALL_BYTES, callBytes } from "./commit-calls.js";
 export { jobRecord, messageEnd } from "./flow-records.js";
 export { MessageStore } from "./message-store.js";
 export { DeadLetters } from "./dead-letters.js";

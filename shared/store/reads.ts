@@ -40,13 +40,26 @@ export async function readHash(redis: Redis, key: string): Promise<Record<string
   return pairs && pairs.length > 0 ? pairsToObject(pairs) : null;
 }
 
-/** Many hashes in one round trip; null where one does not exist. */
+/**
+ * Most hashes one request reads. A flow of 10,000 jobs is read back with as many job records and
+ * at least as many messages, some 12 MB together, past what a storage request may answer
+ * (docs/limits.md): it is read in pipelines of this many hashes, side by side.
+ */
+export const HASHES_PER_READ = 2000;
+
+/** Many hashes in one round trip (pipelines of HASHES_PER_READ, sent together); null where one does not exist. */
 export async function readHashes(redis: Redis, keys: string[]): Promise<(Record<string, string> | null)[]> {
   if (keys.length === 0) return [];
-  const replies = await callRedis(async () => {
-    const p = redis.pipeline();
-    for (const key of keys) p.hgetall(key);
-    return (await p.exec()) as unknown as (string[] | null)[];
-  });
-  return replies.map((r) => (r && r.length > 0 ? pairsToObject(r) : null));
+  const slices: string[][] = [];
+  for (let at = 0; at < keys.length; at += HASHES_PER_READ) slices.push(keys.slice(at, at + HASHES_PER_READ));
+  const replies = await Promise.all(
+    slices.map((slice) =>
+      callRedis(async () => {
+        const p = redis.pipeline();
+        for (const key of slice) p.hgetall(key);
+        return (await p.exec()) as unknown as (string[] | null)[];
+      }),
+    ),
+  );
+  return replies.flat().map((r) => (r && r.length > 0 ? pairsToObject(r) : null));
 }

@@ -1,8 +1,15 @@
 import { describe, expect, it } from "vitest";
 import type { FlowEffect, Transition } from "../../shared/flow/index.js";
 import { Keys, workItem } from "../../shared/keys.js";
-import { StepSection, type BatchOutput, type CommitStep, type Op } from "../../shared/store/commit-sections.js";
-import { ScriptKeys } from "../../shared/store/script.js";
+import { CALL_BYTES, callBytes } from "../../shared/store/commit-calls.js";
+import {
+  DISPATCHES_PER_PART,
+  StepSection,
+  type BatchOutput,
+  type CommitStep,
+  type Op,
+} from "../../shared/store/commit-sections.js";
+import { planCommit } from "../../shared/store/flow-plan.js";
 import { jobIn, started, T, type Driver } from "./flow-sim.js";
 
 // What each effect of a transition writes into its commit section (commit-sections.ts), one
@@ -16,7 +23,7 @@ const QUEUE = keys.queue(3, "sh", 7);
 const ITEM = workItem({ messageKey: keys.message(3, 5, 1000), flowId: 7, jobId: 100, attempt: 1 });
 
 function output(): BatchOutput {
-  return { scriptKeys: new ScriptKeys(), messages: [], ready: new Map(), frees: new Map(), notifies: false };
+  return { messages: [], ready: new Map(), frees: new Map(), notifies: false };
 }
 
 /** The section of one transition: its operations (op, key, the values' first 3), and the batch's output. */
@@ -30,7 +37,9 @@ function sectionOf(t: Transition, logs?: CommitStep["logs"], max = 10_000) {
     out,
   );
   for (const effect of t.effects) section.write(effect);
-  const { guarded, ops } = section.close();
+  const parts = section.close();
+  expect(parts.length).toBeLessThanOrEqual(1);
+  const { guarded, ops } = parts[0] ?? { guarded: false, ops: [] };
   return { guarded, ops, out, brief: ops.map(([op, key, , guard]) => [op, key, guard ?? 0]) };
 }
 
@@ -99,10 +108,11 @@ describe("commit sections", () => {
   it("a dead letter: kept within the cap, with the keys the cap is read from", () => {
     const d = started([jobIn({ name: "a" })]);
     const t = d.run(100, { error: "exit code 2" });
-    const { ops, out } = sectionOf({ ...t, effects: only(t.effects, "deadLetter") }, undefined, 3);
+    const { ops } = sectionOf({ ...t, effects: only(t.effects, "deadLetter") }, undefined, 3);
     expect(ops.map(([op, key]) => [op, key])).toEqual([["X", keys.deadLetters(3)]]);
     const [index, context, counters, id, entry, , cap] = (ops[0] as Op)[2];
-    expect([index, context, counters].map((p) => out.scriptKeys.list[Number(p) - 1])).toEqual([
+    // Keys, which the call names by their positions (commit-calls.ts).
+    expect([index, context, counters]).toEqual([
       keys.deadLetterIndex(3),
       keys.context(3),
       keys.contextCounters(3),
@@ -180,5 +190,48 @@ describe("commit sections", () => {
     expect(brief[0]).toEqual(["H", keys.message(3, 5, 1001), 2]);
     const logsOnly = sectionOf({ state: d.state, effects: [], outcome: "applied" }, { job: 101, lines: [] });
     expect(logsOnly.ops).toEqual([]);
+  });
+
+  it("cuts a section of thousands of dispatches into parts, each guarded by its own first message", () => {
+    const n = 2 * DISPATCHES_PER_PART + 500;
+    const d = started(Array.from({ length: n }, (_, i) => jobIn({ name: `j${i}` })));
+    const out = output();
+    const section = new StepSection(keys, { state: d.state, effects: d.effects }, NOW, 10_000, out);
+    for (const effect of d.effects) section.write(effect);
+    const parts = section.close();
+    expect(parts.map((p) => p.guarded)).toEqual([true, true, true]);
+    // The first part keeps the start's guard (the flow's started_at), the others their first message.
+    expect(parts.map((p) => [p.ops[0]?.[0], p.ops[0]?.[1], p.ops[0]?.[3]])).toEqual([
+      ["H", keys.flow(3, 7), 1],
+      ["H", keys.message(3, 5, 1000 + DISPATCHES_PER_PART), 2],
+      ["H", keys.message(3, 5, 1000 + 2 * DISPATCHES_PER_PART), 2],
+    ]);
+    // Each part queues the work items of its own messages, in order: all of them once.
+    const items = parts.map((p) => p.ops.filter(([op]) => op === "P").flatMap(([, , values]) => values));
+    expect(items.map((list) => list.length)).toEqual([DISPATCHES_PER_PART, DISPATCHES_PER_PART, 500]);
+    expect(items.flat()).toEqual(
+      Array.from({ length: n }, (_, i) =>
+        workItem({ messageKey: keys.message(3, 5, 1000 + i), flowId: 7, jobId: 100 + i, attempt: 1 }),
+      ),
+    );
+    expect(out.messages.length).toBe(n);
+  });
+
+  it("plans a batch too big for one call as several, cut between sections, each under CALL_BYTES", () => {
+    const n = 10_000;
+    const script = "#".repeat(500);
+    const d = started(Array.from({ length: n }, (_, i) => jobIn({ name: `j${i}`, script })));
+    const plan = planCommit(keys, [{ state: d.state, effects: d.effects }], NOW);
+    const calls = [{ keys: plan.keys, args: plan.args }, ...(plan.more ?? [])];
+    expect(calls.length).toBeGreaterThan(1);
+    for (const call of calls) expect(callBytes(call)).toBeLessThanOrEqual(CALL_BYTES);
+    expect(plan.sections).toBe(n / DISPATCHES_PER_PART);
+    // A creation's call takes room from the first: with none left, the first call is empty.
+    const behind = planCommit(keys, [{ state: d.state, effects: d.effects }], NOW, 10_000, 0);
+    expect(behind.args).toEqual([]);
+    expect(behind.more?.length).toBe(calls.length);
+    // A small batch stays one call, as it always was.
+    const small = started([jobIn({ name: "a" }), jobIn({ name: "b" })]);
+    expect(planCommit(keys, [{ state: small.state, effects: small.effects }], NOW).more).toBeUndefined();
   });
 });

@@ -66,9 +66,10 @@ describe("FlowSubmission", () => {
     expect(FlowSubmission.parse({ jobs: [jobIn()] })).toMatchObject({ env_vars: {}, start: false, timeouts: {} });
   });
 
-  it("takes 1 to 2,000 jobs", () => {
-    expect(FlowSubmission.safeParse({ jobs: Array.from({ length: 2000 }, () => jobIn()) }).success).toBe(true);
-    const over = FlowSubmission.safeParse({ jobs: Array.from({ length: 2001 }, () => jobIn()) });
+  it("takes 1 to 10,000 jobs", () => {
+    expect(FLOW_LIMITS.jobsPerFlow).toBe(10_000);
+    expect(FlowSubmission.safeParse({ jobs: Array.from({ length: 10_000 }, () => jobIn()) }).success).toBe(true);
+    const over = FlowSubmission.safeParse({ jobs: Array.from({ length: 10_001 }, () => jobIn()) });
     expect(over.success).toBe(false);
     expect(over.error?.issues.map((i) => i.path)).toEqual([["jobs"]]);
     expect(FlowSubmission.safeParse({ jobs: [] }).success).toBe(false);

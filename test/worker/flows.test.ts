@@ -70,7 +70,7 @@ describe("submission", () => {
         })
       ).problem.field,
     ).toBe("body.jobs.1.id");
-    expect((await refused({ jobs: Array.from({ length: 2001 }, (_, i) => sh(`j${i}`)) })).problem.field).toBe(
+    expect((await refused({ jobs: Array.from({ length: 10_001 }, (_, i) => sh(`j${i}`)) })).problem.field).toBe(
       "body.jobs",
     );
     expect((await refused({ jobs: [{ ...sh("a"), script: "x".repeat(17_000) }] })).problem.field).toBe(

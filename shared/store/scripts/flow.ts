@@ -1,6 +1,7 @@
 import { LuaScript } from "../script.js";
 import { CLAIM_FROM_QUEUES } from "./claim.js";
 import { KEEP_DEAD_LETTER } from "./dead-letter-cap.js";
+import { SLICED } from "./sliced.js";
 
 /**
  * Scripts of the flow lifecycle. Every key a script touches is in KEYS, all in the context's
@@ -153,7 +154,7 @@ while i <= #ARGV do
         local at = function(j) return KEYS[KO + tonumber(ARGV[first + j])] end
         keepDeadLetter(key, at(0), at(1), at(2), ARGV[first + 3], ARGV[first + 4], ARGV[first + 5], ARGV[first + 6])
       else
-        local result = redis.call(COMMANDS[op], key, unpack(ARGV, first, first + n - 1))
+        local result = sliced(COMMANDS[op], key, ARGV, first, first + n - 1)
         if k == 1 and guarded and result == 0 then
           skip = true
           skipped[#skipped + 1] = section
@@ -186,7 +187,8 @@ end`;
  */
 export const createFlow = new LuaScript(
   "createFlow",
-  `local J = tonumber(ARGV[2])
+  `${SLICED}
+local J = tonumber(ARGV[2])
 local created = 1
 if redis.call("EXISTS", KEYS[1]) == 1 then
   if redis.call("HGET", KEYS[1], "_op") ~= ARGV[4] then return -1 end
@@ -211,7 +213,7 @@ if created == 1 then
     members[#members + 1] = member
     i = i + 2 + 2 * m
   end
-  redis.call("ZADD", KEYS[4], unpack(members))
+  sliced("ZADD", KEYS[4], members, 1, #members)
 else
   for k = 1, J do i = i + 2 + 2 * tonumber(ARGV[i + 1]) end
 end
@@ -289,7 +291,8 @@ return {created, skipped, claimWaiting or "", claimed, invalid}`,
  */
 export const commitFlow = new LuaScript(
   "commitFlow",
-  `local i = 1
+  `${SLICED}
+local i = 1
 local KO = 0
 if ARGV[1] == "T" then
   if redis.call("HGET", KEYS[1], "_op") ~= ARGV[2] then return -1 end

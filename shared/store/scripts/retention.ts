@@ -1,4 +1,5 @@
 import { LuaScript } from "../script.js";
+import { SLICED } from "./sliced.js";
 
 /**
  * purgeOwner: removes (part of) an ended flow, or of an ended job outside any flow, with
@@ -18,7 +19,8 @@ import { LuaScript } from "../script.js";
  */
 export const purgeOwner = new LuaScript(
   "purgeOwner",
-  `local status = redis.call("HGET", KEYS[1], "status")
+  `${SLICED}
+local status = redis.call("HGET", KEYS[1], "status")
 if ARGV[1] == "ended" and status then
   local ended = status == "finished" or status == "error"
   if ended and redis.call("HEXISTS", KEYS[1], "flow_id") == 0 then
@@ -32,7 +34,7 @@ for k = 1, x do
   local op, n = ARGV[i], tonumber(ARGV[i + 1])
   local key = KEYS[1 + k]
   if op == "Z" then
-    if n > 0 then redis.call("ZREM", key, unpack(ARGV, i + 2, i + 1 + n)) end
+    if n > 0 then sliced("ZREM", key, ARGV, i + 2, i + 1 + n) end
   else
     for m = i + 2, i + 1 + n do redis.call("LREM", key, 1, ARGV[m]) end
   end
@@ -40,7 +42,7 @@ for k = 1, x do
 end
 -- Gone (removed before): its index entries went above, and no key is deleted.
 if not status and ARGV[1] == "ended" then return "gone" end
-if #KEYS > 1 + x then redis.call("UNLINK", unpack(KEYS, 2 + x)) end
+if #KEYS > 1 + x then sliced("UNLINK", nil, KEYS, 2 + x, #KEYS) end
 if ARGV[2] == "1" then redis.call("UNLINK", KEYS[1]) end
 if not status then return "gone" end
 return "removed"`,
