@@ -12,6 +12,9 @@
  * both sides' lone-job latency and CPU (compare.ts) instead; BullMQ is not run.
  * --floor times a Worker that does only the I/O of a lone job's path, in turn with this
  * project's lone jobs and chains, `--rounds N` times (3), and prints both (floor.ts) instead.
+ * --scale prints how cost grows with a flow's size (scale.ts: the pure machine per job at 100 to
+ * 10,000 jobs, a creation's planning and a creation through the stack at 2,000 and 10,000),
+ * medians of `--runs N` (3); `--scale-pure` leaves out the stack.
  */
 import { readFileSync, writeFileSync } from "node:fs";
 import os from "node:os";
@@ -38,6 +41,7 @@ import { measureFloor } from "./floor.js";
 import { RedisCounter } from "./measure.js";
 import { CONCURRENCY, OurSystem, type ShapeCost } from "./ours.js";
 import { profileWorker, summarizeProfile } from "./profile.js";
+import { measureScale } from "./scale.js";
 import { overBudget, renderTable, spreadOf } from "./table.js";
 import { checkCounters } from "./verify.js";
 
@@ -65,6 +69,9 @@ const Options = z.object({
   rounds: z.coerce.number().int().min(1).max(50).optional(),
   /** The floor of the stack against this project (floor.ts). */
   floor: z.boolean().default(false),
+  /** How cost grows with a flow's size (scale.ts); `scale-pure` without the stack. */
+  scale: z.boolean().default(false),
+  "scale-pure": z.boolean().default(false),
 });
 
 const { values } = parseArgs({
@@ -80,6 +87,8 @@ const { values } = parseArgs({
     compare: { type: "string" },
     rounds: { type: "string" },
     floor: { type: "boolean" },
+    scale: { type: "boolean" },
+    "scale-pure": { type: "boolean" },
   },
 });
 const parsed = Options.safeParse(values);
@@ -110,6 +119,11 @@ function machine() {
     wrangler: versionOf("wrangler"),
     loadAverageAtStart: os.loadavg(),
   };
+}
+
+if (options.scale || options["scale-pure"]) {
+  console.log(await measureScale({ runs: options.runs, pure: options["scale-pure"], log }));
+  process.exit(0);
 }
 
 if (options.compare || options.floor) {
