@@ -112,11 +112,7 @@ describe("commit sections", () => {
     expect(ops.map(([op, key]) => [op, key])).toEqual([["X", keys.deadLetters(3)]]);
     const [index, context, counters, id, entry, , cap] = (ops[0] as Op)[2];
     // Keys, which the call names by their positions (commit-calls.ts).
-    expect([index, context, counters]).toEqual([
-      keys.deadLetterIndex(3),
-      keys.context(3),
-      keys.contextCounters(3),
-    ]);
+    expect([index, context, counters]).toEqual([keys.deadLetterIndex(3), keys.context(3), keys.contextCounters(3)]);
     expect(id).toBe("7:100:1");
     expect(JSON.parse(entry ?? "{}")).toMatchObject({ job_key: "a", reason: "exit code 2", attempts: 1 });
     expect(cap).toBe("3");

@@ -58,7 +58,8 @@ describe("JobTable", () => {
   });
 
   it("refuses an id that is not a non-negative safe integer", () => {
-    for (const bad of [-1, 1.5, Number.NaN, 2 ** 53]) expect(() => JobTable.empty<JobState>().set(bad, job(1))).toThrow(RangeError);
+    for (const bad of [-1, 1.5, Number.NaN, 2 ** 53])
+      expect(() => JobTable.empty<JobState>().set(bad, job(1))).toThrow(RangeError);
   });
 
   it("a draft reads its own writes, copies each node it touches once, and is immutable once sealed", () => {
@@ -85,7 +86,9 @@ describe("JobTable", () => {
 
   it("agrees with a Map through random sets over persistent versions", () => {
     const random = mulberry32(33);
-    const versions: { table: JobTable<JobState>; map: Map<number, JobState> }[] = [{ table: JobTable.empty<JobState>(), map: new Map() }];
+    const versions: { table: JobTable<JobState>; map: Map<number, JobState> }[] = [
+      { table: JobTable.empty<JobState>(), map: new Map() },
+    ];
     for (let step = 0; step < 3_000; step++) {
       const from = versions[Math.floor(random() * versions.length)] as (typeof versions)[number];
       const id = random() < 0.9 ? Math.floor(random() * 5_000) : Math.floor(random() * 2 ** 36);
