@@ -13,9 +13,18 @@ import { ScriptKeys } from "./script.js";
  * What one call carries, at most, as the length of its keys and arguments: well under the 10 MB
  * a storage request may be (docs/limits.md), with room for JSON's quotes and escapes and for the
  * claims a commit appends. A single section bigger than this still goes, alone in its call: a
- * section's dispatches are cut into parts of DISPATCHES_PER_PART (commit-sections.ts), so none is.
+ * section's dispatches are cut into parts of DISPATCHES_PER_PART (below), so none is.
  */
 export const CALL_BYTES = 5 * 1024 * 1024;
+
+/**
+ * Most dispatches in one part of a section. A transition that makes thousands of jobs ready at
+ * once (a flow's start, a fan-out's root ending) writes a message for each, some 8 MB for 10,000:
+ * its section is cut into parts, each guarded by its own first message (new only the first
+ * time), so a plan can spread them over several calls (below) and each part is still
+ * written once.
+ */
+export const DISPATCHES_PER_PART = 1000;
 
 /** One script call of a plan: its KEYS, its ARGV, and how many sections it holds. */
 export interface PlanCall {

@@ -20,10 +20,10 @@ import { scriptTypeOf, type DeadLetter, type Log, type Message } from "../model/
 import { encodePairs } from "./codec.js";
 import { dispatchMessage, resultMessage } from "./flow-records.js";
 import { codecs } from "./layouts.js";
-import { guardFirst, type Op, type SectionPart } from "./commit-calls.js";
+import { DISPATCHES_PER_PART, guardFirst, type Op, type SectionPart } from "./commit-calls.js";
 import { readyQueueOf, type ReadyQueue } from "./ready-queue.js";
 
-export type { Op } from "./commit-calls.js";
+export { DISPATCHES_PER_PART, type Op } from "./commit-calls.js";
 
 /**
  * What each effect of a transition writes, as operations of the commit section that writes the
@@ -67,15 +67,6 @@ function attemptItem(keys: Keys, state: FlowState, job: JobState, attempt: numbe
   const messageKey = keys.message(state.contextId, state.callerId, messageId(job, attempt));
   return workItem({ messageKey, flowId: state.id, jobId: job.id, attempt }, avoidRunner);
 }
-
-/**
- * Most dispatches in one part of a section. A transition that makes thousands of jobs ready at
- * once (a flow's start, a fan-out's root ending) writes a message for each, some 8 MB for 10,000:
- * its section is cut into parts, each guarded by its own first message (new only the first
- * time), so a plan can spread them over several calls (commit-calls.ts) and each part is still
- * written once.
- */
-export const DISPATCHES_PER_PART = 1000;
 
 /** A part of a section: its operations, and the work items its dispatches queue, by queue. */
 interface Part {
