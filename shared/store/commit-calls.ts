@@ -12,8 +12,9 @@ import { ScriptKeys } from "./script.js";
 /**
  * What one call carries, at most, as the length of its keys and arguments: well under the 10 MB
  * a storage request may be (docs/limits.md), with room for JSON's quotes and escapes and for the
- * claims a commit appends. A single section bigger than this still goes, alone in its call: a
- * section's dispatches are cut into parts of DISPATCHES_PER_PART (below), so none is.
+ * claims a commit appends. A single section bigger than this still goes, alone in its call; a
+ * section's dispatches are cut into parts of DISPATCHES_PER_PART (below), so the largest left
+ * is a re-run of 10,000 failed jobs (each job's end forgotten, in one part: about 4.8 MB).
  */
 export const CALL_BYTES = 5 * 1024 * 1024;
 
