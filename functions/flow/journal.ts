@@ -6,10 +6,9 @@ const PREFIX = "journal:";
 const CHUNK = 120;
 /**
  * Keys written together, in one atomic write: a group's calls are issued with no await between
- * them, and storage coalesces them. Its cost grows with the group (each put() of a coalesced
- * write took longer the more the write held: 10,000 entries, a 10,000-job flow's start, cost 4.4 s
- * of the object's CPU in one group, 95 ms for 2,000), so a larger write goes in groups, one after
- * the other.
+ * them, and storage coalesces them. A coalesced write costs more per put() the more it holds:
+ * 10,000 entries (a 10,000-job flow's start) took 115 ms in one write in a test object, 31 ms in
+ * groups of 1,000, one after the other.
  */
 const GROUP = 1_000;
 
