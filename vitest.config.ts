@@ -27,6 +27,9 @@ export default defineConfig({
           name: "unit",
           include: ["test/unit/**/*.test.ts"],
           environment: "node",
+          // Property and scale tests run thousands of flows through the machine: a second or two
+          // alone, several beside two e2e files' stacks (the default 5 s was passed on a loaded machine).
+          testTimeout: 30_000,
         },
       },
       {
