@@ -1,5 +1,5 @@
 import { DurableObject } from "cloudflare:workers";
-import { NotFoundError, type Claim } from "../../shared/store/index.js";
+import type { Claim } from "../../shared/store/index.js";
 import type { DispatcherRpc, OwnerAnswer, WaitReason, Wake, Want } from "../core/contracts.js";
 import type { Env } from "../core/env.js";
 import type { DispatchScope } from "../core/scopes.js";
@@ -34,15 +34,9 @@ export class Dispatcher extends DurableObject<Env> implements DispatcherRpc {
   async explain(scope: DispatchScope, wants: Want[]): Promise<WaitReason[]> {
     const d = this.dispatch;
     await d.bind(scope);
-    try {
-      return await explainWait(d.store(), scope.contextId, await d.runners(), await d.backoff.waiting(), wants);
-    } catch (error) {
-      // A context deleted meanwhile has no runners to explain by: its flows are being removed,
-      // and a view read then says "waiting for a runner" instead of failing (thrown across the
-      // RPC, it was logged as uncaught in this object besides).
-      if (error instanceof NotFoundError) return [];
-      throw error;
-    }
+    // A context gone throws NotFoundError, which the flow's view answers as a 404 (the flow is
+    // being removed with it): not "waiting for a runner".
+    return explainWait(d.store(), scope.contextId, await d.runners(), await d.backoff.waiting(), wants);
   }
 
   async waiting(scope: DispatchScope): Promise<number> {
