@@ -14,7 +14,12 @@ export type JobWords = Pick<
   Partial<Pick<JobView, "result" | "error">>;
 
 /** The badge of a job that runs no script. */
-export const KIND_BADGE: Record<JobView["kind"], string> = { script: "", wait: "⏸ wait", sleep: "☾ sleep" };
+export const KIND_BADGE: Record<JobView["kind"], string> = {
+  script: "",
+  wait: "⏸ wait",
+  sleep: "☾ sleep",
+  flow: "⇣ flow",
+};
 
 /** What each `needs` means, for the job panel. */
 export const NEEDS_MEANING: Record<NonNullable<JobView["needs"]>, string> = {

@@ -3,6 +3,7 @@ import type {
   DeliveryPayload,
   FlowStreamEvent,
   FlowOrigin,
+  FlowParent,
   FlowView,
   JobWaiting,
   Log,
@@ -47,6 +48,8 @@ export interface CreateFlowInput {
   notifyHttps?: boolean | undefined;
   /** The template and version the flow is started from, kept on its record (docs/templates.md). */
   template?: FlowOrigin | undefined;
+  /** The job that starts the flow, for a child flow (docs/flows.md, "Child flows"). */
+  parent?: FlowParent | undefined;
   messageBase: number;
   /** Positions of jobs whose ids the caller chose (only those can collide). */
   chosen: number[];
@@ -142,6 +145,8 @@ export interface FlowCoordinatorRpc extends Rpc.DurableObjectBranded {
    * finishes with its data, once; a repeat, or a wait that ended, changes nothing (the outcome says).
    */
   takeEvent(scope: FlowScope, event: Extract<FlowEvent, { type: "event" }>): Promise<RpcResult<EventAnswer>>;
+  /** A child flow of one of the flow's jobs ended (told by the child's object): the job ends with it, once. */
+  childEnded(scope: FlowScope, event: Extract<FlowEvent, { type: "childEnded" }>): Promise<RpcResult<EventAnswer>>;
   /** The supervisor's poke: settle what is pending, act on due deadlines. */
   tick(scope: FlowScope): Promise<RpcResult<null>>;
   /** Tells the flow's stream that dispatch in its context was paused or resumed (once per change). */

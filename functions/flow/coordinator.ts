@@ -136,7 +136,20 @@ export class FlowCoordinator extends DurableObject<Env> implements FlowCoordinat
 
   /** An event a wait of the flow matched: applied like any event, no nonce (the event's id is its own guard). */
   async takeEvent(scope: FlowScope, event: Extract<FlowEvent, { type: "event" }>): Promise<RpcResult<EventAnswer>> {
-    return this.guard(scope, async () => {
+    return this.fromOutside(scope, event);
+  }
+
+  /** A child flow of one of the flow's jobs ended: applied like any event (it names its job, attempt and child). */
+  async childEnded(
+    scope: FlowScope,
+    event: Extract<FlowEvent, { type: "childEnded" }>,
+  ): Promise<RpcResult<EventAnswer>> {
+    return this.fromOutside(scope, event);
+  }
+
+  /** An event from outside the flow's runners, guarded by what it names (no nonce), answered with its job's status. */
+  private fromOutside(scope: FlowScope, event: Extract<FlowEvent, { type: "event" | "childEnded" }>) {
+    return this.guard(scope, async (): Promise<EventAnswer> => {
       this.current();
       const t = await this.flow.commits.enqueue(event);
       const job = t.state.jobs.get(event.job);

@@ -39,6 +39,7 @@ export async function createNow(host: CreationHost, scope: FlowScope, input: Cre
     maxParallel: input.maxParallel,
     notifyHttps: input.notifyHttps,
     template: input.template,
+    parent: input.parent,
     jobs: input.jobs,
     messageBase: input.messageBase,
   });

@@ -11,6 +11,7 @@ import { settleOwnClaims } from "../core/stubs.js";
 import type { FlowChange } from "../../shared/flow/changes.js";
 import { OutgoingMessages, type AttemptOwner } from "./attempt-delivery.js";
 import { FlowBinding } from "./binding.js";
+import { ChildFlows, type ChildrenHost } from "./children.js";
 import type { CreationHost } from "./creation.js";
 import { Deadlines, type DeadlineHost } from "./deadlines.js";
 import { FlowEffects, type EffectsHost } from "./effects.js";
@@ -35,7 +36,7 @@ import { whyUndelivered } from "./waiting.js";
  *   a runner's report → FlowCoordinator.handle → applyReported (reported.ts: its nonce)
  *     → GroupCommit.enqueue → the batch: the machine's transitions, planCommit, commitFlow
  *     → afterCommit: 1. rememberMessages  2. deliverOwnClaims  3. carryOutEffects
- *                    4. forwardToFeed     5. armAlarm
+ *                    4. forwardToFeed     5. armAlarm  (3c. children: children.ts)
  *   the alarm, the sweep's poke → wakeUp: settle a pending plan, an owed wake, due deadlines
  *     (each an event through GroupCommit.enqueue, as above), the feed, the alarm again
  *
@@ -47,7 +48,7 @@ import { whyUndelivered } from "./waiting.js";
  * flow under the id is wiped before use).
  */
 export class FlowObject
-  implements CommitHost, DeadlineHost, OwnClaimsHost, IncarnationHost, EffectsHost, KeptEventsHost
+  implements CommitHost, DeadlineHost, OwnClaimsHost, IncarnationHost, EffectsHost, KeptEventsHost, ChildrenHost
 {
   readonly storage: DurableObjectStorage;
   readonly binding: FlowBinding;
@@ -61,6 +62,7 @@ export class FlowObject
   readonly own: OwnClaims;
   readonly incarnations: Incarnations;
   readonly kept: KeptEvents;
+  readonly children: ChildFlows;
 
   constructor(
     readonly ctx: DurableObjectState,
@@ -77,6 +79,7 @@ export class FlowObject
     this.own = new OwnClaims(this);
     this.incarnations = new Incarnations(this);
     this.kept = new KeptEvents(this);
+    this.children = new ChildFlows(this);
   }
 
   // The path of a durable batch (CommitHost).
@@ -87,6 +90,7 @@ export class FlowObject
     this.deliverOwnClaims(batch);
     const woken = await this.effects.committed(batch);
     this.lookBack(batch);
+    this.children.committed(batch);
     this.relay.later(this.bound(), () => void this.arm(undefined, true).catch(() => undefined));
     // A wake still owed, or memory forgotten after a conflict: the alarm comes back soon.
     const current = this.commits.current;
@@ -180,7 +184,8 @@ export class FlowObject
     const reached = await this.deadlines.actOnDue(state);
     const fed = await this.relay.forward(this.bound());
     const lookedBack = await this.kept.lookBack();
-    await this.arm(this.commits.current ?? state, !reached || !owedDone || !fed || !lookedBack);
+    const cancelled = await this.children.retryOwed(state).catch(() => false);
+    await this.arm(this.commits.current ?? state, !reached || !owedDone || !fed || !lookedBack || !cancelled);
   }
 
   /** Sets the alarm (Deadlines.arm), never later than work this object claimed must be delivered by. */
@@ -204,6 +209,14 @@ export class FlowObject
 
   scope(): FlowScope {
     return this.bound();
+  }
+
+  later(work: Promise<unknown>): void {
+    this.ctx.waitUntil(work.catch(() => undefined));
+  }
+
+  retrySoon(): Promise<void> {
+    return this.arm(undefined, true);
   }
 
   /** What delivering this flow's attempts needs of the object. */

@@ -25,6 +25,11 @@ function ownWaiting(state: FlowState, job: JobState): JobWaiting | undefined {
     return { reason: "event", detail, until: secs(job.deadline.at) };
   }
   if (job.deadline?.kind === "sleep") return { reason: "sleep", detail: "sleeping", until: secs(job.deadline.at) };
+  if (job.deadline?.kind === "child")
+    return {
+      reason: "child",
+      detail: job.child !== undefined ? `waiting for child flow ${job.child} to end` : "starting its child flow",
+    };
   if (job.status !== "dispatched") return undefined;
   if (job.deadline?.kind === "retry") {
     return {
@@ -67,12 +72,14 @@ function jobView(state: FlowState, job: JobState, dispatch: Map<number, JobWaiti
   };
 }
 
-/** What a job that runs no script does (its wait, its sleep), its rules, and why it was skipped. */
+/** What a job that runs no script does (its wait, its sleep, its child flow), its rules, and why it was skipped. */
 function kindView(state: FlowState, job: JobState): Partial<JobView> {
-  const { wait, when, needs, allow_failure } = job.spec;
+  const { wait, flow, when, needs, allow_failure } = job.spec;
   return {
     ...(wait ? { wait: { event: wait.event, key: waitKeyOf(state, job), timeout: wait.timeout } } : {}),
     ...(job.deadline?.kind === "sleep" ? { sleep_until: secs(job.deadline.at) } : {}),
+    ...(flow ? { flow } : {}),
+    ...(job.child !== undefined ? { child_flow_id: job.child } : {}),
     ...(when !== undefined ? { when } : {}),
     ...(needs !== undefined ? { needs } : {}),
     ...(allow_failure ? { allow_failure } : {}),
@@ -105,6 +112,7 @@ export function flowView(state: FlowState, dispatch: Map<number, JobWaiting> = n
     ...(state.endedAt !== undefined ? { ended_at: secs(state.endedAt) } : {}),
     ...(due ? { next_deadline: secs(due.at) } : {}),
     ...(state.template ? { template: state.template } : {}),
+    ...(state.parent ? { parent: state.parent } : {}),
     progress,
     jobs,
   };

@@ -1,5 +1,5 @@
 import { resolveDag, messagesNeeded, type FlowSubmission } from "../../shared/flow/index.js";
-import type { Context, Flow, FlowOrigin, FlowStatus, FlowView } from "../../shared/model/index.js";
+import type { Context, Flow, FlowOrigin, FlowParent, FlowStatus, FlowView } from "../../shared/model/index.js";
 import type { Page, PushRunnerName, Reservation, ReservedIds } from "../../shared/store/index.js";
 import type { FlowCoordinatorRpc } from "../core/contracts.js";
 import { Problem, unwrap, type RpcResult } from "../core/problem.js";
@@ -83,6 +83,7 @@ export async function submitFlow(
     start: submission.start,
     pushRunners,
     template: origin?.ref,
+    parent: origin?.parent,
   });
   // A template's start chooses no ids, so a flow under its reserved id is its own, made by the
   // first try (from the version that was the latest then, which may have fewer jobs than now's).
@@ -97,6 +98,8 @@ export interface TemplateOrigin {
   ref: FlowOrigin;
   /** What the start's Idempotency-Key digest covers. */
   request: unknown;
+  /** The job that starts it, for a child flow. */
+  parent?: FlowParent | undefined;
 }
 
 /**

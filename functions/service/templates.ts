@@ -1,5 +1,6 @@
 import { FlowSubmission, instantiate, resolveDag, TemplateFile, type InputIssue } from "../../shared/flow/index.js";
 import type {
+  FlowParent,
   FlowView,
   InputValues,
   TemplatePut,
@@ -99,7 +100,8 @@ export async function deleteTemplate(call: ServiceCall, contextId: number, name:
  * Starts a flow from a template (admins): the version asked for (default: the latest now), its
  * inputs checked (400 naming `<where>.inputs.<name>`) and put into the flow, which is then
  * submitted as any flow is: the same checks, limits, Idempotency-Key and nonce. `where` names the
- * request's part the inputs came in (`body`, or a schedule's `from_template`).
+ * request's part the inputs came in (`body`, a schedule's `from_template`, a job's `flow`);
+ * `parent`, the job that starts it when it is a child flow (kept on its record).
  */
 export async function startTemplate(
   call: FlowCall,
@@ -109,11 +111,12 @@ export async function startTemplate(
   idempotencyKey: string | undefined,
   nonce?: SignatureNonce,
   where = "body",
+  parent?: FlowParent,
 ): Promise<{ view: FlowView; created: boolean }> {
   await contextFor(call, contextId, "admin");
   const version = await call.store.templates.read(contextId, name, start.version);
   const submission = flowOf(version, start.inputs, where);
-  const origin = { ref: { name, version: version.version }, request: { template: name, ...start } };
+  const origin = { ref: { name, version: version.version }, request: { template: name, ...start }, parent };
   return submitFlow(call, contextId, { ...submission, start: start.start }, idempotencyKey, nonce, origin);
 }
 

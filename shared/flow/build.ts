@@ -1,4 +1,4 @@
-import type { EnvVars, FlowOrigin } from "../model/index.js";
+import type { EnvVars, FlowOrigin, FlowParent } from "../model/index.js";
 import type { DagJob } from "./dag.js";
 import { JobTable } from "./job-table.js";
 import { attemptBlock, type FlowState, type FlowTimeouts, type JobSpec, type JobState } from "./state.js";
@@ -16,6 +16,8 @@ interface NewFlow {
   notifyHttps?: boolean | undefined;
   /** The template and version it was started from (FlowState.template). */
   template?: FlowOrigin | undefined;
+  /** The job that started it, for a child flow (FlowState.parent). */
+  parent?: FlowParent | undefined;
   /** Resolved jobs in submission order. */
   jobs: DagJob[];
   /** First of the message ids reserved for this flow: one per possible attempt of every job. */
@@ -45,6 +47,7 @@ export function specOf(
     ...(job.wait !== undefined ? { wait: job.wait } : {}),
     ...(job.sleep !== undefined ? { sleep: job.sleep } : {}),
     ...(job.sleep_until !== undefined ? { sleep_until: job.sleep_until } : {}),
+    ...(job.flow !== undefined ? { flow: job.flow } : {}),
     ...(job.when !== undefined ? { when: job.when } : {}),
     ...(job.needs !== undefined && job.needs !== "all_finished" ? { needs: job.needs } : {}),
     ...(job.allow_failure ? { allow_failure: true } : {}),
@@ -93,5 +96,6 @@ export function newFlowState(input: NewFlow): FlowState {
     ...(input.maxParallel !== undefined ? { maxParallel: input.maxParallel } : {}),
     ...(input.notifyHttps !== undefined ? { notifyHttps: input.notifyHttps } : {}),
     ...(input.template !== undefined ? { template: input.template } : {}),
+    ...(input.parent !== undefined ? { parent: input.parent } : {}),
   };
 }

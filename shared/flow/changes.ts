@@ -101,6 +101,8 @@ export function changesOf(before: FlowState, t: Transition, event: FlowEvent, li
     const unconfirmed = event.type === "delivered" && event.unconfirmed ? refusal(job(event.job)) : {};
     out.push(jobChange(reported, job(event.job), at, reported === "job.logs" && lines ? { lines } : unconfirmed));
   }
+  if (event.type === "childStarted")
+    out.push(jobChange("job.child_started", job(event.job), at, { child_flow_id: event.child }));
   for (const id of changedJobs(before, after)) {
     const was = before.jobs.job(id);
     const now = job(id);
@@ -127,6 +129,10 @@ export function changesOf(before: FlowState, t: Transition, event: FlowEvent, li
       }
       case "sleepStarted":
         out.push(jobChange("job.sleep_started", job(effect.job), at, { until_ms: job(effect.job).deadline?.at ?? at }));
+        break;
+      case "superviseChild":
+        // A child flow's start (its later looks at the child come from its deadline: not news).
+        if (event.type !== "deadline") out.push(jobChange("job.started", job(effect.job), at));
         break;
       case "attemptFailed": {
         const now = job(effect.job);
@@ -182,6 +188,8 @@ function caughtUp(job: JobState, at: number): FlowChange {
   }
   if (job.status === "started" && due?.kind === "sleep")
     return jobChange("job.sleep_started", job, at, { until_ms: due.at });
+  if (job.status === "started" && due?.kind === "child" && job.child !== undefined)
+    return jobChange("job.child_started", job, at, { child_flow_id: job.child });
   if (job.status === "skipped") return jobChange("job.skipped", job, at, { reason: job.skipReason ?? "" });
   const extra: Partial<FlowChange> =
     job.status === "finished" ? { result: job.result ?? {} } : job.error ? { error: job.error } : {};

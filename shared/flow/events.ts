@@ -42,6 +42,21 @@ export type FlowEvent =
    * waits): the wait finishes with the event's data as its result. `id` is the event's.
    */
   | { type: "event"; job: number; id: string; name: string; key: string; data: ResultMap; at: number }
+  /** The child flow attempt `attempt` of a child-flow job started is `child` (children.ts). */
+  | { type: "childStarted"; job: number; attempt: number; child: number; at: number }
+  /** A child-flow job's child ended: the job ends with it (its result, or failed with its error). */
+  | {
+      type: "childEnded";
+      job: number;
+      attempt: number;
+      child: number;
+      status: "finished" | "error";
+      result?: Record<string, ResultMap>;
+      error?: string;
+      at: number;
+    }
+  /** A child-flow job's child could not be started for a reason a retry does not change (template gone, inputs refused). */
+  | { type: "childRefused"; job: number; attempt: number; error: string; at: number }
   /**
    * Storage was out of reach for `downFor` ms, so the coordinator could take no report: the
    * delivery, acknowledgement and result deadlines pending move that much later (the outage is
@@ -86,7 +101,14 @@ export type FlowEffect =
   /** A wait started: the context's index of waits by event name and key gets it (until it ends). */
   | { type: "waitStarted"; job: number }
   /** A sleep started (nothing to write: its deadline is the flow's, in its object's journal). */
-  | { type: "sleepStarted"; job: number };
+  | { type: "sleepStarted"; job: number }
+  /**
+   * A child-flow job's attempt needs its child looked after: started (idempotently, by the
+   * job and attempt) when `child` is not known yet, else read, and its end told if it ended.
+   */
+  | { type: "superviseChild"; job: number; attempt: number; child?: number }
+  /** Cancel the child flow of a job that ended without it (its flow was cancelled or failed). */
+  | { type: "cancelChild"; job: number; attempt: number; child?: number; reason: string };
 
 /**
  * The event that ends an attempt as its runner told it, through the `result` webhook or in its

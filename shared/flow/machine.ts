@@ -1,5 +1,6 @@
 import { deadline, dispatch, Draft, ENDED, leaseDeadline } from "./draft.js";
 import { unchanged, type FlowEvent, type Transition } from "./events.js";
+import { lookAgain, onChildEvent } from "./children.js";
 import { cancel, fail, finish, skip, startFlow } from "./outcomes.js";
 import { reRun } from "./rerun.js";
 import { jobKey, jobKind, type Deadline, type Delivery, type FlowState, type JobState } from "./state.js";
@@ -39,6 +40,10 @@ export function apply(state: FlowState, event: FlowEvent): Transition {
       return resume(state, event);
     case "event":
       return onEvent(state, event);
+    case "childStarted":
+    case "childEnded":
+    case "childRefused":
+      return onChildEvent(state, event);
     default:
       return onJobEvent(state, event);
   }
@@ -243,6 +248,9 @@ function onDeadline(state: FlowState, event: Extract<FlowEvent, { type: "deadlin
       break;
     case "sleep":
       finish(d, job.id, sleptUntil(job, event.at), event.at);
+      break;
+    case "child":
+      lookAgain(d, job, event.at);
       break;
     case "wait":
       if (job.spec.wait?.on_timeout === "skip") skip(d, job.id, describe(state, job, due, event.why), event.at);

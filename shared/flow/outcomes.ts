@@ -3,7 +3,7 @@ import { backoffMs, dispatch, ENDED, timings, type Draft } from "./draft.js";
 import type { FlowEffect } from "./events.js";
 import { jobInputs } from "./env.js";
 import { cleanups, readiness, runsAfterFailure } from "./rules.js";
-import { jobKey, messageId, type FlowState, type JobState } from "./state.js";
+import { jobKey, jobKind, messageId, type FlowState, type JobState } from "./state.js";
 import { jobStart } from "./work.js";
 
 /**
@@ -68,7 +68,9 @@ function startJob(d: Draft, id: number, at: number): boolean {
   else if ("dispatch" in start) dispatchReady(d, id, at);
   else {
     d.update(id, start.noRunner);
-    d.effects.push({ type: start.noRunner.waitKey !== undefined ? "waitStarted" : "sleepStarted", job: id });
+    const kind = jobKind(d.job(id).spec);
+    if (kind === "flow") d.effects.push({ type: "superviseChild", job: id, attempt: start.noRunner.attempt });
+    else d.effects.push({ type: kind === "wait" ? "waitStarted" : "sleepStarted", job: id });
   }
   return false;
 }
@@ -222,7 +224,7 @@ export function fail(d: Draft, id: number, reason: string, at: number, random: n
 /**
  * A job failed the flow: nothing more starts but its clean-up jobs (`needs: all_done`). What
  * depended on the failed job can never run (said on each); every other job still waiting, a job
- * waiting out a retry's backoff, a wait, a sleep: each ends in error, saying why. Attempts in
+ * waiting out a retry's backoff, a wait, a sleep, a child flow (cancelled): each ends in error, saying why. Attempts in
  * flight run on. Returns the jobs it ended, whose dependents (clean-ups) are then decided.
  */
 function stopForFailure(d: Draft, failed: JobState, at: number): number[] {
@@ -245,10 +247,25 @@ function stopForFailure(d: Draft, failed: JobState, at: number): number[] {
     if (job.status === "waiting_for_prerequisites") end(id, `not run: the flow failed (job ${jobKey(failed)})`);
     else if (job.deadline?.kind === "retry")
       end(id, job.error ?? `not retried: the flow failed (job ${jobKey(failed)})`);
-    else if (job.deadline?.kind === "wait" || job.deadline?.kind === "sleep")
-      end(id, `stopped: the flow failed (job ${jobKey(failed)})`);
+    else if (job.deadline?.kind === "wait" || job.deadline?.kind === "sleep" || job.deadline?.kind === "child") {
+      // A child flow's result can no longer matter: it is cancelled, not left to run on.
+      const why = `stopped: the flow failed (job ${jobKey(failed)})`;
+      if (job.deadline.kind === "child") d.effects.push(cancelChild(job, why));
+      end(id, why);
+    }
   }
   return ended;
+}
+
+/** The effect that cancels a running child-flow job's child (known or still being started). */
+function cancelChild(job: JobState, reason: string): FlowEffect {
+  return {
+    type: "cancelChild",
+    job: job.id,
+    attempt: job.attempt,
+    reason,
+    ...(job.child !== undefined ? { child: job.child } : {}),
+  };
 }
 
 function endFlow(d: Draft, at: number): void {
@@ -276,6 +293,7 @@ export function cancel(d: Draft, reason: string, at: number, why = `cancelled: $
     changed = true;
     if (job.delivery)
       d.effects.push({ type: "cancelJob", job: id, attempt: job.attempt, runner: job.delivery.runnerId, reason });
+    if (job.deadline?.kind === "child") d.effects.push(cancelChild(job, why));
     d.update(id, { status: "error", error: why, deadline: undefined });
     d.effects.push({ type: "jobEnded", job: id });
   }
@@ -310,6 +328,7 @@ export function rerun(
       error: undefined,
       skipReason: undefined,
       waitKey: undefined,
+      child: undefined,
       result: undefined,
       deadline: undefined,
       delivery: undefined,

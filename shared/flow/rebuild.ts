@@ -21,6 +21,8 @@ export interface JobJournal {
   queuedAt?: number;
   /** A running wait's resolved key. */
   waitKey?: string;
+  /** A running child-flow job's child, once known. */
+  child?: number;
 }
 
 export type Journal = Record<number, JobJournal>;
@@ -37,6 +39,7 @@ export function jobJournalOf(job: JobState): JobJournal | undefined {
     ...(job.deadline ? { deadline: job.deadline } : {}),
     ...(job.queuedAt !== undefined ? { queuedAt: job.queuedAt } : {}),
     ...(job.waitKey !== undefined ? { waitKey: job.waitKey } : {}),
+    ...(job.child !== undefined ? { child: job.child } : {}),
   };
 }
 
@@ -100,6 +103,7 @@ export function rebuildState(records: StoredRecords): FlowState {
     priority: flow?.priority ?? 0,
     ...(flow?.max_parallel !== undefined ? { maxParallel: flow.max_parallel } : {}),
     ...(flow?.template !== undefined ? { template: flow.template } : {}),
+    ...(flow?.parent !== undefined ? { parent: flow.parent } : {}),
     ...(flow?.started_at !== undefined ? { startedAt: flow.started_at * 1000 } : {}),
     ...(flow?.ended_at !== undefined ? { endedAt: flow.ended_at * 1000 } : {}),
     ...(flow?.run !== undefined ? { run: flow.run } : {}),
@@ -157,18 +161,21 @@ function jobOf(
     if (record.status === "finished") job.result = record.result;
     if (record.error !== undefined) job.error = record.error;
     if (record.skip_reason !== undefined) job.skipReason = record.skip_reason;
+    if (record.child_flow_id !== undefined) job.child = record.child_flow_id;
     if (record.latency_ms !== undefined) job.latencyMs = record.latency_ms;
     if (record.duration_ms !== undefined) job.durationMs = record.duration_ms;
     // Where the last attempt ran (a job that ended without an attempt, its dependency failed, has no runner).
     if (record.last_runner_id !== undefined)
       job.delivery = { runnerId: record.last_runner_id, state: "acknowledged", at: (record.ended_at ?? 0) * 1000 };
   } else if (jobKind(job.spec) !== "script") {
-    // A wait or a sleep has no message: only the journal tells that it started (else restartLost).
+    // A wait, a sleep or a child flow has no message: only the journal tells that it started
+    // (else restartLost: a child flow started again asks for the same child, by its attempt).
     const started = entry && entry.attempt > job.attempt ? entry : undefined;
     if (started?.deadline) {
       Object.assign(job, { status: "started", attempt: started.attempt, deadline: started.deadline });
       if (started.startedAt !== undefined) job.startedAt = started.startedAt;
       if (started.waitKey !== undefined) job.waitKey = started.waitKey;
+      if (started.child !== undefined) job.child = started.child;
     } else job.status = flow.started && record.depends.length > 0 ? "waiting_for_prerequisites" : "dispatched";
   } else if (attempt > 0 && latest && latest.ended_at !== undefined) {
     // The attempt ended but the job did not: it was waiting out a retry's backoff.

@@ -1,6 +1,8 @@
 import type { z } from "zod";
 import type {
+  ChildFlowSpec,
   EnvVars,
+  FlowParent,
   FlowErrorInfo,
   FlowOrigin,
   FlowStatus,
@@ -16,7 +18,7 @@ import type { JobTable } from "./job-table.js";
 /**
  * What a job runs, and its flow's rules for it: the parts of its RunnerJob record that never
  * change. A job runs a script (`script_type` set), or takes no runner: it waits for an event
- * (`wait`) or sleeps (`sleep` seconds, `sleep_until` a time).
+ * (`wait`), sleeps (`sleep` seconds, `sleep_until` a time) or runs a child flow (`flow`).
  */
 export interface JobSpec {
   script: string;
@@ -29,6 +31,8 @@ export interface JobSpec {
   wait?: WaitSpec;
   sleep?: number;
   sleep_until?: string;
+  /** The template a child-flow job starts (children.ts). */
+  flow?: ChildFlowSpec;
   /** A CEL condition (expression.ts): false skips the job. */
   when?: string;
   /** When it may run, by how its dependencies ended (unset: all_finished). */
@@ -37,21 +41,23 @@ export interface JobSpec {
   allow_failure?: boolean;
 }
 
-/** What kind of work a job is: a script on a runner, or a wait or a sleep, which take none. */
-export type JobKind = "script" | "wait" | "sleep";
+/** What kind of work a job is: a script on a runner, or a wait, a sleep or a child flow, which take none. */
+export type JobKind = "script" | "wait" | "sleep" | "flow";
 
-export function jobKind(spec: Pick<JobSpec, "wait" | "sleep" | "sleep_until">): JobKind {
+export function jobKind(spec: Pick<JobSpec, "wait" | "sleep" | "sleep_until" | "flow">): JobKind {
   if (spec.wait) return "wait";
+  if (spec.flow) return "flow";
   return spec.sleep !== undefined || spec.sleep_until !== undefined ? "sleep" : "script";
 }
 
 /**
  * Which timer a job is waiting on (each timeout is enforced by a deadline): its message to be
  * delivered, acknowledged, its result (a lease renewed by every report), or the end of a retry's
- * backoff; a wait's timeout, a sleep's end; and the flow's own deadline (`timeouts.flow`), which
- * belongs to no job (job 0).
+ * backoff; a wait's timeout, a sleep's end; a child flow's next look at its child (`child`: the
+ * child's end is told, and this is how it is found when the telling was lost); and the flow's
+ * own deadline (`timeouts.flow`), which belongs to no job (job 0).
  */
-export type DeadlineKind = "delivery" | "ack" | "result" | "retry" | "wait" | "sleep" | "flow";
+export type DeadlineKind = "delivery" | "ack" | "result" | "retry" | "wait" | "sleep" | "child" | "flow";
 
 export interface Deadline {
   kind: DeadlineKind;
@@ -108,6 +114,8 @@ export interface JobState {
   skipReason?: string;
   /** A running wait's key, resolved from its template when it started. */
   waitKey?: string;
+  /** A child-flow job: the flow its current attempt started, once known (children.ts). */
+  child?: number;
   /** When the current attempt was queued for a runner (epoch ms): where its dispatch latency starts. */
   queuedAt?: number;
   /**
@@ -157,6 +165,8 @@ export interface FlowState {
   notifyHttps?: boolean;
   /** The template and version it was started from (docs/templates.md), when it was. */
   template?: FlowOrigin;
+  /** The job that started this flow, for a child flow (its depth bounds its own children). */
+  parent?: FlowParent;
   startedAt?: number;
   endedAt?: number;
   /**

@@ -2,6 +2,7 @@ import { z } from "zod";
 import { EnvVarsInput, Id, Seconds } from "../model/common.js";
 import { ScriptType } from "../model/enums.js";
 import { FlowPriority, MaxParallel } from "../model/flow.js";
+import { ChildFlowSpec } from "../model/child.js";
 import { JOB_DEFAULTS, LONGEST_WAIT, Needs, WaitSpec } from "../model/job.js";
 import { checkCondition } from "./expression.js";
 import { withoutInputs } from "./inputs.js";
@@ -30,14 +31,15 @@ export const JobRef = z.union([Id, JobName]);
 export type JobRef = z.infer<typeof JobRef>;
 
 /** What a job does instead of a script, each field one kind of job. */
-const WORK = ["script", "wait", "sleep", "sleep_until"] as const;
+const WORK = ["script", "wait", "sleep", "sleep_until", "flow"] as const;
 
 /**
  * One job of a flow submission. `id` is optional (allocated when absent); `name` lets other jobs
  * depend on it without knowing its id. `depends` lists ids or names; `dependends`, the name the
  * herocoordinator model gives it, is accepted as an alias. A job runs a `script` (of a
- * `script_type`, on a runner), or takes no runner: it `wait`s for an event, or sleeps (`sleep`
- * seconds, `sleep_until` a time). `when`, `needs` and `allow_failure` are its flow's rules.
+ * `script_type`, on a runner), or takes no runner: it `wait`s for an event, sleeps (`sleep`
+ * seconds, `sleep_until` a time), or runs a child `flow` from a template of the same context.
+ * `when`, `needs` and `allow_failure` are its flow's rules.
  */
 export const FlowJobInput = z
   .object({
@@ -57,6 +59,9 @@ export const FlowJobInput = z
       .max(256)
       .optional()
       .describe("An RFC 3339 time to sleep until, or a text naming `${VARIABLE}`s that gives one when the job starts."),
+    flow: ChildFlowSpec.optional().describe(
+      "A child flow: a template of the same context (its version, else the latest when the job starts) and its inputs; the job ends as that flow ends (docs/flows.md).",
+    ),
     when: z
       .string()
       .optional()
@@ -153,7 +158,7 @@ function checkWork(
     issue(
       given[1] ?? "script",
       given.length === 0
-        ? "a job runs a script, waits for an event (wait) or sleeps (sleep, sleep_until): give one"
+        ? "a job runs a script, waits for an event (wait), sleeps (sleep, sleep_until) or runs a child flow (flow): give one"
         : `a job does one thing: it gives ${given.join(" and ")}`,
     );
     return;

@@ -4,12 +4,13 @@ import { jobKey, jobKind, type FlowState, type JobState } from "./state.js";
 import { parseTime } from "./submission.js";
 import { inputsOfEnv } from "./inputs.js";
 import { resolveTemplate } from "./template.js";
+import { MAX_CHILD_DEPTH } from "../model/child.js";
 
 /**
  * What a job does once its flow's rules let it run: its `when` decides whether it runs at all,
  * then a script is dispatched to a runner, a wait starts waiting for its event, a sleep starts
- * sleeping. Waits and sleeps take no runner: a deadline of the flow's object ends them (and an
- * event, a wait), never a timer in memory.
+ * sleeping, a child-flow job starts its child. Those take no runner: a deadline of the flow's
+ * object ends them (and an event, a wait; the child's end, a child flow), never a timer in memory.
  */
 
 /** What a `when` reads: the dependencies' results and statuses, the flow's and the job's env. */
@@ -50,6 +51,9 @@ function shorten(text: string): string {
 /** What a job that takes no runner is once started at `at`: its status, deadline (and a wait's key). */
 export type NoRunnerStart = Pick<JobState, "status" | "attempt" | "startedAt" | "deadline" | "waitKey">;
 
+/** How often a running child-flow job looks at its child (the child tells its end; this finds an end whose telling was lost). */
+export const CHILD_POLL_MS = 60_000;
+
 /**
  * How a wait or a sleep starts at `at`, or why it cannot: a wait's key resolved (its timeout
  * its deadline), a sleep's end. Pure, and shared by the machine and by a rebuild that finds a
@@ -57,6 +61,7 @@ export type NoRunnerStart = Pick<JobState, "status" | "attempt" | "startedAt" | 
  */
 export function noRunnerStart(flow: FlowState, job: JobState, at: number): NoRunnerStart | { error: string } {
   const attempt = job.attempt + 1;
+  if (job.spec.flow) return childStart(flow, attempt, at);
   const wait = job.spec.wait;
   if (wait) {
     const key = resolveTemplate(wait.key, jobEnvironment(flow, job));
@@ -67,6 +72,19 @@ export function noRunnerStart(flow: FlowState, job: JobState, at: number): NoRun
   const end = sleepEnd(flow, job, at);
   if ("error" in end) return end;
   return { status: "started", attempt, startedAt: at, deadline: { kind: "sleep", attempt, at: end.at } };
+}
+
+/**
+ * How a child-flow job starts: its next look at the child is its deadline (the shell starts the
+ * child, see superviseChild). A flow as deep as flows may nest starts none (MAX_CHILD_DEPTH).
+ */
+function childStart(flow: FlowState, attempt: number, at: number): NoRunnerStart | { error: string } {
+  const depth = (flow.parent?.depth ?? 0) + 1;
+  if (depth > MAX_CHILD_DEPTH)
+    return {
+      error: `a child flow would be ${depth} deep, past the limit of ${MAX_CHILD_DEPTH} flows nested (docs/limits.md)`,
+    };
+  return { status: "started", attempt, startedAt: at, deadline: { kind: "child", attempt, at: at + CHILD_POLL_MS } };
 }
 
 /** When a sleep ends, or why it cannot: a time that is not one, or past the flow's deadline. */

@@ -1,6 +1,7 @@
 import { z } from "zod";
 import { EnvVars, Id, ResultMap, Seconds, Timestamp } from "./common.js";
 import { FlowStatus } from "./enums.js";
+import { FlowParent } from "./child.js";
 import { FlowOrigin } from "./template.js";
 
 /** Why a flow ended in error: the job at fault (0 when the flow was cancelled) and the reason. */
@@ -45,8 +46,9 @@ export const FlowTimeoutsRecord = z
  * key without clobbering each other; they are kept once, in the jobs' records, and a flow's view
  * (`FlowView.result`) gathers them: the record's `result`, which the model has, is not stored and
  * lists of flows leave it out. Extensions beyond the model: `error`, `timeouts`, `trace_id`,
- * `priority`, `max_parallel`, `started_at`, `ended_at`, `run`, and `template`: the template and
- * version it was started from (docs/templates.md).
+ * `priority`, `max_parallel`, `started_at`, `ended_at`, `run`, `template`: the template and
+ * version it was started from (docs/templates.md), and `parent`: the job that started it, for a
+ * child flow.
  */
 export const Flow = z
   .object({
@@ -72,6 +74,7 @@ export const Flow = z
       .optional()
       .describe("Which run of the flow this is, once it was re-run: 2 after its first re-run (absent: its first run)."),
     template: FlowOrigin.optional(),
+    parent: FlowParent.optional(),
   })
   .strict()
   .meta({ id: "Flow" });

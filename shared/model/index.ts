@@ -5,6 +5,7 @@ export { Actor } from "./actor.js";
 export { Context, ContextDetails, ContextLimitsUpdate, FlowStartsPerMinute, MaxInflight } from "./context.js";
 export { ContextStored, DeadLettersMax, EffectiveRetention, RetentionPolicy, RetentionUpdate } from "./retention.js";
 export { Flow, FlowErrorInfo, FlowPriority, FlowTimeoutsRecord, MaxParallel } from "./flow.js";
+export { ChildFlowSpec, FlowParent, MAX_CHILD_DEPTH } from "./child.js";
 export { EventName, JOB_DEFAULTS, LONGEST_WAIT, Needs, RunnerJob, scriptTypeOf, WaitSpec } from "./job.js";
 export { FlowResultInfo, Message } from "./message.js";
 export { MAX_DELIVERIES_PER_POST, Runner, RunnerDispatch, RunnerWithDispatch, defaultRunnerTopic } from "./runner.js";

@@ -1,6 +1,7 @@
 import { z } from "zod";
 import { EnvVars, Id, ResultMap, Seconds, Timestamp } from "./common.js";
 import { JobStatus, ScriptType } from "./enums.js";
+import { ChildFlowSpec } from "./child.js";
 import { FlowTimeoutsRecord } from "./flow.js";
 
 /** The longest a wait or a sleep may last: a year, in seconds. */
@@ -39,7 +40,7 @@ export type Needs = z.infer<typeof Needs>;
  * A RunnerJob: one executable unit. Extensions beyond the model: `flow_id` (0 for a job outside
  * any flow), `name` (how the flow's other jobs and its results refer to it), the pinned
  * `runner_id`, what a job that runs no script does instead (`wait` for an event, `sleep` seconds or
- * `sleep_until` a time), its flow's rules (`when`, `needs`, `allow_failure`; `skip_reason` once
+ * `sleep_until` a time, or start a child `flow` from a template: `child_flow_id` once it ended), its flow's rules (`when`, `needs`, `allow_failure`; `skip_reason` once
  * skipped), `message_base` (its attempts' message ids are message_base, message_base + 1, …),
  * `attempt_floor` (attempts before its flow was last re-run), `past_messages` (the message ids,
  * as inclusive ranges, its attempts used in runs before a re-run: what removing it removes too), and once it ended: the last
@@ -69,6 +70,9 @@ export const RunnerJob = z
     wait: WaitSpec.optional(),
     sleep: z.int().min(0).max(LONGEST_WAIT).optional(),
     sleep_until: z.string().max(256).optional(),
+    flow: ChildFlowSpec.optional(),
+    /** The child flow the job started (a child-flow job), once it ended. */
+    child_flow_id: Id.optional(),
     when: z.string().optional(),
     needs: Needs.optional(),
     allow_failure: z.boolean().optional(),

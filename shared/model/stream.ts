@@ -28,6 +28,7 @@ export const FlowEventType = z.enum([
   "job.dead_lettered",
   "job.wait_started",
   "job.sleep_started",
+  "job.child_started",
   "job.skipped",
 ]);
 export type FlowEventType = z.infer<typeof FlowEventType>;
@@ -72,6 +73,8 @@ export const FlowStreamEvent = z
     jobs: z.array(Id).optional(),
     from_job_id: Id.optional(),
     env_changed: z.array(z.string()).optional(),
+    /** The child flow a child-flow job started (`job.child_started`). */
+    child_flow_id: z.int().min(1).optional(),
     /** For `flow.*`: how many jobs are in each status now. */
     progress: z.record(JobStatus, z.int().min(0)).optional(),
   })

@@ -2,6 +2,7 @@ import { z } from "zod";
 import { EnvVars, Id, ResultMap, Timestamp } from "./common.js";
 import { FlowStatus, JobStatus, ScriptType } from "./enums.js";
 import { FlowErrorInfo, FlowPriority, MaxParallel } from "./flow.js";
+import { ChildFlowSpec, FlowParent } from "./child.js";
 import { FlowOrigin } from "./template.js";
 
 /**
@@ -13,7 +14,7 @@ import { FlowOrigin } from "./template.js";
  * Why a job is not running yet: its dependencies, a retry's backoff, dispatch paused, no runner
  * for it, every runner for it at its concurrency, runners refusing it, only pull runners (none
  * leased it), its turn in the queue, or a delivery under way; for a wait, the event it waits for
- * (`until`: when it times out); for a sleep, its end. `until` (epoch seconds) when it ends at a
+ * (`until`: when it times out); for a sleep, its end; for a child flow (`child`), that flow's end. `until` (epoch seconds) when it ends at a
  * known time.
  */
 export const JobWaiting = z
@@ -32,6 +33,7 @@ export const JobWaiting = z
       "delivering",
       "event",
       "sleep",
+      "child",
     ]),
     detail: z.string(),
     until: Timestamp.optional(),
@@ -39,13 +41,17 @@ export const JobWaiting = z
   .strict();
 export type JobWaiting = z.infer<typeof JobWaiting>;
 
-/** What a job does: runs a script on a runner, waits for an event, or sleeps (neither takes a runner). */
-export const JobKind = z.enum(["script", "wait", "sleep"]);
+/**
+ * What a job does: runs a script on a runner, waits for an event, sleeps, or runs a child flow
+ * (`flow`: the last three take no runner).
+ */
+export const JobKind = z.enum(["script", "wait", "sleep", "flow"]);
 
 /**
  * A job's live state. `key` is how results name it (its name, else its id). A wait shows what it
  * waits for (`wait`: its event, and its key once resolved), a sleep until when (`sleep_until`,
- * epoch seconds, once started), a skipped job why (`skip_reason`); its rules (`when`, `needs`,
+ * epoch seconds, once started), a child-flow job its template (`flow`) and the flow it started
+ * (`child_flow_id`), a skipped job why (`skip_reason`); its rules (`when`, `needs`,
  * `allow_failure`) when it has them.
  */
 export const JobView = z
@@ -58,6 +64,10 @@ export const JobView = z
     status: JobStatus,
     wait: z.object({ event: z.string(), key: z.string(), timeout: z.int() }).strict().optional(),
     sleep_until: Timestamp.optional(),
+    /** A child-flow job: the template it starts. */
+    flow: ChildFlowSpec.optional(),
+    /** A child-flow job: the flow it started, once known. */
+    child_flow_id: Id.optional(),
     when: z.string().optional(),
     needs: z.enum(["all_finished", "all_done", "any_finished", "none_failed"]).optional(),
     allow_failure: z.boolean().optional(),
@@ -99,6 +109,8 @@ export const FlowView = z
     next_deadline: Timestamp.optional(),
     /** The template and version the flow was started from, when it was. */
     template: FlowOrigin.optional(),
+    /** The job (of another flow) that started this one, for a child flow. */
+    parent: FlowParent.optional(),
     progress: z.object({
       total: z.int(),
       dispatched: z.int(),

@@ -289,7 +289,7 @@ export class StepSection {
       updated_at: this.secs,
     });
     this.ops.push(["H", jobHash, again]);
-    this.ops.push(["D", jobHash, ["error", "skip_reason", "ended_at", "last_runner_id"]]);
+    this.ops.push(["D", jobHash, ["error", "skip_reason", "ended_at", "last_runner_id", "child_flow_id"]]);
   }
 
   /**
@@ -310,6 +310,7 @@ export class StepSection {
       duration_ms: job.durationMs,
       ended_at: this.secs,
       last_runner_id: job.delivery?.runnerId,
+      child_flow_id: job.child,
       updated_at: this.secs,
     });
     this.ops.push(["H", this.keys.job(this.ctx, this.state.callerId, job.id), end, 3]);

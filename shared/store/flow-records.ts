@@ -25,6 +25,7 @@ export function flowRecord(state: FlowState, now: number): Flow {
     ...(state.priority !== 0 ? { priority: state.priority } : {}),
     ...(state.maxParallel !== undefined ? { max_parallel: state.maxParallel } : {}),
     ...(state.template !== undefined ? { template: state.template } : {}),
+    ...(state.parent !== undefined ? { parent: state.parent } : {}),
   };
 }
 
@@ -57,11 +58,12 @@ export function jobRecord(state: FlowState, job: JobState, now: number): RunnerJ
 
 /** What a job's record keeps of its kind (wait, sleep) and its rules, when it has them. */
 function kindFields(job: JobState): Partial<RunnerJob> {
-  const { wait, sleep, sleep_until, when, needs, allow_failure } = job.spec;
+  const { wait, sleep, sleep_until, flow, when, needs, allow_failure } = job.spec;
   return {
     ...(wait ? { wait } : {}),
     ...(sleep !== undefined ? { sleep } : {}),
     ...(sleep_until !== undefined ? { sleep_until } : {}),
+    ...(flow !== undefined ? { flow } : {}),
     ...(when !== undefined ? { when } : {}),
     ...(needs !== undefined ? { needs } : {}),
     ...(allow_failure ? { allow_failure } : {}),

@@ -98,6 +98,18 @@ export class FlowStore {
     return Number(await callRedis(() => this.redis.exec<number>(["EXISTS", key]))) === 1;
   }
 
+  /**
+   * The flow an Idempotency-Key reserved, if it reserved one (its value is
+   * `<flow>:<job>:<message>:<digest>`, see reserveFlow): how a child flow whose start may have
+   * got that far is found without starting it.
+   */
+  async reservedFlow(contextId: number, callerId: number, idempotencyKey: string): Promise<number | undefined> {
+    const key = this.keys.idempotency(contextId, callerId, idempotencyKey);
+    const value = await callRedis(() => this.redis.exec<string | null>(["GET", key]));
+    const flowId = Number(String(value ?? "").split(":")[0]);
+    return Number.isInteger(flowId) && flowId > 0 ? flowId : undefined;
+  }
+
   /** Allocates a submission's ids, or finds the flow its Idempotency-Key already created. */
   async reserve(r: ReserveRequest): Promise<Reservation> {
     const keys = [this.keys.ids(r.contextId)];

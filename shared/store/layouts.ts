@@ -50,6 +50,7 @@ export const codecs = {
       ended_at: "int",
       run: "int",
       template: "json",
+      parent: "json",
     },
   },
   job: {
@@ -73,6 +74,8 @@ export const codecs = {
       wait: "json",
       sleep: "int",
       sleep_until: "str",
+      flow: "json",
+      child_flow_id: "int",
       when: "str",
       needs: "str",
       allow_failure: "bool",
