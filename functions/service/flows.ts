@@ -8,7 +8,7 @@ import type { FlowScope } from "../core/scopes.js";
 import { coordinatorStub } from "../core/stubs.js";
 import { contextFor, requireActor } from "./access.js";
 import { callScope, type FlowCall } from "./call.js";
-import { checkPinnedRunners, createInObject, dagProblem, requestDigest } from "./submission.js";
+import { checkChildTemplates, checkPinnedRunners, createInObject, dagProblem, requestDigest } from "./submission.js";
 
 /**
  * Submits a flow (admins): checks the DAG (cycles named, unknown dependencies, duplicates,
@@ -38,6 +38,7 @@ export async function submitFlow(
   const check = resolveDag(submission.jobs, () => 1);
   if ("issues" in check) throw dagProblem(check.issues);
   await checkPinnedRunners(call, contextId, submission.jobs);
+  await checkChildTemplates(call, contextId, submission.jobs);
   // A start is taken from the throttle before anything is reserved, so a refused submission
   // leaves nothing behind; a retry under an Idempotency-Key that got as far as a reservation
   // was counted when it first came.

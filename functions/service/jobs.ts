@@ -37,10 +37,13 @@ export async function submitJob(
     ]);
   }
   // An event finds a wait through its flow; a job outside any flow has none (submit a flow of one).
-  const noRunner = (["wait", "sleep", "sleep_until"] as const).find((field) => input.job[field] !== undefined);
+  const noRunner = (["wait", "sleep", "sleep_until", "flow"] as const).find((field) => input.job[field] !== undefined);
   if (noRunner) {
     throw dagProblem([
-      { field: `job.${noRunner}`, message: "a job outside a flow runs a script; a wait or a sleep is a job of a flow" },
+      {
+        field: `job.${noRunner}`,
+        message: "a job outside a flow runs a script; a wait, a sleep or a child flow is a job of a flow",
+      },
     ]);
   }
   await checkPinnedRunners(call, contextId, [input.job], () => "job");

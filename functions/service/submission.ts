@@ -50,6 +50,44 @@ export async function checkPinnedRunners(
   }
 }
 
+/**
+ * 400 when a child-flow job names a template (or a version of it) its context does not keep: told
+ * at submission rather than as the job's failure later. One read per template named. The version
+ * a job does not pin is the latest when the job starts (docs/flows.md, "Child flows").
+ */
+export async function checkChildTemplates(
+  call: FlowCall,
+  contextId: number,
+  jobs: { flow?: { template: string; version?: number | undefined } | undefined }[],
+): Promise<void> {
+  const named = [...new Set(jobs.flatMap((job) => (job.flow ? [job.flow.template] : [])))];
+  if (named.length === 0) return;
+  const views = new Map(
+    await Promise.all(named.map(async (name) => [name, await call.store.templates.view(contextId, name)] as const)),
+  );
+  const issues = jobs.flatMap((job, i) => {
+    if (!job.flow) return [];
+    const view = views.get(job.flow.template);
+    const version = job.flow.version;
+    if (!view)
+      return [
+        {
+          field: `jobs.${i}.flow.template`,
+          message: `template ${job.flow.template} does not exist in context ${contextId}`,
+        },
+      ];
+    if (version !== undefined && !view.versions.some((v) => v.version === version))
+      return [
+        {
+          field: `jobs.${i}.flow.version`,
+          message: `template ${job.flow.template} keeps versions ${view.oldest} to ${view.latest}, not ${version}`,
+        },
+      ];
+    return [];
+  });
+  if (issues.length > 0) throw dagProblem(issues);
+}
+
 /** The timeouts a submission (a flow, or a job outside any flow) may ask for. */
 export interface AskedTimeouts {
   timeout?: number | undefined;
