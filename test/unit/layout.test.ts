@@ -39,7 +39,8 @@ const MAY_IMPORT: Record<string, string[]> = {
   "functions/core": SHARED,
   // Retention's removals and a context's deletion: the Dispatcher's sweep and the API run them.
   "functions/upkeep": FUNCTIONS_BELOW_API,
-  "functions/flow": FUNCTIONS_BELOW_API,
+  // A flow's object starts and cancels its child flows through the service functions (children.ts).
+  "functions/flow": ["functions/service", ...FUNCTIONS_BELOW_API],
   "functions/dispatch": ["functions/upkeep", ...FUNCTIONS_BELOW_API],
   "functions/supervisor": FUNCTIONS_BELOW_API,
   "functions/feed": FUNCTIONS_BELOW_API,
