@@ -23,15 +23,16 @@ export const ChildFlowSpec = z
     version: z.int().min(1).optional(),
     // JSON values, checked against the template's declarations when the job starts. Typed
     // shallow (ChildInputs): a job's record crosses Durable Object RPC, whose types refuse
-    // `unknown` and recurse without end on a JSON type.
+    // `unknown` and recurse without end on a JSON type (as the OpenAPI generator does on z.json()).
     inputs: (
-      z.record(z.string().max(64), z.json()).refine((m) => Object.keys(m).length <= TEMPLATE_LIMITS.inputs, {
+      z.record(z.string().max(64), z.unknown()).refine((m) => Object.keys(m).length <= TEMPLATE_LIMITS.inputs, {
         message: `a start gives at most ${TEMPLATE_LIMITS.inputs} inputs`,
       }) as unknown as z.ZodType<ChildInputs>
     ).default({}),
   })
-  .strict()
-  .meta({ id: "ChildFlowSpec" });
+  // No schema id: the request's shape (inputs optional) and the answer's differ, and OpenRPC
+  // takes one shape per name; each place spells it out.
+  .strict();
 export type ChildFlowSpec = z.output<typeof ChildFlowSpec>;
 
 /**
