@@ -81,7 +81,7 @@ export class ChildFlows {
 
   /** Starts the job's child (or finds the one started before), else reads it; its end is told to the job. */
   private async supervise(state: FlowState, effect: Supervise): Promise<void> {
-    const job = state.jobs[effect.job] as JobState;
+    const job = state.jobs.job(effect.job);
     const spec = job.spec.flow;
     if (!spec) return;
     let view: FlowView | null;

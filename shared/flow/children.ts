@@ -20,7 +20,7 @@ type ChildEvent = Extract<FlowEvent, { type: "childStarted" | "childEnded" | "ch
 
 /** Applies an event about a child-flow job's child. */
 export function onChildEvent(state: FlowState, event: ChildEvent): Transition {
-  const job = state.jobs[event.job];
+  const job = state.jobs.get(event.job);
   if (!job || jobKind(job.spec) !== "flow")
     return unchanged(state, "not-applicable", `job ${event.job} of this flow is not a child flow`);
   if (event.attempt !== job.attempt)

@@ -161,13 +161,17 @@ describe("a child-flow job", () => {
       messages: new Map(),
     };
     const rebuilt = rebuildState({ ...stored, journal: journalOf(d.state) });
-    expect(rebuilt.jobs[100]).toMatchObject({ status: "started", attempt: 1, child: 12, deadline: job.deadline });
-    expect(rebuilt.jobs[100]?.spec.flow).toEqual({ template: "report", inputs: { region: "us" } });
+    expect(rebuilt.jobs.get(100)).toMatchObject({ status: "started", attempt: 1, child: 12, deadline: job.deadline });
+    expect(rebuilt.jobs.get(100)?.spec.flow).toEqual({ template: "report", inputs: { region: "us" } });
 
     // The journal lost: started again at the flow's start, attempt 1 again (so the same key, the same child).
     const lost = rebuildState(stored);
-    expect(lost.jobs[100]).toMatchObject({ status: "started", attempt: 1, deadline: { kind: "child", attempt: 1 } });
-    expect(lost.jobs[100]?.child).toBeUndefined();
+    expect(lost.jobs.get(100)).toMatchObject({
+      status: "started",
+      attempt: 1,
+      deadline: { kind: "child", attempt: 1 },
+    });
+    expect(lost.jobs.get(100)?.child).toBeUndefined();
     const again = new Driver(lost);
     const t = again.send({ type: "deadline", job: 100, attempt: 1, kind: "child", at: T + 60_000 });
     expect(t.effects).toEqual([{ type: "superviseChild", job: 100, attempt: 1 }]);
@@ -189,7 +193,7 @@ describe("a child-flow job", () => {
       messages: new Map(),
     });
     expect(rebuilt.parent).toEqual(parent);
-    expect(rebuilt.jobs[100]).toMatchObject({ status: "finished", child: 12 });
+    expect(rebuilt.jobs.get(100)).toMatchObject({ status: "finished", child: 12 });
   });
 });
 

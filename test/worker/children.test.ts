@@ -127,7 +127,7 @@ describe("a child flow", () => {
     await runInDurableObject(stub, async (instance) => {
       const flow = (instance as unknown as { flow: { existing(): FlowState; enqueue(e: unknown): Promise<unknown> } })
         .flow;
-      const due = flow.existing().jobs[view.jobs[0]?.id as number]?.deadline;
+      const due = flow.existing().jobs.get(view.jobs[0]?.id as number)?.deadline;
       await flow.enqueue({ type: "deadline", job: view.jobs[0]?.id, attempt: 1, kind: "child", at: due?.at });
     });
     const done = await ended(parent.id);
