@@ -176,6 +176,11 @@ export async function watchFlow(
 
 type FailedLines = (jobId: number, attempt: number) => Promise<string[]>;
 
+/** A child-flow job's line: `⇣ sub runs flow 12` (the child once known). */
+function childLine(key: string, child: number | undefined): string {
+  return child === undefined ? `⇣ ${key} starts its child flow` : `⇣ ${key} runs flow ${child}`;
+}
+
 /** The lines for a job as the view shows it at the start of the watch: only what it did already. */
 async function viewLines(job: JobView, failedLines: FailedLines): Promise<string[]> {
   const lines: string[] = [];
@@ -185,6 +190,7 @@ async function viewLines(job: JobView, failedLines: FailedLines): Promise<string
       if (job.kind === "wait")
         return [waitLine(job.key, job.wait?.event, job.wait?.key, secondsToMs(job.waiting?.until))];
       if (job.kind === "sleep") return [sleepLine(job.key, secondsToMs(job.sleep_until ?? job.waiting?.until))];
+      if (job.kind === "flow") return [childLine(job.key, job.child_flow_id)];
       return [...lines, startedLine(job.key, job.runner_id, job.attempt)];
     case "finished":
       return [`✓ ${job.key} finished${resultPart(job.result ?? {})}`];
@@ -214,7 +220,10 @@ async function eventLines(event: FlowStreamEvent, job: Tracked, failedLines: Fai
       // A wait or a sleep told as started: a subscriber catching up after a gap in the stream.
       if (job.kind === "wait") return [waitLine(job.key, undefined, undefined, undefined)];
       if (job.kind === "sleep") return [sleepLine(job.key, undefined)];
+      if (job.kind === "flow") return [childLine(job.key, undefined)];
       return [startedLine(job.key, event.runner_id, attempt)];
+    case "job.child_started":
+      return [childLine(job.key, event.child_flow_id)];
     case "job.wait_started":
       return [waitLine(job.key, event.event_name, event.event_key, event.until_ms)];
     case "job.sleep_started":

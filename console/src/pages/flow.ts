@@ -347,5 +347,25 @@ function drawMeta(meta: HTMLElement, view: FlowView): void {
           ` version ${view.template.version}`,
         )
       : undefined,
+    view.parent
+      ? h(
+          "span",
+          { "data-testid": "flow-parent" },
+          "child of ",
+          h(
+            "a",
+            {
+              href: href({
+                page: "flow",
+                contextId: view.context_id,
+                flowId: view.parent.flow_id,
+                jobId: view.parent.job_id,
+              }),
+            },
+            `flow ${view.parent.flow_id}`,
+          ),
+          ` (job ${view.parent.job_id})`,
+        )
+      : undefined,
   );
 }

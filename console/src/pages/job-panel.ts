@@ -193,6 +193,22 @@ export class JobPanel {
         ...(script ? fact("Script", job.script_type ?? "—") : fact("Kind", kindText(job))),
         ...(job.wait ? fact("Waits for", h("span", { "data-testid": "job-wait" }, waitText(job.wait))) : []),
         ...(job.sleep_until !== undefined ? fact("Sleeps until", timeElement(job.sleep_until)) : []),
+        ...(job.flow
+          ? fact("Starts", `template ${job.flow.template}${job.flow.version ? ` version ${job.flow.version}` : ""}`)
+          : []),
+        ...(job.child_flow_id !== undefined
+          ? fact(
+              "Child flow",
+              h(
+                "a",
+                {
+                  "data-testid": "child-flow",
+                  href: href({ page: "flow", contextId: this.contextId, flowId: job.child_flow_id }),
+                },
+                `flow ${job.child_flow_id}`,
+              ),
+            )
+          : []),
         ...(script ? fact("Attempt", job.attempt === 0 ? "not dispatched yet" : String(job.attempt)) : []),
         ...(script ? fact("Runner", runner) : []),
         ...(job.delivery ? fact("Delivery", job.delivery) : []),
