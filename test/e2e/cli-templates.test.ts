@@ -122,6 +122,26 @@ describe("flowc template", () => {
     expect(view.jobs.find((j) => j.name === "publish")?.status).toBe("skipped");
   });
 
+  it("runs a template whose jobs are child flows: each report a flow of its own, linked both ways, then their total", async () => {
+    const regions = path.join("examples", "template-regions.yaml");
+    expect((await owner.run("template", "put", contextId, "regions", regions)).code).toBe(0);
+    const run = await owner.run("template", "start", contextId, "regions", "--watch", "--json");
+    expect(run.code, run.stdout + run.stderr).toBe(0);
+    const view = JSON.parse(run.stdout) as FlowView;
+    expect(view.status).toBe("finished");
+    // Each child's result comes back as <job>.<key>; the total reads them from its dependencies.
+    expect(view.result?.total).toMatchObject({ rows: "80" });
+    for (const name of ["us", "eu"]) {
+      const job = view.jobs.find((j) => j.name === name);
+      const childId = job?.child_flow_id as number;
+      expect(childId, name).toBeGreaterThan(0);
+      const child = JSON.parse(
+        (await owner.run("flow", "show", contextId, String(childId), "--json")).stdout,
+      ) as FlowView;
+      expect([child.status, child.parent?.flow_id, child.parent?.job_id]).toEqual(["finished", view.id, job?.id]);
+    }
+  });
+
   it("refuses an input of the wrong type before asking, and one the template does not declare, naming it", async () => {
     expectOneErrorLine(
       await owner.run("template", "start", contextId, "report", "--input", "days=many"),
