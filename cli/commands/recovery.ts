@@ -10,18 +10,31 @@ import { watchToEnd } from "../watch.js";
 const cancel: Command = {
   name: "flow cancel",
   summary: "cancel a flow: nothing more runs, runners of jobs in flight are told to stop (admins)",
-  usage: "flow cancel <context> <flow> [--reason <text>]",
+  usage: "flow cancel <context> <flow> [--reason <text>] [--compensate]",
   args: ["context", "flow"],
-  options: { reason: { type: "string", help: "why (kept on the flow and its jobs)" } },
+  options: {
+    reason: { type: "string", help: "why (kept on the flow and its jobs)" },
+    compensate: {
+      type: "boolean",
+      help: "unwind it: the compensations of its jobs that finished run, in reverse order",
+    },
+  },
   details: [
     "A flow that already ended is refused (409, naming its status) and nothing changes: a cancel",
     "repeated after it succeeded too. A failed flow whose other jobs still run is cancelled: they stop.",
+    "With --compensate a flow whose jobs declare compensate: unwinds (compensating), then ends",
+    "compensated or compensation_failed (watch it with flowc flow watch); repeated, nothing changes.",
   ].join("\n"),
-  examples: ["flowc flow cancel 1 3", 'flowc flow cancel 1 3 --reason "wrong input"'],
+  examples: [
+    "flowc flow cancel 1 3",
+    'flowc flow cancel 1 3 --reason "wrong input"',
+    "flowc flow cancel 1 3 --compensate && flowc flow watch 1 3",
+  ],
   async run(invocation) {
     const { contextId, id: flowId, session } = await objectSession(invocation, "<flow>", "flow cancel");
     const reason = invocation.options.string("reason");
-    const view = await session.client.cancelFlow(contextId, flowId, reason);
+    const compensate = invocation.options.flag("compensate");
+    const view = await session.client.cancelFlow(contextId, flowId, reason, { compensate });
     invocation.out.result(view, [`flow ${flowId} ${view.status}: ${view.error?.reason ?? "cancelled"}`]);
   },
 };
@@ -47,7 +60,8 @@ const rerun: Command = {
     watch: { type: "boolean", help: "then watch it to its end, as flowc flow watch does (exit 1 if it errors)" },
   },
   details: [
-    "Without --from, a failed flow runs again from its failed jobs (and those skipped because of them);",
+    "Without --from, a failed flow runs again from its failed jobs (and those skipped because of them),",
+    "one whose unwinding failed (compensation_failed) from its failed compensations;",
     "finished jobs keep their results. With --from, a flow that ended (finished or error) runs again from",
     "that job: it and every job downstream of it, whatever their status; what is upstream keeps its",
     "result (a failed flow's failures run again too). --env sets variables over the flow's env for this",
@@ -75,7 +89,11 @@ const rerun: Command = {
     let run = runText === undefined ? undefined : parseCount(runText, "--run", name, 1);
     if (run === undefined && from !== undefined) run = (await session.client.loadFlow(contextId, flowId)).run;
     const view = await session.client.rerunFlow(contextId, flowId, { ...ask, ...(run !== undefined ? { run } : {}) });
-    const again = view.jobs.filter((j) => j.status !== "finished" && j.status !== "error").map((j) => j.key);
+    // A flow that failed to unwind unwinds again: its compensations are what runs again then.
+    const unwinds = view.status === "compensating";
+    const again = view.jobs
+      .filter((j) => j.status !== "finished" && j.status !== "error" && unwinds === (j.compensates !== undefined))
+      .map((j) => j.key);
     const line = `flow ${flowId} ${view.status} again, run ${view.run}${from !== undefined ? ` from ${from}` : ""}: ${again.join(", ") || "nothing left to run"}`;
     if (!options.flag("watch")) {
       invocation.out.result(view, [`${line} (watch it with flowc flow watch ${contextId} ${flowId})`]);

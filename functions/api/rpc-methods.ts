@@ -55,6 +55,8 @@ import {
   triggerSchedule,
 } from "../service/schedules.js";
 
+import { Compensate } from "./schemas.js";
+
 export { method, type Method, type MethodTable } from "./rpc-method.js";
 
 const ById = z.object({ id: Id }).strict();
@@ -193,11 +195,11 @@ export const METHODS: MethodTable = {
   }),
   "flow.cancel": method({
     summary:
-      "Cancel a flow (admins): nothing more is dispatched, runners of attempts in flight are told; one that already ended is a conflict naming its status",
-    params: InContext.safeExtend({ reason: Reason }),
+      "Cancel a flow (admins): nothing more is dispatched, runners of attempts in flight are told; one that already ended is a conflict naming its status; with compensate, a flow with compensations unwinds",
+    params: InContext.safeExtend({ reason: Reason, compensate: Compensate }),
     result: FlowView,
     alsoFails: [409],
-    run: (call, p) => cancelFlow(call, p.context_id, p.id, p.reason),
+    run: (call, p) => cancelFlow(call, p.context_id, p.id, p.reason, p.compensate),
   }),
   "flow.rerun": method({
     summary:

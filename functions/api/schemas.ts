@@ -140,6 +140,17 @@ export const statusConflict = {
 /** The body of a cancel (a flow's, a job's): why, kept on what it ends. */
 export const CancelBody = z.object({ reason: z.string().min(1).max(500).default("cancelled by an admin") }).strict();
 
+/** Whether a cancelled flow unwinds: the compensations of its jobs that finished run (docs/flows.md). */
+export const Compensate = z
+  .boolean()
+  .default(false)
+  .describe(
+    "Unwind the flow instead of ending it in error: the compensations of its jobs that finished run, in reverse order (docs/flows.md). A flow without compensations ends in error as with false.",
+  );
+
+/** The body of a flow's cancel: why, and whether it unwinds. */
+export const FlowCancelBody = CancelBody.extend({ compensate: Compensate }).strict();
+
 /** A JSON body of a response. */
 export function json<T extends z.ZodType>(schema: T, description: string) {
   return { description, content: { "application/json": { schema } } };

@@ -119,11 +119,16 @@ export interface FlowCoordinatorRpc extends Rpc.DurableObjectBranded {
   create(scope: FlowScope, input: CreateFlowInput): Promise<RpcResult<FlowView>>;
   /** Starts the flow; starting a started flow changes nothing. */
   start(scope: FlowScope): Promise<RpcResult<FlowView>>;
-  /** Cancels the flow; one that ended already (a repeated cancel too) is a 409 naming its status, nothing written. */
-  cancel(scope: FlowScope, reason: string): Promise<RpcResult<FlowView>>;
   /**
-   * Runs the flow again: a failed one from its failed jobs, or one that ended from a job (`from`),
-   * with env overrides; refused (409) when it is not at the run `run` names.
+   * Cancels the flow; one that ended already (a repeated cancel too) is a 409 naming its status,
+   * nothing written. With `compensate`, a flow with compensations unwinds (a repeat finds it
+   * unwinding: answered with the flow).
+   */
+  cancel(scope: FlowScope, reason: string, compensate?: boolean): Promise<RpcResult<FlowView>>;
+  /**
+   * Runs the flow again: a failed one from its failed jobs (one whose unwinding failed from its
+   * failed compensations), or one that ended from a job (`from`), with env overrides; refused
+   * (409) when it is not at the run `run` names.
    */
   rerun(scope: FlowScope, input?: RerunInput): Promise<RpcResult<FlowView>>;
   /** The flow with every job's live status; null when there is no such flow. */

@@ -79,13 +79,14 @@ export class FlowCoordinator extends DurableObject<Env> implements FlowCoordinat
 
   /**
    * Nothing more is dispatched, what is not ended errors as cancelled, and the runners of
-   * attempts in flight are told to stop.
+   * attempts in flight are told to stop; with `compensate`, a flow with compensations unwinds.
    */
-  async cancel(scope: FlowScope, reason: string): Promise<RpcResult<FlowView>> {
+  async cancel(scope: FlowScope, reason: string, compensate = false): Promise<RpcResult<FlowView>> {
     // Refused (409, nothing written) when the flow ended with nothing of it in flight: decided
     // by the machine on the state this batch holds, so a cancel racing the flow's end is too.
+    // Asked to unwind a flow that unwinds already, it is a retry: answered with the flow.
     const refused = (status: string) => `already ended (${status}): nothing is left to cancel`;
-    return this.command(scope, () => ({ type: "cancel", reason, at: Date.now() }), refused);
+    return this.command(scope, () => ({ type: "cancel", reason, at: Date.now(), compensate }), refused);
   }
 
   /**
@@ -251,7 +252,7 @@ export class FlowCoordinator extends DurableObject<Env> implements FlowCoordinat
     return this.guard(scope, async () => {
       this.current();
       const t = await this.flow.commits.enqueue(event());
-      if (refused && t.outcome !== "applied")
+      if (refused && t.outcome !== "applied" && t.outcome !== "duplicate")
         throw scopeConflict(this.bound(), t.state.status, refused(t.state.status));
       return this.viewOf(this.current());
     });

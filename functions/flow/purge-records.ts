@@ -1,4 +1,11 @@
-import { ENDED, messageId, resultMessageId, type FlowState, type JobState } from "../../shared/flow/index.js";
+import {
+  ENDED,
+  FLOW_ENDED,
+  messageId,
+  resultMessageId,
+  type FlowState,
+  type JobState,
+} from "../../shared/flow/index.js";
 import type { PurgeOutcome, PurgeTarget, Store } from "../../shared/store/index.js";
 import type { FlowScope } from "../core/scopes.js";
 
@@ -38,15 +45,12 @@ export function purgeTarget(scope: FlowScope, state: FlowState | undefined): Pur
 }
 
 /**
- * Whether nothing of the flow runs any more: it ended (finished or error) and so did every job
+ * Whether nothing of the flow runs any more: it ended (finished, error, or unwound) and so did every job
  * (a flow that failed may still have attempts of other jobs in flight: cancel stops them). The
  * job's own status tells for a job outside any flow, which has no flow record to date its end.
  */
 function over(state: FlowState): boolean {
-  return (
-    (state.status === "finished" || state.status === "error") &&
-    state.order.every((id) => ENDED.has(state.jobs.job(id).status))
-  );
+  return FLOW_ENDED.has(state.status) && state.order.every((id) => ENDED.has(state.jobs.job(id).status));
 }
 
 /**

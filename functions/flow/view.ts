@@ -1,6 +1,8 @@
 import {
   currentRun,
+  ENDED,
   flowResult,
+  isCompensation,
   jobKey,
   jobKind,
   nearestDeadline,
@@ -13,9 +15,22 @@ import { skippedOf } from "../../shared/store/flow-records.js";
 
 const secs = (ms: number) => Math.floor(ms / 1000);
 
+/** Whether the flow moves on: it runs, or it unwinds. */
+const moving = (state: FlowState) => state.status === "started" || state.status === "compensating";
+
+/** Why a compensation waits: for the flow to unwind, or for the jobs it waits for to end. */
+function compensationWaiting(state: FlowState, job: JobState): JobWaiting {
+  const undone = state.jobs.job(job.spec.compensates as number);
+  if (state.status !== "compensating")
+    return { reason: "compensation", detail: `runs only if the flow unwinds: it undoes ${jobKey(undone)}` };
+  const open = [undone, ...job.depends.map((id) => state.jobs.job(id))].filter((j) => !ENDED.has(j.status));
+  return { reason: "dependencies", detail: `waiting for ${open.map(jobKey).join(", ") || "its dependencies"} to end` };
+}
+
 /** Why a job waits, as far as the flow itself knows (dependencies, backoff, a delivery under way). */
 function ownWaiting(state: FlowState, job: JobState): JobWaiting | undefined {
-  if (state.status !== "started") return undefined;
+  if (!moving(state)) return undefined;
+  if (job.status === "waiting_for_prerequisites" && isCompensation(job)) return compensationWaiting(state, job);
   if (job.status === "waiting_for_prerequisites") {
     const open = job.depends.map((id) => state.jobs.job(id)).filter((dep) => dep.status !== "finished");
     return { reason: "dependencies", detail: `waiting for ${open.map(jobKey).join(", ") || "its dependencies"}` };
@@ -45,7 +60,7 @@ function ownWaiting(state: FlowState, job: JobState): JobWaiting | undefined {
 
 /** The jobs whose attempt waits for a runner (dispatched, not assigned, not backing off). */
 export function waitingForRunner(state: FlowState): JobState[] {
-  if (state.status !== "started") return [];
+  if (!moving(state)) return [];
   return state.order
     .map((id) => state.jobs.job(id))
     .filter((job) => job.status === "dispatched" && !job.delivery && job.deadline?.kind !== "retry");
@@ -84,6 +99,7 @@ function kindView(state: FlowState, job: JobState): Partial<JobView> {
     ...(needs !== undefined ? { needs } : {}),
     ...(allow_failure ? { allow_failure } : {}),
     ...(job.skipReason !== undefined ? { skip_reason: job.skipReason } : {}),
+    ...(job.spec.compensates !== undefined ? { compensates: job.spec.compensates } : {}),
   };
 }
 
@@ -109,6 +125,7 @@ export function flowView(state: FlowState, dispatch: Map<number, JobWaiting> = n
     priority: state.priority,
     ...(state.maxParallel !== undefined ? { max_parallel: state.maxParallel } : {}),
     ...(state.startedAt !== undefined ? { started_at: secs(state.startedAt) } : {}),
+    ...(state.compensatingAt !== undefined ? { compensating_at: secs(state.compensatingAt) } : {}),
     ...(state.endedAt !== undefined ? { ended_at: secs(state.endedAt) } : {}),
     ...(due ? { next_deadline: secs(due.at) } : {}),
     ...(state.template ? { template: state.template } : {}),

@@ -12,7 +12,8 @@ import { checkChildTemplates, checkPinnedRunners, createInObject, dagProblem, re
 
 /**
  * Submits a flow (admins): checks the DAG (cycles named, unknown dependencies, duplicates,
- * limits, pinned runners), reserves its ids, and has its Durable Object store it all or nothing.
+ * limits, pinned runners), reserves its ids (its jobs' compensations are jobs too), and has its
+ * Durable Object store it all or nothing.
  *
  * A repeated `Idempotency-Key` finishes what the first submission started, with the ids it
  * reserved: storage may have run the reservation, or the creation, and only the answer got lost
@@ -35,7 +36,7 @@ export async function submitFlow(
 ): Promise<{ view: FlowView; created: boolean }> {
   const callerId = requireActor(call);
   const context = await contextFor(call, contextId, "admin");
-  const check = resolveDag(submission.jobs, () => 1);
+  const check = resolveDag(submission.jobs);
   if ("issues" in check) throw dagProblem(check.issues);
   await checkPinnedRunners(call, contextId, submission.jobs);
   await checkChildTemplates(call, contextId, submission.jobs);
@@ -54,14 +55,16 @@ export async function submitFlow(
     await takeFlowStart(call, context);
 
   const chosen = submission.jobs.flatMap((job, i) => (job.id !== undefined ? [i] : []));
+  // Every job's compensation is a job of its own, with an allocated id (resolveDag).
+  const compensations = check.jobs.length - submission.jobs.length;
   const digest = idempotencyKey ? await requestDigest(origin?.request ?? submission) : undefined;
   const reservation = await call.store.flows.reserve({
     contextId,
     callerId,
     ...(submission.id !== undefined ? { flowId: submission.id } : {}),
-    jobsToAllocate: submission.jobs.length - chosen.length,
+    jobsToAllocate: submission.jobs.length - chosen.length + compensations,
     highestChosenJobId: Math.max(0, ...submission.jobs.map((j) => j.id ?? 0)),
-    messages: messagesNeeded(submission.jobs),
+    messages: messagesNeeded(check.jobs),
     ...(idempotencyKey && digest ? { idempotencyKey, digest } : {}),
     ...(nonce ? { nonce } : {}),
     // Its first commit may claim work for them (never a flow with max_parallel's, see OwnClaims).
@@ -165,6 +168,7 @@ export async function flowDag(call: FlowCall, contextId: number, flowId: number)
       ...(j.waiting ? { waiting: j.waiting } : {}),
       attempt: j.attempt,
       ...(j.runner_id !== undefined ? { runner_id: j.runner_id } : {}),
+      ...(j.compensates !== undefined ? { compensates: j.compensates } : {}),
     })),
     edges: view.jobs.flatMap((j) => j.depends.map((from) => ({ from, to: j.id }))),
   };

@@ -46,6 +46,14 @@ export async function submitJob(
       },
     ]);
   }
+  if (input.job.compensate) {
+    throw dagProblem([
+      {
+        field: "job.compensate",
+        message: "a job outside a flow has nothing to unwind: compensate is for a flow's jobs",
+      },
+    ]);
+  }
   await checkPinnedRunners(call, contextId, [input.job], () => "job");
   const reservation = await call.store.flows.reserve({
     contextId,

@@ -11,9 +11,18 @@ import { flowCommand } from "./flows.js";
 import { wakeContext } from "./wake.js";
 import { webhookScope, type WebhookPath } from "./runner-events.js";
 
-/** Cancels a flow (admins): no new dispatch, runners of attempts in flight are told, flow marked. */
-export function cancelFlow(call: FlowCall, contextId: number, flowId: number, reason: string): Promise<FlowView> {
-  return flowCommand(call, contextId, flowId, (stub, scope) => stub.cancel(scope, reason));
+/**
+ * Cancels a flow (admins): no new dispatch, runners of attempts in flight are told, flow marked;
+ * with `compensate`, a flow with compensations unwinds instead of ending in error.
+ */
+export function cancelFlow(
+  call: FlowCall,
+  contextId: number,
+  flowId: number,
+  reason: string,
+  compensate = false,
+): Promise<FlowView> {
+  return flowCommand(call, contextId, flowId, (stub, scope) => stub.cancel(scope, reason, compensate));
 }
 
 /**

@@ -1,4 +1,5 @@
-import type { Context, ContextDetails, RetentionUpdate } from "../../shared/model/index.js";
+import { FLOW_ENDED } from "../../shared/flow/index.js";
+import type { Context, ContextDetails, FlowStatus, RetentionUpdate } from "../../shared/model/index.js";
 import { deleteContextStep, DELETION_STEP_MS } from "../upkeep/context-deletion.js";
 import { Problem, unwrap } from "../core/problem.js";
 import { retentionInForce } from "../upkeep/retention.js";
@@ -52,9 +53,9 @@ export async function deleteFlow(call: FlowCall, contextId: number, flowId: numb
   if (typeof outcome === "object")
     throw new Problem(
       "conflict",
-      outcome.running === "finished" || outcome.running === "error"
+      FLOW_ENDED.has(outcome.running as FlowStatus)
         ? `flow ${flowId} is ${outcome.running} but some of its jobs still run: cancel it first, then delete it`
-        : `flow ${flowId} is ${outcome.running}: only a flow that ended (finished or error) can be deleted; cancel it first`,
+        : `flow ${flowId} is ${outcome.running}: only a flow that ended (finished, error, compensated or compensation_failed) can be deleted; cancel it first`,
       { flow_status: outcome.running },
     );
 }

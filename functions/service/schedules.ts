@@ -63,7 +63,7 @@ async function checkTemplate(call: FlowCall, contextId: number, input: ScheduleC
     return;
   }
   if (!template) return;
-  const check = resolveDag(template.jobs, () => 1);
+  const check = resolveDag(template.jobs);
   if ("issues" in check)
     throw fieldProblem(check.issues.map((i) => ({ field: `body.template.${i.field}`, message: i.message })));
   await checkPinnedRunners(call, contextId, template.jobs, (i) => `template.jobs.${i}`);

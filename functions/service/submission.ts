@@ -29,21 +29,29 @@ export function dagProblem(issues: DagIssue[]): Problem {
   return fieldProblem(issues.map((i) => ({ field: `body.${i.field}`, message: i.message })));
 }
 
-/** 400 when a job pins a runner that is not registered in the context; `where` names job i in the body. */
+/**
+ * 400 when a job (or its compensation) pins a runner that is not registered in the context;
+ * `where` names job i in the body.
+ */
 export async function checkPinnedRunners(
   call: FlowCall,
   contextId: number,
-  jobs: { runner_id?: number | undefined }[],
+  jobs: { runner_id?: number | undefined; compensate?: { runner_id?: number | undefined } | undefined }[],
   where: (i: number) => string = (i) => `jobs.${i}`,
 ): Promise<void> {
-  const pinned = jobs.flatMap((job, i) => (job.runner_id !== undefined ? [{ i, id: job.runner_id }] : []));
+  const pinned = jobs.flatMap((job, i) => [
+    ...(job.runner_id !== undefined ? [{ field: `${where(i)}.runner_id`, id: job.runner_id }] : []),
+    ...(job.compensate?.runner_id !== undefined
+      ? [{ field: `${where(i)}.compensate.runner_id`, id: job.compensate.runner_id }]
+      : []),
+  ]);
   if (pinned.length === 0) return;
   const runners = new Set((await call.store.runners.list({ context_id: contextId }, 0, 1000)).items.map((r) => r.id));
   const missing = pinned.filter((p) => !runners.has(p.id));
   if (missing.length > 0) {
     throw dagProblem(
       missing.map((m) => ({
-        field: `${where(m.i)}.runner_id`,
+        field: m.field,
         message: `runner ${m.id} is not registered in context ${contextId}`,
       })),
     );

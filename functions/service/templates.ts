@@ -38,7 +38,7 @@ export async function putTemplate(
 ): Promise<TemplatePut> {
   const actorId = requireActor(call);
   await contextFor(call, contextId, "admin");
-  const check = resolveDag(file.jobs, () => 1);
+  const check = resolveDag(file.jobs);
   if ("issues" in check) throw dagProblem(check.issues);
   await checkPinnedRunners(call, contextId, file.jobs);
   const stored = JSON.stringify(file);

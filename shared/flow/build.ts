@@ -51,16 +51,22 @@ export function specOf(
     ...(job.when !== undefined ? { when: job.when } : {}),
     ...(job.needs !== undefined && job.needs !== "all_finished" ? { needs: job.needs } : {}),
     ...(job.allow_failure ? { allow_failure: true } : {}),
+    ...(job.compensates !== undefined ? { compensates: job.compensates } : {}),
   };
 }
 
 /**
  * The table of a flow's new job objects, in its order: fills every job's `dependents` from the
- * others' `depends` first (kept for speed, never stored), in place, as the objects are new.
+ * others' `depends`, and a job's `compensation` from its compensation's `compensates`, first
+ * (kept for speed, never stored), in place, as the objects are new.
  */
 export function linkedTable(jobs: JobState[]): JobTable<JobState> {
   const byId = new Map(jobs.map((job) => [job.id, job]));
-  for (const job of jobs) for (const dep of job.depends) byId.get(dep)?.dependents.push(job.id);
+  for (const job of jobs) {
+    for (const dep of job.depends) byId.get(dep)?.dependents.push(job.id);
+    const target = job.spec.compensates !== undefined ? byId.get(job.spec.compensates) : undefined;
+    if (target) target.compensation = job.id;
+  }
   return JobTable.of(jobs);
 }
 

@@ -60,8 +60,23 @@ function jobChange(type: FlowEventType, job: JobState, at: number, extra: Partia
     job_id: job.id,
     attempt: job.attempt,
     ...(job.delivery ? { runner_id: job.delivery.runnerId } : {}),
+    ...(job.spec.compensates !== undefined ? { compensates: job.spec.compensates } : {}),
     ...extra,
   };
+}
+
+/** The event that tells a flow's end, by how it ended. */
+const END: Partial<Record<FlowState["status"], FlowEventType>> = {
+  finished: "flow.finished",
+  error: "flow.error",
+  compensated: "flow.compensated",
+  compensation_failed: "flow.compensation_failed",
+};
+
+/** The flow began to unwind: why it failed, and its status as it unwinds. */
+function compensatingChange(state: FlowState, at: number): FlowChange {
+  const error = state.error ? { error: state.error.reason } : {};
+  return { ...flowChange("flow.compensating", state, at, error), status: "compensating" };
 }
 
 /** The job-level event a runner's report (or the dispatcher's assignment) is, when it applied. */
@@ -90,7 +105,13 @@ export function changesOf(before: FlowState, t: Transition, event: FlowEvent, li
   const at = event.at;
   const out: FlowChange[] = [];
   const job = (id: number) => after.jobs.job(id);
-  if (event.type === "cancel") out.push(flowChange("flow.cancelled", after, at, { reason: event.reason }));
+  // A cancel that unwinds the flow tells its end later, as any unwinding does; one that does not
+  // is the flow's end.
+  const unwound = t.effects.some((e) => e.type === "flowCompensating");
+  if (event.type === "cancel") {
+    const cancelled = flowChange("flow.cancelled", after, at, { reason: event.reason });
+    out.push(unwound ? { ...cancelled, status: "compensating" } : cancelled);
+  }
   for (const effect of t.effects) {
     if (effect.type === "flowStarted") out.push(flowChange("flow.started", after, at));
     if (effect.type === "flowRerun") out.push(rerunChange(after, effect, at));
@@ -151,13 +172,16 @@ export function changesOf(before: FlowState, t: Transition, event: FlowEvent, li
       case "deadLetter":
         out.push(jobChange("job.dead_lettered", job(effect.job), at, { reason: effect.reason }));
         break;
+      case "flowCompensating":
+        out.push(compensatingChange(after, at));
+        break;
     }
   }
   // A job the dispatcher could not place goes back to waiting for a runner: ready again.
   if (event.type === "unassigned") out.push(jobChange("job.ready", job(event.job), at, refusal(job(event.job))));
-  if (t.effects.some((e) => e.type === "flowEnded") && event.type !== "cancel") {
+  if (t.effects.some((e) => e.type === "flowEnded") && (event.type !== "cancel" || unwound)) {
     const error = after.error ? { error: after.error.reason } : {};
-    out.push(flowChange(after.status === "finished" ? "flow.finished" : "flow.error", after, at, error));
+    out.push(flowChange(END[after.status] ?? "flow.error", after, at, error));
   }
   return inRun(after, out);
 }
@@ -218,7 +242,7 @@ export function catchUpChanges(
   }
   if (flowStatus !== undefined && flowStatus !== state.status) {
     const type: FlowEventType =
-      state.status === "finished" ? "flow.finished" : state.status === "error" ? "flow.error" : "flow.started";
+      END[state.status] ?? (state.status === "compensating" ? "flow.compensating" : "flow.started");
     out.push(flowChange(type, state, at, state.error ? { error: state.error.reason } : {}));
   }
   return inRun(state, out);

@@ -79,17 +79,17 @@ export class Draft {
   }
 
   /**
-   * Whether every job of the flow has ended. Jobs that ended stay ended while the flow runs (a
-   * re-run aside, which `done` watches for), so how far the order is known to be ended is
-   * carried from state to state, and a flow whose jobs end one by one is not read whole at
-   * every end.
+   * Whether every job of the flow has ended (or the first `length` of its order: its run, its
+   * compensations left out). Jobs that ended stay ended while the flow runs (a re-run aside,
+   * which `done` watches for), so how far the order is known to be ended is carried from state
+   * to state, and a flow whose jobs end one by one is not read whole at every end.
    */
-  allEnded(): boolean {
+  allEnded(length = this.flow.order.length): boolean {
     let at = this.reopened ? 0 : (endedPrefix.get(this.from) ?? 0);
     const order = this.flow.order;
     while (at < order.length && ENDED.has(this.job(order[at] as number).status)) at++;
     endedPrefix.set(this.flow, at);
-    return at === order.length;
+    return at >= length;
   }
 
   done(): Transition {

@@ -8,10 +8,16 @@ function envSafe(text: string): string {
 
 /**
  * A job's inputs: each dependency's result by the dependency's key (name, or id when unnamed),
- * in the order of its `depends`; what `FLOW_INPUTS` holds as JSON.
+ * in the order of its `depends`; what `FLOW_INPUTS` holds as JSON. A compensation's input is
+ * the result of the job it undoes (the compensations it waited for only ordered it).
  */
 export function jobInputs(flow: FlowState, job: JobState): Record<string, ResultMap> {
   const inputs: Record<string, ResultMap> = {};
+  const undone = job.spec.compensates !== undefined ? flow.jobs.job(job.spec.compensates) : undefined;
+  if (undone) {
+    inputs[jobKey(undone)] = undone.result ?? {};
+    return inputs;
+  }
   for (const depId of job.depends) {
     const dep = flow.jobs.job(depId);
     inputs[jobKey(dep)] = dep.result ?? {};
@@ -29,7 +35,10 @@ export function jobInputs(flow: FlowState, job: JobState): Record<string, Result
  *    `{ "<dependency name or id>": { "<key>": "<value>" } }`, and each value is also
  *    `DEP_<DEPENDENCY>_<KEY>` (upper-cased, anything but letters, digits and _ turned into _);
  *    how each dependency ended is `DEP_<DEPENDENCY>_STATUS` (finished, error or skipped: a job
- *    whose `needs` let it run past a failure or a skip reads it there).
+ *    whose `needs` let it run past a failure or a skip reads it there);
+ * 4. for a compensation, the job it undoes: `COMPENSATE_JOB` (its key), `COMPENSATE_RESULT` (its
+ *    result as JSON) and each of its result values as `COMPENSATE_<KEY>` (it is also the
+ *    compensation's one input: `FLOW_INPUTS`, `DEP_<JOB>_<KEY>`).
  */
 export function jobEnvironment(flow: FlowState, job: JobState): EnvVars {
   const env: EnvVars = { ...flow.envVars, ...job.spec.env_vars };
@@ -48,5 +57,21 @@ export function jobEnvironment(flow: FlowState, job: JobState): EnvVars {
     env[`DEP_${envSafe(jobKey(dep))}_STATUS`] = dep.status;
   }
   env.FLOW_INPUTS = JSON.stringify(inputs);
+  if (job.spec.compensates !== undefined)
+    Object.assign(env, compensateEnvironment(flow.jobs.get(job.spec.compensates)));
+  return env;
+}
+
+/**
+ * What a compensation is told of the job it undoes: each of its result values, then its key and
+ * its result as JSON (which win over result keys named `job` or `result`).
+ */
+function compensateEnvironment(undone: JobState | undefined): EnvVars {
+  if (!undone) return {};
+  const result = undone.result ?? {};
+  const env: EnvVars = {};
+  for (const [name, value] of Object.entries(result)) env[`COMPENSATE_${envSafe(name)}`] = value;
+  env.COMPENSATE_JOB = jobKey(undone);
+  env.COMPENSATE_RESULT = JSON.stringify(result);
   return env;
 }

@@ -36,7 +36,11 @@ export type FlowEvent =
   | { type: "deadline"; job: number; attempt: number; kind: DeadlineKind; at: number; random?: number; why?: string }
   /** Moves a pending deadline later (a delivery deadline while the context is paused). */
   | { type: "postponed"; job: number; attempt: number; kind: DeadlineKind; until: number; at: number }
-  | { type: "cancel"; reason: string; at: number }
+  /**
+   * Cancels the flow; with `compensate`, a flow that has compensations unwinds (the compensations
+   * of its jobs that finished run) instead of ending in error.
+   */
+  | { type: "cancel"; reason: string; at: number; compensate?: boolean }
   /**
    * An event a wait of the flow matched (by its name and key, through the context's index of
    * waits): the wait finishes with the event's data as its result. `id` is the event's.
@@ -64,7 +68,8 @@ export type FlowEvent =
    */
   | { type: "resumed"; downFor: number; at: number }
   /**
-   * Runs a flow again (rerun.ts): a failed one from its failed jobs; with `from`, one that ended
+   * Runs a flow again (rerun.ts): a failed one from its failed jobs (one whose unwinding failed,
+   * from its failed compensations); with `from`, one that ended
    * from that job and everything downstream of it. `env` goes over the flow's env from this run
    * on; `run`, when given, is the run the caller means to replace (any other is refused).
    * `bases` gives each job run again the first of a fresh block of message ids.
@@ -91,6 +96,8 @@ export type FlowEffect =
   | { type: "deadLetter"; job: number; kind: "job" | "undeliverable"; reason: string }
   /** Tell the runner of an attempt in flight to stop it. */
   | { type: "cancelJob"; job: number; attempt: number; runner: number; reason: string }
+  /** The flow began to unwind: its status is compensating (its compensations run as they may). */
+  | { type: "flowCompensating" }
   /** The flow reached a final status: report it to the actor. */
   | { type: "flowEnded" }
   /**

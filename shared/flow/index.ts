@@ -1,4 +1,5 @@
-export { resolveDag } from "./dag.js";
+export { COMPENSATION_SUFFIX, resolveDag } from "./dag.js";
+export { compensations, FLOW_ENDED, isCompensation } from "./compensation.js";
 export type { DagIssue, DagJob } from "./dag.js";
 export { jobEnvironment } from "./env.js";
 export { messagesNeeded, newFlowState } from "./build.js";
@@ -13,6 +14,7 @@ export type { FlowEffect, FlowEvent, TransitionOutcome, Transition } from "./mac
 export { attemptBlock, flowResult, jobKey, jobKind, messageId, resultMessageId } from "./state.js";
 export type { Deadline, Delivery, FlowState, FlowTimeouts, JobSpec, JobState } from "./state.js";
 export {
+  CompensateInput,
   FLOW_LIMITS,
   FlowJobInput,
   FlowSubmission,

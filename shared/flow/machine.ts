@@ -1,7 +1,9 @@
 import { deadline, dispatch, Draft, ENDED, leaseDeadline } from "./draft.js";
 import { unchanged, type FlowEvent, type Transition } from "./events.js";
 import { lookAgain, onChildEvent } from "./children.js";
-import { cancel, fail, finish, skip, startFlow } from "./outcomes.js";
+import { isCompensation } from "./compensation.js";
+import { cancel } from "./cancel.js";
+import { fail, finish, skip, startFlow } from "./outcomes.js";
 import { reRun } from "./rerun.js";
 import { jobKey, jobKind, type Deadline, type Delivery, type FlowState, type JobState } from "./state.js";
 import { flowDeadline, sleptUntil } from "./work.js";
@@ -24,9 +26,13 @@ export function apply(state: FlowState, event: FlowEvent): Transition {
     case "cancel": {
       // Refused, not a duplicate, when nothing is left to stop (the flow ended and none of its
       // attempts is still in flight): a cancel that changes nothing answers a conflict, decided
-      // here on the state the batch holds, not by a read racing the flow's end.
+      // here on the state the batch holds, not by a read racing the flow's end. One that asks to
+      // unwind a flow that unwinds already is that same cancel again (a retry): it must not stop
+      // the unwinding.
+      if (event.compensate && state.status === "compensating")
+        return unchanged(state, "duplicate", "the flow is already compensating");
       const d = new Draft(state);
-      return cancel(d, event.reason, event.at)
+      return cancel(d, event.reason, event.at, undefined, event.compensate ?? false)
         ? d.done()
         : unchanged(state, "not-applicable", `the flow already ended: it is ${state.status}`);
     }
@@ -243,7 +249,8 @@ function onDeadline(state: FlowState, event: Extract<FlowEvent, { type: "deadlin
   const d = new Draft(state);
   switch (due.kind) {
     case "retry":
-      if (state.status !== "started") return unchanged(state, "stale", "the flow is no longer running");
+      if (state.status !== "started" && !(state.status === "compensating" && isCompensation(job)))
+        return unchanged(state, "stale", "the flow is no longer running");
       dispatch(d, job.id, event.at);
       break;
     case "sleep":
@@ -262,14 +269,18 @@ function onDeadline(state: FlowState, event: Extract<FlowEvent, { type: "deadlin
   return d.done();
 }
 
-/** The flow ran past its deadline (`timeouts.flow`): it ends in error, as a cancel ends it. */
+/**
+ * The flow ran past its deadline (`timeouts.flow`): it ends in error, as a cancel ends it, or
+ * unwinds if it has compensations (a failure like any other). An unwinding flow has no deadline
+ * of its own: each compensation has its timeout and retries.
+ */
 function onFlowDeadline(state: FlowState, event: Extract<FlowEvent, { type: "deadline" }>): Transition {
-  const due = flowDeadline(state);
-  if (due === undefined || state.endedAt !== undefined) return unchanged(state, "stale", "no flow deadline is pending");
+  const due = flowDue(state)?.at;
+  if (due === undefined) return unchanged(state, "stale", "no flow deadline is pending");
   if (event.at < due) return unchanged(state, "not-applicable", "the deadline has not passed yet");
   const d = new Draft(state);
   const why = `the flow ran past its deadline of ${state.timeouts.flow} s (timeouts.flow)`;
-  cancel(d, why, event.at, why);
+  cancel(d, why, event.at, why, true);
   return d.done();
 }
 
@@ -300,9 +311,9 @@ function resume(state: FlowState, event: Extract<FlowEvent, { type: "resumed" }>
   return moved ? d.done() : unchanged(state, "duplicate", "no deadline is pending");
 }
 
-/** The flow's own deadline as a pending one (job 0), while it runs and has one. */
+/** The flow's own deadline as a pending one (job 0), while it runs (not while it unwinds) and has one. */
 function flowDue(state: FlowState): (Deadline & { job: number }) | undefined {
-  const at = state.endedAt === undefined ? flowDeadline(state) : undefined;
+  const at = state.endedAt === undefined && state.status !== "compensating" ? flowDeadline(state) : undefined;
   return at === undefined ? undefined : { kind: "flow", attempt: 0, at, job: 0 };
 }
 

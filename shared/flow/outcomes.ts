@@ -1,4 +1,5 @@
 import { formatBytes, jsonBytes, SIZE_LIMITS, type ResultMap } from "../model/index.js";
+import { compensations, isCompensation, runLength, unwound } from "./compensation.js";
 import { backoffMs, dispatch, ENDED, timings, type Draft } from "./draft.js";
 import type { FlowEffect } from "./events.js";
 import { jobInputs } from "./env.js";
@@ -28,14 +29,20 @@ export function finish(d: Draft, id: number, result: ResultMap, at: number): voi
   });
   d.flow.resultBytes = before + size;
   d.effects.push({ type: "jobEnded", job: id });
-  if (d.flow.status !== "started") return;
+  if (!moving(d)) return;
   settle(d, [id], at);
   endIfDone(d, at);
 }
 
+/** Whether the flow still moves on as its jobs end: it runs, or it unwinds. */
+function moving(d: Draft): boolean {
+  return d.flow.status === "started" || d.flow.status === "compensating";
+}
+
 /**
  * The flow starts: each job without dependencies starts (its `when` may skip it), the others
- * wait for theirs; a job skipped at once settles its dependents.
+ * wait for theirs, and compensations for the flow to unwind; a job skipped at once settles its
+ * dependents.
  */
 export function startFlow(d: Draft, at: number): void {
   d.flow.status = "started";
@@ -43,7 +50,8 @@ export function startFlow(d: Draft, at: number): void {
   d.effects.push({ type: "flowStarted" });
   const roots: number[] = [];
   for (const id of d.flow.order) {
-    if (d.job(id).depends.length > 0) d.update(id, { status: "waiting_for_prerequisites" });
+    const job = d.job(id);
+    if (job.depends.length > 0 || isCompensation(job)) d.update(id, { status: "waiting_for_prerequisites" });
     else roots.push(id);
   }
   for (const id of roots) {
@@ -90,26 +98,35 @@ export function markSkipped(d: Draft, id: number, reason: string, at: number): v
 /** Skips a job and settles what depends on it (a wait that timed out with `on_timeout: skip`). */
 export function skip(d: Draft, id: number, reason: string, at: number): void {
   markSkipped(d, id, reason, at);
-  if (d.flow.status !== "started") return;
+  if (!moving(d)) return;
   settle(d, [id], at);
   endIfDone(d, at);
 }
 
 /**
  * Once job `from` ended, each of its dependents still waiting is decided by its rules
- * (rules.ts: run, skip, or wait on): a skip ends it too, so its own dependents are decided in
- * turn (a worklist, not recursion: a chain of 1,000 skips is 1,000 turns of a loop).
+ * (rules.ts: run, skip, or wait on), and while the flow unwinds its compensation too: a skip
+ * ends it too, so its own dependents are decided in turn (a worklist, not recursion: a chain of
+ * 1,000 skips is 1,000 turns of a loop).
  */
 function settle(d: Draft, from: number[], at: number): void {
   const ended = [...from];
   while (ended.length > 0) {
-    for (const id of d.job(ended.pop() as number).dependents) {
+    for (const id of followers(d, ended.pop() as number)) {
       const next = d.job(id);
       if (next.status !== "waiting_for_prerequisites") continue;
-      if (d.flow.error && !runsAfterFailure(next)) continue;
+      if (d.flow.error && !runsAfterFailure(next) && !isCompensation(next)) continue;
       if (decide(d, id, at)) ended.push(id);
     }
   }
+}
+
+/** What is decided once a job ended: its dependents, and its compensation while the flow unwinds. */
+function followers(d: Draft, id: number): number[] {
+  const job = d.job(id);
+  return d.flow.status === "compensating" && job.compensation !== undefined
+    ? [...job.dependents, job.compensation]
+    : job.dependents;
 }
 
 /**
@@ -125,19 +142,46 @@ function decide(d: Draft, id: number, at: number): boolean {
 }
 
 /**
- * Ends the flow once nothing that matters is left: every job ended, or, the flow having
+ * Ends the flow's run once nothing that matters is left: every job ended, or, the flow having
  * failed, no clean-up job (`needs: all_done`) is left to run. Attempts still in flight then run
- * on (as they do when a flow fails) and their results are kept, but the flow has its end.
+ * on (as they do when a flow fails) and their results are kept, but the flow has its end; or,
+ * a failed flow with compensations, it unwinds (and waits for them: their compensations run
+ * if they finish). Compensations not needed (the flow finished) are skipped. An unwinding flow
+ * ends once every job ended.
  */
 function endIfDone(d: Draft, at: number): void {
   if (d.flow.endedAt !== undefined) return;
-  if (d.allEnded()) {
-    endFlow(d, at);
+  if (d.flow.status === "compensating") {
+    if (d.allEnded()) endFlow(d, at);
     return;
   }
-  if (!d.flow.error) return;
-  const pending = cleanups(d.flow).some((id) => !ENDED.has(d.job(id).status));
-  if (!pending) endFlow(d, at);
+  const over = d.allEnded(runLength(d.flow));
+  if (!over && (!d.flow.error || cleanups(d.flow).some((id) => !ENDED.has(d.job(id).status)))) return;
+  if (d.flow.error && compensations(d.flow).length > 0) {
+    unwind(d, at);
+    return;
+  }
+  for (const id of compensations(d.flow)) markSkipped(d, id, "not needed: the flow finished", at);
+  endFlow(d, at);
+}
+
+/**
+ * The flow unwinds (it failed, or was cancelled with `compensate`): each compensation is
+ * decided by its rules (compensation.ts) as the jobs it waits for end, the first ones now.
+ */
+export function unwind(d: Draft, at: number): void {
+  d.flow.status = "compensating";
+  d.flow.compensatingAt = at;
+  d.effects.push({ type: "flowCompensating" });
+  const ended: number[] = [];
+  for (const id of compensations(d.flow)) {
+    if (ENDED.has(d.job(id).status)) continue;
+    // A flow cancelled before it started left them as created.
+    if (d.job(id).status !== "waiting_for_prerequisites") d.update(id, { status: "waiting_for_prerequisites" });
+    if (decide(d, id, at)) ended.push(id);
+  }
+  settle(d, ended, at);
+  endIfDone(d, at);
 }
 
 /**
@@ -194,7 +238,9 @@ export function fail(d: Draft, id: number, reason: string, at: number, random: n
   // A job that never had an attempt (its inputs were refused) has nothing to retry.
   const retryable =
     failing.attempt > failing.attemptFloor && failing.attempt - failing.attemptFloor <= failing.spec.retries;
-  const running = d.flow.status === "started" && (!d.flow.error || runsAfterFailure(failing));
+  const running =
+    (d.flow.status === "started" && (!d.flow.error || runsAfterFailure(failing))) ||
+    (d.flow.status === "compensating" && isCompensation(failing));
   if (running && retryable) {
     d.effects.push({ type: "attemptFailed", job: id, attempt: failing.attempt });
     d.update(id, {
@@ -211,9 +257,9 @@ export function fail(d: Draft, id: number, reason: string, at: number, random: n
   const job = d.update(id, { status: "error", error: reason, deadline: undefined, ...timings(failing, at) });
   d.effects.push({ type: "jobEnded", job: id });
   d.effects.push({ type: "deadLetter", job: id, kind: undeliverable ? "undeliverable" : "job", reason });
-  if (d.flow.status !== "started") return;
+  if (!moving(d)) return;
   let stopped: number[] = [];
-  if (!job.spec.allow_failure && !d.flow.error) {
+  if (d.flow.status === "started" && !job.spec.allow_failure && !d.flow.error) {
     d.flow.error = { job: id, ...(job.name ? { name: job.name } : {}), reason };
     stopped = stopForFailure(d, job, at);
   }
@@ -258,7 +304,7 @@ function stopForFailure(d: Draft, failed: JobState, at: number): number[] {
 }
 
 /** The effect that cancels a running child-flow job's child (known or still being started). */
-function cancelChild(job: JobState, reason: string): FlowEffect {
+export function cancelChild(job: JobState, reason: string): FlowEffect {
   return {
     type: "cancelChild",
     job: job.id,
@@ -268,43 +314,19 @@ function cancelChild(job: JobState, reason: string): FlowEffect {
   };
 }
 
-function endFlow(d: Draft, at: number): void {
+/** The flow ends: how it ran (finished, error) or unwound (compensated, compensation_failed). */
+export function endFlow(d: Draft, at: number): void {
   if (d.flow.status === "started") d.flow.status = d.flow.error ? "error" : "finished";
+  else if (d.flow.status === "compensating") Object.assign(d.flow, unwound(d.flow));
   d.flow.endedAt = at;
   d.effects.push({ type: "flowEnded" });
 }
 
 /**
- * Cancels the flow: nothing more is dispatched, every job not ended errors as cancelled, and
- * each attempt in flight is stopped at its runner. A flow that already failed can still have
- * attempts in flight: those are cancelled the same way. `why` is what the jobs and the flow say
- * (a cancel's reason, or that the flow ran past its deadline).
- */
-export function cancel(d: Draft, reason: string, at: number, why = `cancelled: ${reason}`): boolean {
-  const wasRunning = !ENDED.has(d.flow.status);
-  let changed = wasRunning;
-  if (wasRunning) {
-    d.flow.status = "error";
-    d.flow.error = { job: 0, reason: why };
-  }
-  for (const id of d.flow.order) {
-    const job = d.job(id);
-    if (ENDED.has(job.status)) continue;
-    changed = true;
-    if (job.delivery)
-      d.effects.push({ type: "cancelJob", job: id, attempt: job.attempt, runner: job.delivery.runnerId, reason });
-    if (job.deadline?.kind === "child") d.effects.push(cancelChild(job, why));
-    d.update(id, { status: "error", error: why, deadline: undefined });
-    d.effects.push({ type: "jobEnded", job: id });
-  }
-  if (wasRunning) endFlow(d, at);
-  return changed;
-}
-
-/**
  * Runs the flow again: the jobs `again` (rerun.ts decides which) forget how they ended, each
  * gets fresh retries and a fresh block of message ids (`bases`), and runs once its rules let it;
- * every other job keeps its status and result. `info` is what the flowRerun effect tells.
+ * every other job keeps its status and result. `info` is what the flowRerun effect tells. A flow
+ * whose unwinding failed unwinds again from its failed compensations, its error kept.
  */
 export function rerun(
   d: Draft,
@@ -313,8 +335,14 @@ export function rerun(
   at: number,
   info: Omit<Extract<FlowEffect, { type: "flowRerun" }>, "type" | "jobs">,
 ): void {
-  d.flow.status = "started";
-  delete d.flow.error;
+  if (d.flow.status === "compensation_failed" && d.flow.error) {
+    const { failed_compensations: _failed, ...error } = d.flow.error;
+    d.flow.status = "compensating";
+    d.flow.error = error;
+  } else {
+    d.flow.status = "started";
+    delete d.flow.error;
+  }
   delete d.flow.endedAt;
   for (const id of again) {
     const job = d.job(id);
@@ -341,7 +369,7 @@ export function rerun(
   d.effects.push({ type: "flowRerun", jobs: again, ...info });
   for (const id of again) {
     const job = d.job(id);
-    if (job.status !== "waiting_for_prerequisites" || d.flow.status !== "started") continue; // the flow failed again
+    if (job.status !== "waiting_for_prerequisites" || !moving(d)) continue; // the flow failed again
     if (decide(d, id, at)) settle(d, [id], at);
   }
   endIfDone(d, at);

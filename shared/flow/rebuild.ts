@@ -105,6 +105,7 @@ export function rebuildState(records: StoredRecords): FlowState {
     ...(flow?.template !== undefined ? { template: flow.template } : {}),
     ...(flow?.parent !== undefined ? { parent: flow.parent } : {}),
     ...(flow?.started_at !== undefined ? { startedAt: flow.started_at * 1000 } : {}),
+    ...(flow?.compensating_at !== undefined ? { compensatingAt: flow.compensating_at * 1000 } : {}),
     ...(flow?.ended_at !== undefined ? { endedAt: flow.ended_at * 1000 } : {}),
     ...(flow?.run !== undefined ? { run: flow.run } : {}),
   };
@@ -199,7 +200,9 @@ function jobOf(
       at: (latest.created_at + flow.timeouts.timeout) * 1000,
     };
   } else {
-    job.status = flow.started && record.depends.length > 0 ? "waiting_for_prerequisites" : "dispatched";
+    // A compensation waits for its flow to unwind, and then for the jobs before it.
+    const waits = record.depends.length > 0 || record.compensates !== undefined;
+    job.status = flow.started && waits ? "waiting_for_prerequisites" : "dispatched";
   }
   return job;
 }

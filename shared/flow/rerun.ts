@@ -1,13 +1,15 @@
 import type { EnvVars } from "../model/index.js";
+import { compensations, isCompensation } from "./compensation.js";
 import { Draft, ENDED } from "./draft.js";
 import { unchanged, type FlowEvent, type Transition } from "./events.js";
 import { rerun } from "./outcomes.js";
 import { attemptBlock, jobKey, type FlowState } from "./state.js";
 
 /**
- * Re-runs of a flow, pure. A failed flow runs again from its failed jobs; with `from`, a flow
- * that ended (finished or error) runs again from that job: it and everything downstream of it,
- * whatever their status, while what is upstream keeps its result. Each re-run is the flow's next
+ * Re-runs of a flow, pure. A failed flow runs again from its failed jobs (one whose unwinding
+ * failed, from its failed compensations); with `from`, a flow that ended (finished or error)
+ * runs again from that job: it and everything downstream of it, whatever their status, while
+ * what is upstream keeps its result. Each re-run is the flow's next
  * run (`FlowState.run`), and may change the flow's env from then on.
  */
 
@@ -34,12 +36,20 @@ function downstreamOf(state: FlowState, roots: number[]): Set<number> {
  * skipped because of them (downstream of a failed job: their rules may let them run once it
  * finishes). With `from`: that job and everything downstream of it too, whatever their status
  * (for a failed flow together with its failures, which would fail it again if left as they are).
+ * With them, the flow's compensations, which wait again for the flow to unwind. A flow whose
+ * unwinding failed (compensation_failed) runs again its failed compensations only (and those
+ * skipped because of them): it unwinds on.
  */
 export function rerunJobs(state: FlowState, from?: number): number[] {
+  const unwinding = state.status === "compensation_failed";
   const again = from === undefined ? new Set<number>() : downstreamOf(state, [from]);
-  if (state.status === "error") {
+  if (!unwinding) for (const id of compensations(state)) again.add(id);
+  if (state.status === "error" || unwinding) {
     const failed: number[] = [];
-    for (const id of state.order) if (state.jobs.job(id).status === "error") failed.push(id);
+    for (const id of state.order) {
+      const job = state.jobs.job(id);
+      if (job.status === "error" && isCompensation(job) === unwinding) failed.push(id);
+    }
     for (const id of failed) again.add(id);
     const pending = [...failed];
     while (pending.length > 0) {
@@ -86,8 +96,13 @@ export function rerunRefusal(state: FlowState, ask: RerunAsk): string | undefine
   if (ask.run !== undefined && ask.run !== run)
     return `is at run ${run}, not ${ask.run}: it was re-run since (a repeated request, or another's)`;
   if (ask.from === undefined)
-    return state.status === "error" ? undefined : `is ${state.status}: only a failed one can be re-run`;
+    return state.status === "error" || state.status === "compensation_failed"
+      ? undefined
+      : `is ${state.status}: only a failed one can be re-run`;
   if (!state.jobs.has(ask.from)) return `has no job ${ask.from}`;
+  if (state.status === "compensated" || state.status === "compensation_failed")
+    return `is ${state.status}: a flow that unwound is not re-run from a job (submit it again)`;
+  if (isCompensation(state.jobs.job(ask.from))) return `cannot be re-run from a compensation`;
   if (state.status !== "finished" && state.status !== "error")
     return `is ${state.status}: it can be re-run from a job once it ended (cancel it first)`;
   for (const id of rerunJobs(state, ask.from)) {

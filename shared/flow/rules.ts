@@ -1,3 +1,4 @@
+import { compensationReadiness, isCompensation } from "./compensation.js";
 import { ENDED } from "./draft.js";
 import { jobKey, type FlowState, type JobState } from "./state.js";
 
@@ -24,9 +25,11 @@ function ending(dep: JobState): string {
  * - `none_failed`: once every one ended and none in error (skipped ones allowed); skipped once
  *   one ended in error.
  * A job without dependencies runs at once. (A dependency that failed the flow stops its
- * dependents before this is asked: see `fail`.)
+ * dependents before this is asked: see `fail`.) A compensation has rules of its own
+ * (`compensationReadiness`).
  */
 export function readiness(flow: FlowState, job: JobState): Verdict {
+  if (isCompensation(job)) return compensationReadiness(flow, job);
   if (job.depends.length === 0) return RUN;
   const deps = job.depends.map((id) => flow.jobs.job(id));
   const allEnded = deps.every((dep) => ENDED.has(dep.status));

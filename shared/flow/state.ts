@@ -39,6 +39,12 @@ export interface JobSpec {
   needs?: Needs;
   /** Its failure does not fail the flow. */
   allow_failure?: boolean;
+  /**
+   * A compensation: the id of the job it undoes. It runs only while its flow unwinds
+   * (compensation.ts), once that job ended (finished: else it is skipped) and the compensations
+   * it waits for (its `depends`: those of the jobs that depended on that job) ended.
+   */
+  compensates?: number;
 }
 
 /** What kind of work a job is: a script on a runner, or a wait, a sleep or a child flow, which take none. */
@@ -85,6 +91,8 @@ export interface JobState {
   depends: number[];
   /** Jobs that depend on this one (derived, kept for speed). */
   dependents: number[];
+  /** The id of its compensation, if it declared one (derived from the compensation's `compensates`). */
+  compensation?: number;
   spec: JobSpec;
   /** Message id of attempt n is messageBase + n - 1: ids are reserved when the flow is created. */
   messageBase: number;
@@ -168,6 +176,8 @@ export interface FlowState {
   /** The job that started this flow, for a child flow (its depth bounds its own children). */
   parent?: FlowParent;
   startedAt?: number;
+  /** When it began to unwind (status compensating), if it did. */
+  compensatingAt?: number;
   endedAt?: number;
   /**
    * Which run of the flow this is: unset for the first, 2 after its first re-run, and so on

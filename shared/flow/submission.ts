@@ -30,6 +30,31 @@ export const JobName = z
 export const JobRef = z.union([Id, JobName]);
 export type JobRef = z.infer<typeof JobRef>;
 
+/** A script's text: at most FLOW_LIMITS.scriptBytes of UTF-8. */
+const ScriptText = z.string().refine((s) => new TextEncoder().encode(s).length <= FLOW_LIMITS.scriptBytes, {
+  message: `a script is at most ${FLOW_LIMITS.scriptBytes} bytes`,
+});
+
+/**
+ * What undoes a job once it finished, should its flow fail (or be cancelled with `compensate`):
+ * a script with a job's script fields and their limits. It runs as a job of its own, the job's
+ * compensation, named `<job>.compensate` (docs/flows.md, "Compensation").
+ */
+export const CompensateInput = z
+  .object({
+    script: ScriptText,
+    script_type: ScriptType,
+    timeout: Seconds.default(JOB_DEFAULTS.timeout),
+    retries: z.int().min(0).max(255).default(JOB_DEFAULTS.retries),
+    env_vars: EnvVarsInput.default({}),
+    runner_id: Id.optional(),
+  })
+  .strict()
+  .describe(
+    "A script that undoes this job once it finished, run if the flow fails or is cancelled with compensate (docs/flows.md).",
+  );
+export type CompensateInput = z.output<typeof CompensateInput>;
+
 /** What a job does instead of a script, each field one kind of job. */
 const WORK = ["script", "wait", "sleep", "sleep_until", "flow"] as const;
 
@@ -39,18 +64,14 @@ const WORK = ["script", "wait", "sleep", "sleep_until", "flow"] as const;
  * herocoordinator model gives it, is accepted as an alias. A job runs a `script` (of a
  * `script_type`, on a runner), or takes no runner: it `wait`s for an event, sleeps (`sleep`
  * seconds, `sleep_until` a time), or runs a child `flow` from a template of the same context.
- * `when`, `needs` and `allow_failure` are its flow's rules.
+ * `when`, `needs` and `allow_failure` are its flow's rules; `compensate` what undoes it should the
+ * flow fail.
  */
 export const FlowJobInput = z
   .object({
     id: Id.optional(),
     name: JobName.optional(),
-    script: z
-      .string()
-      .refine((s) => new TextEncoder().encode(s).length <= FLOW_LIMITS.scriptBytes, {
-        message: `a script is at most ${FLOW_LIMITS.scriptBytes} bytes`,
-      })
-      .optional(),
+    script: ScriptText.optional(),
     script_type: ScriptType.optional(),
     wait: WaitSpec.optional(),
     sleep: z.int().min(0).max(LONGEST_WAIT).optional().describe("Seconds to sleep, taking no runner."),
@@ -75,6 +96,7 @@ export const FlowJobInput = z
     depends: z.array(JobRef).max(FLOW_LIMITS.dependenciesPerJob).optional(),
     dependends: z.array(JobRef).max(FLOW_LIMITS.dependenciesPerJob).optional(),
     runner_id: Id.optional(),
+    compensate: CompensateInput.optional(),
   })
   .strict()
   .superRefine((job, ctx) => {

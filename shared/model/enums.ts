@@ -26,8 +26,21 @@ export type RunnerType = z.infer<typeof RunnerType>;
 export const JobStatus = z.enum(["dispatched", "waiting_for_prerequisites", "started", "error", "finished", "skipped"]);
 export type JobStatus = z.infer<typeof JobStatus>;
 
-/** Flow lifecycle: dispatched → started → finished | error. */
-export const FlowStatus = z.enum(["dispatched", "started", "error", "finished"]);
+/**
+ * Flow lifecycle: dispatched → started → finished | error. A flow whose jobs declare
+ * compensations (`compensate:`) that fails, or is cancelled with `compensate: true`, unwinds
+ * instead of ending in error: started → compensating → compensated | compensation_failed
+ * (docs/flows.md, "Compensation").
+ */
+export const FlowStatus = z.enum([
+  "dispatched",
+  "started",
+  "error",
+  "finished",
+  "compensating",
+  "compensated",
+  "compensation_failed",
+]);
 export type FlowStatus = z.infer<typeof FlowStatus>;
 
 /** How a message is interpreted. */

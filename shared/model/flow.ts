@@ -4,9 +4,18 @@ import { FlowStatus } from "./enums.js";
 import { FlowParent } from "./child.js";
 import { FlowOrigin } from "./template.js";
 
-/** Why a flow ended in error: the job at fault (0 when the flow was cancelled) and the reason. */
+/**
+ * Why a flow ended in error: the job at fault (0 when the flow was cancelled) and the reason; a
+ * flow whose unwinding did not complete (compensation_failed) also names the compensations that
+ * failed (or were cancelled), by key.
+ */
 export const FlowErrorInfo = z
-  .object({ job: z.int().min(0), name: z.string().optional(), reason: z.string() })
+  .object({
+    job: z.int().min(0),
+    name: z.string().optional(),
+    reason: z.string(),
+    failed_compensations: z.array(z.string()).optional(),
+  })
   .strict();
 
 /**
@@ -46,7 +55,7 @@ export const FlowTimeoutsRecord = z
  * key without clobbering each other; they are kept once, in the jobs' records, and a flow's view
  * (`FlowView.result`) gathers them: the record's `result`, which the model has, is not stored and
  * lists of flows leave it out. Extensions beyond the model: `error`, `timeouts`, `trace_id`,
- * `priority`, `max_parallel`, `started_at`, `ended_at`, `run`, `template`: the template and
+ * `priority`, `max_parallel`, `started_at`, `compensating_at`, `ended_at`, `run`, `template`: the template and
  * version it was started from (docs/templates.md), and `parent`: the job that started it, for a
  * child flow.
  */
@@ -67,6 +76,8 @@ export const Flow = z
     priority: FlowPriority.optional(),
     max_parallel: MaxParallel.optional(),
     started_at: Timestamp.optional(),
+    /** When the flow began to unwind (its status went to compensating). */
+    compensating_at: Timestamp.optional(),
     ended_at: Timestamp.optional(),
     run: z
       .int()

@@ -42,7 +42,8 @@ export type Needs = z.infer<typeof Needs>;
  * `runner_id`, what a job that runs no script does instead (`wait` for an event, `sleep` seconds or
  * `sleep_until` a time, or start a child `flow` from a template: `child_flow_id` once it ended), its flow's rules (`when`, `needs`, `allow_failure`; `skip_reason` once
  * skipped), `message_base` (its attempts' message ids are message_base, message_base + 1, …),
- * `attempt_floor` (attempts before its flow was last re-run), `past_messages` (the message ids,
+ * `attempt_floor` (attempts before its flow was last re-run), `compensates` (a compensation: the
+ * id of the job of its flow it undoes, docs/flows.md "Compensation"), `past_messages` (the message ids,
  * as inclusive ranges, its attempts used in runs before a re-run: what removing it removes too), and once it ended: the last
  * `attempt`, the `error`, `ended_at`, the runner its last attempt was delivered to
  * (`last_runner_id`), and that attempt's `latency_ms` (queued to delivered) and `duration_ms`
@@ -77,6 +78,7 @@ export const RunnerJob = z
     needs: Needs.optional(),
     allow_failure: z.boolean().optional(),
     skip_reason: z.string().optional(),
+    compensates: Id.optional(),
     message_base: Id.optional(),
     attempt: z.int().min(0).optional(),
     attempt_floor: z.int().min(0).optional(),

@@ -56,7 +56,17 @@ export type RetentionUpdate = z.infer<typeof RetentionUpdate>;
 /** What a context holds in storage, counted from its indexes (GET /v1/contexts/{id}). */
 export const ContextStored = z
   .object({
-    flows: z.object({ dispatched: z.int(), started: z.int(), finished: z.int(), error: z.int() }).strict(),
+    flows: z
+      .object({
+        dispatched: z.int(),
+        started: z.int(),
+        finished: z.int(),
+        error: z.int(),
+        compensating: z.int(),
+        compensated: z.int(),
+        compensation_failed: z.int(),
+      })
+      .strict(),
     /** Ended flows and jobs outside flows waiting for their retention window to pass, by how they ended. */
     ended: z.object({ finished: z.int(), error: z.int() }).strict(),
     jobs: z.int(),

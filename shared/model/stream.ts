@@ -15,6 +15,9 @@ export const FlowEventType = z.enum([
   "flow.rerun",
   "flow.finished",
   "flow.error",
+  "flow.compensating",
+  "flow.compensated",
+  "flow.compensation_failed",
   "job.waiting",
   "job.ready",
   "job.dispatched",
@@ -75,6 +78,8 @@ export const FlowStreamEvent = z
     env_changed: z.array(z.string()).optional(),
     /** The child flow a child-flow job started (`job.child_started`). */
     child_flow_id: z.int().min(1).optional(),
+    /** A job event of a compensation: the job it undoes. */
+    compensates: Id.optional(),
     /** For `flow.*`: how many jobs are in each status now. */
     progress: z.record(JobStatus, z.int().min(0)).optional(),
   })

@@ -14,7 +14,9 @@ import { FlowOrigin } from "./template.js";
  * Why a job is not running yet: its dependencies, a retry's backoff, dispatch paused, no runner
  * for it, every runner for it at its concurrency, runners refusing it, only pull runners (none
  * leased it), its turn in the queue, or a delivery under way; for a wait, the event it waits for
- * (`until`: when it times out); for a sleep, its end; for a child flow (`child`), that flow's end. `until` (epoch seconds) when it ends at a
+ * (`until`: when it times out); for a sleep, its end; for a child flow (`child`), that flow's end;
+ * for a compensation, that it runs only if the flow unwinds (`compensation`). `until` (epoch
+ * seconds) when it ends at a
  * known time.
  */
 export const JobWaiting = z
@@ -34,6 +36,7 @@ export const JobWaiting = z
       "event",
       "sleep",
       "child",
+      "compensation",
     ]),
     detail: z.string(),
     until: Timestamp.optional(),
@@ -52,7 +55,7 @@ export const JobKind = z.enum(["script", "wait", "sleep", "flow"]);
  * waits for (`wait`: its event, and its key once resolved), a sleep until when (`sleep_until`,
  * epoch seconds, once started), a child-flow job its template (`flow`) and the flow it started
  * (`child_flow_id`), a skipped job why (`skip_reason`); its rules (`when`, `needs`,
- * `allow_failure`) when it has them.
+ * `allow_failure`) when it has them. A compensation names the job it undoes (`compensates`).
  */
 export const JobView = z
   .object({
@@ -72,6 +75,7 @@ export const JobView = z
     needs: z.enum(["all_finished", "all_done", "any_finished", "none_failed"]).optional(),
     allow_failure: z.boolean().optional(),
     skip_reason: z.string().optional(),
+    compensates: Id.optional(),
     attempt: z.int().min(0),
     depends: z.array(Id),
     runner_id: Id.optional(),
@@ -105,6 +109,8 @@ export const FlowView = z
     priority: FlowPriority,
     max_parallel: MaxParallel.optional(),
     started_at: Timestamp.optional(),
+    /** When the flow began to unwind (compensating). */
+    compensating_at: Timestamp.optional(),
     ended_at: Timestamp.optional(),
     next_deadline: Timestamp.optional(),
     /** The template and version the flow was started from, when it was. */
@@ -145,6 +151,8 @@ export const FlowDag = z
           waiting: JobWaiting.optional(),
           attempt: z.int().min(0),
           runner_id: Id.optional(),
+          /** A compensation: the job it undoes. */
+          compensates: Id.optional(),
         })
         .strict(),
     ),

@@ -37,7 +37,7 @@ export interface PlanCall {
 /**
  * An operation, and whether it can guard its section: a write that changes something only the
  * first time it runs (an HSET adding a field, an HDEL removing one). The lower the number, the
- * surer: 1 the flow's own lifecycle fields (started_at, ended_at, a re-run's clearing of
+ * surer: 1 the flow's own lifecycle fields (started_at, compensating_at, ended_at, a re-run's clearing of
  * ended_at), 2 a new message, 3 a job's ended_at. Values are data, but for an "E" (its first
  * value) and an "X" (its first three), which name keys: the call gives their positions.
  */

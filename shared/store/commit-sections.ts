@@ -21,6 +21,7 @@ import { encodePairs } from "./codec.js";
 import { dispatchMessage, resultMessage } from "./flow-records.js";
 import { codecs } from "./layouts.js";
 import { DISPATCHES_PER_PART, guardFirst, type Op, type SectionPart } from "./commit-calls.js";
+import { compensatingOps, endedSet, rerunOps, statusBefore } from "./flow-lifecycle.js";
 import { readyQueueOf, type ReadyQueue } from "./ready-queue.js";
 
 export { DISPATCHES_PER_PART, type Op } from "./commit-calls.js";
@@ -139,6 +140,8 @@ export class StepSection {
         return; // carried out by the shell after the commit: a signed cancel to the runner
       case "jobEnded":
         return this.jobEnded(effect.job);
+      case "flowCompensating":
+        return this.flowCompensating();
       case "flowEnded":
         return this.flowEnded();
       case "waitStarted":
@@ -252,25 +255,22 @@ export class StepSection {
     this.ops.push(["X", k.deadLetters(this.ctx), args]);
   }
 
+  /** The flow began to unwind: its record and status indexes (flow-lifecycle.ts). */
+  flowCompensating(): void {
+    if (!this.standalone) this.ops.push(...compensatingOps(this.keys, this.state, this.now));
+  }
+
   /**
-   * An ended flow runs again: its lifecycle fields, its run and env (durable, so that a rebuild
-   * from Redis runs the new attempts with the env they were re-run with), its place in the
-   * indexes of how it had ended (`was`), and each job run again forgets its end.
+   * An ended flow runs again: its record and its place in the status indexes (`rerunOps`), out of
+   * retention's set of how it had ended (`was`), and each job run again forgets its end.
    */
   flowRerun({ jobs, was }: Extract<FlowEffect, { type: "flowRerun" }>): void {
     const { state } = this;
-    const id = String(state.id);
     const member = deadlineMember(deadlineOwner(state));
-    if (!this.standalone) {
-      const flowKey = this.keys.flow(this.ctx, state.id);
-      this.ops.push(["D", flowKey, ["ended_at", "error"], 1]);
-      const again = { status: "started" as const, run: state.run, env_vars: state.envVars, updated_at: this.secs };
-      this.ops.push(["H", flowKey, encodePairs(codecs.flow, again)]);
-      this.ops.push(["R", this.keys.flowsByStatus(this.ctx, was), [id]]);
-      this.ops.push(["Z", this.keys.flowsByStatus(this.ctx, "started"), [id, id]]);
-    }
+    if (!this.standalone) this.ops.push(...rerunOps(this.keys, state, was, this.now));
     // Running again: nothing of it may be removed now (retention.ts, the purge's guard).
-    if (was === "finished" || was === "error") this.ops.push(["R", this.keys.ended(this.ctx, was), [member]]);
+    const ended = endedSet(was);
+    if (ended) this.ops.push(["R", this.keys.ended(this.ctx, ended), [member]]);
     for (const jobId of jobs) this.jobRerun(this.job(jobId));
     this.deadlinesStart();
   }
@@ -333,14 +333,14 @@ export class StepSection {
       // No result: the jobs' records hold it (a flow's view gathers it), never copied here.
       const final = { status: state.status, error: state.error, ended_at: this.secs, updated_at: this.secs };
       this.ops.push(["H", this.keys.flow(this.ctx, state.id), encodePairs(codecs.flow, final), 1]);
-      const was = state.startedAt === undefined ? "dispatched" : "started";
-      this.ops.push(["R", this.keys.flowsByStatus(this.ctx, was), [id]]);
+      this.ops.push(["R", this.keys.flowsByStatus(this.ctx, statusBefore(state)), [id]]);
       this.ops.push(["Z", this.keys.flowsByStatus(this.ctx, state.status), [id, id]]);
     }
     this.ops.push(["R", this.keys.deadlines(this.ctx), [member]]);
-    // Kept until the context's retention window for how it ended has passed (retention.ts).
-    if (state.status === "finished" || state.status === "error")
-      this.ops.push(["Z", this.keys.ended(this.ctx, state.status), [String(this.now), member]]);
+    // Kept until the context's retention window for how it ended has passed (retention.ts): a
+    // flow that unwound failed, and is kept as long as one in error.
+    const ended = endedSet(state.status);
+    if (ended) this.ops.push(["Z", this.keys.ended(this.ctx, ended), [String(this.now), member]]);
     const report = resultMessage(state, this.now);
     const key = this.keys.message(this.ctx, state.callerId, report.id);
     this.ops.push(["H", key, encodePairs(codecs.message, report), 2]);

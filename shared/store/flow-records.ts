@@ -56,10 +56,11 @@ export function jobRecord(state: FlowState, job: JobState, now: number): RunnerJ
   };
 }
 
-/** What a job's record keeps of its kind (wait, sleep) and its rules, when it has them. */
+/** What a job's record keeps of its kind (wait, sleep, the job a compensation undoes) and its rules, when it has them. */
 function kindFields(job: JobState): Partial<RunnerJob> {
-  const { wait, sleep, sleep_until, flow, when, needs, allow_failure } = job.spec;
+  const { wait, sleep, sleep_until, flow, when, needs, allow_failure, compensates } = job.spec;
   return {
+    ...(compensates !== undefined ? { compensates } : {}),
     ...(wait ? { wait } : {}),
     ...(sleep !== undefined ? { sleep } : {}),
     ...(sleep_until !== undefined ? { sleep_until } : {}),
@@ -119,6 +120,8 @@ export function resultMessage(state: FlowState, now: number): Message {
   const subject = standalone ? `job ${state.order[0]} ${state.status}` : `flow ${state.id} ${state.status}`;
   const lines = [`${subject}: ${jobCounts(state)}`];
   if (state.error) lines.push(`failed job: ${state.error.name ?? state.error.job}: ${state.error.reason}`);
+  const failed = state.error?.failed_compensations;
+  if (failed) lines.push(`failed compensations: ${failed.join(", ")}`);
   return {
     id: resultMessageId(state),
     caller_id: state.callerId,

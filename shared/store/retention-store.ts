@@ -123,7 +123,7 @@ export class RetentionStore {
   /** What a context stores, from its indexes (one round trip). */
   async stored(contextId: number): Promise<ContextStored> {
     const k = this.keys;
-    const statuses = ["dispatched", "started", "finished", "error"] as const;
+    const statuses = FlowStatus.options;
     const counted = [
       ...statuses.map((s) => k.flowsByStatus(contextId, s)),
       k.ended(contextId, "finished"),
@@ -141,15 +141,16 @@ export class RetentionStore {
       return ((await p.exec()) as number[]).map(Number);
     });
     const at = (i: number) => n[i] ?? 0;
+    const s = statuses.length;
     return {
-      flows: { dispatched: at(0), started: at(1), finished: at(2), error: at(3) },
-      ended: { finished: at(4), error: at(5) },
-      jobs: at(6),
-      messages: at(7),
-      unread_inbox: at(8),
-      dead_letters: at(9),
-      runners: at(10),
-      schedules: at(11),
+      flows: Object.fromEntries(statuses.map((status, i) => [status, at(i)])) as ContextStored["flows"],
+      ended: { finished: at(s), error: at(s + 1) },
+      jobs: at(s + 2),
+      messages: at(s + 3),
+      unread_inbox: at(s + 4),
+      dead_letters: at(s + 5),
+      runners: at(s + 6),
+      schedules: at(s + 7),
     };
   }
 }

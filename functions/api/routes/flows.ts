@@ -87,7 +87,7 @@ const remove = createRoute({
   tags: ["flows"],
   summary: "Delete an ended flow now, with everything it owns (admins)",
   description:
-    "Removes the flow's record, its jobs, their attempts' messages and logs, its result message (also from the caller's inbox), its index entries and its Durable Object's storage (its event stream). Only a flow that ended (finished or error) with none of its jobs still running can be deleted: otherwise 409 `conflict` naming its `flow_status` (cancel it first: that stops the attempts a failed flow still has in flight). A flow that does not exist, or was deleted before, is 404. Dead letters of its jobs stay (they are capped and deleted on their own). Retention does the same by itself once the context's window for how the flow ended has passed.",
+    "Removes the flow's record, its jobs, their attempts' messages and logs, its result message (also from the caller's inbox), its index entries and its Durable Object's storage (its event stream). Only a flow that ended (finished, error, compensated or compensation_failed) with none of its jobs still running can be deleted: otherwise 409 `conflict` naming its `flow_status` (cancel it first: that stops the attempts a failed flow still has in flight). A flow that does not exist, or was deleted before, is 404. Dead letters of its jobs stay (they are capped and deleted on their own). Retention does the same by itself once the context's window for how the flow ended has passed.",
   security: signed,
   request: { params: flowParams },
   responses: { 204: { description: "Deleted" }, ...signedErrors, ...statusConflict },

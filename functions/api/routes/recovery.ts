@@ -12,7 +12,7 @@ import {
 import { flowCall } from "../call.js";
 import {
   body,
-  CancelBody,
+  FlowCancelBody,
   json,
   named,
   pageOf,
@@ -36,9 +36,9 @@ const cancel = createRoute({
   tags: ["flows"],
   summary: "Cancel a flow (admins)",
   description:
-    "Nothing more is dispatched; what has not ended errors as cancelled; the runners of attempts in flight get a signed cancel. A flow that already ended (finished, or error with no attempt of it still in flight) is refused 409 naming its status in `flow_status`, and nothing changes: so is a cancel repeated after it succeeded (a client's retry), which finds the flow ended. A failed flow whose other jobs still run can be cancelled: they are stopped.",
+    "Nothing more is dispatched; what has not ended errors as cancelled; the runners of attempts in flight get a signed cancel. A flow that already ended (finished, or error with no attempt of it still in flight) is refused 409 naming its status in `flow_status`, and nothing changes: so is a cancel repeated after it succeeded (a client's retry), which finds the flow ended. A failed flow whose other jobs still run can be cancelled: they are stopped. With `compensate: true` a flow whose jobs declare compensations unwinds (status `compensating`): the compensations of its jobs that finished run, in reverse order, and it ends `compensated` or `compensation_failed`; repeated while it unwinds, the same answer (200). A cancel without `compensate` of a flow that unwinds stops the unwinding: it ends `compensation_failed`.",
   security: signed,
-  request: { params: flowParams, ...body(CancelBody) },
+  request: { params: flowParams, ...body(FlowCancelBody) },
   responses: { 200: json(schemas.FlowView, "Cancelled"), ...signedErrors, ...statusConflict },
 });
 
@@ -114,7 +114,8 @@ const remove = createRoute({
 export function registerRecoveryRoutes(app: OpenAPIHono<AppEnv>): void {
   app.openapi(cancel, async (c) => {
     const { contextId, flowId } = c.req.valid("param");
-    return c.json(await cancelFlow(flowCall(c), contextId, flowId, c.req.valid("json").reason), 200);
+    const { reason, compensate } = c.req.valid("json");
+    return c.json(await cancelFlow(flowCall(c), contextId, flowId, reason, compensate), 200);
   });
   app.openapi(rerun, async (c) => {
     const { contextId, flowId } = c.req.valid("param");

@@ -9,7 +9,8 @@ import { SLICED } from "./sliced.js";
  *   KEYS[1]            the owner: the flow hash, or the job's hash for a job outside any flow
  *   KEYS[2 .. 1 + X]   keys whose members go (X = ARGV[3]): ZREM from sorted sets, LREM from lists
  *   KEYS[2 + X ..]     keys to delete (UNLINK): job and message hashes
- *   ARGV[1]  "ended": only if the owner ended (status finished or error, and for a flow its
+ *   ARGV[1]  "ended": only if the owner ended (status finished, error, compensated or
+ *            compensation_failed, and for a flow its
  *            `ended_at` set); "force": whatever its status (the context is being deleted)
  *   ARGV[2]  "1" when this is the last chunk: the owner's record goes too
  *   ARGV[3]  X; then per key of KEYS[2 .. 1 + X]: "Z" or "L", the number of members n, n members
@@ -22,7 +23,7 @@ export const purgeOwner = new LuaScript(
   `${SLICED}
 local status = redis.call("HGET", KEYS[1], "status")
 if ARGV[1] == "ended" and status then
-  local ended = status == "finished" or status == "error"
+  local ended = status == "finished" or status == "error" or status == "compensated" or status == "compensation_failed"
   if ended and redis.call("HEXISTS", KEYS[1], "flow_id") == 0 then
     ended = redis.call("HEXISTS", KEYS[1], "ended_at") == 1
   end

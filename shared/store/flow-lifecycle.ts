@@ -1,0 +1,66 @@
+import type { FlowState } from "../flow/index.js";
+import type { Keys } from "../keys.js";
+import { encodePairs } from "./codec.js";
+import type { Op } from "./commit-calls.js";
+import { codecs } from "./layouts.js";
+
+/*
+ * What a flow's lifecycle writes of the flow itself beside its jobs: its record and status indexes
+ * when it begins to unwind (docs/flows.md, "Compensation") and when it runs again, the status it
+ * leaves when it ends, and which of retention's sets keeps it once it ended. Pure; the commit's
+ * sections (commit-sections.ts) take these operations.
+ */
+
+/** Which of retention's sets keeps an ended flow: `finished`, or `error` for every failure (unwound or not). */
+export function endedSet(status: FlowState["status"]): "finished" | "error" | undefined {
+  if (status === "finished") return "finished";
+  return status === "error" || status === "compensated" || status === "compensation_failed" ? "error" : undefined;
+}
+
+/**
+ * The flow began to unwind (a flow, not a job outside any flow): its status, when, and why it
+ * failed (what its end will keep), and its place in the status indexes. Once: guarded by
+ * compensating_at, new the first time. `now` is the commit's time (ms).
+ */
+export function compensatingOps(keys: Keys, state: FlowState, now: number): Op[] {
+  const id = String(state.id);
+  const secs = Math.floor(now / 1000);
+  const fields = encodePairs(codecs.flow, {
+    status: "compensating",
+    compensating_at: Math.floor((state.compensatingAt ?? now) / 1000),
+    error: state.error,
+    updated_at: secs,
+  });
+  const was = state.startedAt === undefined ? "dispatched" : "started";
+  return [
+    ["H", keys.flow(state.contextId, state.id), fields, 1],
+    ["R", keys.flowsByStatus(state.contextId, was), [id]],
+    ["Z", keys.flowsByStatus(state.contextId, "compensating"), [id, id]],
+  ];
+}
+
+/** The status a flow ends from (the index it leaves): it unwound, it ran, or it never started. */
+export function statusBefore(state: FlowState): "compensating" | "started" | "dispatched" {
+  if (state.compensatingAt !== undefined) return "compensating";
+  return state.startedAt === undefined ? "dispatched" : "started";
+}
+
+/**
+ * A flow that ended (`was`) runs again: its end and error forgotten (guarded: ended_at is there
+ * only the first time), its status, run and env (durable, so that a rebuild from Redis runs the
+ * new attempts with the env they were re-run with), and its place in the status indexes. A flow
+ * whose unwinding failed unwinds again: compensating, its error kept without the compensations
+ * that failed.
+ */
+export function rerunOps(keys: Keys, state: FlowState, was: FlowState["status"], now: number): Op[] {
+  const id = String(state.id);
+  const flowKey = keys.flow(state.contextId, state.id);
+  const unwinding = state.status === "compensating" ? { error: state.error } : {};
+  const again = { status: state.status, run: state.run, env_vars: state.envVars, ...unwinding };
+  return [
+    ["D", flowKey, ["ended_at", "error"], 1],
+    ["H", flowKey, encodePairs(codecs.flow, { ...again, updated_at: Math.floor(now / 1000) })],
+    ["R", keys.flowsByStatus(state.contextId, was), [id]],
+    ["Z", keys.flowsByStatus(state.contextId, state.status), [id, id]],
+  ];
+}
