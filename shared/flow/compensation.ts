@@ -48,11 +48,23 @@ export function failedCompensations(flow: Pick<FlowState, "order" | "jobs">): st
   });
 }
 
+/** How the reason of a compensation not run because the unwinding stopped before it begins. */
+const STOPPED = "not run: compensation ";
+
+/**
+ * Whether a compensation was not run because one it waited for failed (or was not run in turn),
+ * as its skip reason (which its record keeps) says: the unwinding stops there, whether or not it
+ * had anything to undo itself.
+ */
+function stopped(job: JobState): boolean {
+  return job.status === "skipped" && job.skipReason?.startsWith(STOPPED) === true;
+}
+
 /**
  * Whether a compensation may run now, skipped, or waits (undefined): only while the flow unwinds,
- * once the job it undoes ended and so did every compensation it waits for. One of those in
- * error stops it (skipped: the unwinding stops there, and a re-run carries it on); a job that did
- * not finish has nothing to undo (skipped).
+ * once the job it undoes ended and so did every compensation it waits for. One of those that
+ * failed, or was not run for that, stops it (skipped: the unwinding stops there, and a re-run
+ * carries it on); a job that did not finish has nothing to undo (skipped).
  */
 export function compensationReadiness(flow: FlowState, job: JobState): { run: true } | { skip: string } | undefined {
   if (flow.status !== "compensating") return undefined;
@@ -61,7 +73,9 @@ export function compensationReadiness(flow: FlowState, job: JobState): { run: tr
   const deps = job.depends.map((id) => flow.jobs.job(id));
   if (!deps.every((dep) => ENDED.has(dep.status))) return undefined;
   const failed = deps.find((dep) => dep.status === "error");
-  if (failed) return { skip: `not run: compensation ${jobKey(failed)} failed` };
+  if (failed) return { skip: `${STOPPED}${jobKey(failed)} failed` };
+  const notRun = deps.find(stopped);
+  if (notRun) return { skip: `${STOPPED}${jobKey(notRun)} was not run` };
   if (target.status !== "finished")
     return { skip: `nothing to undo: ${jobKey(target)} did not finish (it is ${target.status})` };
   return { run: true };

@@ -268,7 +268,8 @@ export function fail(d: Draft, id: number, reason: string, at: number, random: n
 }
 
 /**
- * A job failed the flow: nothing more starts but its clean-up jobs (`needs: all_done`). What
+ * A job failed the flow: nothing more starts but its clean-up jobs (`needs: all_done`) and,
+ * once those ended, its compensations (which wait for the flow to unwind). What
  * depended on the failed job can never run (said on each); every other job still waiting, a job
  * waiting out a retry's backoff, a wait, a sleep, a child flow (cancelled): each ends in error, saying why. Attempts in
  * flight run on. Returns the jobs it ended, whose dependents (clean-ups) are then decided.
@@ -289,7 +290,7 @@ function stopForFailure(d: Draft, failed: JobState, at: number): number[] {
   }
   for (const id of d.flow.order) {
     const job = d.job(id);
-    if (ENDED.has(job.status) || runsAfterFailure(job)) continue;
+    if (ENDED.has(job.status) || runsAfterFailure(job) || isCompensation(job)) continue;
     if (job.status === "waiting_for_prerequisites") end(id, `not run: the flow failed (job ${jobKey(failed)})`);
     else if (job.deadline?.kind === "retry")
       end(id, job.error ?? `not retried: the flow failed (job ${jobKey(failed)})`);
