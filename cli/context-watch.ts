@@ -24,6 +24,10 @@ function what(event: ContextStreamEvent): string {
       return rerunText(event);
     case "flow.error":
       return `error${event.error ? `: ${event.error}` : ""}`;
+    case "flow.compensating":
+      return `unwinds (compensating)${event.error ? `: ${event.error}` : ""}`;
+    case "flow.compensation_failed":
+      return `compensation_failed${event.error ? `: ${event.error}` : ""}`;
     case "flow.paused":
       return `paused${event.reason ? `: ${event.reason}` : ""}`;
     default:

@@ -48,15 +48,41 @@ function when(seconds: number | undefined): string {
   return seconds === undefined ? "-" : timestamp(seconds);
 }
 
-/** Why a flow failed, in words: `job verify failed: exit code 3`. */
+/**
+ * Why a flow failed, in words: `job verify failed: exit code 3`, and the compensations that did
+ * not end well when its unwinding failed.
+ */
 export function flowErrorText(
   error: Flow["error"],
   keyOf: (id: number) => string | undefined = () => undefined,
 ): string {
   if (!error) return "-";
+  const failed = error.failed_compensations?.length
+    ? `; compensations failed: ${error.failed_compensations.join(", ")}`
+    : "";
   // Job 0 is the flow itself (a cancel, its deadline): its reason says so already ("cancelled: …").
-  if (error.job === 0) return error.reason;
-  return `job ${keyOf(error.job) ?? error.name ?? error.job} failed: ${error.reason}`;
+  if (error.job === 0) return `${error.reason}${failed}`;
+  return `job ${keyOf(error.job) ?? error.name ?? error.job} failed: ${error.reason}${failed}`;
+}
+
+/**
+ * The first lines of a watched flow's end once it unwound (compensated, compensation_failed):
+ * why it failed and which compensations failed, then how many ran or how to run them again.
+ */
+export function unwoundLines(view: FlowView, took: string): string[] {
+  const keyOf = (id: number) => view.jobs.find((j) => j.id === id)?.key;
+  const undone = view.jobs.filter((j) => j.compensates !== undefined && j.status === "finished").length;
+  return [
+    `flow ${view.id} ${view.status}${took}: ${flowErrorText(view.error, keyOf)}`,
+    view.status === "compensated"
+      ? `  unwound: ${plural(undone, "compensation")} ran`
+      : `  not unwound: flowc flow rerun ${view.context_id} ${view.id} runs the failed compensations again`,
+  ];
+}
+
+/** How a job is named in a listing: a compensation marked `↩` (it undoes a job when the flow unwinds). */
+export function jobLabel(job: { key: string; compensates?: number | undefined }): string {
+  return job.compensates !== undefined ? `↩ ${job.key}` : job.key;
 }
 
 /** What a job runs, as a column says it: its script type, or `wait` / `sleep`. */
@@ -82,7 +108,7 @@ export function flowLines(view: FlowView): string[] {
     .map(([k, v]) => `${k}=${v}`)
     .join(", ");
   const rows = view.jobs.map((j) => [
-    j.key,
+    jobLabel(j),
     String(j.id),
     typeText(j),
     `${STATUS_MARK[j.status]} ${j.status}`,
@@ -114,6 +140,7 @@ export function flowLines(view: FlowView): string[] {
         `${ended} of ${progress.total} jobs ended (${progress.finished} finished, ${progress.error} error, ${progress.skipped > 0 ? `${progress.skipped} skipped, ` : ""}${running})`,
       ],
       ["started", when(view.started_at)],
+      ...(view.compensating_at !== undefined ? [["compensating", when(view.compensating_at)] as [string, string]] : []),
       ["ended", when(view.ended_at)],
       ["error", flowErrorText(view.error, (id) => keyOf.get(id))],
       ["env_vars", env || "-"],
@@ -157,7 +184,7 @@ export function dagLines(dag: FlowDag): string[] {
   const parents = new Map<number, string[]>(dag.nodes.map((n) => [n.id, []]));
   for (const { from, to } of dag.edges) parents.get(to)?.push(keyOf.get(from) ?? String(from));
   const ordered = [...dag.nodes].sort((a, b) => (depth.get(a.id) ?? 0) - (depth.get(b.id) ?? 0));
-  const keyWidth = Math.max(...ordered.map((n) => n.key.length));
+  const keyWidth = Math.max(...ordered.map((n) => jobLabel(n).length));
   const typeWidth = Math.max(...ordered.map((n) => typeText(n).length));
   const statusWidth = Math.max(...ordered.map((n) => n.status.length));
   const depsText = (id: number) => {
@@ -171,7 +198,7 @@ export function dagLines(dag: FlowDag): string[] {
     const label = layer === lastLayer ? "" : String(layer);
     lastLayer = layer;
     const text = [
-      `${label.padStart(2)}  ${STATUS_MARK[node.status]} ${node.key.padEnd(keyWidth)}`,
+      `${label.padStart(2)}  ${STATUS_MARK[node.status]} ${jobLabel(node).padEnd(keyWidth)}`,
       typeText(node).padEnd(typeWidth),
       node.status.padEnd(statusWidth),
       depsText(node.id).padEnd(depsWidth),
@@ -196,7 +223,9 @@ export function flowRows(flows: Flow[]): string[] {
     String(f.jobs.length),
     timestamp(f.created_at),
     when(f.ended_at),
-    f.status === "error" ? flowErrorText(f.error) : "",
+    f.status === "error" || f.status === "compensated" || f.status === "compensation_failed"
+      ? flowErrorText(f.error)
+      : "",
   ]);
   return table(["ID", "STATUS", "JOBS", "CREATED", "ENDED", "ERROR"], rows);
 }

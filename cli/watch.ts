@@ -3,7 +3,7 @@ import type { FlowStreamEvent, FlowView, JobStatus, JobView, JobWaiting } from "
 import { attemptStderr } from "./api.js";
 import { NetworkError } from "./errors.js";
 import { plural, timestamp, type Output } from "./output.js";
-import { leftText, rerunText, resultText } from "./flow-text.js";
+import { jobLabel, leftText, rerunText, resultText, unwoundLines } from "./flow-text.js";
 
 /** How long loading the final flow rides out an unreachable or failing coordinator (a restart, a deploy). */
 const OUTAGE_MS = 30_000;
@@ -55,7 +55,7 @@ const NEWS = new Set<JobWaiting["reason"]>([
 ]);
 
 function ended(status: FlowView["status"]): boolean {
-  return status === "finished" || status === "error";
+  return status === "finished" || status === "error" || status === "compensated" || status === "compensation_failed";
 }
 
 /** A job that ended, however: finished, failed, or skipped by its flow's rules. */
@@ -114,9 +114,10 @@ export async function watchFlow(
     return (lines ?? []).map((text) => `  stderr | ${text}`);
   };
   // What happened before the watch, as the view tells it, counted up as it is printed.
+  // A compensation is told as `↩ book.compensate`: it undoes a job while the flow unwinds.
   for (const job of view.jobs)
     jobs.set(job.id, {
-      key: job.key,
+      key: jobLabel(job),
       kind: job.kind,
       status: "dispatched",
       attempt: 0,
@@ -125,9 +126,10 @@ export async function watchFlow(
     });
   for (const job of view.jobs) {
     const waits = job.waiting && NEWS.has(job.waiting.reason) ? job.waiting.detail : undefined;
-    const tracked = { key: job.key, kind: job.kind, status: job.status, attempt: job.attempt, runner: job.runner_id };
+    const key = jobLabel(job);
+    const tracked = { key, kind: job.kind, status: job.status, attempt: job.attempt, runner: job.runner_id };
     jobs.set(job.id, { ...tracked, waits });
-    const lines = await viewLines(job, failedLines);
+    const lines = await viewLines({ ...job, key }, failedLines);
     if (lines.length > 0) printJob(jobs, lines, out);
   }
   if (ended(view.status)) return { view, stderr };
@@ -320,6 +322,8 @@ function flowLine(event: FlowStreamEvent, key: (id: number) => string): string |
       return `  … flow ${event.flow_id} paused${why}`;
     case "flow.resumed":
       return `  flow ${event.flow_id} resumed`;
+    case "flow.compensating":
+      return `  ↩ flow ${event.flow_id} unwinds${event.error ? ` (${event.error})` : ""}: the compensations of its finished jobs run, last first`;
     default:
       return undefined;
   }
@@ -338,6 +342,8 @@ export function printOutcome({ view, stderr }: WatchOutcome, out: Output): numbe
   const lines: string[] = [];
   if (view.status === "finished") {
     lines.push(`flow ${view.id} finished${seconds}${skipped.length > 0 ? ` (${skipped.length} skipped)` : ""}`);
+  } else if (view.status === "compensated" || view.status === "compensation_failed") {
+    lines.push(...unwoundLines(view, seconds));
   } else {
     const failed = view.error ? view.jobs.find((j) => j.id === view.error?.job) : undefined;
     const who = view.error

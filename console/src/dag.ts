@@ -14,7 +14,9 @@ import { detailLine, hasRules, KIND_BADGE, rulesLine, statusLine, tooltip } from
  * sleep a pill (☾ sleep). Those, and jobs with rules of their own (`when`, `needs`,
  * `allow_failure`: a ⚑ marker), are a line taller: what the wait waits for and how long it has
  * left, until when the sleep sleeps, the rule, or why the job was skipped. A skipped job is
- * drawn dashed and grey.
+ * drawn dashed and grey. A compensation (it undoes a job if the flow unwinds) has a ↩ undo badge
+ * and a dashed outline of its own colour, and a dashed arc from the job it undoes: the flow's
+ * unwinding reads left to right after its run.
  */
 
 const NODE_W = 172;
@@ -43,7 +45,7 @@ export type DagJob = Pick<
   | "allow_failure"
   | "waiting"
 > &
-  Partial<Pick<JobView, "result" | "error">>;
+  Partial<Pick<JobView, "result" | "error" | "compensates">>;
 
 function shorten(text: string, max: number): string {
   return text.length > max ? `${text.slice(0, max - 1).trimEnd()}…` : text;
@@ -80,7 +82,7 @@ function fit(text: string, px: number, font: string): string {
 
 /** Whether a job's node has the third line. */
 function isTall(job: DagJob): boolean {
-  return job.kind !== "script" || hasRules(job);
+  return job.kind !== "script" || hasRules(job) || job.compensates !== undefined;
 }
 
 function sizeOf(job: DagJob): { width: number; height: number } {
@@ -96,16 +98,21 @@ function laidOut(jobs: DagJob[]): Graph {
   graph.setDefaultEdgeLabel(() => ({}));
   for (const job of jobs) graph.setNode(String(job.id), sizeOf(job));
   for (const job of jobs) for (const dep of job.depends) graph.setEdge(String(dep), String(job.id));
+  // A compensation after the job it undoes, so the unwinding sits after the run.
+  for (const job of jobs)
+    if (job.compensates !== undefined) graph.setEdge(String(job.compensates), String(job.id), { undo: true });
   layout(graph);
   return graph;
 }
 
-/** The laid-out edges, as arrows. */
+/** The laid-out edges, as arrows; the arc from a job to its compensation dashed, without a head. */
 function edgesOf(graph: Graph): SVGElement[] {
   return graph.edges().map((e) => {
-    const points = (graph.edge(e) as { points: { x: number; y: number }[] }).points;
-    const d = points.map((p, i) => `${i === 0 ? "M" : "L"}${p.x.toFixed(1)},${p.y.toFixed(1)}`).join(" ");
-    return svg("path", { class: "edge", d, "marker-end": "url(#arrow)" });
+    const edge = graph.edge(e) as { points: { x: number; y: number }[]; undo?: boolean };
+    const d = edge.points.map((p, i) => `${i === 0 ? "M" : "L"}${p.x.toFixed(1)},${p.y.toFixed(1)}`).join(" ");
+    return edge.undo
+      ? svg("path", { class: "edge undo", d, "data-undo": `${e.v}-${e.w}` })
+      : svg("path", { class: "edge", d, "marker-end": "url(#arrow)" });
   });
 }
 
@@ -182,6 +189,21 @@ function badgesOf(job: DagJob, width: number): SVGElement[] & { left: number } {
     );
     right = iconX - 6;
   }
+  if (job.compensates !== undefined) {
+    const wordWidth = textWidth("undo", "600 10px");
+    const iconX = right - wordWidth - 13;
+    out.push(
+      svg(
+        "g",
+        { class: "kind-badge undo-badge" },
+        svg("title", {}, "↩ compensation: runs only if the flow unwinds"),
+        // A hook arrow pointing back (↩), drawn so it looks the same in every font.
+        svg("path", { class: "undo-icon", "aria-hidden": "true", d: `M${iconX + 9},11 v4 h-7 m3,-3 l-3,3 l3,3` }),
+        svg("text", { x: right, y: 18.5, class: "kind", "text-anchor": "end" }, "undo"),
+      ),
+    );
+    right = iconX - 6;
+  }
   if (hasRules(job)) {
     const x = right - 8;
     out.push(
@@ -200,12 +222,14 @@ function badgesOf(job: DagJob, width: number): SVGElement[] & { left: number } {
 
 /** The node's class: its status, its kind, whether it is chosen. */
 function nodeClass(job: DagJob, selected: boolean): string {
-  return `node st-${job.status} kind-${job.kind}${hasRules(job) ? " has-rules" : ""}${selected ? " selected" : ""}`;
+  const undo = job.compensates !== undefined ? " compensation" : "";
+  return `node st-${job.status} kind-${job.kind}${undo}${hasRules(job) ? " has-rules" : ""}${selected ? " selected" : ""}`;
 }
 
 function ariaLabel(job: DagJob): string {
   const detail = detailLine(job);
-  return `${job.kind === "script" ? "job" : job.kind} ${job.key}: ${statusLine(job)}${detail ? `, ${detail}` : ""}`;
+  const kind = job.compensates !== undefined ? "compensation" : job.kind === "script" ? "job" : job.kind;
+  return `${kind} ${job.key}: ${statusLine(job)}${detail ? `, ${detail}` : ""}`;
 }
 
 /** A job's node at its place: a box with its name and status, chosen by click, Enter or space. */

@@ -11,7 +11,12 @@ export type JobWords = Pick<
   JobView,
   "key" | "kind" | "status" | "wait" | "sleep_until" | "skip_reason" | "when" | "needs" | "allow_failure" | "waiting"
 > &
-  Partial<Pick<JobView, "result" | "error">>;
+  Partial<Pick<JobView, "result" | "error" | "compensates">>;
+
+/** The key of the job a compensation undoes: its own name is that key and `.compensate`. */
+export function undoneKey(job: Pick<JobView, "key">): string {
+  return job.key.replace(/\.compensate$/, "");
+}
 
 /** The badge of a job that runs no script. */
 export const KIND_BADGE: Record<JobView["kind"], string> = {
@@ -88,6 +93,7 @@ function sleepLine(job: JobWords): string {
  */
 export function detailLine(job: JobWords): string | undefined {
   if (job.status === "skipped") return job.skip_reason || "by its flow's rules";
+  if (job.compensates !== undefined) return `undoes ${undoneKey(job)}`;
   if (job.status === "error" && job.kind !== "script" && job.error) return job.error;
   if (job.kind === "wait") return waitLine(job);
   if (job.kind === "sleep") return sleepLine(job);
@@ -114,6 +120,9 @@ export function tooltip(job: JobWords & Pick<JobView, "id" | "attempt">): string
   return [
     `${job.key} (job ${job.id})`,
     kind,
+    job.compensates !== undefined
+      ? `compensation: undoes ${undoneKey(job)} (job ${job.compensates}) if the flow unwinds`
+      : undefined,
     `status: ${statusLine(job)}`,
     job.waiting
       ? `${job.waiting.detail}${until !== undefined ? ` until ${shortTime(until)} (${timeLeft(until)} left)` : ""}`

@@ -14,7 +14,15 @@ export type Route =
   | { page: "template"; contextId: number; name: string }
   | { page: "missing"; hash: string };
 
-const FLOW_STATUSES = new Set(["dispatched", "started", "finished", "error"]);
+const FLOW_STATUSES = new Set([
+  "dispatched",
+  "started",
+  "finished",
+  "error",
+  "compensating",
+  "compensated",
+  "compensation_failed",
+]);
 
 /** The route a fragment names. */
 export function parseRoute(hash: string): Route {

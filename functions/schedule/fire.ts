@@ -64,7 +64,8 @@ export async function stillRunning(c: FireContext): Promise<number[]> {
 
 /** Whether a flow of this status (null: gone) still runs, for the overlap policies. */
 export function flowRuns(status: FlowStatus | null | undefined): boolean {
-  return status === "dispatched" || status === "started";
+  // A flow that unwinds (compensating) still runs: its compensations do.
+  return status === "dispatched" || status === "started" || status === "compensating";
 }
 
 const flows = (ids: number[]) => `flow${ids.length === 1 ? "" : "s"} ${ids.join(", ")}`;
@@ -116,12 +117,16 @@ export async function startBuffered(c: FireContext): Promise<ScheduleRun | undef
   return run;
 }
 
-/** Cancels the running flows through the API's own cancel path, as the creator; answers why one could not be. */
+/**
+ * Cancels the running flows through the API's own cancel path, as the creator (with compensate:
+ * a flow with compensations unwinds); answers why one could not be.
+ */
 async function cancelRunning(c: FireContext, running: number[], fire: Fire): Promise<string | undefined> {
   const reason = `cancelled by schedule ${c.record.id}: its fire of ${new Date(fire.at).toISOString()} starts a new run (overlap cancel_other)`;
   for (const flowId of running) {
     try {
-      await cancelFlow(c.call, c.record.context_id, flowId, reason);
+      // A saga unwinds rather than being left half done; one that unwinds already is left to.
+      await cancelFlow(c.call, c.record.context_id, flowId, reason, true);
     } catch (error) {
       // A flow that is gone, or that ended meanwhile (409, a fire run again included), has
       // nothing left to cancel; anything else is the fire's problem.

@@ -57,31 +57,42 @@ export async function setDispatch(
 }
 
 /**
- * Tells each running flow's stream (and so the context's) that dispatch paused or resumed: one
- * call per running flow, after the answer. Best effort: the pause itself is already durable, and
+ * Tells each running (or unwinding) flow's stream (and so the context's) that dispatch paused or
+ * resumed: one call per such flow, after the answer. Best effort: the pause itself is already durable, and
  * what each flow's jobs wait for says "paused" in their view either way.
  */
 async function announceDispatch(call: FlowCall, contextId: number, paused: boolean): Promise<void> {
   const type = paused ? "flow.paused" : "flow.resumed";
   const reason = paused ? "dispatch paused in the context" : "dispatch resumed in the context";
   try {
-    for (let offset: number | undefined = 0; offset !== undefined;) {
-      const page: Page<Flow> = await call.store.flows.list(contextId, "started", offset, 200);
-      // One flow out of reach does not keep the others from being told.
-      const told = await Promise.allSettled(
-        page.items.map(async (flow) => {
-          const scope = callScope(call, contextId, { flowId: flow.id });
-          unwrap(await coordinatorStub(call.env, scope).announce(scope, type, reason));
-        }),
-      );
-      for (const [i, result] of told.entries()) {
-        if (result.status === "rejected")
-          console.warn(`flow ${page.items[i]?.id}: not told of the ${type}: ${(result.reason as Error).message}`);
-      }
-      offset = page.next;
-    }
+    for (const status of ["started", "compensating"] as const) await announceTo(call, contextId, status, type, reason);
   } catch (error) {
     console.warn(`context ${contextId}: telling flows' streams of the ${type}: ${(error as Error).message}`);
+  }
+}
+
+/** Tells the streams of the context's flows in `status` (running, or unwinding) of a pause or resume. */
+async function announceTo(
+  call: FlowCall,
+  contextId: number,
+  status: "started" | "compensating",
+  type: "flow.paused" | "flow.resumed",
+  reason: string,
+): Promise<void> {
+  for (let offset: number | undefined = 0; offset !== undefined;) {
+    const page: Page<Flow> = await call.store.flows.list(contextId, status, offset, 200);
+    // One flow out of reach does not keep the others from being told.
+    const told = await Promise.allSettled(
+      page.items.map(async (flow) => {
+        const scope = callScope(call, contextId, { flowId: flow.id });
+        unwrap(await coordinatorStub(call.env, scope).announce(scope, type, reason));
+      }),
+    );
+    for (const [i, result] of told.entries()) {
+      if (result.status === "rejected")
+        console.warn(`flow ${page.items[i]?.id}: not told of the ${type}: ${(result.reason as Error).message}`);
+    }
+    offset = page.next;
   }
 }
 

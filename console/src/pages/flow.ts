@@ -11,9 +11,13 @@ import { JobPanel } from "./job-panel.js";
 /** A flow's actions, the statuses they apply to, and what the button says. */
 const ACTIONS = [
   { action: "start", label: "Start", when: ["dispatched"] },
-  { action: "cancel", label: "Cancel", when: ["dispatched", "started"] },
-  { action: "rerun", label: "Re-run from failure", when: ["error"] },
+  { action: "cancel", label: "Cancel", when: ["dispatched", "started", "compensating"] },
+  { action: "compensate", label: "Cancel and compensate", when: ["dispatched", "started"] },
+  { action: "rerun", label: "Re-run from failure", when: ["error", "compensation_failed"] },
 ] as const;
+
+/** The statuses a flow ends in. */
+const FLOW_ENDED: ReadonlySet<string> = new Set(["finished", "error", "compensated", "compensation_failed"]);
 
 type Action = (typeof ACTIONS)[number]["action"];
 
@@ -200,9 +204,13 @@ class FlowPage {
     fill(this.status, badge(next.status));
     drawMeta(this.meta, next);
     fill(this.failure, next.error ? failureNote(next.error) : undefined);
+    // Compensating is offered only to a flow with compensations.
+    const unwinds = next.jobs.some((j) => j.compensates !== undefined);
     for (const { action, when } of ACTIONS) {
       const button = this.buttons.get(action);
-      if (button && !button.dataset.busy) button.disabled = !(when as readonly string[]).includes(next.status);
+      if (!button) continue;
+      button.hidden = action === "compensate" && !unwinds;
+      if (!button.dataset.busy) button.disabled = !(when as readonly string[]).includes(next.status);
     }
     if (this.dag) {
       for (const job of next.jobs) this.dag.update(job);
@@ -251,8 +259,8 @@ class FlowPage {
       if (event.type === "flow.started" || event.type === "flow.rerun") delete view.ended_at;
       if (event.run !== undefined) view.run = event.run;
       if (event.type === "flow.started") view.started_at ??= at;
-      if (event.type === "flow.finished" || event.type === "flow.error" || event.type === "flow.cancelled")
-        view.ended_at ??= at;
+      if (event.type === "flow.compensating") view.compensating_at ??= at;
+      if (FLOW_ENDED.has(view.status)) view.ended_at ??= at;
       this.apply(view, false);
     }
     if (event.type !== "job.logs" && event.type !== "job.heartbeat") this.resync();
@@ -280,25 +288,30 @@ class FlowPage {
 
   /** A button pressed: the action asked of the coordinator (a cancel asks to be pressed twice). */
   private act(action: Action, button: HTMLButtonElement): void {
-    if (action === "cancel" && button.dataset.confirm !== "yes") {
+    const cancels = action === "cancel" || action === "compensate";
+    if (cancels && button.dataset.confirm !== "yes") {
       // Cancelling stops runners mid-job: the first press asks, the second one does it.
+      const label = button.textContent;
       button.dataset.confirm = "yes";
       button.textContent = "Press again to cancel";
       setTimeout(() => {
         delete button.dataset.confirm;
-        button.textContent = "Cancel";
+        button.textContent = label;
       }, 4_000);
       return;
     }
     button.dataset.busy = "yes";
     button.disabled = true;
-    const body = action === "cancel" ? { reason: "cancelled in the console" } : undefined;
+    const body = cancels
+      ? { reason: "cancelled in the console", ...(action === "compensate" ? { compensate: true } : {}) }
+      : undefined;
+    const done = { start: "started", cancel: "cancelled", compensate: "unwinds", rerun: "re-run from its failed jobs" };
     this.ctx.api
-      .post<FlowView>(`${this.base}/${action}`, body)
+      .post<FlowView>(`${this.base}/${cancels ? "cancel" : action}`, body)
       .then((next) => {
         delete button.dataset.busy;
         this.apply(next, true);
-        notify(`Flow ${this.flowId}: ${action === "rerun" ? "re-run from its failed jobs" : `${action}ed`}`);
+        notify(`Flow ${this.flowId}: ${done[action]}`);
       })
       .catch((error: unknown) => {
         delete button.dataset.busy;
@@ -308,11 +321,14 @@ class FlowPage {
   }
 }
 
-/** Why the flow failed: the job at fault and its reason, or that it was cancelled. */
+/** Why the flow failed: the job at fault and its reason, or that it was cancelled; the compensations that failed. */
 function failureNote(error: NonNullable<FlowView["error"]>): HTMLElement {
   // Job 0 is the flow itself: its reason says what happened ("cancelled: …", its deadline).
   const who = error.job === 0 ? "" : `Job ${error.name ?? error.job} failed: `;
-  return h("p", { class: "flow-error", role: "note" }, who, error.reason);
+  const failed = error.failed_compensations?.length
+    ? ` Compensations that failed: ${error.failed_compensations.join(", ")} (re-run runs them again).`
+    : "";
+  return h("p", { class: "flow-error", role: "note" }, who, error.reason, failed);
 }
 
 /** The flow's progress, times, trace id, and the template it was started from. */
@@ -328,6 +344,9 @@ function drawMeta(meta: HTMLElement, view: FlowView): void {
     meta,
     h("span", { class: "progress" }, `${view.progress.total} jobs: `, ...counts),
     h("span", {}, "started ", timeElement(view.started_at)),
+    view.compensating_at !== undefined
+      ? h("span", {}, "unwinding since ", timeElement(view.compensating_at))
+      : undefined,
     view.ended_at !== undefined ? h("span", {}, "ended ", timeElement(view.ended_at)) : undefined,
     h("span", {}, `ran ${ran}`),
     view.run > 1

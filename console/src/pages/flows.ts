@@ -13,6 +13,9 @@ const STATUSES = [
   { value: "started", label: "running" },
   { value: "finished", label: "finished" },
   { value: "error", label: "error" },
+  { value: "compensating", label: "unwinding (compensating)" },
+  { value: "compensated", label: "compensated" },
+  { value: "compensation_failed", label: "compensation failed" },
 ];
 
 /** How long a flow ran (or has been running): from its start to its end, or to now. */

@@ -190,6 +190,12 @@ export class JobPanel {
         ...(job.skip_reason !== undefined
           ? fact("Skipped", h("span", { "data-testid": "skip-reason" }, job.skip_reason || "by its flow's rules"))
           : []),
+        ...(job.compensates !== undefined
+          ? fact(
+              "Undoes",
+              h("span", { "data-testid": "job-undoes" }, `${keyOf(job.compensates)} (if the flow unwinds)`),
+            )
+          : []),
         ...(script ? fact("Script", job.script_type ?? "—") : fact("Kind", kindText(job))),
         ...(job.wait ? fact("Waits for", h("span", { "data-testid": "job-wait" }, waitText(job.wait))) : []),
         ...(job.sleep_until !== undefined ? fact("Sleeps until", timeElement(job.sleep_until)) : []),
