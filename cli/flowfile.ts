@@ -39,7 +39,13 @@ export function readFlowFile(given: string, cwd: string): FlowFile {
   const body = value as Record<string, unknown>;
   stringEnv(body);
   if (Array.isArray(body.jobs))
-    for (const job of body.jobs) if (job && typeof job === "object") stringEnv(job as Record<string, unknown>);
+    for (const job of body.jobs) {
+      if (!job || typeof job !== "object") continue;
+      stringEnv(job as Record<string, unknown>);
+      // A job's compensation has env_vars of its own.
+      const compensate = (job as Record<string, unknown>).compensate;
+      if (compensate && typeof compensate === "object") stringEnv(compensate as Record<string, unknown>);
+    }
   return { name: given, body, locate: locator(text) };
 }
 

@@ -236,8 +236,20 @@ async function runFlows(context: string): Promise<DemoRun["flows"]> {
   const failingFile = path.join(root, "examples", "failing.yaml");
   const failing = await flowc(["flow", "submit", context, failingFile, "--start", "--watch"], 1);
   const failingId = idFrom(failing, /^flow (\d+) submitted/m, "flow");
+
+  console.log(
+    "\n# A saga (examples/saga.yaml): ship fails, so the flow unwinds: the refund, then the booking's cancellation.",
+  );
+  const sagaFile = path.join(root, "examples", "saga.yaml");
+  const saga = await flowc(["flow", "submit", context, sagaFile, "--start", "--watch"], 1);
+  const sagaId = idFrom(saga, /^flow (\d+) submitted/m, "flow");
   const reacting = await runReactingFlows(context);
-  return [{ id: flowId, what: "the diamond" }, { id: failingId, what: "the failing flow" }, ...reacting];
+  return [
+    { id: flowId, what: "the diamond" },
+    { id: failingId, what: "the failing flow" },
+    { id: sagaId, what: "the saga" },
+    ...reacting,
+  ];
 }
 
 /**
@@ -330,16 +342,17 @@ What just happened
   ${rel(demoDir)}/), a context and a runner, and started the reference runner, which ran the
   jobs as real python and sh processes (its log: ${rel(files.runnerLog)}). The diamond's jobs
   passed their results along (DEP_<JOB>_<KEY>, FLOW_INPUTS); in the failing flow, verify exited 3
-  with a reason on stderr, so publish never ran. The approval flow waited for an event, holding
+  with a reason on stderr, so publish never ran. The saga's ship failed, so it unwound: charge's
+  compensation refunded, then book's cancelled the booking (compensated). The approval flow waited for an event, holding
   no runner, until flowc event send answered it, then shipped (the refusal and timeout branches
   were skipped); the reminder's wait timed out into a reminder, a sleep and a close. Every
   flow's result also arrived in the inbox.
   ${keep ? "The stack and the runner are still up (--keep)." : "Everything was stopped again."}
 
 What next
-  Read and change the flow files: examples/diamond.yaml, examples/failing.yaml,
+  Read and change the flow files: examples/diamond.yaml, examples/failing.yaml, examples/saga.yaml,
   examples/approval.yaml, examples/reminder.yaml, and examples/README.md on writing your own
-  (docs/flows.md: waits, sleeps, when, needs).
+  (docs/flows.md: waits, sleeps, when, needs, compensations).
 ${next}`);
 }
 

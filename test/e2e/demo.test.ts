@@ -22,7 +22,7 @@ const root = path.resolve(import.meta.dirname, "../..");
 function expectConsoleLinks(output: string): { url: string; context: string; diamond: string } {
   const url = /^worker {8}(http:\/\/127\.0\.0\.1:\d+) /m.exec(output)?.[1] ?? "(no worker URL)";
   const context = /^context (\d+) created/m.exec(output)?.[1] ?? "?";
-  const [diamond = "?", failing = "?", approval = "?", reminder = "?"] = [
+  const [diamond = "?", failing = "?", saga = "?", approval = "?", reminder = "?"] = [
     ...output.matchAll(/^flow (\d+) submitted/gm),
   ].map((m) => m[1]);
   const pages = `${url}/console/#/contexts/${context}`;
@@ -31,6 +31,7 @@ function expectConsoleLinks(output: string): { url: string; context: string; dia
       "\nThe console: the demo's flows in a browser",
       `  ${pages}/flows/${diamond}    the diamond`,
       `  ${pages}/flows/${failing}    the failing flow`,
+      `  ${pages}/flows/${saga}    the saga`,
       `  ${pages}/flows/${approval}    the approval`,
       `  ${pages}/flows/${reminder}    the reminder`,
       `  ${pages}    every flow of context ${context}, live`,
@@ -70,6 +71,10 @@ describe("npm start", () => {
       expect(output).toMatch(/^ {2}\[\d\/3\] ✗ verify error: exit code 3$/m);
       expect(output).toMatch(/^flow \d+ error.*: job verify failed: exit code 3$/m);
       expect(output).toMatch(/^not run: publish$/m);
+      // The saga failed at ship and unwound: the refund, then the booking's cancellation.
+      expect(output).toMatch(/^flow \d+ compensated.*: job ship failed: exit code 4$/m);
+      expect(output).toMatch(/✓ ↩ charge\.compensate finished {2}refund=RF-PAY-77/);
+      expect(output).toMatch(/✓ ↩ book\.compensate finished {2}cancelled=BK-\d+/);
       // The approval waited for its event, which flowc event send gave it; the reminder timed out.
       expect(output).toMatch(
         /^\$ flowc event send \d+ order\.approved --key 1042 --data decision=yes --data by=alice$/m,

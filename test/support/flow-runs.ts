@@ -2,6 +2,9 @@ import { ApiError, type CoordinatorClient } from "../../shared/client/index.js";
 import type { FlowView } from "../../shared/model/index.js";
 import { eventually } from "./eventually.js";
 
+/** The statuses a flow ends in. */
+const ENDED: ReadonlySet<string> = new Set(["finished", "error", "compensated", "compensation_failed"]);
+
 // What end-to-end tests read off a flow's run: the test runner's answers, the flow's end, and the
 // attempts runners began, from what they printed. Apart from private-stack.ts, as tests on the
 // shared stack read them too.
@@ -32,7 +35,8 @@ export function answersIn(
 }
 
 /**
- * Waits for a flow to end (finished or error) and returns its view. A 503 (storage away, as a
+ * Waits for a flow to end (finished, error, or unwound: compensated, compensation_failed) and
+ * returns its view. A 503 (storage away, as a
  * fault test may have made it) is a reason to look again, not a failure.
  */
 export async function flowEnd(
@@ -50,7 +54,7 @@ export async function flowEnd(
           throw error;
         });
         last = view ?? last;
-        return view && (view.status === "finished" || view.status === "error") ? view : undefined;
+        return view && ENDED.has(view.status) ? view : undefined;
       },
       timeoutMs,
       150,
