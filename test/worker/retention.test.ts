@@ -189,7 +189,15 @@ describe("retention", () => {
     expect(await w.redis.exec(["EXISTS", w.keys.job(ctx, answer.job.caller_id, answer.job.id)])).toBe(0);
     const after = await client.loadContext(ctx);
     expect(after.stored).toMatchObject({ jobs: 0, ended: { finished: 0, error: 0 } });
-    expect(after.stored.flows).toEqual({ dispatched: 0, started: 0, finished: 0, error: 0 });
+    expect(after.stored.flows).toEqual({
+      dispatched: 0,
+      started: 0,
+      finished: 0,
+      error: 0,
+      compensating: 0,
+      compensated: 0,
+      compensation_failed: 0,
+    });
   });
 
   it("keeps a failed flow while another of its jobs still runs, and removes it once that ended", async () => {
