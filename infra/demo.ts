@@ -227,29 +227,24 @@ async function startDemoRunner(context: string): Promise<void> {
 /** The example flows, each submitted, started and watched to its end. */
 async function runFlows(context: string): Promise<DemoRun["flows"]> {
   console.log("\n# A diamond of python and sh jobs handing results to each other (examples/diamond.yaml).");
-  const diamondFile = path.join(root, "examples", "diamond.yaml");
-  const diamond = await flowc(["flow", "submit", context, diamondFile, "--start", "--watch"]);
-  const flowId = idFrom(diamond, /^flow (\d+) submitted/m, "flow");
+  const flowId = await runExample(context, "diamond.yaml");
   await flowc(["flow", "dag", context, flowId]);
-
   console.log("\n# A flow that fails on purpose (examples/failing.yaml): flowc exits 1 for it, as expected here.");
-  const failingFile = path.join(root, "examples", "failing.yaml");
-  const failing = await flowc(["flow", "submit", context, failingFile, "--start", "--watch"], 1);
-  const failingId = idFrom(failing, /^flow (\d+) submitted/m, "flow");
-
-  console.log(
-    "\n# A saga (examples/saga.yaml): ship fails, so the flow unwinds: the refund, then the booking's cancellation.",
-  );
-  const sagaFile = path.join(root, "examples", "saga.yaml");
-  const saga = await flowc(["flow", "submit", context, sagaFile, "--start", "--watch"], 1);
-  const sagaId = idFrom(saga, /^flow (\d+) submitted/m, "flow");
-  const reacting = await runReactingFlows(context);
-  return [
+  const failingId = await runExample(context, "failing.yaml", 1);
+  console.log("\n# A saga (examples/saga.yaml): ship fails, so it unwinds: a refund, then the booking cancelled.");
+  const sagaId = await runExample(context, "saga.yaml", 1);
+  const flows = [
     { id: flowId, what: "the diamond" },
     { id: failingId, what: "the failing flow" },
     { id: sagaId, what: "the saga" },
-    ...reacting,
   ];
+  return [...flows, ...(await runReactingFlows(context))];
+}
+
+/** Submits examples/<file>, started and watched to its end (flowc exits `code`); returns its flow's id. */
+async function runExample(context: string, file: string, code = 0): Promise<string> {
+  const run = await flowc(["flow", "submit", context, path.join(root, "examples", file), "--start", "--watch"], code);
+  return idFrom(run, /^flow (\d+) submitted/m, "flow");
 }
 
 /**
@@ -283,9 +278,7 @@ async function runReactingFlows(context: string): Promise<DemoRun["flows"]> {
   console.log(
     "\n# A reminder (examples/reminder.yaml): nobody pays, the wait times out into a reminder, a sleep, a close.",
   );
-  const reminderFile = path.join(root, "examples", "reminder.yaml");
-  const reminder = await flowc(["flow", "submit", context, reminderFile, "--start", "--watch"]);
-  const reminderId = idFrom(reminder, /^flow (\d+) submitted/m, "flow");
+  const reminderId = await runExample(context, "reminder.yaml");
   return [
     { id: approvalId, what: "the approval" },
     { id: reminderId, what: "the reminder" },
@@ -343,10 +336,10 @@ What just happened
   jobs as real python and sh processes (its log: ${rel(files.runnerLog)}). The diamond's jobs
   passed their results along (DEP_<JOB>_<KEY>, FLOW_INPUTS); in the failing flow, verify exited 3
   with a reason on stderr, so publish never ran. The saga's ship failed, so it unwound: charge's
-  compensation refunded, then book's cancelled the booking (compensated). The approval flow waited for an event, holding
-  no runner, until flowc event send answered it, then shipped (the refusal and timeout branches
-  were skipped); the reminder's wait timed out into a reminder, a sleep and a close. Every
-  flow's result also arrived in the inbox.
+  compensation refunded, then book's cancelled the booking (compensated). The approval flow
+  waited for an event, holding no runner, until flowc event send answered it, then shipped (the
+  refusal and timeout branches were skipped); the reminder's wait timed out into a reminder, a
+  sleep and a close. Every flow's result also arrived in the inbox.
   ${keep ? "The stack and the runner are still up (--keep)." : "Everything was stopped again."}
 
 What next

@@ -14,12 +14,12 @@ import {
 
 const KEY = "11qYAYKxCrfVS_7TyWQHOg7hcvPapiMlrwIaaPcHURo";
 
-describe("enums match the model (plus sh, and skipped)", () => {
+describe("enums match the model (plus sh, skipped, and a flow's unwinding)", () => {
   it.each([
     [ScriptType, ["osis", "sal", "v", "python", "sh"]],
     [RunnerType, ["v", "python", "osis", "rust", "sh"]],
     [JobStatus, ["dispatched", "waiting_for_prerequisites", "started", "error", "finished", "skipped"]],
-    [FlowStatus, ["dispatched", "started", "error", "finished"]],
+    [FlowStatus, ["dispatched", "started", "error", "finished", "compensating", "compensated", "compensation_failed"]],
     [MessageType, ["job", "chat", "mail"]],
     [MessageFormatType, ["html", "text", "md"]],
     [MessageStatus, ["dispatched", "acknowledged", "error", "processed"]],
