@@ -18,6 +18,7 @@ import {
   type FaultSpan,
 } from "./reactions.js";
 import { judgeFlow } from "./rules.js";
+import { sagasUnwound } from "./sagas.js";
 import type { FlowPlan, Job } from "./shapes.js";
 import { checkStreams } from "./stream-check.js";
 import type { EventTraffic } from "./traffic.js";
@@ -101,6 +102,15 @@ export async function check(run: SoakOutcome): Promise<Invariant[]> {
     { name: "the answers' resumed add up to the waits events resumed", ...resumedAddsUp(reactions) },
     { name: "no event sent to a waiting wait was lost (a wait timed out only without one)", ...noEventLost(reactions) },
     { name: "no flow, wait or sleep stayed stuck", ...nothingStuck(reactions, run.budgetS) },
+    {
+      name: "every saga unwound as promised: each compensation at most retries + 1 times, only for a job that finished, after the flow unwound and after the compensations downstream ended well; compensated or compensation_failed naming those in error; none ran in a flow that finished",
+      ...sagasUnwound(
+        run.flows,
+        finals,
+        streams.events,
+        run.runners.flatMap((r) => r.procs.map((p) => p.output())),
+      ),
+    },
     noRunnerForWaitOrSleep(run, finals),
     noServerError(run),
   ];
@@ -161,18 +171,18 @@ function endedAsTheirRulesSay({ runners, flows }: SoakOutcome, finals: Map<numbe
     if (end.status === "finished") ends.finished++;
     if (end.status === "finished" && end.jobs.some((j) => j.status === "skipped")) ends.skips++;
     const failed = plan.jobs.find((j) => j.name === end.error?.name);
-    if (end.status === "error" && failed?.wait) ends.waits++;
-    else if (end.status === "error") ends.doomed++;
+    const failedRun = end.status !== "finished";
+    if (failedRun && failed?.wait) ends.waits++;
+    else if (failedRun && end.error?.job !== 0) ends.doomed++;
     const cleanups = plan.jobs.filter((j) => j.needs === "all_done" && j.script !== undefined).map((j) => j.name);
-    if (end.status === "error")
-      ends.cleanups += end.jobs.filter((j) => cleanups.includes(j.key) && j.status === "finished").length;
+    if (failedRun) ends.cleanups += end.jobs.filter((j) => cleanups.includes(j.key) && j.status === "finished").length;
   }
   return {
-    name: "each flow ended as its rules say: every job by its needs, when and kind; finished, or error naming a job that may fail it and failed so (on purpose, by a fault no report of it answered, or a wait's timeout); clean-ups ran",
+    name: "each flow ended as its rules say: every job by its needs, when and kind; finished, or failed (in error, or unwound when it has compensations) naming a job that may fail it and failed so (on purpose, by a fault no report of it answered, or a wait's timeout), or cancelled as planned; clean-ups ran",
     held: wrong.length === 0,
     detail:
       wrong.length === 0
-        ? `${ends.finished} finished (${ends.skips} with skipped jobs), ${ends.doomed} errored on a doomed job, ${ends.waits} on a wait's timeout; ${ends.cleanups} clean-ups ran in failed flows`
+        ? `${ends.finished} finished (${ends.skips} with skipped jobs), ${ends.doomed} failed on a doomed job, ${ends.waits} on a wait's timeout; ${ends.cleanups} clean-ups ran in failed flows`
         : wrong.slice(0, 5).join("; "),
   };
 }

@@ -45,9 +45,13 @@ function holds(c: Condition | undefined, view: FlowView, plan: FlowPlan): boolea
  * - a job in error is a doomed script, a wait that timed out (`on_timeout: error`), a `when` that
  *   could not be evaluated, or, the flow having failed, a job its failure stopped or an attempt in
  *   flight then that a fault ended (it is not retried);
- * - a clean-up (a script with `needs: all_done`, no `when`) finished, the flow failed or not;
- * - a finished flow has every job ended and none in error that may not fail; a flow in error
- *   names a job in error that may not fail, and which failed as it may (`legitFailure`).
+ * - a clean-up (a script with `needs: all_done`, no `when`) finished, the flow failed or not
+ *   (unless it was cancelled);
+ * - a finished flow has every job ended and none in error that may not fail; a flow that failed
+ *   names a job in error that may not fail, and which failed as it may (`legitFailure`), or was
+ *   cancelled as planned (its jobs not ended then end `cancelled: …`);
+ * - a flow that failed ends `error` without compensations, else unwound (`compensated` or
+ *   `compensation_failed`: its compensations are judged in sagas.ts).
  */
 export function judgeFlow(
   plan: FlowPlan,
@@ -57,6 +61,8 @@ export function judgeFlow(
   const wrong: string[] = [];
   const byName = new Map(view.jobs.map((j) => [j.key, j]));
   const say = (job: string, what: string) => wrong.push(`flow ${view.id} ${view.status}: job ${job} ${what}`);
+  const failed = FAILED.has(view.status);
+  const cancelled = failed && view.error?.job === 0 && plan.cancel !== undefined;
   for (const planned of plan.jobs) {
     const name = planned.name as string;
     const job = byName.get(name);
@@ -77,7 +83,8 @@ export function judgeFlow(
     const doomed = plan.doomed.includes(name);
     const reason = job.error ?? job.skip_reason ?? "";
     const timedOut = planned.wait !== undefined && /^timed out: no event/.test(reason);
-    const stopped = view.status === "error" && /^(not run|stopped|not retried)[: ]/.test(reason);
+    const stopped =
+      (failed && /^(not run|stopped|not retried)[: ]/.test(reason)) || (cancelled && /^cancelled: /.test(reason));
     switch (job.status) {
       case "finished":
         if (!runs || doomed) say(name, `finished, but its rules ${rules}, its when ${when}${doomed ? ", doomed" : ""}`);
@@ -93,7 +100,7 @@ export function judgeFlow(
           runs && ((doomed && planned.script !== undefined) || (timedOut && planned.wait?.on_timeout !== "skip"));
         const whenFailed = rules === "run" && when === undefined && /^when could not be evaluated/.test(reason);
         // An attempt in flight when the flow failed is not retried: a fault may end it.
-        const notRetried = view.status === "error" && planned.script !== undefined && /^attempt \d+ /.test(reason);
+        const notRetried = failed && planned.script !== undefined && /^attempt \d+ /.test(reason);
         if (!byOwnEnd && !whenFailed && !stopped && !notRetried)
           say(name, `ended in error (${reason}), but its rules ${rules}, its when ${when}`);
         break;
@@ -102,21 +109,27 @@ export function judgeFlow(
         say(name, `did not end: ${job.status}`);
     }
     const cleanup = planned.needs === "all_done" && planned.script !== undefined && !plan.conditions[name];
-    if (cleanup && !doomed && job.status !== "finished")
+    if (cleanup && !doomed && !cancelled && job.status !== "finished")
       say(name, `is a clean-up (needs: all_done) and did not finish: ${job.status} (${reason})`);
   }
   const mayFail = new Set(plan.jobs.filter((j) => j.allow_failure).map((j) => j.name as string));
-  const failing = view.jobs.filter((j) => j.status === "error" && !mayFail.has(j.key));
+  const failing = view.jobs.filter((j) => j.status === "error" && !mayFail.has(j.key) && j.compensates === undefined);
   if (view.status === "finished" && failing.length > 0)
     wrong.push(`flow ${view.id} finished with ${failing.map((j) => `${j.key} in error (${j.error})`).join(", ")}`);
-  if (view.status === "error") {
+  if (failed && !cancelled) {
     const named = byName.get(view.error?.name ?? "");
     const planned = plan.jobs.find((j) => j.name === named?.key);
     if (!named || !planned || planned.allow_failure || named.status !== "error" || !legitFailure(named, planned))
       wrong.push(
-        `flow ${view.id} error: ${view.error?.name}: ${view.error?.reason} (no job that may fail it failed so)`,
+        `flow ${view.id} ${view.status}: ${view.error?.name}: ${view.error?.reason} (no job that may fail it failed so)`,
       );
   }
-  if (view.status !== "finished" && view.status !== "error") wrong.push(`flow ${view.id} did not end: ${view.status}`);
+  const unwinds = plan.compensated.length > 0;
+  if (failed && (view.status === "error") === unwinds)
+    wrong.push(`flow ${view.id} failed ${view.status}, with ${plan.compensated.length} compensations`);
+  if (view.status !== "finished" && !failed) wrong.push(`flow ${view.id} did not end: ${view.status}`);
   return wrong;
 }
+
+/** The statuses of a flow that failed: in error, or unwound. */
+const FAILED: ReadonlySet<string> = new Set(["error", "compensated", "compensation_failed"]);

@@ -56,7 +56,11 @@ export interface WaitPlan {
   delayMs: number;
 }
 
-/** A random flow: its jobs, its env, its doomed jobs, its conditions (by job name), its waits and sleeps. */
+/**
+ * A random flow: its jobs, its env, its doomed jobs, its conditions (by job name), its waits and
+ * sleeps; a saga's jobs that have a compensation (by name), and when it is cancelled with
+ * `compensate` (ms after its submission; twice: the same cancel sent again at once).
+ */
 export interface FlowPlan {
   jobs: Job[];
   env: Record<string, string>;
@@ -64,7 +68,12 @@ export interface FlowPlan {
   conditions: Record<string, Condition>;
   waits: WaitPlan[];
   sleeps: string[];
+  compensated: string[];
+  cancel?: { afterMs: number; twice: boolean };
 }
+
+/** What the runners fail on purpose: a doomed job, and a broken job's compensation (every attempt). */
+export const FAIL_MATCH = "doomed|broken\\.compensate$";
 
 const EVENT_NAMES = ["soak.approved", "soak.paid", "soak.ready"];
 const NEEDS = ["all_finished", "all_done", "any_finished", "none_failed"] as const;
@@ -114,9 +123,39 @@ export function flowShape(random: Random, prefix: string, retries: number, event
     victim.retries = 1;
     doomed.push(renamed);
   }
-  const plan: FlowPlan = { jobs, env: { MODE: "on" }, doomed, conditions: {}, waits: [], sleeps: [] };
+  const plan: FlowPlan = { jobs, env: { MODE: "on" }, doomed, conditions: {}, waits: [], sleeps: [], compensated: [] };
+  // A saga's names are settled before the rules, waits and conditions name jobs.
+  if (random() < 0.35) saga(random, plan, retries);
   if (random() < 0.6) react(random, prefix, plan, events);
+  if (plan.compensated.length > 0 && plan.waits.length === 0 && random() < 0.25)
+    plan.cancel = { afterMs: Math.round(random() * 4_000), twice: random() < 0.5 };
   return plan;
+}
+
+/**
+ * Makes a flow a saga: some of its jobs get a compensation (a script, retried as jobs are); in
+ * one saga in four a job (not a doomed one) is broken: its compensation always fails (the flow
+ * then ends compensation_failed, if it unwinds). One saga without waits in four is then
+ * cancelled with `compensate` within 4 s of its submission (some twice at once): waits are left
+ * out so that a cancel never takes an event's place.
+ */
+function saga(random: Random, plan: FlowPlan, retries: number): void {
+  const { jobs } = plan;
+  for (const j of jobs) {
+    if (random() < 0.6) {
+      j.compensate = { script: "true", script_type: "sh", retries };
+      plan.compensated.push(j.name as string);
+    }
+  }
+  const breakable = plan.compensated.filter((name) => !plan.doomed.includes(name));
+  if (breakable.length === 0 || random() >= 0.25) return;
+  const victim = pick(random, breakable);
+  const renamed = `${victim}-broken`;
+  for (const j of jobs) {
+    j.depends = (j.depends ?? []).map((d) => (d === victim ? renamed : d));
+    if (j.name === victim) j.name = renamed;
+  }
+  plan.compensated[plan.compensated.indexOf(victim)] = renamed;
 }
 
 const pick = <T>(random: Random, items: readonly T[]): T => items[Math.floor(random() * items.length)] as T;

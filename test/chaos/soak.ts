@@ -8,7 +8,7 @@ import { startPrivateStack, type PrivateStack } from "../support/private-stack.j
 import { mulberry32, type Random } from "../support/random.js";
 import { check, RETRIES, type Invariant, type SoakFlow, type SoakRunner } from "./invariants.js";
 import { LOOKBACK_S, type FaultSpan } from "./reactions.js";
-import { flowShape } from "./shapes.js";
+import { FAIL_MATCH, flowShape, type FlowPlan } from "./shapes.js";
 import { EventTraffic } from "./traffic.js";
 
 export type { Invariant } from "./invariants.js";
@@ -27,8 +27,20 @@ export interface SoakReport {
   seed: number;
   flows: number;
   faults: string[];
-  /** What reacted: waits, sleeps, `when`s, clean-ups, and the events sent (each send once, tries apart). */
-  reactive: { waits: number; sleeps: number; whens: number; cleanups: number; events: number; tries: number };
+  /**
+   * What reacted: waits, sleeps, `when`s, clean-ups, and the events sent (each send once, tries
+   * apart); sagas (flows with compensations), and those cancelled with `compensate`.
+   */
+  reactive: {
+    waits: number;
+    sleeps: number;
+    whens: number;
+    cleanups: number;
+    events: number;
+    tries: number;
+    sagas: number;
+    cancels: number;
+  };
   invariants: Invariant[];
   ok: boolean;
 }
@@ -107,7 +119,7 @@ async function run(
     const registered = await stack.registerTestRunner(
       client,
       ctx,
-      { ...extra, FAIL_MATCH: "doomed", REPORT_RETRY_MS: "90000", REFUSE_FILE: refuse },
+      { ...extra, FAIL_MATCH, REPORT_RETRY_MS: "90000", REFUSE_FILE: refuse },
       4 + i,
     );
     runners.push({ registered, procs: [await registered.start()], refuse });
@@ -116,6 +128,7 @@ async function run(
   const flows: SoakFlow[] = [];
   const faults: FaultSpan[] = [];
   const traffic = new EventTraffic(client, ctx);
+  const cancels: Promise<void>[] = [];
   const watching = traffic.run();
   const until = Date.now() + options.durationMs;
   /** Set when either loop fails: the other stops too, before the stack is taken down. */
@@ -129,6 +142,7 @@ async function run(
       const view = await submitWithKey(client, ctx, body, `soak-${options.seed}-${n}`);
       flows.push({ view, plan });
       traffic.watch(plan, view.id);
+      if (plan.cancel) cancels.push(cancelLater(client, ctx, view.id, plan.cancel));
       await sleep(300 + random.flows() * 1_200);
     }
   })();
@@ -147,6 +161,7 @@ async function run(
     injector.catch((e: unknown) => ((halted = true), Promise.reject(e))),
   ]);
   await heal(stack, runners);
+  await Promise.all(cancels);
   const failed = loops.find((l): l is PromiseRejectedResult => l.status === "rejected");
   if (failed) {
     traffic.stop(0);
@@ -180,6 +195,8 @@ async function run(
     cleanups: plans.filter((p) => p.jobs.some((j) => (j.name as string).endsWith("-cleanup"))).length,
     events: traffic.sends.length,
     tries: traffic.sends.reduce((n, s) => n + s.tries.length, 0),
+    sagas: plans.filter((p) => p.compensated.length > 0).length,
+    cancels: plans.filter((p) => p.cancel).length,
   };
   return {
     seed: options.seed,
@@ -265,6 +282,36 @@ async function heal(stack: PrivateStack, runners: SoakRunner[]): Promise<void> {
   for (const runner of runners) rmSync(runner.refuse, { force: true });
 }
 
+/** The statuses a flow ends in. */
+const ENDS: ReadonlySet<string> = new Set(["finished", "error", "compensated", "compensation_failed"]);
+
+/**
+ * Cancels a saga with `compensate` `afterMs` after its submission (twice at once, some): a cancel
+ * is tried again while storage is away (503) or the Worker cannot be reached; a flow that ended
+ * first answers 409, which is fine. The answers' statuses are recorded with every other request's.
+ */
+async function cancelLater(
+  client: CoordinatorClient,
+  ctx: number,
+  flowId: number,
+  cancel: NonNullable<FlowPlan["cancel"]>,
+): Promise<void> {
+  await sleep(cancel.afterMs);
+  const once = async () => {
+    for (let n = 0; n < 8; n++) {
+      try {
+        await client.cancelFlow(ctx, flowId, "the soak cancels this saga", { compensate: true });
+        return;
+      } catch (error) {
+        const unreachable = error instanceof TypeError;
+        if (!unreachable && (!(error instanceof ApiError) || error.status !== 503)) return;
+        await sleep(Math.min(4_000, 300 * 2 ** n));
+      }
+    }
+  };
+  await Promise.all(cancel.twice ? [once(), once()] : [once()]);
+}
+
 /** Waits for every flow to end (sweeping now and then to hurry the backstop); the views by flow id. */
 async function settle(
   stack: PrivateStack,
@@ -279,7 +326,7 @@ async function settle(
     for (const { view } of flows) {
       if (ends.has(view.id)) continue;
       const now = await client.loadFlow(ctx, view.id).catch(() => undefined);
-      if (now && (now.status === "finished" || now.status === "error")) ends.set(view.id, now);
+      if (now && ENDS.has(now.status)) ends.set(view.id, now);
     }
     if (ends.size < flows.length) {
       await stack.sweep().catch(() => undefined);

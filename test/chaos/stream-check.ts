@@ -10,7 +10,7 @@ export interface StreamCheck {
   events: Map<number, FlowStreamEvent[]>;
 }
 
-const FLOW_END = new Set(["flow.finished", "flow.error"]);
+const FLOW_END = new Set(["flow.finished", "flow.error", "flow.compensated", "flow.compensation_failed"]);
 
 /** How long a flow's stream may take to tell what its flow's view tells, once the soak settled. */
 const STREAM_SETTLE_MS = 10_000;
