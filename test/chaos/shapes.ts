@@ -128,7 +128,7 @@ export function flowShape(random: Random, prefix: string, retries: number, event
   if (random() < 0.35) saga(random, plan, retries);
   if (random() < 0.6) react(random, prefix, plan, events);
   if (plan.compensated.length > 0 && plan.waits.length === 0 && random() < 0.25)
-    plan.cancel = { afterMs: Math.round(random() * 4_000), twice: random() < 0.5 };
+    plan.cancel = { afterMs: Math.round(random() * 800), twice: random() < 0.5 };
   return plan;
 }
 
@@ -136,7 +136,7 @@ export function flowShape(random: Random, prefix: string, retries: number, event
  * Makes a flow a saga: some of its jobs get a compensation (a script, retried as jobs are); in
  * one saga in four a job (not a doomed one) is broken: its compensation always fails (the flow
  * then ends compensation_failed, if it unwinds). One saga without waits in four is then
- * cancelled with `compensate` within 4 s of its submission (some twice at once): waits are left
+ * cancelled with `compensate` within 0.8 s of its submission (some twice at once): waits are left
  * out so that a cancel never takes an event's place.
  */
 function saga(random: Random, plan: FlowPlan, retries: number): void {

@@ -142,7 +142,7 @@ async function run(
       const view = await submitWithKey(client, ctx, body, `soak-${options.seed}-${n}`);
       flows.push({ view, plan });
       traffic.watch(plan, view.id);
-      if (plan.cancel) cancels.push(cancelLater(client, ctx, view.id, plan.cancel));
+      if (plan.cancel) cancels.push(cancelLater(client, ctx, view.id, plan.cancel, log));
       await sleep(300 + random.flows() * 1_200);
     }
   })();
@@ -295,16 +295,18 @@ async function cancelLater(
   ctx: number,
   flowId: number,
   cancel: NonNullable<FlowPlan["cancel"]>,
+  log: (line: string) => void,
 ): Promise<void> {
   await sleep(cancel.afterMs);
   const once = async () => {
     for (let n = 0; n < 8; n++) {
       try {
-        await client.cancelFlow(ctx, flowId, "the soak cancels this saga", { compensate: true });
-        return;
+        const view = await client.cancelFlow(ctx, flowId, "the soak cancels this saga", { compensate: true });
+        return log(`flow ${flowId} cancelled with compensate: ${view.status}`);
       } catch (error) {
         const unreachable = error instanceof TypeError;
-        if (!unreachable && (!(error instanceof ApiError) || error.status !== 503)) return;
+        if (!unreachable && (!(error instanceof ApiError) || error.status !== 503))
+          return log(`flow ${flowId} not cancelled: ${(error as Error).message}`);
         await sleep(Math.min(4_000, 300 * 2 ** n));
       }
     }
