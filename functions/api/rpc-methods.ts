@@ -203,7 +203,7 @@ export const METHODS: MethodTable = {
   }),
   "flow.rerun": method({
     summary:
-      "Re-run a flow (admins): a failed one from its failed jobs; with from (and the run it replaces), one that ended from that job and everything downstream of it; env_vars go over the flow's env",
+      "Re-run a flow (admins): a failed one from its failed jobs (one whose unwinding failed, from its failed compensations); with from (and the run it replaces), one that ended from that job and everything downstream of it; env_vars go over the flow's env",
     params: InContext.safeExtend(RerunFields.shape).superRefine(runWithFrom),
     result: FlowView,
     alsoFails: [409],
