@@ -34,7 +34,7 @@ const cancel: Command = {
     const { contextId, id: flowId, session } = await objectSession(invocation, "<flow>", "flow cancel");
     const reason = invocation.options.string("reason");
     const compensate = invocation.options.flag("compensate");
-    const view = await session.client.cancelFlow(contextId, flowId, reason, { compensate });
+    const view = await session.client.cancelFlow(contextId, flowId, reason, compensate);
     invocation.out.result(view, [`flow ${flowId} ${view.status}: ${view.error?.reason ?? "cancelled"}`]);
   },
 };

@@ -256,17 +256,9 @@ export class CoordinatorClient {
     return FlowDag.parse(await this.request("GET", `/v1/contexts/${contextId}/flows/${flowId}/dag`));
   }
 
-  /**
-   * Stops a flow: nothing more is dispatched, runners of in-flight jobs are told to stop; with
-   * `compensate`, a flow with compensations unwinds (answered `compensating`, repeated alike).
-   */
-  async cancelFlow(
-    contextId: number,
-    flowId: number,
-    reason?: string,
-    options: { compensate?: boolean } = {},
-  ): Promise<FlowView> {
-    const body = { ...(reason ? { reason } : {}), ...(options.compensate ? { compensate: true } : {}) };
+  /** Stops a flow (its in-flight jobs' runners are told); with `compensate`, a flow with compensations unwinds. */
+  async cancelFlow(contextId: number, flowId: number, reason?: string, compensate = false): Promise<FlowView> {
+    const body = { ...(reason ? { reason } : {}), ...(compensate ? { compensate } : {}) };
     return FlowView.parse(await this.request("POST", `/v1/contexts/${contextId}/flows/${flowId}/cancel`, body));
   }
 

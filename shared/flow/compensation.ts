@@ -40,6 +40,13 @@ export function runLength(flow: Pick<FlowState, "order" | "jobs">): number {
   return flow.order.length - compensations(flow).length;
 }
 
+/** What is decided once a job ended: its dependents, and its compensation while the flow unwinds. */
+export function followers(flow: Pick<FlowState, "status">, job: JobState): number[] {
+  return flow.status === "compensating" && job.compensation !== undefined
+    ? [...job.dependents, job.compensation]
+    : job.dependents;
+}
+
 /** The compensations that ended in error (failed, or cancelled while the flow unwound), by key. */
 export function failedCompensations(flow: Pick<FlowState, "order" | "jobs">): string[] {
   return compensations(flow).flatMap((id) => {

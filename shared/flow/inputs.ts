@@ -123,6 +123,8 @@ export interface TextsOfJob {
   sleep_until?: string | undefined;
   when?: string | undefined;
   env_vars: Record<string, string>;
+  /** Its compensation's own env_vars (a template's inputs are put into them as into the job's). */
+  compensate?: { env_vars: Record<string, string> } | undefined;
 }
 
 /** What of a flow may name inputs. */
@@ -139,6 +141,8 @@ function jobTexts(job: TextsOfJob): { path: (string | number)[]; names: string[]
   if (job.when !== undefined) texts.push({ path: ["when"], names: conditionInputs(job.when) });
   for (const [name, value] of Object.entries(job.env_vars))
     texts.push({ path: ["env_vars", name], names: inputReferences(value) });
+  for (const [name, value] of Object.entries(job.compensate?.env_vars ?? {}))
+    texts.push({ path: ["compensate", "env_vars", name], names: inputReferences(value) });
   return texts;
 }
 

@@ -1,5 +1,5 @@
 import { formatBytes, jsonBytes, SIZE_LIMITS, type ResultMap } from "../model/index.js";
-import { compensations, isCompensation, runLength, unwound } from "./compensation.js";
+import { compensations, followers, isCompensation, runLength, unwound } from "./compensation.js";
 import { backoffMs, dispatch, ENDED, timings, type Draft } from "./draft.js";
 import type { FlowEffect } from "./events.js";
 import { jobInputs } from "./env.js";
@@ -112,21 +112,13 @@ export function skip(d: Draft, id: number, reason: string, at: number): void {
 function settle(d: Draft, from: number[], at: number): void {
   const ended = [...from];
   while (ended.length > 0) {
-    for (const id of followers(d, ended.pop() as number)) {
+    for (const id of followers(d.flow, d.job(ended.pop() as number))) {
       const next = d.job(id);
       if (next.status !== "waiting_for_prerequisites") continue;
       if (d.flow.error && !runsAfterFailure(next) && !isCompensation(next)) continue;
       if (decide(d, id, at)) ended.push(id);
     }
   }
-}
-
-/** What is decided once a job ended: its dependents, and its compensation while the flow unwinds. */
-function followers(d: Draft, id: number): number[] {
-  const job = d.job(id);
-  return d.flow.status === "compensating" && job.compensation !== undefined
-    ? [...job.dependents, job.compensation]
-    : job.dependents;
 }
 
 /**

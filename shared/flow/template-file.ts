@@ -97,6 +97,7 @@ export function instantiate(
       jobs: file.jobs.map((job) => ({
         ...job,
         env_vars: env(job.env_vars),
+        ...(job.compensate ? { compensate: { ...job.compensate, env_vars: env(job.compensate.env_vars) } } : {}),
         ...(job.wait ? { wait: { ...job.wait, key: rewriteInputs(job.wait.key) } } : {}),
         ...(job.sleep_until !== undefined ? { sleep_until: rewriteInputs(job.sleep_until) } : {}),
       })),

@@ -301,7 +301,7 @@ async function cancelLater(
   const once = async () => {
     for (let n = 0; n < 8; n++) {
       try {
-        const view = await client.cancelFlow(ctx, flowId, "the soak cancels this saga", { compensate: true });
+        const view = await client.cancelFlow(ctx, flowId, "the soak cancels this saga", true);
         return log(`flow ${flowId} cancelled with compensate: ${view.status}`);
       } catch (error) {
         const unreachable = error instanceof TypeError;

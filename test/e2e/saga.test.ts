@@ -152,10 +152,10 @@ describe("a saga's unwinding", () => {
       100,
       "work to start",
     );
-    const cancelled = await admin.cancelFlow(contextId, flow.id, "the customer left", { compensate: true });
+    const cancelled = await admin.cancelFlow(contextId, flow.id, "the customer left", true);
     expect(cancelled.status).toBe("compensating");
     expect(cancelled.error).toEqual({ job: 0, reason: "cancelled: the customer left" });
-    const again = await admin.cancelFlow(contextId, flow.id, "the customer left", { compensate: true });
+    const again = await admin.cancelFlow(contextId, flow.id, "the customer left", true);
     expect(again.status).toBe("compensating");
     const view = await flowEnd(admin, contextId, flow.id);
     expect(view.status).toBe("compensated");
@@ -164,7 +164,7 @@ describe("a saga's unwinding", () => {
     expect(jobs.get("work")).toMatchObject({ status: "error", error: "cancelled: the customer left" });
     expect(jobs.get("work.compensate")?.status).toBe("skipped");
     expect(jobs.get("reserve.compensate")).toMatchObject({ status: "finished", result: { freed: "7" } });
-    await expect(admin.cancelFlow(contextId, flow.id, "late", { compensate: true })).rejects.toMatchObject({
+    await expect(admin.cancelFlow(contextId, flow.id, "late", true)).rejects.toMatchObject({
       status: 409,
     });
   });
