@@ -104,12 +104,12 @@ export async function check(run: SoakOutcome): Promise<Invariant[]> {
     { name: "no flow, wait or sleep stayed stuck", ...nothingStuck(reactions, run.budgetS) },
     {
       name: "every saga unwound as promised: each compensation at most retries + 1 times, only for a job that finished, after the flow unwound and after the compensations downstream ended well; compensated or compensation_failed naming those in error; none ran in a flow that finished",
-      ...sagasUnwound(
+      ...(await sagasUnwound(
         run.flows,
         finals,
-        streams.events,
+        { redis: run.stack.redis, keys: run.stack.keys, ctx: run.ctx },
         run.runners.flatMap((r) => r.procs.map((p) => p.output())),
-      ),
+      )),
     },
     noRunnerForWaitOrSleep(run, finals),
     noServerError(run),

@@ -1,9 +1,15 @@
-import type { FlowStreamEvent, FlowView, JobView } from "../../shared/model/index.js";
+import type { Keys } from "../../shared/keys.js";
+import type { FlowView } from "../../shared/model/index.js";
+import type { Redis } from "../../shared/store/redis.js";
 import { runsIn } from "../support/flow-runs.js";
 import type { FlowPlan } from "./shapes.js";
 
-// The soak's sagas, judged from their final views, their streams and the runners' own lines:
-// how each unwound (or did not need to), independently of the coordinator's code.
+// The soak's sagas, judged from their final views, Redis's records and the runners' own lines:
+// how each unwound (or did not need to), independently of the coordinator's code. The order is
+// judged from the records (a compensation's first attempt's message is created when it is
+// dispatched, a job's ended_at is written with its end), not from the stream: after a commit whose
+// outcome was unknown the stream catches up with one event per job, in the flow's order, which is
+// not the order things happened in.
 
 /** What one check found: whether it held, and what was seen. */
 export interface Found {
@@ -15,10 +21,41 @@ interface Saga {
   flowId: number;
   plan: FlowPlan;
   final: FlowView;
-  stream: FlowStreamEvent[];
+  /** When (epoch seconds) each compensation's first attempt was dispatched, and each job ended. */
+  times: Map<number, { dispatched?: number; ended?: number }>;
 }
 
-const TERMINAL = new Set(["job.finished", "job.error", "job.skipped"]);
+/** Where Redis's records are read from. */
+export interface Records {
+  redis: Redis;
+  keys: Keys;
+  ctx: number;
+}
+
+/** When the flow's compensations were first dispatched and its jobs ended, from their records. */
+async function timesOf({ redis, keys, ctx }: Records, final: FlowView): Promise<Saga["times"]> {
+  const times: Saga["times"] = new Map();
+  for (const job of final.jobs) {
+    const record = keys.job(ctx, final.caller_id, job.id);
+    const [base, floor, ended] = await redis.exec<(string | null)[]>([
+      "HMGET",
+      record,
+      "message_base",
+      "attempt_floor",
+      "ended_at",
+    ]);
+    const first = base === null ? undefined : Number(base) + Number(floor ?? 0);
+    const created =
+      job.compensates !== undefined && job.attempt > 0 && first !== undefined
+        ? await redis.exec<string | null>(["HGET", keys.message(ctx, final.caller_id, first), "created_at"])
+        : null;
+    times.set(job.id, {
+      ...(created !== null ? { dispatched: Number(created) } : {}),
+      ...(ended !== null && ended !== undefined ? { ended: Number(ended) } : {}),
+    });
+  }
+  return times;
+}
 
 /** The jobs of the plan downstream of `name` (its dependents, transitively). */
 function downstream(plan: FlowPlan, name: string): Set<string> {
@@ -38,13 +75,12 @@ function downstream(plan: FlowPlan, name: string): Set<string> {
 }
 
 /** The problems of one saga's end; `runs` counts each job's attempts begun at the runners. */
-function judgeSaga({ flowId, plan, final, stream }: Saga, runs: Map<string, number>): string[] {
+function judgeSaga({ flowId, plan, final, times }: Saga, runs: Map<string, number>): string[] {
   const wrong: string[] = [];
   const say = (what: string) => wrong.push(`flow ${flowId} ${final.status}: ${what}`);
   const byKey = new Map(final.jobs.map((j) => [j.key, j]));
   const compensations = final.jobs.filter((j) => j.compensates !== undefined);
-  const seqOf = (job: JobView, types: Set<string>) => stream.find((e) => e.job_id === job.id && types.has(e.type))?.seq;
-  const unwound = stream.find((e) => e.type === "flow.compensating" || e.status === "compensating")?.seq;
+  const unwound = final.compensating_at;
   for (const name of plan.compensated) {
     const comp = byKey.get(`${name}.compensate`);
     const target = byKey.get(name);
@@ -58,15 +94,18 @@ function judgeSaga({ flowId, plan, final, stream }: Saga, runs: Map<string, numb
     if (ran > 0 && target.status !== "finished") say(`compensation ${comp.key} ran, but ${name} is ${target.status}`);
     if (final.status === "finished" && (ran > 0 || comp.skip_reason !== "not needed: the flow finished"))
       say(`compensation ${comp.key} is ${comp.status} (${comp.skip_reason}) in a flow that finished, ran ${ran}`);
-    const first = seqOf(comp, new Set(["job.ready", "job.dispatched"]));
-    if (first === undefined) continue;
-    if (unwound === undefined || first < unwound) say(`compensation ${comp.key} ran before the flow unwound`);
-    // Reverse order: the compensations of the jobs downstream ended before, and none failed.
+    if (comp.attempt === 0) continue;
+    const first = times.get(comp.id)?.dispatched;
+    if (first === undefined) say(`compensation ${comp.key} ran, but its first attempt's message is not there`);
+    else if (unwound === undefined || first < unwound) say(`compensation ${comp.key} ran before the flow unwound`);
+    // Reverse order: the compensations of the jobs downstream ended before (within the second
+    // the records keep), and none failed.
     for (const later of downstream(plan, name)) {
       const other = byKey.get(`${later}.compensate`);
       if (!other) continue;
-      const ended = seqOf(other, TERMINAL);
-      if (ended === undefined || ended > first) say(`compensation ${comp.key} ran before ${other.key} ended`);
+      const ended = times.get(other.id)?.ended;
+      if (first !== undefined && (ended === undefined || ended > first))
+        say(`compensation ${comp.key} ran (at ${first}) before ${other.key} ended (at ${ended})`);
       if (other.status === "error") say(`compensation ${comp.key} ran though ${other.key} failed`);
     }
   }
@@ -95,12 +134,12 @@ function judgeSaga({ flowId, plan, final, stream }: Saga, runs: Map<string, numb
  * that finished ran none (each skipped as not needed); one that failed ended compensated, or
  * compensation_failed naming exactly the compensations in error; no saga stayed unwinding.
  */
-export function sagasUnwound(
+export async function sagasUnwound(
   flows: { view: FlowView; plan: FlowPlan }[],
   finals: Map<number, FlowView>,
-  streams: Map<number, FlowStreamEvent[]>,
+  records: Records,
   outputs: string[],
-): Found {
+): Promise<Found> {
   const runs = new Map<string, number>();
   for (const r of runsIn(...outputs)) runs.set(`${r.flow}:${r.job}`, (runs.get(`${r.flow}:${r.job}`) ?? 0) + 1);
   const wrong: string[] = [];
@@ -116,7 +155,8 @@ export function sagasUnwound(
     counts.ran += final.jobs.filter(
       (j) => j.compensates !== undefined && (runs.get(`${view.id}:${j.key}`) ?? 0) > 0,
     ).length;
-    wrong.push(...judgeSaga({ flowId: view.id, plan, final, stream: streams.get(view.id) ?? [] }, runs));
+    const times = await timesOf(records, final);
+    wrong.push(...judgeSaga({ flowId: view.id, plan, final, times }, runs));
   }
   return {
     held: wrong.length === 0,
