@@ -1,4 +1,5 @@
 import {
+  FLOW_ENDED,
   flowResult,
   type FlowEffect,
   type FlowEvent,
@@ -141,8 +142,8 @@ export class ChildFlows {
         return;
       }
     }
-    if (view.status === "finished" || view.status === "error")
-      await this.host.enqueue(endedEvent(job.id, effect.attempt, view));
+    // A child that unwound (compensated, compensation_failed) ended too: its job in error.
+    if (FLOW_ENDED.has(view.status)) await this.host.enqueue(endedEvent(job.id, effect.attempt, view));
   }
 
   /** Starts the child as the flow's own caller would start the template (its permission, checks, limits). */
@@ -170,8 +171,9 @@ export class ChildFlows {
 
   /**
    * Cancels a job's child: the one known, else the one its start reserved, if it got that far
-   * (a start still to come finds its job ended and cancels what it made). A child that ended
-   * already has nothing left to cancel. One that could not be reached stays owed.
+   * (a start still to come finds its job ended and cancels what it made), with compensate: a
+   * child with compensations unwinds. A child that ended already has nothing left to cancel. One
+   * that could not be reached stays owed.
    */
   private async cancel(state: FlowState, effect: CancelChild): Promise<void> {
     const owedKey = `${OWED}${effect.job}`;
@@ -186,12 +188,9 @@ export class ChildFlows {
         ));
       if (child !== undefined) {
         try {
-          await cancelFlow(
-            call,
-            state.contextId,
-            child,
-            `its parent flow ${state.id} ended its job ${effect.job}: ${effect.reason}`,
-          );
+          // With compensate: a child that is a saga unwinds what it did (a repeat changes nothing).
+          const why = `its parent flow ${state.id} ended its job ${effect.job}: ${effect.reason}`;
+          await cancelFlow(call, state.contextId, child, why, true);
         } catch (error) {
           const status = toProblem(error).status;
           if (status !== 404 && status !== 409) throw error; // gone, or ended: nothing to cancel
