@@ -80,6 +80,11 @@ export function unwoundLines(view: FlowView, took: string): string[] {
   ];
 }
 
+/** Whether a flow of this status ended: finished, in error, or unwound. */
+export function flowEnded(status: FlowView["status"]): boolean {
+  return status === "finished" || status === "error" || status === "compensated" || status === "compensation_failed";
+}
+
 /** How a job is named in a listing: a compensation marked `↩` (it undoes a job when the flow unwinds). */
 export function jobLabel(job: { key: string; compensates?: number | undefined }): string {
   return job.compensates !== undefined ? `↩ ${job.key}` : job.key;

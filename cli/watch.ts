@@ -3,7 +3,7 @@ import type { FlowStreamEvent, FlowView, JobStatus, JobView, JobWaiting } from "
 import { attemptStderr } from "./api.js";
 import { NetworkError } from "./errors.js";
 import { plural, timestamp, type Output } from "./output.js";
-import { jobLabel, leftText, rerunText, resultText, unwoundLines } from "./flow-text.js";
+import { flowEnded, jobLabel, leftText, rerunText, resultText, unwoundLines } from "./flow-text.js";
 
 /** How long loading the final flow rides out an unreachable or failing coordinator (a restart, a deploy). */
 const OUTAGE_MS = 30_000;
@@ -53,10 +53,6 @@ const NEWS = new Set<JobWaiting["reason"]>([
   "runner-refusing",
   "pull",
 ]);
-
-function ended(status: FlowView["status"]): boolean {
-  return status === "finished" || status === "error" || status === "compensated" || status === "compensation_failed";
-}
 
 /** A job that ended, however: finished, failed, or skipped by its flow's rules. */
 function endedJob(status: JobStatus): boolean {
@@ -132,7 +128,7 @@ export async function watchFlow(
     const lines = await viewLines({ ...job, key }, failedLines);
     if (lines.length > 0) printJob(jobs, lines, out);
   }
-  if (ended(view.status)) return { view, stderr };
+  if (flowEnded(view.status)) return { view, stderr };
   if (view.status === "dispatched" && view.started_at === undefined)
     out.line(`  flow ${flowId} is not started yet: flowc flow start ${contextId} ${flowId} starts it`);
 
@@ -153,7 +149,7 @@ export async function watchFlow(
     });
     for await (const event of events) {
       if (event.type.startsWith("flow.")) {
-        if (ended(event.status as FlowView["status"])) {
+        if (flowEnded(event.status as FlowView["status"])) {
           out.clearStatus();
           return { view: await loadFlow(client, contextId, flowId, out), stderr };
         }
