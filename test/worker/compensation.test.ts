@@ -172,3 +172,54 @@ describe("an unwinding flow", () => {
     expect((await client.loadFlow(ctx, flow.id)).status).toBe("compensated");
   });
 });
+
+describe("a child flow that is a saga", () => {
+  /** The child: `hold` (a sleep of 0, with a compensation), then a wait that only the test could end. */
+  const trip = (name: string) =>
+    client.templates.put(ctx, name, {
+      inputs: { key: { type: "string" } },
+      jobs: [
+        { name: "hold", sleep: 0, compensate: { script: "echo release", script_type: "sh" } },
+        { name: "go", depends: ["hold"], wait: { event: "trip.go", key: "${inputs.key}", timeout: 600 } },
+      ],
+    });
+
+  it("unwinds what it did when its parent fails (it is cancelled with compensate)", async () => {
+    await trip("trip");
+    const parent = await client.submitFlow(ctx, {
+      start: true,
+      jobs: [
+        { name: "trip", flow: { template: "trip", inputs: { key: "t1" } } },
+        { name: "boom", script: "exit 1", script_type: "sh" },
+      ],
+    });
+    const childId = await eventually(
+      async () => (await client.loadFlow(ctx, parent.id)).jobs.find((j) => j.key === "trip")?.child_flow_id,
+      20_000,
+      50,
+      "the child",
+    );
+    await eventually(
+      async () => statusOf(await client.loadFlow(ctx, childId), "go") === "started" || undefined,
+      20_000,
+      50,
+      "the child's wait",
+    );
+    await runner.fail(await leaseOne(), "exit code 1");
+    // The parent failed; its child was cancelled with compensate: hold's compensation runs.
+    const release = await leaseOne();
+    expect([jobName(release), release.flow_id]).toEqual(["hold.compensate", childId]);
+    await runner.finish(release);
+    const child = await eventually(
+      async () => {
+        const view = await client.loadFlow(ctx, childId);
+        return view.status === "compensated" ? view : undefined;
+      },
+      20_000,
+      50,
+      "the child's unwinding",
+    );
+    expect(child.error?.reason).toMatch(/its parent flow \d+ ended its job/);
+    expect((await client.loadFlow(ctx, parent.id)).status).toBe("error");
+  });
+});
