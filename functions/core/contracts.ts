@@ -159,9 +159,14 @@ export interface FlowCoordinatorRpc extends Rpc.DurableObjectBranded {
   /**
    * Removes the flow (or job) with all it owns, in Redis and in the object's own storage: only
    * once it ended (else `{running: status}`, nothing removed), or with `force` whatever it is
-   * doing (its context is being deleted). Idempotent: a flow removed before is `gone`.
+   * doing (its context is being deleted). Its children go first, each with its own (not with
+   * `force`); `expiring` (retention) keeps a child whose parent is still there (`{kept: parent}`);
+   * `parent` removes only a flow that is that parent's child. Idempotent: a flow removed before is `gone`.
    */
-  purge(scope: FlowScope, options?: { force?: boolean }): Promise<RpcResult<PurgeOutcome>>;
+  purge(
+    scope: FlowScope,
+    options?: { force?: boolean; expiring?: boolean; parent?: number },
+  ): Promise<RpcResult<PurgeOutcome>>;
 }
 
 /**

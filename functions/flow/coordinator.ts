@@ -22,6 +22,7 @@ import { createNow } from "./creation.js";
 import { FlowObject } from "./flow-object.js";
 import { noteNamedRunners } from "./own-claims.js";
 import { purgeFlow } from "./purge.js";
+import { purgeChildren, type PurgeOptions } from "./purge-children.js";
 import { rerunConflict, rerunEvent } from "./rerun.js";
 import { applyReported, inJobOrder } from "./reported.js";
 import { sinceOf } from "./stream.js";
@@ -189,10 +190,22 @@ export class FlowCoordinator extends DurableObject<Env> implements FlowCoordinat
     });
   }
 
-  /** Removes the flow for good (see purge.ts); nothing else runs in the object meanwhile. */
-  async purge(scope: FlowScope, options: { force?: boolean } = {}): Promise<RpcResult<PurgeOutcome>> {
+  /**
+   * Removes the flow for good (see purge.ts): its children first (purge-children.ts), then the
+   * flow itself with nothing else running in the object meanwhile.
+   */
+  async purge(scope: FlowScope, options: PurgeOptions = {}): Promise<RpcResult<PurgeOutcome>> {
     const purge = () => purgeFlow(this.flow.purging(), options.force === true);
-    return this.guard(scope, () => this.ctx.blockConcurrencyWhile(purge), false);
+    return this.guard(
+      scope,
+      async () => {
+        const p = this.flow.purging();
+        const load = () => p.commits.load();
+        const first = await purgeChildren({ load, env: p.env, scope: p.scope, store: p.store }, options);
+        return first ?? this.ctx.blockConcurrencyWhile(purge);
+      },
+      false,
+    );
   }
 
   /**

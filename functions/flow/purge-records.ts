@@ -49,7 +49,7 @@ export function purgeTarget(scope: FlowScope, state: FlowState | undefined): Pur
  * (a flow that failed may still have attempts of other jobs in flight: cancel stops them). The
  * job's own status tells for a job outside any flow, which has no flow record to date its end.
  */
-function over(state: FlowState): boolean {
+export function over(state: FlowState): boolean {
   return FLOW_ENDED.has(state.status) && state.order.every((id) => ENDED.has(state.jobs.job(id).status));
 }
 

@@ -42,22 +42,30 @@ export async function setRetention(call: FlowCall, id: number, update: Retention
 
 /**
  * Deletes an ended flow now, with everything it owns (admins): its jobs, messages, logs, index
- * entries and its object's storage. A flow still running is refused (409 naming its status:
- * cancel it first); one that does not exist (or was deleted before) is 404.
+ * entries and its object's storage, and its child flows, each with its own children. A flow
+ * still running is refused (409 naming its status: cancel it first), as is one whose child still
+ * runs (409 naming the child: its cancel is under way); one that does not exist (or was deleted
+ * before) is 404.
  */
 export async function deleteFlow(call: FlowCall, contextId: number, flowId: number): Promise<void> {
   await contextFor(call, contextId, "admin");
   const scope = callScope(call, contextId, { flowId });
   const outcome = unwrap(await coordinatorStub(call.env, scope).purge(scope));
   if (outcome === "gone") throw new Problem("not-found", `flow ${flowId} does not exist in context ${contextId}`);
-  if (typeof outcome === "object")
+  if (typeof outcome !== "object" || "kept" in outcome) return; // kept: only retention asks for that
+  if (outcome.child !== undefined)
     throw new Problem(
       "conflict",
-      FLOW_ENDED.has(outcome.running as FlowStatus)
-        ? `flow ${flowId} is ${outcome.running} but some of its jobs still run: cancel it first, then delete it`
-        : `flow ${flowId} is ${outcome.running}: only a flow that ended (finished, error, compensated or compensation_failed) can be deleted; cancel it first`,
-      { flow_status: outcome.running },
+      `flow ${flowId}'s child flow ${outcome.child} is ${outcome.running} and still runs: delete it again once it ended (its children were removed with it up to there)`,
+      { flow_status: outcome.running, child_flow_id: outcome.child },
     );
+  throw new Problem(
+    "conflict",
+    FLOW_ENDED.has(outcome.running as FlowStatus)
+      ? `flow ${flowId} is ${outcome.running} but some of its jobs still run: cancel it first, then delete it`
+      : `flow ${flowId} is ${outcome.running}: only a flow that ended (finished, error, compensated or compensation_failed) can be deleted; cancel it first`,
+    { flow_status: outcome.running },
+  );
 }
 
 /**

@@ -47,6 +47,8 @@ export function parseRetention(raw: string | undefined): RetentionPolicy | undef
 export interface RetentionReport {
   removed: number;
   expired: number;
+  /** Child flows left while their parents are kept (each goes with its parent). */
+  kept: number;
   /** Flows that could not be removed this time (their object unreachable, or they run again). */
   failed: number;
   /** More is due than one step removes: come back soon. */
@@ -56,8 +58,10 @@ export interface RetentionReport {
 /**
  * One bounded retention step in a context: ended flows (and jobs outside flows) whose window
  * passed are removed by their own objects (each checks it still ended, removes its records and
- * index entries in Redis, then its own storage), and unread inbox messages past the inbox window
- * go: batches of 100 flows (20 objects at once) and 200 messages, for up to 10 s and 2,000 flows
+ * index entries in Redis, then its own storage, its child flows first), and unread inbox
+ * messages past the inbox window go. A child flow whose parent is still there is not removed on
+ * its own (postponed a window: its parent's removal removes it); one whose parent is gone follows
+ * the context's windows. In batches of 100 flows (20 objects at once) and 200 messages, for up to 10 s and 2,000 flows
  * a context per sweep. Cost: one read per 100, one call per flow (a read back of its records when
  * its object was evicted, and one script), one script per 200 messages.
  */
@@ -69,14 +73,20 @@ export async function retentionStep(
   policy: EffectiveRetention,
   now: number,
 ): Promise<RetentionReport> {
-  const report: RetentionReport = { removed: 0, expired: 0, failed: 0, more: false };
+  const report: RetentionReport = { removed: 0, expired: 0, kept: 0, failed: 0, more: false };
   const until = Date.now() + STEP_MS;
   const purge = async (owner: DeadlineOwner, status: "finished" | "error"): Promise<void> => {
     const scope = scopeFor(base, contextId, owner);
     try {
-      const outcome = unwrap(await coordinatorStub(env, scope).purge(scope));
+      const outcome = unwrap(await coordinatorStub(env, scope).purge(scope, { expiring: true }));
       if (outcome === "removed" || outcome === "gone") {
         report.removed++;
+        return;
+      }
+      if ("kept" in outcome) {
+        // A child whose parent is kept: its parent's removal takes it; looked at again a window on.
+        report.kept++;
+        await store.retention.postpone(contextId, status, owner, now).catch(() => undefined);
         return;
       }
       // Not over yet: a failed flow whose other jobs still run (a re-run took its entry out).

@@ -19,8 +19,12 @@ export interface PurgeTarget {
   resultId?: number;
 }
 
-/** What a purge found: removed now, removed before, or the owner's status when it had not ended. */
-export type PurgeOutcome = "removed" | "gone" | { running: string };
+/**
+ * What a purge found: removed now, removed before, the owner's status when it had not ended (or
+ * a child's, naming it, when a child of the flow had not), or `kept`: a child flow that retention
+ * leaves while its parent flow (named) is kept, since its parent's removal removes it.
+ */
+export type PurgeOutcome = "removed" | "gone" | { running: string; child?: number } | { kept: number };
 
 /**
  * Retention: the ended flows and jobs waiting for their window to pass (`ended:<status>`), their
@@ -118,6 +122,12 @@ export class RetentionStore {
       // Removed before (or never there): its leftover index entries go, and no key.
       if (outcome === "gone" && !force) return (await call([], true)) as "gone";
     }
+  }
+
+  /** Whether the flow's record is still there (a child's parent: see functions/flow/purge-children.ts). */
+  async flowExists(contextId: number, flowId: number): Promise<boolean> {
+    const n = await callRedis(() => this.redis.exec<number>(["EXISTS", this.keys.flow(contextId, flowId)]));
+    return Number(n) === 1;
   }
 
   /** What a context stores, from its indexes (one round trip). */
