@@ -21,7 +21,7 @@ export const LIFECYCLE_METHODS: MethodTable = {
   }),
   "flow.delete": method({
     summary:
-      "Delete an ended flow now with everything it owns (admins); one still running is a conflict naming its status",
+      "Delete an ended flow now with everything it owns and its child flows (admins); one still running, or whose child still runs, is a conflict naming its status",
     params: z.object({ context_id: Id, id: Id }).strict(),
     result: z.object({ deleted: z.literal(true) }).strict(),
     alsoFails: [409],
