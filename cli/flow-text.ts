@@ -90,8 +90,9 @@ export function jobLabel(job: { key: string; compensates?: number | undefined })
   return job.compensates !== undefined ? `↩ ${job.key}` : job.key;
 }
 
-/** What a job runs, as a column says it: its script type, or `wait` / `sleep`. */
-function typeText(job: { kind: string; script_type?: string | undefined }): string {
+/** What a job runs, as a column says it: its script type, `wait` / `sleep`, or `⇣ flow 12` (its child flow, once known). */
+function typeText(job: { kind: string; script_type?: string | undefined; child_flow_id?: number | undefined }): string {
+  if (job.kind === "flow") return job.child_flow_id === undefined ? "⇣ flow" : `⇣ flow ${job.child_flow_id}`;
   return job.script_type ?? job.kind;
 }
 
@@ -137,6 +138,9 @@ export function flowLines(view: FlowView): string[] {
       ["caller", `actor ${view.caller_id}`],
       ...(view.template
         ? ([["template", `${view.template.name} version ${view.template.version}`]] as [string, string][])
+        : []),
+      ...(view.parent
+        ? ([["parent", `flow ${view.parent.flow_id} (job ${view.parent.job_id})`]] as [string, string][])
         : []),
       ["status", view.status],
       ["run", view.run > 1 ? `${view.run} (re-run ${view.run - 1} time${view.run > 2 ? "s" : ""})` : "1"],

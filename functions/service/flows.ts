@@ -169,6 +169,7 @@ export async function flowDag(call: FlowCall, contextId: number, flowId: number)
       attempt: j.attempt,
       ...(j.runner_id !== undefined ? { runner_id: j.runner_id } : {}),
       ...(j.compensates !== undefined ? { compensates: j.compensates } : {}),
+      ...(j.child_flow_id !== undefined ? { child_flow_id: j.child_flow_id } : {}),
     })),
     edges: view.jobs.flatMap((j) => j.depends.map((from) => ({ from, to: j.id }))),
   };

@@ -153,6 +153,8 @@ export const FlowDag = z
           runner_id: Id.optional(),
           /** A compensation: the job it undoes. */
           compensates: Id.optional(),
+          /** A child-flow job: the flow its current attempt started, once known. */
+          child_flow_id: Id.optional(),
         })
         .strict(),
     ),

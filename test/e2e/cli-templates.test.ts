@@ -139,6 +139,15 @@ describe("flowc template", () => {
         (await owner.run("flow", "show", contextId, String(childId), "--json")).stdout,
       ) as FlowView;
       expect([child.status, child.parent?.flow_id, child.parent?.job_id]).toEqual(["finished", view.id, job?.id]);
+      // In words: the child's `flow show` names its parent and the job; the parent's shows and
+      // draws the job as that child flow.
+      const childText = await owner.run("flow", "show", contextId, String(childId));
+      expect(childText.stdout).toMatch(new RegExp(`^parent\\s+flow ${view.id} \\(job ${job?.id}\\)$`, "m"));
+      const shown = await owner.run("flow", "show", contextId, String(view.id));
+      expect(shown.stdout).toMatch(new RegExp(`^${name}\\s+${job?.id}\\s+⇣ flow ${childId}\\s+✓ finished`, "m"));
+      expect(shown.stdout).not.toMatch(/^parent/m);
+      const dag = await owner.run("flow", "dag", contextId, String(view.id));
+      expect(dag.stdout).toMatch(new RegExp(`^(?: 1|  )  ✓ ${name}\\s+⇣ flow ${childId}\\s+finished$`, "m"));
     }
   });
 
