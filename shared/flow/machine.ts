@@ -7,6 +7,8 @@ import { fail, finish, skip, startFlow } from "./outcomes.js";
 import { reRun } from "./rerun.js";
 import { jobKey, jobKind, type Deadline, type Delivery, type FlowState, type JobState } from "./state.js";
 import { flowDeadline, sleptUntil } from "./work.js";
+import { expandMap } from "./grow.js";
+import { addedOf } from "./growth.js";
 
 /**
  * The flow state machine: `(state, event) → (state, effects)`, with no I/O. The Durable Object
@@ -50,6 +52,8 @@ export function apply(state: FlowState, event: FlowEvent): Transition {
     case "childEnded":
     case "childRefused":
       return onChildEvent(state, event);
+    case "expanded":
+      return expandMap(state, event);
     default:
       return onJobEvent(state, event);
   }
@@ -180,9 +184,13 @@ function fromRunner(state: FlowState, job: JobState, event: RunnerEvent): Transi
         deadline: later(job.deadline, leaseDeadline(state, job, event.at, job.startedAt)),
       });
       return d.done();
-    case "finished":
-      finish(d, job.id, event.result, event.at);
+    case "finished": {
+      const added = addedOf(state, job.id, event);
+      if (added === "unallocated")
+        return unchanged(state, "not-applicable", `no ids were allocated for the jobs it adds: report it again`);
+      finish(d, job.id, event.result, event.at, added);
       return d.done();
+    }
     case "failed":
       fail(d, job.id, event.error, event.at, event.random ?? 0.5);
       return d.done();
@@ -246,6 +254,7 @@ function onDeadline(state: FlowState, event: Extract<FlowEvent, { type: "deadlin
   if (!found) return unchanged(state, "stale", "no such deadline is pending");
   const { job, due } = found;
   if (event.at < due.at) return unchanged(state, "not-applicable", "the deadline has not passed yet");
+  if (due.kind === "expand") return unchanged(state, "not-applicable", "a map expands by its expanded event");
   const d = new Draft(state);
   switch (due.kind) {
     case "retry":
@@ -304,7 +313,7 @@ function resume(state: FlowState, event: Extract<FlowEvent, { type: "resumed" }>
   let moved = false;
   for (const id of state.order) {
     const due = state.jobs.job(id).deadline;
-    if (!due || due.kind === "retry" || due.kind === "sleep") continue;
+    if (!due || due.kind === "retry" || due.kind === "sleep" || due.kind === "expand") continue;
     d.update(id, { deadline: { ...due, at: due.at + event.downFor } });
     moved = true;
   }
