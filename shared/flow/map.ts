@@ -1,4 +1,4 @@
-import { MAP_ITEMS_MAX, type ResultMap } from "../model/index.js";
+import { MAP_ITEMS_MAX, type EnvVars, type ResultMap } from "../model/index.js";
 import { ENDED } from "./draft.js";
 import { jobKey, type FlowState, type JobSpec, type JobState } from "./state.js";
 
@@ -59,6 +59,14 @@ export function mapItems(flow: FlowState, job: JobState): { items: unknown[] } |
   return { items };
 }
 
+/** The list of map `id` of the flow (as `mapItems`), or undefined when it is no map or has none. */
+export function mapItemsOf(flow: FlowState, id: number): unknown[] | undefined {
+  const job = flow.jobs.get(id);
+  if (!job || job.spec.map === undefined) return undefined;
+  const list = mapItems(flow, job);
+  return "items" in list ? list.items : undefined;
+}
+
 /** The name of a map's instance i: `<map>[i]` (the map's name, else its id). */
 export function instanceName(map: Pick<JobState, "id" | "name">, index: number): string {
   return `${jobKey(map)}[${index}]`;
@@ -73,6 +81,23 @@ export function instanceSpec(spec: JobSpec, item: unknown, index: number): JobSp
   const { map: _map, when: _when, ...rest } = spec;
   const value = typeof item === "string" ? item : JSON.stringify(item);
   return { ...rest, env_vars: { ...spec.env_vars, ITEM: value, ITEM_INDEX: String(index) } };
+}
+
+/** An instance's own variables: its item (what its record keeps; the rest is its map's). */
+export function itemVars(env: EnvVars): EnvVars {
+  return {
+    ...(env["ITEM"] !== undefined ? { ITEM: env["ITEM"] } : {}),
+    ...(env["ITEM_INDEX"] !== undefined ? { ITEM_INDEX: env["ITEM_INDEX"] } : {}),
+  };
+}
+
+/**
+ * An instance's spec from its record, which keeps only its item (`own`: ITEM, ITEM_INDEX) and
+ * what every job's record has, and its map's spec, which gives the script and the variables.
+ */
+export function instanceSpecOf(map: JobSpec, own: JobSpec): JobSpec {
+  const { map: _map, when: _when, ...rest } = map;
+  return { ...rest, timeout: own.timeout, retries: own.retries, env_vars: { ...map.env_vars, ...own.env_vars } };
 }
 
 /** Whether a job is a map that expanded and is waiting for its instances. */

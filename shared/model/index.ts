@@ -29,7 +29,7 @@ export {
   RunnerRegistration,
   RunnerUpdate,
 } from "./requests.js";
-export { FlowDag, FlowView, JobView, JobWaiting } from "./views.js";
+export { FlowDag, FlowView, JobKind, JobView, JobWaiting } from "./views.js";
 export { progressCount } from "./progress.js";
 export {
   ADDED_JOBS_MAX,
@@ -40,7 +40,7 @@ export {
   DeliveryReport,
 } from "./delivery.js";
 export { DeadLetter } from "./dead-letter.js";
-export { ContextStreamEvent, FlowEventType, FlowStreamEvent, StreamTicket } from "./stream.js";
+export { AddedJob, ContextStreamEvent, FlowEventType, FlowStreamEvent, StreamTicket } from "./stream.js";
 export {
   MAX_INTERVAL_SECONDS,
   RECENT_RUNS,
