@@ -55,10 +55,10 @@ export class Growth {
       const map = state?.jobs.get(job);
       if (!state || !map || map.deadline?.kind !== "expand") return;
       const wanted = needs ?? expandNeeds(state, job);
-      if (!wanted) return;
-      const ids = await this.host
-        .store()
-        .messages.allocateGrowth(state.contextId, state.callerId, wanted.jobs, wanted.messages);
+      // A list the machine will refuse (it fails the map) needs no ids.
+      const ids = wanted
+        ? await this.host.store().messages.allocateGrowth(state.contextId, state.callerId, wanted.jobs, wanted.messages)
+        : { job: 0, message: 0 };
       await this.host.enqueue({ type: "expanded", job, ids, at: Date.now() });
     } finally {
       this.expanding.delete(job);
@@ -119,7 +119,7 @@ export class Growth {
   }
 }
 
-/** What a map waiting to expand needs (its list read again, as the machine will), or undefined. */
+/** What a map waiting to expand needs (its list read again, as the machine will), or undefined when it has none. */
 function expandNeeds(state: FlowState, job: number): { jobs: number; messages: number } | undefined {
   const items = mapItemsOf(state, job);
   const map = state.jobs.get(job);

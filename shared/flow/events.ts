@@ -1,6 +1,11 @@
 import type { DeliveryReport, EnvVars, FlowStatus, ResultMap } from "../model/index.js";
-import type { GrowthIds } from "./growth.js";
 import type { DeadlineKind, FlowState } from "./state.js";
+
+/** The first of the job ids and of the message ids the shell allocated for jobs joining a flow. */
+export interface GrowthIds {
+  job: number;
+  message: number;
+}
 
 /**
  * Something that happened to a flow. `at` is epoch milliseconds. Events that may fail a job

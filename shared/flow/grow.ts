@@ -1,9 +1,8 @@
 import { runLength } from "./compensation.js";
-import { dispatch, Draft } from "./draft.js";
-import { unchanged, type FlowEvent, type Transition } from "./events.js";
-import type { GrowthIds } from "./growth.js";
-import { instanceName, instanceSpec, mapItems } from "./map.js";
-import { attemptBlock, jobKey, type FlowState, type JobState } from "./state.js";
+import type { Draft } from "./draft.js";
+import type { GrowthIds } from "./events.js";
+import { instanceName, instanceSpec } from "./map.js";
+import { attemptBlock, type JobState } from "./state.js";
 
 /**
  * How a running flow grows, in a draft: new jobs join its jobs and its order (after its run's
@@ -61,21 +60,4 @@ export function addInstances(d: Draft, mapId: number, items: unknown[], ids: Gro
   d.update(mapId, { instances: added, deadline: undefined });
   d.effects.push({ type: "jobsAdded", jobs: added, by: mapId });
   return added;
-}
-
-/**
- * The shell allocated a map's instances' ids: the map expands, once. Its list is read again from
- * its dependency (results do not change once ended), so the event carries only the ids; a map
- * that expanded already, ended, or never started is left as it is.
- */
-export function expandMap(state: FlowState, event: Extract<FlowEvent, { type: "expanded" }>): Transition {
-  const job = state.jobs.get(event.job);
-  if (!job || job.spec.map === undefined) return unchanged(state, "not-applicable", `job ${event.job} is not a map`);
-  if (job.deadline?.kind !== "expand" || job.status !== "started")
-    return unchanged(state, job.instances ? "duplicate" : "stale", `map ${jobKey(job)} is not waiting to expand`);
-  const list = mapItems(state, job);
-  if ("error" in list) return unchanged(state, "not-applicable", list.error);
-  const d = new Draft(state);
-  for (const id of addInstances(d, job.id, list.items, event.ids)) dispatch(d, id, event.at);
-  return d.done();
 }

@@ -2,6 +2,7 @@ import { z } from "zod";
 import { attemptBlock, jobKey, type FlowState, type JobState } from "./state.js";
 import { specOf } from "./build.js";
 import { findCycle, mapIssue } from "./dag.js";
+import type { GrowthIds } from "./events.js";
 import { FLOW_LIMITS, FlowJobInput, type JobRef } from "./submission.js";
 
 /**
@@ -12,11 +13,7 @@ import { FLOW_LIMITS, FlowJobInput, type JobRef } from "./submission.js";
  * still submit, pinned runners exist) before it sends the report.
  */
 
-/** The first of the job ids and of the message ids the shell allocated for jobs being added. */
-export interface GrowthIds {
-  job: number;
-  message: number;
-}
+export type { GrowthIds } from "./events.js";
 
 /** What jobs being added need: a job id each, and message ids as a flow's jobs do (messagesNeeded). */
 export function growthNeeds(jobs: { retries: number }[]): { jobs: number; messages: number } {

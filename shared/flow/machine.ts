@@ -7,7 +7,8 @@ import { fail, finish, skip, startFlow } from "./outcomes.js";
 import { reRun } from "./rerun.js";
 import { jobKey, jobKind, type Deadline, type Delivery, type FlowState, type JobState } from "./state.js";
 import { flowDeadline, sleptUntil } from "./work.js";
-import { expandMap } from "./grow.js";
+import { addInstances } from "./grow.js";
+import { mapItems } from "./map.js";
 import { addedOf } from "./growth.js";
 
 /**
@@ -83,6 +84,24 @@ function onEvent(state: FlowState, event: Extract<FlowEvent, { type: "event" }>)
     );
   const d = new Draft(state);
   finish(d, job.id, { ...event.data, event_id: event.id }, event.at);
+  return d.done();
+}
+
+/**
+ * The shell allocated a map's instances' ids: the map expands, once, each instance dispatched.
+ * Its list is read again from its dependency (results do not change once ended), so the event
+ * carries only the ids; a list that cannot be taken now (the flow grew past its job limit
+ * meanwhile) fails the map. A map that expanded already, ended, or never started is left as is.
+ */
+function expandMap(state: FlowState, event: Extract<FlowEvent, { type: "expanded" }>): Transition {
+  const job = state.jobs.get(event.job);
+  if (!job || job.spec.map === undefined) return unchanged(state, "not-applicable", `job ${event.job} is not a map`);
+  if (job.deadline?.kind !== "expand" || job.status !== "started")
+    return unchanged(state, job.instances ? "duplicate" : "stale", `map ${jobKey(job)} is not waiting to expand`);
+  const d = new Draft(state);
+  const list = mapItems(state, job);
+  if ("error" in list) fail(d, job.id, list.error, event.at, 0.5);
+  else for (const id of addInstances(d, job.id, list.items, event.ids)) dispatch(d, id, event.at);
   return d.done();
 }
 

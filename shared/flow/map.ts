@@ -1,5 +1,6 @@
 import { MAP_ITEMS_MAX, type EnvVars, type ResultMap } from "../model/index.js";
 import { ENDED } from "./draft.js";
+import { FLOW_LIMITS } from "./submission.js";
 import { jobKey, type FlowState, type JobSpec, type JobState } from "./state.js";
 
 /**
@@ -32,8 +33,8 @@ function namesOf(job: JobState): string[] {
 
 /**
  * The list a map runs over, read from its dependency's result when the map starts, or why there
- * is none: the dependency did not finish, has no such key, holds no JSON list there, or a list
- * longer than MAP_ITEMS_MAX.
+ * is none: the dependency did not finish, has no such key, holds no JSON list there, a list
+ * longer than MAP_ITEMS_MAX, or one whose instances would take the flow past its job limit.
  */
 export function mapItems(flow: FlowState, job: JobState): { items: unknown[] } | { error: string } {
   const over = job.spec.map?.over ?? "";
@@ -55,6 +56,11 @@ export function mapItems(flow: FlowState, job: JobState): { items: unknown[] } |
   if (items.length > MAP_ITEMS_MAX)
     return {
       error: `map over ${over}: the list has ${items.length} items, over the limit of ${MAP_ITEMS_MAX} for a map (docs/limits.md)`,
+    };
+  const total = flow.order.length + items.length;
+  if (total > FLOW_LIMITS.jobsPerFlow)
+    return {
+      error: `map over ${over}: its ${items.length} instances would take the flow to ${total} jobs, over the limit of ${FLOW_LIMITS.jobsPerFlow} (docs/limits.md)`,
     };
   return { items };
 }

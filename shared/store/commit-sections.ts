@@ -18,7 +18,8 @@ import {
 } from "../keys.js";
 import { scriptTypeOf, type DeadLetter, type Log, type Message } from "../model/index.js";
 import { encodePairs } from "./codec.js";
-import { dispatchMessage, jobRecord, resultMessage } from "./flow-records.js";
+import { jobsAdded } from "./commit-growth.js";
+import { dispatchMessage, resultMessage } from "./flow-records.js";
 import { codecs } from "./layouts.js";
 import { DISPATCHES_PER_PART, guardFirst, type Op, type SectionPart } from "./commit-calls.js";
 import { compensatingOps, endedSet, rerunOps, statusBefore } from "./flow-lifecycle.js";
@@ -150,28 +151,8 @@ export class StepSection {
       case "expand":
         return; // nothing in Redis: the deadline lives in the flow's object (a map's ids come next)
       case "jobsAdded":
-        return this.jobsAdded(effect.jobs);
-    }
-  }
-
-  /**
-   * Jobs joined the running flow (a map's instances, jobs a result added): each one's whole
-   * record, as a creation writes it, and its index entry; the flow's list of jobs, whole (a
-   * rebuild reads the jobs it names). A new record guards the section: HSET adds its fields only
-   * the first time.
-   */
-  jobsAdded(jobs: number[]): void {
-    const { state } = this;
-    const members: string[] = [];
-    for (const id of jobs) {
-      const record = jobRecord(state, { ...this.job(id), status: "dispatched", attempt: 0 }, this.now);
-      this.ops.push(["H", this.keys.job(this.ctx, state.callerId, id), encodePairs(codecs.job, record), 2]);
-      members.push(String(id), `${state.callerId}:${id}`);
-    }
-    this.ops.push(["Z", this.keys.index(this.ctx, "job"), members]);
-    if (!this.standalone) {
-      const list = encodePairs(codecs.flow, { jobs: state.order, updated_at: this.secs });
-      this.ops.push(["H", this.keys.flow(this.ctx, state.id), list]);
+        this.ops.push(...jobsAdded(this.keys, this.state, effect.jobs, this.now));
+        return;
     }
   }
 

@@ -103,6 +103,16 @@ describe("a map", () => {
     expect(d.effects.some((e) => e.type === "expand")).toBe(false);
   });
 
+  it("whose instances would take the flow past its job limit ends in error naming the limit", () => {
+    // A flow one job short of room for the whole list.
+    const others = FLOW_LIMITS.jobsPerFlow - MAP_ITEMS_MAX - 2 + 1;
+    const gates = Array.from({ length: others }, (_, i) => jobIn({ name: `g${i}`, depends: ["list"] }));
+    const d = started([list([]), process(), ...gates]);
+    listed(d, Array.from({ length: MAP_ITEMS_MAX }, (_, i) => i));
+    expect(d.job(101).status).toBe("error");
+    expect(d.job(101).error).toContain(`would take the flow to ${FLOW_LIMITS.jobsPerFlow + 1} jobs`);
+  });
+
   it("whose list key is missing ends in error naming the key", () => {
     const d = started([list([]), process(), summarize]);
     d.run(100, { result: { other: "[]" } });
