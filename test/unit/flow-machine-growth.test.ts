@@ -1,5 +1,14 @@
 import { describe, expect, it } from "vitest";
-import { FLOW_LIMITS, jobEnvironment, type FlowEvent, type JobState } from "../../shared/flow/index.js";
+import {
+  FLOW_LIMITS,
+  jobEnvironment,
+  journalOf,
+  rebuildState,
+  type FlowEvent,
+  type FlowState,
+  type JobState,
+} from "../../shared/flow/index.js";
+import { dispatchMessage, flowRecord, jobRecord } from "../../shared/store/flow-records.js";
 import { MAP_ITEMS_MAX } from "../../shared/model/index.js";
 import { jobIn, started, T, type Driver, type JobIn } from "./flow-sim.js";
 
@@ -92,7 +101,11 @@ describe("a map", () => {
   it.each([
     ["not JSON", "a.txt b.txt", "the value is not JSON"],
     ["not a list", '{"a":1}', "the value is not a JSON list"],
-    ["too long", JSON.stringify(Array.from({ length: MAP_ITEMS_MAX + 1 }, (_, i) => i)), `over the limit of ${MAP_ITEMS_MAX}`],
+    [
+      "too long",
+      JSON.stringify(Array.from({ length: MAP_ITEMS_MAX + 1 }, (_, i) => i)),
+      `over the limit of ${MAP_ITEMS_MAX}`,
+    ],
   ])("over a value that is %s ends in error saying why, and fails the flow", (_what, value, why) => {
     const d = started([list([]), process(), summarize]);
     listed(d, value);
@@ -108,7 +121,10 @@ describe("a map", () => {
     const others = FLOW_LIMITS.jobsPerFlow - MAP_ITEMS_MAX - 2 + 1;
     const gates = Array.from({ length: others }, (_, i) => jobIn({ name: `g${i}`, depends: ["list"] }));
     const d = started([list([]), process(), ...gates]);
-    listed(d, Array.from({ length: MAP_ITEMS_MAX }, (_, i) => i));
+    listed(
+      d,
+      Array.from({ length: MAP_ITEMS_MAX }, (_, i) => i),
+    );
     expect(d.job(101).status).toBe("error");
     expect(d.job(101).error).toContain(`would take the flow to ${FLOW_LIMITS.jobsPerFlow + 1} jobs`);
   });
@@ -185,7 +201,12 @@ describe("jobs a result adds", () => {
     expect(t.outcome).toBe("applied");
     expect(t.effects).toContainEqual({ type: "jobsAdded", jobs: [300, 301, 302], by: 100 });
     expect(d.state.order).toEqual([100, 101, 102, 300, 301, 302]);
-    expect(d.statusOf([100, 300, 301, 302])).toEqual(["finished", "dispatched", "dispatched", "waiting_for_prerequisites"]);
+    expect(d.statusOf([100, 300, 301, 302])).toEqual([
+      "finished",
+      "dispatched",
+      "dispatched",
+      "waiting_for_prerequisites",
+    ]);
     expect(d.job(300)).toMatchObject({ depends: [100], addedBy: 100, messageBase: 9000 });
     expect(d.job(302)).toMatchObject({ depends: [300, 102], messageBase: 9002 });
     expect(d.job(102).dependents).toEqual([302]);
@@ -220,8 +241,16 @@ describe("jobs a result adds", () => {
       ],
       "they form a dependency cycle: x → y → x",
     ],
-    ["an unknown dependency", [{ name: "x", script: "e", script_type: "sh", depends: ["nope"] }], 'jobs.0.depends.0: "nope" is neither'],
-    ["a dependency that started", [{ name: "x", script: "e", script_type: "sh", depends: ["gate"] }], "gate has started (dispatched)"],
+    [
+      "an unknown dependency",
+      [{ name: "x", script: "e", script_type: "sh", depends: ["nope"] }],
+      'jobs.0.depends.0: "nope" is neither',
+    ],
+    [
+      "a dependency that started",
+      [{ name: "x", script: "e", script_type: "sh", depends: ["gate"] }],
+      "gate has started (dispatched)",
+    ],
   ])("with %s are refused: the attempt fails saying why, nothing is added", (_what, add, why) => {
     const d = flow();
     d.send(finishedWith(d, 100, add));
@@ -275,5 +304,60 @@ describe("jobs a result adds", () => {
     d.send(finishedWith(d, 100, [{ name: "x", script: "e", script_type: "sh", depends: ["later"] }]));
     expect(d.job(102).depends).toEqual(before.depends);
     expect(d.job(102).dependents).toEqual([300]);
+  });
+});
+
+/**
+ * What Redis holds of a flow in this state, as the commits wrote it: its record with its list of
+ * jobs, each job's record (ended ones with their end), and the messages of the attempts sent.
+ */
+function storedOf(state: FlowState, journal = journalOf(state)) {
+  const jobs = state.order.map((id) => {
+    const job = state.jobs.job(id);
+    const record = jobRecord(state, { ...job, status: "dispatched", attempt: 0 }, T);
+    return ["finished", "error", "skipped"].includes(job.status)
+      ? { ...record, status: job.status, result: job.result ?? {}, attempt: job.attempt, ended_at: T / 1000 }
+      : record;
+  });
+  const messages = new Map(
+    state.order.flatMap((id) => {
+      const job = state.jobs.job(id);
+      return job.attempt > 0 && job.spec.map === undefined ? [[id, [dispatchMessage(state, job, job.attempt, T)]]] : [];
+    }) as [number, ReturnType<typeof dispatchMessage>[]][],
+  );
+  return { flow: flowRecord(state, T), contextId: state.contextId, callerId: state.callerId, jobs, messages, journal };
+}
+
+describe("a flow that grew, rebuilt from storage", () => {
+  it("has its map's instances (their script and variables from the map's record) and its added jobs", () => {
+    const d = started([list([]), process(), summarize]);
+    listed(d, ["a", "b"]);
+    d.send(expanded(101));
+    d.run(200, { result: { ok: "0" } });
+    const rebuilt = rebuildState(storedOf({ ...d.state, status: "started" }));
+    expect(rebuilt.order).toEqual(d.state.order);
+    expect(rebuilt.jobs.job(101)).toMatchObject({ status: "started", attempt: 1, instances: [200, 201] });
+    expect(rebuilt.jobs.job(201)).toMatchObject({ name: "process[1]", mapOf: 101, itemIndex: 1, dependents: [101] });
+    expect(rebuilt.jobs.job(201).spec).toEqual(d.job(201).spec);
+    d.state = rebuilt;
+    d.run(201, { result: { ok: "1" } });
+    expect(d.job(101)).toMatchObject({ status: "finished", result: { items: '[{"ok":"0"},{"ok":"1"}]' } });
+
+    const g = started([jobIn({ name: "seed" }), jobIn({ name: "gate" }), jobIn({ name: "later", depends: ["gate"] })]);
+    g.send(finishedWith(g, 100, [{ name: "use", script: "e", script_type: "sh", depends: ["later"] }]));
+    const again = rebuildState(storedOf(g.state));
+    expect(again.jobs.job(300)).toMatchObject({ addedBy: 100, depends: [102], status: "waiting_for_prerequisites" });
+    expect(again.jobs.job(102).dependents).toEqual([300]);
+  });
+
+  it("expands a map that had started and not expanded (its journal lost): its deadline is due", () => {
+    const d = started([list([]), process(), summarize]);
+    listed(d, ["a", "b", "c"]);
+    expect(d.job(101).deadline?.kind).toBe("expand");
+    const rebuilt = rebuildState(storedOf(d.state, {}));
+    expect(rebuilt.jobs.job(101)).toMatchObject({ status: "started", attempt: 1, deadline: { kind: "expand" } });
+    d.state = rebuilt;
+    expect(d.send(expanded(101)).outcome).toBe("applied");
+    expect(d.job(101).instances).toEqual([200, 201, 202]);
   });
 });
