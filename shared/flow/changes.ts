@@ -138,6 +138,10 @@ export function changesOf(before: FlowState, t: Transition, event: FlowEvent, li
       case "jobsAdded":
         for (const id of effect.jobs) out.push(addedChange(job(id), at));
         break;
+      // A map started over its list: its instances are told as added when it expands.
+      case "expand":
+        out.push(jobChange("job.started", job(effect.job), at));
+        break;
       case "dispatch":
         out.push(jobChange("job.ready", job(effect.job), at, refusal(job(effect.job))));
         break;

@@ -1,63 +1,43 @@
-import { mkdtempSync, rmSync } from "node:fs";
-import { tmpdir } from "node:os";
 import path from "node:path";
-import { afterAll, beforeAll, describe, expect, it } from "vitest";
+import { describe, expect, it } from "vitest";
 import { readFlowFile } from "../../cli/flowfile.js";
-import { actorKeyId, generateKeyPair, type RequestSigner } from "../../shared/auth/index.js";
-import { CoordinatorClient, signerFromJwk } from "../../shared/client/index.js";
+import { actorKeyId } from "../../shared/auth/index.js";
+import { signerFromJwk } from "../../shared/client/index.js";
 import type { FlowSubmissionInput } from "../../shared/flow/index.js";
 import { FlowStreamEvent, type FlowView } from "../../shared/model/index.js";
+import { actorEnv, flowc } from "../support/flowc.js";
 import { flowEnd } from "../support/flow-runs.js";
-import { registerReferenceRunner, type RunnerProcess } from "../support/runner-process.js";
 import { parsed, readSse, type SseEvent } from "../support/streams.js";
-import { startTestWorker, type TestWorker } from "../support/test-worker.js";
+import { usePrivateStack } from "../support/use-private-stack.js";
 
 /**
  * Flows that grow, end to end: the reference runner (real python and sh processes) runs
  * examples/map.yaml (a list, one instance per item, a summary) and examples/grow.yaml (a job that
- * adds jobs through $JOBS_FILE), against a real `wrangler dev` Worker over the test stack's Redis;
- * the flow's stream tells each job that joined it (`job.added`) before anything else of it.
+ * adds jobs through $JOBS_FILE) on a private stack (redis-server, REST endpoint, wrangler dev);
+ * the flow's stream tells each job that joined it (`job.added`) before anything else of it, and
+ * `flowc` watches, shows and draws them.
  */
 
 const root = path.resolve(import.meta.dirname, "../..");
-const tmp = mkdtempSync(path.join(tmpdir(), "flow-growth-test-"));
-const runners: RunnerProcess[] = [];
-let worker: TestWorker;
-let admin: CoordinatorClient;
-let signer: RequestSigner;
-
-beforeAll(async () => {
-  worker = await startTestWorker("growth", tmp);
-  const jwk = await generateKeyPair();
-  const anonymous = new CoordinatorClient({ baseUrl: worker.url });
-  const actorId = (await anonymous.registerActor(jwk)).id;
-  signer = await signerFromJwk(jwk, actorKeyId(actorId));
-  admin = anonymous.as(signer);
-});
-
-afterAll(async () => {
-  await Promise.all(runners.map((r) => r.kill()));
-  await worker?.stop();
-  rmSync(tmp, { recursive: true, force: true });
-});
+const { stack, admin } = usePrivateStack("growth");
 
 /** A fresh context with a reference runner of that mode, started. */
 async function contextWithRunner(mode: "push" | "pull"): Promise<number> {
-  const { id } = await admin.createContext();
-  const runner = await registerReferenceRunner(admin, id, { url: worker.url, dir: tmp, mode, started: runners });
-  await runner.start();
+  const { id } = await admin().client.createContext();
+  await (await stack().registerReferenceRunner(admin().client, id, mode)).start();
   return id;
 }
 
 /** Submits an example flow file (started), and reads its whole stream to its end. */
 async function runExample(contextId: number, file: string): Promise<{ view: FlowView; events: FlowStreamEvent[] }> {
   const body = readFlowFile(path.join("examples", file), root).body as FlowSubmissionInput;
-  const flow = await admin.submitFlow(contextId, { ...body, start: true });
+  const flow = await admin().client.submitFlow(contextId, { ...body, start: true });
   const ended = (events: SseEvent[]) => events.some((e) => e.event === "flow.finished" || e.event === "flow.error");
-  const url = `${worker.url}/v1/contexts/${contextId}/flows/${flow.id}/events`;
+  const url = `${stack().url}/v1/contexts/${contextId}/flows/${flow.id}/events`;
+  const signer = await signerFromJwk(admin().jwk, actorKeyId(admin().id));
   const read = await readSse(url, signer, ended, { timeoutMs: 90_000 });
   const events = parsed<FlowStreamEvent>(read.events).map((e) => FlowStreamEvent.parse(e));
-  return { view: await flowEnd(admin, contextId, flow.id), events };
+  return { view: await flowEnd(admin().client, contextId, flow.id), events };
 }
 
 /** Each job the stream told as added comes before any other event of it. */
@@ -113,5 +93,24 @@ describe("flows that grow, with the reference runner", () => {
     // Added with plan's result, in the same transition: nothing of theirs before plan finished.
     const planEnd = events.findIndex((e) => e.type === "job.finished" && e.job_id === plan?.id);
     expect(events.findIndex((e) => e.type === "job.added")).toBe(planEnd + 1);
+  });
+});
+
+describe("flowc and a flow that grows", () => {
+  it("watches a map's instances join, shows and draws them with their map", async () => {
+    const ctx = String(await contextWithRunner("push"));
+    const env = actorEnv(stack(), admin());
+    const watched = await flowc(["flow", "submit", ctx, "examples/map.yaml", "--start", "--watch"], env);
+    expect(watched.code).toBe(0);
+    expect(watched.stdout).toMatch(/⇉ process maps its list/);
+    for (let i = 0; i < 4; i++) expect(watched.stdout).toContain(`+ process[${i}] added: item ${i} of process`);
+    expect(watched.stdout).toMatch(/✓ summarize finished {2}.*files=4, words=23/);
+    const flowId = /^flow (\d+) submitted/m.exec(watched.stdout)?.[1] ?? "?";
+    const shown = await flowc(["flow", "show", ctx, flowId], env);
+    expect(shown.stdout).toMatch(/^process\s+\d+\s+map:python\s+✓ finished/m);
+    expect(shown.stdout).toMatch(/^process\[2\]\s+\d+\s+python\s+✓ finished\s+1\s+\d+\s+item 2 of process/m);
+    const drawn = await flowc(["flow", "dag", ctx, flowId], env);
+    expect(drawn.stdout).toMatch(/✓ process\[3\]\s+python\s+finished\s+\(item 3 of process\)/);
+    expect(drawn.stdout).toMatch(/✓ summarize\s+python\s+finished\s+← process/);
   });
 });
