@@ -111,6 +111,8 @@ class FlowPage {
   private readonly base: string;
   private readonly panel: JobPanel;
   private readonly resync: () => void;
+  /** Draws the graph again with the jobs that joined the flow (at most every 300 ms while many join). */
+  private readonly regrow: () => void;
   private view: FlowView | undefined;
   private dag: DagView | undefined;
 
@@ -133,6 +135,7 @@ class FlowPage {
       (jobId) => this.rerunFrom(jobId),
     );
     this.resync = throttle(1_000, () => this.reload());
+    this.regrow = throttle(300, async () => this.draw());
     for (const { action, label } of ACTIONS) {
       const button = h("button", { type: "button", disabled: true, "data-action": action }, label);
       button.addEventListener("click", () => this.act(action, button));
@@ -212,18 +215,51 @@ class FlowPage {
       button.hidden = action === "compensate" && !unwinds;
       if (!button.dataset.busy) button.disabled = !(when as readonly string[]).includes(next.status);
     }
-    if (this.dag) {
-      for (const job of next.jobs) this.dag.update(job);
+    const dag = this.dag;
+    if (dag && next.jobs.every((job) => dag.has(job.id))) {
+      for (const job of next.jobs) dag.update(job);
       if (refreshPanel && this.panel.current !== undefined) this.panel.show(next, this.panel.current);
       return;
     }
+    this.draw();
+  }
+
+  /**
+   * Lays the graph out and draws it: at first, and again when jobs joined the flow (a map's
+   * instances, jobs a result added), at the zoom it had, with the same job chosen.
+   */
+  private draw(): void {
+    const view = this.view;
+    if (!view) return;
     const { contextId, flowId } = this;
-    this.dag = new DagView(next.jobs, (id) => {
-      history.replaceState(null, "", href({ page: "flow", contextId, flowId, jobId: id }));
-      this.openJob(id);
-    });
+    this.dag = new DagView(
+      view.jobs,
+      (id) => {
+        history.replaceState(null, "", href({ page: "flow", contextId, flowId, jobId: id }));
+        this.openJob(id);
+      },
+      this.dag?.zoomed,
+    );
     fill(this.graphArea, this.dag.element, this.panel.element);
-    this.openJob(this.wanted);
+    this.openJob(this.wanted ?? this.panel.current);
+  }
+
+  /** A job joined the flow (`job.added`): into the view, its map's instances, and the graph soon. */
+  private joined(view: FlowView, event: FlowStreamEvent): void {
+    const added = event.job;
+    const id = event.job_id;
+    if (!added || id === undefined || view.jobs.some((j) => j.id === id)) return;
+    view.jobs.push({
+      id,
+      ...added,
+      status: event.status as JobStatus,
+      attempt: event.attempt ?? 0,
+    });
+    const map = added.map_of !== undefined ? view.jobs.find((j) => j.id === added.map_of) : undefined;
+    if (map) map.instances = [...(map.instances ?? []), id];
+    view.progress = progressOf(view.jobs);
+    drawMeta(this.meta, view);
+    this.regrow();
   }
 
   private async reload(): Promise<void> {
@@ -240,7 +276,8 @@ class FlowPage {
   private onEvent(event: FlowStreamEvent): void {
     const view = this.view;
     if (!view) return;
-    if (event.job_id !== undefined) {
+    if (event.type === "job.added") this.joined(view, event);
+    else if (event.job_id !== undefined) {
       const job = view.jobs.find((j) => j.id === event.job_id);
       if (job) {
         const was = job.status;
