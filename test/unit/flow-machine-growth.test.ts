@@ -183,6 +183,26 @@ describe("a map", () => {
     expect(d.job(101).status).toBe("finished");
     expect(d.job(102).status).toBe("dispatched");
   });
+
+  it("re-run from itself runs every instance again (not expanded again)", () => {
+    const d = started([list([]), process(), summarize]);
+    listed(d, ["a", "b"]);
+    d.send(expanded(101));
+    for (const id of [200, 201, 102]) d.run(id);
+    expect(d.state.status).toBe("finished");
+    const t = d.send({ type: "rerun", from: 101, bases: { 101: 6000, 102: 6002, 200: 6004, 201: 6006 }, at: T + 9 });
+    expect(t.outcome).toBe("applied");
+    expect(d.statusOf([101, 200, 201, 102])).toEqual([
+      "started",
+      "dispatched",
+      "dispatched",
+      "waiting_for_prerequisites",
+    ]);
+    expect(d.state.order).toHaveLength(5);
+    d.run(200, { result: { v: "2" } });
+    d.run(201, { result: { v: "3" } });
+    expect(d.job(101).result).toEqual({ items: '[{"v":"2"},{"v":"3"}]' });
+  });
 });
 
 describe("jobs a result adds", () => {
