@@ -39,9 +39,9 @@ export function flowRecord(state: FlowState, now: number): Flow {
 
 /**
  * A job's record as created. A map's instance keeps only its item (`env_vars` ITEM and
- * ITEM_INDEX) and its map's id, not the map's script and variables again: a map of 1,000 items
- * would write its script 1,000 times in one call (a rebuild takes them from the map's record,
- * a delivery from the state).
+ * ITEM_INDEX) and its map's id, not the map's script, variables and prerequisites again: a map of
+ * 1,000 items would write them 1,000 times in one call (a rebuild takes them from the map's
+ * record, a delivery its script from the state).
  */
 export function jobRecord(state: FlowState, job: JobState, now: number): RunnerJob {
   const instance = job.mapOf !== undefined;
@@ -56,7 +56,7 @@ export function jobRecord(state: FlowState, job: JobState, now: number): RunnerJ
     retries: job.spec.retries,
     env_vars: instance ? itemVars(job.spec.env_vars) : job.spec.env_vars,
     result: job.result ?? {},
-    prerequisites: job.spec.prerequisites,
+    prerequisites: instance ? [] : job.spec.prerequisites,
     depends: job.depends,
     ...kindFields(job),
     ...(job.spec.runner_id !== undefined ? { runner_id: job.spec.runner_id } : {}),

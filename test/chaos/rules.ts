@@ -88,8 +88,9 @@ export function judgeFlow(
       (failed && /^(not run|stopped|not retried)[: ]/.test(reason)) || (cancelled && /^cancelled: /.test(reason));
     switch (job.status) {
       case "finished":
-        // A doomed map allowed to fail finishes, its failed instances' results null.
-        if (!runs || (doomed && !(planned.map && planned.allow_failure)))
+        // A doomed map allowed to fail finishes, its failed instances' results null; over an
+        // empty list, it finishes at once, nothing having run.
+        if (!runs || (doomed && !(planned.map && (planned.allow_failure || emptyMap(plan, name)))))
           say(name, `finished, but its rules ${rules}, its when ${when}${doomed ? ", doomed" : ""}`);
         break;
       case "skipped": {
@@ -143,3 +144,8 @@ export function judgeFlow(
 
 /** The statuses of a flow that failed: in error, or unwound. */
 const FAILED: ReadonlySet<string> = new Set(["error", "compensated", "compensation_failed"]);
+
+/** Whether a job is a map of the plan over an empty list (growth.ts): it finishes without an instance. */
+function emptyMap(plan: FlowPlan, name: string): boolean {
+  return plan.maps?.some((m) => m.job === name && m.items === 0) === true;
+}

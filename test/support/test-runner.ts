@@ -51,7 +51,8 @@
  *
  * A job named `bytes-<n>…` reports a result with a value of n characters (`blob`), to test sizes.
  * A job whose environment has `ADD_RESULT` (a JSON object) adds its values to its result, and
- * one with `ADD_JOBS` (a JSON list) reports those jobs to add to its flow (growth).
+ * one with `ADD_JOBS` (a JSON list) reports those jobs to add to its flow (growth), one with
+ * `ADD_JOBS_MANY=<n>:<bytes>` n jobs `many-<i>` after it, each with a script of that many bytes.
  *
  * A delivery of an attempt it already took is answered 2xx and not run again (printed as
  * `duplicate <job> flow <f> attempt <n>`), as a runner that deduplicates on the message and
@@ -129,7 +130,16 @@ function outcomeOf(name: string, attempt: number, env: Record<string, string> = 
     ...(blob ? { blob: "x".repeat(Number(blob[1])) } : {}),
     ...extra,
   };
-  return { status: "finished", result, ...(env.ADD_JOBS ? { jobs: JSON.parse(env.ADD_JOBS) as unknown[] } : {}) };
+  const jobs = env.ADD_JOBS ? (JSON.parse(env.ADD_JOBS) as unknown[]) : manyJobs(name, env.ADD_JOBS_MANY);
+  return { status: "finished", result, ...(jobs ? { jobs } : {}) };
+}
+
+/** `ADD_JOBS_MANY=<n>:<bytes>`: n jobs after `name`, each with a script of that many bytes. */
+function manyJobs(name: string, many: string | undefined): unknown[] | undefined {
+  if (!many) return undefined;
+  const [n, bytes] = many.split(":").map(Number) as [number, number];
+  const script = `#${"x".repeat(Math.max(0, bytes - 1))}`;
+  return Array.from({ length: n }, (_, i) => ({ name: `many-${i}`, script, script_type: "sh", depends: [name] }));
 }
 
 /** LATE: first attempts' results held back, by `<flow>:<job>`, until the job's next attempt comes. */
