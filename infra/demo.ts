@@ -236,9 +236,10 @@ async function runFlows(context: string): Promise<DemoRun["flows"]> {
   const flows = [
     { id: flowId, what: "the diamond" },
     { id: failingId, what: "the failing flow" },
-    { id: sagaId, what: "the saga" },
   ];
-  return [...flows, ...(await runReactingFlows(context))];
+  flows.push({ id: sagaId, what: "the saga" }, ...(await runReactingFlows(context)));
+  console.log("\n# A map (examples/map.yaml): list files, process each in a job of its own, summarize them all.");
+  return [...flows, { id: await runExample(context, "map.yaml"), what: "the map" }];
 }
 
 /** Submits examples/<file>, started and watched to its end (flowc exits `code`); returns its flow's id. */
@@ -339,13 +340,13 @@ What just happened
   compensation refunded, then book's cancelled the booking (compensated). The approval flow
   waited for an event, holding no runner, until flowc event send answered it, then shipped (the
   refusal and timeout branches were skipped); the reminder's wait timed out into a reminder, a
-  sleep and a close. Every flow's result also arrived in the inbox.
+  sleep and a close; the map ran one job per file. Every flow's result also arrived in the inbox.
   ${keep ? "The stack and the runner are still up (--keep)." : "Everything was stopped again."}
 
 What next
-  Read and change the flow files: examples/diamond.yaml, examples/failing.yaml, examples/saga.yaml,
-  examples/approval.yaml, examples/reminder.yaml, and examples/README.md on writing your own
-  (docs/flows.md: waits, sleeps, when, needs, compensations).
+  Read and change the flow files in examples/ (diamond, failing, saga, approval, reminder, map,
+  grow), and examples/README.md on writing your own (docs/flows.md: waits, sleeps, when, needs,
+  compensations, maps).
 ${next}`);
 }
 
