@@ -19,6 +19,8 @@ export interface GrowthHost {
   scope(): FlowScope;
   /** The state in memory, if any. */
   current(): FlowState | null | undefined;
+  /** The state, read back from storage when memory has none. */
+  load(): Promise<FlowState | null>;
   enqueue(event: FlowEvent): Promise<Transition>;
 }
 
@@ -74,19 +76,17 @@ export class Growth {
    */
   prepare(event: FlowEvent): FlowEvent | Promise<FlowEvent> {
     if (event.type !== "finished" || !event.jobs?.length || event.ids || event.refused !== undefined) return event;
-    const state = this.host.current();
+    return this.prepared(event);
+  }
+
+  private async prepared(event: Extract<FlowEvent, { type: "finished" }>): Promise<FlowEvent> {
+    // Memory forgotten meanwhile (an unknown outcome): read back, as the event's batch would.
+    const state = this.host.current() ?? (await this.host.load());
     const job = state?.jobs.get(event.job);
     if (!state || !job || job.attempt !== event.attempt || ENDED.has(job.status) || job.deadline?.kind === "retry")
       return event;
     const jobs = growthWanted(state, event);
-    return jobs ? this.allocate(state, event, jobs) : event;
-  }
-
-  private async allocate(
-    state: FlowState,
-    event: Extract<FlowEvent, { type: "finished" }>,
-    jobs: FlowJobInput[],
-  ): Promise<FlowEvent> {
+    if (!jobs) return event;
     const refused = await this.refusal(state, jobs);
     if (refused) return { ...event, refused };
     const needs = growthNeeds(jobs);

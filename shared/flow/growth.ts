@@ -152,7 +152,7 @@ type Finished = { jobs?: unknown[] | undefined; ids?: GrowthIds | undefined; ref
 /**
  * What a finished report's added jobs come to on `flow`, job `by` reporting: nothing (it brings
  * none, or the flow no longer runs: a flow that failed or ended runs nothing new, so they are left
- * out), the jobs to add, why they are refused, or `unallocated`: well-formed, but the shell has not
+ * out), the jobs to add, why they are refused (a job outside any flow adds none), or `unallocated`: well-formed, but the shell has not
  * allocated their ids (it asks this too, before it allocates: `growthWanted`).
  */
 export function addedOf(
@@ -162,6 +162,8 @@ export function addedOf(
 ): { jobs: JobState[] } | { error: string } | "unallocated" | undefined {
   if (!event.jobs || event.jobs.length === 0 || flow.status !== "started" || flow.error) return undefined;
   if (event.refused !== undefined) return { error: event.refused };
+  // A job outside any flow has no flow to add to (nor a flow record to list them in).
+  if (flow.id === 0) return { error: "a job outside any flow cannot add jobs: submit a flow" };
   const parsed = parseAddedJobs(event.jobs);
   if ("error" in parsed) return parsed;
   if (!event.ids) return "unallocated";
@@ -174,7 +176,8 @@ export function addedOf(
  * (the machine refuses them itself, with no ids).
  */
 export function growthWanted(flow: FlowState, event: Finished): FlowJobInput[] | undefined {
-  if (!event.jobs || event.jobs.length === 0 || flow.status !== "started" || flow.error) return undefined;
+  if (!event.jobs || event.jobs.length === 0 || flow.status !== "started" || flow.error || flow.id === 0)
+    return undefined;
   const parsed = parseAddedJobs(event.jobs);
   return "jobs" in parsed ? parsed.jobs : undefined;
 }

@@ -10,7 +10,7 @@ import {
 } from "../../shared/flow/index.js";
 import { dispatchMessage, flowRecord, jobRecord } from "../../shared/store/flow-records.js";
 import { MAP_ITEMS_MAX } from "../../shared/model/index.js";
-import { jobIn, started, T, type Driver, type JobIn } from "./flow-sim.js";
+import { Driver, flowOf, jobIn, started, T, type JobIn } from "./flow-sim.js";
 
 // Flows that grow while they run: maps (a job run once per item of a dependency's list) and
 // jobs a result adds. Each is one transition of the pure machine, applied once however often its
@@ -298,6 +298,14 @@ describe("jobs a result adds", () => {
     expect(d.job(100).error).toBe(
       "its added jobs were refused: jobs.0.runner_id: runner 9 is not registered in context 3",
     );
+  });
+
+  it("of a job outside any flow are refused (it has no flow to add them to)", () => {
+    const d = new Driver({ ...flowOf([jobIn({ name: "lone" })]), id: 0 });
+    d.send({ type: "start", at: T });
+    d.send(finishedWith(d, 100, [{ name: "x", script: "e", script_type: "sh" }]));
+    expect(d.job(100).error).toBe("its added jobs were refused: a job outside any flow cannot add jobs: submit a flow");
+    expect(d.state.order).toEqual([100]);
   });
 
   it("of a job that ends after its flow failed are left out", () => {
