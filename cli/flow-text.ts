@@ -294,3 +294,22 @@ export function addedText(added: AddedJob, keyOf: (id: number) => string): strin
   const deps = added.depends.length > 0 ? ` (after ${added.depends.map(keyOf).join(", ")})` : "";
   return `+ ${added.key} added${by}${deps}`;
 }
+
+/** A line for a flow-level event that does not end the flow; `key` names a job by its id. */
+export function flowLine(event: FlowStreamEvent, key: (id: number) => string): string | undefined {
+  const why = event.reason ? `: ${event.reason}` : "";
+  switch (event.type) {
+    case "flow.started":
+      return `  flow ${event.flow_id} started`;
+    case "flow.rerun":
+      return `  flow ${event.flow_id} ${rerunText(event, key)}`;
+    case "flow.paused":
+      return `  … flow ${event.flow_id} paused${why}`;
+    case "flow.resumed":
+      return `  flow ${event.flow_id} resumed`;
+    case "flow.compensating":
+      return `  ↩ flow ${event.flow_id} unwinds${event.error ? ` (${event.error})` : ""}: the compensations of its finished jobs run, last first`;
+    default:
+      return undefined;
+  }
+}

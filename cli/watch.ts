@@ -3,7 +3,7 @@ import type { FlowStreamEvent, FlowView, JobStatus, JobView, JobWaiting } from "
 import { attemptStderr } from "./api.js";
 import { NetworkError } from "./errors.js";
 import { plural, timestamp, type Output } from "./output.js";
-import { addedText, flowEnded, jobLabel, leftText, mapLine, rerunText, resultText, unwoundLines } from "./flow-text.js";
+import { addedText, flowEnded, flowLine, jobLabel, leftText, mapLine, resultText, unwoundLines } from "./flow-text.js";
 
 /** How long loading the final flow rides out an unreachable or failing coordinator (a restart, a deploy). */
 const OUTAGE_MS = 30_000;
@@ -310,25 +310,6 @@ async function errorLines(
   if (attempt === 0) return [`– ${key} ${error ?? "not run"}`];
   const which = attempt > 1 ? ` (attempt ${attempt})` : "";
   return [`✗ ${key} error${which}: ${error ?? "no reason given"}`, ...(await failedLines(jobId, attempt))];
-}
-
-/** A line for a flow-level event that does not end the flow; `key` names a job by its id. */
-function flowLine(event: FlowStreamEvent, key: (id: number) => string): string | undefined {
-  const why = event.reason ? `: ${event.reason}` : "";
-  switch (event.type) {
-    case "flow.started":
-      return `  flow ${event.flow_id} started`;
-    case "flow.rerun":
-      return `  flow ${event.flow_id} ${rerunText(event, key)}`;
-    case "flow.paused":
-      return `  … flow ${event.flow_id} paused${why}`;
-    case "flow.resumed":
-      return `  flow ${event.flow_id} resumed`;
-    case "flow.compensating":
-      return `  ↩ flow ${event.flow_id} unwinds${event.error ? ` (${event.error})` : ""}: the compensations of its finished jobs run, last first`;
-    default:
-      return undefined;
-  }
 }
 
 /**

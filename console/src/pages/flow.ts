@@ -6,6 +6,7 @@ import { badge, fill, formatDuration, h, notify, timeElement } from "../dom.js";
 import { checkFlowEvent, keepLive, liveIndicator } from "../live.js";
 import { throttle, type PageContext, type PageHandle } from "../page.js";
 import { href, type Route } from "../routes.js";
+import { addJoined } from "./flow-growth.js";
 import { JobPanel } from "./job-panel.js";
 
 /** A flow's actions, the statuses they apply to, and what the button says. */
@@ -244,19 +245,9 @@ class FlowPage {
     this.openJob(this.wanted ?? this.panel.current);
   }
 
-  /** A job joined the flow (`job.added`): into the view, its map's instances, and the graph soon. */
+  /** A job joined the flow (`job.added`): into the view (flow-growth.ts), and into the graph soon. */
   private joined(view: FlowView, event: FlowStreamEvent): void {
-    const added = event.job;
-    const id = event.job_id;
-    if (!added || id === undefined || view.jobs.some((j) => j.id === id)) return;
-    view.jobs.push({
-      id,
-      ...added,
-      status: event.status as JobStatus,
-      attempt: event.attempt ?? 0,
-    });
-    const map = added.map_of !== undefined ? view.jobs.find((j) => j.id === added.map_of) : undefined;
-    if (map) map.instances = [...(map.instances ?? []), id];
+    if (!addJoined(view, event)) return;
     view.progress = progressOf(view.jobs);
     drawMeta(this.meta, view);
     this.regrow();
