@@ -24,7 +24,8 @@ const AddedJobs = z.array(FlowJobInput);
 
 /**
  * Added jobs as a flow file's jobs, or why they are not: the first few schema issues, each naming
- * its field (`jobs.2.script_type: …`). An `id` is refused: the coordinator gives added jobs theirs.
+ * its field (`jobs.2.script_type: …`). An `id` is refused: the coordinator gives added jobs theirs;
+ * so is a `compensate` (a compensation is a job laid out when the flow is submitted).
  */
 export function parseAddedJobs(raw: unknown[]): { jobs: FlowJobInput[] } | { error: string } {
   const parsed = AddedJobs.safeParse(raw);
@@ -35,6 +36,10 @@ export function parseAddedJobs(raw: unknown[]): { jobs: FlowJobInput[] } | { err
   const chosen = parsed.data.findIndex((job) => job.id !== undefined);
   if (chosen >= 0)
     return { error: `jobs.${chosen}.id: added jobs are given ids by the coordinator; name them instead` };
+  // A compensation is a job of its own, laid out after the flow's when it is submitted (dag.ts).
+  const undoing = parsed.data.findIndex((job) => job.compensate !== undefined);
+  if (undoing >= 0)
+    return { error: `jobs.${undoing}.compensate: an added job cannot have a compensation; give it in the flow file` };
   return { jobs: parsed.data };
 }
 

@@ -252,6 +252,11 @@ describe("jobs a result adds", () => {
   it.each([
     ["a field the schema refuses", [{ name: "x", script: "echo" }], "jobs.0.script_type"],
     ["an id", [{ id: 9, name: "x", script: "echo", script_type: "sh" }], "jobs.0.id: added jobs are given ids"],
+    [
+      "a compensation",
+      [{ name: "x", script: "e", script_type: "sh", compensate: { script: "undo", script_type: "sh" } }],
+      "jobs.0.compensate: an added job cannot have a compensation",
+    ],
     ["a name the flow has", [{ name: "gate", script: "echo", script_type: "sh" }], "the flow has a job named gate"],
     [
       "a cycle",

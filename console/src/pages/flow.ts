@@ -6,7 +6,7 @@ import { badge, fill, formatDuration, h, notify, timeElement } from "../dom.js";
 import { checkFlowEvent, keepLive, liveIndicator } from "../live.js";
 import { throttle, type PageContext, type PageHandle } from "../page.js";
 import { href, type Route } from "../routes.js";
-import { addJoined } from "./flow-growth.js";
+import { addJoined, applyJobEvent } from "./flow-events.js";
 import { JobPanel } from "./job-panel.js";
 
 /** A flow's actions, the statuses they apply to, and what the button says. */
@@ -30,52 +30,6 @@ const PROGRESS_ORDER: JobStatus[] = [
   "error",
   "skipped",
 ];
-
-/** The statuses a job ends in: nothing waits any more. */
-const ENDED: ReadonlySet<string> = new Set<JobStatus>(["finished", "error", "skipped"]);
-
-/**
- * What a job event tells of its job, applied to the job's view: its status, attempt and runner,
- * and by its type what the job now waits for (`job.wait_started`: the event and its key, until
- * its timeout; `job.sleep_started`: until when), why it was skipped (`job.skipped`), its result
- * or error. The view read again after it (at most once a second) agrees.
- */
-export function applyJobEvent(job: JobView, event: FlowStreamEvent): void {
-  job.status = event.status as JobStatus;
-  if (event.attempt !== undefined) job.attempt = event.attempt;
-  if (event.runner_id !== undefined) job.runner_id = event.runner_id;
-  const until = event.until_ms === undefined ? undefined : Math.floor(event.until_ms / 1000);
-  switch (event.type) {
-    case "job.wait_started": {
-      const name = event.event_name ?? job.wait?.event ?? "";
-      const key = event.event_key ?? job.wait?.key ?? "";
-      job.wait = { event: name, key, timeout: job.wait?.timeout ?? 0 };
-      job.started_at = Math.floor(event.at_ms / 1000);
-      job.waiting = {
-        reason: "event",
-        detail: `waiting for event ${name} with key ${JSON.stringify(key)}`,
-        ...(until !== undefined ? { until } : {}),
-      };
-      break;
-    }
-    case "job.sleep_started":
-      if (until !== undefined) job.sleep_until = until;
-      job.started_at = Math.floor(event.at_ms / 1000);
-      job.waiting = { reason: "sleep", detail: "sleeping", ...(until !== undefined ? { until } : {}) };
-      break;
-    case "job.skipped":
-      job.skip_reason = event.reason ?? job.skip_reason ?? "";
-      break;
-    case "job.finished":
-      if (event.result) job.result = event.result;
-      break;
-    case "job.error":
-      if (event.error) job.error = event.error;
-      break;
-  }
-  if (ENDED.has(job.status)) delete job.waiting;
-  if (job.status !== "skipped") delete job.skip_reason; // a re-run gives a skipped job its chance again
-}
 
 /** How many jobs are in each status, counted from the jobs themselves (after events moved them). */
 function progressOf(jobs: JobView[]): FlowView["progress"] {
@@ -245,7 +199,7 @@ class FlowPage {
     this.openJob(this.wanted ?? this.panel.current);
   }
 
-  /** A job joined the flow (`job.added`): into the view (flow-growth.ts), and into the graph soon. */
+  /** A job joined the flow (`job.added`): into the view (flow-events.ts), and into the graph soon. */
   private joined(view: FlowView, event: FlowStreamEvent): void {
     if (!addJoined(view, event)) return;
     view.progress = progressOf(view.jobs);
