@@ -331,6 +331,22 @@ describe("jobs a result adds", () => {
     expect(d.job(300)).toMatchObject({ status: "error", error: "map over seed.n: the value is not a JSON list" });
   });
 
+  it("join before the flow's compensations, which stay last, and the flow still unwinds", () => {
+    const d = started([
+      jobIn({ name: "book", compensate: { script: "undo", script_type: "sh" } }),
+      jobIn({ name: "pay", depends: ["book"] }),
+    ]);
+    const comp = d.state.order[2] as number;
+    expect(d.job(comp).name).toBe("book.compensate");
+    d.send(finishedWith(d, 100, [{ name: "extra", script: "e", script_type: "sh", depends: ["book"] }]));
+    expect(d.state.order).toEqual([100, 101, 300, comp]);
+    d.run(101, { error: "declined" });
+    d.run(300);
+    expect(d.state.status).toBe("compensating");
+    d.run(comp);
+    expect(d.state.status).toBe("compensated");
+  });
+
   it("leave the jobs of the flow as they were (no new dependencies)", () => {
     const d = flow();
     const before: JobState = d.job(102);
