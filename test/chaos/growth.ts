@@ -93,7 +93,8 @@ export function judgeGrowth(plan: FlowPlan, view: FlowView): string[] {
       say(`added job ${a.name} says it was added by ${found[0].added_by}`);
   }
   const planned = new Set(plan.jobs.map((j) => j.name));
-  const extra = view.jobs.filter((j) => !planned.has(j.key) && !grown.has(j.id));
+  // A compensation is a job of the flow file's own (its job's `compensate`), made at submission.
+  const extra = view.jobs.filter((j) => !planned.has(j.key) && !grown.has(j.id) && j.compensates === undefined);
   if (extra.length > 0) say(`jobs joined that none planned: ${extra.map((j) => j.key).join(", ")}`);
   return wrong;
 }
