@@ -1,4 +1,12 @@
-import type { Flow, FlowDag, FlowStreamEvent, FlowView, JobStatus, JobWaiting } from "../shared/model/index.js";
+import type {
+  AddedJob,
+  Flow,
+  FlowDag,
+  FlowStreamEvent,
+  FlowView,
+  JobStatus,
+  JobWaiting,
+} from "../shared/model/index.js";
 import { fields, plural, table, timestamp } from "./output.js";
 
 /** One character per job status, so a DAG or a watch reads at a glance. */
@@ -90,10 +98,23 @@ export function jobLabel(job: { key: string; compensates?: number | undefined })
   return job.compensates !== undefined ? `↩ ${job.key}` : job.key;
 }
 
-/** What a job runs, as a column says it: its script type, `wait` / `sleep`, or `⇣ flow 12` (its child flow, once known). */
+/**
+ * What a job runs, as a column says it: its script type, `wait` / `sleep`, `⇣ flow 12` (its child
+ * flow, once known), or `map:<script type>`.
+ */
 function typeText(job: { kind: string; script_type?: string | undefined; child_flow_id?: number | undefined }): string {
   if (job.kind === "flow") return job.child_flow_id === undefined ? "⇣ flow" : `⇣ flow ${job.child_flow_id}`;
+  if (job.kind === "map") return `map:${job.script_type ?? "?"}`;
   return job.script_type ?? job.kind;
+}
+
+/** A job that joined the flow while it ran, said after what it depends on: `item 2 of process`, `added by plan`. */
+function originText(
+  job: { map_of?: number | undefined; item_index?: number | undefined; added_by?: number | undefined },
+  keyOf: (id: number) => string,
+): string {
+  if (job.map_of !== undefined) return `item ${job.item_index ?? "?"} of ${keyOf(job.map_of)}`;
+  return job.added_by !== undefined ? `added by ${keyOf(job.added_by)}` : "";
 }
 
 /** `flowc flow show`: the flow's fields, then a table of its jobs. */
@@ -105,11 +126,14 @@ export function flowLines(view: FlowView): string[] {
   const under = (kind: string) => view.jobs.filter((j) => j.status === "started" && j.kind === kind).length;
   const waits = under("wait");
   const sleeps = under("sleep");
+  const maps = under("map");
   const running = [
-    `${Math.max(0, progress.started - waits - sleeps)} running`,
+    `${Math.max(0, progress.started - waits - sleeps - maps)} running`,
     ...(waits > 0 ? [`${waits} waiting for an event`] : []),
     ...(sleeps > 0 ? [`${sleeps} sleeping`] : []),
+    ...(maps > 0 ? [`${maps} mapping`] : []),
   ].join(", ");
+  const key = (id: number) => keyOf.get(id) ?? String(id);
   const env = Object.entries(view.env_vars)
     .map(([k, v]) => `${k}=${v}`)
     .join(", ");
@@ -120,7 +144,7 @@ export function flowLines(view: FlowView): string[] {
     `${STATUS_MARK[j.status]} ${j.status}`,
     String(j.attempt),
     j.runner_id === undefined ? "-" : String(j.runner_id),
-    j.depends.length > 0 ? j.depends.map((id) => keyOf.get(id) ?? String(id)).join(", ") : "-",
+    [j.depends.map(key).join(", "), originText(j, key)].filter((t) => t !== "").join("; ") || "-",
     j.status === "error"
       ? (j.error ?? "error")
       : j.status === "skipped"
@@ -196,11 +220,14 @@ export function dagLines(dag: FlowDag): string[] {
   const keyWidth = Math.max(...ordered.map((n) => jobLabel(n).length));
   const typeWidth = Math.max(...ordered.map((n) => typeText(n).length));
   const statusWidth = Math.max(...ordered.map((n) => n.status.length));
-  const depsText = (id: number) => {
-    const deps = parents.get(id) ?? [];
-    return deps.length > 0 ? `← ${deps.join(", ")}` : "";
+  const key = (id: number) => keyOf.get(id) ?? String(id);
+  // A map's instance hangs below its map (an edge of the DAG), said as which item it is.
+  const depsText = (node: FlowDag["nodes"][number]) => {
+    const deps = (parents.get(node.id) ?? []).filter((k) => node.map_of === undefined || k !== key(node.map_of));
+    const origin = originText(node, key);
+    return [deps.length > 0 ? `← ${deps.join(", ")}` : "", origin ? `(${origin})` : ""].filter(Boolean).join(" ");
   };
-  const depsWidth = Math.max(...ordered.map((n) => depsText(n.id).length));
+  const depsWidth = Math.max(...ordered.map((n) => depsText(n).length));
   let lastLayer = 0;
   const lines = ordered.map((node) => {
     const layer = depth.get(node.id) ?? 1;
@@ -210,7 +237,7 @@ export function dagLines(dag: FlowDag): string[] {
       `${label.padStart(2)}  ${STATUS_MARK[node.status]} ${jobLabel(node).padEnd(keyWidth)}`,
       typeText(node).padEnd(typeWidth),
       node.status.padEnd(statusWidth),
-      depsText(node.id).padEnd(depsWidth),
+      depsText(node).padEnd(depsWidth),
       node.runner_id !== undefined ? `runner ${node.runner_id}` : "",
       // A wait or a sleep under way: what for, and for how long yet.
       node.waiting?.reason === "event" || node.waiting?.reason === "sleep" ? waitingText(node.waiting) : "",
@@ -252,4 +279,37 @@ export function rerunText(event: FlowStreamEvent, key?: (id: number) => string):
   const which = key ? (jobs.length > 0 ? `: ${jobs.map(key).join(", ")}` : "") : ` (${plural(jobs.length, "job")})`;
   const env = event.env_changed?.length ? ` (env ${event.env_changed.join(", ")} changed)` : "";
   return `runs again, run ${event.run ?? 2},${from}${which}${env}`;
+}
+
+/** `⇉ process maps its list: 4 instances`: a map under way (its instances are told as they are added). */
+export function mapLine(key: string, instances: number | undefined): string {
+  return `⇉ ${key} maps its list${instances !== undefined ? `: ${plural(instances, "instance")}` : ""}`;
+}
+
+/** A job that joined a flow (`job.added`), said with how: `+ process[2] added: item 2 of process`, `+ report added by plan (after a, b)`. */
+export function addedText(added: AddedJob, keyOf: (id: number) => string): string {
+  if (added.map_of !== undefined)
+    return `+ ${added.key} added: item ${added.item_index ?? "?"} of ${keyOf(added.map_of)}`;
+  const by = added.added_by !== undefined ? ` by ${keyOf(added.added_by)}` : "";
+  const deps = added.depends.length > 0 ? ` (after ${added.depends.map(keyOf).join(", ")})` : "";
+  return `+ ${added.key} added${by}${deps}`;
+}
+
+/** A line for a flow-level event that does not end the flow; `key` names a job by its id. */
+export function flowLine(event: FlowStreamEvent, key: (id: number) => string): string | undefined {
+  const why = event.reason ? `: ${event.reason}` : "";
+  switch (event.type) {
+    case "flow.started":
+      return `  flow ${event.flow_id} started`;
+    case "flow.rerun":
+      return `  flow ${event.flow_id} ${rerunText(event, key)}`;
+    case "flow.paused":
+      return `  … flow ${event.flow_id} paused${why}`;
+    case "flow.resumed":
+      return `  flow ${event.flow_id} resumed`;
+    case "flow.compensating":
+      return `  ↩ flow ${event.flow_id} unwinds${event.error ? ` (${event.error})` : ""}: the compensations of its finished jobs run, last first`;
+    default:
+      return undefined;
+  }
 }

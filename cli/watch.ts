@@ -3,7 +3,7 @@ import type { FlowStreamEvent, FlowView, JobStatus, JobView, JobWaiting } from "
 import { attemptStderr } from "./api.js";
 import { NetworkError } from "./errors.js";
 import { plural, timestamp, type Output } from "./output.js";
-import { flowEnded, jobLabel, leftText, rerunText, resultText, unwoundLines } from "./flow-text.js";
+import { addedText, flowEnded, flowLine, jobLabel, leftText, mapLine, resultText, unwoundLines } from "./flow-text.js";
 
 /** How long loading the final flow rides out an unreachable or failing coordinator (a restart, a deploy). */
 const OUTAGE_MS = 30_000;
@@ -44,6 +44,11 @@ interface Tracked {
   waits: string | undefined;
 }
 
+/** A job as the watch starts knowing it: not given to a runner, waiting for nothing said. */
+function tracked(key: string, kind: Tracked["kind"], status: JobStatus, attempt: number): Tracked {
+  return { key, kind, status, attempt, runner: undefined, waits: undefined };
+}
+
 /** Reasons to wait worth telling while watching: the ones that do not fix themselves in a moment. */
 const NEWS = new Set<JobWaiting["reason"]>([
   "paused",
@@ -68,7 +73,8 @@ function bar(jobs: Map<number, Tracked>, startedAt: number): string {
   const seconds = Math.floor((Date.now() - startedAt) / 1000);
   const started = all.filter((j) => j.status === "started");
   const running = started.filter((j) => j.kind === "script").map((j) => j.key);
-  const waiting = started.filter((j) => j.kind !== "script").map((j) => j.key);
+  // A map waits for its instances, which are counted as running themselves.
+  const waiting = started.filter((j) => j.kind === "wait" || j.kind === "sleep").map((j) => j.key);
   const text = `[${"█".repeat(filled)}${"░".repeat(width - filled)}] ${done}/${all.length} jobs  ${seconds} s${running.length > 0 ? `  running: ${running.join(", ")}` : ""}${waiting.length > 0 ? `  waiting: ${waiting.join(", ")}` : ""}`;
   // A status line that wraps cannot be erased in place: keep it inside a narrow terminal's width.
   return text.length > 78 ? `${text.slice(0, 77)}…` : text;
@@ -111,15 +117,7 @@ export async function watchFlow(
   };
   // What happened before the watch, as the view tells it, counted up as it is printed.
   // A compensation is told as `↩ book.compensate`: it undoes a job while the flow unwinds.
-  for (const job of view.jobs)
-    jobs.set(job.id, {
-      key: jobLabel(job),
-      kind: job.kind,
-      status: "dispatched",
-      attempt: 0,
-      runner: undefined,
-      waits: undefined,
-    });
+  for (const job of view.jobs) jobs.set(job.id, tracked(jobLabel(job), job.kind, "dispatched", 0));
   for (const job of view.jobs) {
     const waits = job.waiting && NEWS.has(job.waiting.reason) ? job.waiting.detail : undefined;
     const key = jobLabel(job);
@@ -155,6 +153,12 @@ export async function watchFlow(
         }
         const line = flowLine(event, (id) => jobs.get(id)?.key ?? String(id));
         if (line) out.line(line);
+      } else if (event.type === "job.added") {
+        // A job that joined the flow: tracked from now on, said with how it joined.
+        const { job: added, job_id: id, attempt = 0 } = event;
+        if (!added || id === undefined || jobs.has(id)) continue;
+        jobs.set(id, tracked(added.key, added.kind, event.status as JobStatus, attempt));
+        printJob(jobs, [addedText(added, (of) => jobs.get(of)?.key ?? String(of))], out);
       } else {
         const job = jobs.get(event.job_id ?? 0);
         if (!job) continue;
@@ -185,6 +189,7 @@ async function viewLines(job: JobView, failedLines: FailedLines): Promise<string
   if (job.waiting && NEWS.has(job.waiting.reason)) lines.push(`… ${job.key} waits: ${job.waiting.detail}`);
   switch (job.status) {
     case "started":
+      if (job.kind === "map") return [mapLine(job.key, job.instances?.length)];
       if (job.kind === "wait")
         return [waitLine(job.key, job.wait?.event, job.wait?.key, secondsToMs(job.waiting?.until))];
       if (job.kind === "sleep") return [sleepLine(job.key, secondsToMs(job.sleep_until ?? job.waiting?.until))];
@@ -215,6 +220,7 @@ async function eventLines(event: FlowStreamEvent, job: Tracked, failedLines: Fai
   switch (event.type) {
     case "job.started":
       job.waits = undefined;
+      if (job.kind === "map") return [mapLine(job.key, undefined)];
       // A wait or a sleep told as started: a subscriber catching up after a gap in the stream.
       if (job.kind === "wait") return [waitLine(job.key, undefined, undefined, undefined)];
       if (job.kind === "sleep") return [sleepLine(job.key, undefined)];
@@ -304,25 +310,6 @@ async function errorLines(
   if (attempt === 0) return [`– ${key} ${error ?? "not run"}`];
   const which = attempt > 1 ? ` (attempt ${attempt})` : "";
   return [`✗ ${key} error${which}: ${error ?? "no reason given"}`, ...(await failedLines(jobId, attempt))];
-}
-
-/** A line for a flow-level event that does not end the flow; `key` names a job by its id. */
-function flowLine(event: FlowStreamEvent, key: (id: number) => string): string | undefined {
-  const why = event.reason ? `: ${event.reason}` : "";
-  switch (event.type) {
-    case "flow.started":
-      return `  flow ${event.flow_id} started`;
-    case "flow.rerun":
-      return `  flow ${event.flow_id} ${rerunText(event, key)}`;
-    case "flow.paused":
-      return `  … flow ${event.flow_id} paused${why}`;
-    case "flow.resumed":
-      return `  flow ${event.flow_id} resumed`;
-    case "flow.compensating":
-      return `  ↩ flow ${event.flow_id} unwinds${event.error ? ` (${event.error})` : ""}: the compensations of its finished jobs run, last first`;
-    default:
-      return undefined;
-  }
 }
 
 /**

@@ -2,10 +2,11 @@
  * `npm start`: the whole system once, end to end, as a user would drive it. Brings up a local
  * stack of its own (redis-server, the REST endpoint, wrangler dev) on free ports, then runs the
  * `flowc` CLI step by step: a key and a profile, an actor, a context, a runner (started with
- * `flowc runner start`), the diamond flow and the failing flow from examples/, the DAG, the
- * approval flow (a wait ended by `flowc event send`) and the reminder flow (a wait that times out,
- * a sleep), and the inbox; at the end, the console's links to its flows. Stops everything at the end (with `--keep`:
- * once Ctrl-C is pressed, exit 0), on Ctrl-C before the end (exit 130) and on any failure (exit 1).
+ * `flowc runner start`), the diamond, failing and saga flows from examples/, the DAG, the approval
+ * flow (a wait ended by `flowc event send`), the reminder flow (a wait that times out, a sleep),
+ * the map, and the inbox; at the end, the console's links to its flows. Stops everything at the
+ * end (with `--keep`: once Ctrl-C is pressed, exit 0), on Ctrl-C before the end (exit 130) and on
+ * any failure (exit 1).
  *
  * The CLI and the runner are separate processes, never imported: infra/ may only import infra/
  * and shared/, and separate processes are also what a user runs.
@@ -233,12 +234,11 @@ async function runFlows(context: string): Promise<DemoRun["flows"]> {
   const failingId = await runExample(context, "failing.yaml", 1);
   console.log("\n# A saga (examples/saga.yaml): ship fails, so it unwinds: a refund, then the booking cancelled.");
   const sagaId = await runExample(context, "saga.yaml", 1);
-  const flows = [
-    { id: flowId, what: "the diamond" },
-    { id: failingId, what: "the failing flow" },
-    { id: sagaId, what: "the saga" },
-  ];
-  return [...flows, ...(await runReactingFlows(context))];
+  const flows = [{ id: flowId, what: "the diamond" }];
+  flows.push({ id: failingId, what: "the failing flow" }, { id: sagaId, what: "the saga" });
+  flows.push(...(await runReactingFlows(context)));
+  console.log("\n# A map (examples/map.yaml): list files, process each in a job of its own, summarize them all.");
+  return [...flows, { id: await runExample(context, "map.yaml"), what: "the map" }];
 }
 
 /** Submits examples/<file>, started and watched to its end (flowc exits `code`); returns its flow's id. */
@@ -339,13 +339,13 @@ What just happened
   compensation refunded, then book's cancelled the booking (compensated). The approval flow
   waited for an event, holding no runner, until flowc event send answered it, then shipped (the
   refusal and timeout branches were skipped); the reminder's wait timed out into a reminder, a
-  sleep and a close. Every flow's result also arrived in the inbox.
+  sleep and a close; the map ran one job per file. Every flow's result also arrived in the inbox.
   ${keep ? "The stack and the runner are still up (--keep)." : "Everything was stopped again."}
 
 What next
-  Read and change the flow files: examples/diamond.yaml, examples/failing.yaml, examples/saga.yaml,
-  examples/approval.yaml, examples/reminder.yaml, and examples/README.md on writing your own
-  (docs/flows.md: waits, sleeps, when, needs, compensations).
+  Read and change the flow files in examples/ (diamond, failing, saga, approval, reminder, map,
+  grow), and examples/README.md on writing your own (docs/flows.md: waits, sleeps, when, needs,
+  compensations, maps).
 ${next}`);
 }
 

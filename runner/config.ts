@@ -77,7 +77,8 @@ Jobs:
   JOB_ATTEMPT, FLOW_INPUTS and DEP_<JOB>_<KEY> from its dependencies), PATH and HOME, and
   RESULT_FILE. python runs as \`python3 -u script.py\`, sh as \`sh script.sh\`.
   Result: write lines key=value (or one JSON object) to $RESULT_FILE; they become the job's
-  result map. Exit code 0 reports finished with that result; a non-zero exit code, a signal or
+  result map. A JSON list of jobs written to $JOBS_FILE is added to the job's flow with it
+  (docs/runners.md, "Adding jobs"). Exit code 0 reports finished with that result; a non-zero exit code, a signal or
   the job's timeout (the whole process group is killed) reports error. stdout and stderr are
   streamed to the coordinator as the job's logs.
 

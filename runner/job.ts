@@ -188,8 +188,9 @@ async function execute(
     const outcome = await executor.run({
       job,
       workDir: dir,
-      env: jobEnv(job, path.join(dir, "result")),
+      env: jobEnv(job, path.join(dir, "result"), path.join(dir, "jobs.json")),
       resultFile: path.join(dir, "result"),
+      jobsFile: path.join(dir, "jobs.json"),
       timeoutSeconds: job.timeout,
       onStart: () => {
         if (deps.startedAfterMs === 0) reportStart();
@@ -225,7 +226,7 @@ async function reportEnd(
 ): Promise<{ told: ExecutionOutcome; reported: boolean }> {
   const body =
     outcome.status === "finished"
-      ? { status: "finished", result: outcome.result, logs }
+      ? { status: "finished", result: outcome.result, logs, ...(outcome.jobs ? { jobs: outcome.jobs } : {}) }
       : { status: "error", error: outcome.error.slice(0, MAX_ERROR_CHARS), result: outcome.result ?? {}, logs };
   const reported = await reports.send("result", body, RESULT_RETRY_MS);
   if (!reported || reported.ok || reported.status !== 413) return { told: outcome, reported: reported?.ok === true };
@@ -255,12 +256,12 @@ function withinLimits(outcome: ExecutionOutcome): ExecutionOutcome {
 
 /**
  * A job's environment: the runner's PATH and HOME (so interpreters and tools are found), then
- * the job's env_vars as the coordinator merged them (they win), then RESULT_FILE. Nothing else
- * of the runner's own environment leaks into jobs.
+ * the job's env_vars as the coordinator merged them (they win), then RESULT_FILE and JOBS_FILE
+ * (executors/process.ts). Nothing else of the runner's own environment leaks into jobs.
  */
-function jobEnv(job: RunnerJob, resultFile: string): Record<string, string> {
+function jobEnv(job: RunnerJob, resultFile: string, jobsFile: string): Record<string, string> {
   const env: Record<string, string> = {};
   if (process.env.PATH !== undefined) env.PATH = process.env.PATH;
   if (process.env.HOME !== undefined) env.HOME = process.env.HOME;
-  return { ...env, ...job.env_vars, RESULT_FILE: resultFile };
+  return { ...env, ...job.env_vars, RESULT_FILE: resultFile, JOBS_FILE: jobsFile };
 }

@@ -1,13 +1,16 @@
 import { Graph, layout } from "@dagrejs/dagre";
-import type { JobView } from "../../shared/model/index.js";
 import { h, svg } from "./dom.js";
-import { detailLine, hasRules, KIND_BADGE, rulesLine, statusLine, tooltip } from "./job-text.js";
+import { ariaLabel, linesOf, nodeClass, nodeOf, NODE_H, NODE_W, sizeOf, type DagJob } from "./dag-node.js";
+import { tooltip } from "./job-text.js";
+
+export { COUNTDOWN_MS, type DagJob } from "./dag-node.js";
 
 /**
  * A flow's DAG as an SVG: laid out left to right in layers by dagre (each job after the jobs it
  * depends on), an arrow per dependency, a node per job coloured by its status (a class, with the
  * status written under the name too). Live updates recolour nodes in place, never lay the graph
- * out again, so nothing jumps while a flow runs. Big flows stay legible: the graph is drawn at
+ * out again, so nothing jumps while a flow runs, unless the flow grows: jobs that join it (a
+ * map's instances, jobs a result added) make its page draw a new graph with them (flow.ts). Big flows stay legible: the graph is drawn at
  * full size in a scrolling viewport, with zoom buttons (and Ctrl + wheel) and "fit".
  *
  * A job that runs no script has its own shape and a badge: a wait is a hexagon (⏸ wait), a
@@ -16,88 +19,27 @@ import { detailLine, hasRules, KIND_BADGE, rulesLine, statusLine, tooltip } from
  * left, until when the sleep sleeps, the rule, or why the job was skipped. A skipped job is
  * drawn dashed and grey. A compensation (it undoes a job if the flow unwinds) has a ↩ undo badge
  * and a dashed outline of its own colour, and a dashed arc from the job it undoes: the flow's
- * unwinding reads left to right after its run.
+ * unwinding reads left to right after its run. A map is a stacked box (⧉ map) with a dashed arrow to each of its
+ * instances, which are framed together behind a dashed box labelled with the map's name.
  */
-
-const NODE_W = 172;
-const NODE_H = 46;
-/** A node with a third line (a wait, a sleep, a job with rules) is wider and taller. */
-const TALL_W = 212;
-const TALL_H = 62;
-const MAX_LABEL = 20;
-/** How long an active wait or sleep's countdown stays as written before it is written again. */
-export const COUNTDOWN_MS = 5_000;
-
-/** What a node shows of its job. */
-export type DagJob = Pick<
-  JobView,
-  | "id"
-  | "key"
-  | "status"
-  | "attempt"
-  | "depends"
-  | "kind"
-  | "wait"
-  | "sleep_until"
-  | "skip_reason"
-  | "when"
-  | "needs"
-  | "allow_failure"
-  | "waiting"
-> &
-  Partial<Pick<JobView, "result" | "error" | "compensates">>;
-
-function shorten(text: string, max: number): string {
-  return text.length > max ? `${text.slice(0, max - 1).trimEnd()}…` : text;
-}
-
-let measure: CanvasRenderingContext2D | null | undefined;
-let family: string | undefined;
-
-/** How wide `text` is drawn in `font` (CSS shorthand without the family), in px. */
-function textWidth(text: string, font: string): number {
-  measure ??= document.createElement("canvas").getContext("2d");
-  if (!measure) return text.length * 6.5;
-  family ??= getComputedStyle(document.documentElement).fontFamily || "sans-serif";
-  measure.font = `${font} ${family}`;
-  return measure.measureText(text).width;
-}
 
 /**
- * A line cut to fit `px` (with an ellipsis) when drawn in `font` (CSS shorthand, the page's own
- * family appended): measured on a canvas, so the cut is where the line really ends, whatever
- * the viewer's fonts. The tooltip and the job panel say it all.
+ * The jobs laid out left to right by dagre: a node per job, an edge per dependency, and one
+ * from a map to each of its instances (so they sit after it).
  */
-function fit(text: string, px: number, font: string): string {
-  if (textWidth(text, font) <= px) return text;
-  let low = 0;
-  let high = text.length;
-  while (low < high) {
-    const mid = Math.ceil((low + high) / 2);
-    if (textWidth(`${text.slice(0, mid).trimEnd()}…`, font) <= px) low = mid;
-    else high = mid - 1;
-  }
-  return `${text.slice(0, low).trimEnd()}…`;
-}
-
-/** Whether a job's node has the third line. */
-function isTall(job: DagJob): boolean {
-  return job.kind !== "script" || hasRules(job) || job.compensates !== undefined;
-}
-
-function sizeOf(job: DagJob): { width: number; height: number } {
-  return isTall(job) ? { width: TALL_W, height: TALL_H } : { width: NODE_W, height: NODE_H };
-}
-
-/** The jobs laid out left to right by dagre: a node per job, an edge per dependency. */
 function laidOut(jobs: DagJob[]): Graph {
   const graph = new Graph();
   // A small edge separation: dagre routes every edge through a point between the layers, and
   // with the default (20) a densely connected flow grows many times taller than its nodes.
-  graph.setGraph({ rankdir: "LR", nodesep: 14, edgesep: 4, ranksep: 56, marginx: 12, marginy: 12 });
+  // Room above the nodes for a map's frame and its label (groupsOf), when there is one.
+  const marginy = jobs.some((job) => job.map_of !== undefined) ? 30 : 12;
+  graph.setGraph({ rankdir: "LR", nodesep: 14, edgesep: 4, ranksep: 56, marginx: 12, marginy });
   graph.setDefaultEdgeLabel(() => ({}));
   for (const job of jobs) graph.setNode(String(job.id), sizeOf(job));
   for (const job of jobs) for (const dep of job.depends) graph.setEdge(String(dep), String(job.id));
+  for (const job of jobs)
+    if (job.map_of !== undefined && graph.hasNode(String(job.map_of)))
+      graph.setEdge(String(job.map_of), String(job.id), { map: true });
   // A compensation after the job it undoes, so the unwinding sits after the run.
   for (const job of jobs)
     if (job.compensates !== undefined) graph.setEdge(String(job.compensates), String(job.id), { undo: true });
@@ -105,170 +47,41 @@ function laidOut(jobs: DagJob[]): Graph {
   return graph;
 }
 
-/** The laid-out edges, as arrows; the arc from a job to its compensation dashed, without a head. */
+/**
+ * The laid-out edges, as arrows (a map's to its instances dashed); the arc from a job to its
+ * compensation dashed, without a head.
+ */
 function edgesOf(graph: Graph): SVGElement[] {
   return graph.edges().map((e) => {
-    const edge = graph.edge(e) as { points: { x: number; y: number }[]; undo?: boolean };
+    const edge = graph.edge(e) as { points: { x: number; y: number }[]; map?: boolean; undo?: boolean };
     const d = edge.points.map((p, i) => `${i === 0 ? "M" : "L"}${p.x.toFixed(1)},${p.y.toFixed(1)}`).join(" ");
-    return edge.undo
-      ? svg("path", { class: "edge undo", d, "data-undo": `${e.v}-${e.w}` })
-      : svg("path", { class: "edge", d, "marker-end": "url(#arrow)" });
+    if (edge.undo) return svg("path", { class: "edge undo", d, "data-undo": `${e.v}-${e.w}` });
+    return svg("path", { class: edge.map ? "edge edge-map" : "edge", d, "marker-end": "url(#arrow)" });
   });
 }
 
-/** A node's outline by its kind: a box (script), a hexagon (wait), a pill (sleep). */
-function shapeOf(job: DagJob, width: number, height: number): SVGElement {
-  if (job.kind === "wait") {
-    const cut = 12;
-    const points = [
-      [cut, 0],
-      [width - cut, 0],
-      [width, height / 2],
-      [width - cut, height],
-      [cut, height],
-      [0, height / 2],
-    ];
-    return svg("polygon", { class: "shape", points: points.map((p) => p.join(",")).join(" ") });
-  }
-  return svg("rect", { class: "shape", width, height, rx: job.kind === "sleep" ? height / 2 : 7 });
-}
-
-/** Where a node's text starts: clear of a hexagon's or a pill's slanted ends. */
-function textX(job: DagJob): number {
-  return job.kind === "script" ? 10 : 16;
-}
-
-/**
- * A node's second and third lines: its status, then what it waits for, until when it sleeps,
- * its rule or why it was skipped. A node without a third line says why it was skipped on its
- * second. Each is cut to the node's width.
- */
-function linesOf(job: DagJob): { sub: string; detail: string | undefined } {
-  const room = sizeOf(job).width - textX(job) - 8;
-  const detail = detailLine(job);
-  if (isTall(job)) return { sub: statusLine(job), detail: fit(detail ?? "", room, "italic 11px") };
-  const sub = job.status === "skipped" && detail ? `skipped: ${detail}` : statusLine(job);
-  return { sub: fit(sub, room, "11px"), detail: undefined };
-}
-
-/**
- * The badges at the right of a node's first line: a wait's ⏸ and a sleep's ☾ with the word, and
- * the ⚑ of a job with rules (its tooltip says them). Icons are drawn, not characters, so they
- * look the same whatever fonts the viewer has. `left` is where the first one begins.
- */
-function badgesOf(job: DagJob, width: number): SVGElement[] & { left: number } {
-  const out: SVGElement[] = [];
-  let right = width - (job.kind === "script" ? 8 : 14);
-  if (job.kind !== "script") {
-    const word = job.kind;
-    const wordWidth = textWidth(word, "600 10px");
-    const iconX = right - wordWidth - 12;
-    const icon =
-      job.kind === "wait"
-        ? svg(
-            "g",
-            { class: "icon icon-pause", "aria-hidden": "true" },
-            svg("rect", { x: iconX + 1, y: 10, width: 2.6, height: 9, rx: 0.6 }),
-            svg("rect", { x: iconX + 5.4, y: 10, width: 2.6, height: 9, rx: 0.6 }),
-          )
-        : svg("path", {
-            class: "icon icon-moon",
-            "aria-hidden": "true",
-            // A crescent (Feather's moon, 24 px, scaled to 10).
-            d: "M21 12.79A9 9 0 1 1 11.21 3 7 7 0 0 0 21 12.79z",
-            transform: `translate(${(iconX - 0.5).toFixed(1)},9.5) scale(0.42)`,
-          });
-    out.push(
-      svg(
-        "g",
-        { class: "kind-badge" },
-        svg("title", {}, KIND_BADGE[job.kind]),
-        icon,
-        svg("text", { x: right, y: 18.5, class: "kind", "text-anchor": "end" }, word),
-      ),
+/** A dashed frame behind each map's instances, labelled with the map's name and their count. */
+function groupsOf(graph: Graph, jobs: DagJob[]): SVGElement[] {
+  const members = new Map<number, DagJob[]>();
+  for (const job of jobs)
+    if (job.map_of !== undefined) members.set(job.map_of, [...(members.get(job.map_of) ?? []), job]);
+  const keyOf = new Map(jobs.map((job) => [job.id, job.key]));
+  return [...members].map(([map, instances]) => {
+    const boxes = instances.map((job) => ({
+      ...(graph.node(String(job.id)) as { x: number; y: number }),
+      ...sizeOf(job),
+    }));
+    const left = Math.min(...boxes.map((b) => b.x - b.width / 2)) - 6;
+    const top = Math.min(...boxes.map((b) => b.y - b.height / 2)) - 18;
+    const right = Math.max(...boxes.map((b) => b.x + b.width / 2)) + 6;
+    const bottom = Math.max(...boxes.map((b) => b.y + b.height / 2)) + 6;
+    return svg(
+      "g",
+      { class: "map-group", "data-map": map },
+      svg("rect", { x: left, y: top, width: right - left, height: bottom - top, rx: 9 }),
+      svg("text", { x: left + 8, y: top + 12 }, `${keyOf.get(map) ?? map} × ${instances.length}`),
     );
-    right = iconX - 6;
-  }
-  if (job.compensates !== undefined) {
-    const wordWidth = textWidth("undo", "600 10px");
-    const iconX = right - wordWidth - 13;
-    out.push(
-      svg(
-        "g",
-        { class: "kind-badge undo-badge" },
-        svg("title", {}, "↩ compensation: runs only if the flow unwinds"),
-        // A hook arrow pointing back (↩), drawn so it looks the same in every font.
-        svg("path", { class: "undo-icon", "aria-hidden": "true", d: `M${iconX + 9},11 v4 h-7 m3,-3 l-3,3 l3,3` }),
-        svg("text", { x: right, y: 18.5, class: "kind", "text-anchor": "end" }, "undo"),
-      ),
-    );
-    right = iconX - 6;
-  }
-  if (hasRules(job)) {
-    const x = right - 8;
-    out.push(
-      svg(
-        "g",
-        { class: "rules-mark", transform: `translate(${x.toFixed(1)},9.5)` },
-        svg("title", {}, `rules: ${rulesLine(job)}`),
-        svg("path", { d: "M1,0 V10", class: "pole" }),
-        svg("path", { d: "M1.5,0.5 H8 L6.2,3 L8,5.5 H1.5 Z" }),
-      ),
-    );
-    right = x;
-  }
-  return Object.assign(out, { left: right });
-}
-
-/** The node's class: its status, its kind, whether it is chosen. */
-function nodeClass(job: DagJob, selected: boolean): string {
-  const undo = job.compensates !== undefined ? " compensation" : "";
-  return `node st-${job.status} kind-${job.kind}${undo}${hasRules(job) ? " has-rules" : ""}${selected ? " selected" : ""}`;
-}
-
-function ariaLabel(job: DagJob): string {
-  const detail = detailLine(job);
-  const kind = job.compensates !== undefined ? "compensation" : job.kind === "script" ? "job" : job.kind;
-  return `${kind} ${job.key}: ${statusLine(job)}${detail ? `, ${detail}` : ""}`;
-}
-
-/** A job's node at its place: a box with its name and status, chosen by click, Enter or space. */
-function nodeOf(job: DagJob, box: { x: number; y: number }, select: () => void): SVGElement {
-  const { width, height } = sizeOf(job);
-  const tall = isTall(job);
-  const x = textX(job);
-  const badges = badgesOf(job, width);
-  // The name gives way to the badges on its line.
-  const name = badges.length > 0 ? fit(job.key, badges.left - x - 6, "600 13px") : shorten(job.key, MAX_LABEL);
-  const { sub, detail } = linesOf(job);
-  const node = svg(
-    "g",
-    {
-      class: nodeClass(job, false),
-      transform: `translate(${(box.x - width / 2).toFixed(1)},${(box.y - height / 2).toFixed(1)})`,
-      tabindex: 0,
-      role: "button",
-      "data-job": job.id,
-      "data-status": job.status,
-      "data-kind": job.kind,
-      "aria-label": ariaLabel(job),
-    },
-    svg("title", {}, tooltip(job)),
-    shapeOf(job, width, height),
-    svg("text", { x, y: 19, class: "name" }, name),
-    ...badges,
-    svg("text", { x, y: 36, class: "sub" }, sub),
-    tall ? svg("text", { x, y: 52, class: "detail" }, detail) : undefined,
-  );
-  node.addEventListener("click", select);
-  node.addEventListener("keydown", (event) => {
-    const key = (event as KeyboardEvent).key;
-    if (key === "Enter" || key === " ") {
-      event.preventDefault();
-      select();
-    }
   });
-  return node;
 }
 
 export class DagView {
@@ -283,7 +96,8 @@ export class DagView {
   private scale = 1;
   private selected: number | undefined;
 
-  constructor(jobs: DagJob[], onSelect: (jobId: number) => void) {
+  /** `scale`: the zoom to start at (a graph drawn again as its flow grew keeps the last one's). */
+  constructor(jobs: DagJob[], onSelect: (jobId: number) => void, scale = 1) {
     const graph = laidOut(jobs);
     const size = graph.graph() as { width?: number; height?: number };
     this.width = Math.ceil(size.width ?? NODE_W);
@@ -308,6 +122,7 @@ export class DagView {
         "aria-label": `the flow's ${jobs.length} jobs and their dependencies`,
       },
       svg("defs", {}, arrow),
+      svg("g", {}, ...groupsOf(graph, jobs)),
       svg("g", {}, ...edgesOf(graph)),
       svg("g", {}, ...nodes),
     );
@@ -322,7 +137,17 @@ export class DagView {
       { passive: false },
     );
     this.element = h("div", { class: "dag-box" }, this.controls(), this.viewport);
-    this.setScale(1);
+    this.setScale(scale);
+  }
+
+  /** Whether the graph has a node for the job (a job that joined the flow since has none yet). */
+  has(jobId: number): boolean {
+    return this.nodes.has(jobId);
+  }
+
+  /** The zoom it is drawn at. */
+  get zoomed(): number {
+    return this.scale;
   }
 
   /** The zoom buttons. */

@@ -11,7 +11,7 @@ export type JobWords = Pick<
   JobView,
   "key" | "kind" | "status" | "wait" | "sleep_until" | "skip_reason" | "when" | "needs" | "allow_failure" | "waiting"
 > &
-  Partial<Pick<JobView, "result" | "error" | "compensates">>;
+  Partial<Pick<JobView, "result" | "error" | "compensates" | "map" | "instances">>;
 
 /** The key of the job a compensation undoes: its own name is that key and `.compensate`. */
 export function undoneKey(job: Pick<JobView, "key">): string {
@@ -24,7 +24,15 @@ export const KIND_BADGE: Record<JobView["kind"], string> = {
   wait: "⏸ wait",
   sleep: "☾ sleep",
   flow: "⇣ flow",
+  map: "⧉ map: one instance per item of a list",
 };
+
+/** What a map maps over and how far its instances are: `over list.files`, `2 of its 4 instances left`. */
+function mapLine(job: JobWords): string {
+  if (job.status === "started" && job.waiting?.reason === "map") return job.waiting.detail.replace(/^waiting for /, "");
+  const count = job.instances?.length;
+  return count !== undefined ? `${count} instances · over ${job.map?.over ?? "?"}` : `over ${job.map?.over ?? "?"}`;
+}
 
 /** What each `needs` means, for the job panel. */
 export const NEEDS_MEANING: Record<NonNullable<JobView["needs"]>, string> = {
@@ -97,6 +105,7 @@ export function detailLine(job: JobWords): string | undefined {
   if (job.status === "error" && job.kind !== "script" && job.error) return job.error;
   if (job.kind === "wait") return waitLine(job);
   if (job.kind === "sleep") return sleepLine(job);
+  if (job.kind === "map") return mapLine(job);
   return hasRules(job) ? rulesLine(job) : undefined;
 }
 
@@ -105,6 +114,7 @@ export function statusLine(job: Pick<JobView, "kind" | "status" | "attempt">): s
   const status = job.status.replaceAll("_", " ");
   if (job.status === "started" && job.kind === "wait") return "started · waiting for its event";
   if (job.status === "started" && job.kind === "sleep") return "started · sleeping";
+  if (job.status === "started" && job.kind === "map") return "started · mapping";
   return job.attempt > 1 && job.kind === "script" ? `${status} · attempt ${job.attempt}` : status;
 }
 
@@ -115,7 +125,9 @@ export function tooltip(job: JobWords & Pick<JobView, "id" | "attempt">): string
       ? `waits for event ${job.wait?.event ?? "?"}${job.wait?.key ? ` with key ${JSON.stringify(job.wait.key)}` : ""}`
       : job.kind === "sleep"
         ? "sleeps (takes no runner)"
-        : undefined;
+        : job.kind === "map"
+          ? `maps its script over ${job.map?.over ?? "a list"}: one instance per item`
+          : undefined;
   const until = job.waiting?.until;
   return [
     `${job.key} (job ${job.id})`,

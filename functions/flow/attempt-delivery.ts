@@ -133,7 +133,9 @@ async function prepare(
     return { answer: { outcome: "gone", reason: `message ${work.messageKey} is gone` } };
   }
   const env = jobEnvironment(owner.state(), { ...job, attempt: work.attempt });
-  const payload = deliveryPayload(message, env, runner.id, jobUrl(owner.scope.origin, owner.scope, work.jobId));
+  // A map's instance's message leaves its map's script out (flow-records.ts): the state has it.
+  const url = jobUrl(owner.scope.origin, owner.scope, work.jobId);
+  const payload = deliveryPayload(message, env, runner.id, url, job.spec.script);
   return { base, messageKey: work.messageKey, spec: job.spec, payload };
 }
 

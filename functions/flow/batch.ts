@@ -29,7 +29,7 @@ export interface Queued {
 
 /**
  * Takes the events the next batch writes off the front of `queue`: all of them, unless the
- * results and log lines they bring pass BATCH_BYTES, in which case the rest wait for the next
+ * results, log lines and added jobs they bring pass BATCH_BYTES, in which case the rest wait for the next
  * batch (at least one goes). A batch is one script call, and storage takes at most 10 MB a call.
  */
 export function nextBatch(queue: Queued[]): Queued[] {
@@ -43,10 +43,14 @@ export function nextBatch(queue: Queued[]): Queued[] {
   return queue.splice(0, count);
 }
 
-/** What a queued event brings to be written: its result, or its error, and its log lines. */
+/**
+ * What a queued event brings to be written: its result, or its error, and its log lines; jobs a
+ * result adds count twice (each one's record, and the message of its first attempt).
+ */
 function payloadBytes(item: Queued): number {
   const event = item.event;
+  const added = event.type === "finished" && event.jobs ? 2 * jsonBytes(event.jobs) : 0;
   const carried =
     event.type === "finished" ? jsonBytes(event.result) : event.type === "failed" ? event.error.length : 0;
-  return carried + (item.logs ? jsonBytes(item.logs.lines) : 0);
+  return carried + added + (item.logs ? jsonBytes(item.logs.lines) : 0);
 }

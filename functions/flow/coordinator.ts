@@ -161,7 +161,11 @@ export class FlowCoordinator extends DurableObject<Env> implements FlowCoordinat
 
   /** A runner's event, once the flow is known to exist. */
   private applyReported(event: FlowEvent, extras: EventExtras): Promise<EventAnswer> {
-    return applyReported(this.flow.nonces, this.flow.commits, this.bound().origin, event, extras);
+    // A finished report that adds jobs gets their ids first (FlowObject.report).
+    const reporter = {
+      enqueue: (e: FlowEvent, logs?: Parameters<FlowObject["report"]>[1]) => this.flow.report(e, logs),
+    };
+    return applyReported(this.flow.nonces, reporter, this.bound().origin, event, extras);
   }
 
   async deliver(scope: FlowScope, items: string[], runner: DeliveryTarget): Promise<RpcResult<OwnerAnswer[]>> {

@@ -86,6 +86,8 @@ export interface DeadlineHost {
   isPaused(): Promise<boolean>;
   /** Why nothing took a job's attempt (for the error of a missed delivery deadline). */
   whyUndelivered(state: FlowState, job: number): Promise<string | undefined>;
+  /** A map waits to expand: its instances' ids are allocated and `expanded` sent (growth.ts). */
+  expand(job: number): Promise<void>;
 }
 
 /**
@@ -172,6 +174,10 @@ export class Deadlines {
     let reached = true;
     for (const d of due) {
       try {
+        if (d.kind === "expand") {
+          await this.host.expand(d.job);
+          continue;
+        }
         const why = d.kind === "delivery" ? await this.host.whyUndelivered(state, d.job) : undefined;
         await this.host.enqueue(deadlineEvent(state, d, now, paused, Math.random(), why));
       } catch {

@@ -70,13 +70,20 @@ function callbacks(base: string): DeliveryPayload["callbacks"] {
  * What a runner receives for an attempt of a job message, push or pull alike: the message with
  * the environment its job runs in (`env`, built from the flow's state as it goes out: storage
  * keeps the job's own variables only), where its job lives, and the callbacks under `base` (the
- * job's webhook URL).
+ * job's webhook URL); `script`, when given, the script it runs (a map's instance's message
+ * leaves it out).
  */
-export function deliveryPayload(message: Message, env: EnvVars, runnerId: number, base: string): DeliveryPayload {
+export function deliveryPayload(
+  message: Message,
+  env: EnvVars,
+  runnerId: number,
+  base: string,
+  script?: string,
+): DeliveryPayload {
   const job = message.job[0];
   if (!job) throw new Error(`message ${message.caller_id}:${message.id} carries no job to deliver`);
   return {
-    message: { ...message, job: [{ ...job, env_vars: env }] },
+    message: { ...message, job: [{ ...job, ...(script !== undefined ? { script } : {}), env_vars: env }] },
     context_id: message.context_id,
     flow_id: job.flow_id,
     job_id: job.id,

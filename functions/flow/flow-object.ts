@@ -17,6 +17,7 @@ import { Deadlines, type DeadlineHost } from "./deadlines.js";
 import { FlowEffects, type EffectsHost } from "./effects.js";
 import { FeedRelay } from "./feed-relay.js";
 import { GroupCommit, type CommitHost, type Committed } from "./group-commit.js";
+import { Growth, type GrowthHost } from "./growth.js";
 import { Incarnations, type Forgetful, type IncarnationHost } from "./incarnation.js";
 import { KeptEvents, type KeptEventsHost } from "./kept-events.js";
 import { NonceLedger } from "./nonces.js";
@@ -48,7 +49,15 @@ import { whyUndelivered } from "./waiting.js";
  * flow under the id is wiped before use).
  */
 export class FlowObject
-  implements CommitHost, DeadlineHost, OwnClaimsHost, IncarnationHost, EffectsHost, KeptEventsHost, ChildrenHost
+  implements
+    CommitHost,
+    DeadlineHost,
+    OwnClaimsHost,
+    IncarnationHost,
+    EffectsHost,
+    KeptEventsHost,
+    ChildrenHost,
+    GrowthHost
 {
   readonly storage: DurableObjectStorage;
   readonly binding: FlowBinding;
@@ -63,6 +72,7 @@ export class FlowObject
   readonly incarnations: Incarnations;
   readonly kept: KeptEvents;
   readonly children: ChildFlows;
+  readonly growth: Growth;
 
   constructor(
     readonly ctx: DurableObjectState,
@@ -80,6 +90,7 @@ export class FlowObject
     this.incarnations = new Incarnations(this);
     this.kept = new KeptEvents(this);
     this.children = new ChildFlows(this);
+    this.growth = new Growth(this);
   }
 
   // The path of a durable batch (CommitHost).
@@ -91,6 +102,7 @@ export class FlowObject
     const woken = await this.effects.committed(batch);
     this.lookBack(batch);
     this.children.committed(batch);
+    this.growth.committed(batch);
     this.relay.later(this.bound(), () => void this.arm(undefined, true).catch(() => undefined));
     // A wake still owed, or memory forgotten after a conflict: the alarm comes back soon.
     const current = this.commits.current;
@@ -199,6 +211,21 @@ export class FlowObject
     return this.commits.enqueue(event);
   }
 
+  /**
+   * A runner's report (a webhook, or a delivery's answer): a finished one that adds jobs gets
+   * their ids first (growth.ts); any other goes into the next batch at once.
+   */
+  report(event: FlowEvent, logs?: Parameters<GroupCommit["enqueue"]>[1]): ReturnType<GroupCommit["enqueue"]> {
+    const ready = this.growth.prepare(event);
+    return ready instanceof Promise
+      ? ready.then((prepared) => this.commits.enqueue(prepared, logs))
+      : this.commits.enqueue(ready, logs);
+  }
+
+  expand(job: number): Promise<void> {
+    return this.growth.expand(job);
+  }
+
   isPaused(): Promise<boolean> {
     return this.store().contextAdmin.isPaused(this.bound().contextId);
   }
@@ -224,7 +251,7 @@ export class FlowObject
     return {
       scope: this.bound(),
       state: () => this.existing(),
-      enqueue: (event, logs) => this.commits.enqueue(event, logs),
+      enqueue: (event, logs) => this.report(event, logs),
       store: () => this.store(),
       signingKey: async () => (await coordinatorKeys(this.env)).current,
       deliveryTimeoutMs: readDeliveryTimeoutMs(this.env),

@@ -12,7 +12,7 @@ import type { NonceLedger } from "./nonces.js";
  */
 export async function applyReported(
   nonces: NonceLedger,
-  commits: GroupCommit,
+  commits: Pick<GroupCommit, "enqueue">,
   origin: string,
   event: FlowEvent,
   extras: EventExtras,

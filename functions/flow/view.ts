@@ -45,6 +45,11 @@ function ownWaiting(state: FlowState, job: JobState): JobWaiting | undefined {
       reason: "child",
       detail: job.child !== undefined ? `waiting for child flow ${job.child} to end` : "starting its child flow",
     };
+  if (job.deadline?.kind === "expand") return { reason: "map", detail: "expanding: its instances are being made" };
+  if (job.instances && job.status === "started") {
+    const open = job.instances.filter((id) => !ENDED.has(state.jobs.job(id).status)).length;
+    return { reason: "map", detail: `waiting for ${open} of its ${job.instances.length} instances` };
+  }
   if (job.status !== "dispatched") return undefined;
   if (job.deadline?.kind === "retry") {
     return {
@@ -87,19 +92,35 @@ function jobView(state: FlowState, job: JobState, dispatch: Map<number, JobWaiti
   };
 }
 
-/** What a job that runs no script does (its wait, its sleep, its child flow), its rules, and why it was skipped. */
+/**
+ * What a job that runs no script does (its wait, its sleep, its child flow, its map and
+ * instances), how it joined the flow if it did while the flow ran, its rules, and why it was
+ * skipped.
+ */
 function kindView(state: FlowState, job: JobState): Partial<JobView> {
-  const { wait, flow, when, needs, allow_failure } = job.spec;
+  const { wait, flow, map, when, needs, allow_failure } = job.spec;
   return {
     ...(wait ? { wait: { event: wait.event, key: waitKeyOf(state, job), timeout: wait.timeout } } : {}),
     ...(job.deadline?.kind === "sleep" ? { sleep_until: secs(job.deadline.at) } : {}),
     ...(flow ? { flow } : {}),
     ...(job.child !== undefined ? { child_flow_id: job.child } : {}),
+    ...(map ? { map: { over: map.over } } : {}),
+    ...(job.instances ? { instances: job.instances } : {}),
+    ...jobOrigin(job),
     ...(when !== undefined ? { when } : {}),
     ...(needs !== undefined ? { needs } : {}),
     ...(allow_failure ? { allow_failure } : {}),
     ...(job.skipReason !== undefined ? { skip_reason: job.skipReason } : {}),
     ...(job.spec.compensates !== undefined ? { compensates: job.spec.compensates } : {}),
+  };
+}
+
+/** How a job joined its flow while it ran (a map's instance, a job a result added), if it did. */
+export function jobOrigin(job: JobState): { map_of?: number; item_index?: number; added_by?: number } {
+  return {
+    ...(job.mapOf !== undefined ? { map_of: job.mapOf } : {}),
+    ...(job.itemIndex !== undefined ? { item_index: job.itemIndex } : {}),
+    ...(job.addedBy !== undefined ? { added_by: job.addedBy } : {}),
   };
 }
 

@@ -152,7 +152,10 @@ export async function flowCommand<T>(
   return unwrap(await command(coordinatorStub(call.env, scope), scope));
 }
 
-/** The DAG of a flow: nodes with statuses, edges from dependency to dependent (readers). */
+/**
+ * The DAG of a flow: nodes with statuses, edges from dependency to dependent, and from a map to
+ * each of its instances (readers). Jobs that joined the flow while it ran are in it.
+ */
 export async function flowDag(call: FlowCall, contextId: number, flowId: number) {
   const view = await loadFlow(call, contextId, flowId);
   return {
@@ -170,8 +173,14 @@ export async function flowDag(call: FlowCall, contextId: number, flowId: number)
       ...(j.runner_id !== undefined ? { runner_id: j.runner_id } : {}),
       ...(j.compensates !== undefined ? { compensates: j.compensates } : {}),
       ...(j.child_flow_id !== undefined ? { child_flow_id: j.child_flow_id } : {}),
+      ...(j.map_of !== undefined ? { map_of: j.map_of } : {}),
+      ...(j.item_index !== undefined ? { item_index: j.item_index } : {}),
+      ...(j.added_by !== undefined ? { added_by: j.added_by } : {}),
     })),
-    edges: view.jobs.flatMap((j) => j.depends.map((from) => ({ from, to: j.id }))),
+    edges: view.jobs.flatMap((j) => [
+      ...j.depends.map((from) => ({ from, to: j.id })),
+      ...(j.map_of !== undefined ? [{ from: j.map_of, to: j.id }] : []),
+    ]),
   };
 }
 

@@ -12,6 +12,13 @@
  * The pairs become the job's result map, which the coordinator hands to dependent jobs as
  * `DEP_<JOB>_<KEY>` and inside `FLOW_INPUTS`. No file means an empty result.
  *
+ * THE JOBS CHANNEL
+ * ----------------
+ * `JOBS_FILE` is a second path: a job that writes a JSON list of jobs there (each as a flow file's
+ * job, at most ADDED_JOBS_MAX, the file at most 768 KiB) adds them to its own flow with its result
+ * (docs/runners.md, "Adding jobs"). No file adds nothing; a file that is not such a list is an
+ * error of the attempt.
+ *
  * Exit code 0 → `finished` with that result. A non-zero exit code, a signal, a timeout, or an
  * unreadable result file → `error` with the reason ("exit code 3", "killed after timeout of 5 s").
  *
@@ -26,7 +33,7 @@ import { readFile, stat, writeFile } from "node:fs/promises";
 import path from "node:path";
 import { StringDecoder } from "node:string_decoder";
 import type { Readable } from "node:stream";
-import type { Log, ResultMap } from "../../shared/model/index.js";
+import { ADDED_JOBS_MAX, type Log, type ResultMap } from "../../shared/model/index.js";
 import type { ExecutionRequest, Executor } from "./registry.js";
 
 /** Between SIGTERM and SIGKILL of a job's process group. */
@@ -35,6 +42,8 @@ export const KILL_GRACE_MS = 2_000;
 const MAX_LINE_CHARS = 16 * 1024;
 /** A bigger result file is refused rather than read. */
 const MAX_RESULT_BYTES = 1024 * 1024;
+/** A bigger jobs file is refused: the report that carries it must stay within a request's 1 MiB. */
+const MAX_JOBS_BYTES = 768 * 1024;
 /** How long to wait for the output pipes to close once the group is gone. */
 const PIPE_CLOSE_MS = 2_000;
 
@@ -54,7 +63,9 @@ export function processExecutor(spec: ScriptCommand): Executor {
       const ended = await runProcess(file, args, request);
       if (ended.failure) return { status: "error", error: ended.failure };
       try {
-        return { status: "finished", result: await readResultFile(request.resultFile) };
+        const result = await readResultFile(request.resultFile);
+        const jobs = request.jobsFile ? await readJobsFile(request.jobsFile) : undefined;
+        return { status: "finished", result, ...(jobs ? { jobs } : {}) };
       } catch (error) {
         return { status: "error", error: (error as Error).message };
       }
@@ -198,4 +209,29 @@ export function parseResult(text: string): ResultMap {
     result[key] = line.slice(eq + 1);
   });
   return result;
+}
+
+/**
+ * Reads the jobs a job wrote to add to its flow (format in the comment at the top): undefined
+ * when it wrote none.
+ */
+export async function readJobsFile(file: string): Promise<Record<string, unknown>[] | undefined> {
+  let size: number;
+  try {
+    size = (await stat(file)).size;
+  } catch {
+    return undefined;
+  }
+  if (size > MAX_JOBS_BYTES) throw new Error(`JOBS_FILE is ${size} bytes; at most ${MAX_JOBS_BYTES} are accepted`);
+  let value: unknown;
+  try {
+    value = JSON.parse(await readFile(file, "utf8"));
+  } catch (error) {
+    throw new Error(`JOBS_FILE is not valid JSON: ${(error as Error).message}`, { cause: error });
+  }
+  if (!Array.isArray(value) || value.some((job) => job === null || typeof job !== "object" || Array.isArray(job)))
+    throw new Error("JOBS_FILE holds JSON that is not a list of jobs (objects)");
+  if (value.length > ADDED_JOBS_MAX)
+    throw new Error(`JOBS_FILE holds ${value.length} jobs; at most ${ADDED_JOBS_MAX} may be added at once`);
+  return value.length > 0 ? (value as Record<string, unknown>[]) : undefined;
 }

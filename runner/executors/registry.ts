@@ -10,6 +10,8 @@ export interface ExecutionRequest {
   env: Record<string, string>;
   /** Where the job writes its result (see executors/process.ts for the format). */
   resultFile: string;
+  /** Where the job may write jobs to add to its flow (a JSON list; executors/process.ts). */
+  jobsFile?: string;
   /** Seconds before the job is killed; 0 means no limit. */
   timeoutSeconds: number;
   /** Call once the job's process is running: the runner reports `started` then. */
@@ -20,9 +22,13 @@ export interface ExecutionRequest {
   signal: AbortSignal;
 }
 
-/** How an attempt ended: `finished` with a result map, or `error` with a reason. */
+/**
+ * How an attempt ended: `finished` with a result map (and jobs to add to its flow, if it wrote
+ * any), or `error` with a reason.
+ */
 export type ExecutionOutcome =
-  { status: "finished"; result: ResultMap } | { status: "error"; error: string; result?: ResultMap };
+  | { status: "finished"; result: ResultMap; jobs?: Record<string, unknown>[] }
+  | { status: "error"; error: string; result?: ResultMap };
 
 /** Runs jobs of one script type. Must not throw for a failing job: return an `error` outcome. */
 export interface Executor {

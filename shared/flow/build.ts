@@ -45,6 +45,7 @@ export function specOf(
     prerequisites: job.prerequisites,
     ...(job.runner_id !== undefined ? { runner_id: job.runner_id } : {}),
     ...(job.wait !== undefined ? { wait: job.wait } : {}),
+    ...(job.map !== undefined ? { map: job.map } : {}),
     ...(job.sleep !== undefined ? { sleep: job.sleep } : {}),
     ...(job.sleep_until !== undefined ? { sleep_until: job.sleep_until } : {}),
     ...(job.flow !== undefined ? { flow: job.flow } : {}),

@@ -1,7 +1,9 @@
 import { progressCount, type FlowEventType, type FlowStreamEvent, type JobStatus, type Log } from "../model/index.js";
 import { changedJobs } from "./draft.js";
 import type { FlowEffect, FlowEvent, Transition } from "./events.js";
+import { jobKey, jobKind } from "./state.js";
 import type { FlowState, JobState } from "./state.js";
+import type { AddedJob } from "../model/index.js";
 
 /**
  * A change of a flow as its event stream tells it, before the Durable Object numbers it: the
@@ -125,13 +127,21 @@ export function changesOf(before: FlowState, t: Transition, event: FlowEvent, li
   if (event.type === "childStarted")
     out.push(jobChange("job.child_started", job(event.job), at, { child_flow_id: event.child }));
   for (const id of changedJobs(before, after)) {
-    const was = before.jobs.job(id);
+    const was = before.jobs.get(id);
     const now = job(id);
-    if (now.status === "waiting_for_prerequisites" && was.status !== now.status)
+    // A job new to the flow is told by job.added, with its status.
+    if (was && now.status === "waiting_for_prerequisites" && was.status !== now.status)
       out.push(jobChange("job.waiting", now, at));
   }
   for (const effect of t.effects) {
     switch (effect.type) {
+      case "jobsAdded":
+        for (const id of effect.jobs) out.push(addedChange(job(id), at));
+        break;
+      // A map started over its list: its instances are told as added when it expands.
+      case "expand":
+        out.push(jobChange("job.started", job(effect.job), at));
+        break;
       case "dispatch":
         out.push(jobChange("job.ready", job(effect.job), at, refusal(job(effect.job))));
         break;
@@ -186,6 +196,21 @@ export function changesOf(before: FlowState, t: Transition, event: FlowEvent, li
   return inRun(after, out);
 }
 
+/** A job that joined the flow while it ran, as a watcher draws it. */
+export function addedChange(job: JobState, at: number): FlowChange {
+  const added: AddedJob = {
+    key: jobKey(job),
+    ...(job.name !== undefined ? { name: job.name } : {}),
+    kind: jobKind(job.spec),
+    ...(job.spec.script_type !== undefined ? { script_type: job.spec.script_type } : {}),
+    depends: job.depends,
+    ...(job.mapOf !== undefined ? { map_of: job.mapOf } : {}),
+    ...(job.itemIndex !== undefined ? { item_index: job.itemIndex } : {}),
+    ...(job.addedBy !== undefined ? { added_by: job.addedBy } : {}),
+  };
+  return jobChange("job.added", job, at, { job: added });
+}
+
 function refusal(job: JobState): Partial<FlowChange> {
   return job.refused ? { reason: job.refused } : {};
 }
@@ -235,6 +260,9 @@ export function catchUpChanges(
   const out: FlowChange[] = [];
   for (const id of state.order) {
     const job = state.jobs.job(id);
+    const grown = job.mapOf !== undefined || job.addedBy !== undefined;
+    // A job that joined the flow and was never told is told as added first, then as it is.
+    if (grown && !published.has(id)) out.push(addedChange(job, at));
     const told = published.get(id) ?? { status: "dispatched", attempt: 0 };
     if (told.status === job.status && told.attempt === job.attempt) continue;
     if (job.status === "dispatched" && job.attempt === 0) continue;

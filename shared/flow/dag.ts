@@ -1,3 +1,4 @@
+import { overSource } from "./map.js";
 import { FLOW_LIMITS, type FlowJobInput, type JobRef } from "./submission.js";
 
 /** A problem with a submitted DAG, naming the job (by its place in `jobs`) and the field. */
@@ -76,6 +77,14 @@ export function resolveDag(
       return [target];
     }),
   );
+  jobs.forEach((job, i) => {
+    const issue = mapIssue(
+      job,
+      i,
+      (edges[i] as number[]).map((t) => refsOf(jobs[t] as FlowJobInput)),
+    );
+    if (issue) issues.push(issue);
+  });
   if (issues.length > 0) return { issues };
 
   const cycle = findCycle(edges);
@@ -210,8 +219,30 @@ function nearestDownstream(edges: number[][], marked: (i: number) => boolean): n
   return nearest as number[][];
 }
 
+/** The names a job of a submission may be called by in a map's `over`: its name, its id. */
+function refsOf(job: FlowJobInput): string[] {
+  return [...(job.name !== undefined ? [job.name] : []), ...(job.id !== undefined ? [String(job.id)] : [])];
+}
+
+/**
+ * Why a map's `over` does not name one of its dependencies (`deps`: the names each is known by),
+ * or undefined (no map, or it does). Job i of the submission.
+ */
+export function mapIssue(
+  job: Pick<FlowJobInput, "map" | "name" | "id">,
+  i: number,
+  deps: string[][],
+): DagIssue | undefined {
+  const over = job.map?.over;
+  if (over === undefined || overSource(over, deps)) return undefined;
+  return {
+    field: `jobs.${i}.map.over`,
+    message: `map over ${JSON.stringify(over)}: it must name one of the job's dependencies and a result key (<dependency>.<key>)`,
+  };
+}
+
 /** A cycle as job indexes in dependency order, or null. Iterative DFS: 1,000-deep chains are fine. */
-function findCycle(edges: number[][]): number[] | null {
+export function findCycle(edges: number[][]): number[] | null {
   const state = new Uint8Array(edges.length); // 0 new, 1 on the stack, 2 done
   for (let root = 0; root < edges.length; root++) {
     if (state[root] !== 0) continue;

@@ -79,6 +79,23 @@ export class Draft {
   }
 
   /**
+   * Adds jobs to the flow (it grows: a map's instances, jobs a result brings): each joins the
+   * jobs by its id, and the order at `at` (before the flow's compensations, which come last:
+   * compensation.ts), in the order given. Their ids are new to the flow.
+   */
+  add(jobs: JobState[], at = this.flow.order.length): void {
+    for (const job of jobs) {
+      this.jobs.put(job.id, job);
+      this.touched.add(job.id);
+    }
+    const order = this.flow.order;
+    this.flow.order = [...order.slice(0, at), ...jobs.map((job) => job.id), ...order.slice(at)];
+    // Jobs that have not ended now stand at `at`: an ended prefix known past it no longer holds.
+    if ((endedPrefix.get(this.from) ?? 0) > at || (endedPrefix.get(this.flow) ?? 0) > at) this.reopened = true;
+    endedPrefix.delete(this.flow);
+  }
+
+  /**
    * Whether every job of the flow has ended (or the first `length` of its order: its run, its
    * compensations left out). Jobs that ended stay ended while the flow runs (a re-run aside,
    * which `done` watches for), so how far the order is known to be ended is carried from state

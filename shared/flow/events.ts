@@ -1,6 +1,12 @@
 import type { DeliveryReport, EnvVars, FlowStatus, ResultMap } from "../model/index.js";
 import type { DeadlineKind, FlowState } from "./state.js";
 
+/** The first of the job ids and of the message ids the shell allocated for jobs joining a flow. */
+export interface GrowthIds {
+  job: number;
+  message: number;
+}
+
 /**
  * Something that happened to a flow. `at` is epoch milliseconds. Events that may fail a job
  * carry `random` in [0, 1): the jitter of its retry's backoff, chosen by the shell so the machine
@@ -30,7 +36,23 @@ export type FlowEvent =
   | { type: "heartbeat"; job: number; attempt: number; runner: number; at: number }
   /** Log lines of the running attempt arrived (the shell appends them to its message). */
   | { type: "logs"; job: number; attempt: number; runner: number; at: number }
-  | { type: "finished"; job: number; attempt: number; runner: number; result: ResultMap; at: number }
+  /**
+   * The attempt finished with its result. `jobs` are jobs its result adds to the flow (a flow
+   * file's jobs, not checked yet: the machine checks them, growth.ts), with `ids` allocated for
+   * them by the shell, or `refused` saying why the shell refused them (what needs storage to
+   * check: the flow's actor, pinned runners). Added jobs refused end the attempt in error.
+   */
+  | {
+      type: "finished";
+      job: number;
+      attempt: number;
+      runner: number;
+      result: ResultMap;
+      jobs?: unknown[];
+      ids?: GrowthIds;
+      refused?: string;
+      at: number;
+    }
   | { type: "failed"; job: number; attempt: number; runner: number; error: string; at: number; random?: number }
   /** A deadline came due. For a delivery deadline, `why` may say why no runner took the attempt. */
   | { type: "deadline"; job: number; attempt: number; kind: DeadlineKind; at: number; random?: number; why?: string }
@@ -81,7 +103,9 @@ export type FlowEvent =
       from?: number;
       env?: EnvVars;
       run?: number;
-    };
+    }
+  /** A map's instances get their ids (allocated by the shell after its `expand`): the map expands. */
+  | { type: "expanded"; job: number; ids: GrowthIds; at: number };
 
 /** What the shell must do because of a transition. */
 export type FlowEffect =
@@ -115,7 +139,15 @@ export type FlowEffect =
    */
   | { type: "superviseChild"; job: number; attempt: number; child?: number }
   /** Cancel the child flow of a job that ended without it (its flow was cancelled or failed). */
-  | { type: "cancelChild"; job: number; attempt: number; child?: number; reason: string };
+  | { type: "cancelChild"; job: number; attempt: number; child?: number; reason: string }
+  /**
+   * A map started: it needs `jobs` job ids and `messages` message ids for its instances, which
+   * the shell allocates and sends back (`expanded`). Its deadline of kind `expand` asks the same
+   * should the shell forget it.
+   */
+  | { type: "expand"; job: number; jobs: number; messages: number }
+  /** Jobs joined the flow (a map's instances, jobs `by`'s result added): their records are stored. */
+  | { type: "jobsAdded"; jobs: number[]; by: number };
 
 /**
  * The event that ends an attempt as its runner told it, through the `result` webhook or in its
@@ -123,10 +155,10 @@ export type FlowEffect =
  */
 export function reportedEnd(
   base: { job: number; attempt: number; runner: number; at: number },
-  report: Pick<DeliveryReport, "status" | "result" | "error">,
+  report: Pick<DeliveryReport, "status" | "result" | "error" | "jobs">,
 ): FlowEvent {
   return report.status === "finished"
-    ? { type: "finished", ...base, result: report.result }
+    ? { type: "finished", ...base, result: report.result, ...(report.jobs?.length ? { jobs: report.jobs } : {}) }
     : { type: "failed", ...base, error: report.error ?? "the runner reported an error" };
 }
 

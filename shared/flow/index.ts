@@ -44,3 +44,6 @@ export {
   withoutInputs,
 } from "./inputs.js";
 export type { InputIssue } from "./inputs.js";
+export { awaitsInstances, instanceSpecOf, itemVars, mapItemsOf, mapListOf } from "./map.js";
+export { addedOf, growthNeeds, growthWanted, parseAddedJobs } from "./growth.js";
+export type { GrowthIds } from "./growth.js";

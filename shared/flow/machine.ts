@@ -7,6 +7,9 @@ import { fail, finish, skip, startFlow } from "./outcomes.js";
 import { reRun } from "./rerun.js";
 import { jobKey, jobKind, type Deadline, type Delivery, type FlowState, type JobState } from "./state.js";
 import { flowDeadline, sleptUntil } from "./work.js";
+import { addInstances } from "./grow.js";
+import { mapItems } from "./map.js";
+import { addedOf } from "./growth.js";
 
 /**
  * The flow state machine: `(state, event) → (state, effects)`, with no I/O. The Durable Object
@@ -50,6 +53,8 @@ export function apply(state: FlowState, event: FlowEvent): Transition {
     case "childEnded":
     case "childRefused":
       return onChildEvent(state, event);
+    case "expanded":
+      return expandMap(state, event);
     default:
       return onJobEvent(state, event);
   }
@@ -79,6 +84,24 @@ function onEvent(state: FlowState, event: Extract<FlowEvent, { type: "event" }>)
     );
   const d = new Draft(state);
   finish(d, job.id, { ...event.data, event_id: event.id }, event.at);
+  return d.done();
+}
+
+/**
+ * The shell allocated a map's instances' ids: the map expands, once, each instance dispatched.
+ * Its list is read again from its dependency (results do not change once ended), so the event
+ * carries only the ids; a list that cannot be taken now (the flow grew past its job limit
+ * meanwhile) fails the map. A map that expanded already, ended, or never started is left as is.
+ */
+function expandMap(state: FlowState, event: Extract<FlowEvent, { type: "expanded" }>): Transition {
+  const job = state.jobs.get(event.job);
+  if (!job || job.spec.map === undefined) return unchanged(state, "not-applicable", `job ${event.job} is not a map`);
+  if (job.deadline?.kind !== "expand" || job.status !== "started")
+    return unchanged(state, job.instances ? "duplicate" : "stale", `map ${jobKey(job)} is not waiting to expand`);
+  const d = new Draft(state);
+  const list = mapItems(state, job);
+  if ("error" in list) fail(d, job.id, list.error, event.at, 0.5);
+  else for (const id of addInstances(d, job.id, list.items, event.ids)) dispatch(d, id, event.at);
   return d.done();
 }
 
@@ -180,9 +203,13 @@ function fromRunner(state: FlowState, job: JobState, event: RunnerEvent): Transi
         deadline: later(job.deadline, leaseDeadline(state, job, event.at, job.startedAt)),
       });
       return d.done();
-    case "finished":
-      finish(d, job.id, event.result, event.at);
+    case "finished": {
+      const added = addedOf(state, job.id, event);
+      if (added === "unallocated")
+        return unchanged(state, "not-applicable", `no ids were allocated for the jobs it adds: report it again`);
+      finish(d, job.id, event.result, event.at, added);
       return d.done();
+    }
     case "failed":
       fail(d, job.id, event.error, event.at, event.random ?? 0.5);
       return d.done();
@@ -246,6 +273,7 @@ function onDeadline(state: FlowState, event: Extract<FlowEvent, { type: "deadlin
   if (!found) return unchanged(state, "stale", "no such deadline is pending");
   const { job, due } = found;
   if (event.at < due.at) return unchanged(state, "not-applicable", "the deadline has not passed yet");
+  if (due.kind === "expand") return unchanged(state, "not-applicable", "a map expands by its expanded event");
   const d = new Draft(state);
   switch (due.kind) {
     case "retry":
@@ -304,7 +332,7 @@ function resume(state: FlowState, event: Extract<FlowEvent, { type: "resumed" }>
   let moved = false;
   for (const id of state.order) {
     const due = state.jobs.job(id).deadline;
-    if (!due || due.kind === "retry" || due.kind === "sleep") continue;
+    if (!due || due.kind === "retry" || due.kind === "sleep" || due.kind === "expand") continue;
     d.update(id, { deadline: { ...due, at: due.at + event.downFor } });
     moved = true;
   }

@@ -1,24 +1,60 @@
-import { formatBytes, jsonBytes, SIZE_LIMITS, type ResultMap } from "../model/index.js";
+import { jsonBytes, SIZE_LIMITS, type ResultMap } from "../model/index.js";
 import { compensations, followers, isCompensation, runLength, unwound } from "./compensation.js";
 import { backoffMs, dispatch, ENDED, timings, type Draft } from "./draft.js";
 import type { FlowEffect } from "./events.js";
 import { jobInputs } from "./env.js";
 import { cleanups, readiness, runsAfterFailure } from "./rules.js";
-import { jobKey, jobKind, messageId, type FlowState, type JobState } from "./state.js";
+import { jobKind, messageId, type JobState } from "./state.js";
+import { addJobs } from "./grow.js";
+import { growthNeeds } from "./growth.js";
+import { awaitsInstances, mapOutcome } from "./map.js";
+import { flowResultBytes, inputsRefusal, resultRefusal } from "./sizes.js";
+import { stopForFailure } from "./stop.js";
 import { jobStart } from "./work.js";
+
+export { cancelChild } from "./stop.js";
 
 /**
  * A job's attempt reported its result (or a wait took its event, a sleep ended): the job
  * finished, unless the result is too big to keep (`resultRefusal`), in which case the attempt
- * failed saying so. Then what now can run runs, and the flow may end.
+ * failed saying so. Jobs its result adds (`added`, checked by growth.ts) join the flow with it, in
+ * the same transition, while the flow runs; refused, the attempt failed saying why. Then what now
+ * can run runs, and the flow may end.
  */
-export function finish(d: Draft, id: number, result: ResultMap, at: number): void {
+export function finish(
+  d: Draft,
+  id: number,
+  result: ResultMap,
+  at: number,
+  added?: { jobs: JobState[] } | { error: string },
+): void {
+  if (added && "error" in added) {
+    fail(d, id, `its added jobs were refused: ${added.error}`, at, 0.5);
+    return;
+  }
+  if (!markFinished(d, id, result, at)) return;
+  if (!moving(d)) {
+    closeMapOf(d, id, at);
+    return;
+  }
+  // A flow that failed runs nothing new: what a late result would add is left out.
+  const ended =
+    added && d.flow.status === "started" && !d.flow.error ? [id, ...startAdded(d, id, added.jobs, at)] : [id];
+  settle(d, ended, at);
+  endIfDone(d, at);
+}
+
+/**
+ * The job finished with `result`, or, the result too big to keep, its attempt failed saying so
+ * (false: `fail` took it from there). Its dependents are the caller's to settle.
+ */
+function markFinished(d: Draft, id: number, result: ResultMap, at: number): boolean {
   const size = jsonBytes(result);
   const before = flowResultBytes(d.flow);
   const refused = resultRefusal(before, size);
   if (refused) {
     fail(d, id, refused, at, 0.5);
-    return;
+    return false;
   }
   d.update(id, {
     status: "finished",
@@ -29,9 +65,20 @@ export function finish(d: Draft, id: number, result: ResultMap, at: number): voi
   });
   d.flow.resultBytes = before + size;
   d.effects.push({ type: "jobEnded", job: id });
-  if (!moving(d)) return;
-  settle(d, [id], at);
-  endIfDone(d, at);
+  return true;
+}
+
+/**
+ * Jobs a result of job `by` added join the flow (grow.ts); those without dependencies start now
+ * (those that depend on `by` are its dependents, which the caller settles). Returns the ones that
+ * ended at once (skipped), whose dependents are the caller's to settle.
+ */
+function startAdded(d: Draft, by: number, jobs: JobState[], at: number): number[] {
+  const ended: number[] = [];
+  for (const id of addJobs(d, by, jobs)) {
+    if (d.job(id).depends.length === 0 && decide(d, id, at)) ended.push(id);
+  }
+  return ended;
 }
 
 /** Whether the flow still moves on as its jobs end: it runs, or it unwinds. */
@@ -72,6 +119,7 @@ function startJob(d: Draft, id: number, at: number): boolean {
     markSkipped(d, id, start.skip, at);
     return true;
   }
+  if ("map" in start) return startMap(d, id, start.map, at);
   if ("fail" in start) fail(d, id, start.fail, at, 0.5);
   else if ("dispatch" in start) dispatchReady(d, id, at);
   else {
@@ -81,6 +129,46 @@ function startJob(d: Draft, id: number, at: number): boolean {
     else d.effects.push({ type: kind === "wait" ? "waitStarted" : "sleepStarted", job: id });
   }
   return false;
+}
+
+/**
+ * A map starts over its list (map.ts): an empty one finishes it at once with an empty list (true:
+ * its dependents are the caller's to settle); else it asks the shell for its instances' ids
+ * (`expand`, and a deadline due now should the shell forget) and waits for `expanded`. Its
+ * instances all get the map's inputs, checked here once.
+ */
+function startMap(d: Draft, id: number, items: unknown[], at: number): boolean {
+  const job = d.job(id);
+  const inputs = jsonBytes(jobInputs(d.flow, job));
+  if (inputs > SIZE_LIMITS.inputs) {
+    fail(d, id, inputsRefusal(inputs), at, 0.5);
+    return false;
+  }
+  if (items.length === 0) return markFinished(d, id, { items: "[]" }, at);
+  const attempt = job.attempt + 1;
+  d.update(id, { status: "started", attempt, startedAt: at, deadline: { kind: "expand", attempt, at } });
+  const needs = growthNeeds(items.map(() => job.spec));
+  d.effects.push({ type: "expand", job: id, jobs: needs.jobs, messages: needs.messages });
+  return false;
+}
+
+/**
+ * A map whose instances all ended ends (map.ts): finished with their results as a list (true:
+ * its dependents are the caller's to settle), or in error through `fail` when one failed and the
+ * map may not fail. False while an instance still runs.
+ */
+function closeMap(d: Draft, id: number, at: number): boolean {
+  const outcome = mapOutcome(d.flow, d.job(id));
+  if (!outcome) return false;
+  if ("result" in outcome) return markFinished(d, id, outcome.result, at);
+  fail(d, id, outcome.error, at, 0.5);
+  return false;
+}
+
+/** An instance ended after its flow did: its map ends once its last instance did, all the same. */
+function closeMapOf(d: Draft, id: number, at: number): void {
+  const map = d.job(id).mapOf;
+  if (map !== undefined && awaitsInstances(d.job(map))) closeMap(d, map, at);
 }
 
 /** A job is skipped: it did not run, by its flow's rules, and `reason` says why. */
@@ -114,6 +202,11 @@ function settle(d: Draft, from: number[], at: number): void {
   while (ended.length > 0) {
     for (const id of followers(d.flow, d.job(ended.pop() as number))) {
       const next = d.job(id);
+      // A map waits for its instances (their dependent), even once the flow failed.
+      if (awaitsInstances(next)) {
+        if (closeMap(d, id, at)) ended.push(id);
+        continue;
+      }
       if (next.status !== "waiting_for_prerequisites") continue;
       if (d.flow.error && !runsAfterFailure(next) && !isCompensation(next)) continue;
       if (decide(d, id, at)) ended.push(id);
@@ -177,33 +270,6 @@ export function unwind(d: Draft, at: number): void {
 }
 
 /**
- * Why a result of `size` bytes cannot be kept, the flow's results being `flowBytes`: bigger than a
- * result may be, or bigger than what is left of the flow's room for results (SIZE_LIMITS, docs/limits.md); undefined when it fits.
- */
-function resultRefusal(flowBytes: number, size: number): string | undefined {
-  if (size > SIZE_LIMITS.result)
-    return `its result is ${formatBytes(size)}, over the limit of ${formatBytes(SIZE_LIMITS.result)} for a result (docs/limits.md)`;
-  const total = flowBytes + size;
-  if (total > SIZE_LIMITS.flowResults)
-    return `its result of ${formatBytes(size)} would take the flow's results to ${formatBytes(total)}, over the limit of ${formatBytes(SIZE_LIMITS.flowResults)} for a flow (docs/limits.md)`;
-  return undefined;
-}
-
-/**
- * The size of the flow's results together (JSON bytes of every finished job's result), kept in
- * the state from the first time it is needed: a state read back from storage does not carry it.
- */
-function flowResultBytes(flow: FlowState): number {
-  if (flow.resultBytes !== undefined) return flow.resultBytes;
-  let total = 0;
-  for (const id of flow.order) {
-    const job = flow.jobs.job(id);
-    if (job.status === "finished") total += jsonBytes(job.result ?? {});
-  }
-  return total;
-}
-
-/**
  * Runs a job whose dependencies all finished: dispatched, unless its inputs (its dependencies'
  * results, as its `FLOW_INPUTS`) are bigger than a job may be given, in which case it fails
  * for good without running, saying so.
@@ -214,8 +280,7 @@ export function dispatchReady(d: Draft, id: number, at: number): void {
     dispatch(d, id, at);
     return;
   }
-  const reason = `not run: its inputs (its dependencies' results) are ${formatBytes(size)}, over the limit of ${formatBytes(SIZE_LIMITS.inputs)} (docs/limits.md)`;
-  fail(d, id, reason, at, 0.5);
+  fail(d, id, inputsRefusal(size), at, 0.5);
 }
 
 /**
@@ -228,8 +293,11 @@ export function dispatchReady(d: Draft, id: number, at: number): void {
 export function fail(d: Draft, id: number, reason: string, at: number, random: number, undeliverable = false): void {
   const failing = d.job(id);
   // A job that never had an attempt (its inputs were refused) has nothing to retry.
+  // A map is never retried itself: its retries are its instances'.
   const retryable =
-    failing.attempt > failing.attemptFloor && failing.attempt - failing.attemptFloor <= failing.spec.retries;
+    failing.spec.map === undefined &&
+    failing.attempt > failing.attemptFloor &&
+    failing.attempt - failing.attemptFloor <= failing.spec.retries;
   const running =
     (d.flow.status === "started" && (!d.flow.error || runsAfterFailure(failing))) ||
     (d.flow.status === "compensating" && isCompensation(failing));
@@ -249,7 +317,10 @@ export function fail(d: Draft, id: number, reason: string, at: number, random: n
   const job = d.update(id, { status: "error", error: reason, deadline: undefined, ...timings(failing, at) });
   d.effects.push({ type: "jobEnded", job: id });
   d.effects.push({ type: "deadLetter", job: id, kind: undeliverable ? "undeliverable" : "job", reason });
-  if (!moving(d)) return;
+  if (!moving(d)) {
+    closeMapOf(d, id, at);
+    return;
+  }
   let stopped: number[] = [];
   if (d.flow.status === "started" && !job.spec.allow_failure && !d.flow.error) {
     d.flow.error = { job: id, ...(job.name ? { name: job.name } : {}), reason };
@@ -257,54 +328,6 @@ export function fail(d: Draft, id: number, reason: string, at: number, random: n
   }
   settle(d, [id, ...stopped], at);
   endIfDone(d, at);
-}
-
-/**
- * A job failed the flow: nothing more starts but its clean-up jobs (`needs: all_done`) and,
- * once those ended, its compensations (which wait for the flow to unwind). What
- * depended on the failed job can never run (said on each); every other job still waiting, a job
- * waiting out a retry's backoff, a wait, a sleep, a child flow (cancelled): each ends in error, saying why. Attempts in
- * flight run on. Returns the jobs it ended, whose dependents (clean-ups) are then decided.
- */
-function stopForFailure(d: Draft, failed: JobState, at: number): number[] {
-  const ended: number[] = [];
-  const end = (id: number, error: string) => {
-    d.update(id, { status: "error", error, deadline: undefined, ...timings(d.job(id), at) });
-    d.effects.push({ type: "jobEnded", job: id });
-    ended.push(id);
-  };
-  const pending = [...failed.dependents];
-  while (pending.length > 0) {
-    const next = d.job(pending.pop() as number);
-    if (next.status !== "waiting_for_prerequisites" || runsAfterFailure(next)) continue;
-    end(next.id, `not run: dependency ${jobKey(failed)} failed`);
-    pending.push(...next.dependents);
-  }
-  for (const id of d.flow.order) {
-    const job = d.job(id);
-    if (ENDED.has(job.status) || runsAfterFailure(job) || isCompensation(job)) continue;
-    if (job.status === "waiting_for_prerequisites") end(id, `not run: the flow failed (job ${jobKey(failed)})`);
-    else if (job.deadline?.kind === "retry")
-      end(id, job.error ?? `not retried: the flow failed (job ${jobKey(failed)})`);
-    else if (job.deadline?.kind === "wait" || job.deadline?.kind === "sleep" || job.deadline?.kind === "child") {
-      // A child flow's result can no longer matter: it is cancelled, not left to run on.
-      const why = `stopped: the flow failed (job ${jobKey(failed)})`;
-      if (job.deadline.kind === "child") d.effects.push(cancelChild(job, why));
-      end(id, why);
-    }
-  }
-  return ended;
-}
-
-/** The effect that cancels a running child-flow job's child (known or still being started). */
-export function cancelChild(job: JobState, reason: string): FlowEffect {
-  return {
-    type: "cancelChild",
-    job: job.id,
-    attempt: job.attempt,
-    reason,
-    ...(job.child !== undefined ? { child: job.child } : {}),
-  };
 }
 
 /** The flow ends: how it ran (finished, error) or unwound (compensated, compensation_failed). */
@@ -342,7 +365,8 @@ export function rerun(
     const used: [number, number][] =
       job.attempt > job.attemptFloor ? [[messageId(job, job.attemptFloor + 1), messageId(job, job.attempt)]] : [];
     d.update(id, {
-      status: "waiting_for_prerequisites",
+      // A map that expanded waits for its instances again (those that failed run again).
+      status: job.instances ? "started" : "waiting_for_prerequisites",
       ...(used.length > 0 ? { pastMessages: [...(job.pastMessages ?? []), ...used] } : {}),
       attemptFloor: job.attempt,
       messageBase: (bases[id] as number) - job.attempt,
@@ -362,8 +386,10 @@ export function rerun(
   d.effects.push({ type: "flowRerun", jobs: again, ...info });
   for (const id of again) {
     const job = d.job(id);
-    if (job.status !== "waiting_for_prerequisites" || !moving(d)) continue; // the flow failed again
-    if (decide(d, id, at)) settle(d, [id], at);
+    if (!moving(d)) continue; // the flow failed again
+    if (awaitsInstances(job)) {
+      if (closeMap(d, id, at)) settle(d, [id], at); // none of its instances runs again
+    } else if (job.status === "waiting_for_prerequisites" && decide(d, id, at)) settle(d, [id], at);
   }
   endIfDone(d, at);
 }

@@ -5,6 +5,7 @@ import { readiness } from "./rules.js";
 import { MESSAGE_TIMEOUTS } from "./submission.js";
 import { jobKind, type Deadline, type Delivery, type FlowState, type FlowTimeouts, type JobState } from "./state.js";
 import { noRunnerStart } from "./work.js";
+import { instanceSpecOf } from "./map.js";
 
 /**
  * What Redis does not hold about a job in progress (it keeps only final statuses): where the
@@ -85,8 +86,10 @@ export function rebuildState(records: StoredRecords): FlowState {
     const record = byId.get(id);
     if (!record) throw new Error(`job ${id} of flow ${flow?.id ?? 0} is missing from storage`);
     const messages = (records.messages.get(id) ?? []).slice().sort((a, b) => (a.attempt ?? 1) - (b.attempt ?? 1));
-    jobs.push(jobOf(record, messages[messages.length - 1], journal[id], { timeouts, started }));
+    const map = record.map_of !== undefined ? byId.get(record.map_of) : undefined;
+    jobs.push(jobOf(record, messages[messages.length - 1], journal[id], { timeouts, started }, map));
   }
+  linkInstances(jobs);
 
   const first = records.jobs[0];
   const state: FlowState = {
@@ -123,13 +126,40 @@ export function rebuildState(records: StoredRecords): FlowState {
 function restartLost(state: FlowState, records: Map<number, RunnerJob>): void {
   for (const id of state.order) {
     const job = state.jobs.job(id);
-    if (jobKind(job.spec) === "script" || job.deadline || ENDED.has(job.status)) continue;
+    const kind = jobKind(job.spec);
+    if (kind === "script" || job.deadline || job.instances || ENDED.has(job.status)) continue;
     const verdict = readiness(state, job);
     if (!verdict || !("run" in verdict)) continue;
     const ends = job.depends.map((dep) => (records.get(dep)?.ended_at ?? 0) * 1000);
     const at = ends.length > 0 ? Math.max(...ends) : (state.startedAt ?? 0);
-    const start = noRunnerStart(state, job, at);
+    // A map that started and had not expanded: it expands now (its deadline is due).
+    const attempt = job.attempt + 1;
+    const start =
+      kind === "map"
+        ? { status: "started" as const, attempt, startedAt: at, deadline: { kind: "expand" as const, attempt, at } }
+        : noRunnerStart(state, job, at);
     if (!("error" in start)) Object.assign(job, start);
+  }
+}
+
+/**
+ * A map's instances (records that name it in `map_of`) are its, in item order, and have it as
+ * their dependent; a map that has instances and has not ended is waiting for them.
+ */
+function linkInstances(jobs: JobState[]): void {
+  const byId = new Map(jobs.map((job) => [job.id, job]));
+  for (const instance of jobs) {
+    const map = instance.mapOf !== undefined ? byId.get(instance.mapOf) : undefined;
+    if (!map) continue;
+    instance.dependents.push(map.id);
+    (map.instances ??= []).push(instance.id);
+  }
+  for (const map of jobs) {
+    if (!map.instances) continue;
+    map.instances.sort((a, b) => (byId.get(a)?.itemIndex ?? 0) - (byId.get(b)?.itemIndex ?? 0));
+    if (ENDED.has(map.status)) continue;
+    Object.assign(map, { status: "started", attempt: Math.max(map.attempt, 1) });
+    delete map.deadline;
   }
 }
 
@@ -143,6 +173,7 @@ function jobOf(
   latest: Message | undefined,
   entry: JobJournal | undefined,
   flow: { timeouts: FlowTimeouts; started: boolean },
+  map?: RunnerJob,
 ): JobState {
   const attempt = latest?.attempt ?? 0;
   const notes = entry?.attempt === attempt ? entry : undefined;
@@ -151,7 +182,11 @@ function jobOf(
     ...(record.name ? { name: record.name } : {}),
     depends: record.depends,
     dependents: [],
-    spec: specOf(record),
+    // An instance's record keeps its item; the script and variables are its map's.
+    spec: map ? instanceSpecOf(specOf(map), specOf(record)) : specOf(record),
+    ...(record.map_of !== undefined ? { mapOf: record.map_of } : {}),
+    ...(record.item_index !== undefined ? { itemIndex: record.item_index } : {}),
+    ...(record.added_by !== undefined ? { addedBy: record.added_by } : {}),
     messageBase: record.message_base ?? 0,
     status: record.status,
     attempt: Math.max(attempt, record.attempt ?? 0),

@@ -18,7 +18,7 @@ export function currentRun(state: Pick<FlowState, "run">): number {
   return state.run ?? 1;
 }
 
-/** `roots` and every job that depends on one of them, at any depth. */
+/** `roots` and every job that depends on one of them, at any depth; a map's instances are part of it. */
 function downstreamOf(state: FlowState, roots: number[]): Set<number> {
   const out = new Set<number>();
   const pending = [...roots];
@@ -26,7 +26,8 @@ function downstreamOf(state: FlowState, roots: number[]): Set<number> {
     const id = pending.pop() as number;
     if (out.has(id)) continue;
     out.add(id);
-    pending.push(...state.jobs.job(id).dependents);
+    const job = state.jobs.job(id);
+    pending.push(...job.dependents, ...(job.instances ?? []));
   }
   return out;
 }

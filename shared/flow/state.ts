@@ -8,6 +8,7 @@ import type {
   FlowStatus,
   FlowTimeoutsRecord,
   JobStatus,
+  MapSpec,
   Needs,
   ResultMap,
   ScriptType,
@@ -29,6 +30,8 @@ export interface JobSpec {
   prerequisites: string[];
   runner_id?: number;
   wait?: WaitSpec;
+  /** A map: the script runs once per item of a dependency's list (map.ts). */
+  map?: MapSpec;
   sleep?: number;
   sleep_until?: string;
   /** The template a child-flow job starts (children.ts). */
@@ -47,10 +50,14 @@ export interface JobSpec {
   compensates?: number;
 }
 
-/** What kind of work a job is: a script on a runner, or a wait, a sleep or a child flow, which take none. */
-export type JobKind = "script" | "wait" | "sleep" | "flow";
+/**
+ * What kind of work a job is: a script on a runner, or a wait, a sleep or a child flow, which
+ * take none; or a map, which takes none itself: its instances, jobs of their own, run its script.
+ */
+export type JobKind = "script" | "wait" | "sleep" | "flow" | "map";
 
-export function jobKind(spec: Pick<JobSpec, "wait" | "sleep" | "sleep_until" | "flow">): JobKind {
+export function jobKind(spec: Pick<JobSpec, "wait" | "sleep" | "sleep_until" | "flow" | "map">): JobKind {
+  if (spec.map) return "map";
   if (spec.wait) return "wait";
   if (spec.flow) return "flow";
   return spec.sleep !== undefined || spec.sleep_until !== undefined ? "sleep" : "script";
@@ -60,10 +67,12 @@ export function jobKind(spec: Pick<JobSpec, "wait" | "sleep" | "sleep_until" | "
  * Which timer a job is waiting on (each timeout is enforced by a deadline): its message to be
  * delivered, acknowledged, its result (a lease renewed by every report), or the end of a retry's
  * backoff; a wait's timeout, a sleep's end; a child flow's next look at its child (`child`: the
- * child's end is told, and this is how it is found when the telling was lost); and the flow's
- * own deadline (`timeouts.flow`), which belongs to no job (job 0).
+ * child's end is told, and this is how it is found when the telling was lost); a map's expansion
+ * (due at once: the shell allocates its instances' ids, then sends `expanded`; a deadline, so
+ * that it is done even if the object forgets it); and the flow's own deadline (`timeouts.flow`),
+ * which belongs to no job (job 0).
  */
-export type DeadlineKind = "delivery" | "ack" | "result" | "retry" | "wait" | "sleep" | "child" | "flow";
+export type DeadlineKind = "delivery" | "ack" | "result" | "retry" | "wait" | "sleep" | "child" | "expand" | "flow";
 
 export interface Deadline {
   kind: DeadlineKind;
@@ -124,6 +133,13 @@ export interface JobState {
   waitKey?: string;
   /** A child-flow job: the flow its current attempt started, once known (children.ts). */
   child?: number;
+  /** A map's instances, in item order, once it expanded (map.ts). */
+  instances?: number[];
+  /** An instance's map, and its item's place in the map's list. */
+  mapOf?: number;
+  itemIndex?: number;
+  /** The job whose result added this one to the flow (growth.ts). */
+  addedBy?: number;
   /** When the current attempt was queued for a runner (epoch ms): where its dispatch latency starts. */
   queuedAt?: number;
   /**

@@ -3,7 +3,7 @@ import { EnvVarsInput, Id, Seconds } from "../model/common.js";
 import { ScriptType } from "../model/enums.js";
 import { FlowPriority, MaxParallel } from "../model/flow.js";
 import { ChildFlowSpec } from "../model/child.js";
-import { JOB_DEFAULTS, LONGEST_WAIT, Needs, WaitSpec } from "../model/job.js";
+import { JOB_DEFAULTS, LONGEST_WAIT, MapSpec, Needs, WaitSpec } from "../model/job.js";
 import { checkCondition } from "./expression.js";
 import { withoutInputs } from "./inputs.js";
 import { checkTemplate } from "./template.js";
@@ -73,6 +73,9 @@ export const FlowJobInput = z
     name: JobName.optional(),
     script: ScriptText.optional(),
     script_type: ScriptType.optional(),
+    map: MapSpec.optional().describe(
+      'Run the script once per item of a dependency\'s result value holding a JSON list: `over: <dependency>.<key>` (docs/flows.md, "Map").',
+    ),
     wait: WaitSpec.optional(),
     sleep: z.int().min(0).max(LONGEST_WAIT).optional().describe("Seconds to sleep, taking no runner."),
     sleep_until: z
@@ -172,7 +175,7 @@ export type FlowSubmissionInput = z.input<typeof FlowSubmission>;
 
 /** Checks that a job says what it does (one kind of work) and only what that kind takes. */
 function checkWork(
-  job: { [K in (typeof WORK)[number] | "script_type" | "runner_id" | "retries" | "when"]?: unknown },
+  job: { [K in (typeof WORK)[number] | "script_type" | "runner_id" | "retries" | "when" | "map"]?: unknown },
   issue: (field: string, message: string) => void,
 ): void {
   const given = WORK.filter((field) => job[field] !== undefined);
@@ -188,6 +191,7 @@ function checkWork(
   if (given[0] === "script") {
     if (job.script_type === undefined) issue("script_type", "required with script: the language it is in");
   } else {
+    if (job.map !== undefined) issue("map", `a map runs its script once per item: it cannot give ${given[0]}`);
     for (const field of ["script_type", "runner_id"] as const)
       if (job[field] !== undefined) issue(field, `a job that gives ${given[0]} runs no script: ${field} has no use`);
     if (typeof job.retries === "number" && job.retries > 0)

@@ -1,5 +1,6 @@
 import { evaluateCondition, type ConditionVars } from "./expression.js";
-import { jobEnvironment, jobInputs } from "./env.js";
+import { jobEnvironment, jobResults } from "./env.js";
+import { mapItems } from "./map.js";
 import { jobKey, jobKind, type FlowState, type JobState } from "./state.js";
 import { parseTime } from "./submission.js";
 import { inputsOfEnv } from "./inputs.js";
@@ -21,16 +22,18 @@ export function conditionVars(flow: FlowState, job: JobState): ConditionVars {
     status[jobKey(dep)] = dep.status;
   }
   const env = { ...flow.envVars, ...job.spec.env_vars };
-  return { deps: jobInputs(flow, job), status, env, inputs: inputsOfEnv(env) };
+  return { deps: jobResults(flow, job), status, env, inputs: inputsOfEnv(env) };
 }
 
 /**
  * What starting a job whose dependencies let it run comes to: skip it (its `when` is false),
  * fail it (a `when` that cannot be evaluated, a wait's key or a sleep's time that cannot be
- * resolved), dispatch it to a runner (a script), or start it without one (a wait, a sleep).
+ * resolved, a map's list that is not one), dispatch it to a runner (a script), start it without
+ * one (a wait, a sleep), or expand it over its list (a map, map.ts).
  * Pure: `startJob` (outcomes.ts) carries it out.
  */
-export type JobStart = { skip: string } | { fail: string } | { dispatch: true } | { noRunner: NoRunnerStart };
+export type JobStart =
+  { skip: string } | { fail: string } | { dispatch: true } | { noRunner: NoRunnerStart } | { map: unknown[] };
 
 export function jobStart(flow: FlowState, job: JobState, at: number): JobStart {
   if (job.spec.when !== undefined) {
@@ -38,7 +41,12 @@ export function jobStart(flow: FlowState, job: JobState, at: number): JobStart {
     if ("error" in verdict) return { fail: `when could not be evaluated: ${verdict.error}` };
     if (!verdict.value) return { skip: `when is false: ${shorten(job.spec.when)}` };
   }
-  if (jobKind(job.spec) === "script") return { dispatch: true };
+  const kind = jobKind(job.spec);
+  if (kind === "script") return { dispatch: true };
+  if (kind === "map") {
+    const list = mapItems(flow, job);
+    return "error" in list ? { fail: list.error } : { map: list.items };
+  }
   const start = noRunnerStart(flow, job, at);
   return "error" in start ? { fail: start.error } : { noRunner: start };
 }

@@ -46,6 +46,9 @@ export const CancelPayload = z
   .strict();
 export type CancelPayload = z.infer<typeof CancelPayload>;
 
+/** The most jobs one finished report may add to its flow (docs/runners.md, "Adding jobs"). */
+export const ADDED_JOBS_MAX = 1000;
+
 /**
  * How an attempt ended, told by the runner in its answer to the delivery instead of through the
  * `result` webhook: for a job that is done before the runner answers (a quick one), the
@@ -59,6 +62,13 @@ export const DeliveryReport = z
     result: ResultMap.default({}),
     error: z.string().max(SIZE_LIMITS.error).optional(),
     logs: z.array(Log).max(SIZE_LIMITS.logLinesPerReport).default([]),
+    jobs: z
+      .array(z.record(z.string(), z.unknown()))
+      .max(ADDED_JOBS_MAX)
+      .optional()
+      .describe(
+        "Jobs to add to the attempt's flow with its result (status finished): each as a flow file's job. Checked like a submission when the report is taken; a refusal ends the attempt in error saying why (docs/runners.md, \"Adding jobs\").",
+      ),
   })
   .strict()
   .meta({ id: "DeliveryReport" });

@@ -6,7 +6,17 @@ export { Context, ContextDetails, ContextLimitsUpdate, FlowStartsPerMinute, MaxI
 export { ContextStored, DeadLettersMax, EffectiveRetention, RetentionPolicy, RetentionUpdate } from "./retention.js";
 export { Flow, FlowErrorInfo, FlowPriority, FlowTimeoutsRecord, MaxParallel } from "./flow.js";
 export { ChildFlowSpec, FlowParent, MAX_CHILD_DEPTH } from "./child.js";
-export { EventName, JOB_DEFAULTS, LONGEST_WAIT, Needs, RunnerJob, scriptTypeOf, WaitSpec } from "./job.js";
+export {
+  EventName,
+  JOB_DEFAULTS,
+  LONGEST_WAIT,
+  MAP_ITEMS_MAX,
+  MapSpec,
+  Needs,
+  RunnerJob,
+  scriptTypeOf,
+  WaitSpec,
+} from "./job.js";
 export { FlowResultInfo, Message } from "./message.js";
 export { MAX_DELIVERIES_PER_POST, Runner, RunnerDispatch, RunnerWithDispatch, defaultRunnerTopic } from "./runner.js";
 export {
@@ -19,11 +29,18 @@ export {
   RunnerRegistration,
   RunnerUpdate,
 } from "./requests.js";
-export { FlowDag, FlowView, JobView, JobWaiting } from "./views.js";
+export { FlowDag, FlowView, JobKind, JobView, JobWaiting } from "./views.js";
 export { progressCount } from "./progress.js";
-export { CancelPayload, DeliveryAnswer, DeliveryBatchAnswer, DeliveryPayload, DeliveryReport } from "./delivery.js";
+export {
+  ADDED_JOBS_MAX,
+  CancelPayload,
+  DeliveryAnswer,
+  DeliveryBatchAnswer,
+  DeliveryPayload,
+  DeliveryReport,
+} from "./delivery.js";
 export { DeadLetter } from "./dead-letter.js";
-export { ContextStreamEvent, FlowEventType, FlowStreamEvent, StreamTicket } from "./stream.js";
+export { AddedJob, ContextStreamEvent, FlowEventType, FlowStreamEvent, StreamTicket } from "./stream.js";
 export {
   MAX_INTERVAL_SECONDS,
   RECENT_RUNS,

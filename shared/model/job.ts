@@ -36,6 +36,27 @@ export type WaitSpec = z.output<typeof WaitSpec>;
 export const Needs = z.enum(["all_finished", "all_done", "any_finished", "none_failed"]);
 export type Needs = z.infer<typeof Needs>;
 
+/** The most items one map may expand into (docs/flows.md, "Map"): a longer list ends the map in error. */
+export const MAP_ITEMS_MAX = 1000;
+
+/**
+ * A map: the job runs once per item of a list, a result value of one of its dependencies, named
+ * `over: <dependency>.<key>` (the value is a JSON list, at most MAP_ITEMS_MAX items). Each run,
+ * an instance, is a job of its own (`<job>[<i>]`) with `ITEM` and `ITEM_INDEX` in its
+ * environment; the map ends once every instance ended (docs/flows.md, "Map").
+ */
+export const MapSpec = z
+  .object({
+    over: z
+      .string()
+      .min(3)
+      .max(200)
+      .regex(/^.+\..+$/, "<dependency>.<result key>")
+      .describe("The list to map over: `<dependency>.<result key>`, a result value holding a JSON list."),
+  })
+  .strict();
+export type MapSpec = z.output<typeof MapSpec>;
+
 /**
  * A RunnerJob: one executable unit. Extensions beyond the model: `flow_id` (0 for a job outside
  * any flow), `name` (how the flow's other jobs and its results refer to it), the pinned
@@ -47,7 +68,9 @@ export type Needs = z.infer<typeof Needs>;
  * as inclusive ranges, its attempts used in runs before a re-run: what removing it removes too), and once it ended: the last
  * `attempt`, the `error`, `ended_at`, the runner its last attempt was delivered to
  * (`last_runner_id`), and that attempt's `latency_ms` (queued to delivered) and `duration_ms`
- * (delivered to its end). The last attempt's message takes its final status from these: the
+ * (delivered to its end). A map keeps its `map`; each of its instances the map's id (`map_of`)
+ * and its item's place in the list (`item_index`); a job another job's result added to the flow
+ * the id of that job (`added_by`). The last attempt's message takes its final status from these: the
  * commit that ends a job writes only the job (docs/dispatch.md, "What a job costs"). A job run outside any flow keeps its message `timeouts` itself (a
  * flow's jobs have their flow's), so they survive its coordinator's eviction.
  */
@@ -67,8 +90,13 @@ export const RunnerJob = z
     prerequisites: z.array(z.string().max(256)).max(256),
     depends: z.array(Id),
     runner_id: Id.optional(),
-    name: z.string().max(64).optional(),
+    /** A name given in a flow file (64 characters at most), or a map instance's `<map>[<i>]`. */
+    name: z.string().max(72).optional(),
     wait: WaitSpec.optional(),
+    map: MapSpec.optional(),
+    map_of: Id.optional(),
+    item_index: z.int().min(0).optional(),
+    added_by: Id.optional(),
     sleep: z.int().min(0).max(LONGEST_WAIT).optional(),
     sleep_until: z.string().max(256).optional(),
     flow: ChildFlowSpec.optional(),

@@ -1,6 +1,7 @@
 import { z } from "zod";
 import { Id, Log, ResultMap } from "./common.js";
-import { FlowStatus, JobStatus } from "./enums.js";
+import { FlowStatus, JobStatus, ScriptType } from "./enums.js";
+import { JobKind, JobOrigin } from "./views.js";
 
 /**
  * What happened to a flow, as its event stream tells it. `flow.*` events are about the flow as a
@@ -33,8 +34,25 @@ export const FlowEventType = z.enum([
   "job.sleep_started",
   "job.child_started",
   "job.skipped",
+  "job.added",
 ]);
 export type FlowEventType = z.infer<typeof FlowEventType>;
+
+/**
+ * A job that joined the flow while it ran (`job.added`): a map's instance, or a job a result
+ * added. What a watcher needs to draw it: how it is named, what it is, what it depends on.
+ */
+export const AddedJob = z
+  .object({
+    key: z.string(),
+    name: z.string().optional(),
+    kind: JobKind,
+    script_type: ScriptType.optional(),
+    depends: z.array(Id),
+    ...JobOrigin,
+  })
+  .strict();
+export type AddedJob = z.infer<typeof AddedJob>;
 
 /**
  * One event of a flow's stream. `seq` increases by one per event of the flow (from 1), so a
@@ -80,6 +98,8 @@ export const FlowStreamEvent = z
     child_flow_id: z.int().min(1).optional(),
     /** A job event of a compensation: the job it undoes. */
     compensates: Id.optional(),
+    /** The job that joined the flow (`job.added`). */
+    job: AddedJob.optional(),
     /** For `flow.*`: how many jobs are in each status now. */
     progress: z.record(JobStatus, z.int().min(0)).optional(),
   })

@@ -15,9 +15,8 @@ import { FlowOrigin } from "./template.js";
  * for it, every runner for it at its concurrency, runners refusing it, only pull runners (none
  * leased it), its turn in the queue, or a delivery under way; for a wait, the event it waits for
  * (`until`: when it times out); for a sleep, its end; for a child flow (`child`), that flow's end;
- * for a compensation, that it runs only if the flow unwinds (`compensation`). `until` (epoch
- * seconds) when it ends at a
- * known time.
+ * for a compensation, that it runs only if the flow unwinds (`compensation`); for a map, its
+ * instances (or that it is expanding). `until` (epoch seconds) when it ends at a known time.
  */
 export const JobWaiting = z
   .object({
@@ -37,6 +36,7 @@ export const JobWaiting = z
       "sleep",
       "child",
       "compensation",
+      "map",
     ]),
     detail: z.string(),
     until: Timestamp.optional(),
@@ -45,17 +45,30 @@ export const JobWaiting = z
 export type JobWaiting = z.infer<typeof JobWaiting>;
 
 /**
- * What a job does: runs a script on a runner, waits for an event, sleeps, or runs a child flow
- * (`flow`: the last three take no runner).
+ * What a job does: runs a script on a runner, waits for an event, sleeps, runs a child flow
+ * (`flow`: the last three take no runner), or maps a script over a list (`map`: its instances,
+ * jobs of their own, run it).
  */
-export const JobKind = z.enum(["script", "wait", "sleep", "flow"]);
+export const JobKind = z.enum(["script", "wait", "sleep", "flow", "map"]);
+
+/**
+ * How a job joined its flow while it ran, when it did: a map's instance (`map_of`, its item's
+ * place `item_index`), or a job another job's result added (`added_by`).
+ */
+export const JobOrigin = {
+  map_of: Id.optional(),
+  item_index: z.int().min(0).optional(),
+  added_by: Id.optional(),
+};
 
 /**
  * A job's live state. `key` is how results name it (its name, else its id). A wait shows what it
  * waits for (`wait`: its event, and its key once resolved), a sleep until when (`sleep_until`,
  * epoch seconds, once started), a child-flow job its template (`flow`) and the flow it started
  * (`child_flow_id`), a skipped job why (`skip_reason`); its rules (`when`, `needs`,
- * `allow_failure`) when it has them. A compensation names the job it undoes (`compensates`).
+ * `allow_failure`) when it has them. A compensation names the job it undoes (`compensates`). A
+ * map shows what it maps over (`map`) and, once expanded, its instances; an instance or an added
+ * job how it joined (`JobOrigin`).
  */
 export const JobView = z
   .object({
@@ -71,6 +84,9 @@ export const JobView = z
     flow: ChildFlowSpec.optional(),
     /** A child-flow job: the flow it started, once known. */
     child_flow_id: Id.optional(),
+    map: z.object({ over: z.string() }).strict().optional(),
+    instances: z.array(Id).optional(),
+    ...JobOrigin,
     when: z.string().optional(),
     needs: z.enum(["all_finished", "all_done", "any_finished", "none_failed"]).optional(),
     allow_failure: z.boolean().optional(),
@@ -134,7 +150,10 @@ export const FlowView = z
   .meta({ id: "FlowView" });
 export type FlowView = z.infer<typeof FlowView>;
 
-/** `flow.dag`: nodes with statuses, edges from a dependency to its dependent. */
+/**
+ * `flow.dag`: nodes with statuses, edges from a dependency to its dependent and from a map to
+ * each of its instances.
+ */
 export const FlowDag = z
   .object({
     flow_id: z.int().min(0),
@@ -155,6 +174,7 @@ export const FlowDag = z
           compensates: Id.optional(),
           /** A child-flow job: the flow its current attempt started, once known. */
           child_flow_id: Id.optional(),
+          ...JobOrigin,
         })
         .strict(),
     ),

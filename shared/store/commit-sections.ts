@@ -18,6 +18,7 @@ import {
 } from "../keys.js";
 import { scriptTypeOf, type DeadLetter, type Log, type Message } from "../model/index.js";
 import { encodePairs } from "./codec.js";
+import { jobsAdded } from "./commit-growth.js";
 import { dispatchMessage, resultMessage } from "./flow-records.js";
 import { codecs } from "./layouts.js";
 import { DISPATCHES_PER_PART, guardFirst, type Op, type SectionPart } from "./commit-calls.js";
@@ -147,7 +148,11 @@ export class StepSection {
       case "waitStarted":
         return this.waitStarted(effect.job);
       case "sleepStarted":
-        return; // nothing in Redis: its deadline lives in the flow's object
+      case "expand":
+        return; // nothing in Redis: the deadline lives in the flow's object (a map's ids come next)
+      case "jobsAdded":
+        this.ops.push(...jobsAdded(this.keys, this.state, effect.jobs, this.now));
+        return;
     }
   }
 

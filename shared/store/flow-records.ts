@@ -1,4 +1,12 @@
-import { jobKey, messageId, resultMessageId, MESSAGE_TIMEOUTS, type FlowState, type JobState } from "../flow/index.js";
+import {
+  itemVars,
+  jobKey,
+  messageId,
+  resultMessageId,
+  MESSAGE_TIMEOUTS,
+  type FlowState,
+  type JobState,
+} from "../flow/index.js";
 import type { Flow, Message, RunnerJob } from "../model/index.js";
 
 /**
@@ -29,24 +37,31 @@ export function flowRecord(state: FlowState, now: number): Flow {
   };
 }
 
-/** A job's record as created. */
+/**
+ * A job's record as created. A map's instance keeps only its item (`env_vars` ITEM and
+ * ITEM_INDEX) and its map's id, not the map's script, variables and prerequisites again: a map of
+ * 1,000 items would write them 1,000 times in one call (a rebuild takes them from the map's
+ * record, a delivery its script from the state).
+ */
 export function jobRecord(state: FlowState, job: JobState, now: number): RunnerJob {
+  const instance = job.mapOf !== undefined;
   return {
     id: job.id,
     caller_id: state.callerId,
     context_id: state.contextId,
     flow_id: state.id,
-    script: job.spec.script,
+    script: instance ? "" : job.spec.script,
     ...(job.spec.script_type !== undefined ? { script_type: job.spec.script_type } : {}),
     timeout: job.spec.timeout,
     retries: job.spec.retries,
-    env_vars: job.spec.env_vars,
+    env_vars: instance ? itemVars(job.spec.env_vars) : job.spec.env_vars,
     result: job.result ?? {},
-    prerequisites: job.spec.prerequisites,
+    prerequisites: instance ? [] : job.spec.prerequisites,
     depends: job.depends,
     ...kindFields(job),
     ...(job.spec.runner_id !== undefined ? { runner_id: job.spec.runner_id } : {}),
     ...(job.name !== undefined ? { name: job.name } : {}),
+    ...growthFields(job),
     message_base: job.messageBase,
     ...(job.attempt > 0 ? { attempt: job.attempt } : {}),
     ...(job.error !== undefined ? { error: job.error } : {}),
@@ -56,12 +71,22 @@ export function jobRecord(state: FlowState, job: JobState, now: number): RunnerJ
   };
 }
 
-/** What a job's record keeps of its kind (wait, sleep, the job a compensation undoes) and its rules, when it has them. */
+/** What a job's record keeps of how it joined a running flow: a map's instance, a job a result added. */
+function growthFields(job: JobState): Partial<RunnerJob> {
+  return {
+    ...(job.mapOf !== undefined ? { map_of: job.mapOf } : {}),
+    ...(job.itemIndex !== undefined ? { item_index: job.itemIndex } : {}),
+    ...(job.addedBy !== undefined ? { added_by: job.addedBy } : {}),
+  };
+}
+
+/** What a job's record keeps of its kind (wait, sleep, map, the job a compensation undoes) and its rules, when it has them. */
 function kindFields(job: JobState): Partial<RunnerJob> {
-  const { wait, sleep, sleep_until, flow, when, needs, allow_failure, compensates } = job.spec;
+  const { wait, map, sleep, sleep_until, flow, when, needs, allow_failure, compensates } = job.spec;
   return {
     ...(compensates !== undefined ? { compensates } : {}),
     ...(wait ? { wait } : {}),
+    ...(map ? { map } : {}),
     ...(sleep !== undefined ? { sleep } : {}),
     ...(sleep_until !== undefined ? { sleep_until } : {}),
     ...(flow !== undefined ? { flow } : {}),

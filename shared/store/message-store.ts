@@ -37,6 +37,28 @@ export class MessageStore {
     return last - count + 1;
   }
 
+  /**
+   * Allocates `jobs` consecutive job ids and `messages` consecutive message ids in the caller's
+   * spaces (for jobs joining a running flow); resolves with the first of each. Two commands in
+   * one round trip (the client pipelines calls made together); ids a caller does not use are
+   * wasted, never given twice.
+   */
+  async allocateGrowth(
+    contextId: number,
+    callerId: number,
+    jobs: number,
+    messages: number,
+  ): Promise<{ job: number; message: number }> {
+    const ids = this.keys.ids(contextId);
+    const [lastJob, lastMessage] = await callRedis(() =>
+      Promise.all([
+        this.redis.exec<number>(["HINCRBY", ids, this.keys.jobCounter(callerId), String(jobs)]),
+        this.redis.exec<number>(["HINCRBY", ids, this.keys.messageCounter(callerId), String(messages)]),
+      ]),
+    );
+    return { job: Number(lastJob) - jobs + 1, message: Number(lastMessage) - messages + 1 };
+  }
+
   /** Stores a message and puts it on msg_out in one step. */
   async post(message: Message): Promise<void> {
     const keys = [this.layout.key(message), this.layout.indexKey(message), this.keys.msgOut(message.context_id)];

@@ -17,6 +17,7 @@ import {
   waitTookItsEvent,
   type FaultSpan,
 } from "./reactions.js";
+import { judgeGrowth } from "./growth.js";
 import { judgeFlow } from "./rules.js";
 import { sagasUnwound } from "./sagas.js";
 import type { FlowPlan, Job } from "./shapes.js";
@@ -161,13 +162,18 @@ function endedAsTheirRulesSay({ runners, flows }: SoakOutcome, finals: Map<numbe
   const legit = (flowId: number) => (job: JobView, planned: Job) => {
     const reason = job.error ?? "";
     if (planned.wait) return planned.wait.on_timeout !== "skip" && /^timed out: no event/.test(reason);
-    return job.key.endsWith("-doomed") && (/failed on purpose/.test(reason) || endedByFault(flowId, job.key, reason));
+    // A job whose result adds jobs refused on purpose fails saying so (growth.ts).
+    if (/^its added jobs were refused: /.test(reason)) return true;
+    // A doomed map's instance (`<map>-doomed[i]`) fails as the map would.
+    return (
+      /-doomed(\[\d+\])?$/.test(job.key) && (/failed on purpose/.test(reason) || endedByFault(flowId, job.key, reason))
+    );
   };
   const ends = { finished: 0, skips: 0, doomed: 0, waits: 0, cleanups: 0 };
   for (const { view, plan } of flows) {
     const end = finals.get(view.id);
     if (!end) continue;
-    wrong.push(...judgeFlow(plan, end, legit(view.id)));
+    wrong.push(...judgeFlow(plan, end, legit(view.id)), ...judgeGrowth(plan, end));
     if (end.status === "finished") ends.finished++;
     if (end.status === "finished" && end.jobs.some((j) => j.status === "skipped")) ends.skips++;
     const failed = plan.jobs.find((j) => j.name === end.error?.name);
@@ -178,7 +184,7 @@ function endedAsTheirRulesSay({ runners, flows }: SoakOutcome, finals: Map<numbe
     if (failedRun) ends.cleanups += end.jobs.filter((j) => cleanups.includes(j.key) && j.status === "finished").length;
   }
   return {
-    name: "each flow ended as its rules say: every job by its needs, when and kind; finished, or failed (in error, or unwound when it has compensations) naming a job that may fail it and failed so (on purpose, by a fault no report of it answered, or a wait's timeout), or cancelled as planned; clean-ups ran",
+    name: "each flow ended as its rules say: every job by its needs, when and kind; finished, or failed (in error, or unwound when it has compensations) naming a job that may fail it and failed so (on purpose, by a fault no report of it answered, or a wait's timeout), or cancelled as planned; clean-ups ran; each map ended with one instance per item, the jobs a result added joined once",
     held: wrong.length === 0,
     detail:
       wrong.length === 0

@@ -63,14 +63,15 @@ export function judgeFlow(
   const say = (job: string, what: string) => wrong.push(`flow ${view.id} ${view.status}: job ${job} ${what}`);
   const failed = FAILED.has(view.status);
   const cancelled = failed && view.error?.job === 0 && plan.cancel !== undefined;
-  for (const planned of plan.jobs) {
+  // Jobs a result added are judged as the flow's own (whether they joined: growth.ts).
+  for (const planned of [...plan.jobs, ...(plan.added ?? [])]) {
     const name = planned.name as string;
     const job = byName.get(name);
     if (!job) {
-      say(name, "is not in its view");
+      if (!plan.added?.includes(planned)) say(name, "is not in its view");
       continue;
     }
-    const kind = planned.wait ? "wait" : planned.script !== undefined ? "script" : "sleep";
+    const kind = planned.wait ? "wait" : planned.map ? "map" : planned.script !== undefined ? "script" : "sleep";
     const shown = [job.kind, job.needs ?? "all_finished", job.allow_failure ?? false, job.when ?? "-"].join(" ");
     const meant = [kind, planned.needs ?? "all_finished", planned.allow_failure ?? false, planned.when ?? "-"].join(
       " ",
@@ -87,7 +88,10 @@ export function judgeFlow(
       (failed && /^(not run|stopped|not retried)[: ]/.test(reason)) || (cancelled && /^cancelled: /.test(reason));
     switch (job.status) {
       case "finished":
-        if (!runs || doomed) say(name, `finished, but its rules ${rules}, its when ${when}${doomed ? ", doomed" : ""}`);
+        // A doomed map allowed to fail finishes, its failed instances' results null; over an
+        // empty list, it finishes at once, nothing having run.
+        if (!runs || (doomed && !(planned.map && (planned.allow_failure || emptyMap(plan, name)))))
+          say(name, `finished, but its rules ${rules}, its when ${when}${doomed ? ", doomed" : ""}`);
         break;
       case "skipped": {
         const byRules = rules === "skip" || (rules === "run" && when === false);
@@ -99,9 +103,11 @@ export function judgeFlow(
         const byOwnEnd =
           runs && ((doomed && planned.script !== undefined) || (timedOut && planned.wait?.on_timeout !== "skip"));
         const whenFailed = rules === "run" && when === undefined && /^when could not be evaluated/.test(reason);
+        // A map whose instance was stopped (the flow failed) or refused its added jobs on purpose.
+        const grew = (planned.map && failed && /^instance /.test(reason)) || plan.refusedGrowth === true;
         // An attempt in flight when the flow failed is not retried: a fault may end it.
         const notRetried = failed && planned.script !== undefined && /^attempt \d+ /.test(reason);
-        if (!byOwnEnd && !whenFailed && !stopped && !notRetried)
+        if (!byOwnEnd && !whenFailed && !stopped && !notRetried && !grew)
           say(name, `ended in error (${reason}), but its rules ${rules}, its when ${when}`);
         break;
       }
@@ -113,12 +119,17 @@ export function judgeFlow(
       say(name, `is a clean-up (needs: all_done) and did not finish: ${job.status} (${reason})`);
   }
   const mayFail = new Set(plan.jobs.filter((j) => j.allow_failure).map((j) => j.name as string));
-  const failing = view.jobs.filter((j) => j.status === "error" && !mayFail.has(j.key) && j.compensates === undefined);
+  // A map's instance may fail as its map may.
+  const keyOf = new Map(view.jobs.map((j) => [j.id, j.key]));
+  const own = (j: JobView) => (j.map_of !== undefined ? (keyOf.get(j.map_of) ?? j.key) : j.key);
+  const failing = view.jobs.filter((j) => j.status === "error" && !mayFail.has(own(j)) && j.compensates === undefined);
   if (view.status === "finished" && failing.length > 0)
     wrong.push(`flow ${view.id} finished with ${failing.map((j) => `${j.key} in error (${j.error})`).join(", ")}`);
   if (failed && !cancelled) {
     const named = byName.get(view.error?.name ?? "");
-    const planned = plan.jobs.find((j) => j.name === named?.key);
+    // A map's instance fails its flow as its map would.
+    const map = named?.map_of !== undefined ? view.jobs.find((j) => j.id === named.map_of)?.key : undefined;
+    const planned = plan.jobs.find((j) => j.name === (map ?? named?.key));
     if (!named || !planned || planned.allow_failure || named.status !== "error" || !legitFailure(named, planned))
       wrong.push(
         `flow ${view.id} ${view.status}: ${view.error?.name}: ${view.error?.reason} (no job that may fail it failed so)`,
@@ -133,3 +144,8 @@ export function judgeFlow(
 
 /** The statuses of a flow that failed: in error, or unwound. */
 const FAILED: ReadonlySet<string> = new Set(["error", "compensated", "compensation_failed"]);
+
+/** Whether a job is a map of the plan over an empty list (growth.ts): it finishes without an instance. */
+function emptyMap(plan: FlowPlan, name: string): boolean {
+  return plan.maps?.some((m) => m.job === name && m.items === 0) === true;
+}

@@ -59,7 +59,9 @@ export interface WaitPlan {
 /**
  * A random flow: its jobs, its env, its doomed jobs, its conditions (by job name), its waits and
  * sleeps; a saga's jobs that have a compensation (by name), and when it is cancelled with
- * `compensate` (ms after its submission; twice: the same cancel sent again at once).
+ * `compensate` (ms after its submission; twice: the same cancel sent again at once); for one that grows (growth.ts),
+ * its maps (each job's name and its list's length), the jobs a result adds (`added`, by `adder`),
+ * and whether they are refused (`refusedGrowth`).
  */
 export interface FlowPlan {
   jobs: Job[];
@@ -70,6 +72,10 @@ export interface FlowPlan {
   sleeps: string[];
   compensated: string[];
   cancel?: { afterMs: number; twice: boolean };
+  maps?: { job: string; items: number }[];
+  added?: Job[];
+  adder?: string;
+  refusedGrowth?: boolean;
 }
 
 /** What the runners fail on purpose: a doomed job, and a broken job's compensation (every attempt). */

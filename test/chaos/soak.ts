@@ -9,6 +9,7 @@ import { mulberry32, type Random } from "../support/random.js";
 import { check, RETRIES, type Invariant, type SoakFlow, type SoakRunner } from "./invariants.js";
 import { LOOKBACK_S, type FaultSpan } from "./reactions.js";
 import { FAIL_MATCH, flowShape, type FlowPlan } from "./shapes.js";
+import { growthShape } from "./growth.js";
 import { EventTraffic } from "./traffic.js";
 
 export type { Invariant } from "./invariants.js";
@@ -41,6 +42,8 @@ export interface SoakReport {
     sagas: number;
     cancels: number;
   };
+  /** What grew: maps and their items, jobs results added, and added jobs refused on purpose. */
+  growth: { maps: number; items: number; added: number; refused: number };
   invariants: Invariant[];
   ok: boolean;
 }
@@ -59,7 +62,8 @@ const TIMEOUTS = {
 /**
  * A seeded, bounded soak on the real local stack: flows of varied shapes (chains, diamonds, fans,
  * layers; some with a job that fails on purpose; most with waits for events, sleeps, `when`s,
- * `needs`, `allow_failure` and clean-ups) and events for their waits (sent once, twice, early,
+ * `needs`, `allow_failure` and clean-ups; a quarter that grow while they run: maps, and jobs
+ * whose results add jobs) and events for their waits (sent once, twice, early,
  * late, for a wrong key: traffic.ts) while faults are injected at random — Redis
  * paused (CLIENT PAUSE) and frozen (SIGSTOP), the REST endpoint killed and restarted, the Worker
  * restarted (every Durable Object's memory gone), runners killed and restarted, runners refusing
@@ -136,7 +140,11 @@ async function run(
   const going = () => !halted && Date.now() < until;
   const submitter = (async () => {
     for (let n = 0; going(); n++) {
-      const plan = flowShape(random.flows, `f${n}`, RETRIES, random.events);
+      // One flow in four grows while it runs: a map, or a job whose result adds jobs.
+      const grows = random.flows() < 0.25;
+      const plan = grows
+        ? growthShape(random.flows, `f${n}`, RETRIES)
+        : flowShape(random.flows, `f${n}`, RETRIES, random.events);
       await traffic.beforeSubmit(plan);
       const body: FlowSubmissionInput = { start: true, timeouts: TIMEOUTS, env_vars: plan.env, jobs: plan.jobs };
       const view = await submitWithKey(client, ctx, body, `soak-${options.seed}-${n}`);
@@ -198,11 +206,18 @@ async function run(
     sagas: plans.filter((p) => p.compensated.length > 0).length,
     cancels: plans.filter((p) => p.cancel).length,
   };
+  const growth = {
+    maps: plans.reduce((n, p) => n + (p.maps?.length ?? 0), 0),
+    items: plans.reduce((n, p) => n + (p.maps ?? []).reduce((k, m) => k + m.items, 0), 0),
+    added: plans.reduce((n, p) => n + (p.added?.length ?? 0), 0),
+    refused: plans.filter((p) => p.refusedGrowth).length,
+  };
   return {
     seed: options.seed,
     flows: flows.length,
     faults: faults.map((f) => f.what),
     reactive,
+    growth,
     invariants,
     ok: invariants.every((i) => i.held),
   };

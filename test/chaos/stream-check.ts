@@ -17,7 +17,8 @@ const STREAM_SETTLE_MS = 10_000;
 
 /**
  * After the soak: every ended flow's own stream is numbered 1..n without a gap and ends where the
- * flow ended (its last `flow.*` event has the flow's status, each job's last event the job's), and
+ * flow ended (its last `flow.*` event has the flow's status, each job's last event the job's; a
+ * job that joined the flow while it ran is told as added once, first of all its events), and
  * the context's stream tells each flow's end once, in each flow's order. Faults made commits'
  * outcomes unknown and restarted the Worker under the streams: this is where catching up shows.
  */
@@ -42,8 +43,17 @@ export async function checkStreams(
         const last = flow.filter((e) => e.type.startsWith("flow.")).at(-1);
         if (last?.status !== end.status) wrong.push(`flow ${id} ${end.status}, its stream says ${last?.type}`);
         for (const job of end.jobs) {
-          const told = flow.filter((e) => e.job_id === job.id).at(-1);
+          const own = flow.filter((e) => e.job_id === job.id);
+          const told = own.at(-1);
           if (told?.status !== job.status) wrong.push(`flow ${id} job ${job.key} ${job.status}, told ${told?.type}`);
+          // A job that joined the flow is told as added once, before anything else of it.
+          const joined = job.map_of !== undefined || job.added_by !== undefined;
+          const added = own.filter((e) => e.type === "job.added").length;
+          if (joined && (own[0]?.type !== "job.added" || added !== 1))
+            wrong.push(
+              `flow ${id} job ${job.key} joined it; its stream tells it ${added} times as added, first ${own[0]?.type}`,
+            );
+          if (!joined && added > 0) wrong.push(`flow ${id} job ${job.key} was submitted, told as added`);
         }
       }),
     );

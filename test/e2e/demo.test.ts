@@ -22,7 +22,7 @@ const root = path.resolve(import.meta.dirname, "../..");
 function expectConsoleLinks(output: string): { url: string; context: string; diamond: string } {
   const url = /^worker {8}(http:\/\/127\.0\.0\.1:\d+) /m.exec(output)?.[1] ?? "(no worker URL)";
   const context = /^context (\d+) created/m.exec(output)?.[1] ?? "?";
-  const [diamond = "?", failing = "?", saga = "?", approval = "?", reminder = "?"] = [
+  const [diamond = "?", failing = "?", saga = "?", approval = "?", reminder = "?", map = "?"] = [
     ...output.matchAll(/^flow (\d+) submitted/gm),
   ].map((m) => m[1]);
   const pages = `${url}/console/#/contexts/${context}`;
@@ -34,6 +34,7 @@ function expectConsoleLinks(output: string): { url: string; context: string; dia
       `  ${pages}/flows/${saga}    the saga`,
       `  ${pages}/flows/${approval}    the approval`,
       `  ${pages}/flows/${reminder}    the reminder`,
+      `  ${pages}/flows/${map}    the map`,
       `  ${pages}    every flow of context ${context}, live`,
     ].join("\n"),
   );
@@ -82,6 +83,9 @@ describe("npm start", () => {
       expect(output).toMatch(/matched 1 wait, resumed 1/);
       expect(output).toMatch(/shipped=1042, approved by alice/);
       expect(output).toMatch(/reminded=inv-7 is not paid yet/);
+      // The map ran one instance per file, and summed their words.
+      expect(output).toMatch(/^ {2}\[\d+\/\d+\] \+ process\[3\] added: item 3 of process$/m);
+      expect(output).toMatch(/^ {2}summarize +files=4, words=23$/m);
       expect(output).toMatch(/^ {2}flow \d+ finished\n {4}fetch/m); // the inbox's result message
       expect(output).toContain("What just happened");
       expect(output).not.toMatch(/demo failed/);

@@ -136,6 +136,32 @@ describe("size limits", () => {
     expect(stack().workerLog()).not.toMatch(/ 500 /);
   });
 
+  // After the small ones (whose own largest call a test checks), before the flow file of 2,000 jobs.
+  it("keeps growth's storage calls under 10 MB: a report adding 1,000 jobs in 1 MiB, a map of 1,000 items", async () => {
+    const { ctx } = await contextWithRunner();
+    const count = 1000;
+    const script = Math.floor((SIZE_LIMITS.requestBody * 0.85) / count);
+    const seed = { ...job("seed"), env_vars: { ADD_JOBS_MANY: `${count}:${script}` } };
+    const grown = await admin().client.submitFlow(ctx, { start: true, jobs: [seed] });
+    const many = await flowEnd(admin().client, ctx, grown.id, 120_000);
+    expect(many.jobs).toHaveLength(count + 1);
+    expect(many.status).toBe("finished");
+    const items = JSON.stringify(Array.from({ length: count }, (_, i) => `${"i".repeat(40)}-${i}`));
+    const list = { ...job("list"), env_vars: { ADD_RESULT: JSON.stringify({ files: items }) } };
+    const mapped = await admin().client.submitFlow(ctx, {
+      start: true,
+      jobs: [list, { ...job("each", ["list"]), map: { over: "list.files" } }],
+    });
+    const map = await flowEnd(admin().client, ctx, mapped.id, 120_000);
+    expect(map.jobs).toHaveLength(count + 2);
+    expect(map.status).toBe("finished");
+    const written = stack().restLargest();
+    console.log(
+      `limits: growth's worst cases: largest storage request so far ${written.request} bytes (1,000 jobs of ${script} bytes added by one report; a map of 1,000 items)`,
+    );
+    expect(written.request).toBeLessThan(WORST_CASE_BYTES);
+  });
+
   it("keeps the worst cases' storage calls under 10 MB: a 1 MiB flow file of 2,000 jobs, 2 MiB of results, a rebuild", async () => {
     const { ctx } = await contextWithRunner();
     const names = Array.from({ length: 2000 }, (_, i) => `bytes-1100-${i}`);

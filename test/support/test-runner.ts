@@ -50,6 +50,9 @@
  * `batch of <n>` for each such POST.
  *
  * A job named `bytes-<n>…` reports a result with a value of n characters (`blob`), to test sizes.
+ * A job whose environment has `ADD_RESULT` (a JSON object) adds its values to its result, and
+ * one with `ADD_JOBS` (a JSON list) reports those jobs to add to its flow (growth), one with
+ * `ADD_JOBS_MANY=<n>:<bytes>` n jobs `many-<i>` after it, each with a script of that many bytes.
  *
  * A delivery of an attempt it already took is answered 2xx and not run again (printed as
  * `duplicate <job> flow <f> attempt <n>`), as a runner that deduplicates on the message and
@@ -114,13 +117,29 @@ const reports = new TestReports({ base, contextId, runnerId, signer, retryMs: re
 
 /**
  * What a job reports: an error if FAIL or FAIL_MATCH names it, else a result naming the job; a
- * job named `bytes-<n>…` adds a value `blob` of n characters (sizes: test/e2e/limits.test.ts).
+ * job named `bytes-<n>…` adds a value `blob` of n characters (sizes: test/e2e/limits.test.ts);
+ * `ADD_RESULT` and `ADD_JOBS` in its environment add to its result and to its flow.
  */
-function outcomeOf(name: string, attempt: number): Record<string, unknown> {
+function outcomeOf(name: string, attempt: number, env: Record<string, string> = {}): Record<string, unknown> {
   if (failing.has(name) || failMatch?.test(name)) return { status: "error", error: `job ${name} failed on purpose` };
   const blob = /^bytes-(\d+)/.exec(name);
-  const result = { job: name, attempt: String(attempt), ...(blob ? { blob: "x".repeat(Number(blob[1])) } : {}) };
-  return { status: "finished", result };
+  const extra = env.ADD_RESULT ? (JSON.parse(env.ADD_RESULT) as Record<string, string>) : {};
+  const result = {
+    job: name,
+    attempt: String(attempt),
+    ...(blob ? { blob: "x".repeat(Number(blob[1])) } : {}),
+    ...extra,
+  };
+  const jobs = env.ADD_JOBS ? (JSON.parse(env.ADD_JOBS) as unknown[]) : manyJobs(name, env.ADD_JOBS_MANY);
+  return { status: "finished", result, ...(jobs ? { jobs } : {}) };
+}
+
+/** `ADD_JOBS_MANY=<n>:<bytes>`: n jobs after `name`, each with a script of that many bytes. */
+function manyJobs(name: string, many: string | undefined): unknown[] | undefined {
+  if (!many) return undefined;
+  const [n, bytes] = many.split(":").map(Number) as [number, number];
+  const script = `#${"x".repeat(Math.max(0, bytes - 1))}`;
+  return Array.from({ length: n }, (_, i) => ({ name: `many-${i}`, script, script_type: "sh", depends: [name] }));
 }
 
 /** LATE: first attempts' results held back, by `<flow>:<job>`, until the job's next attempt comes. */
@@ -144,7 +163,7 @@ async function run(payload: DeliveryPayload): Promise<void> {
   }
   if (!fast) await reports.report(payload.callbacks.started, { attempt: payload.attempt });
   if (workMs > 0) await new Promise((r) => setTimeout(r, workMs));
-  const body = { attempt: payload.attempt, ...outcomeOf(name, payload.attempt) };
+  const body = { attempt: payload.attempt, ...outcomeOf(name, payload.attempt, payload.message.job[0]?.env_vars) };
   const finish = async () => {
     if (poison) await reports.report(payload.callbacks.result, { ...body, status: "exploded" }, `poison ${label}`);
     load--;
@@ -211,7 +230,11 @@ async function pullLoop(): Promise<void> {
       const ids = { flow_id: payload.flow_id, job_id: payload.job_id };
       batch.push({ entry: { ...ids, event: "ack", body: { attempt: payload.attempt } } });
       batch.push({
-        entry: { ...ids, event: "result", body: { attempt: payload.attempt, ...outcomeOf(name, payload.attempt) } },
+        entry: {
+          ...ids,
+          event: "result",
+          body: { attempt: payload.attempt, ...outcomeOf(name, payload.attempt, payload.message.job[0]?.env_vars) },
+        },
         label: `result ${name} flow ${payload.flow_id} attempt ${payload.attempt}`,
       });
     }
@@ -239,7 +262,7 @@ function take(raw: unknown): { status: number; report?: Record<string, unknown> 
   if (refuseFile && existsSync(refuseFile)) return { status: 503 };
   const { flow_id, job_id, attempt, message } = parsed.data;
   const name = message.job[0]?.name ?? String(job_id);
-  const report = inline ? { report: outcomeOf(name, attempt) } : {};
+  const report = inline ? { report: outcomeOf(name, attempt, message.job[0]?.env_vars) } : {};
   const key = `${flow_id}:${job_id}:${attempt}`;
   if (taken.has(key)) {
     console.log(`duplicate ${name} flow ${flow_id} attempt ${attempt}`);

@@ -56,6 +56,7 @@ function hostFor(
       return t;
     },
     isPaused: () => use.store.contextAdmin.isPaused(machine.state.contextId),
+    expand: async () => undefined,
     whyUndelivered: async (_state, jobId) => {
       asked.push(jobId);
       return "waiting for a pull runner of script type sh to lease it";
@@ -332,6 +333,7 @@ describe("Deadlines", () => {
         storage: ds.storage,
         enqueue: (event) => commits.enqueue(event),
         isPaused: () => store.contextAdmin.isPaused(state.contextId),
+        expand: async () => undefined,
         whyUndelivered: async () => "no runner took it",
       });
       commits.adopt(state);

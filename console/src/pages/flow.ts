@@ -6,6 +6,7 @@ import { badge, fill, formatDuration, h, notify, timeElement } from "../dom.js";
 import { checkFlowEvent, keepLive, liveIndicator } from "../live.js";
 import { throttle, type PageContext, type PageHandle } from "../page.js";
 import { href, type Route } from "../routes.js";
+import { addJoined, applyJobEvent } from "./flow-events.js";
 import { JobPanel } from "./job-panel.js";
 
 /** A flow's actions, the statuses they apply to, and what the button says. */
@@ -29,52 +30,6 @@ const PROGRESS_ORDER: JobStatus[] = [
   "error",
   "skipped",
 ];
-
-/** The statuses a job ends in: nothing waits any more. */
-const ENDED: ReadonlySet<string> = new Set<JobStatus>(["finished", "error", "skipped"]);
-
-/**
- * What a job event tells of its job, applied to the job's view: its status, attempt and runner,
- * and by its type what the job now waits for (`job.wait_started`: the event and its key, until
- * its timeout; `job.sleep_started`: until when), why it was skipped (`job.skipped`), its result
- * or error. The view read again after it (at most once a second) agrees.
- */
-export function applyJobEvent(job: JobView, event: FlowStreamEvent): void {
-  job.status = event.status as JobStatus;
-  if (event.attempt !== undefined) job.attempt = event.attempt;
-  if (event.runner_id !== undefined) job.runner_id = event.runner_id;
-  const until = event.until_ms === undefined ? undefined : Math.floor(event.until_ms / 1000);
-  switch (event.type) {
-    case "job.wait_started": {
-      const name = event.event_name ?? job.wait?.event ?? "";
-      const key = event.event_key ?? job.wait?.key ?? "";
-      job.wait = { event: name, key, timeout: job.wait?.timeout ?? 0 };
-      job.started_at = Math.floor(event.at_ms / 1000);
-      job.waiting = {
-        reason: "event",
-        detail: `waiting for event ${name} with key ${JSON.stringify(key)}`,
-        ...(until !== undefined ? { until } : {}),
-      };
-      break;
-    }
-    case "job.sleep_started":
-      if (until !== undefined) job.sleep_until = until;
-      job.started_at = Math.floor(event.at_ms / 1000);
-      job.waiting = { reason: "sleep", detail: "sleeping", ...(until !== undefined ? { until } : {}) };
-      break;
-    case "job.skipped":
-      job.skip_reason = event.reason ?? job.skip_reason ?? "";
-      break;
-    case "job.finished":
-      if (event.result) job.result = event.result;
-      break;
-    case "job.error":
-      if (event.error) job.error = event.error;
-      break;
-  }
-  if (ENDED.has(job.status)) delete job.waiting;
-  if (job.status !== "skipped") delete job.skip_reason; // a re-run gives a skipped job its chance again
-}
 
 /** How many jobs are in each status, counted from the jobs themselves (after events moved them). */
 function progressOf(jobs: JobView[]): FlowView["progress"] {
@@ -111,6 +66,8 @@ class FlowPage {
   private readonly base: string;
   private readonly panel: JobPanel;
   private readonly resync: () => void;
+  /** Draws the graph again with the jobs that joined the flow (at most every 300 ms while many join). */
+  private readonly regrow: () => void;
   private view: FlowView | undefined;
   private dag: DagView | undefined;
 
@@ -133,6 +90,7 @@ class FlowPage {
       (jobId) => this.rerunFrom(jobId),
     );
     this.resync = throttle(1_000, () => this.reload());
+    this.regrow = throttle(300, async () => this.draw());
     for (const { action, label } of ACTIONS) {
       const button = h("button", { type: "button", disabled: true, "data-action": action }, label);
       button.addEventListener("click", () => this.act(action, button));
@@ -212,18 +170,41 @@ class FlowPage {
       button.hidden = action === "compensate" && !unwinds;
       if (!button.dataset.busy) button.disabled = !(when as readonly string[]).includes(next.status);
     }
-    if (this.dag) {
-      for (const job of next.jobs) this.dag.update(job);
+    const dag = this.dag;
+    if (dag && next.jobs.every((job) => dag.has(job.id))) {
+      for (const job of next.jobs) dag.update(job);
       if (refreshPanel && this.panel.current !== undefined) this.panel.show(next, this.panel.current);
       return;
     }
+    this.draw();
+  }
+
+  /**
+   * Lays the graph out and draws it: at first, and again when jobs joined the flow (a map's
+   * instances, jobs a result added), at the zoom it had, with the same job chosen.
+   */
+  private draw(): void {
+    const view = this.view;
+    if (!view) return;
     const { contextId, flowId } = this;
-    this.dag = new DagView(next.jobs, (id) => {
-      history.replaceState(null, "", href({ page: "flow", contextId, flowId, jobId: id }));
-      this.openJob(id);
-    });
+    this.dag = new DagView(
+      view.jobs,
+      (id) => {
+        history.replaceState(null, "", href({ page: "flow", contextId, flowId, jobId: id }));
+        this.openJob(id);
+      },
+      this.dag?.zoomed,
+    );
     fill(this.graphArea, this.dag.element, this.panel.element);
-    this.openJob(this.wanted);
+    this.openJob(this.wanted ?? this.panel.current);
+  }
+
+  /** A job joined the flow (`job.added`): into the view (flow-events.ts), and into the graph soon. */
+  private joined(view: FlowView, event: FlowStreamEvent): void {
+    if (!addJoined(view, event)) return;
+    view.progress = progressOf(view.jobs);
+    drawMeta(this.meta, view);
+    this.regrow();
   }
 
   private async reload(): Promise<void> {
@@ -240,7 +221,8 @@ class FlowPage {
   private onEvent(event: FlowStreamEvent): void {
     const view = this.view;
     if (!view) return;
-    if (event.job_id !== undefined) {
+    if (event.type === "job.added") this.joined(view, event);
+    else if (event.job_id !== undefined) {
       const job = view.jobs.find((j) => j.id === event.job_id);
       if (job) {
         const was = job.status;

@@ -222,6 +222,9 @@ export class JobPanel {
         ...(job.heartbeat_at !== undefined ? fact("Heartbeat", timeElement(job.heartbeat_at)) : []),
         ...(job.waiting ? fact("Waiting", waitingText(job.waiting)) : []),
         ...(job.depends.length > 0 ? fact("Depends on", job.depends.map(keyOf).join(", ")) : []),
+        ...(job.instances ? fact("Instances", `${job.instances.length}: ${job.instances.map(keyOf).join(", ")}`) : []),
+        ...(job.map_of !== undefined ? fact("Instance of", `${keyOf(job.map_of)}, item ${job.item_index ?? "?"}`) : []),
+        ...(job.added_by !== undefined ? fact("Added by", `${keyOf(job.added_by)}'s result`) : []),
       ),
       rulesSection(job),
       job.error
@@ -302,6 +305,8 @@ export class JobPanel {
 
 /** What a job that runs no script does. */
 function kindText(job: JobView): string {
+  if (job.kind === "map")
+    return `map over ${job.map?.over ?? "?"}: its instances run its ${job.script_type ?? ""} script`;
   return job.kind === "wait" ? "wait for an event (takes no runner)" : "sleep (takes no runner)";
 }
 
@@ -350,6 +355,15 @@ function rulesSection(job: JobView): HTMLElement | undefined {
 /** A wait's or a sleep's record: its timeout and what a timeout does, or how long it sleeps. */
 function noRunnerDetails(record: RunnerJob): HTMLElement {
   const fact = (term: string, value: string) => [h("dt", {}, term), h("dd", {}, value)];
+  if (record.map)
+    return h(
+      "section",
+      {},
+      h("h3", {}, "Map"),
+      h("dl", { class: "facts" }, ...fact("Over", record.map.over), ...fact("Retries", String(record.retries))),
+      h("p", { class: "muted" }, "Each instance runs this script with its item in ITEM (and its place in ITEM_INDEX)."),
+      h("pre", { class: "script" }, record.script),
+    );
   const wait = record.wait;
   if (wait) {
     return h(
