@@ -22,7 +22,7 @@ import { jobsAdded } from "./commit-growth.js";
 import { dispatchMessage, resultMessage } from "./flow-records.js";
 import { codecs } from "./layouts.js";
 import { DISPATCHES_PER_PART, guardFirst, type Op, type SectionPart } from "./commit-calls.js";
-import { compensatingOps, endedSet, rerunOps, statusBefore } from "./flow-lifecycle.js";
+import { compensatingOps, endedOps, endedSet, failureOps, rerunOps } from "./flow-lifecycle.js";
 import { readyQueueOf, type ReadyQueue } from "./ready-queue.js";
 
 export { DISPATCHES_PER_PART, type Op } from "./commit-calls.js";
@@ -319,6 +319,7 @@ export class StepSection {
       updated_at: this.secs,
     });
     this.ops.push(["H", this.keys.job(this.ctx, this.state.callerId, job.id), end, 3]);
+    if (!this.standalone) this.ops.push(...failureOps(this.keys, this.state, job.id));
     const index = this.waitIndex(job);
     if (index) this.ops.push(["R", index, [waitMember(this.state.id, job.id)]]);
     if (job.attempt > 0)
@@ -332,15 +333,8 @@ export class StepSection {
    */
   flowEnded(): void {
     const { state } = this;
-    const id = String(state.id);
     const member = deadlineMember(deadlineOwner(state));
-    if (!this.standalone) {
-      // No result: the jobs' records hold it (a flow's view gathers it), never copied here.
-      const final = { status: state.status, error: state.error, ended_at: this.secs, updated_at: this.secs };
-      this.ops.push(["H", this.keys.flow(this.ctx, state.id), encodePairs(codecs.flow, final), 1]);
-      this.ops.push(["R", this.keys.flowsByStatus(this.ctx, statusBefore(state)), [id]]);
-      this.ops.push(["Z", this.keys.flowsByStatus(this.ctx, state.status), [id, id]]);
-    }
+    if (!this.standalone) this.ops.push(...endedOps(this.keys, state, this.secs));
     this.ops.push(["R", this.keys.deadlines(this.ctx), [member]]);
     // Kept until the context's retention window for how it ended has passed (retention.ts): a
     // flow that unwound failed, and is kept as long as one in error.

@@ -39,6 +39,30 @@ export function compensatingOps(keys: Keys, state: FlowState, now: number): Op[]
   ];
 }
 
+/**
+ * A job failed its flow, which runs on for its clean-ups (`needs: all_done`) before it ends or
+ * unwinds: the failure is written at once (unguarded: it writes the same error however often),
+ * so a flow rebuilt from storage meanwhile still knows it failed. Nothing for any other end.
+ */
+export function failureOps(keys: Keys, state: FlowState, jobId: number): Op[] {
+  if (state.status !== "started" || state.error?.job !== jobId) return [];
+  return [["H", keys.flow(state.contextId, state.id), encodePairs(codecs.flow, { error: state.error })]];
+}
+
+/**
+ * The flow ended: its final status and error (its result is never copied here: the jobs' records
+ * hold it and a view gathers it), guarded by ended_at, and its move between the status indexes.
+ */
+export function endedOps(keys: Keys, state: FlowState, secs: number): Op[] {
+  const id = String(state.id);
+  const final = { status: state.status, error: state.error, ended_at: secs, updated_at: secs };
+  return [
+    ["H", keys.flow(state.contextId, state.id), encodePairs(codecs.flow, final), 1],
+    ["R", keys.flowsByStatus(state.contextId, statusBefore(state)), [id]],
+    ["Z", keys.flowsByStatus(state.contextId, state.status), [id, id]],
+  ];
+}
+
 /** The status a flow ends from (the index it leaves): it unwound, it ran, or it never started. */
 export function statusBefore(state: FlowState): "compensating" | "started" | "dispatched" {
   if (state.compensatingAt !== undefined) return "compensating";

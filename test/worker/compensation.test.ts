@@ -130,6 +130,32 @@ describe("an unwinding flow", () => {
     expect((await client.loadFlow(ctx, flowId)).status).toBe("compensated");
   });
 
+  it("unwinds after its clean-up even when the object lost its memory while the clean-up ran", async () => {
+    // ship fails while a clean-up (needs: all_done) still has to run: the flow waits for it
+    // before unwinding. The failure must be durable then, not only in the object's memory.
+    const cleanup = { name: "notify", script: "echo bye", script_type: "sh" as const, depends: ["ship"] };
+    const flow = await client.submitFlow(ctx, {
+      ...SAGA,
+      jobs: [...(SAGA.jobs ?? []), { ...cleanup, needs: "all_done" }],
+    });
+    await runner.finish(await leaseOne());
+    await runner.finish(await leaseOne());
+    await runner.fail(await leaseOne(), "out of stock");
+    const notify = await leaseOne();
+    expect(jobName(notify)).toBe("notify");
+    const flowKey = w.keys.flow(ctx, flow.id);
+    expect(JSON.parse(String(await w.redis.exec(["HGET", flowKey, "error"])))).toMatchObject({ name: "ship" });
+    await evictDurableObject(w.flowStub(ctx, flow.id).stub);
+    const rebuilt = await client.loadFlow(ctx, flow.id);
+    expect(rebuilt).toMatchObject({ status: "started", error: { name: "ship", reason: "out of stock" } });
+    await runner.finish(notify);
+    const refund = await leaseOne();
+    expect(jobName(refund)).toBe("charge.compensate");
+    await runner.finish(refund);
+    await runner.finish(await leaseOne());
+    expect((await client.loadFlow(ctx, flow.id)).status).toBe("compensated");
+  });
+
   it("writes its statuses to Redis: the record, the status indexes, retention's set; and can be deleted", async () => {
     const { flowId, refund } = await unwinding();
     const flowKey = w.keys.flow(ctx, flowId);
