@@ -1,9 +1,9 @@
 import type { ResultMap } from "../model/index.js";
 import { Draft, ENDED } from "./draft.js";
 import { unchanged, type FlowEvent, type Transition } from "./events.js";
-import { fail, finish } from "./outcomes.js";
+import { cancelChild, fail, finish } from "./outcomes.js";
 import { jobKey, jobKind, type FlowState, type JobState } from "./state.js";
-import { CHILD_POLL_MS } from "./work.js";
+import { childTimedOut, nextLook } from "./work.js";
 
 /*
  * Child flows, the machine's part (docs/flows.md, "Child flows"). A child-flow job starts like a
@@ -101,9 +101,18 @@ function childEnded(state: FlowState, job: JobState, event: Extract<ChildEvent, 
   return d.done();
 }
 
-/** A child-flow job's deadline came: look at its child again (and again a minute later). */
-export function lookAgain(d: Draft, job: JobState, at: number): void {
-  d.update(job.id, { deadline: { kind: "child", attempt: job.attempt, at: at + CHILD_POLL_MS } });
+/**
+ * A child-flow job's deadline came: past its `flow.timeout`, the child is cancelled and the job
+ * fails saying so; else it looks at its child again (and again a minute later, or at the timeout).
+ */
+export function lookAgain(d: Draft, job: JobState, at: number, random = 0.5): void {
+  if (childTimedOut(job, at)) {
+    const why = `its child flow${job.child !== undefined ? ` ${job.child}` : ""} did not end within ${job.spec.flow?.timeout} s (flow.timeout)`;
+    d.effects.push(cancelChild(job, why));
+    fail(d, job.id, why, at, random);
+    return;
+  }
+  d.update(job.id, { deadline: { kind: "child", attempt: job.attempt, at: nextLook(job, job.startedAt ?? at, at) } });
   d.effects.push({
     type: "superviseChild",
     job: job.id,

@@ -80,6 +80,32 @@ export function substituteInputs(text: string, values: Record<string, string>): 
   });
 }
 
+/**
+ * A child-flow job's inputs with the template's inputs put in: a value that is exactly
+ * `${inputs.<name>}` takes that input's value with its type (a number stays a number; an optional
+ * input not given leaves the child's input out, so the child's default applies); a text that
+ * names inputs among other text has each replaced by its text (substituteInputs). Other values
+ * are passed as they are.
+ */
+export function childInputs(
+  inputs: Record<string, unknown>,
+  values: Record<string, string>,
+  declared: Record<string, InputDeclaration>,
+): Record<string, unknown> {
+  const out: Record<string, unknown> = {};
+  for (const [name, value] of Object.entries(inputs)) {
+    if (typeof value !== "string") {
+      out[name] = value;
+      continue;
+    }
+    const whole = /^\$\{inputs\.([a-z][a-z0-9_]{0,63})\}$/.exec(value)?.[1];
+    if (whole === undefined) out[name] = substituteInputs(value, values);
+    else if (values[whole] !== undefined)
+      out[name] = declared[whole]?.type === "string" ? values[whole] : JSON.parse(values[whole]);
+  }
+  return out;
+}
+
 /** One input at fault: `inputs.<name>` (or `inputs`), and why. */
 export interface InputIssue {
   field: string;
@@ -125,6 +151,8 @@ export interface TextsOfJob {
   env_vars: Record<string, string>;
   /** Its compensation's own env_vars (a template's inputs are put into them as into the job's). */
   compensate?: { env_vars: Record<string, string> } | undefined;
+  /** A child-flow job's inputs (their texts may name the template's inputs). */
+  flow?: { inputs: Record<string, unknown> } | undefined;
 }
 
 /** What of a flow may name inputs. */
@@ -143,6 +171,8 @@ function jobTexts(job: TextsOfJob): { path: (string | number)[]; names: string[]
     texts.push({ path: ["env_vars", name], names: inputReferences(value) });
   for (const [name, value] of Object.entries(job.compensate?.env_vars ?? {}))
     texts.push({ path: ["compensate", "env_vars", name], names: inputReferences(value) });
+  for (const [name, value] of Object.entries(job.flow?.inputs ?? {}))
+    if (typeof value === "string") texts.push({ path: ["flow", "inputs", name], names: inputReferences(value) });
   return texts;
 }
 
@@ -167,7 +197,7 @@ export function inputUse(
 }
 
 /**
- * Refuses a wait's key or a `sleep_until` of a flow submission that names an input: only a
+ * Refuses a wait's key, a `sleep_until` or a child flow's input of a flow submission that names an input: only a
  * template declares them, and the job would fail when it starts. (An `env_vars` value is plain
  * text in a flow; a `when` may read `inputs`, the flow's INPUT_ variables, in any flow.)
  */
@@ -179,7 +209,7 @@ export function withoutInputs<T extends z.ZodType<TextsOfFlow>>(schema: T) {
         `names the input ${name} (\${inputs.${name}}): inputs are declared by flow templates only (docs/templates.md)`,
     );
     for (const issue of refused)
-      if (issue.path.includes("wait") || issue.path.at(-1) === "sleep_until")
+      if (issue.path.includes("wait") || issue.path.includes("flow") || issue.path.at(-1) === "sleep_until")
         ctx.addIssue({ code: "custom", ...issue });
   });
 }

@@ -285,7 +285,7 @@ function onDeadline(state: FlowState, event: Extract<FlowEvent, { type: "deadlin
       finish(d, job.id, sleptUntil(job, event.at), event.at);
       break;
     case "child":
-      lookAgain(d, job, event.at);
+      lookAgain(d, job, event.at, event.random);
       break;
     case "wait":
       if (job.spec.wait?.on_timeout === "skip") skip(d, job.id, describe(state, job, due, event.why), event.at);

@@ -4,6 +4,7 @@ import {
   inputUse,
   inputVariable,
   resolveInputs,
+  childInputs,
   rewriteInputs,
   substituteInputs,
   type InputIssue,
@@ -74,8 +75,8 @@ export type InstantiatedFlow = Omit<FlowSubmissionInput, "id" | "start">;
 /**
  * A start of `file` with the inputs `given`: the inputs checked (issues name `inputs.<name>`),
  * each one's text set as `INPUT_<NAME>` in the flow's env_vars, and every `${inputs.<name>}`
- * rewritten (inputs.ts): to the value in env_vars values, to `${INPUT_<NAME>}` in waits' keys and
- * `sleep_until`s. Pure; the result is checked as any submission is.
+ * rewritten (inputs.ts): to the value in env_vars values and child flows' inputs, to
+ * `${INPUT_<NAME>}` in waits' keys and `sleep_until`s. Pure; the result is checked as any submission is.
  */
 export function instantiate(
   file: TemplateFile,
@@ -100,6 +101,7 @@ export function instantiate(
         ...(job.compensate ? { compensate: { ...job.compensate, env_vars: env(job.compensate.env_vars) } } : {}),
         ...(job.wait ? { wait: { ...job.wait, key: rewriteInputs(job.wait.key) } } : {}),
         ...(job.sleep_until !== undefined ? { sleep_until: rewriteInputs(job.sleep_until) } : {}),
+        ...(job.flow ? { flow: { ...job.flow, inputs: childInputs(job.flow.inputs, values, file.inputs) } } : {}),
       })),
     },
   };

@@ -69,7 +69,7 @@ export const CHILD_POLL_MS = 60_000;
  */
 export function noRunnerStart(flow: FlowState, job: JobState, at: number): NoRunnerStart | { error: string } {
   const attempt = job.attempt + 1;
-  if (job.spec.flow) return childStart(flow, attempt, at);
+  if (job.spec.flow) return childStart(flow, job, attempt, at);
   const wait = job.spec.wait;
   if (wait) {
     const key = resolveTemplate(wait.key, jobEnvironment(flow, job));
@@ -86,13 +86,29 @@ export function noRunnerStart(flow: FlowState, job: JobState, at: number): NoRun
  * How a child-flow job starts: its next look at the child is its deadline (the shell starts the
  * child, see superviseChild). A flow as deep as flows may nest starts none (MAX_CHILD_DEPTH).
  */
-function childStart(flow: FlowState, attempt: number, at: number): NoRunnerStart | { error: string } {
+function childStart(flow: FlowState, job: JobState, attempt: number, at: number): NoRunnerStart | { error: string } {
   const depth = (flow.parent?.depth ?? 0) + 1;
   if (depth > MAX_CHILD_DEPTH)
     return {
       error: `a child flow would be ${depth} deep, past the limit of ${MAX_CHILD_DEPTH} flows nested (docs/limits.md)`,
     };
-  return { status: "started", attempt, startedAt: at, deadline: { kind: "child", attempt, at: at + CHILD_POLL_MS } };
+  return { status: "started", attempt, startedAt: at, deadline: { kind: "child", attempt, at: nextLook(job, at, at) } };
+}
+
+/**
+ * When a running child-flow job next looks at its child: a minute from `at`, or the end of its
+ * `flow.timeout` (counted from `startedAt`) when that comes first.
+ */
+export function nextLook(job: Pick<JobState, "spec">, startedAt: number, at: number): number {
+  const timeout = job.spec.flow?.timeout;
+  const poll = at + CHILD_POLL_MS;
+  return timeout === undefined ? poll : Math.min(poll, startedAt + timeout * 1000);
+}
+
+/** Whether a running child-flow job's `flow.timeout` has passed at `at`. */
+export function childTimedOut(job: Pick<JobState, "spec" | "startedAt">, at: number): boolean {
+  const timeout = job.spec.flow?.timeout;
+  return timeout !== undefined && job.startedAt !== undefined && at >= job.startedAt + timeout * 1000;
 }
 
 /** When a sleep ends, or why it cannot: a time that is not one, or past the flow's deadline. */

@@ -15,7 +15,8 @@ export type ChildInputs = Record<string, string | number | boolean | null | obje
 
 /**
  * What a child-flow job starts: a template of the same context by name, a version (unset: the
- * latest when the job starts) and the inputs its start gives (checked then, as any start's).
+ * latest when the job starts), the inputs its start gives (checked then, as any start's) and how
+ * long the child may run (`timeout`, seconds; unset: as long as the child's own deadline lets it).
  */
 export const ChildFlowSpec = z
   .object({
@@ -29,6 +30,8 @@ export const ChildFlowSpec = z
         message: `a start gives at most ${TEMPLATE_LIMITS.inputs} inputs`,
       }) as unknown as z.ZodType<ChildInputs>
     ).default({}),
+    /** How long the child may run, in seconds from the job's start: past it, the child is cancelled and the job fails. */
+    timeout: z.int().min(1).max(31_536_000).optional(),
   })
   // No schema id: the request's shape (inputs optional) and the answer's differ, and OpenRPC
   // takes one shape per name; each place spells it out.

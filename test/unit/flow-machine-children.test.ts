@@ -100,6 +100,24 @@ describe("a child-flow job", () => {
     expect(d.job(100).status).toBe("started");
   });
 
+  it("fails at its flow.timeout, cancelling its child, and a late end of that child changes nothing", () => {
+    const d = started([
+      jobIn({ name: "sub", ...child("report", { flow: { template: "report", inputs: {}, timeout: 90 } }) }),
+    ]);
+    const start = d.job(100).startedAt as number;
+    expect(d.job(100).deadline?.at).toBe(start + 60_000);
+    d.send({ type: "childStarted", job: 100, attempt: 1, child: 12, at: start + 1 });
+    d.send({ type: "deadline", job: 100, attempt: 1, kind: "child", at: start + 60_000 });
+    // The next look is the timeout's end, not a minute later.
+    expect(d.job(100).deadline?.at).toBe(start + 90_000);
+    const t = d.send({ type: "deadline", job: 100, attempt: 1, kind: "child", at: start + 90_000 });
+    const why = "its child flow 12 did not end within 90 s (flow.timeout)";
+    expect(t.effects).toContainEqual({ type: "cancelChild", job: 100, attempt: 1, child: 12, reason: why });
+    expect(d.job(100)).toMatchObject({ status: "error", error: why });
+    expect(d.state.status).toBe("error");
+    expect(d.send(ended(100, 1, 12, { at: start + 91_000 })).outcome).toBe("duplicate");
+  });
+
   it("is cancelled with its flow, and its child with it (known or still being started)", () => {
     const d = started([jobIn({ name: "a", ...child() }), jobIn({ name: "b", ...child("other") })]);
     d.send({ type: "childStarted", job: 100, attempt: 1, child: 12, at: T + 1 });

@@ -211,6 +211,41 @@ describe("a flow made from a template", () => {
     });
   });
 
+  it("passes its inputs to a child flow's inputs: whole references typed, others as text, unknown ones refused", () => {
+    const parent = template({
+      inputs: {
+        region: { type: "string" },
+        days: { type: "number", default: 3 },
+        dry: { type: "boolean", required: false },
+      },
+      jobs: [
+        {
+          name: "sub",
+          flow: {
+            template: "report",
+            inputs: {
+              region: "${inputs.region}",
+              days: "${inputs.days}",
+              dry: "${inputs.dry}",
+              title: "r-${inputs.region}",
+              n: 1,
+            },
+          },
+        },
+      ],
+    });
+    const made = instantiate(parent, { region: "us" });
+    if (!("flow" in made)) throw new Error(JSON.stringify(made.issues));
+    expect(made.flow.jobs[0]?.flow?.inputs).toEqual({ region: "us", days: 3, title: "r-us", n: 1 });
+    expect(refused({ jobs: [{ name: "sub", flow: { template: "t", inputs: { a: "${inputs.nope}" } } }] })).toEqual([
+      "jobs.0.flow.inputs.a: names the input nope, which the template does not declare (it declares none)",
+    ]);
+    const plain = FlowSubmission.safeParse({
+      jobs: [{ name: "sub", flow: { template: "t", inputs: { a: "${inputs.x}" } } }],
+    });
+    expect(plain.error?.issues.map((i) => i.path.join("."))).toEqual(["jobs.0.flow.inputs.a"]);
+  });
+
   it("waits for the key its input gives, and runs or skips by a when over its inputs", () => {
     for (const [mode, status] of [
       ["fast", "finished"],

@@ -146,6 +146,23 @@ describe("a child flow", () => {
     expect(jobOf(after, "sub")).toMatchObject({ status: "error", child_flow_id: childId });
   });
 
+  it("is cancelled when it runs past its job's flow.timeout, and the job fails saying so", async () => {
+    const parent = await client.submitFlow(ctx, {
+      start: true,
+      jobs: [{ name: "sub", flow: { template: "sub", inputs: { key: "k5" }, timeout: 1 } }],
+    });
+    const childId = jobOf(await withChild(parent.id), "sub")?.child_flow_id as number;
+    // The job's deadline is its timeout's end (a second after its start): the alarm brings it.
+    const done = await ended(parent.id);
+    expect(jobOf(done, "sub")).toMatchObject({
+      status: "error",
+      error: `its child flow ${childId} did not end within 1 s (flow.timeout)`,
+    });
+    const child = await ended(childId);
+    expect(child.status).toBe("error");
+    expect(child.error?.reason).toContain(`its parent flow ${parent.id} ended its job`);
+  });
+
   it("ends its parent's job after the parent's object was evicted while it ran", async () => {
     const parent = await client.submitFlow(ctx, parentOf("k4"));
     const childId = jobOf(await withChild(parent.id), "sub")?.child_flow_id as number;
