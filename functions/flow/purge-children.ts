@@ -67,7 +67,11 @@ export async function purgeChildren(p: ChildPurging, options: PurgeOptions): Pro
   return undefined;
 }
 
-/** The flow's children it knows: each child-flow job's current child, and those its attempts' keys still find. */
+/**
+ * The flow's children it knows: each child-flow job's current child, those of its runs before a
+ * re-run (kept on its record, `past_children`), and those its attempts' start keys still find (a
+ * child whose start was not yet told when its job ended: the key lives a day).
+ */
 async function childrenOf(store: Store, state: FlowState): Promise<Set<number>> {
   const children = new Set<number>();
   const lookups: Promise<void>[] = [];
@@ -75,6 +79,7 @@ async function childrenOf(store: Store, state: FlowState): Promise<Set<number>> 
     const job = state.jobs.job(id);
     if (jobKind(job.spec) !== "flow") continue;
     if (job.child !== undefined) children.add(job.child);
+    for (const past of job.pastChildren ?? []) children.add(past);
     for (let attempt = 1; attempt <= job.attempt; attempt++)
       lookups.push(
         store.flows

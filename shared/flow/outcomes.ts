@@ -368,6 +368,7 @@ export function rerun(
       // A map that expanded waits for its instances again (those that failed run again).
       status: job.instances ? "started" : "waiting_for_prerequisites",
       ...(used.length > 0 ? { pastMessages: [...(job.pastMessages ?? []), ...used] } : {}),
+      ...(job.child !== undefined ? { pastChildren: [...(job.pastChildren ?? []), job.child] } : {}),
       attemptFloor: job.attempt,
       messageBase: (bases[id] as number) - job.attempt,
       error: undefined,

@@ -192,6 +192,7 @@ function jobOf(
     attempt: Math.max(attempt, record.attempt ?? 0),
     attemptFloor: record.attempt_floor ?? 0,
     ...(record.past_messages ? { pastMessages: record.past_messages as [number, number][] } : {}),
+    ...(record.past_children ? { pastChildren: record.past_children } : {}),
   };
   if (ENDED.has(record.status)) {
     if (record.status === "finished") job.result = record.result;

@@ -114,6 +114,11 @@ export interface JobState {
    * new block, and removing the flow must still find the old attempts' messages.
    */
   pastMessages?: [number, number][];
+  /**
+   * The child flows a child-flow job's earlier runs started: a re-run starts a new child, and
+   * removing the flow must still remove the old ones (functions/flow/purge-children.ts).
+   */
+  pastChildren?: number[];
   /** The runner of the previous attempt, which a retry avoids when it can. */
   previousRunner?: number;
   delivery?: Delivery;

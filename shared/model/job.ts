@@ -111,6 +111,8 @@ export const RunnerJob = z
     attempt: z.int().min(0).optional(),
     attempt_floor: z.int().min(0).optional(),
     past_messages: z.array(z.array(Id).length(2)).optional(),
+    /** A child-flow job: the child flows its runs before the current one started. */
+    past_children: z.array(Id).optional(),
     error: z.string().optional(),
     timeouts: FlowTimeoutsRecord.optional(),
     latency_ms: z.int().min(0).optional(),

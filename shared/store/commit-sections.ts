@@ -291,6 +291,7 @@ export class StepSection {
       message_base: job.messageBase,
       attempt_floor: job.attemptFloor,
       ...(job.pastMessages ? { past_messages: job.pastMessages } : {}),
+      ...(job.pastChildren ? { past_children: job.pastChildren } : {}),
       updated_at: this.secs,
     });
     this.ops.push(["H", jobHash, again]);

@@ -90,6 +90,7 @@ export const codecs = {
       attempt: "int",
       attempt_floor: "int",
       past_messages: "json",
+      past_children: "json",
       error: "str",
       timeouts: "json",
       latency_ms: "int",

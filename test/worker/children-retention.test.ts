@@ -84,6 +84,22 @@ describe("deleting a parent flow", () => {
   });
 });
 
+describe("deleting a parent flow that was re-run", () => {
+  it("deletes the children of its earlier runs too, after their start keys expired", async () => {
+    const t = await tree();
+    const parent = await client.loadFlow(ctx, t.parent);
+    await client.rerunFlow(ctx, t.parent, { from: "mid", run: parent.run });
+    const again = jobOf(await jobIs(t.parent, "mid", "finished"), "mid")?.child_flow_id as number;
+    expect(again).not.toBe(t.child);
+    // The start keys of both runs' children expire after a day: gone here, only the record knows.
+    const mid = jobOf(parent, "mid")?.id as number;
+    for (const attempt of [1, 2])
+      await w.redis.exec(["DEL", w.keys.idempotency(ctx, parent.caller_id, `child:${t.parent}:${mid}:${attempt}`)]);
+    await client.lifecycle.deleteFlow(ctx, t.parent);
+    for (const id of [t.parent, t.child, t.grandchild, again]) expect(await gone(id)).toBe(404);
+  });
+});
+
 describe("retention of child flows", () => {
   it("keeps an ended child past its window while its parent runs, and removes it with its parent", async () => {
     await client.lifecycle.setRetention(ctx, { finished_seconds: 1, error_seconds: 1 });
