@@ -91,10 +91,34 @@ async function liveJob(call: FlowCall, record: RunnerJob): Promise<JobView | und
   return view?.jobs.find((j) => j.id === record.id);
 }
 
+/**
+ * A job's record whole: a map's instance keeps only its item and its map's id (flow-records.ts
+ * says why), so what it runs (script, variables, prerequisites) is read from its map's record, as
+ * the flow's object does (instanceSpecOf). One read more, for an instance only.
+ */
+async function wholeRecord(call: FlowCall, record: RunnerJob): Promise<RunnerJob> {
+  if (record.map_of === undefined) return record;
+  const map = await call.store.jobs.find({
+    context_id: record.context_id,
+    caller_id: record.caller_id,
+    id: record.map_of,
+  });
+  if (!map) return record;
+  return {
+    ...record,
+    script: map.script,
+    env_vars: { ...map.env_vars, ...record.env_vars },
+    prerequisites: map.prerequisites,
+  };
+}
+
 /** Loads a job with its live status (readers). */
 export async function loadJob(call: FlowCall, contextId: number, callerId: number, id: number): Promise<JobWithStatus> {
   await contextFor(call, contextId, "read");
-  const record = await call.store.jobs.load({ context_id: contextId, caller_id: callerId, id });
+  const record = await wholeRecord(
+    call,
+    await call.store.jobs.load({ context_id: contextId, caller_id: callerId, id }),
+  );
   const live = await liveJob(call, record);
   return live
     ? { ...record, status: live.status, ...(live.attempt > 0 ? { attempt: live.attempt } : {}), live }
@@ -156,8 +180,9 @@ async function loneJobCommand(
  */
 export async function loadMessage(call: FlowCall, contextId: number, callerId: number, id: number): Promise<Message> {
   await contextFor(call, contextId, "read");
-  const message = await call.store.messages.load({ context_id: contextId, caller_id: callerId, id });
-  const job = message.job[0];
+  const stored = await call.store.messages.load({ context_id: contextId, caller_id: callerId, id });
+  const job = stored.job[0] && (await wholeRecord(call, stored.job[0]));
+  const message = job ? { ...stored, job: [job] } : stored;
   if (message.message_type !== "job" || !job || message.status !== "dispatched") return message;
   const record = await call.store.jobs.find({ context_id: contextId, caller_id: job.caller_id, id: job.id });
   const ended = record && messageEnd(message, record);

@@ -87,6 +87,16 @@ describe("a map", () => {
     const record = await jobRecord(view.caller_id, map?.instances?.[2] as number);
     expect(record).toMatchObject({ script: "", map_of: String(map?.id), item_index: "2", name: "process[2]" });
     expect(JSON.parse(record.env_vars)).toEqual({ ITEM: '{"c":3}', ITEM_INDEX: "2" });
+    // Read through the API, an instance and its message are whole: the script and variables are its map's.
+    const whole = { script: "echo process", env_vars: { MODE: "x", ITEM: '{"c":3}', ITEM_INDEX: "2" } };
+    const api = `/v1/contexts/${ctx}`;
+    expect(await client.request("GET", `${api}/jobs/${view.caller_id}/${third.message.job[0]?.id}`)).toMatchObject(
+      whole,
+    );
+    const message = (await client.request("GET", `${api}/messages/${view.caller_id}/${third.message.id}`)) as {
+      job: unknown[];
+    };
+    expect(message.job[0]).toMatchObject(whole);
 
     const byIndex = (i: number) => instances.find((d) => jobName(d) === `process[${i}]`) as DeliveryPayload;
     await runner.finish(byIndex(0), { n: "0" });
