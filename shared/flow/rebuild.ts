@@ -78,8 +78,8 @@ export function rebuildState(records: StoredRecords): FlowState {
   // them when there is no record at all (an empty state, which no deadline reads).
   const timeouts: FlowTimeouts = flow?.timeouts ??
     records.jobs[0]?.timeouts ?? { timeout: MESSAGE_TIMEOUTS.timeout, timeout_ack: MESSAGE_TIMEOUTS.timeout_ack };
-  const order = flow ? flow.jobs : records.jobs.map((j) => j.id);
   const byId = new Map(records.jobs.map((j) => [j.id, j]));
+  const order = flow ? runThenCompensations(flow.jobs, byId) : records.jobs.map((j) => j.id);
   const jobs: JobState[] = [];
   const started = flow ? flow.status !== "dispatched" : true;
   for (const id of order) {
@@ -114,6 +114,17 @@ export function rebuildState(records: StoredRecords): FlowState {
   };
   if (state.status === "started") restartLost(state, byId);
   return state;
+}
+
+/**
+ * A flow's order from its stored list: the list holds its jobs as created (compensations last),
+ * then the ids of jobs that joined it as they joined (appended: commit-growth.ts); the machine
+ * keeps joined jobs before the compensations, which come last (compensation.ts), so they are
+ * put back there, each part in its stored order.
+ */
+function runThenCompensations(stored: number[], records: Map<number, RunnerJob>): number[] {
+  const undo = (id: number) => records.get(id)?.compensates !== undefined;
+  return [...stored.filter((id) => !undo(id)), ...stored.filter(undo)];
 }
 
 /**

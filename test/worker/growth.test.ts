@@ -150,7 +150,11 @@ describe("jobs a result adds", () => {
   it("join the flow once with the result, however often the report repeats, and survive its memory", async () => {
     const flow = await client.submitFlow(ctx, {
       start: true,
-      jobs: [sh("seed"), sh("gate"), sh("later", { depends: ["gate"] })],
+      jobs: [
+        sh("seed"),
+        sh("gate", { compensate: { script: "echo undo", script_type: "sh" } }),
+        sh("later", { depends: ["gate"] }),
+      ],
     });
     const first = await runner.leaseSome(2);
     const seed = first.find((d) => jobName(d) === "seed") as DeliveryPayload;
@@ -164,18 +168,21 @@ describe("jobs a result adds", () => {
     expect(again.outcome).toBe("duplicate");
 
     const view = await client.loadFlow(ctx, flow.id);
-    expect(view.jobs.map((j) => j.name)).toEqual(["seed", "gate", "later", "use", "after"]);
+    // Joined jobs come before the compensations (last) in the flow's order.
+    expect(view.jobs.map((j) => j.key)).toEqual(["seed", "gate", "later", "use", "after", "gate.compensate"]);
     const use = jobOf(view, "use");
     expect(use).toMatchObject({ added_by: jobOf(view, "seed")?.id, status: "dispatched" });
     expect(jobOf(view, "after")).toMatchObject({ status: "waiting_for_prerequisites" });
-    expect(await stored(flow.id)).toEqual(view.jobs.map((j) => j.id));
+    // Stored, the joined ids were appended (the growth writes what it adds, not the whole list).
+    const ids = view.jobs.map((j) => j.id);
+    expect(await stored(flow.id)).toEqual([...ids.slice(0, 3), ids[5], ...ids.slice(3, 5)]);
     expect(await jobRecord(view.caller_id, use?.id as number)).toMatchObject({
       added_by: String(jobOf(view, "seed")?.id),
     });
 
     await evict(flow.id);
     const rebuilt = await client.loadFlow(ctx, flow.id);
-    expect(rebuilt.jobs.map((j) => [j.name, j.status])).toEqual(view.jobs.map((j) => [j.name, j.status]));
+    expect(rebuilt.jobs.map((j) => [j.key, j.status])).toEqual(view.jobs.map((j) => [j.key, j.status]));
     const [added] = await runner.leaseSome(1);
     expect(jobName(added as DeliveryPayload)).toBe("use");
     expect((added?.message.job[0] as RunnerJob).env_vars.DEP_SEED_N).toBe("5");

@@ -105,6 +105,12 @@ while i <= #ARGV do
         if not current or current == "[]" then current = add
         elseif #current + #add <= LOG_CAP then current = string.sub(current, 1, -2) .. "," .. string.sub(add, 2) end
         redis.call("HSET", key, "logs", current)
+      elseif op == "A" then
+        local field, add = ARGV[first], ARGV[first + 1]
+        local current = redis.call("HGET", key, field)
+        if not current or current == "[]" then current = add
+        elseif add ~= "[]" then current = string.sub(current, 1, -2) .. "," .. string.sub(add, 2) end
+        redis.call("HSET", key, field, current)
       elseif op == "E" then
         if redis.call("HEXISTS", key, "ended_at") == 0 and redis.call("EXISTS", key) == 1 then
           local job = redis.call("HMGET", KEYS[KO + tonumber(ARGV[first])], "status", "ended_at", "last_runner_id")
@@ -246,6 +252,10 @@ return {created, skipped, claimWaiting or "", claimed, invalid}`,
  *   "Z" ZADD   status indexes, the context's deadline set
  *   "R" ZREM   status indexes, the deadline set, and a runner's slot (an attempt ended)
  *   "L"        append log lines to a message's JSON `logs` field (capped at 256 KiB)
+ *   "A"        append a JSON list's items to a hash field holding a JSON list (its arguments:
+ *              the field, the list): the ids of jobs that joined a running flow, onto the
+ *              flow's `jobs`, so a growth writes what it adds, not the flow's whole list. Not a
+ *              guard: its section's new job records guard it
  *   "E"        a re-run's copy of a job's end into its last message (status processed or
  *              error, ended_at, runner_id), before the job forgets it; nothing if that message
  *              has its own end or is gone. Its argument: the key position of the job hash
