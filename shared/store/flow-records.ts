@@ -147,6 +147,7 @@ export function resultMessage(state: FlowState, now: number): Message {
   if (state.error) lines.push(`failed job: ${state.error.name ?? state.error.job}: ${state.error.reason}`);
   const failed = state.error?.failed_compensations;
   if (failed) lines.push(`failed compensations: ${failed.join(", ")}`);
+  lines.push(...skippedLines(state));
   return {
     id: resultMessageId(state),
     caller_id: state.callerId,
@@ -186,6 +187,22 @@ export function skippedOf(state: Pick<FlowState, "order" | "jobs">): { skipped?:
     any = true;
   }
   return any ? { skipped } : {};
+}
+
+/** How many skipped jobs the mail's text names; `flow_result.skipped` (and the flow's view) has them all. */
+export const MAIL_SKIPPED_SHOWN = 20;
+
+/**
+ * The mail's lines about skipped jobs: `skipped: <job>: <why>` for the first MAIL_SKIPPED_SHOWN
+ * (a reason quotes at most 200 characters of a `when`, work.ts), then how many more, so the text
+ * stays small whatever the flow's size.
+ */
+function skippedLines(state: Pick<FlowState, "order" | "jobs">): string[] {
+  const reasons = Object.entries(skippedOf(state).skipped ?? {});
+  const lines = reasons.slice(0, MAIL_SKIPPED_SHOWN).map(([key, why]) => `skipped: ${key}: ${why}`);
+  const more = reasons.length - MAIL_SKIPPED_SHOWN;
+  if (more > 0) lines.push(`skipped: ${more} more (flow_result.skipped and the flow's view list them all)`);
+  return lines;
 }
 
 /** "3 jobs finished, 1 error": how a flow's jobs ended, in a few words. */
