@@ -103,11 +103,13 @@ export interface AskedTimeouts {
   timeout_result?: number | undefined;
   retry_base_ms?: number | undefined;
   retry_cap_ms?: number | undefined;
+  flow?: number | undefined;
 }
 
 /**
  * The timeouts of a submission: its own, else the message defaults, and for the retry backoff
- * the deployment's (RETRY_BASE_MS, RETRY_CAP_MS). `timeout_result` stays unset unless asked for.
+ * the deployment's (RETRY_BASE_MS, RETRY_CAP_MS). `timeout_result` and the flow's own deadline
+ * (`flow`, docs/flows.md) stay unset unless asked for.
  */
 function flowTimeouts(call: FlowCall, asked: AskedTimeouts): FlowTimeouts {
   return {
@@ -116,6 +118,7 @@ function flowTimeouts(call: FlowCall, asked: AskedTimeouts): FlowTimeouts {
     ...(asked.timeout_result !== undefined ? { timeout_result: asked.timeout_result } : {}),
     retry_base_ms: asked.retry_base_ms ?? call.config.retryBaseMs,
     retry_cap_ms: asked.retry_cap_ms ?? call.config.retryCapMs,
+    ...(asked.flow !== undefined ? { flow: asked.flow } : {}),
   };
 }
 

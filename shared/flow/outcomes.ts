@@ -360,6 +360,7 @@ export function rerun(
     delete d.flow.error;
   }
   delete d.flow.endedAt;
+  d.flow.runStartedAt = at;
   for (const id of again) {
     const job = d.job(id);
     const used: [number, number][] =

@@ -111,6 +111,7 @@ export function rebuildState(records: StoredRecords): FlowState {
     ...(flow?.compensating_at !== undefined ? { compensatingAt: flow.compensating_at * 1000 } : {}),
     ...(flow?.ended_at !== undefined ? { endedAt: flow.ended_at * 1000 } : {}),
     ...(flow?.run !== undefined ? { run: flow.run } : {}),
+    ...(flow?.run_started_at !== undefined ? { runStartedAt: flow.run_started_at * 1000 } : {}),
   };
   if (state.status === "started") restartLost(state, byId);
   return state;

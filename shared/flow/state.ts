@@ -197,6 +197,11 @@ export interface FlowState {
   /** The job that started this flow, for a child flow (its depth bounds its own children). */
   parent?: FlowParent;
   startedAt?: number;
+  /**
+   * When its current run began, once it was re-run: the flow's deadline (`timeouts.flow`) counts
+   * from it, since a re-run is a new try (kept in the flow record, `run_started_at`).
+   */
+  runStartedAt?: number;
   /** When it began to unwind (status compensating), if it did. */
   compensatingAt?: number;
   endedAt?: number;

@@ -6,6 +6,7 @@ import { ChildFlowSpec } from "../model/child.js";
 import { JOB_DEFAULTS, LONGEST_WAIT, MapSpec, Needs, WaitSpec } from "../model/job.js";
 import { checkCondition } from "./expression.js";
 import { withoutInputs } from "./inputs.js";
+import { parseTime, sleepsPastDeadline } from "./sleep-deadline.js";
 import { checkTemplate } from "./template.js";
 
 /**
@@ -153,18 +154,18 @@ export const FlowSubmissionFields = z
   })
   .strict();
 
-/** Refuses a sleep that cannot end before the flow's deadline (`sleepPastDeadline`), naming the job. */
+/**
+ * Refuses a sleep that cannot end before the flow's deadline, alone or after the sleeps it waits
+ * for (`sleepsPastDeadline`), naming the job's field.
+ */
 export function withDeadlineChecks<
   T extends z.ZodType<{ timeouts: { flow?: number | undefined }; jobs: FlowJobInput[] }>,
 >(schema: T) {
   return schema.superRefine((flow, ctx) => {
     const limit = flow.timeouts.flow;
     if (limit === undefined) return;
-    flow.jobs.forEach((job, i) => {
-      const why = sleepPastDeadline(job, limit, Date.now());
-      const field = job.sleep !== undefined ? "sleep" : "sleep_until";
-      if (why) ctx.addIssue({ code: "custom", path: ["jobs", i, field], message: why });
-    });
+    for (const { index, field, message } of sleepsPastDeadline(flow.jobs, limit, Date.now()))
+      ctx.addIssue({ code: "custom", path: ["jobs", index, field], message });
   });
 }
 
@@ -214,32 +215,6 @@ function checkWork(
 function checkTime(text: string): string | undefined {
   if (text.includes("${")) return undefined;
   return Number.isNaN(parseTime(text)) ? `not an RFC 3339 time: ${JSON.stringify(text)}` : undefined;
-}
-
-/** An RFC 3339 time (with a zone: `Z` or an offset) as epoch ms, or NaN. */
-export function parseTime(text: string): number {
-  if (!/^\d{4}-\d{2}-\d{2}[Tt ]\d{2}:\d{2}:\d{2}(\.\d+)?([Zz]|[+-]\d{2}:\d{2})$/.test(text)) return Number.NaN;
-  return Date.parse(text);
-}
-
-/**
- * Why a job's sleep cannot end before its flow's deadline (`limit` seconds from a start at
- * `now`, the earliest it can start): a sleep longer than the limit, or a time to sleep until
- * that is past it. A time that names variables is known only when the job starts (then a sleep
- * past the deadline fails the job at once, saying so).
- */
-export function sleepPastDeadline(
-  job: { sleep?: number | undefined; sleep_until?: string | undefined },
-  limit: number,
-  now: number,
-): string | undefined {
-  if (job.sleep !== undefined && job.sleep > limit)
-    return `a sleep of ${job.sleep} s cannot end within the flow's deadline (timeouts.flow: ${limit} s)`;
-  if (job.sleep_until === undefined || job.sleep_until.includes("${")) return undefined;
-  const until = parseTime(job.sleep_until);
-  return until > now + limit * 1000
-    ? `${job.sleep_until} is past the flow's deadline (timeouts.flow: ${limit} s from its start)`
-    : undefined;
 }
 
 /**

@@ -2,7 +2,7 @@ import { evaluateCondition, type ConditionVars } from "./expression.js";
 import { jobEnvironment, jobResults } from "./env.js";
 import { mapItems } from "./map.js";
 import { jobKey, jobKind, type FlowState, type JobState } from "./state.js";
-import { parseTime } from "./submission.js";
+import { parseTime } from "./sleep-deadline.js";
 import { inputsOfEnv } from "./inputs.js";
 import { resolveTemplate } from "./template.js";
 import { MAX_CHILD_DEPTH } from "../model/child.js";
@@ -111,9 +111,21 @@ export function childTimedOut(job: Pick<JobState, "spec" | "startedAt">, at: num
   return timeout !== undefined && job.startedAt !== undefined && at >= job.startedAt + timeout * 1000;
 }
 
-/** When a sleep ends, or why it cannot: a time that is not one, or past the flow's deadline. */
+/**
+ * When a sleep ends, or why it cannot: a time that is not one, or past the flow's deadline (a
+ * sleep that would outlast its flow fails at its start, saying so, rather than holding the flow
+ * until the deadline fails it all: with `allow_failure` the flow goes on).
+ */
 function sleepEnd(flow: FlowState, job: JobState, at: number): { at: number } | { error: string } {
-  if (job.spec.sleep !== undefined) return { at: at + job.spec.sleep * 1000 };
+  if (job.spec.sleep !== undefined) {
+    const end = at + job.spec.sleep * 1000;
+    const deadline = flowDeadline(flow);
+    if (deadline !== undefined && end > deadline)
+      return {
+        error: `a sleep of ${job.spec.sleep} s from now would end past the flow's deadline (timeouts.flow: ${flow.timeouts.flow} s)`,
+      };
+    return { at: end };
+  }
   const text = resolveTemplate(job.spec.sleep_until ?? "", jobEnvironment(flow, job));
   if ("error" in text) return { error: `sleep_until could not be resolved: ${text.error}` };
   const until = parseTime(text.value);
@@ -142,9 +154,11 @@ export function sleptUntil(job: JobState, at: number): { slept_until: string } {
   return { slept_until: new Date(job.deadline?.at ?? at).toISOString() };
 }
 
-/** When the flow must have ended (its start plus `timeouts.flow`), if it has a deadline and started. */
-export function flowDeadline(flow: Pick<FlowState, "startedAt" | "timeouts">): number | undefined {
-  return flow.timeouts.flow !== undefined && flow.startedAt !== undefined
-    ? flow.startedAt + flow.timeouts.flow * 1000
-    : undefined;
+/**
+ * When the flow must have ended (the start of its current run plus `timeouts.flow`: a re-run
+ * gets the whole limit again), if it has a deadline and started.
+ */
+export function flowDeadline(flow: Pick<FlowState, "startedAt" | "runStartedAt" | "timeouts">): number | undefined {
+  const start = flow.runStartedAt ?? flow.startedAt;
+  return flow.timeouts.flow !== undefined && start !== undefined ? start + flow.timeouts.flow * 1000 : undefined;
 }

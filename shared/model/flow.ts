@@ -55,7 +55,7 @@ export const FlowTimeoutsRecord = z
  * key without clobbering each other; they are kept once, in the jobs' records, and a flow's view
  * (`FlowView.result`) gathers them: the record's `result`, which the model has, is not stored and
  * lists of flows leave it out. Extensions beyond the model: `error`, `timeouts`, `trace_id`,
- * `priority`, `max_parallel`, `started_at`, `compensating_at`, `ended_at`, `run`, `template`: the template and
+ * `priority`, `max_parallel`, `started_at`, `compensating_at`, `ended_at`, `run`, `run_started_at`, `template`: the template and
  * version it was started from (docs/templates.md), and `parent`: the job that started it, for a
  * child flow.
  */
@@ -84,6 +84,9 @@ export const Flow = z
       .min(2)
       .optional()
       .describe("Which run of the flow this is, once it was re-run: 2 after its first re-run (absent: its first run)."),
+    run_started_at: Timestamp.optional().describe(
+      "When its current run began, once it was re-run: its deadline (timeouts.flow) counts from then.",
+    ),
     template: FlowOrigin.optional(),
     parent: FlowParent.optional(),
   })

@@ -71,8 +71,9 @@ export function statusBefore(state: FlowState): "compensating" | "started" | "di
 
 /**
  * A flow that ended (`was`) runs again: its end and error forgotten (guarded: ended_at is there
- * only the first time), its status, run and env (durable, so that a rebuild from Redis runs the
- * new attempts with the env they were re-run with), and its place in the status indexes. A flow
+ * only the first time), its status, run, when the run began (its deadline counts from it) and env
+ * (durable, so that a rebuild from Redis runs the new attempts with the env they were re-run
+ * with, under the run's deadline), and its place in the status indexes. A flow
  * whose unwinding failed unwinds again: compensating, its error kept without the compensations
  * that failed.
  */
@@ -80,7 +81,13 @@ export function rerunOps(keys: Keys, state: FlowState, was: FlowState["status"],
   const id = String(state.id);
   const flowKey = keys.flow(state.contextId, state.id);
   const unwinding = state.status === "compensating" ? { error: state.error } : {};
-  const again = { status: state.status, run: state.run, env_vars: state.envVars, ...unwinding };
+  const again = {
+    status: state.status,
+    run: state.run,
+    run_started_at: Math.floor((state.runStartedAt ?? now) / 1000),
+    env_vars: state.envVars,
+    ...unwinding,
+  };
   return [
     ["D", flowKey, ["ended_at", "error"], 1],
     ["H", flowKey, encodePairs(codecs.flow, { ...again, updated_at: Math.floor(now / 1000) })],

@@ -50,6 +50,7 @@ export const codecs = {
       compensating_at: "int",
       ended_at: "int",
       run: "int",
+      run_started_at: "int",
       template: "json",
       parent: "json",
     },

@@ -164,9 +164,50 @@ describe("a sleep", () => {
     const d = started([sleepJob({ name: "nap", sleep_until: "2001-01-01T00:00:00Z" })]);
     expect(d.job(100).deadline?.at).toBe(T);
   });
+
+  it("that would end past the flow's deadline fails at its start, saying so (allowed, the flow goes on)", () => {
+    const d = started(
+      [
+        jobIn({ name: "slow" }),
+        sleepJob({ name: "nap", sleep: 90, depends: ["slow"], allow_failure: true }),
+        jobIn({ name: "after", depends: ["nap"], needs: "all_done" }),
+      ],
+      { timeouts: { ...TIMEOUTS, flow: 120 } },
+    );
+    d.run(100, { at: T + 40_000 });
+    expect(d.job(101)).toMatchObject({
+      status: "error",
+      error: "a sleep of 90 s from now would end past the flow's deadline (timeouts.flow: 120 s)",
+    });
+    expect(d.job(102).status).toBe("dispatched");
+    // One that fits sleeps.
+    const fits = started([jobIn({ name: "slow" }), sleepJob({ name: "nap", sleep: 90, depends: ["slow"] })], {
+      timeouts: { ...TIMEOUTS, flow: 120 },
+    });
+    fits.run(100, { at: T + 20_000 });
+    expect(fits.job(101)).toMatchObject({ status: "started", deadline: { kind: "sleep", at: T + 20_003 + 90_000 } });
+  });
 });
 
 describe("the flow's deadline (timeouts.flow)", () => {
+  it("counts from a re-run's start: a flow that failed on its deadline runs again after it", () => {
+    const f = started([jobIn({ name: "pay", ...waitFor("42", { timeout: 60 }) })], {
+      timeouts: { ...TIMEOUTS, flow: 120 },
+    });
+    f.send({ type: "deadline", job: 0, attempt: 0, kind: "flow", at: T + 120_000 });
+    expect(f.state.status).toBe("error");
+    const again = T + 500_000;
+    f.send({ type: "rerun", bases: { 100: 2000 }, at: again });
+    expect(f.state).toMatchObject({ status: "started", runStartedAt: again });
+    expect(f.job(100)).toMatchObject({ status: "started", attempt: 2 });
+    // The first run's deadline is gone; the re-run's is its start plus the limit.
+    const old: FlowEvent = { type: "deadline", job: 0, attempt: 0, kind: "flow", at: again + 1 };
+    expect(f.send(old).outcome).toBe("not-applicable");
+    expect(nearestDeadline(f.state)).toMatchObject({ kind: "wait", at: again + 60_000 });
+    f.send(event(100, "42", { at: again + 1_000 }));
+    expect(f.state.status).toBe("finished");
+  });
+
   it("ends the flow in error at its start plus the limit, stopping what runs", () => {
     const f = started([jobIn({ name: "a" })], { timeouts: { ...TIMEOUTS, flow: 120 } });
     expect(nearestDeadline(f.state)).toMatchObject({ kind: "flow", job: 0, at: T + 120_000 });
