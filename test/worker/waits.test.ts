@@ -113,6 +113,8 @@ describe("a wait", () => {
 
   it("takes an event its context kept (event_lookback): the earliest still kept", async () => {
     const { admin, ctx } = await setup();
+    const tooLong = await failure(admin.client.setLimits(ctx.id, { event_lookback: 86_401 }));
+    expect([tooLong.status, tooLong.problem.field]).toEqual([400, "body.event_lookback"]);
     await admin.client.setLimits(ctx.id, { event_lookback: 60 });
     expect(await admin.client.sendEvent(ctx.id, { id: "first", name: "order.approved", key: "k" })).toMatchObject({
       matched: 0,
@@ -165,50 +167,14 @@ describe("a wait", () => {
       status: "finished",
       skipped: { optional: expect.any(String), after: expect.any(String) },
     });
-  });
-});
-
-describe("a wait's races", () => {
-  it("ends once when an event and a cancel come together: one of them wins, the other changes nothing", async () => {
-    const { admin, ctx } = await setup();
-    for (let i = 0; i < 4; i++) {
-      const view = await admin.client.submitFlow(ctx.id, { start: true, jobs: [waitJob(`race-${i}`)] });
-      const [sent, cancelled] = await Promise.all([
-        admin.client.sendEvent(ctx.id, { name: "order.approved", key: `race-${i}` }),
-        admin.client.cancelFlow(ctx.id, view.id, "race").then(
-          () => true,
-          () => false,
-        ),
-      ]);
-      expect(sent.resumed + (cancelled ? 1 : 0)).toBe(1);
-      const done = await admin.client.loadFlow(ctx.id, view.id);
-      expect(done.status).toBe(sent.resumed === 1 ? "finished" : "error");
-    }
-  });
-
-  it("ends once when an event races its timeout", async () => {
-    const { admin, ctx } = await setup();
-    const view = await admin.client.submitFlow(ctx.id, {
-      start: true,
-      jobs: [{ name: "approval", wait: { event: "order.approved", key: "t", timeout: 1 } }],
-    });
-    await waitUntilPast(Date.now() + 1_000);
-    const { stub } = w.flowStub(ctx.id, view.id);
-    const [sent] = await Promise.all([
-      admin.client.sendEvent(ctx.id, { name: "order.approved", key: "t" }),
-      ringAlarm(stub),
-    ]);
-    const done = await eventually(
-      async () => {
-        const now = await admin.client.loadFlow(ctx.id, view.id);
-        return now.ended_at !== undefined ? now : undefined;
-      },
-      10_000,
-      50,
-      "the wait to end",
-    );
-    expect(done.status).toBe(sent.resumed === 1 ? "finished" : "error");
-    expect(sent.matched).toBeLessThanOrEqual(1);
+    // The result mail says which were skipped and why, in its text and its flow_result.
+    const inbox = (await admin.client.request("GET", `/v1/contexts/${ctx.id}/inbox?max=10`)) as {
+      messages: { message: string; flow_result?: { flow_id: number; skipped?: Record<string, string> } }[];
+    };
+    const mail = inbox.messages.find((m) => m.flow_result?.flow_id === view.id);
+    expect(mail?.flow_result?.skipped).toEqual(done.skipped);
+    expect(mail?.message).toContain(`skipped: optional: ${done.skipped?.optional}`);
+    expect(mail?.message).toContain(`skipped: after: ${done.skipped?.after}`);
   });
 });
 
@@ -252,6 +218,23 @@ describe("a sleep", () => {
     );
     expect(refused.status).toBe(400);
     expect(JSON.stringify(refused.problem)).toContain("body.jobs.0.sleep");
+    // A time past it, and sleeps that add up past it (the second starts after the first).
+    const until = new Date(Date.now() + 120_000).toISOString();
+    const late = await failure(
+      admin.client.submitFlow(ctx.id, { timeouts: { flow: 60 }, jobs: [{ name: "nap", sleep_until: until }] }),
+    );
+    expect([late.status, late.problem.field]).toEqual([400, "body.jobs.0.sleep_until"]);
+    const chained = await failure(
+      admin.client.submitFlow(ctx.id, {
+        timeouts: { flow: 60 },
+        jobs: [
+          { name: "first", sleep: 40 },
+          { name: "second", sleep: 30, depends: ["first"] },
+        ],
+      }),
+    );
+    expect([chained.status, chained.problem.field]).toEqual([400, "body.jobs.1.sleep"]);
+    expect(chained.problem.detail).toContain("starts no sooner than 40 s after the flow's start");
     const both = await failure(
       admin.client.submitFlow(ctx.id, { jobs: [{ name: "x", sleep: 1, script: "true", script_type: "sh" }] }),
     );
