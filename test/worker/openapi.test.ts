@@ -62,6 +62,26 @@ describe("GET /openapi.json", () => {
     expect(rerunBody?.required).toBe(false);
   });
 
+  it("documents events and the jobs that react: waits, sleeps, when, needs, allow_failure, the skipped status", async () => {
+    const res = await w.fetch(new Request("http://coordinator.test/openapi.json"));
+    const doc = (await res.json()) as {
+      paths: Record<string, Record<string, { responses: Record<string, unknown> }>>;
+      components: { schemas: Record<string, { properties?: Record<string, { enum?: string[] }>; enum?: string[] }> };
+    };
+    const send = doc.paths["/v1/contexts/{contextId}/events"]?.post;
+    expect(Object.keys(send?.responses ?? {})).toEqual(expect.arrayContaining(["200", "400", "403", "409"]));
+    const schemas = doc.components.schemas;
+    expect(Object.keys(schemas.EventInput?.properties ?? {})).toEqual(["id", "name", "key", "data"]);
+    expect(Object.keys(schemas.EventSent?.properties ?? {})).toEqual(
+      expect.arrayContaining(["id", "duplicate", "matched", "resumed", "more"]),
+    );
+    const job = JSON.stringify(schemas.FlowSubmission);
+    for (const field of ["wait", "sleep", "sleep_until", "when", "needs", "allow_failure", "on_timeout"])
+      expect(job, field).toContain(`"${field}"`);
+    expect(JSON.stringify(schemas.FlowView)).toContain('"skipped"');
+    expect(JSON.stringify(schemas.Flow)).toContain('"run_started_at"');
+  });
+
   it("publishes the coordinator's key at the well-known URL with its thumbprint as kid", async () => {
     const keys = await w.anonymous.coordinatorKeys();
     expect(keys.keys).toHaveLength(1);

@@ -116,4 +116,22 @@ describe("methods for operators", () => {
       messages: expect.any(Array),
     });
   });
+
+  it("event.send ends the waits for its name and key as its route does: once per id, 409 for an id reused", async () => {
+    const flow = await admin.rpc<FlowView>("flow.create", {
+      context_id: ctx,
+      start: true,
+      jobs: [{ name: "approval", wait: { event: "order.approved", key: "rpc-1", timeout: 60 } }],
+    });
+    const event = { context_id: ctx, id: "rpc-approve-1", name: "order.approved", key: "rpc-1", data: { by: "rpc" } };
+    expect(await admin.rpc("event.send", event)).toEqual({ id: event.id, duplicate: false, matched: 1, resumed: 1 });
+    expect((await admin.loadFlow(ctx, flow.id)).result.approval).toEqual({ by: "rpc", event_id: event.id });
+    expect(await admin.rpc("event.send", event)).toEqual({ id: event.id, duplicate: true, matched: 1, resumed: 0 });
+    const reused = await failure(admin.rpc("event.send", { ...event, data: { by: "another" } }));
+    expect([reused.status, reused.rpcCode]).toEqual([409, -32009]);
+    const refused = await failure(reader.rpc("event.send", { context_id: ctx, name: "order.approved" }));
+    expect(refused.rpcCode).toBe(-32003);
+    const bad = await failure(admin.rpc("event.send", { context_id: ctx, name: "order approved" }));
+    expect([bad.rpcCode, bad.problem.field]).toEqual([-32602, "params.name"]);
+  });
 });
