@@ -28,9 +28,11 @@ export interface PlainWords {
   why?: string;
 }
 
-/** What the mapping reads of a job: its API status, its attempt and its error or skip reason. */
+/** What the mapping reads of a job: its API status, its kind, its attempt and its error or skip reason. */
 export interface JobStatusFacts {
   status: "dispatched" | "waiting_for_prerequisites" | "started" | "error" | "finished" | "skipped";
+  /** A started wait or sleep is waiting (for its event, for its time), not running. */
+  kind?: string;
   attempt: number;
   error?: string;
   skip_reason?: string;
@@ -50,7 +52,8 @@ function isCancel(text: string | undefined): boolean {
 /**
  * A job in plain words:
  * - `dispatched` → queued (ready, waiting for a runner); `waiting_for_prerequisites` → waiting
- *   (for its dependencies); `started` → running; `finished` → finished;
+ *   (for its dependencies); `started` → running, but waiting for a wait or a sleep (for its
+ *   event, its time: it holds no runner); `finished` → finished;
  * - `skipped` → not run, with its skip reason;
  * - `error` → cancelled when a cancel ended it, not run when it never had an attempt (its
  *   dependency failed, the flow failed first), otherwise failed; each with the error as why.
@@ -62,7 +65,7 @@ export function plainJobStatus(job: JobStatusFacts): PlainWords {
     case "waiting_for_prerequisites":
       return { word: "waiting" };
     case "started":
-      return { word: "running" };
+      return { word: job.kind === "wait" || job.kind === "sleep" ? "waiting" : "running" };
     case "finished":
       return { word: "finished" };
     case "skipped":

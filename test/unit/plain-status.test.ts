@@ -6,6 +6,9 @@ describe("plain statuses", () => {
     expect(plainJobStatus({ status: "dispatched", attempt: 0 })).toEqual({ word: "queued" });
     expect(plainJobStatus({ status: "waiting_for_prerequisites", attempt: 0 })).toEqual({ word: "waiting" });
     expect(plainJobStatus({ status: "started", attempt: 1 })).toEqual({ word: "running" });
+    expect(plainJobStatus({ status: "started", attempt: 1, kind: "wait" })).toEqual({ word: "waiting" });
+    expect(plainJobStatus({ status: "started", attempt: 1, kind: "sleep" }).word).toBe("waiting");
+    expect(plainJobStatus({ status: "started", attempt: 1, kind: "flow" }).word).toBe("running");
     expect(plainJobStatus({ status: "finished", attempt: 1 })).toEqual({ word: "finished" });
     expect(plainJobStatus({ status: "skipped", attempt: 0, skip_reason: "when was false" })).toEqual({
       word: "not run",
