@@ -1,5 +1,6 @@
 import { ApiError, type CoordinatorClient } from "../shared/client/index.js";
 import type { FlowStreamEvent, FlowView, JobStatus, JobView, JobWaiting } from "../shared/model/index.js";
+import { formatMs } from "../shared/model/durations.js";
 import { attemptStderr } from "./api.js";
 import { NetworkError } from "./errors.js";
 import { plural, timestamp, type Output } from "./output.js";
@@ -313,14 +314,23 @@ async function errorLines(
 }
 
 /**
+ * How long a flow ran, ` in 420 ms` (the view's milliseconds, shared/model/durations.ts); from a
+ * coordinator that keeps whole seconds only, ` in 9 s`, or ` in under a second`.
+ */
+function tookText(view: FlowView): string {
+  if (view.started_at_ms !== undefined && view.ended_at_ms !== undefined)
+    return ` in ${formatMs(view.ended_at_ms - view.started_at_ms)}`;
+  if (view.started_at === undefined || view.ended_at === undefined) return "";
+  const took = view.ended_at - view.started_at;
+  return took === 0 ? " in under a second" : ` in ${took} s`;
+}
+
+/**
  * The end of a watched flow: its status and time, the result of every job by key, and on error
  * which job failed, why, and which jobs never ran. Returns the exit code: 0 finished, 1 error.
  */
 export function printOutcome({ view, stderr }: WatchOutcome, out: Output): number {
-  // The coordinator keeps whole seconds: a flow inside one second took "under a second".
-  const took =
-    view.started_at !== undefined && view.ended_at !== undefined ? view.ended_at - view.started_at : undefined;
-  const seconds = took === undefined ? "" : took === 0 ? " in under a second" : ` in ${took} s`;
+  const seconds = tookText(view);
   const skipped = view.jobs.filter((j) => j.status === "skipped");
   const lines: string[] = [];
   if (view.status === "finished") {

@@ -71,6 +71,30 @@ export function waitingForRunner(state: FlowState): JobState[] {
     .filter((job) => job.status === "dispatched" && !job.delivery && job.deadline?.kind !== "retry");
 }
 
+/**
+ * A job's times to the millisecond, for views that show durations: when its current (or last)
+ * attempt was queued for a runner, when it began (the runner's start report, else its delivery;
+ * a wait's, a sleep's, a map's or a child flow's start), when it ended and how long it ran.
+ * An ended job rebuilt from storage has lost its start (only Redis's records are left): it is
+ * its end less the duration its record kept.
+ */
+export function jobTimes(
+  job: JobState,
+): Pick<JobView, "queued_at_ms" | "started_at_ms" | "ended_at_ms" | "duration_ms"> {
+  const delivered = job.delivery && job.delivery.state !== "assigned" ? job.delivery.at : undefined;
+  const ended = ENDED.has(job.status) ? job.endedAt : undefined;
+  // An ended job's delivery may be its record's end (rebuilt), not when it was delivered.
+  const fallback = ended === undefined ? delivered : job.durationMs !== undefined ? ended - job.durationMs : undefined;
+  // A job that never had an attempt (skipped, or not run: its dependency failed) has no start.
+  const began = job.attempt === 0 && job.startedAt === undefined ? undefined : (job.startedAt ?? fallback);
+  return {
+    ...(job.queuedAt !== undefined && job.attempt > 0 ? { queued_at_ms: job.queuedAt } : {}),
+    ...(began !== undefined ? { started_at_ms: began } : {}),
+    ...(ended !== undefined ? { ended_at_ms: ended } : {}),
+    ...(ended !== undefined && began !== undefined ? { duration_ms: Math.max(0, ended - began) } : {}),
+  };
+}
+
 function jobView(state: FlowState, job: JobState, dispatch: Map<number, JobWaiting>): JobView {
   const waiting = ownWaiting(state, job) ?? dispatch.get(job.id);
   return {
@@ -86,6 +110,7 @@ function jobView(state: FlowState, job: JobState, dispatch: Map<number, JobWaiti
     ...(job.delivery ? { runner_id: job.delivery.runnerId, delivery: job.delivery.state } : {}),
     ...(job.startedAt !== undefined ? { started_at: secs(job.startedAt) } : {}),
     ...(job.heartbeatAt !== undefined ? { heartbeat_at: secs(job.heartbeatAt) } : {}),
+    ...jobTimes(job),
     ...(job.result ? { result: job.result } : {}),
     ...(job.error ? { error: job.error } : {}),
     ...(waiting ? { waiting } : {}),
@@ -145,9 +170,9 @@ export function flowView(state: FlowState, dispatch: Map<number, JobWaiting> = n
     trace_id: state.traceId,
     priority: state.priority,
     ...(state.maxParallel !== undefined ? { max_parallel: state.maxParallel } : {}),
-    ...(state.startedAt !== undefined ? { started_at: secs(state.startedAt) } : {}),
+    ...(state.startedAt !== undefined ? { started_at: secs(state.startedAt), started_at_ms: state.startedAt } : {}),
     ...(state.compensatingAt !== undefined ? { compensating_at: secs(state.compensatingAt) } : {}),
-    ...(state.endedAt !== undefined ? { ended_at: secs(state.endedAt) } : {}),
+    ...(state.endedAt !== undefined ? { ended_at: secs(state.endedAt), ended_at_ms: state.endedAt } : {}),
     ...(due ? { next_deadline: secs(due.at) } : {}),
     ...(state.template ? { template: state.template } : {}),
     ...(state.parent ? { parent: state.parent } : {}),

@@ -35,7 +35,7 @@ export function cancel(
     if (job.delivery)
       d.effects.push({ type: "cancelJob", job: id, attempt: job.attempt, runner: job.delivery.runnerId, reason });
     if (job.deadline?.kind === "child") d.effects.push(cancelChild(job, why));
-    d.update(id, { status: "error", error: why, deadline: undefined });
+    d.update(id, { status: "error", error: why, deadline: undefined, endedAt: at });
     d.effects.push({ type: "jobEnded", job: id });
   }
   if (unwinds) unwind(d, at);

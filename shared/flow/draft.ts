@@ -164,14 +164,19 @@ export function dispatch(d: Draft, id: number, at: number): void {
 /**
  * What a job's last attempt took, once the job ends at `at`: from queued to delivered (its
  * dispatch latency) and from delivered to its end (its duration), in ms; nothing for a part it
- * never reached. The flow's figures count them (figures.ts).
+ * never reached. The flow's figures count them (figures.ts). And the end itself (`endedAt`),
+ * which views show.
  */
-export function timings(job: JobState, at: number): { latencyMs: number | undefined; durationMs: number | undefined } {
+export function timings(
+  job: JobState,
+  at: number,
+): { latencyMs: number | undefined; durationMs: number | undefined; endedAt: number } {
   const delivered = job.delivery && job.delivery.state !== "assigned" ? job.delivery.at : undefined;
-  if (delivered === undefined) return { latencyMs: undefined, durationMs: undefined };
+  if (delivered === undefined) return { latencyMs: undefined, durationMs: undefined, endedAt: at };
   return {
     latencyMs: job.queuedAt !== undefined ? Math.max(0, delivered - job.queuedAt) : undefined,
     durationMs: Math.max(0, at - delivered),
+    endedAt: at,
   };
 }
 

@@ -383,6 +383,7 @@ export function rerun(
       heartbeatAt: undefined,
       latencyMs: undefined,
       durationMs: undefined,
+      endedAt: undefined,
     });
   }
   d.effects.push({ type: "flowRerun", jobs: again, ...info });

@@ -213,6 +213,7 @@ function jobOf(
     if (record.child_flow_id !== undefined) job.child = record.child_flow_id;
     if (record.latency_ms !== undefined) job.latencyMs = record.latency_ms;
     if (record.duration_ms !== undefined) job.durationMs = record.duration_ms;
+    if (record.ended_at !== undefined) job.endedAt = record.ended_at * 1000;
     // Where the last attempt ran (a job that ended without an attempt, its dependency failed, has no runner).
     if (record.last_runner_id !== undefined)
       job.delivery = { runnerId: record.last_runner_id, state: "acknowledged", at: (record.ended_at ?? 0) * 1000 };

@@ -153,6 +153,11 @@ export interface JobState {
    */
   latencyMs?: number;
   durationMs?: number;
+  /**
+   * When the job ended (epoch ms), while it stays ended: what views show of its end to the
+   * millisecond (its record keeps `ended_at` in seconds, which a rebuild reads back).
+   */
+  endedAt?: number;
 }
 
 /** Why a flow ended in error, as the flow record keeps it. */

@@ -100,6 +100,17 @@ export const JobView = z
     started_at: Timestamp.optional(),
     /** The current attempt's latest heartbeat (epoch seconds). */
     heartbeat_at: Timestamp.optional(),
+    /** When the current (or last) attempt was queued for a runner (epoch ms). */
+    queued_at_ms: z.int().min(0).optional(),
+    /**
+     * When the current (or last) attempt began (epoch ms): the runner's start report, else its
+     * delivery; a wait's, a sleep's, a map's or a child flow's start. Kept once the job ended.
+     */
+    started_at_ms: z.int().min(0).optional(),
+    /** When the job ended (epoch ms). */
+    ended_at_ms: z.int().min(0).optional(),
+    /** How long its last attempt ran, once the job ended (ms): `ended_at_ms - started_at_ms`. */
+    duration_ms: z.int().min(0).optional(),
     result: ResultMap.optional(),
     error: z.string().optional(),
     waiting: JobWaiting.optional(),
@@ -128,6 +139,9 @@ export const FlowView = z
     /** When the flow began to unwind (compensating). */
     compensating_at: Timestamp.optional(),
     ended_at: Timestamp.optional(),
+    /** `started_at` and `ended_at` to the millisecond (epoch ms). */
+    started_at_ms: z.int().min(0).optional(),
+    ended_at_ms: z.int().min(0).optional(),
     next_deadline: Timestamp.optional(),
     /** The template and version the flow was started from, when it was. */
     template: FlowOrigin.optional(),
