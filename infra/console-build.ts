@@ -70,7 +70,12 @@ function removeStale(written: Set<string>): void {
 }
 
 /** The console's style sheets, in the order they apply. */
-const STYLES = ["console/styles/base.css", "console/styles/flow.css"];
+const STYLES = [
+  "console/styles/base.css",
+  "console/styles/status.css",
+  "console/styles/flow.css",
+  "console/styles/flow-views.css",
+];
 
 /** The console's own files as served (the page, the script, the style): what a visitor downloads. */
 const CONSOLE_FILES = ["console/index.html", "console/app.js", "console/console.css"];

@@ -1,6 +1,7 @@
 import type { JobView } from "../../shared/model/index.js";
 import { svg } from "./dom.js";
-import { detailLine, hasRules, KIND_BADGE, rulesLine, statusLine, tooltip } from "./job-text.js";
+import { detailLine, hasRules, KIND_BADGE, rulesLine, statusLine, timeText, tooltip } from "./job-text.js";
+import { jobWords, plainClassOf, plainText } from "./status-words.js";
 
 /**
  * One node of a flow's DAG (dag.ts): its size, its shape by the job's kind (a box, a wait's
@@ -13,8 +14,6 @@ export const NODE_H = 46;
 const TALL_W = 212;
 const TALL_H = 62;
 const MAX_LABEL = 20;
-/** How long an active wait or sleep's countdown stays as written before it is written again. */
-export const COUNTDOWN_MS = 5_000;
 
 /** What a node shows of its job. */
 export type DagJob = Pick<
@@ -34,7 +33,20 @@ export type DagJob = Pick<
   | "waiting"
 > &
   Partial<
-    Pick<JobView, "result" | "error" | "compensates" | "map" | "instances" | "map_of" | "item_index" | "added_by">
+    Pick<
+      JobView,
+      | "result"
+      | "error"
+      | "compensates"
+      | "map"
+      | "instances"
+      | "map_of"
+      | "item_index"
+      | "added_by"
+      | "started_at_ms"
+      | "ended_at_ms"
+      | "duration_ms"
+    >
   >;
 
 function shorten(text: string, max: number): string {
@@ -112,16 +124,28 @@ function textX(job: DagJob): number {
 }
 
 /**
- * A node's second and third lines: its status, then what it waits for, until when it sleeps,
- * its rule or why it was skipped. A node without a third line says why it was skipped on its
- * second. Each is cut to the node's width.
+ * A node's second and third lines: its status in plain words and, at the second line's right
+ * end, how long it ran (or has been running); then what it waits for, until when it sleeps, its
+ * rule or why it was skipped. A node without a third line says why it did not run on its second.
+ * Each is cut to the node's width.
  */
-export function linesOf(job: DagJob): { sub: string; detail: string | undefined } {
-  const room = sizeOf(job).width - textX(job) - 8;
+export function linesOf(job: DagJob): { sub: string; detail: string | undefined; time: string } {
+  const width = sizeOf(job).width - textX(job) - 8;
+  const time = timeText(job);
+  const room = time ? width - textWidth(time, "11px") - 8 : width;
   const detail = detailLine(job);
-  if (isTall(job)) return { sub: statusLine(job), detail: fit(detail ?? "", room, "italic 11px") };
-  const sub = job.status === "skipped" && detail ? `skipped: ${detail}` : statusLine(job);
-  return { sub: fit(sub, room, "11px"), detail: undefined };
+  if (isTall(job))
+    return { sub: fit(statusLine(job), room, "11px"), detail: fit(detail ?? "", width, "italic 11px"), time };
+  const words = jobWords(job);
+  // Why it did not run, on the line that says so: `not run: dependency a failed`.
+  const why = job.status === "skipped" ? detail : job.error;
+  const sub = words.word === "not run" ? plainText({ word: "not run", ...(why ? { why } : {}) }) : statusLine(job);
+  return { sub: fit(sub, room, "11px"), detail: undefined, time };
+}
+
+/** Where a node's time ends (right-aligned on its second line). */
+export function timeX(job: DagJob): number {
+  return sizeOf(job).width - (job.kind === "script" ? 8 : 14);
 }
 
 /**
@@ -201,10 +225,11 @@ function badgesOf(job: DagJob, width: number): SVGElement[] & { left: number } {
   return Object.assign(out, { left: right });
 }
 
-/** The node's class: its status, its kind, whether it is chosen. */
+/** The node's class: its plain status (status-words.ts), its kind, whether it is chosen. */
 export function nodeClass(job: DagJob, selected: boolean): string {
   const undo = job.compensates !== undefined ? " compensation" : "";
-  return `node st-${job.status} kind-${job.kind}${undo}${hasRules(job) ? " has-rules" : ""}${selected ? " selected" : ""}`;
+  const plain = plainClassOf(jobWords(job).word);
+  return `node ${plain} kind-${job.kind}${undo}${hasRules(job) ? " has-rules" : ""}${selected ? " selected" : ""}`;
 }
 
 export function ariaLabel(job: DagJob): string {
@@ -221,7 +246,7 @@ export function nodeOf(job: DagJob, box: { x: number; y: number }, select: () =>
   const badges = badgesOf(job, width);
   // The name gives way to the badges on its line.
   const name = badges.length > 0 ? fit(job.key, badges.left - x - 6, "600 13px") : shorten(job.key, MAX_LABEL);
-  const { sub, detail } = linesOf(job);
+  const { sub, detail, time } = linesOf(job);
   const node = svg(
     "g",
     {
@@ -239,6 +264,7 @@ export function nodeOf(job: DagJob, box: { x: number; y: number }, select: () =>
     svg("text", { x, y: 19, class: "name" }, name),
     ...badges,
     svg("text", { x, y: 36, class: "sub" }, sub),
+    svg("text", { x: timeX(job), y: 36, class: "time", "text-anchor": "end" }, time),
     tall ? svg("text", { x, y: 52, class: "detail" }, detail) : undefined,
   );
   node.addEventListener("click", select);

@@ -1,9 +1,12 @@
 import { Graph, layout } from "@dagrejs/dagre";
 import { h, svg } from "./dom.js";
 import { ariaLabel, linesOf, nodeClass, nodeOf, NODE_H, NODE_W, sizeOf, type DagJob } from "./dag-node.js";
-import { tooltip } from "./job-text.js";
+import { timeText, tooltip } from "./job-text.js";
 
-export { COUNTDOWN_MS, type DagJob } from "./dag-node.js";
+export { type DagJob } from "./dag-node.js";
+
+/** Below this window width (px) the graph is laid out top to bottom (a phone held upright). */
+const NARROW = 600;
 
 /**
  * A flow's DAG as an SVG: laid out left to right in layers by dagre (each job after the jobs it
@@ -27,13 +30,13 @@ export { COUNTDOWN_MS, type DagJob } from "./dag-node.js";
  * The jobs laid out left to right by dagre: a node per job, an edge per dependency, and one
  * from a map to each of its instances (so they sit after it).
  */
-function laidOut(jobs: DagJob[]): Graph {
+function laidOut(jobs: DagJob[], rankdir: "LR" | "TB"): Graph {
   const graph = new Graph();
   // A small edge separation: dagre routes every edge through a point between the layers, and
   // with the default (20) a densely connected flow grows many times taller than its nodes.
   // Room above the nodes for a map's frame and its label (groupsOf), when there is one.
   const marginy = jobs.some((job) => job.map_of !== undefined) ? 30 : 12;
-  graph.setGraph({ rankdir: "LR", nodesep: 14, edgesep: 4, ranksep: 56, marginx: 12, marginy });
+  graph.setGraph({ rankdir, nodesep: 14, edgesep: 4, ranksep: rankdir === "LR" ? 56 : 36, marginx: 12, marginy });
   graph.setDefaultEdgeLabel(() => ({}));
   for (const job of jobs) graph.setNode(String(job.id), sizeOf(job));
   for (const job of jobs) for (const dep of job.depends) graph.setEdge(String(dep), String(job.id));
@@ -92,13 +95,21 @@ export class DagView {
   /** Each job as last drawn, for the countdowns `tick` writes again. */
   private readonly jobs = new Map<number, DagJob>();
   private readonly width: number;
+  /** Seconds ticked (`tick`), for what is written again less often. */
+  private ticks = 0;
   private readonly height: number;
   private scale = 1;
+  /** Whether the zoom was set (fitted, or chosen): until then `fitOnce` fits the graph to its viewport. */
+  private zoomSet = false;
   private selected: number | undefined;
 
-  /** `scale`: the zoom to start at (a graph drawn again as its flow grew keeps the last one's). */
-  constructor(jobs: DagJob[], onSelect: (jobId: number) => void, scale = 1) {
-    const graph = laidOut(jobs);
+  /**
+   * `scale`: the zoom to start at (a graph drawn again as its flow grew keeps the last one's);
+   * without one, the graph fits its viewport's width once it is on screen (`fitOnce`). On a
+   * narrow screen (a phone) it is laid out top to bottom, which fits a narrow width better.
+   */
+  constructor(jobs: DagJob[], onSelect: (jobId: number) => void, scale?: number) {
+    const graph = laidOut(jobs, window.innerWidth < NARROW ? "TB" : "LR");
     const size = graph.graph() as { width?: number; height?: number };
     this.width = Math.ceil(size.width ?? NODE_W);
     this.height = Math.ceil(size.height ?? NODE_H);
@@ -137,7 +148,14 @@ export class DagView {
       { passive: false },
     );
     this.element = h("div", { class: "dag-box" }, this.controls(), this.viewport);
-    this.setScale(scale);
+    this.setScale(scale ?? 1);
+    this.zoomSet = scale !== undefined;
+  }
+
+  /** Fits the graph to its viewport's width, the first time it is on screen with a width. */
+  fitOnce(): void {
+    if (this.zoomSet || this.viewport.clientWidth === 0) return;
+    this.fit();
   }
 
   /** Whether the graph has a node for the job (a job that joined the flow since has none yet). */
@@ -178,17 +196,29 @@ export class DagView {
     node.setAttribute("aria-label", ariaLabel(job));
     const title = node.querySelector(":scope > title");
     if (title) title.textContent = tooltip(job);
-    const { sub, detail } = linesOf(job);
+    const { sub, detail, time } = linesOf(job);
     const second = node.querySelector("text.sub");
     const third = node.querySelector("text.detail");
+    const clock = node.querySelector("text.time");
     if (second) second.textContent = sub;
     if (third) third.textContent = detail ?? "";
+    if (clock) clock.textContent = time;
   }
 
-  /** Writes the countdowns of the waits and sleeps under way again (every few seconds). */
+  /**
+   * Every second: the running jobs' times tick, and the countdowns of the waits and sleeps under
+   * way are written again (their lines cut to fit anew every fifth second).
+   */
   tick(): void {
+    this.ticks++;
+    const now = Date.now();
     for (const job of this.jobs.values()) {
-      if (job.status === "started" && job.waiting?.until !== undefined) this.update(job);
+      if (job.status !== "started") continue;
+      if (job.waiting?.until !== undefined && this.ticks % 5 === 0) this.update(job);
+      else {
+        const clock = this.nodes.get(job.id)?.querySelector("text.time");
+        if (clock) clock.textContent = timeText(job, now);
+      }
     }
   }
 
@@ -209,13 +239,15 @@ export class DagView {
   }
 
   /** Scales the whole graph to the viewport's width (never above actual size). */
-  private fit(): void {
-    const available = this.viewport.clientWidth - 4;
+  fit(): void {
+    const style = getComputedStyle(this.viewport);
+    const available = this.viewport.clientWidth - parseFloat(style.paddingLeft) - parseFloat(style.paddingRight) - 1;
     this.setScale(available > 0 ? Math.min(1, available / this.width) : 1);
   }
 
   private setScale(scale: number): void {
-    this.scale = Math.min(3, Math.max(0.1, scale));
+    this.zoomSet = true;
+    this.scale = Math.min(3, Math.max(0.05, scale));
     this.canvas.setAttribute("width", String(Math.round(this.width * this.scale)));
     this.canvas.setAttribute("height", String(Math.round(this.height * this.scale)));
   }

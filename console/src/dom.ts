@@ -1,3 +1,5 @@
+import { formatMs } from "../../shared/model/durations.js";
+
 /**
  * The console's whole view layer: `h` builds elements, the formatters show times in the viewer's
  * own time zone (the browser's), and `notify` speaks through the page's live region. No framework:
@@ -70,14 +72,20 @@ export function timeElement(epochSeconds: number | undefined): HTMLElement {
   return h("time", { datetime: date.toISOString(), title: dateTime.format(date) }, formatTime(epochSeconds));
 }
 
-/** A length of time, `1 h 02 min`, `3 min 04 s`, `12.5 s`. */
+/** A length of time given in seconds, `1 h 02 min`, `3 min 04 s`, `9.2 s`, `420 ms` (formatMs). */
 export function formatDuration(seconds: number): string {
-  if (seconds < 0) return "—";
-  if (seconds < 60) return `${Number.isInteger(seconds) ? seconds : seconds.toFixed(1)} s`;
-  const s = Math.floor(seconds);
-  if (s < 3600) return `${Math.floor(s / 60)} min ${String(s % 60).padStart(2, "0")} s`;
-  if (s < 86400) return `${Math.floor(s / 3600)} h ${String(Math.floor((s % 3600) / 60)).padStart(2, "0")} min`;
-  return `${Math.floor(s / 86400)} d ${Math.floor((s % 86400) / 3600)} h`;
+  return formatMs(seconds * 1000);
+}
+
+/**
+ * How long something took (`420 ms`, `9.2 s`), or, without an end, how long it has been running:
+ * such an element carries its start and is rewritten every second by `refreshClocks`, so a
+ * running job's or flow's duration ticks wherever it is shown.
+ */
+export function durationElement(fromMs: number | undefined, toMs?: number): HTMLElement {
+  if (fromMs === undefined) return h("span", { class: "took muted" }, "—");
+  if (toMs !== undefined) return h("span", { class: "took" }, formatMs(toMs - fromMs));
+  return h("span", { class: "took ticking", "data-since-ms": fromMs }, formatMs(Date.now() - fromMs));
 }
 
 /** How long ago, `5 min ago`. */
@@ -87,8 +95,8 @@ export function formatAge(epochSeconds: number): string {
 }
 
 /**
- * An age that keeps itself current: the element carries its instant, and `refreshAges` (run every
- * few seconds by the shell) rewrites every such element on the page.
+ * An age that keeps itself current: the element carries its instant, and `refreshClocks` (run
+ * every second by the shell) rewrites every such element on the page.
  */
 export function ageElement(epochSeconds: number): HTMLElement {
   const date = new Date(epochSeconds * 1000);
@@ -99,10 +107,14 @@ export function ageElement(epochSeconds: number): HTMLElement {
   );
 }
 
-/** Rewrites every `ageElement` on the page. */
-export function refreshAges(): void {
+/** Rewrites every `ageElement` and every running `durationElement` on the page (every second). */
+export function refreshClocks(): void {
   for (const element of document.querySelectorAll<HTMLElement>("[data-age]")) {
     element.textContent = formatAge(Number(element.dataset.age));
+  }
+  const now = Date.now();
+  for (const element of document.querySelectorAll<HTMLElement>("[data-since-ms]")) {
+    element.textContent = formatMs(now - Number(element.dataset.sinceMs));
   }
 }
 

@@ -1,4 +1,6 @@
+import { formatMs } from "../../shared/model/durations.js";
 import type { JobView } from "../../shared/model/index.js";
+import { jobWords } from "./status-words.js";
 
 /**
  * How the console words a job that is more than a script: what a wait waits for and how long it
@@ -11,7 +13,12 @@ export type JobWords = Pick<
   JobView,
   "key" | "kind" | "status" | "wait" | "sleep_until" | "skip_reason" | "when" | "needs" | "allow_failure" | "waiting"
 > &
-  Partial<Pick<JobView, "result" | "error" | "compensates" | "map" | "instances">>;
+  Partial<
+    Pick<
+      JobView,
+      "result" | "error" | "compensates" | "map" | "instances" | "started_at_ms" | "ended_at_ms" | "duration_ms"
+    >
+  >;
 
 /** The key of the job a compensation undoes: its own name is that key and `.compensate`. */
 export function undoneKey(job: Pick<JobView, "key">): string {
@@ -109,13 +116,37 @@ export function detailLine(job: JobWords): string | undefined {
   return hasRules(job) ? rulesLine(job) : undefined;
 }
 
-/** The status as a node writes it: a started wait waits, a started sleep sleeps. */
-export function statusLine(job: Pick<JobView, "kind" | "status" | "attempt">): string {
-  const status = job.status.replaceAll("_", " ");
-  if (job.status === "started" && job.kind === "wait") return "started · waiting for its event";
-  if (job.status === "started" && job.kind === "sleep") return "started · sleeping";
-  if (job.status === "started" && job.kind === "map") return "started · mapping";
-  return job.attempt > 1 && job.kind === "script" ? `${status} · attempt ${job.attempt}` : status;
+/** What a job's status line reads: its kind, status and attempt, and what its plain word needs. */
+export type StatusFacts = Pick<JobView, "kind" | "status" | "attempt"> &
+  Partial<Pick<JobView, "error" | "skip_reason">>;
+
+/**
+ * The status as a node writes it, in plain words (status-words.ts): a running wait waits for its
+ * event, a running sleep sleeps, a map maps; a script's attempt after its first.
+ */
+export function statusLine(job: StatusFacts): string {
+  const word = jobWords(job).word;
+  if (job.status === "started" && job.kind === "wait") return "running · waiting for its event";
+  if (job.status === "started" && job.kind === "sleep") return "running · sleeping";
+  if (job.status === "started" && job.kind === "map") return "running · mapping";
+  return job.attempt > 1 && job.kind === "script" ? `${word} · attempt ${job.attempt}` : word;
+}
+
+/** What a job's time is read from: its kind, status and times to the millisecond. */
+export type TimeFacts = Pick<JobView, "status" | "kind"> &
+  Partial<Pick<JobView, "started_at_ms" | "ended_at_ms" | "duration_ms">>;
+
+/**
+ * How long a job ran (`420 ms`), or has been running (`3.4 s`, as of `now`); "" for a job that
+ * has not begun, or never ran. A wait or a sleep under way says how long it has left instead
+ * (its third line), which tells more than how long it has waited.
+ */
+export function timeText(job: TimeFacts, now = Date.now()): string {
+  if (job.duration_ms !== undefined && job.ended_at_ms !== undefined) return formatMs(job.duration_ms);
+  if (job.kind === "wait" || job.kind === "sleep") return "";
+  if (job.status === "started" && job.started_at_ms !== undefined)
+    return formatMs(Math.max(0, now - job.started_at_ms));
+  return "";
 }
 
 /** Everything a node's tooltip says: name and id, kind, status, what it waits for, why skipped, rules. */
@@ -135,7 +166,7 @@ export function tooltip(job: JobWords & Pick<JobView, "id" | "attempt">): string
     job.compensates !== undefined
       ? `compensation: undoes ${undoneKey(job)} (job ${job.compensates}) if the flow unwinds`
       : undefined,
-    `status: ${statusLine(job)}`,
+    `status: ${statusLine(job)}${timeText(job) ? ` · ${job.status === "started" ? "running for " : "ran "}${timeText(job)}` : ""}`,
     job.waiting
       ? `${job.waiting.detail}${until !== undefined ? ` until ${shortTime(until)} (${timeLeft(until)} left)` : ""}`
       : undefined,

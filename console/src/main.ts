@@ -1,5 +1,5 @@
 import { Api } from "./api.js";
-import { fill, h, notify, refreshAges, TIME_ZONE } from "./dom.js";
+import { fill, h, notify, refreshClocks, TIME_ZONE } from "./dom.js";
 import { deleteSession, loadSession, type Session } from "./keystore.js";
 import type { PageContext, PageHandle } from "./page.js";
 import { contextsPage } from "./pages/contexts.js";
@@ -94,7 +94,7 @@ function showSignIn(): void {
 }
 
 window.addEventListener("hashchange", () => draw(parseRoute(location.hash)));
-setInterval(refreshAges, 5_000);
+setInterval(refreshClocks, 1_000);
 (document.getElementById("zone") as HTMLElement).textContent = TIME_ZONE;
 document.getElementById("skip")?.addEventListener("click", () => main.focus());
 

@@ -154,7 +154,7 @@ describe("the console draws waits, sleeps and skipped jobs, live", () => {
       .locator("text.detail")
       .filter({ hasText: /^order\.paid · 42 · (59|60) min left$/ })
       .waitFor();
-    await expect(node("payment").locator("text.sub").textContent()).resolves.toBe("started · waiting for its event");
+    await expect(node("payment").locator("text.sub").textContent()).resolves.toBe("running · waiting for its event");
 
     await node("cool_down", "started").waitFor();
     const sleepEnd = new Intl.DateTimeFormat("en-GB", { timeStyle: "short", timeZone: "Europe/Berlin" });
@@ -167,9 +167,9 @@ describe("the console draws waits, sleeps and skipped jobs, live", () => {
     // gift's `when` is false: skipped, and wrap_gift after it (needs: all_finished), dashed and grey.
     await node("gift", "skipped").waitFor();
     await node("wrap_gift", "skipped").waitFor();
-    await expect(node("gift").locator("text.sub").textContent()).resolves.toBe("skipped");
+    await expect(node("gift").locator("text.sub").textContent()).resolves.toBe("not run");
     await expect(node("gift").locator("text.detail").textContent()).resolves.toMatch(/^when is false: deps\.order/);
-    await expect(node("wrap_gift").locator("text.sub").textContent()).resolves.toMatch(/^skipped: dependency gift.*…$/);
+    await expect(node("wrap_gift").locator("text.sub").textContent()).resolves.toMatch(/^not run: dependency gift.*…$/);
     await expect(node("wrap_gift").locator("title").first().textContent()).resolves.toContain(
       "skipped: dependency gift was skipped (needs: all_finished)",
     );
@@ -181,8 +181,8 @@ describe("the console draws waits, sleeps and skipped jobs, live", () => {
       'skipped: when is false: deps.order.id == "7"',
     );
     await expectTextInsideNodes();
-    // The progress counts the skipped jobs.
-    await page.locator(".flow-meta .count.st-skipped", { hasText: "2 skipped" }).waitFor();
+    // The progress counts the skipped jobs, as not run.
+    await page.locator(".flow-meta .count.plain-not-run", { hasText: "2 not run" }).waitFor();
 
     // The skipped job's panel says why, and its rule.
     await node("gift").click();
@@ -223,7 +223,7 @@ describe("the console draws waits, sleeps and skipped jobs, live", () => {
     await page.locator(".job-panel .badge", { hasText: "finished" }).waitFor();
     await page.locator(".job-panel td code", { hasText: "card" }).waitFor();
     await node("ship", "finished").waitFor();
-    await page.locator(".flow-meta .count.st-finished", { hasText: "3 finished" }).waitFor();
+    await page.locator(".flow-meta .count.plain-finished", { hasText: "3 finished" }).waitFor();
     // All of it from the stream: the page never loaded again, and every read of the view it made
     // meanwhile (one a second at most after events) is held still, unanswered.
     expect(loads).toBe(0);

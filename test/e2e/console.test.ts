@@ -158,7 +158,11 @@ describe("the web console", () => {
     await node("a", "finished").waitFor();
     await node("c", "finished").waitFor();
     await node("b", "error").waitFor();
-    await page.getByTestId("flow-status").getByText("error").waitFor();
+    await page.getByTestId("flow-status").getByText("failed").waitFor();
+    // d never ran (its dependency b failed): grey and dashed, "not run" and why, not a red error.
+    await node("d", "error").and(page.locator(".plain-not-run")).waitFor();
+    await expect(node("d").locator("text.sub").textContent()).resolves.toMatch(/^not run: dependency b/);
+    await expect(node("b").getAttribute("class")).resolves.toContain("plain-failed");
     expect(loads).toBe(0);
   });
 
@@ -241,8 +245,14 @@ describe("the web console", () => {
     }));
     const big = await admin().client.submitFlow(contextId, { start: false, jobs: steps });
     await page.goto(`${stack().url}/console/#/contexts/${contextId}/flows/${big.id}`);
+    // More than 100 jobs: the page opens on the jobs table; the DAG is a tab away, fitted to the width.
+    await page.getByRole("tab", { name: "Jobs (200)", selected: true }).waitFor();
+    await page.getByRole("tab", { name: "DAG" }).click();
     await page.locator("svg.dag g.node").nth(199).waitFor();
-    // Drawn at actual size (13 px names), no two nodes overlapping; the viewport scrolls instead of shrinking it.
+    const fitted = await page.locator(".dag-viewport").evaluate((v) => v.scrollWidth - v.clientWidth);
+    expect(fitted).toBeLessThanOrEqual(0);
+    // At actual size (1:1): 13 px names, no two nodes overlapping; the viewport scrolls instead of shrinking it.
+    await page.getByRole("button", { name: "Actual size" }).click();
     const drawn = await page.locator(".dag-viewport").evaluate((viewport) => {
       const boxes = [...viewport.querySelectorAll("g.node rect")].map((r) => r.getBoundingClientRect());
       const overlaps = boxes.filter((a, i) =>
@@ -262,9 +272,9 @@ describe("the web console", () => {
     const cancel = page.getByRole("button", { name: "Cancel" });
     await cancel.click();
     await page.getByRole("button", { name: "Press again to cancel" }).click();
-    await page.getByTestId("flow-status").getByText("error").waitFor();
-    // Said once ("cancelled: cancelled: …" before).
-    await page.getByText("cancelled: cancelled in the console", { exact: true }).waitFor();
+    // Cancelled, not "error"; its reason said once ("cancelled: cancelled: …" before).
+    await page.getByTestId("flow-status").getByText("cancelled", { exact: true }).waitFor();
+    await page.getByText("Cancelled in the console", { exact: true }).waitFor();
 
     await page.setViewportSize({ width: 375, height: 812 });
     await page.goto(`${stack().url}/console/#/contexts/${contextId}/flows/${flow.id}`);

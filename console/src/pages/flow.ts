@@ -1,12 +1,12 @@
-import type { FlowStreamEvent, FlowView, JobStatus, JobView } from "../../../shared/model/index.js";
-import { progressCount } from "../../../shared/model/progress.js";
+import type { FlowStreamEvent, FlowView } from "../../../shared/model/index.js";
 import { describeError } from "../api.js";
-import { COUNTDOWN_MS, DagView } from "../dag.js";
-import { badge, fill, formatDuration, h, notify, timeElement } from "../dom.js";
+import { fill, h, notify } from "../dom.js";
 import { checkFlowEvent, keepLive, liveIndicator } from "../live.js";
 import { throttle, type PageContext, type PageHandle } from "../page.js";
 import { href, type Route } from "../routes.js";
-import { addJoined, applyJobEvent } from "./flow-events.js";
+import { addJoined, applyFlowEvent, applyJobEvent, Unread } from "./flow-events.js";
+import { drawMeta, failureNote, statusBadge } from "./flow-header.js";
+import { FlowViews } from "./flow-views.js";
 import { JobPanel } from "./job-panel.js";
 
 /** A flow's actions, the statuses they apply to, and what the button says. */
@@ -17,31 +17,18 @@ const ACTIONS = [
   { action: "rerun", label: "Re-run from failure", when: ["error", "compensation_failed"] },
 ] as const;
 
-/** The statuses a flow ends in. */
-const FLOW_ENDED: ReadonlySet<string> = new Set(["finished", "error", "compensated", "compensation_failed"]);
-
 type Action = (typeof ACTIONS)[number]["action"];
 
-const PROGRESS_ORDER: JobStatus[] = [
-  "finished",
-  "started",
-  "dispatched",
-  "waiting_for_prerequisites",
-  "error",
-  "skipped",
-];
-
-/** How many jobs are in each status, counted from the jobs themselves (after events moved them). */
-function progressOf(jobs: JobView[]): FlowView["progress"] {
-  return progressCount(jobs.map((job) => job.status));
-}
+/** At most this many events of a flow's history are read for its timeline (a flow of 10,000 jobs has some 50,000). */
+const HISTORY_MAX = 100_000;
 
 /**
- * One flow: its state and actions at the top, its DAG below with a node per job that changes
- * colour as the flow's events arrive, and the panel of the job chosen (by click, Enter, or the
- * URL's `/jobs/<id>`). Events are applied at once; the view is also read again at most once a
- * second after them, for what events do not carry (why a job waits). Without the event stream
- * the view is read every 2 s instead.
+ * One flow: its state and actions at the top, its jobs below (a DAG whose nodes change colour
+ * as the flow's events arrive, a timeline of their attempts, a table: flow-views.ts), and the
+ * panel of the job chosen (by click, Enter, or the URL's `/jobs/<id>`). Events are applied at
+ * once; the view is also read again at most once a second after them, for what events do not
+ * carry (why a job waits), and brought up to the events seen since it was read (flow-events.ts,
+ * `Unread`). Without the event stream the view is read every 2 s instead.
  */
 export function flowPage(ctx: PageContext, contextId: number, flowId: number, jobId: number | undefined): PageHandle {
   const page = new FlowPage(ctx, contextId, flowId, jobId);
@@ -65,11 +52,12 @@ class FlowPage {
   private readonly graphArea = h("div", { class: "graph-area" }, h("p", { class: "muted" }, "Loading the flow…"));
   private readonly base: string;
   private readonly panel: JobPanel;
+  private readonly views: FlowViews;
   private readonly resync: () => void;
-  /** Draws the graph again with the jobs that joined the flow (at most every 300 ms while many join). */
-  private readonly regrow: () => void;
+  private readonly unread = new Unread();
   private view: FlowView | undefined;
-  private dag: DagView | undefined;
+  /** The last event of the flow's history the first view knew: the timeline reads up to it. */
+  private historyUntil = 0;
 
   constructor(
     private readonly ctx: PageContext,
@@ -83,14 +71,20 @@ class FlowPage {
       ctx.api,
       contextId,
       (closed) => {
-        this.dag?.select(undefined);
+        this.views.select(undefined);
         history.replaceState(null, "", href({ page: "flow", contextId, flowId }));
-        this.dag?.focus(closed);
+        this.views.focus(closed);
       },
       (jobId) => this.rerunFrom(jobId),
     );
+    this.views = new FlowViews(
+      (id) => {
+        history.replaceState(null, "", href({ page: "flow", contextId, flowId, jobId: id }));
+        this.openJob(id);
+      },
+      () => void this.readHistory(),
+    );
     this.resync = throttle(1_000, () => this.reload());
-    this.regrow = throttle(300, async () => this.draw());
     for (const { action, label } of ACTIONS) {
       const button = h("button", { type: "button", disabled: true, "data-action": action }, label);
       button.addEventListener("click", () => this.act(action, button));
@@ -130,10 +124,13 @@ class FlowPage {
       return;
     }
     if (signal.aborted) return;
+    this.historyUntil = first.last_seq ?? 0;
+    fill(this.graphArea, this.views.element, this.panel.element);
     this.apply(first, false);
-    // A wait's or a sleep's time left counts down on its node.
-    const countdown = setInterval(() => this.dag?.tick(), COUNTDOWN_MS);
-    signal.addEventListener("abort", () => clearInterval(countdown), { once: true });
+    this.openJob(this.wanted);
+    // Running jobs' times tick, running bars grow, countdowns count down.
+    const clock = setInterval(() => this.views.tick(), 1_000);
+    signal.addEventListener("abort", () => clearInterval(clock), { once: true });
     await keepLive({
       api,
       path: `${this.base}/events`,
@@ -148,63 +145,62 @@ class FlowPage {
     });
   }
 
+  /**
+   * The flow's history, for its timeline: its stream from the first event up to the one the first
+   * view knew (those after it came live). Every earlier attempt of every job is in it.
+   */
+  private async readHistory(): Promise<void> {
+    const until = this.historyUntil;
+    if (until === 0) return;
+    const stop = new AbortController();
+    const signal = AbortSignal.any([this.ctx.signal, stop.signal]);
+    let read = 0;
+    try {
+      const label = `the history of flow ${this.flowId}`;
+      for await (const event of this.ctx.api.follow(`${this.base}/events`, checkFlowEvent, { label, signal })) {
+        this.views.event(event);
+        if (event.seq >= until || ++read >= HISTORY_MAX) break;
+      }
+    } catch {
+      // The timeline keeps what the view and the live events told of each job's latest attempt.
+    } finally {
+      stop.abort();
+    }
+  }
+
   openJob(id: number | undefined): void {
     this.wanted = id;
     if (!this.view) return;
-    this.dag?.select(id);
+    this.views.select(id);
     if (id === undefined) this.panel.hide();
     else this.panel.show(this.view, id);
   }
 
-  /** Draws what the view says: header, buttons, every node's colour, the open panel. */
+  /**
+   * Draws a view read from the coordinator (or an action's answer), once brought up to the
+   * events seen since it was read: header, buttons, the jobs, the open panel.
+   */
   private apply(next: FlowView, refreshPanel: boolean): void {
+    this.unread.catchUp(next);
     this.view = next;
-    fill(this.status, badge(next.status));
-    drawMeta(this.meta, next);
-    fill(this.failure, next.error ? failureNote(next.error) : undefined);
+    this.drawTop(next);
+    this.views.show(next);
+    if (refreshPanel && this.panel.current !== undefined) this.panel.show(next, this.panel.current);
+  }
+
+  /** The header, the buttons and why the flow failed: all from the view as it is now. */
+  private drawTop(view: FlowView): void {
+    fill(this.status, statusBadge(view));
+    drawMeta(this.meta, view);
+    fill(this.failure, failureNote(view));
     // Compensating is offered only to a flow with compensations.
-    const unwinds = next.jobs.some((j) => j.compensates !== undefined);
+    const unwinds = view.jobs.some((j) => j.compensates !== undefined);
     for (const { action, when } of ACTIONS) {
       const button = this.buttons.get(action);
       if (!button) continue;
       button.hidden = action === "compensate" && !unwinds;
-      if (!button.dataset.busy) button.disabled = !(when as readonly string[]).includes(next.status);
+      if (!button.dataset.busy) button.disabled = !(when as readonly string[]).includes(view.status);
     }
-    const dag = this.dag;
-    if (dag && next.jobs.every((job) => dag.has(job.id))) {
-      for (const job of next.jobs) dag.update(job);
-      if (refreshPanel && this.panel.current !== undefined) this.panel.show(next, this.panel.current);
-      return;
-    }
-    this.draw();
-  }
-
-  /**
-   * Lays the graph out and draws it: at first, and again when jobs joined the flow (a map's
-   * instances, jobs a result added), at the zoom it had, with the same job chosen.
-   */
-  private draw(): void {
-    const view = this.view;
-    if (!view) return;
-    const { contextId, flowId } = this;
-    this.dag = new DagView(
-      view.jobs,
-      (id) => {
-        history.replaceState(null, "", href({ page: "flow", contextId, flowId, jobId: id }));
-        this.openJob(id);
-      },
-      this.dag?.zoomed,
-    );
-    fill(this.graphArea, this.dag.element, this.panel.element);
-    this.openJob(this.wanted ?? this.panel.current);
-  }
-
-  /** A job joined the flow (`job.added`): into the view (flow-events.ts), and into the graph soon. */
-  private joined(view: FlowView, event: FlowStreamEvent): void {
-    if (!addJoined(view, event)) return;
-    view.progress = progressOf(view.jobs);
-    drawMeta(this.meta, view);
-    this.regrow();
   }
 
   private async reload(): Promise<void> {
@@ -217,33 +213,34 @@ class FlowPage {
     }
   }
 
-  /** An event, applied to the view at once: a job's node recolours, the flow's status changes. */
+  /**
+   * An event, applied to the view at once (unless the view has it already): a job's node, its
+   * row and bar, and the header's counts move together; a flow's event moves the header.
+   */
   private onEvent(event: FlowStreamEvent): void {
+    this.views.event(event);
     const view = this.view;
-    if (!view) return;
-    if (event.type === "job.added") this.joined(view, event);
-    else if (event.job_id !== undefined) {
+    if (!view || event.seq <= (view.last_seq ?? 0)) return;
+    this.unread.keep(event);
+    view.last_seq = event.seq;
+    if (event.type === "job.added") {
+      if (addJoined(view, event)) {
+        this.views.grew();
+        drawMeta(this.meta, view);
+      }
+    } else if (event.job_id !== undefined) {
       const job = view.jobs.find((j) => j.id === event.job_id);
       if (job) {
-        const was = job.status;
+        const was = [job.status, job.attempt, job.error].join();
         applyJobEvent(job, event);
-        this.dag?.update(job);
+        this.views.update(job);
         if (event.type === "job.logs" && event.lines) this.panel.appendLogs(job.id, event.attempt, event.lines);
         else if (event.type !== "job.heartbeat" && this.panel.current === job.id) this.panel.show(view, job.id);
-        if (job.status !== was) {
-          view.progress = progressOf(view.jobs);
-          drawMeta(this.meta, view);
-        }
+        if ([job.status, job.attempt, job.error].join() !== was) drawMeta(this.meta, view);
       }
     } else if (event.type.startsWith("flow.")) {
-      view.status = event.status as FlowView["status"];
-      const at = Math.floor(event.at_ms / 1000);
-      if (event.type === "flow.started" || event.type === "flow.rerun") delete view.ended_at;
-      if (event.run !== undefined) view.run = event.run;
-      if (event.type === "flow.started") view.started_at ??= at;
-      if (event.type === "flow.compensating") view.compensating_at ??= at;
-      if (FLOW_ENDED.has(view.status)) view.ended_at ??= at;
-      this.apply(view, false);
+      applyFlowEvent(view, event);
+      this.drawTop(view);
     }
     if (event.type !== "job.logs" && event.type !== "job.heartbeat") this.resync();
   }
@@ -301,72 +298,4 @@ class FlowPage {
         notify(`Cannot ${action} flow ${this.flowId}: ${describeError(error)}`, "error");
       });
   }
-}
-
-/** Why the flow failed: the job at fault and its reason, or that it was cancelled; the compensations that failed. */
-function failureNote(error: NonNullable<FlowView["error"]>): HTMLElement {
-  // Job 0 is the flow itself: its reason says what happened ("cancelled: …", its deadline).
-  const who = error.job === 0 ? "" : `Job ${error.name ?? error.job} failed: `;
-  const failed = error.failed_compensations?.length
-    ? ` Compensations that failed: ${error.failed_compensations.join(", ")} (re-run runs them again).`
-    : "";
-  return h("p", { class: "flow-error", role: "note" }, who, error.reason, failed);
-}
-
-/** The flow's progress, times, trace id, and the template it was started from. */
-function drawMeta(meta: HTMLElement, view: FlowView): void {
-  const counts = PROGRESS_ORDER.filter((s) => view.progress[s] > 0).map((s) =>
-    h("span", { class: `count st-${s}` }, `${view.progress[s]} ${s.replaceAll("_", " ")}`),
-  );
-  const ran =
-    view.started_at === undefined
-      ? "—"
-      : formatDuration((view.ended_at ?? Math.floor(Date.now() / 1000)) - view.started_at);
-  fill(
-    meta,
-    h("span", { class: "progress" }, `${view.progress.total} jobs: `, ...counts),
-    h("span", {}, "started ", timeElement(view.started_at)),
-    view.compensating_at !== undefined
-      ? h("span", {}, "unwinding since ", timeElement(view.compensating_at))
-      : undefined,
-    view.ended_at !== undefined ? h("span", {}, "ended ", timeElement(view.ended_at)) : undefined,
-    h("span", {}, `ran ${ran}`),
-    view.run > 1
-      ? h("span", { "data-testid": "flow-run", title: "re-run: each re-run is the next run" }, `run ${view.run}`)
-      : undefined,
-    h("span", { class: "trace", title: "trace id (W3C traceparent)" }, `trace ${view.trace_id}`),
-    view.template
-      ? h(
-          "span",
-          { "data-testid": "flow-template" },
-          "from template ",
-          h(
-            "a",
-            { href: href({ page: "template", contextId: view.context_id, name: view.template.name }) },
-            view.template.name,
-          ),
-          ` version ${view.template.version}`,
-        )
-      : undefined,
-    view.parent
-      ? h(
-          "span",
-          { "data-testid": "flow-parent" },
-          "child of ",
-          h(
-            "a",
-            {
-              href: href({
-                page: "flow",
-                contextId: view.context_id,
-                flowId: view.parent.flow_id,
-                jobId: view.parent.job_id,
-              }),
-            },
-            `flow ${view.parent.flow_id}`,
-          ),
-          ` (job ${view.parent.job_id})`,
-        )
-      : undefined,
-  );
 }

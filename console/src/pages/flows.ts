@@ -1,6 +1,6 @@
 import type { Flow, Page } from "../../../shared/model/index.js";
 import { describeError } from "../api.js";
-import { ageElement, badge, formatDuration, h, table, timeElement } from "../dom.js";
+import { ageElement, badge, durationElement, h, table, timeElement } from "../dom.js";
 import { checkContextEvent, keepLive, liveIndicator } from "../live.js";
 import { throttle, type PageContext } from "../page.js";
 import { href } from "../routes.js";
@@ -18,10 +18,15 @@ const STATUSES = [
   { value: "compensation_failed", label: "compensation failed" },
 ];
 
-/** How long a flow ran (or has been running): from its start to its end, or to now. */
-export function flowDuration(flow: Pick<Flow, "started_at" | "ended_at">): string {
-  if (flow.started_at === undefined) return "—";
-  return formatDuration((flow.ended_at ?? Math.floor(Date.now() / 1000)) - flow.started_at);
+/**
+ * How long a flow ran, or, still running, has been running: a duration that ticks (dom.ts), so a
+ * running flow's row does not freeze at the time the list was read.
+ */
+export function flowDuration(flow: Pick<Flow, "started_at" | "ended_at">): HTMLElement {
+  // The list's flows keep whole seconds: one that ended within its start's second took "< 1 s".
+  if (flow.started_at !== undefined && flow.ended_at === flow.started_at) return h("span", { class: "took" }, "< 1 s");
+  const ended = flow.ended_at === undefined ? undefined : flow.ended_at * 1000;
+  return durationElement(flow.started_at === undefined ? undefined : flow.started_at * 1000, ended);
 }
 
 /**

@@ -1,8 +1,9 @@
 import type { FlowView, JobView, Log, Message, RunnerJob } from "../../../shared/model/index.js";
 import { describeError, type Api } from "../api.js";
-import { badge, fill, formatDuration, h, table, timeElement } from "../dom.js";
+import { durationElement, fill, formatDuration, h, table, timeElement } from "../dom.js";
 import { NEEDS_MEANING } from "../job-text.js";
 import { href } from "../routes.js";
+import { jobWords, plainBadge } from "../status-words.js";
 
 /** How many stderr lines the panel shows above the logs: what a failed script said last. */
 const STDERR_TAIL = 20;
@@ -186,7 +187,7 @@ export class JobPanel {
       h(
         "dl",
         { class: "facts" },
-        ...fact("Status", badge(job.status)),
+        ...fact("Status", plainBadge(jobWords(job), { "data-testid": "job-status" })),
         ...(job.skip_reason !== undefined
           ? fact("Skipped", h("span", { "data-testid": "skip-reason" }, job.skip_reason || "by its flow's rules"))
           : []),
@@ -219,6 +220,7 @@ export class JobPanel {
         ...(script ? fact("Runner", runner) : []),
         ...(job.delivery ? fact("Delivery", job.delivery) : []),
         ...(job.started_at !== undefined ? fact("Started", timeElement(job.started_at)) : []),
+        ...(job.started_at_ms !== undefined ? fact("Ran", durationElement(job.started_at_ms, job.ended_at_ms)) : []),
         ...(job.heartbeat_at !== undefined ? fact("Heartbeat", timeElement(job.heartbeat_at)) : []),
         ...(job.waiting ? fact("Waiting", waitingText(job.waiting)) : []),
         ...(job.depends.length > 0 ? fact("Depends on", job.depends.map(keyOf).join(", ")) : []),
