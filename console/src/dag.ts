@@ -10,11 +10,13 @@ const NARROW = 600;
 
 /**
  * A flow's DAG as an SVG: laid out left to right in layers by dagre (each job after the jobs it
- * depends on), an arrow per dependency, a node per job coloured by its status (a class, with the
+ * depends on), an arrow per dependency, a node per job coloured by its plain status (a class, with the
  * status written under the name too). Live updates recolour nodes in place, never lay the graph
  * out again, so nothing jumps while a flow runs, unless the flow grows: jobs that join it (a
- * map's instances, jobs a result added) make its page draw a new graph with them (flow.ts). Big flows stay legible: the graph is drawn at
- * full size in a scrolling viewport, with zoom buttons (and Ctrl + wheel) and "fit".
+ * map's instances, jobs a result added) make its page draw a new graph with them (flow-views.ts).
+ * The graph fits its viewport's width when first shown (top to bottom on a narrow screen), in a
+ * scrolling viewport with zoom buttons (and Ctrl + wheel), "fit" and 1:1. Each node says how long
+ * its job ran, or has been running (`tick`, every second).
  *
  * A job that runs no script has its own shape and a badge: a wait is a hexagon (⏸ wait), a
  * sleep a pill (☾ sleep). Those, and jobs with rules of their own (`when`, `needs`,
