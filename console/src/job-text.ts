@@ -121,13 +121,14 @@ export type StatusFacts = Pick<JobView, "kind" | "status" | "attempt"> &
   Partial<Pick<JobView, "error" | "skip_reason">>;
 
 /**
- * The status as a node writes it, in plain words (status-words.ts): a running wait waits for its
- * event, a running sleep sleeps, a map maps; a script's attempt after its first.
+ * The status as a node writes it, in plain words (status-words.ts): a started wait waits for its
+ * event, a started sleep for its time (they hold no runner), a map maps; a script's attempt after
+ * its first.
  */
 export function statusLine(job: StatusFacts): string {
   const word = jobWords(job).word;
-  if (job.status === "started" && job.kind === "wait") return "running · waiting for its event";
-  if (job.status === "started" && job.kind === "sleep") return "running · sleeping";
+  if (job.status === "started" && job.kind === "wait") return "waiting for its event";
+  if (job.status === "started" && job.kind === "sleep") return "waiting for its time";
   if (job.status === "started" && job.kind === "map") return "running · mapping";
   return job.attempt > 1 && job.kind === "script" ? `${word} · attempt ${job.attempt}` : word;
 }

@@ -17,12 +17,13 @@ import { h } from "./dom.js";
 
 export type { PlainStatus, PlainWords };
 
-/** What the words of a job are read from. */
-export type JobFacts = Pick<JobView, "status" | "attempt" | "error" | "skip_reason">;
+/** What the words of a job are read from (its kind: a started wait or sleep is waiting, not running). */
+export type JobFacts = Pick<JobView, "status" | "attempt" | "error" | "skip_reason"> & Partial<Pick<JobView, "kind">>;
 
 /** A job in plain words. */
 export function jobWords(job: JobFacts): PlainWords {
   const facts: JobStatusFacts = { status: job.status, attempt: job.attempt };
+  if (job.kind !== undefined) facts.kind = job.kind;
   if (job.error !== undefined) facts.error = job.error;
   if (job.skip_reason !== undefined) facts.skip_reason = job.skip_reason;
   return plainJobStatus(facts);

@@ -42,10 +42,12 @@ function wordOf(event: FlowStreamEvent): { word: PlainStatus; why?: string } | u
     case "job.started":
     case "job.heartbeat":
     case "job.logs":
-    case "job.wait_started":
-    case "job.sleep_started":
     case "job.child_started":
       return { word: "running" };
+    // A wait or a sleep holds no runner: it waits (plain-status.ts).
+    case "job.wait_started":
+    case "job.sleep_started":
+      return { word: "waiting" };
     case "job.finished":
       return { word: "finished" };
     case "job.retry_scheduled":
@@ -116,7 +118,7 @@ export class Attempts {
     if (event.seq >= a.seq) {
       a.word = words.word;
       if (words.why) a.why = words.why;
-      else if (words.word !== "running") delete a.why;
+      else if (words.word !== "running" && words.word !== "waiting") delete a.why;
       a.seq = event.seq;
     }
     this.version++;

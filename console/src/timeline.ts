@@ -127,7 +127,7 @@ export class TimelineView {
   /** An attempt's bars: the wait for a runner (lighter), then its run, coloured by how it went. */
   private bars(track: HTMLElement, job: JobView, a: Attempt): void {
     const begun = begunAt(a);
-    const running = a.ended === undefined && (a.word === "running" || a.word === "queued");
+    const running = a.ended === undefined && (a.word === "running" || a.word === "queued" || a.word === "waiting");
     if (a.queued !== undefined && (begun !== undefined || a.ended !== undefined || running)) {
       const wait = h("span", { class: "tl-wait", title: `attempt ${a.attempt}: waited for a runner` });
       track.append(wait);

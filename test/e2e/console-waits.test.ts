@@ -154,7 +154,7 @@ describe("the console draws waits, sleeps and skipped jobs, live", () => {
       .locator("text.detail")
       .filter({ hasText: /^order\.paid · 42 · (59|60) min left$/ })
       .waitFor();
-    await expect(node("payment").locator("text.sub").textContent()).resolves.toBe("running · waiting for its event");
+    await expect(node("payment").locator("text.sub").textContent()).resolves.toBe("waiting for its event");
 
     await node("cool_down", "started").waitFor();
     const sleepEnd = new Intl.DateTimeFormat("en-GB", { timeStyle: "short", timeZone: "Europe/Berlin" });
