@@ -89,9 +89,14 @@ export class Attempts {
   private seedJob(job: JobView, run: number, seq: number): void {
     // A job not run yet, or never run (skipped, its dependency failed), has no attempt to draw.
     if (job.attempt === 0 || (job.started_at_ms === undefined && job.queued_at_ms === undefined)) return;
-    const words = jobWords(job);
+    // Waiting out a retry's backoff, the job's attempt is the one that failed (the next is not made yet).
+    const backoff = job.waiting?.reason === "backoff";
+    const words: { word: PlainStatus; why?: string } = backoff
+      ? { word: "failed", ...(job.error ? { why: job.error } : {}) }
+      : jobWords(job);
     const a = this.attempt(job.id, job.attempt, run, words.word);
-    if (a.seq <= seq) {
+    // An attempt told ended keeps its end's word: the view's may be the job's next step.
+    if (a.seq <= seq && (a.ended === undefined || backoff || job.ended_at_ms !== undefined)) {
       a.word = words.word;
       if (words.why) a.why = words.why;
       else delete a.why;

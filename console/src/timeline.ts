@@ -64,9 +64,6 @@ export class TimelineView {
       fill(this.rows, h("p", { class: "muted tl-empty" }, "Nothing has run yet: bars appear as jobs run."));
       return;
     }
-    this.live = view.ended_at_ms === undefined && (view.status === "started" || view.status === "compensating");
-    const end = Math.max(span?.to ?? from, view.ended_at_ms ?? from);
-    this.domain = { from, to: this.live ? Math.max(end, Date.now()) : end };
     const start = new Date(from);
     fill(this.origin, h("time", { datetime: start.toISOString(), title: instant(from) }, clock.format(start)));
     const order = new Map(view.jobs.map((job, i) => [job.id, i]));
@@ -82,6 +79,11 @@ export class TimelineView {
           (order.get(a.job.id) ?? 0) - (order.get(b.job.id) ?? 0),
       );
     fill(this.rows, ...sorted.map(({ job }) => this.row(job, attempts.of(job.id))));
+    // The axis ends at now while the flow runs, or while an attempt still runs after its flow ended.
+    const running = view.ended_at_ms === undefined && (view.status === "started" || view.status === "compensating");
+    this.live = running || this.placed.some((p) => p.to === undefined);
+    const end = Math.max(span?.to ?? from, view.ended_at_ms ?? from);
+    this.domain = { from, to: this.live ? Math.max(end, Date.now()) : end };
     this.place();
   }
 
@@ -169,7 +171,7 @@ export class TimelineView {
     fill(this.axis, ...ticks);
   }
 
-  /** Every second while the flow runs: the axis ends at now, and running bars grow to it. */
+  /** Every second while something runs: the axis ends at now, and running bars grow to it. */
   tick(): void {
     if (!this.live || this.placed.length === 0) return;
     this.domain = { from: this.domain.from, to: Math.max(this.domain.to, Date.now()) };

@@ -251,6 +251,24 @@ describe("a big flow", () => {
     await rows.first().locator("button").click();
     await page.getByRole("heading", { name: /^Job step49 / }).waitFor();
 
+    // The timeline, live: the gates still run (after their flow failed), so the axis ends at now:
+    // their bars reach its end and their times tick, and boom's bar, over, shrinks as time passes.
+    await page.getByRole("tab", { name: "Timeline" }).click();
+    const row = (key: string) => page.locator(`.tl-row[data-job="${big.jobs.find((j) => j.key === key)?.id}"]`);
+    await row("gate_a").locator(".tl-bar.plain-running").waitFor();
+    const short = (key: string) =>
+      row(key).evaluate((r) => {
+        const bar = (r.querySelector(".tl-bar") as HTMLElement).getBoundingClientRect();
+        const track = (r.querySelector(".tl-track") as HTMLElement).getBoundingClientRect();
+        return { short: Math.round(track.right - bar.right), width: bar.width };
+      });
+    expect((await short("gate_a")).short).toBeLessThanOrEqual(1);
+    const boom = (await short("boom")).width;
+    const took = await row("gate_a").locator(".tl-took").textContent();
+    await expect.poll(() => row("gate_a").locator(".tl-took").textContent(), { timeout: 5_000 }).not.toBe(took);
+    await expect.poll(async () => (await short("boom")).width, { timeout: 5_000 }).toBeLessThan(boom);
+    expect((await short("gate_a")).short).toBeLessThanOrEqual(1);
+
     await page.getByRole("tab", { name: "DAG" }).click();
     await page.locator("svg.dag g.node").nth(499).waitFor();
     const overflow = await page.locator(".dag-viewport").evaluate((v) => v.scrollWidth - v.clientWidth);
