@@ -202,10 +202,12 @@ export async function noChildOutlived(run: ChildrenRun, records: Records, faults
     }
     const away = Math.ceil(outage(faults, jobEnd * 1000, (stop + 1) * 1000) / 1000);
     lag = Math.max(lag, stop - jobEnd);
-    if (stop > jobEnd + OUTLIVE_S + away)
+    if (stop > jobEnd + OUTLIVE_S + away) {
+      const faulted = faults.filter((f) => f.to >= jobEnd * 1000 - 5_000 && f.from <= stop * 1000);
       wrong.push(
-        `${at} stopped at ${stop} (${child.status}: ${child.error?.reason}), ${stop - jobEnd} s after its job ended at ${jobEnd} (allowed ${OUTLIVE_S} s + ${away} s away)`,
+        `${at} stopped at ${stop} (${child.status}: ${child.error?.reason}), ${stop - jobEnd} s after its job ended at ${jobEnd} (allowed ${OUTLIVE_S} s + ${away} s away; faults then: ${faulted.map((f) => `${f.what} at ${Math.round(f.from / 1000)}`).join(", ") || "none"})`,
       );
+    }
   }
   return {
     held: wrong.length === 0,

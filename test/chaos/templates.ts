@@ -107,16 +107,18 @@ export async function putTemplates(
 }
 
 /**
- * Makes some of a soak flow's jobs child flows, one flow in three: one job (two, sometimes) that
+ * Makes some of a soak flow's jobs child flows, two flows in five: one job (two, sometimes) that
  * runs a plain script and that no `when` or wait key reads a result of becomes `flow: {template,
  * version?, inputs}` — soak-leaf (its latest, or version 1; failing on purpose, one in five),
- * soak-nest or soak-nest-bad. A child that fails on purpose may be allowed to fail. One such flow
- * in three without waits (whose events a cancel would take the place of) is cancelled 0.3-4 s
- * after its submission, when its children are likely running, with `compensate` or without (a
- * saga always with: sagas.ts judges those).
+ * soak-nest or soak-nest-bad. A child that fails on purpose may be allowed to fail. So that a
+ * parent's end finds its children running: one such flow in three without a doomed job gets one,
+ * beside the first child-flow job (the same dependencies), which fails the flow as the child
+ * starts; and half of those without waits (whose events a cancel would take the place of) are
+ * cancelled 0.3-4 s after their submission, with `compensate` or without (a saga always with:
+ * sagas.ts judges those).
  */
 export function withChildren(random: Random, plan: FlowPlan, prefix: string): FlowPlan {
-  if (random() >= 1 / 3) return plan;
+  if (random() >= 0.4) return plan;
   const read = new Set([
     ...Object.values(plan.conditions).flatMap((c) => (c.on === "result" ? [c.dep] : [])),
     ...plan.waits.filter((w) => w.keyFrom === "dep").map((w) => w.key.slice(0, w.key.lastIndexOf("."))),
@@ -140,8 +142,15 @@ export function withChildren(random: Random, plan: FlowPlan, prefix: string): Fl
     if (child.fails && random() < 0.4) job.allow_failure = true;
     children.push(child);
   }
+  if (children.length === 0) return plan;
   plan.children = children;
-  if (children.length > 0 && plan.waits.length === 0 && plan.cancel === undefined && random() < 1 / 3)
+  const first = plan.jobs.find((j) => j.name === children[0]?.job) as Job;
+  if (plan.doomed.length === 0 && random() < 1 / 3) {
+    const name = `${prefix}-sibling-doomed`;
+    plan.jobs.push({ name, script: "true", script_type: "sh", retries: 1, depends: [...(first.depends ?? [])] });
+    plan.doomed.push(name);
+  }
+  if (plan.waits.length === 0 && plan.cancel === undefined && random() < 0.5)
     plan.cancel = {
       afterMs: Math.round(300 + random() * 3_700),
       twice: random() < 0.3,
