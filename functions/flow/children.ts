@@ -1,4 +1,5 @@
 import {
+  ENDED,
   FLOW_ENDED,
   flowResult,
   type FlowEffect,
@@ -15,6 +16,7 @@ import { unwrap } from "../core/problem.js";
 import { scopeFor, type FlowScope } from "../core/scopes.js";
 import { storeForPrefix } from "../core/store.js";
 import { coordinatorStub } from "../core/stubs.js";
+import type { CommitStep } from "../../shared/store/index.js";
 import type { FlowCall } from "../service/call.js";
 import { cancelFlow } from "../service/recovery.js";
 import { startTemplate } from "../service/templates.js";
@@ -48,13 +50,38 @@ export interface ChildrenHost {
  * unknown outcome finds the same child); reading a child to find its end; cancelling children
  * whose job ended without them; telling the parent, when this flow is a child, that it ended.
  * All of it at least once: what fails here is done again by the job's next deadline (a minute),
- * or, for a cancel, by the alarm (kept as owed in the object's storage). The work runs one piece
- * at a time, so a cancel always comes after a start of the same object that went before it.
+ * or, for a cancel, by the alarm: a batch's cancels are kept as owed in the object's storage
+ * before its commit goes out (`owe`), and each is cleared once it went through, so a commit whose
+ * outcome was unknown, or an object that died before the cancel went out, leaves it to the alarm
+ * (which comes back soon while any is owed). The work runs one piece at a time, so a cancel
+ * always comes after a start of the same object that went before it.
  */
 export class ChildFlows {
   private chain: Promise<unknown> = Promise.resolve();
+  /** Jobs whose child's cancel this object knows to be owed (in its storage), not yet gone through. */
+  private readonly owed = new Set<number>();
 
   constructor(private readonly host: ChildrenHost) {}
+
+  /**
+   * Before a batch's commit: its cancels of children, kept as owed in the object's storage (one
+   * write, only for a batch that has any). Without this, a commit whose outcome was unknown (the
+   * event retried then finds the job ended: nothing is owed by it) or an object that died between
+   * the commit and the cancel left the child running to its own end.
+   */
+  async owe(steps: CommitStep[]): Promise<void> {
+    const entries: Record<string, CancelChild> = {};
+    for (const step of steps)
+      for (const effect of step.effects) if (effect.type === "cancelChild") entries[`${OWED}${effect.job}`] = effect;
+    if (Object.keys(entries).length === 0) return;
+    await this.host.storage.put(entries);
+    for (const effect of Object.values(entries)) this.owed.add(effect.job);
+  }
+
+  /** Whether a cancel is owed that has not gone through yet: the alarm should come back soon. */
+  owing(): boolean {
+    return this.owed.size > 0;
+  }
 
   /** What a durable batch owes children and parent. */
   committed(batch: Committed): void {
@@ -66,10 +93,26 @@ export class ChildFlows {
       }
   }
 
-  /** Cancels owed from before (the alarm's turn); true when none is left owed. */
-  async retryOwed(state: FlowState): Promise<boolean> {
+  /**
+   * Cancels owed from before (the alarm's turn), judged on the flow's state as committed (`state`
+   * gives it; undefined while a batch is in flight or memory was forgotten: they wait). One whose
+   * job did not end at that attempt was owed by a commit that never took effect: it is dropped.
+   * True when none is left owed.
+   */
+  async retryOwed(state: () => FlowState | undefined): Promise<boolean> {
     const owed = await this.host.storage.list<CancelChild>({ prefix: OWED });
-    for (const effect of owed.values()) await this.queue(() => this.cancel(state, effect));
+    for (const [key, effect] of owed) {
+      const now = state();
+      if (!now) return false;
+      const job = now.jobs.get(effect.job);
+      if (job && job.attempt === effect.attempt && !ENDED.has(job.status)) {
+        await this.host.storage.delete(key);
+        this.owed.delete(effect.job);
+        continue;
+      }
+      this.owed.add(effect.job);
+      await this.queue(() => this.cancel(now, effect));
+    }
     return (await this.host.storage.list({ prefix: OWED, limit: 1 })).size === 0;
   }
 
@@ -197,8 +240,10 @@ export class ChildFlows {
         }
       }
       await this.host.storage.delete(owedKey);
+      this.owed.delete(effect.job);
     } catch (error) {
       await this.host.storage.put(owedKey, effect);
+      this.owed.add(effect.job);
       await this.host.retrySoon();
       throw error;
     }

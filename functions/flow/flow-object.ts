@@ -1,5 +1,5 @@
 import type { FlowEvent, FlowState, Journal } from "../../shared/flow/index.js";
-import type { CommitOutcome, CommitPlan, Store } from "../../shared/store/index.js";
+import type { CommitOutcome, CommitPlan, CommitStep, Store } from "../../shared/store/index.js";
 import type { DeliveryTarget, OwnerAnswer } from "../core/contracts.js";
 import { readDeliveryTimeoutMs } from "../core/config.js";
 import { coordinatorKeys } from "../core/coordinator-key.js";
@@ -94,6 +94,11 @@ export class FlowObject
   }
 
   // The path of a durable batch (CommitHost).
+
+  /** Before a batch's commit: the cancels of children it will owe, kept durably first (children.ts). */
+  beforeCommit(steps: CommitStep[]): Promise<void> {
+    return this.children.owe(steps);
+  }
 
   /** What a durable batch owes, in order. */
   async afterCommit(batch: Committed): Promise<void> {
@@ -196,13 +201,17 @@ export class FlowObject
     const reached = await this.deadlines.actOnDue(state);
     const fed = await this.relay.forward(this.bound());
     const lookedBack = await this.kept.lookBack();
-    const cancelled = await this.children.retryOwed(state).catch(() => false);
+    const committed = () => (this.commits.busy ? undefined : (this.commits.current ?? undefined));
+    const cancelled = await this.children.retryOwed(committed).catch(() => false);
     await this.arm(this.commits.current ?? state, !reached || !owedDone || !fed || !lookedBack || !cancelled);
   }
 
-  /** Sets the alarm (Deadlines.arm), never later than work this object claimed must be delivered by. */
+  /**
+   * Sets the alarm (Deadlines.arm), never later than work this object claimed must be delivered
+   * by, and soon while a cancel of a child is owed (should the object die before it goes out).
+   */
   arm(state: FlowState | null | undefined, retrySoon: boolean, now?: number, before?: FlowState): Promise<void> {
-    return this.deadlines.arm(state, retrySoon, now, before, this.own.safetyAt());
+    return this.deadlines.arm(state, retrySoon || this.children.owing(), now, before, this.own.safetyAt());
   }
 
   // What the parts ask of the object (DeadlineHost, OwnClaimsHost, IncarnationHost, EffectsHost).

@@ -72,6 +72,12 @@ export interface CommitHost {
   claiming?(): Promise<void>;
   /** The assignments of what a commit claimed, applied in the same batch as the commit. */
   assignments?(outcome: CommitOutcome): FlowEvent[];
+  /**
+   * What a batch will owe that must survive the object (its cancels of child flows), made durable
+   * before its commit goes out: the commit's outcome may be unknown (no afterCommit), or the
+   * object may die before carrying it out.
+   */
+  beforeCommit?(steps: CommitStep[]): Promise<void>;
   /** Carries out what a durable batch owes: waking dispatch, cancels, the alarm. */
   afterCommit(batch: Committed): Promise<void>;
   /** A plan left pending was run again and is now known to be applied: what it owed dispatch is owed again. */
@@ -121,6 +127,11 @@ export class GroupCommit {
   /** The state as committed: undefined until loaded (or after an unknown outcome), null when there is no such flow. */
   get current(): FlowState | null | undefined {
     return this.state;
+  }
+
+  /** Whether events are queued or a batch is being written: memory may be about to change. */
+  get busy(): boolean {
+    return this.draining || this.queue.length > 0;
   }
 
   /** Loads the state unless memory holds it, settling a pending plan first. Throws while storage is away. */
@@ -299,6 +310,7 @@ export class GroupCommit {
     const claims = writes ? (this.host.claims?.(after, commit) ?? []) : [];
     let skipped: number[] = [];
     let outcome: CommitOutcome | undefined;
+    await this.host.beforeCommit?.(steps);
     if (writes) {
       // A plan run again after an unknown outcome claims nothing: what it claimed the first time
       // (if it ran) is left to the dispatcher's reaper, which it is then told to run.

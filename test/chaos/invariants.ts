@@ -1,6 +1,6 @@
 import type { RequestSigner } from "../../shared/auth/index.js";
 import type { CoordinatorClient } from "../../shared/client/index.js";
-import type { FlowView, JobView } from "../../shared/model/index.js";
+import type { FlowView } from "../../shared/model/index.js";
 import { eventually } from "../support/eventually.js";
 import { runsIn } from "../support/flow-runs.js";
 import { queuedIn } from "../support/prefix.js";
@@ -16,11 +16,13 @@ import {
   strayEventsResumedNothing,
   waitTookItsEvent,
   type FaultSpan,
+  type Found,
 } from "./reactions.js";
 import { judgeGrowth } from "./growth.js";
-import { judgeFlow } from "./rules.js";
+import { failedAsItMay, judgeFlow } from "./rules.js";
 import { sagasUnwound } from "./sagas.js";
-import type { FlowPlan, Job } from "./shapes.js";
+import { childrenEnded, describeOpen, gatherChildren, noChildOutlived, OUTLIVE_S, type ChildSeen } from "./children.js";
+import type { FlowPlan } from "./shapes.js";
 import { checkStreams } from "./stream-check.js";
 import type { EventTraffic } from "./traffic.js";
 
@@ -69,25 +71,53 @@ export interface SoakOutcome {
   budgetS: number;
 }
 
+/** What the checks found: the invariants, in the order they are printed, and the child flows they judged. */
+export interface Checked {
+  invariants: Invariant[];
+  children: ChildSeen[];
+}
+
 /**
  * The soak's invariants, each checked on its own, in the order they are printed. The flows are
  * read again once every slot is free and nothing is in flight (attempts in flight when a flow
- * failed end after it), and their streams once: the views and streams the others judge.
+ * failed end after it), and their streams once: the views and streams the others judge. Child
+ * flows (the context's flows with a parent) are waited for first, as their ends follow their
+ * parents' (a cancel on its way, a child's compensations), and read again with the others.
  */
-export async function check(run: SoakOutcome): Promise<Invariant[]> {
+export async function check(run: SoakOutcome): Promise<Checked> {
   const ended = await everyFlowEnded(run);
+  await gatherChildren(run.stack, run.client, run.ctx, RETRIES);
   const slots = await noSlotLeaked(run);
   const waiting = await nothingLeftWaiting(run);
   const finals = await finalViews(run);
-  const streams = await checkStreams(run.stack.url, run.signer, run.ctx, finals);
+  const children = await gatherChildren(run.stack, run.client, run.ctx, RETRIES);
+  const views = new Map([...finals, ...children.map((c) => [c.view.id, c.view] as const)]);
+  const streams = await checkStreams(run.stack.url, run.signer, run.ctx, views);
   const reactions = { flows: run.flows, finals, streams: streams.events, sends: run.traffic.sends, faults: run.faults };
-  return [
+  const outputs = run.runners.flatMap((r) => r.procs.map((p) => p.output()));
+  const records = { redis: run.stack.redis, keys: run.stack.keys, ctx: run.ctx };
+  const family = { children, views, outputs: outputs.join("\n") };
+  const open = await describeOpen(run.stack, run.client, run.ctx, children);
+  const judged = children.flatMap((c) => (c.plan ? [{ view: c.view, plan: c.plan }] : []));
+  const invariants = [
     ended,
     endedAsTheirRulesSay(run, finals),
-    ranAtMostRetries(run),
+    {
+      name: "every child flow ended as its template's rules say, of the version asked for, and its parent's job with it (finished with its result, or in error: it failed, or the job was stopped); one child per attempt",
+      ...withDescribed(childrenEnded(family), open),
+    },
+    {
+      name: `no child outlived a cancelled or failed parent: stopped (ended, or unwinding) within ${OUTLIVE_S} s of its job's end, plus outages`,
+      ...(await noChildOutlived(family, records, run.faults)),
+    },
+    ranAtMostRetries(run, children),
     slots,
     waiting,
-    { name: "every flow's stream is whole and tells how it ended", held: streams.held, detail: streams.detail },
+    {
+      name: "every flow's stream (children's too) is whole and tells how it ended",
+      held: streams.held,
+      detail: streams.detail,
+    },
     {
       name: "every wait ended exactly once (one end in its stream, the one its view shows)",
       ...everyWaitEndedOnce(reactions),
@@ -104,17 +134,18 @@ export async function check(run: SoakOutcome): Promise<Invariant[]> {
     { name: "no event sent to a waiting wait was lost (a wait timed out only without one)", ...noEventLost(reactions) },
     { name: "no flow, wait or sleep stayed stuck", ...nothingStuck(reactions, run.budgetS) },
     {
-      name: "every saga unwound as promised: each compensation at most retries + 1 times, only for a job that finished, after the flow unwound and after the compensations downstream ended well; compensated or compensation_failed naming those in error; none ran in a flow that finished",
-      ...(await sagasUnwound(
-        run.flows,
-        finals,
-        { redis: run.stack.redis, keys: run.stack.keys, ctx: run.ctx },
-        run.runners.flatMap((r) => r.procs.map((p) => p.output())),
-      )),
+      name: "every saga (children's too) unwound as promised: each compensation at most retries + 1 times, only for a job that finished, after the flow unwound and after the compensations downstream ended well; compensated or compensation_failed naming those in error; none ran in a flow that finished",
+      ...(await sagasUnwound([...run.flows, ...judged], views, records, outputs)),
     },
-    noRunnerForWaitOrSleep(run, finals),
+    noRunnerForWaitOrSleep(run, views),
     noServerError(run),
   ];
+  return { invariants, children };
+}
+
+/** A finding, with what was seen of the children that did not end. */
+function withDescribed(found: Found, open: string[]): Found {
+  return open.length === 0 ? found : { held: false, detail: `${found.detail}; ${open.join("; ")}` };
 }
 
 /** Every ended flow read again (its first end's view when it cannot be). */
@@ -147,33 +178,11 @@ async function everyFlowEnded({ stack, client, ctx, flows, ends }: SoakOutcome):
 function endedAsTheirRulesSay({ runners, flows }: SoakOutcome, finals: Map<number, FlowView>): Invariant {
   const wrong: string[] = [];
   const outputs = runners.flatMap((r) => r.procs.map((p) => p.output())).join("\n");
-  /**
-   * A doomed job's last attempt may end by a fault instead of by its own failure: its runner was
-   * killed holding it (it went silent), or never took it. That is a right ending only if no
-   * runner had its failure answered: an answered report the flow then ignored would be a bug.
-   */
-  const endedByFault = (flowId: number, job: string, reason: string) => {
-    const attempt = /^attempt (\d+) (went silent|was not delivered)/.exec(reason)?.[1];
-    if (!attempt) return false;
-    const answered = new RegExp(`^answered result ${job} flow ${flowId} attempt ${attempt} 200`, "m");
-    return !answered.test(outputs);
-  };
-  /** How a job that may fail its flow failed as it may: a doomed script on purpose (or by a fault), a wait by its timeout. */
-  const legit = (flowId: number) => (job: JobView, planned: Job) => {
-    const reason = job.error ?? "";
-    if (planned.wait) return planned.wait.on_timeout !== "skip" && /^timed out: no event/.test(reason);
-    // A job whose result adds jobs refused on purpose fails saying so (growth.ts).
-    if (/^its added jobs were refused: /.test(reason)) return true;
-    // A doomed map's instance (`<map>-doomed[i]`) fails as the map would.
-    return (
-      /-doomed(\[\d+\])?$/.test(job.key) && (/failed on purpose/.test(reason) || endedByFault(flowId, job.key, reason))
-    );
-  };
   const ends = { finished: 0, skips: 0, doomed: 0, waits: 0, cleanups: 0 };
   for (const { view, plan } of flows) {
     const end = finals.get(view.id);
     if (!end) continue;
-    wrong.push(...judgeFlow(plan, end, legit(view.id)), ...judgeGrowth(plan, end));
+    wrong.push(...judgeFlow(plan, end, failedAsItMay(outputs, view.id)), ...judgeGrowth(plan, end));
     if (end.status === "finished") ends.finished++;
     if (end.status === "finished" && end.jobs.some((j) => j.status === "skipped")) ends.skips++;
     const failed = plan.jobs.find((j) => j.name === end.error?.name);
@@ -194,18 +203,18 @@ function endedAsTheirRulesSay({ runners, flows }: SoakOutcome, finals: Map<numbe
 }
 
 /**
- * No runner slot was held by a wait or a sleep: no runner was given one (nor a job its rules
- * skipped), as the runners' lines of every delivery say (`ran`, `inline`, `duplicate`), and no
- * view the traffic read showed one with a runner or a delivery.
+ * No runner slot was held by a wait, a sleep or a child-flow job (children's too): no runner was
+ * given one (nor a job its rules skipped), as the runners' lines of every delivery say (`ran`,
+ * `inline`, `duplicate`), and no view the traffic read showed one with a runner or a delivery.
  */
-function noRunnerForWaitOrSleep({ runners, flows, traffic }: SoakOutcome, finals: Map<number, FlowView>): Invariant {
+function noRunnerForWaitOrSleep({ runners, traffic }: SoakOutcome, views: Map<number, FlowView>): Invariant {
   const never = new Map<string, string>();
-  for (const { view, plan } of flows) {
-    for (const w of plan.waits) never.set(`${view.id}:${w.job}`, "wait");
-    for (const name of plan.sleeps) never.set(`${view.id}:${name}`, "sleep");
-    for (const j of finals.get(view.id)?.jobs ?? [])
-      if (j.status === "skipped" && !never.has(`${view.id}:${j.key}`)) never.set(`${view.id}:${j.key}`, "skipped job");
-  }
+  const kinds: Record<string, string> = { wait: "wait", sleep: "sleep", flow: "child-flow job" };
+  for (const view of views.values())
+    for (const j of view.jobs) {
+      const kind = kinds[j.kind] ?? (j.status === "skipped" ? "skipped job" : undefined);
+      if (kind) never.set(`${view.id}:${j.key}`, kind);
+    }
   const lines = runners.flatMap((r) => r.procs.flatMap((p) => p.output().split("\n")));
   const deliveries = lines.flatMap((l) => {
     const m = /^(?:ran|inline|duplicate) (\S+) flow (\d+) attempt (\d+)/.exec(l);
@@ -213,28 +222,37 @@ function noRunnerForWaitOrSleep({ runners, flows, traffic }: SoakOutcome, finals
   });
   const wrong = deliveries.flatMap((d) => (never.has(d) ? [`${never.get(d)} ${d} was delivered to a runner`] : []));
   wrong.push(...traffic.seen);
-  const kinds = [...never.values()];
+  const count = (kind: string) => [...never.values()].filter((k) => k === kind).length;
   return {
-    name: "no runner slot held by a wait or a sleep: none delivered to a runner (nor a skipped job), none shown with a runner",
+    name: "no runner slot held by a wait, a sleep or a child-flow job: none delivered to a runner (nor a skipped job), none shown with a runner",
     held: wrong.length === 0,
     detail:
       wrong.length === 0
-        ? `${deliveries.length} deliveries, none of ${kinds.filter((k) => k === "wait").length} waits, ${kinds.filter((k) => k === "sleep").length} sleeps, ${kinds.filter((k) => k === "skipped job").length} skipped jobs; ${traffic.looks} views read while they ran`
+        ? `${deliveries.length} deliveries, none of ${count("wait")} waits, ${count("sleep")} sleeps, ${count("child-flow job")} child-flow jobs, ${count("skipped job")} skipped jobs; ${traffic.looks} views read while they ran`
         : wrong.slice(0, 5).join("; "),
   };
 }
 
-function ranAtMostRetries({ runners }: SoakOutcome): Invariant {
+/**
+ * Each job ran at most retries + 1 times, counted at the runners by flow and job: the jobs of
+ * children of one template have the same names, and each child is a flow of its own (the runners
+ * print the child's id), so each child's jobs are counted apart.
+ */
+function ranAtMostRetries({ runners }: SoakOutcome, children: ChildSeen[]): Invariant {
   const runs = runsIn(...runners.flatMap((r) => r.procs.map((p) => p.output())));
   const counts = new Map<string, number>();
   for (const r of runs) counts.set(`${r.flow}:${r.job}`, (counts.get(`${r.flow}:${r.job}`) ?? 0) + 1);
   const over = [...counts].filter(([, n]) => n > RETRIES + 1);
+  const childIds = new Set(children.map((c) => c.view.id));
+  const inChildren = runs.filter((r) => childIds.has(r.flow));
+  const childJobs = new Set(inChildren.map((r) => `${r.flow}:${r.job}`));
+  const ranIn = new Set(inChildren.map((r) => r.flow));
   return {
-    name: `each job ran at most retries + 1 = ${RETRIES + 1} times (counted at the runners)`,
+    name: `each job ran at most retries + 1 = ${RETRIES + 1} times (counted at the runners, by flow and job: a child flow's jobs apart from its siblings')`,
     held: over.length === 0,
     detail:
       over.length === 0
-        ? `${runs.length} runs of ${counts.size} jobs, at most ${Math.max(0, ...counts.values())} of one job`
+        ? `${runs.length} runs of ${counts.size} jobs (${inChildren.length} runs of ${childJobs.size} jobs in ${ranIn.size} child flows), at most ${Math.max(0, ...counts.values())} of one job`
         : over
             .slice(0, 5)
             .map(([k, n]) => `${k} ran ${n} times`)

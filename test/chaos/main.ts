@@ -37,8 +37,9 @@ console.log(
 const report = await soak({ seed, durationMs: minutes * 60_000, log: (line) => console.log(`  ${line}`) });
 const r = report.reactive;
 const g = report.growth;
+const c = report.children;
 console.log(
-  `\n${report.flows} flows (${r.waits} waits, ${r.sleeps} sleeps, ${r.whens} whens, ${r.cleanups} clean-ups, ${r.sagas} sagas, ${r.cancels} cancelled with compensate; ${g.maps} maps of ${g.items} items, ${g.added} jobs added, ${g.refused} refused), ${report.faults.length} faults, ${r.events} events sent (${r.tries} tries); invariants:`,
+  `\n${report.flows} flows (${r.waits} waits, ${r.sleeps} sleeps, ${r.whens} whens, ${r.cleanups} clean-ups, ${r.sagas} sagas, ${r.cancels} cancelled with compensate; ${g.maps} maps of ${g.items} items, ${g.added} jobs added, ${g.refused} refused; ${c.jobs} child-flow jobs: ${c.flows} child flows, ${c.nested} nested, ${c.cancelledWithParent} cancelled with their parent, ${c.failed} failed, ${c.cancels} flows with children cancelled), ${report.faults.length} faults, ${r.events} events sent (${r.tries} tries); invariants:`,
 );
 for (const i of report.invariants) console.log(`  ${i.held ? "ok  " : "FAIL"}  ${i.name}: ${i.detail}`);
 console.log(report.ok ? "\nall invariants held" : `\ninvariants failed: repeat with --seed ${seed}`);

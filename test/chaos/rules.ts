@@ -42,6 +42,8 @@ function holds(c: Condition | undefined, view: FlowView, plan: FlowPlan): boolea
  * - a job that finished ran when its rules let it, and is no doomed script;
  * - a skipped job was skipped by its rules (`needs` could not be met, its `when` was false) or is
  *   a wait that timed out with `on_timeout: skip`;
+ * - a child-flow job is shown as one; it finishes only if its child does not fail on purpose, and
+ *   fails with a child that does (`child flow <id> failed: …`), which may fail its flow;
  * - a job in error is a doomed script, a wait that timed out (`on_timeout: error`), a `when` that
  *   could not be evaluated, or, the flow having failed, a job its failure stopped or an attempt in
  *   flight then that a fault ended (it is not retried);
@@ -71,7 +73,15 @@ export function judgeFlow(
       if (!plan.added?.includes(planned)) say(name, "is not in its view");
       continue;
     }
-    const kind = planned.wait ? "wait" : planned.map ? "map" : planned.script !== undefined ? "script" : "sleep";
+    const kind = planned.wait
+      ? "wait"
+      : planned.flow
+        ? "flow"
+        : planned.map
+          ? "map"
+          : planned.script !== undefined
+            ? "script"
+            : "sleep";
     const shown = [job.kind, job.needs ?? "all_finished", job.allow_failure ?? false, job.when ?? "-"].join(" ");
     const meant = [kind, planned.needs ?? "all_finished", planned.allow_failure ?? false, planned.when ?? "-"].join(
       " ",
@@ -83,6 +93,8 @@ export function judgeFlow(
     const runs = rules === "run" && when === true;
     const doomed = plan.doomed.includes(name);
     const reason = job.error ?? job.skip_reason ?? "";
+    // A child-flow job whose child fails on purpose fails with it (templates.ts).
+    const childFailed = failsWithChild(plan, name, reason);
     const timedOut = planned.wait !== undefined && /^timed out: no event/.test(reason);
     const stopped =
       (failed && /^(not run|stopped|not retried)[: ]/.test(reason)) || (cancelled && /^cancelled: /.test(reason));
@@ -90,7 +102,11 @@ export function judgeFlow(
       case "finished":
         // A doomed map allowed to fail finishes, its failed instances' results null; over an
         // empty list, it finishes at once, nothing having run.
-        if (!runs || (doomed && !(planned.map && (planned.allow_failure || emptyMap(plan, name)))))
+        if (
+          !runs ||
+          (doomed && !(planned.map && (planned.allow_failure || emptyMap(plan, name)))) ||
+          childFails(plan, name)
+        )
           say(name, `finished, but its rules ${rules}, its when ${when}${doomed ? ", doomed" : ""}`);
         break;
       case "skipped": {
@@ -101,7 +117,10 @@ export function judgeFlow(
       }
       case "error": {
         const byOwnEnd =
-          runs && ((doomed && planned.script !== undefined) || (timedOut && planned.wait?.on_timeout !== "skip"));
+          runs &&
+          ((doomed && planned.script !== undefined) ||
+            (timedOut && planned.wait?.on_timeout !== "skip") ||
+            childFailed);
         const whenFailed = rules === "run" && when === undefined && /^when could not be evaluated/.test(reason);
         // A map whose instance was stopped (the flow failed) or refused its added jobs on purpose.
         const grew = (planned.map && failed && /^instance /.test(reason)) || plan.refusedGrowth === true;
@@ -130,7 +149,8 @@ export function judgeFlow(
     // A map's instance fails its flow as its map would.
     const map = named?.map_of !== undefined ? view.jobs.find((j) => j.id === named.map_of)?.key : undefined;
     const planned = plan.jobs.find((j) => j.name === (map ?? named?.key));
-    if (!named || !planned || planned.allow_failure || named.status !== "error" || !legitFailure(named, planned))
+    const legit = named && planned && (legitFailure(named, planned) || failsWithChild(plan, named.key, named.error));
+    if (!named || !planned || planned.allow_failure || named.status !== "error" || !legit)
       wrong.push(
         `flow ${view.id} ${view.status}: ${view.error?.name}: ${view.error?.reason} (no job that may fail it failed so)`,
       );
@@ -148,4 +168,43 @@ const FAILED: ReadonlySet<string> = new Set(["error", "compensated", "compensati
 /** Whether a job is a map of the plan over an empty list (growth.ts): it finishes without an instance. */
 function emptyMap(plan: FlowPlan, name: string): boolean {
   return plan.maps?.some((m) => m.job === name && m.items === 0) === true;
+}
+
+/** Whether a job of the plan is a child-flow job whose child fails on purpose. */
+function childFails(plan: FlowPlan, name: string): boolean {
+  return plan.children?.some((c) => c.job === name && c.fails) === true;
+}
+
+/** Whether a job failed as its child flow, which fails on purpose, made it (`child flow <id> failed: …`). */
+function failsWithChild(plan: FlowPlan, name: string, reason: string | undefined): boolean {
+  return childFails(plan, name) && /^child flow \d+ failed: /.test(reason ?? "");
+}
+
+/**
+ * How a job that may fail its flow (`flowId`) failed as it may: a doomed script on purpose (or by
+ * a fault), a wait by its timeout. A doomed job's last attempt may end by a fault instead of by
+ * its own failure: its runner was killed holding it (it went silent), or never took it. That is a
+ * right ending only if no runner had its failure answered (`outputs`: the runners' lines): an
+ * answered report the flow then ignored would be a bug.
+ */
+export function failedAsItMay(outputs: string, flowId: number): (job: JobView, planned: Job) => boolean {
+  const endedByFault = (job: string, reason: string) => {
+    const attempt = /^attempt (\d+) (went silent|was not delivered)/.exec(reason)?.[1];
+    if (!attempt) return false;
+    const answered = new RegExp(`^answered result ${escaped(job)} flow ${flowId} attempt ${attempt} 200`, "m");
+    return !answered.test(outputs);
+  };
+  return (job, planned) => {
+    const reason = job.error ?? "";
+    if (planned.wait) return planned.wait.on_timeout !== "skip" && /^timed out: no event/.test(reason);
+    // A job whose result adds jobs refused on purpose fails saying so (growth.ts).
+    if (/^its added jobs were refused: /.test(reason)) return true;
+    // A doomed map's instance (`<map>-doomed[i]`) fails as the map would.
+    return /-doomed(\[\d+\])?$/.test(job.key) && (/failed on purpose/.test(reason) || endedByFault(job.key, reason));
+  };
+}
+
+/** A text as a regular expression that matches it literally. */
+function escaped(text: string): string {
+  return text.replace(/[.*+?^${}()|[\]\\]/g, "\\$&");
 }

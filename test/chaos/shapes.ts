@@ -57,11 +57,23 @@ export interface WaitPlan {
 }
 
 /**
+ * A child-flow job of a flow (templates.ts): its name, the template, version (none: the latest
+ * when it starts) and inputs it starts, and whether that child fails on purpose.
+ */
+export interface ChildPlan {
+  job: string;
+  template: string;
+  version?: number;
+  inputs: NonNullable<NonNullable<Job["flow"]>["inputs"]>;
+  fails: boolean;
+}
+
+/**
  * A random flow: its jobs, its env, its doomed jobs, its conditions (by job name), its waits and
- * sleeps; a saga's jobs that have a compensation (by name), and when it is cancelled with
- * `compensate` (ms after its submission; twice: the same cancel sent again at once); for one that grows (growth.ts),
+ * sleeps; a saga's jobs that have a compensation (by name), and when it is cancelled, with
+ * `compensate` or not (ms after its submission; twice: the same cancel sent again at once); for one that grows (growth.ts),
  * its maps (each job's name and its list's length), the jobs a result adds (`added`, by `adder`),
- * and whether they are refused (`refusedGrowth`).
+ * and whether they are refused (`refusedGrowth`); its child-flow jobs (`children`).
  */
 export interface FlowPlan {
   jobs: Job[];
@@ -71,11 +83,12 @@ export interface FlowPlan {
   waits: WaitPlan[];
   sleeps: string[];
   compensated: string[];
-  cancel?: { afterMs: number; twice: boolean };
+  cancel?: { afterMs: number; twice: boolean; compensate: boolean };
   maps?: { job: string; items: number }[];
   added?: Job[];
   adder?: string;
   refusedGrowth?: boolean;
+  children?: ChildPlan[];
 }
 
 /** What the runners fail on purpose: a doomed job, and a broken job's compensation (every attempt). */
@@ -134,7 +147,7 @@ export function flowShape(random: Random, prefix: string, retries: number, event
   if (random() < 0.35) saga(random, plan, retries);
   if (random() < 0.6) react(random, prefix, plan, events);
   if (plan.compensated.length > 0 && plan.waits.length === 0 && random() < 0.25)
-    plan.cancel = { afterMs: Math.round(random() * 800), twice: random() < 0.5 };
+    plan.cancel = { afterMs: Math.round(random() * 800), twice: random() < 0.5, compensate: true };
   return plan;
 }
 

@@ -10,6 +10,7 @@ import { check, RETRIES, type Invariant, type SoakFlow, type SoakRunner } from "
 import { LOOKBACK_S, type FaultSpan } from "./reactions.js";
 import { FAIL_MATCH, flowShape, type FlowPlan } from "./shapes.js";
 import { growthShape } from "./growth.js";
+import { putTemplates, withChildren } from "./templates.js";
 import { EventTraffic } from "./traffic.js";
 
 export type { Invariant } from "./invariants.js";
@@ -44,6 +45,19 @@ export interface SoakReport {
   };
   /** What grew: maps and their items, jobs results added, and added jobs refused on purpose. */
   growth: { maps: number; items: number; added: number; refused: number };
+  /**
+   * Child flows: the child-flow jobs planned, the child flows found (nested: depth 2), those
+   * cancelled with their parent, those that failed (on purpose, or nested in one that did), and
+   * the flows with children cancelled by the soak.
+   */
+  children: {
+    jobs: number;
+    flows: number;
+    nested: number;
+    cancelledWithParent: number;
+    failed: number;
+    cancels: number;
+  };
   invariants: Invariant[];
   ok: boolean;
 }
@@ -63,7 +77,9 @@ const TIMEOUTS = {
  * A seeded, bounded soak on the real local stack: flows of varied shapes (chains, diamonds, fans,
  * layers; some with a job that fails on purpose; most with waits for events, sleeps, `when`s,
  * `needs`, `allow_failure` and clean-ups; a quarter that grow while they run: maps, and jobs
- * whose results add jobs) and events for their waits (sent once, twice, early,
+ * whose results add jobs; some whose jobs are child flows, nested too, from templates the soak
+ * stores first, some of them cancelled while their children run: templates.ts) and events for
+ * their waits (sent once, twice, early,
  * late, for a wrong key: traffic.ts) while faults are injected at random — Redis
  * paused (CLIENT PAUSE) and frozen (SIGSTOP), the REST endpoint killed and restarted, the Worker
  * restarted (every Durable Object's memory gone), runners killed and restarted, runners refusing
@@ -108,6 +124,8 @@ async function run(
   const ctx = (await client.createContext()).id;
   // Events that come before their wait starts are kept for it (an early event is sent so).
   await client.setLimits(ctx, { event_lookback: LOOKBACK_S });
+  // The templates child-flow jobs start, stored before any fault.
+  log(`templates: ${(await putTemplates(client, ctx, RETRIES, TIMEOUTS)).join(", ")}`);
 
   const runners: SoakRunner[] = [];
   // The third takes up to 4 deliveries in one POST, the fourth 3 a POST answered with their
@@ -140,11 +158,12 @@ async function run(
   const going = () => !halted && Date.now() < until;
   const submitter = (async () => {
     for (let n = 0; going(); n++) {
-      // One flow in four grows while it runs: a map, or a job whose result adds jobs.
+      // One flow in four grows while it runs: a map, or a job whose result adds jobs; of the
+      // others, one in three has child flows.
       const grows = random.flows() < 0.25;
       const plan = grows
         ? growthShape(random.flows, `f${n}`, RETRIES)
-        : flowShape(random.flows, `f${n}`, RETRIES, random.events);
+        : withChildren(random.flows, flowShape(random.flows, `f${n}`, RETRIES, random.events), `f${n}`);
       await traffic.beforeSubmit(plan);
       const body: FlowSubmissionInput = { start: true, timeouts: TIMEOUTS, env_vars: plan.env, jobs: plan.jobs };
       const view = await submitWithKey(client, ctx, body, `soak-${options.seed}-${n}`);
@@ -182,7 +201,7 @@ async function run(
   // Late events go to waits that ended last: the traffic watches them a while more.
   traffic.stop(30_000);
   await watching;
-  const invariants = await check({
+  const { invariants, children } = await check({
     stack,
     client,
     signer,
@@ -204,7 +223,7 @@ async function run(
     events: traffic.sends.length,
     tries: traffic.sends.reduce((n, s) => n + s.tries.length, 0),
     sagas: plans.filter((p) => p.compensated.length > 0).length,
-    cancels: plans.filter((p) => p.cancel).length,
+    cancels: plans.filter((p) => p.cancel?.compensate).length,
   };
   const growth = {
     maps: plans.reduce((n, p) => n + (p.maps?.length ?? 0), 0),
@@ -212,12 +231,22 @@ async function run(
     added: plans.reduce((n, p) => n + (p.added?.length ?? 0), 0),
     refused: plans.filter((p) => p.refusedGrowth).length,
   };
+  const cancelledByParent = (v: FlowView) => /^cancelled: its parent flow /.test(v.error?.reason ?? "");
+  const family = {
+    jobs: plans.reduce((n, p) => n + (p.children?.length ?? 0), 0),
+    flows: children.length,
+    nested: children.filter((c) => (c.view.parent?.depth ?? 0) > 1).length,
+    cancelledWithParent: children.filter((c) => cancelledByParent(c.view)).length,
+    failed: children.filter((c) => c.view.status !== "finished" && !cancelledByParent(c.view)).length,
+    cancels: plans.filter((p) => p.cancel && (p.children?.length ?? 0) > 0).length,
+  };
   return {
     seed: options.seed,
     flows: flows.length,
     faults: faults.map((f) => f.what),
     reactive,
     growth,
+    children: family,
     invariants,
     ok: invariants.every((i) => i.held),
   };
@@ -301,9 +330,10 @@ async function heal(stack: PrivateStack, runners: SoakRunner[]): Promise<void> {
 const ENDS: ReadonlySet<string> = new Set(["finished", "error", "compensated", "compensation_failed"]);
 
 /**
- * Cancels a saga with `compensate` `afterMs` after its submission (twice at once, some): a cancel
- * is tried again while storage is away (503) or the Worker cannot be reached; a flow that ended
- * first answers 409, which is fine. The answers' statuses are recorded with every other request's.
+ * Cancels a flow (a saga, with `compensate`) `afterMs` after its submission (twice at once,
+ * some): a cancel is tried again while storage is away (503) or the Worker cannot be reached; a
+ * flow that ended first answers 409, which is fine. The answers' statuses are recorded with every
+ * other request's.
  */
 async function cancelLater(
   client: CoordinatorClient,
@@ -316,8 +346,8 @@ async function cancelLater(
   const once = async () => {
     for (let n = 0; n < 8; n++) {
       try {
-        const view = await client.cancelFlow(ctx, flowId, "the soak cancels this saga", true);
-        return log(`flow ${flowId} cancelled with compensate: ${view.status}`);
+        const view = await client.cancelFlow(ctx, flowId, "the soak cancels this flow", cancel.compensate);
+        return log(`flow ${flowId} cancelled${cancel.compensate ? " with compensate" : ""}: ${view.status}`);
       } catch (error) {
         const unreachable = error instanceof TypeError;
         if (!unreachable && (!(error instanceof ApiError) || error.status !== 503))

@@ -1,6 +1,6 @@
 import type { RequestSigner } from "../../shared/auth/index.js";
 import type { ContextStreamEvent, FlowStreamEvent, FlowView } from "../../shared/model/index.js";
-import { parsed, readSse } from "../support/streams.js";
+import { parsed, readSse, type SseEvent } from "../support/streams.js";
 
 /** What the streams invariant found: whether it held, what was seen, and each flow's stream as read. */
 export interface StreamCheck {
@@ -10,7 +10,13 @@ export interface StreamCheck {
   events: Map<number, FlowStreamEvent[]>;
 }
 
-const FLOW_END = new Set(["flow.finished", "flow.error", "flow.compensated", "flow.compensation_failed"]);
+const FLOW_END = new Set([
+  "flow.finished",
+  "flow.error",
+  "flow.cancelled",
+  "flow.compensated",
+  "flow.compensation_failed",
+]);
 
 /** How long a flow's stream may take to tell what its flow's view tells, once the soak settled. */
 const STREAM_SETTLE_MS = 10_000;
@@ -58,13 +64,28 @@ export async function checkStreams(
       }),
     );
   }
-  const context = await readSse(`${baseUrl}/v1/contexts/${ctx}/events?since=0`, signer, (e) => {
-    const ended = new Set(
-      parsed<ContextStreamEvent>(e).flatMap((x) => ("flow_id" in x && FLOW_END.has(x.type) ? [x.flow_id] : [])),
-    );
+  // Read until it told every flow's end; one it never tells is named (the read stops after a minute).
+  let told: SseEvent[] = [];
+  const endsTold = (e: SseEvent[]) =>
+    new Set(parsed<ContextStreamEvent>(e).flatMap((x) => ("flow_id" in x && FLOW_END.has(x.type) ? [x.flow_id] : [])));
+  await readSse(`${baseUrl}/v1/contexts/${ctx}/events?since=0`, signer, (e) => {
+    told = e;
+    const ended = endsTold(e);
     return ids.every((id) => ended.has(id));
-  });
-  const feed = parsed<ContextStreamEvent>(context.events);
+  }).catch(() => undefined);
+  const feed = parsed<ContextStreamEvent>(told);
+  const untold = ids.filter((id) => !endsTold(told).has(id));
+  if (untold.length > 0) {
+    // What the context has of each, against the flow's own stream: where the forwarding stopped.
+    const of = (id: number) => {
+      const end = ends.get(id) as FlowView;
+      const own = (streams.get(id) ?? []).filter((e) => e.type.startsWith("flow.")).map((e) => `${e.seq} ${e.type}`);
+      const fed = feed.flatMap((e) => ("flow_id" in e && e.flow_id === id ? [`${e.flow_seq} ${e.type}`] : []));
+      const whose = end.parent ? `child of flow ${end.parent.flow_id}` : "top-level";
+      return `${id} (${whose}, ${end.status} at ${end.ended_at}: its stream ${own.join(", ")}; the context's ${fed.join(", ") || "nothing"})`;
+    };
+    wrong.push(`the context's stream never told the end of flows ${untold.map(of).join("; ")}`);
+  }
   if (feed.some((e, n) => e.seq !== n + 1)) wrong.push("the context's stream has a gap or a repeat");
   const lastOf = new Map<number, number>();
   for (const e of feed) {

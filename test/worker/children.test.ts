@@ -1,4 +1,4 @@
-import { evictDurableObject, runInDurableObject } from "cloudflare:test";
+import { evictDurableObject, runDurableObjectAlarm, runInDurableObject } from "cloudflare:test";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
 import type { CoordinatorClient } from "../../shared/client/index.js";
 import type { FlowState, FlowSubmissionInput, TemplateFileInput } from "../../shared/flow/index.js";
@@ -9,7 +9,8 @@ import { failure, testWorker } from "./harness.js";
 // Child flows through the real Worker in workerd, over Redis: a job that starts a flow from a
 // template, waits for its end and ends with it; the child's end told to its parent, or found by
 // the parent's own look when the telling was lost; a parent's cancel reaching its child; the
-// parent's object evicted while its child runs; the bound on nesting.
+// parent's object evicted while its child runs, or dying before its cancel reached the child; the
+// bound on nesting.
 
 const w = testWorker("children");
 afterAll(() => w.cleanup());
@@ -161,6 +162,30 @@ describe("a child flow", () => {
     const child = await ended(childId);
     expect(child.status).toBe("error");
     expect(child.error?.reason).toContain(`its parent flow ${parent.id} ended its job`);
+  });
+
+  it("is cancelled with its parent when the parent's object died before the cancel went out", async () => {
+    const parent = await client.submitFlow(ctx, parentOf("k6"));
+    const childId = jobOf(await withChild(parent.id), "sub")?.child_flow_id as number;
+    // The parent's object carries out nothing its cancel's commit owes the child (as if its
+    // isolate died right after the commit: a Worker restarted, a deploy), then loses its memory.
+    const { stub } = w.flowStub(ctx, parent.id);
+    await runInDurableObject(stub, (instance) => {
+      const children = (instance as unknown as { flow: { children: Record<string, unknown> } }).flow.children;
+      children["cancel"] = () => Promise.resolve();
+    });
+    await client.cancelFlow(ctx, parent.id, "no longer needed");
+    await evictDurableObject(stub);
+    // The cancel was owed durably before the commit: the parent's alarm (5 s on; run now, if it
+    // has not rung already) carries it out. Without it, the child would wait for its event.
+    await runDurableObjectAlarm(stub);
+    const child = await ended(childId);
+    expect(child.status).toBe("error");
+    expect(child.error?.reason).toContain(`its parent flow ${parent.id} ended its job`);
+    // Nothing is left owed: the alarm has nothing more to do for the ended parent.
+    await runInDurableObject(stub, async (_instance, state) => {
+      expect((await state.storage.list({ prefix: "owed-child-cancel:" })).size).toBe(0);
+    });
   });
 
   it("ends its parent's job after the parent's object was evicted while it ran", async () => {
