@@ -53,6 +53,7 @@ export {
   ScheduleView,
   isTimeZone,
   scheduleCreation,
+  UPCOMING_FIRES,
   type CronCheck,
 } from "./schedule.js";
 export { EVENT_LIMITS, EventInput, EventLookback, EventSent } from "./event.js";
