@@ -163,7 +163,7 @@ function dayWords(dom: Field, month: Field, dow: Field): string {
  * A cron expression in words, its clock times in `timezone` (default UTC); undefined when the
  * expression uses what this reader does not read.
  */
-export function cronWords(expression: string, timezone = "UTC"): string | undefined {
+export function cronWords(expression: string, timezone: string | undefined = "UTC"): string | undefined {
   const text = NICKNAMES[expression.trim().toLowerCase()] ?? expression.trim();
   const fields = text.split(/\s+/);
   if (fields.length !== 5 && fields.length !== 6) return undefined;
@@ -199,7 +199,11 @@ export function intervalWords(seconds: number): string {
 }
 
 /** When a schedule fires, in words: its cron (in its zone) or its interval; the bare expression when it cannot be read. */
-export function scheduleWords(spec: { cron?: string; timezone?: string; interval_seconds?: number }): string {
+export function scheduleWords(spec: {
+  cron?: string | undefined;
+  timezone?: string | undefined;
+  interval_seconds?: number | undefined;
+}): string {
   if (spec.interval_seconds !== undefined) return intervalWords(spec.interval_seconds);
   if (spec.cron === undefined) return "never";
   return cronWords(spec.cron, spec.timezone) ?? `cron ${spec.cron}`;
