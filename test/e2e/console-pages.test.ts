@@ -2,7 +2,9 @@ import { mkdtempSync, rmSync, writeFileSync } from "node:fs";
 import { tmpdir } from "node:os";
 import path from "node:path";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
+import type { ConsoleMessage, Locator, Response } from "playwright-core";
 import { ARTIFACTS, openBrowser, type TestBrowser } from "../support/browser.js";
+import { scalarWarnings } from "../support/scalar.js";
 import { usePrivateStack } from "../support/use-private-stack.js";
 
 // The console's context pages beyond flows, in a real browser (Debian's chromium driven by
@@ -27,6 +29,18 @@ afterAll(async () => {
   rmSync(tmp, { recursive: true, force: true });
 });
 
+/** Signs the browser in to the console with the admin's key file, as a person does. */
+async function signIn(): Promise<void> {
+  const { page } = browser;
+  await page.goto(`${stack().url}/console`);
+  const signOut = page.getByRole("button", { name: "Sign out" });
+  await page.getByRole("heading", { name: "Sign in" }).or(signOut).waitFor();
+  if (await signOut.isVisible()) return;
+  await page.locator("#key-file").setInputFiles(keyFile);
+  await page.getByRole("button", { name: "Sign in" }).click();
+  await page.getByRole("heading", { name: "Contexts" }).waitFor();
+}
+
 const nap = (description: string) => ({
   description,
   inputs: { who: { type: "string" as const, default: "world", description: "whom to greet" } },
@@ -44,10 +58,7 @@ describe("the console shows templates", () => {
     await client.templates.put(ctx, "other", { jobs: [{ name: "x", sleep: 1 }] });
     const flow = await client.templates.start(ctx, "nap", { version: 1, inputs: { who: "you" } });
 
-    await page.goto(`${stack().url}/console`);
-    await page.locator("#key-file").setInputFiles(keyFile);
-    await page.getByRole("button", { name: "Sign in" }).click();
-    await page.getByRole("heading", { name: "Contexts" }).waitFor();
+    await signIn();
     await page.goto(`${stack().url}/console/#/contexts/${ctx}/flows`);
     await page.getByRole("link", { name: "Templates" }).click();
     const rows = page.locator("tr[data-template]");
@@ -98,6 +109,7 @@ describe("the console shows schedules", () => {
       note: "the morning report",
     });
     const quarter = await client.schedules.create(ctx, { template: nap, interval_seconds: 900, paused: true });
+    await signIn();
 
     await page.goto(`${stack().url}/console/#/contexts/${ctx}/flows`);
     await page.getByRole("link", { name: "Schedules" }).click();
@@ -148,6 +160,63 @@ describe("the console shows schedules", () => {
     await run.getByRole("link", { name: `Flow ${started?.flow_id}` }).click();
     await page.getByTestId("flow-status").waitFor();
     expect(page.url()).toMatch(new RegExp(`#/contexts/${ctx}/flows/${started?.flow_id}$`));
+    expect(errors).toEqual([]);
+  });
+});
+
+describe("the API reference at /docs/", () => {
+  it("loads /openapi.json without a validation warning, opens on the introduction, and signs Test Request with the console's key", async () => {
+    const { page, errors } = browser;
+    // The served document through Scalar's own pipeline in Node first: it names the schema at fault.
+    const served = (await (await fetch(`${stack().url}/openapi.json`)).json()) as object;
+    expect(await scalarWarnings(served)).toEqual([]);
+
+    await signIn();
+    const warnings: string[] = [];
+    const listen = (message: ConsoleMessage) => {
+      if (message.type() === "warning" || message.type() === "error") warnings.push(message.text());
+    };
+    page.on("console", listen);
+    try {
+      await page.goto(`${stack().url}/docs/`);
+      await page.getByRole("heading", { name: "Flow coordinator" }).waitFor();
+      // The introduction comes first, the problems after it.
+      const intro = page.getByText("Flows — DAGs of jobs — are submitted into", { exact: false }).first();
+      await intro.waitFor();
+      await page.getByRole("heading", { name: "Signing requests" }).first().waitFor();
+      const top = async (locator: Locator) => (await locator.boundingBox())?.y ?? Number.POSITIVE_INFINITY;
+      const problems = page.getByRole("heading", { name: "Problems", exact: true }).first();
+      expect(await top(intro)).toBeLessThan(await top(problems));
+      // The banner: Test Request signs as the actor signed in to the console in this browser.
+      await page.getByText(`Test Request signs as actor ${admin().id}`).waitFor();
+      await page.screenshot({ path: path.join(ARTIFACTS, "console-docs-intro.png") });
+      // Scalar checked the document as it loaded it: nothing to warn about.
+      expect(warnings.filter((w) => /union value|validation/i.test(w))).toEqual([]);
+
+      // Test Request of GET /v1/contexts: sent signed, answered 200, the answer shown.
+      await page.goto(`${stack().url}/docs/#tag/contexts/GET/v1/contexts`);
+      await page
+        .getByRole("button", { name: /Test Request/ })
+        .first()
+        .click();
+      // Scalar's client may take the first press before it is ready under load: pressed again until it sends.
+      let response: Response | undefined;
+      for (let press = 0; press < 5 && !response; press++) {
+        const answered = page
+          .waitForResponse((r) => new URL(r.url()).pathname === "/v1/contexts", { timeout: 6_000 })
+          .catch(() => undefined);
+        await page.getByRole("button", { name: /^Send/ }).first().click();
+        response = await answered;
+      }
+      if (!response) throw new Error("Test Request sent nothing");
+      expect(response.status()).toBe(200);
+      expect(await response.request().headerValue("signature-input")).toContain(`keyid="actor:${admin().id}"`);
+      await page.getByText("200 OK").first().waitFor();
+      await page.screenshot({ path: path.join(ARTIFACTS, "console-docs-try.png") });
+    } finally {
+      page.off("console", listen);
+    }
+    expect(warnings.filter((w) => /union value|validation/i.test(w))).toEqual([]);
     expect(errors).toEqual([]);
   });
 });
