@@ -3,7 +3,11 @@ import { tmpdir } from "node:os";
 import path from "node:path";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
 import type { ConsoleMessage, Locator, Response } from "playwright-core";
+import { freePort } from "../../infra/redis-server.js";
+import { generateKeyPair } from "../../shared/auth/index.js";
 import { ARTIFACTS, openBrowser, type TestBrowser } from "../support/browser.js";
+import { eventually } from "../support/eventually.js";
+import { actorEnv, startFlowc } from "../support/flowc.js";
 import { scalarWarnings } from "../support/scalar.js";
 import { usePrivateStack } from "../support/use-private-stack.js";
 
@@ -160,6 +164,60 @@ describe("the console shows schedules", () => {
     await run.getByRole("link", { name: `Flow ${started?.flow_id}` }).click();
     await page.getByTestId("flow-status").waitFor();
     expect(page.url()).toMatch(new RegExp(`#/contexts/${ctx}/flows/${started?.flow_id}$`));
+    expect(errors).toEqual([]);
+  });
+});
+
+describe("the console's runners page", () => {
+  it("shows the load against the concurrency the runner is registered with, which flowc runner start runs it with", async () => {
+    const { page, errors } = browser;
+    const { client } = admin();
+    const ctx = (await client.createContext()).id;
+    const jwk = await generateKeyPair();
+    const port = await freePort();
+    const registered = await client.createRunner(ctx, {
+      pubkey: jwk.x,
+      runner_type: "sh",
+      script_types: ["sh"],
+      concurrency: 4,
+      address: `http://127.0.0.1:${port}/`,
+    });
+    const runnerKey = path.join(tmp, "runner-key.json");
+    writeFileSync(runnerKey, JSON.stringify(jwk), { mode: 0o600 });
+    // Started as the README says, without --concurrency: it takes the registered one.
+    const runner = startFlowc(
+      ["runner", "start", String(ctx), String(registered.id), "--key-file", runnerKey, "--listen", `127.0.0.1:${port}`],
+      actorEnv(stack(), admin()),
+    );
+    try {
+      await runner.waitForLine(/listening on http:\/\/127\.0\.0\.1:\d+\/ \(concurrency 4, /, 30_000);
+      const gate = path.join(tmp, "runners-gate");
+      const held = (name: string) => ({
+        name,
+        script_type: "sh" as const,
+        env_vars: { GATE: gate },
+        script: 'while [ ! -e "$GATE" ]; do sleep 0.1; done\necho "done=1" > "$RESULT_FILE"\n',
+      });
+      const flow = await client.submitFlow(ctx, { start: true, jobs: [held("a"), held("b"), held("c")] });
+
+      await signIn();
+      await page.goto(`${stack().url}/console/#/contexts/${ctx}/runners`);
+      const row = page.locator(`tr[data-runner="${registered.id}"]`);
+      // Three jobs at once on a runner of four (the page reads again every 5 s).
+      await row.locator(".load", { hasText: "3 / 4" }).waitFor();
+      await expect(
+        row.locator("meter").evaluate((m) => [(m as HTMLMeterElement).value, (m as HTMLMeterElement).max]),
+      ).resolves.toEqual([3, 4]);
+      await page.screenshot({ path: path.join(ARTIFACTS, "console-runner-load.png") });
+      writeFileSync(gate, "");
+      await eventually(
+        async () => ((await client.loadFlow(ctx, flow.id)).status === "finished" ? true : undefined),
+        30_000,
+      );
+      await row.locator(".load", { hasText: "0 / 4" }).waitFor();
+    } finally {
+      await runner.kill();
+    }
     expect(errors).toEqual([]);
   });
 });
