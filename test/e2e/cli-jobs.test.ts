@@ -177,3 +177,40 @@ describe("flowc runner register", () => {
     expectOneErrorLine(again, 1, new RegExp(`^flowc: 409 .*already runner ${runnerId}'s in context ${context}`));
   });
 });
+
+describe("flowc runner start", () => {
+  it("warns loudly when --concurrency differs from the registered concurrency, and runs with the one given", async () => {
+    const key = path.join(owner.home, "runner-two.json");
+    expect((await owner.run("keygen", "--out", key)).code).toBe(0);
+    const reg = await owner.run(
+      "runner",
+      "register",
+      context,
+      "--key-file",
+      key,
+      "--type",
+      "sh",
+      "--local",
+      "--concurrency",
+      "2",
+    );
+    expect(reg.code, reg.stderr).toBe(0);
+    const id = /^runner (\d+) registered/.exec(reg.stdout)?.[1] as string;
+    const work = path.join(tmp, "work-two");
+    const started = startFlowc(
+      ["runner", "start", context, id, "--key-file", key, "--pull", "--concurrency", "5", "--work-dir", work],
+      owner.env,
+    );
+    try {
+      await started.waitForLine(
+        new RegExp(
+          `WARNING: --concurrency 5, but runner ${id} is registered with concurrency 2: the coordinator sends it at most 2 jobs at once`,
+        ),
+        30_000,
+      );
+      await started.waitForLine(/pulling from .*\(concurrency 5, /, 30_000);
+    } finally {
+      await started.kill();
+    }
+  });
+});
