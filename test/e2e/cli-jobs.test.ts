@@ -1,4 +1,4 @@
-import { mkdtempSync, readFileSync, rmSync, writeFileSync } from "node:fs";
+import { existsSync, mkdtempSync, readFileSync, rmSync, writeFileSync } from "node:fs";
 import { tmpdir } from "node:os";
 import path from "node:path";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
@@ -211,6 +211,50 @@ describe("flowc runner start", () => {
       await started.waitForLine(/pulling from .*\(concurrency 5, /, 30_000);
     } finally {
       await started.kill();
+    }
+  });
+});
+
+describe("flowc names a key that is a runner's or nobody's", () => {
+  it("refuses to register a runner's key as an actor, naming the runner", async () => {
+    const robin = newUser(tmp, "robin");
+    const run = await robin.run("--url", (worker as TestWorker).url, "--key-file", runnerKey, "actor", "register");
+    expectOneErrorLine(
+      run,
+      1,
+      new RegExp(`the key in ${runnerKey} is the key of runner ${runnerId} in context ${context}, not an actor's`),
+    );
+    expect(existsSync(robin.profile)).toBe(false);
+  });
+
+  it("says, after a 401, whose the key is: a runner's, nobody's, or another actor's", async () => {
+    const url = (worker as TestWorker).url;
+    const sam = newUser(tmp, "sam");
+    const as = (key: string, actor: string) =>
+      sam.run("--url", url, "--key-file", key, "--actor", actor, "actor", "show");
+    const stranger = path.join(sam.home, "stranger.json");
+    expect((await sam.run("keygen", "--out", stranger)).code).toBe(0);
+    const cases: [string, string, RegExp][] = [
+      [
+        runnerKey,
+        caller,
+        new RegExp(
+          `^  the key in ${runnerKey} is no actor's: it is the key of runner ${runnerId} in context ${context}\\.`,
+        ),
+      ],
+      [stranger, "999", new RegExp(`^  the key in ${stranger} is nobody's: no actor or runner is registered with it`)],
+      [
+        path.join(owner.home, "key.json"),
+        "999",
+        new RegExp(`^  the key in .*key\\.json is actor ${caller}'s, not actor 999's: use --actor ${caller}`),
+      ],
+    ];
+    for (const [key, actor, named] of cases) {
+      const run = await as(key, actor);
+      expect(run.code, run.stderr).toBe(1);
+      expect(run.errors[0]).toMatch(/^flowc: 401 /);
+      expect(run.errors[1], run.stderr).toMatch(named);
+      expect(run.errors).toHaveLength(2);
     }
   });
 });
