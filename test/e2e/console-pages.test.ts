@@ -4,7 +4,8 @@ import path from "node:path";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
 import type { ConsoleMessage, Locator, Response } from "playwright-core";
 import { freePort } from "../../infra/redis-server.js";
-import { generateKeyPair } from "../../shared/auth/index.js";
+import { bareKeyId, generateKeyPair, type PrivateJwk } from "../../shared/auth/index.js";
+import { CoordinatorClient, signerFromJwk } from "../../shared/client/index.js";
 import { ARTIFACTS, openBrowser, type TestBrowser } from "../support/browser.js";
 import { eventually } from "../support/eventually.js";
 import { actorEnv, startFlowc } from "../support/flowc.js";
@@ -218,6 +219,76 @@ describe("the console's runners page", () => {
     } finally {
       await runner.kill();
     }
+    expect(errors).toEqual([]);
+  });
+});
+
+describe("sign-in with a key that is no actor's", () => {
+  /** Signs out if signed in, and picks `file` on the sign-in form. */
+  async function chooseKey(file: string): Promise<void> {
+    const { page } = browser;
+    await page.goto(`${stack().url}/console/`);
+    const signOut = page.getByRole("button", { name: "Sign out" });
+    await page.getByRole("heading", { name: "Sign in" }).or(signOut).waitFor();
+    if (await signOut.isVisible()) await signOut.click();
+    await page.locator("#key-file").setInputFiles(file);
+    await page.getByRole("button", { name: "Sign in" }).click();
+  }
+
+  it("refuses a runner's key, naming the runner, and asks before registering a key nobody has", async () => {
+    const { page, errors, sent } = browser;
+    const { client } = admin();
+    const ctx = (await client.createContext()).id;
+    const runnerJwk = await generateKeyPair();
+    const runner = await client.createRunner(ctx, { pubkey: runnerJwk.x, runner_type: "sh", local: true });
+    const runnerFile = path.join(tmp, "a-runner-key.json");
+    writeFileSync(runnerFile, JSON.stringify(runnerJwk), { mode: 0o600 });
+    const registrations = () => sent.filter((r) => r.method === "POST" && new URL(r.url).pathname === "/v1/actors");
+    const before = registrations().length;
+
+    // A runner's key: refused, named, nothing registered.
+    await chooseKey(runnerFile);
+    await page
+      .getByRole("alert")
+      .getByText(`This is the key of runner ${runner.id} of context ${ctx}, not an actor's.`)
+      .waitFor();
+    await page.screenshot({ path: path.join(ARTIFACTS, "console-signin-runner-key.png") });
+    expect(registrations().length).toBe(before);
+    const anonymous = new CoordinatorClient({ baseUrl: stack().url });
+    const whoIs = async (jwk: PrivateJwk) => anonymous.as(await signerFromJwk(jwk, bareKeyId(jwk.x))).whoAmI();
+    expect((await whoIs(runnerJwk)).actor_id).toBeUndefined();
+
+    // A key nobody has: the page asks first; Cancel registers nothing.
+    const fresh = await generateKeyPair();
+    const freshFile = path.join(tmp, "fresh-key.json");
+    writeFileSync(freshFile, JSON.stringify(fresh), { mode: 0o600 });
+    await page.locator("#key-file").setInputFiles(freshFile);
+    await page.getByRole("button", { name: "Sign in" }).click();
+    const question = page.getByRole("alertdialog");
+    await question.getByText("This key is not registered").waitFor();
+    await page.screenshot({ path: path.join(ARTIFACTS, "console-signin-ask.png") });
+    await question.getByRole("button", { name: "Cancel" }).click();
+    await page.getByRole("button", { name: "Sign in" }).waitFor();
+    expect(registrations().length).toBe(before);
+    expect((await whoIs(fresh)).actor_id).toBeUndefined();
+    // Asked again, and this time registered: signed in as the new actor.
+    await page.locator("#key-file").setInputFiles(freshFile);
+    await page.getByRole("button", { name: "Sign in" }).click();
+    await question.getByRole("button", { name: "Register as a new actor" }).click();
+    await page.getByRole("heading", { name: "Contexts" }).waitFor();
+    const made = (await whoIs(fresh)).actor_id as number;
+    expect(made).toBeGreaterThan(admin().id);
+    await page
+      .getByTestId("actor")
+      .filter({ hasText: `actor ${made}` })
+      .waitFor();
+    expect(registrations().length).toBe(before + 1);
+
+    // Signed out, the API reference says plainly that Test Request cannot sign.
+    await page.getByRole("button", { name: "Sign out" }).click();
+    await page.getByRole("heading", { name: "Sign in" }).waitFor();
+    await page.goto(`${stack().url}/docs/`);
+    await page.getByText("Test Request cannot sign: sign in to").waitFor();
     expect(errors).toEqual([]);
   });
 });
