@@ -98,7 +98,7 @@ export class Store {
     this.messages = new MessageStore(redis, keys, now);
     this.results = new FlowResults(redis, keys);
     this.actorKeys = new ActorKeys(redis, keys);
-    this.contextAdmin = new ContextAdmin(redis, keys, now);
+    this.contextAdmin = new ContextAdmin(redis, keys, now, this.keyHolders);
     this.dispatch = new DispatchStore(redis, keys);
     this.deadLetters = new DeadLetters(redis, keys, limits.deadLetters);
     this.nonces = new NonceStore(redis, keys);

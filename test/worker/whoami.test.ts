@@ -62,6 +62,17 @@ describe("GET /v1/whoami", () => {
     expect((await asKey(key)).runners).toEqual([]);
   });
 
+  it("forgets the runners of a deleted context", async () => {
+    const ctx = (await admin.client.createContext()).id;
+    const key = await generateKeyPair();
+    const runner = await admin.client.createRunner(ctx, { pubkey: key.x, runner_type: "sh", local: true });
+    expect((await asKey(key)).runners).toEqual([{ context_id: ctx, runner_id: runner.id }]);
+    expect(await admin.client.deleteContext(ctx)).toBe(true);
+    expect((await asKey(key)).runners).toEqual([]);
+    // Not left behind in the hint either.
+    expect(await w.redis.exec(["HGET", w.keys.runnersByKey(key.x), String(ctx)])).toBeNull();
+  });
+
   it("names no runner an entry left behind points at (a runner gone, another key in its place)", async () => {
     const ctx = (await admin.client.createContext()).id;
     const key = await generateKeyPair();
