@@ -116,12 +116,11 @@ export class ContextAdmin {
     );
     const keys = ids.flatMap((id) => [this.keys.runner(contextId, id), this.keys.runnerSlots(contextId, id)]);
     const dropped = Number(await dropRunners.run(this.redis, [index, ...keys], ids));
-    await Promise.all(
-      ids.map((id, i) => {
-        const pubkey = pubkeys[i];
-        return pubkey ? this.holders.forgetRunner(pubkey, contextId, id) : undefined;
-      }),
-    );
+    const forgotten = ids.flatMap((id, i) => {
+      const pubkey = pubkeys[i];
+      return pubkey ? [this.holders.forgetRunner(pubkey, contextId, id)] : [];
+    });
+    await Promise.all(forgotten);
     return dropped;
   }
 
