@@ -204,7 +204,7 @@ describe("flowc runner start", () => {
     try {
       await started.waitForLine(
         new RegExp(
-          `WARNING: --concurrency 5, but runner ${id} is registered with concurrency 2: the coordinator sends it at most 2 jobs at once`,
+          `WARNING: --concurrency 5, but runner ${id} is registered with concurrency 2: the coordinator sends it at most 2 jobs at once \\(the registration changes with PATCH /v1/contexts/${context}/runners/${id} \\{"concurrency": 5\\}`,
         ),
         30_000,
       );
