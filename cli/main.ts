@@ -3,10 +3,11 @@
  * This file finds the command in argv, runs it, and turns any failure into one line on stderr
  * and an exit code: 2 for usage errors, 1 for everything else.
  */
-import { GLOBAL_OPTIONS, parseCommandArgs, type Command } from "./command.js";
+import { GLOBAL_OPTIONS, parseCommandArgs, type Command, type Invocation } from "./command.js";
 import { COMMANDS } from "./commands/index.js";
 import { describeError, EXIT_USAGE, UsageError } from "./errors.js";
 import { commandHelp, groupHelp, mainHelp } from "./help.js";
+import { explainKey, isKeyRefused } from "./key-owner.js";
 import { Output, type Writer } from "./output.js";
 
 /** Global options that take a value: while looking for the command words, their values are skipped. */
@@ -86,6 +87,7 @@ export async function main(
   stdout: Writer,
   stderr: Writer,
 ): Promise<number> {
+  let invocation: Invocation | undefined;
   try {
     const resolved = resolveCommand(argv);
     if (resolved.help !== undefined) {
@@ -100,9 +102,13 @@ export async function main(
     }
     const { options, args, globals } = parseCommandArgs(command, resolved.rest);
     const out = new Output(globals.json, stdout, stderr, (stdout as { isTTY?: boolean }).isTTY === true);
-    return (await command.run({ options, args, globals, env, cwd, out })) ?? 0;
+    invocation = { options, args, globals, env, cwd, out };
+    return (await command.run(invocation)) ?? 0;
   } catch (error) {
     const { message, exitCode, details } = describeError(error);
+    // A key refused for the configured actor: say whose it is instead (a runner's, nobody's, another actor's).
+    const named = invocation && isKeyRefused(error) ? await explainKey(invocation) : undefined;
+    if (named) details.push(named);
     stderr.write(`flowc: ${message}\n`);
     for (const line of details) stderr.write(`  ${line}\n`);
     if (exitCode === EXIT_USAGE && argv.length === 0) stderr.write(mainHelp(COMMANDS));

@@ -99,7 +99,11 @@ export async function buildConsole(options: { force?: boolean } = {}): Promise<C
     return { built: false, ...measure() };
   }
   const bundle = await build({
-    entryPoints: [path.join(root, "console/src/main.ts")],
+    // The console, and the API reference's own script (it signs Scalar's requests with the console's key).
+    entryPoints: {
+      "console/app": path.join(root, "console/src/main.ts"),
+      "docs/docs": path.join(root, "console/docs/docs.ts"),
+    },
     bundle: true,
     format: "esm",
     platform: "browser",
@@ -107,7 +111,7 @@ export async function buildConsole(options: { force?: boolean } = {}): Promise<C
     minify: true,
     sourcemap: "linked",
     legalComments: "eof",
-    outfile: path.join(out, "console/app.js"),
+    outdir: out,
     write: false,
     logLevel: "warning",
   });
@@ -120,7 +124,6 @@ export async function buildConsole(options: { force?: boolean } = {}): Promise<C
     put("console/console.css", STYLES.map((file) => readFileSync(path.join(root, file), "utf8")).join("\n")),
     copy("console/headers", "_headers"),
     copy("console/docs/index.html", "docs/index.html"),
-    copy("console/docs/docs.js", "docs/docs.js"),
     put("docs/scalar.js", readFileSync(scalar)),
     // Files of the build itself, not to be served (wrangler reads .assetsignore in the assets folder).
     put(".assetsignore", ".build-stamp\n"),

@@ -31,6 +31,15 @@ export class Keys {
   }
 
   /**
+   * `runner_key:<pubkey>`: the runners registered with that public key, field `<context>` → runner
+   * id. A hint beside the contexts' own `runner_keys` (another slot, so no script writes both): it
+   * is written after them, and whoever reads it checks each entry against them.
+   */
+  runnersByKey(pubkey: string): string {
+    return `${this.prefix}runner_key:${pubkey}`;
+  }
+
+  /**
    * A used signature nonce, until its signature could no longer be fresh; in the context's slot
    * for a runner's and a flow submission's (a script spends it). Scopes: docs/architecture.md.
    */

@@ -4,7 +4,8 @@ import { signerFromJwk } from "../../shared/client/index.js";
 import { WebUrl, type Actor, type Address } from "../../shared/model/index.js";
 import { parseId, type Command } from "../command.js";
 import { profileKeyFile, saveToProfile } from "../config.js";
-import { UsageError } from "../errors.js";
+import { ConfigError, UsageError } from "../errors.js";
+import { keyOwner, runnersText } from "../key-owner.js";
 import { readPrivateKey } from "../keyfile.js";
 import { fields, shortKey, timestamp, type Output } from "../output.js";
 import { actorSession, keySession, type Session } from "../session.js";
@@ -65,8 +66,10 @@ const register: Command = {
       help: "an operator's private key, when the coordinator requires a countersignature",
     },
   },
-  details:
+  details: [
     "The request is signed by your key itself (proof of possession). Registering a registered key again returns its actor.",
+    "A key registered for a runner is refused, named: an actor signs with a key of its own.",
+  ].join("\n"),
   examples: [
     "flowc actor register",
     "flowc actor register --address https://me.example/results --operator-key operator.json",
@@ -88,6 +91,13 @@ const register: Command = {
       operator = await signerFromJwk(jwk, bareKeyId(jwk.x));
     }
     const input = { ...(idText !== undefined ? { id: parseId(idText, "--id", "actor register") } : {}), address };
+    // A runner's key made into an actor's too would sign as both: said and refused before anything is written.
+    const owner = await keyOwner(session.url, session.jwk);
+    if (owner && owner.actor_id === undefined && owner.runners.length > 0) {
+      throw new ConfigError(
+        `the key in ${session.keyFile} is the key of ${runnersText(owner.runners)}, not an actor's: register an actor with a key of its own (flowc keygen --out <file>, then flowc init --key-file <file>)`,
+      );
+    }
     const actor = await session.client.registerActor(session.jwk, input, operator);
     rememberActorId(session, actor.id, out);
     out.result(actor, [`actor ${actor.id} registered (pubkey ${shortKey(actor.pubkey)})`]);

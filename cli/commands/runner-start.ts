@@ -182,7 +182,7 @@ function registeredSettings(invocation: Invocation, runner: Runner | undefined, 
   if (concurrency !== undefined) args.push("--concurrency", String(concurrency));
   if (runner && given !== undefined && given !== runner.concurrency)
     invocation.out.note(
-      `WARNING: --concurrency ${given}, but runner ${runner.id} is registered with concurrency ${runner.concurrency}: the coordinator sends it at most ${runner.concurrency} jobs at once (flowc runner update changes the registration)`,
+      `WARNING: --concurrency ${given}, but runner ${runner.id} is registered with concurrency ${runner.concurrency}: the coordinator sends it at most ${runner.concurrency} jobs at once (the registration changes with PATCH /v1/contexts/${runner.context_id}/runners/${runner.id} {"concurrency": ${given}}: flowc has no runner update)`,
     );
   if (!runner) return args;
   const types = runner.script_types.filter((t) => RUNS.includes(t));

@@ -6,6 +6,7 @@ import { contextsPage } from "./pages/contexts.js";
 import { flowPage } from "./pages/flow.js";
 import { flowsPage } from "./pages/flows.js";
 import { deadLettersPage, runnersPage } from "./pages/runners.js";
+import { schedulePage, schedulesPage } from "./pages/schedules.js";
 import { templatePage, templatesPage } from "./pages/templates.js";
 import { parseRoute, href, type Route } from "./routes.js";
 import { signInPage } from "./signin.js";
@@ -55,6 +56,12 @@ function draw(route: Route): void {
       break;
     case "template":
       templatePage(ctx, route.contextId, route.name);
+      break;
+    case "schedules":
+      schedulesPage(ctx, route.contextId);
+      break;
+    case "schedule":
+      schedulePage(ctx, route.contextId, route.scheduleId);
       break;
     case "missing":
       main.replaceChildren(

@@ -12,6 +12,8 @@ export type Route =
   | { page: "deadletters"; contextId: number }
   | { page: "templates"; contextId: number }
   | { page: "template"; contextId: number; name: string }
+  | { page: "schedules"; contextId: number }
+  | { page: "schedule"; contextId: number; scheduleId: number }
   | { page: "missing"; hash: string };
 
 const FLOW_STATUSES = new Set([
@@ -47,6 +49,9 @@ export function parseRoute(hash: string): Route {
   if (section === "runners" && second === undefined) return { page: "runners", contextId };
   if (section === "deadletters" && second === undefined) return { page: "deadletters", contextId };
   if (section === "templates" && second === undefined) return { page: "templates", contextId };
+  if (section === "schedules" && second === undefined) return { page: "schedules", contextId };
+  const scheduleId = section === "schedules" && third === undefined ? id(second) : undefined;
+  if (scheduleId !== undefined) return { page: "schedule", contextId, scheduleId };
   const name = decoded(second ?? "");
   if (section === "templates" && third === undefined && TEMPLATE_NAME.test(name))
     return { page: "template", contextId, name };
@@ -79,5 +84,9 @@ export function href(route: Exclude<Route, { page: "missing" }>): string {
       return `#/contexts/${route.contextId}/templates`;
     case "template":
       return `#/contexts/${route.contextId}/templates/${encodeURIComponent(route.name)}`;
+    case "schedules":
+      return `#/contexts/${route.contextId}/schedules`;
+    case "schedule":
+      return `#/contexts/${route.contextId}/schedules/${route.scheduleId}`;
   }
 }

@@ -3,9 +3,9 @@ import { defaultHook, onError } from "./errors.js";
 import { authenticate } from "./auth.js";
 import { limitHeaders } from "./limits.js";
 import { countRequests } from "./metrics.js";
+import { openApiDocument } from "./openapi.js";
 import { registerOperations } from "./operations.js";
 import { Problem } from "../core/problem.js";
-import { problemTable } from "../core/problems.js";
 import { registerRpc } from "./rpc.js";
 import { registerActorRoutes } from "./routes/actors.js";
 import { registerContextRoutes } from "./routes/contexts.js";
@@ -61,18 +61,7 @@ export function createApp(): OpenAPIHono<AppEnv> {
       'RFC 9421 HTTP Message Signature, Ed25519: label sig1 covering ("@method" "@target-uri" "content-digest"), with created, keyid (actor:<id>, runner:<context>:<id>, or key:<pubkey> to register), nonce and alg="ed25519"; Content-Digest (RFC 9530, sha-256) on every body.',
   });
   // Generated once per isolate, on the first request for it: the routes do not change after this.
-  let document: ReturnType<typeof app.getOpenAPI31Document> | undefined;
-  app.get("/openapi.json", (c) =>
-    c.json(
-      (document ??= app.getOpenAPI31Document({
-        openapi: "3.1.0",
-        info: {
-          title: "Flow coordinator",
-          version: "0.1.0",
-          description: `Flows (DAGs of jobs) dispatched to external runners. Errors are RFC 9457 problem documents; their types:\n\n${problemTable()}`,
-        },
-      })),
-    ),
-  );
+  let document: ReturnType<typeof openApiDocument> | undefined;
+  app.get("/openapi.json", (c) => c.json((document ??= openApiDocument(app))));
   return app;
 }

@@ -25,8 +25,9 @@ import {
   ScheduleRun,
   ScheduleSummary,
   ScheduleView,
+  WhoAmI,
 } from "../../shared/model/index.js";
-import { loadActor, registerActor } from "../service/actors.js";
+import { loadActor, registerActor, whoAmI } from "../service/actors.js";
 import { createContext, listContexts, setLimits } from "../service/contexts.js";
 import { contextDetails } from "../service/retention.js";
 import { LIFECYCLE_METHODS } from "./rpc-lifecycle.js";
@@ -91,6 +92,12 @@ export const METHODS: MethodTable = {
     params: ById,
     result: Actor,
     run: (call, p) => loadActor(call, p.id),
+  }),
+  "actor.whoami": method({
+    summary: "Who the signing key belongs to: its actor, its runners (by context), or nobody; any signer may ask",
+    params: z.object({}).strict(),
+    result: WhoAmI,
+    run: (call) => whoAmI(call),
   }),
   "context.create": method({
     summary: "Create a context; the caller becomes its admin",

@@ -1,6 +1,6 @@
 import type { z } from "zod";
-import { actorKeyId } from "../../shared/auth/index.js";
-import type { Actor, ActorRegistration, ActorUpdate, KeyRotation } from "../../shared/model/index.js";
+import { actorKeyId, bareKeyId, runnerKeyId } from "../../shared/auth/index.js";
+import type { Actor, ActorRegistration, ActorUpdate, KeyRotation, WhoAmI } from "../../shared/model/index.js";
 import { ConflictError } from "../../shared/store/index.js";
 import { keyCache } from "../core/key-cache.js";
 import { Problem } from "../core/problem.js";
@@ -134,4 +134,29 @@ export async function rotateActorKey(
   await call.store.keyEpoch.bump();
   keyCache.forget(call.store.keys.prefix, actorKeyId(id));
   return updated;
+}
+
+/**
+ * Who the key that signed the call belongs to: its actor, its runners (the first
+ * WHOAMI_RUNNERS, by context), or nobody. Any signer may ask, a bare key (`key:<pubkey>`)
+ * included: it learns about its own key only, whose private half it proved it holds.
+ */
+export async function whoAmI(call: ServiceCall): Promise<WhoAmI> {
+  const p = call.principal;
+  let keyid: string;
+  let pubkey: string;
+  if (p.kind === "key") [keyid, pubkey] = [bareKeyId(p.pubkey), p.pubkey];
+  else if (p.kind === "actor")
+    [keyid, pubkey] = [actorKeyId(p.id), (await call.store.actors.load({ id: p.id })).pubkey];
+  else {
+    const runner = await call.store.runners.load({ context_id: p.contextId, id: p.id });
+    [keyid, pubkey] = [runnerKeyId(p.contextId, p.id), runner.pubkey];
+  }
+  const holding = await call.store.keyHolders.of(pubkey);
+  return {
+    keyid,
+    pubkey,
+    ...(holding.actorId !== undefined ? { actor_id: holding.actorId } : {}),
+    runners: holding.runners.map((r) => ({ context_id: r.contextId, runner_id: r.runnerId })),
+  };
 }

@@ -1,6 +1,12 @@
 import type { z } from "zod";
 import { FlowSubmissionFields, resolveDag, withDeadlineChecks, withoutInputs } from "../../shared/flow/index.js";
-import { scheduleCreation, type Schedule, type ScheduleRun, type ScheduleView } from "../../shared/model/index.js";
+import {
+  scheduleCreation,
+  UPCOMING_FIRES,
+  type Schedule,
+  type ScheduleRun,
+  type ScheduleView,
+} from "../../shared/model/index.js";
 import { NotFoundError, type Page } from "../../shared/store/index.js";
 import type { SchedulerState, ScheduleScope } from "../core/contracts.js";
 import { fieldProblem } from "../core/errors.js";
@@ -37,13 +43,29 @@ export function scheduleView(record: Schedule, state: SchedulerState): ScheduleV
     ...record,
     status: record.paused ? "paused" : "active",
     recent_runs: state.recent_runs,
+    upcoming_fires: [],
     running_flow_ids: state.running_flow_ids,
   };
   if (state.next_fire_at !== undefined) view.next_fire_at = state.next_fire_at;
   else delete view.next_fire_at;
+  if (!record.paused && view.next_fire_at !== undefined) view.upcoming_fires = upcomingFires(record, view.next_fire_at);
   if (state.last_fire_at !== undefined) view.last_fire_at = state.last_fire_at;
   if (state.buffered_fire_at !== undefined) view.buffered_fire_at = state.buffered_fire_at;
   return view;
+}
+
+/**
+ * The next UPCOMING_FIRES fires from the one the object planned (epoch seconds), derived from the
+ * spec as the object derives them (schedule-time.ts): pure arithmetic, no storage read.
+ */
+function upcomingFires(record: Schedule, next: number): number[] {
+  const fires = [next];
+  while (fires.length < UPCOMING_FIRES) {
+    const after = nextFireAfter(record, (fires[fires.length - 1] as number) * 1000);
+    if (after === undefined) break;
+    fires.push(Math.floor(after / 1000));
+  }
+  return fires;
 }
 
 /**

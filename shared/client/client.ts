@@ -34,6 +34,7 @@ import {
   type PermissionsUpdate,
   type RunnerRegistration,
   type RunnerUpdate,
+  WhoAmI,
 } from "../model/index.js";
 import type { PermissionList } from "../auth/index.js";
 import { ApiError, readAnswer, type RpcErrorObject } from "./errors.js";
@@ -136,10 +137,7 @@ export class CoordinatorClient {
 
   // Actors.
 
-  /**
-   * Registers the actor owning `jwk`: signs with the bare key (proof of possession), plus an
-   * operator's countersignature when the deployment asks for one.
-   */
+  /** Registers the actor owning `jwk`: signed by the bare key (proof of possession), and an operator when asked. */
   async registerActor(
     jwk: PrivateJwk,
     input: Omit<ActorRegistration, "pubkey"> = {},
@@ -148,6 +146,11 @@ export class CoordinatorClient {
     const self = this.as(await signerFromJwk(jwk, bareKeyId(jwk.x)));
     const countersigners = operator ? [{ label: "operator", signer: operator }] : [];
     return Actor.parse(await self.request("POST", "/v1/actors", { ...input, pubkey: jwk.x }, { countersigners }));
+  }
+
+  /** Who the signing key belongs to (`GET /v1/whoami`): its actor, its runners (by context), or nobody. */
+  async whoAmI(): Promise<WhoAmI> {
+    return WhoAmI.parse(await this.request("GET", "/v1/whoami"));
   }
 
   async loadActor(id: number): Promise<Actor> {
@@ -225,10 +228,7 @@ export class CoordinatorClient {
 
   // Flows.
 
-  /**
-   * Submits a flow (`start: true` starts it at once). With `idempotencyKey`, a retried submission
-   * answers the flow the first one created instead of creating another.
-   */
+  /** Submits a flow (`start: true` starts it); under `idempotencyKey` a retry answers the first one's flow. */
   async submitFlow(
     contextId: number,
     input: FlowSubmissionInput,

@@ -1,7 +1,7 @@
 export * from "./enums.js";
 export * from "./common.js";
 export { SIZE_LIMITS, formatBytes, jsonBytes, utf8Bytes } from "./limits.js";
-export { Actor } from "./actor.js";
+export { Actor, WHOAMI_RUNNERS, WhoAmI } from "./actor.js";
 export { Context, ContextDetails, ContextLimitsUpdate, FlowStartsPerMinute, MaxInflight } from "./context.js";
 export { ContextStored, DeadLettersMax, EffectiveRetention, RetentionPolicy, RetentionUpdate } from "./retention.js";
 export { Flow, FlowErrorInfo, FlowPriority, FlowTimeoutsRecord, MaxParallel } from "./flow.js";
@@ -53,6 +53,7 @@ export {
   ScheduleView,
   isTimeZone,
   scheduleCreation,
+  UPCOMING_FIRES,
   type CronCheck,
 } from "./schedule.js";
 export { EVENT_LIMITS, EventInput, EventLookback, EventSent } from "./event.js";

@@ -15,6 +15,9 @@ import { StoredTemplateRef, TemplateRef } from "./template.js";
 /** How many past fires a schedule's view keeps. */
 export const RECENT_RUNS = 20;
 
+/** How many coming fires a schedule's view lists (the next one included). */
+export const UPCOMING_FIRES = 5;
+
 /** The longest interval a schedule may have: a year. */
 export const MAX_INTERVAL_SECONDS = 366 * 86_400;
 
@@ -191,6 +194,10 @@ export type ScheduleSummary = z.infer<typeof ScheduleSummary>;
 /** A schedule with what its Durable Object knows: recent runs (newest first), a buffered fire, flows still running. */
 export const ScheduleView = ScheduleSummary.safeExtend({
   recent_runs: z.array(ScheduleRun),
+  upcoming_fires: z
+    .array(Timestamp)
+    .max(UPCOMING_FIRES)
+    .describe("The next fires (epoch seconds), the next one first, as the spec gives them; none while paused"),
   buffered_fire_at: Timestamp.optional(),
   running_flow_ids: z.array(Id),
 }).meta({ id: "ScheduleView" });

@@ -4,6 +4,7 @@ import type { ContextLimitsUpdate, RetentionPolicy } from "../model/index.js";
 import { encodePairs } from "./codec.js";
 import { ConflictError, NotFoundError } from "./errors.js";
 import { KeyEpoch } from "./key-epoch.js";
+import type { KeyHolders } from "./key-holders.js";
 import { codecs } from "./layouts.js";
 import { callRedis, type Redis } from "./redis.js";
 import { changePermission, deleteNamespace, dropRunners } from "./scripts/context.js";
@@ -15,6 +16,7 @@ export class ContextAdmin {
     private readonly redis: Redis,
     private readonly keys: Keys,
     private readonly now: () => number,
+    private readonly holders: KeyHolders,
   ) {}
 
   /** Adds an actor to a list; false when it was already there. */
@@ -99,14 +101,27 @@ export class ContextAdmin {
 
   /**
    * Deletes up to `count` of the context's runners; resolves with how many (0: none left). Their
-   * ids are read first, so that the script is given every key it deletes.
+   * ids are read first, so that the script is given every key it deletes, and their keys, so that
+   * the global hint of who holds a key (KeyHolders) forgets them afterwards (a hint left by a step
+   * cut short names nobody: every read checks it).
    */
   async dropRunners(contextId: number, count: number): Promise<number> {
     const index = this.keys.index(contextId, "runner");
     const ids = (await this.firstMembersOf(index, count)).map(Number);
     if (ids.length === 0) return 0;
+    const pubkeys = await Promise.all(
+      ids.map((id) =>
+        callRedis(() => this.redis.exec<string | null>(["HGET", this.keys.runner(contextId, id), "pubkey"])),
+      ),
+    );
     const keys = ids.flatMap((id) => [this.keys.runner(contextId, id), this.keys.runnerSlots(contextId, id)]);
-    return Number(await dropRunners.run(this.redis, [index, ...keys], ids));
+    const dropped = Number(await dropRunners.run(this.redis, [index, ...keys], ids));
+    const forgotten = ids.flatMap((id, i) => {
+      const pubkey = pubkeys[i];
+      return pubkey ? [this.holders.forgetRunner(pubkey, contextId, id)] : [];
+    });
+    await Promise.all(forgotten);
+    return dropped;
   }
 
   /** The first `count` members of one of the context's indexes (flows, jobs, schedules). */

@@ -4,6 +4,7 @@ export type { RedisConfig } from "./redis.js";
 export * from "./errors.js";
 export { Repository } from "./repository.js";
 export { RunnerKeyTakenError, RunnerStore } from "./runner-store.js";
+export { KeyHolders, RUNNERS_NAMED, type KeyHolding } from "./key-holders.js";
 export type { CreateInput, Patch, RecordRef } from "./repository.js";
 export type { Page } from "./reads.js";
 export { codecs } from "./layouts.js";

@@ -3,6 +3,7 @@ import { MAX_ID } from "../model/common.js";
 import type { Runner } from "../model/index.js";
 import { encodePairs } from "./codec.js";
 import { ConflictError, NotFoundError, StoreError } from "./errors.js";
+import type { KeyHolders } from "./key-holders.js";
 import { callRedis, type Redis } from "./redis.js";
 import { Repository, type CreateInput, type Patch, type RecordLayout, type RecordRef } from "./repository.js";
 import type { ScriptReply } from "./script.js";
@@ -28,7 +29,8 @@ const MAX_TRIES = 8;
  * The runners of contexts: a Repository whose writes also keep the key index (`runner_keys`,
  * scripts/runner.ts), one script each, so two runners of a context never
  * hold one key: registering a key again, or patching a runner to a key another holds, is refused
- * with RunnerKeyTakenError naming the holder.
+ * with RunnerKeyTakenError naming the holder. Each write then brings the global hint of who holds
+ * a key (`runner_key:<pubkey>`, KeyHolders) up to date: it is in another slot, so after the script.
  */
 export class RunnerStore extends Repository<Runner> {
   constructor(
@@ -36,6 +38,7 @@ export class RunnerStore extends Repository<Runner> {
     private readonly shape: RecordLayout<Runner>,
     private readonly keys: Keys,
     private readonly clock: () => number,
+    private readonly holders: KeyHolders,
   ) {
     super(db, shape, clock);
   }
@@ -55,7 +58,10 @@ export class RunnerStore extends Repository<Runner> {
         [String(id), id, token, record.pubkey, ...encodePairs(this.shape.codec, record)],
       );
       const [code, holder] = codeOf(answer);
-      if (code === 1) return record;
+      if (code === 1) {
+        await this.holders.noteRunner(record.pubkey, record.context_id, id);
+        return record;
+      }
       if (code === 0 && chosen !== undefined) throw new ConflictError("runner", `${id} (context ${record.context_id})`);
       if (code === 2) throw new RunnerKeyTakenError(record.context_id, record.pubkey, holder);
       // 0 with an allocated id (taken by a runner of a chosen id): the next id.
@@ -79,7 +85,11 @@ export class RunnerStore extends Repository<Runner> {
         [String(merged.id), current.pubkey, merged.pubkey, removed.length, ...removed, ...changed],
       );
       const [code, holder] = codeOf(answer);
-      if (code === 1) return merged;
+      if (code === 1) {
+        await this.holders.noteRunner(merged.pubkey, contextId, merged.id);
+        await this.holders.forgetRunner(current.pubkey, contextId, merged.id);
+        return merged;
+      }
       if (code === 0) throw new NotFoundError("runner", `${ref.id} (context ${contextId})`);
       if (code === 2) throw new RunnerKeyTakenError(contextId, merged.pubkey, holder);
     }
@@ -96,7 +106,10 @@ export class RunnerStore extends Repository<Runner> {
         [this.shape.key(current), this.shape.indexKey(current), this.keys.runnerKeys(current.context_id)],
         [String(current.id), current.pubkey],
       );
-      if (Number(deleted) === 1) return;
+      if (Number(deleted) === 1) {
+        await this.holders.forgetRunner(current.pubkey, current.context_id, current.id);
+        return;
+      }
       if (Number(deleted) === 0) throw new NotFoundError("runner", `${ref.id} (context ${ref.context_id})`);
     }
     throw new StoreError(`runner ${ref.id} kept changing while it was removed`);

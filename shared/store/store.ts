@@ -13,6 +13,7 @@ import { MetricsStore } from "./metrics-store.js";
 import { NonceStore } from "./nonce-store.js";
 import { callRedis, connectRedis, type Redis, type RedisConfig } from "./redis.js";
 import { Repository } from "./repository.js";
+import { KeyHolders } from "./key-holders.js";
 import { RunnerStore } from "./runner-store.js";
 import { RetentionStore } from "./retention-store.js";
 import { ScheduleStore } from "./schedule-store.js";
@@ -52,6 +53,8 @@ export class Store {
   readonly results: FlowResults;
   /** The one-key-one-actor index. */
   readonly actorKeys: ActorKeys;
+  /** Who holds a public key: its actor and its runners (`GET /v1/whoami`). */
+  readonly keyHolders: KeyHolders;
   /** Permission changes, pausing dispatch, and deletion of whole contexts. */
   readonly contextAdmin: ContextAdmin;
   /** Ready queues, runners' slots (global concurrency) and runners' delivery trouble. */
@@ -89,12 +92,13 @@ export class Store {
     this.actors = new Repository(redis, l.actor, now);
     this.contexts = new Repository(redis, l.context, now);
     this.jobs = new Repository(redis, l.job, now);
-    this.runners = new RunnerStore(redis, l.runner, keys, now);
+    this.keyHolders = new KeyHolders(redis, keys);
+    this.runners = new RunnerStore(redis, l.runner, keys, now, this.keyHolders);
     this.flows = new FlowStore(redis, keys);
     this.messages = new MessageStore(redis, keys, now);
     this.results = new FlowResults(redis, keys);
     this.actorKeys = new ActorKeys(redis, keys);
-    this.contextAdmin = new ContextAdmin(redis, keys, now);
+    this.contextAdmin = new ContextAdmin(redis, keys, now, this.keyHolders);
     this.dispatch = new DispatchStore(redis, keys);
     this.deadLetters = new DeadLetters(redis, keys, limits.deadLetters);
     this.nonces = new NonceStore(redis, keys);

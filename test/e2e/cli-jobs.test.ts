@@ -1,4 +1,4 @@
-import { mkdtempSync, readFileSync, rmSync, writeFileSync } from "node:fs";
+import { existsSync, mkdtempSync, readFileSync, rmSync, writeFileSync } from "node:fs";
 import { tmpdir } from "node:os";
 import path from "node:path";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
@@ -175,5 +175,86 @@ describe("flowc runner register", () => {
   it("refuses to register a second runner with a key another runner holds, naming it", async () => {
     const again = await owner.run("runner", "register", context, "--key-file", runnerKey, "--type", "sh", "--local");
     expectOneErrorLine(again, 1, new RegExp(`^flowc: 409 .*already runner ${runnerId}'s in context ${context}`));
+  });
+});
+
+describe("flowc runner start", () => {
+  it("warns loudly when --concurrency differs from the registered concurrency, and runs with the one given", async () => {
+    const key = path.join(owner.home, "runner-two.json");
+    expect((await owner.run("keygen", "--out", key)).code).toBe(0);
+    const reg = await owner.run(
+      "runner",
+      "register",
+      context,
+      "--key-file",
+      key,
+      "--type",
+      "sh",
+      "--local",
+      "--concurrency",
+      "2",
+    );
+    expect(reg.code, reg.stderr).toBe(0);
+    const id = /^runner (\d+) registered/.exec(reg.stdout)?.[1] as string;
+    const work = path.join(tmp, "work-two");
+    const started = startFlowc(
+      ["runner", "start", context, id, "--key-file", key, "--pull", "--concurrency", "5", "--work-dir", work],
+      owner.env,
+    );
+    try {
+      await started.waitForLine(
+        new RegExp(
+          `WARNING: --concurrency 5, but runner ${id} is registered with concurrency 2: the coordinator sends it at most 2 jobs at once \\(the registration changes with PATCH /v1/contexts/${context}/runners/${id} \\{"concurrency": 5\\}`,
+        ),
+        30_000,
+      );
+      await started.waitForLine(/pulling from .*\(concurrency 5, /, 30_000);
+    } finally {
+      await started.kill();
+    }
+  });
+});
+
+describe("flowc names a key that is a runner's or nobody's", () => {
+  it("refuses to register a runner's key as an actor, naming the runner", async () => {
+    const robin = newUser(tmp, "robin");
+    const run = await robin.run("--url", (worker as TestWorker).url, "--key-file", runnerKey, "actor", "register");
+    expectOneErrorLine(
+      run,
+      1,
+      new RegExp(`the key in ${runnerKey} is the key of runner ${runnerId} in context ${context}, not an actor's`),
+    );
+    expect(existsSync(robin.profile)).toBe(false);
+  });
+
+  it("says, after a 401, whose the key is: a runner's, nobody's, or another actor's", async () => {
+    const url = (worker as TestWorker).url;
+    const sam = newUser(tmp, "sam");
+    const as = (key: string, actor: string) =>
+      sam.run("--url", url, "--key-file", key, "--actor", actor, "actor", "show");
+    const stranger = path.join(sam.home, "stranger.json");
+    expect((await sam.run("keygen", "--out", stranger)).code).toBe(0);
+    const cases: [string, string, RegExp][] = [
+      [
+        runnerKey,
+        caller,
+        new RegExp(
+          `^  the key in ${runnerKey} is no actor's: it is the key of runner ${runnerId} in context ${context}\\.`,
+        ),
+      ],
+      [stranger, "999", new RegExp(`^  the key in ${stranger} is nobody's: no actor or runner is registered with it`)],
+      [
+        path.join(owner.home, "key.json"),
+        "999",
+        new RegExp(`^  the key in .*key\\.json is actor ${caller}'s, not actor 999's: use --actor ${caller}`),
+      ],
+    ];
+    for (const [key, actor, named] of cases) {
+      const run = await as(key, actor);
+      expect(run.code, run.stderr).toBe(1);
+      expect(run.errors[0]).toMatch(/^flowc: 401 /);
+      expect(run.errors[1], run.stderr).toMatch(named);
+      expect(run.errors).toHaveLength(2);
+    }
   });
 });

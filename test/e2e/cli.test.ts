@@ -242,11 +242,13 @@ describe("flowc", () => {
     const shown = await frank.run("actor", "show");
     expect(shown.code, shown.stderr).toBe(0);
     expect(shown.stdout).toMatch(new RegExp(`^pubkey\\s+${newPub}$`, "m"));
-    expectOneErrorLine(
-      await frank.run("actor", "show", "--key-file", oldKey),
-      1,
-      /^flowc: 401 Unauthorized \[signature-invalid\]: /,
-    );
+    // The old key is refused, and named: after the rotation it is nobody's.
+    const old = await frank.run("actor", "show", "--key-file", oldKey);
+    expect(old.code, old.stderr).toBe(1);
+    expect(old.errors).toEqual([
+      expect.stringMatching(/^flowc: 401 Unauthorized \[signature-invalid\]: /),
+      `  the key in ${oldKey} is nobody's: no actor or runner is registered with it (flowc actor register registers it as a new actor)`,
+    ]);
   });
 
   it("names what to set when configuration is missing, and the URL when it is unreachable", async () => {

@@ -94,7 +94,8 @@ describe("the web console", () => {
     expect(browser.sent.filter((r) => JSON.stringify(r).includes(admin().jwk.d))).toEqual([]);
     const signedAs = (keyid: string) =>
       browser.sent.filter((r) => r.headers["signature-input"]?.includes(`keyid="${keyid}"`)).map((r) => r.url);
-    expect(signedAs(`key:${admin().jwk.x}`)).toEqual([`${stack().url}/v1/actors`]);
+    // The bare key asked whose it is (GET /v1/whoami), and registered nothing: it is the admin's.
+    expect(signedAs(`key:${admin().jwk.x}`)).toEqual([`${stack().url}/v1/whoami`]);
     expect(signedAs(`actor:${admin().id}`)).toContain(`${stack().url}/v1/actors/${admin().id}`);
   });
 

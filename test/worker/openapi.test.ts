@@ -82,6 +82,24 @@ describe("GET /openapi.json", () => {
     expect(JSON.stringify(schemas.Flow)).toContain('"run_started_at"');
   });
 
+  it("opens on an introduction (what the API is, how requests are signed, how to call it), the problems after, and types every schema", async () => {
+    const res = await w.fetch(new Request("http://coordinator.test/openapi.json"));
+    const doc = (await res.json()) as {
+      info: { description: string };
+      components: { schemas: Record<string, { properties?: Record<string, { type?: unknown }> }> };
+    };
+    const text = doc.info.description;
+    const at = (heading: string) => text.indexOf(`\n## ${heading}\n`);
+    expect(text.startsWith("Flows — DAGs of jobs — are submitted into **contexts**")).toBe(true);
+    expect(at("Signing requests")).toBeGreaterThan(0);
+    expect(at("Calling the API")).toBeGreaterThan(at("Signing requests"));
+    expect(at("Problems")).toBeGreaterThan(at("Calling the API"));
+    expect(text.indexOf(problemTable())).toBeGreaterThan(at("Problems"));
+    expect(text).toContain("signs each request with the key the web console holds");
+    // A union zod leaves untyped gets its members' type (what Scalar's checks want: openapi-types.ts).
+    expect(doc.components.schemas.Runner?.properties?.address?.type).toBe("string");
+  });
+
   it("publishes the coordinator's key at the well-known URL with its thumbprint as kid", async () => {
     const keys = await w.anonymous.coordinatorKeys();
     expect(keys.keys).toHaveLength(1);

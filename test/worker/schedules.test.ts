@@ -138,6 +138,13 @@ describe("creating a schedule", () => {
     expect(Number(score)).toBe(((view.next_fire_at as number) * 1000) as number);
     const listed = await client.schedules.list(ctx);
     expect(listed.items.find((s) => s.id === cron.id)?.next_fire_at).toBe(cron.next_fire_at);
+    // The coming fires, the next one first, as the spec gives them: an hour apart, 02:30 in Berlin each day.
+    const first = view.next_fire_at as number;
+    expect(view.upcoming_fires).toEqual([0, 1, 2, 3, 4].map((k) => first + k * 3600));
+    const berlin = new Intl.DateTimeFormat("en-GB", { timeZone: "Europe/Berlin", timeStyle: "short" });
+    expect(cron.upcoming_fires).toHaveLength(5);
+    expect(cron.upcoming_fires[0]).toBe(cron.next_fire_at);
+    expect(cron.upcoming_fires.map((t) => berlin.format(t * 1000))).toEqual(Array(5).fill("02:30"));
     // JSON-RPC over the same service functions.
     expect((await client.rpc<{ id: number }>("schedule.get", { context_id: ctx, id: cron.id })).id).toBe(cron.id);
     const bad = await failure(client.rpc("schedule.create", { context_id: ctx, template, cron: "nope" }));
@@ -149,7 +156,7 @@ describe("running a schedule", () => {
   it("pauses, resumes, triggers and deletes, each idempotent", async () => {
     const s = await client.schedules.create(ctx, hourly());
     const paused = await client.schedules.pause(ctx, s.id);
-    expect([paused.status, paused.next_fire_at]).toEqual(["paused", undefined]);
+    expect([paused.status, paused.next_fire_at, paused.upcoming_fires]).toEqual(["paused", undefined, []]);
     expect((await client.schedules.pause(ctx, s.id)).status).toBe("paused");
     expect(await w.redis.exec(["ZSCORE", w.keys.scheduleDue(), `${ctx}:${s.id}`])).toBeNull();
     expect(await runInDurableObject(schedulerOf(ctx, s.id), (_i, state) => state.storage.getAlarm())).toBeNull();

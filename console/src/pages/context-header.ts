@@ -5,19 +5,20 @@ import type { PageContext } from "../page.js";
 import { href } from "../routes.js";
 import { rolesOf } from "./contexts.js";
 
-type Section = "flows" | "templates" | "runners" | "deadletters";
+type Section = "flows" | "templates" | "schedules" | "runners" | "deadletters";
 
 const SECTIONS: { section: Section; label: string }[] = [
   { section: "flows", label: "Flows" },
   { section: "templates", label: "Templates" },
+  { section: "schedules", label: "Schedules" },
   { section: "runners", label: "Runners" },
   { section: "deadletters", label: "Dead letters" },
 ];
 
 /**
  * The top of every page of a context: its name, the actor's role, whether dispatch is paused
- * with the button that pauses or resumes it, and the tabs to its flows, templates, runners and
- * dead letters.
+ * with the button that pauses or resumes it, and the tabs to its flows, templates, schedules,
+ * runners and dead letters.
  */
 export function contextHeader(ctx: PageContext, contextId: number, active: Section): HTMLElement {
   const { api, session } = ctx;

@@ -1,5 +1,6 @@
 import { createRoute, z, type OpenAPIHono } from "@hono/zod-openapi";
-import { loadActor, registerActor, rotateActorKey, updateActor } from "../../service/actors.js";
+import { WhoAmI } from "../../../shared/model/index.js";
+import { loadActor, registerActor, rotateActorKey, updateActor, whoAmI } from "../../service/actors.js";
 import { serviceCall } from "../call.js";
 import { body, conflict, json, PathId, schemas, signed, signedErrors } from "../schemas.js";
 import type { AppEnv } from "../app-env.js";
@@ -55,12 +56,24 @@ const rotate = createRoute({
   responses: { 200: json(schemas.Actor, "Rotated"), ...signedErrors, ...conflict },
 });
 
-/** Actor routes: registration, loading, addresses, key rotation. */
+const whoami = createRoute({
+  method: "get",
+  path: "/v1/whoami",
+  tags: ["actors"],
+  summary: "Who the signing key belongs to",
+  description:
+    "The actor registered with the key that signed the request, and the runners registered with it (by context), or neither: any signer may ask, a key not registered (keyid `key:<pubkey>`) too. flowc and the console ask it to name a key that is a runner's or nobody's.",
+  security: signed,
+  responses: { 200: json(WhoAmI, "Who holds the key"), ...signedErrors },
+});
+
+/** Actor routes: registration, loading, addresses, key rotation, who a key is. */
 export function registerActorRoutes(app: OpenAPIHono<AppEnv>): void {
   app.openapi(register, async (c) => {
     const { actor, created } = await registerActor(serviceCall(c), c.req.valid("json"));
     return created ? c.json(actor, 201) : c.json(actor, 200);
   });
+  app.openapi(whoami, async (c) => c.json(await whoAmI(serviceCall(c)), 200));
   app.openapi(load, async (c) => c.json(await loadActor(serviceCall(c), c.req.valid("param").actorId), 200));
   app.openapi(update, async (c) =>
     c.json(await updateActor(serviceCall(c), c.req.valid("param").actorId, c.req.valid("json")), 200),

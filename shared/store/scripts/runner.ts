@@ -73,3 +73,15 @@ redis.call("ZREM", KEYS[2], ARGV[1])
 if redis.call("HGET", KEYS[3], ARGV[2]) == ARGV[1] then redis.call("HDEL", KEYS[3], ARGV[2]) end
 return n`,
 );
+
+/**
+ * forgetRunnerKey: drop a context's entry of the hint `runner_key:<pubkey>`, but only if it still
+ * names this runner (a runner registered since with the key in that context keeps its entry).
+ *   KEYS[1]  runner_key:<pubkey>   ARGV[1]  context id   ARGV[2]  runner id
+ * Returns 1 dropped, 0 it named another runner (or none).
+ */
+export const forgetRunnerKey = new LuaScript(
+  "forgetRunnerKey",
+  `if redis.call("HGET", KEYS[1], ARGV[1]) == ARGV[2] then return redis.call("HDEL", KEYS[1], ARGV[1]) end
+return 0`,
+);
