@@ -147,7 +147,7 @@ async function openStream(
   since: number | undefined,
   signal: AbortSignal,
 ): Promise<ReadableStream<Uint8Array>> {
-  const response = await source.open(since, signal);
+  const response = await untilAborted(source.open(since, signal), signal);
   if (!response.ok) await readAnswer(response); // throws ApiError
   const type = response.headers.get("content-type") ?? "";
   if (!type.startsWith("text/event-stream") || !response.body) {
@@ -157,6 +157,30 @@ async function openStream(
     );
   }
   return response.body;
+}
+
+/**
+ * `opening`, or its abort's reason as soon as `signal` aborts, whether or not the abort reaches
+ * the request (see readEvents: Node's fetch may have let go of it); an answer that comes after
+ * all has its body cancelled.
+ */
+function untilAborted(opening: Promise<Response>, signal: AbortSignal): Promise<Response> {
+  return new Promise((resolve, reject) => {
+    const abort = () => reject(signal.reason);
+    if (signal.aborted) abort();
+    signal.addEventListener("abort", abort, { once: true });
+    opening.then(
+      (response) => {
+        signal.removeEventListener("abort", abort);
+        if (signal.aborted) void response.body?.cancel().catch(() => undefined);
+        resolve(response);
+      },
+      (error: unknown) => {
+        signal.removeEventListener("abort", abort);
+        reject(error);
+      },
+    );
+  });
 }
 
 /**
@@ -179,6 +203,13 @@ async function* readEvents<T extends { seq: number }>(
   const decoder = new TextDecoder();
   const parser = new SseParser();
   let idle: ReturnType<typeof setTimeout> | undefined;
+  // Aborting the connection cancels the body here, as well as through the request's signal:
+  // Node's fetch follows a Request's signal through weak references, so once the Request was
+  // garbage collected an abort (Ctrl-C, a silent connection) reached no socket and a pending
+  // read waited for ever (`flowc context watch` did not end on Ctrl-C).
+  const cancel = () => void reader.cancel(c.connection.signal.reason).catch(() => undefined);
+  if (c.connection.signal.aborted) cancel();
+  c.connection.signal.addEventListener("abort", cancel, { once: true });
   try {
     for (;;) {
       // Timed only while waiting on the server, not while the caller handles an event.
@@ -200,6 +231,7 @@ async function* readEvents<T extends { seq: number }>(
     }
   } finally {
     if (idle !== undefined) clearTimeout(idle);
+    c.connection.signal.removeEventListener("abort", cancel);
     // A caller that stopped reading (it returned mid-stream) lets go of the connection itself.
     void reader.cancel().catch(() => undefined);
   }

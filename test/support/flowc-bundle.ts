@@ -1,3 +1,4 @@
+import { createHash } from "node:crypto";
 import path from "node:path";
 import { build } from "esbuild";
 
@@ -12,8 +13,18 @@ import { build } from "esbuild";
 
 const root = path.resolve(import.meta.dirname, "../..");
 
-/** Where the bundle is written (global-setup.ts) and run from (flowc.ts). */
-export const FLOWC_BUNDLE = path.join(root, "node_modules", ".cache", "flowc-test", "flowc.mjs");
+/**
+ * Where the bundle is written (global-setup.ts) and run from (flowc.ts): named after the
+ * checkout, since git worktrees may share one node_modules (a symlink) and each must run its
+ * own CLI.
+ */
+export const FLOWC_BUNDLE = path.join(
+  root,
+  "node_modules",
+  ".cache",
+  "flowc-test",
+  `flowc-${createHash("sha256").update(root).digest("hex").slice(0, 12)}.mjs`,
+);
 
 /** Bundles the CLI to FLOWC_BUNDLE (about half a second). */
 export async function buildFlowcBundle(): Promise<void> {

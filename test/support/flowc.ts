@@ -7,12 +7,18 @@ import { runToEnd, watchProcess, type WatchedProcess } from "./process.js";
 
 /**
  * The CLI as a user runs it: a real `flowc` process per command (`node cli/main.ts` bundled once
- * per run, flowc-bundle.ts, for commands that run to their end; through tsx for long-running ones),
- * with an environment of the user's own, so no test ever reads or writes the real
+ * per run, flowc-bundle.ts), with an environment of the user's own, so no test ever reads or writes the real
  * ~/.config/flowc nor takes the caller's FLOWC_* or RUNNER_* settings.
  */
 
 const root = path.resolve(import.meta.dirname, "../..");
+
+/**
+ * How node runs the bundle: from the checkout's own path even where node_modules is a symlink
+ * (a git worktree's), so that `flowc runner start` finds this checkout's runner, not the one
+ * the symlink points into.
+ */
+const BUNDLED = ["--preserve-symlinks-main", FLOWC_BUNDLE];
 
 /** A command that ran to its end. */
 export interface Run {
@@ -32,7 +38,7 @@ export function cleanEnv(): NodeJS.ProcessEnv {
 
 /** Runs `flowc <args>` as its own process, to its end, and collects its output. */
 export async function flowc(args: string[], env: Record<string, string>): Promise<Run> {
-  const run = await runToEnd(process.execPath, [FLOWC_BUNDLE, ...args], {
+  const run = await runToEnd(process.execPath, [...BUNDLED, ...args], {
     cwd: root,
     env: { ...cleanEnv(), NO_COLOR: "1", ...env },
   });
@@ -41,9 +47,10 @@ export async function flowc(args: string[], env: Record<string, string>): Promis
 
 /** Starts `flowc <args>` as a long-running process (`flowc runner start`), its output watched. */
 export function startFlowc(args: string[], env: Record<string, string>): WatchedProcess {
-  // Through tsx, as users run it: a long-running command is stopped by signals, and bundled,
-  // `flowc context watch` did not end on SIGINT (not understood yet: noted for the next session).
-  const child = spawn(process.execPath, ["--import", "tsx", "cli/main.ts", ...args], {
+  // Bundled too: `flowc context watch` once did not end on SIGINT when bundled; the cause was
+  // an abort lost in Node's fetch after a garbage collection (shared/client/events.ts), which
+  // the bundle's fewer allocations only made rarer, not absent.
+  const child = spawn(process.execPath, [...BUNDLED, ...args], {
     cwd: root,
     env: { ...cleanEnv(), NO_COLOR: "1", ...env },
     stdio: ["ignore", "pipe", "pipe"],

@@ -1,5 +1,7 @@
 import http from "node:http";
 import type { AddressInfo } from "node:net";
+import { setFlagsFromString } from "node:v8";
+import { runInNewContext } from "node:vm";
 import { afterEach, describe, expect, it } from "vitest";
 import { actorKeyId, generateKeyPair, importPublicKey, verifyRequest } from "../../shared/auth/index.js";
 import {
@@ -265,4 +267,53 @@ describe("CoordinatorClient.flowEvents", () => {
     expect(seqs).toEqual([1]);
     await gone;
   });
+
+  it("ends when its signal aborts after a garbage collection, closing the connection (Node's fetch let go of the abort)", async () => {
+    // Node's fetch follows a Request's signal through weak references: once the Request was
+    // collected, aborting reached no socket, and `flowc context watch` did not end on Ctrl-C.
+    let closed: () => void = () => {};
+    const gone = new Promise<void>((resolve) => (closed = resolve));
+    const { client } = await serve((_n, _since, res) => {
+      openStream(res);
+      res.write(frame(event(1)));
+      res.on("close", () => closed());
+    });
+    const controller = new AbortController();
+    const events = client.flowEvents(1, 2, { signal: controller.signal, reconnect: fast });
+    expect((await events.next()).value?.seq).toBe(1);
+    const next = events.next(); // waits on the connection
+    await collectGarbage();
+    controller.abort();
+    expect(await within(2_000, next)).toEqual({ done: true, value: undefined });
+    await within(2_000, gone);
+  });
+
+  it("drops a silent connection after a garbage collection too, and resumes on a new one", async () => {
+    const { client, seen } = await serve((n, since, res) => {
+      openStream(res);
+      res.write(frame(event(since + 1)));
+      if (n === 0) setTimeout(() => void collectGarbage(), 50); // then silence
+    });
+    const seqs = await within(5_000, take(client, 2, { reconnect: { ...fast, idleMs: 400 } }));
+    expect(seqs).toEqual([1, 2]);
+    expect(seen.map((s) => s.lastEventId)).toEqual([undefined, "1"]);
+  });
 });
+
+/** Runs a full garbage collection (twice, a tick apart: what a weak reference held goes in the second). */
+async function collectGarbage(): Promise<void> {
+  setFlagsFromString("--expose-gc");
+  const gc = runInNewContext("gc") as () => void;
+  gc();
+  await new Promise((resolve) => setTimeout(resolve, 10));
+  gc();
+}
+
+/** `promise`, or a failure naming the wait once `ms` passed. */
+function within<T>(ms: number, promise: Promise<T>): Promise<T> {
+  let timer: ReturnType<typeof setTimeout> | undefined;
+  const late = new Promise<never>((_, reject) => {
+    timer = setTimeout(() => reject(new Error(`still waiting after ${ms} ms`)), ms);
+  });
+  return Promise.race([promise, late]).finally(() => clearTimeout(timer));
+}
