@@ -12,7 +12,6 @@ import {
   EventSent,
   Flow,
   FlowDag,
-  FlowStatus,
   FlowView,
   Id,
   JobView,
@@ -56,7 +55,7 @@ import {
   triggerSchedule,
 } from "../service/schedules.js";
 
-import { Compensate } from "./schemas.js";
+import { Compensate, FlowListFilters, flowListQuery } from "./schemas.js";
 
 export { method, type Method, type MethodTable } from "./rpc-method.js";
 
@@ -169,10 +168,10 @@ export const METHODS: MethodTable = {
       (await submitFlow(call, context_id, submission, idempotency_key)).view,
   }),
   "flow.list": method({
-    summary: "List a context's flows, optionally in one status (readers)",
-    params: z.object({ context_id: Id, status: FlowStatus.optional(), ...Paging }).strict(),
+    summary: "List a context's flows, optionally by status, name and labels, as GET …/flows does (readers)",
+    params: z.object({ context_id: Id, ...FlowListFilters, ...Paging }).strict(),
     result: pageOf(Flow, "FlowPage"),
-    run: (call, p) => listFlows(call, p.context_id, p.status, p.offset, p.limit),
+    run: (call, p) => listFlows(call, p.context_id, flowListQuery(p)),
   }),
   "flow.load": method({
     summary: "Load a flow with every job's live status (readers); subscribe with since = last_seq for what follows",

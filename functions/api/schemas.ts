@@ -1,5 +1,6 @@
 import { z } from "@hono/zod-openapi";
 import { PROBLEMS, problemUri, type ProblemType } from "../core/problems.js";
+import type { FlowListQuery } from "../../shared/store/index.js";
 import {
   Actor,
   ActorRegistration,
@@ -10,8 +11,12 @@ import {
   ContextLimitsUpdate,
   RetentionUpdate,
   Flow,
+  FLOW_IDENTITY_LIMITS,
+  FlowStatus,
   FlowView,
   KeyRotation,
+  parseLabelFilter,
+  type LabelFilter,
   MAX_ID,
   Message,
   PermissionsUpdate,
@@ -163,3 +168,61 @@ export function body<T extends z.ZodType>(schema: T) {
 
 /** Security requirement naming the HTTP Message Signature scheme. */
 export const signed = [{ httpSignature: [] }];
+
+const { nameChars, labelFilters } = FLOW_IDENTITY_LIMITS;
+
+/** Label filters as given (`label=key:value`, repeated), each checked, read into LabelFilter. */
+const LabelFilters = z.union([z.string(), z.array(z.string())]).transform((given, ctx) => {
+  const texts = typeof given === "string" ? [given] : given;
+  if (texts.length > labelFilters) {
+    ctx.addIssue({ code: "custom", message: `at most ${labelFilters} label filters` });
+    return z.NEVER;
+  }
+  return texts.map((text) => {
+    const filter = parseLabelFilter(text);
+    if (!filter)
+      ctx.addIssue({
+        code: "custom",
+        message: `not a label filter: ${JSON.stringify(text.slice(0, 80))} (key:value, or key alone for any value; keys are letters, digits and _ . / -)`,
+      });
+    return filter ?? { key: "" };
+  });
+});
+
+/**
+ * How a list of flows is narrowed and ordered (`GET …/flows`' query, `flow.list`'s params): a
+ * status (its own index), a name's part and labels (looked for in a window of the index: see
+ * docs/api.md, "Listing flows"), oldest or newest first.
+ */
+export const FlowListFilters = {
+  status: FlowStatus.optional(),
+  name: z
+    .string()
+    .min(1)
+    .max(nameChars)
+    .optional()
+    .describe("Only flows whose name holds this text (case-insensitive)."),
+  label: LabelFilters.optional().describe(
+    `Only flows with this label: \`key:value\`, or \`key\` for any value; repeat it (at most ${labelFilters}) for flows with all of them.`,
+  ),
+  order: z.enum(["oldest", "newest"]).default("oldest").describe("By id: oldest first (the default) or newest first."),
+};
+
+/** The store's query from the filters as validated and a page's offset and limit. */
+export function flowListQuery(q: {
+  status?: FlowStatus | undefined;
+  name?: string | undefined;
+  label?: LabelFilter[] | undefined;
+  order: "oldest" | "newest";
+  offset: number;
+  limit: number;
+}): FlowListQuery {
+  return {
+    ...(q.status ? { status: q.status } : {}),
+    ...(q.name !== undefined ? { name: q.name } : {}),
+    ...(q.label ? { labels: q.label } : {}),
+    newest: q.order === "newest",
+    offset: q.offset,
+    limit: q.limit,
+  };
+}

@@ -3,7 +3,9 @@ import type {
   DeliveryPayload,
   FlowStreamEvent,
   FlowOrigin,
+  FlowIdentity,
   FlowParent,
+  FlowProgress,
   FlowView,
   JobWaiting,
   Log,
@@ -50,6 +52,8 @@ export interface CreateFlowInput {
   template?: FlowOrigin | undefined;
   /** The job that starts the flow, for a child flow (docs/flows.md, "Child flows"). */
   parent?: FlowParent | undefined;
+  /** Its name, labels and the schedule that starts it, kept on its record. */
+  identity?: FlowIdentity | undefined;
   messageBase: number;
   /** Positions of jobs whose ids the caller chose (only those can collide). */
   chosen: number[];
@@ -133,6 +137,8 @@ export interface FlowCoordinatorRpc extends Rpc.DurableObjectBranded {
   rerun(scope: FlowScope, input?: RerunInput): Promise<RpcResult<FlowView>>;
   /** The flow with every job's live status; null when there is no such flow. */
   view(scope: FlowScope, options?: { explain?: boolean }): Promise<RpcResult<FlowView | null>>;
+  /** How many of the flow's jobs are in each status (a list's live progress); null when there is no such flow. */
+  progress(scope: FlowScope): Promise<RpcResult<FlowProgress | null>>;
   /** Applies a runner's event; resolves once the transition is durable. */
   handle(scope: FlowScope, event: FlowEvent, extras?: EventExtras): Promise<RpcResult<EventAnswer>>;
   /**

@@ -1,7 +1,8 @@
 import { DurableObject } from "cloudflare:workers";
 import { nearestDeadline, type FlowEvent, type FlowState } from "../../shared/flow/index.js";
 import { flowChange } from "../../shared/flow/changes.js";
-import type { FlowView } from "../../shared/model/index.js";
+import type { FlowProgress, FlowView } from "../../shared/model/index.js";
+import { flowProgress } from "../../shared/store/flow-records.js";
 import { deadlineOwner, type PurgeOutcome, type Store } from "../../shared/store/index.js";
 import type {
   CreateFlowInput,
@@ -118,6 +119,14 @@ export class FlowCoordinator extends DurableObject<Env> implements FlowCoordinat
       const seq = this.flow.stream.lastSeq();
       const waiting = options.explain ? await explainWaiting(this.env, this.bound(), state) : undefined;
       return { ...flowView(state, waiting), last_seq: seq };
+    });
+  }
+
+  /** How many of its jobs are in each status, for a list's live progress; null when there is no such flow. */
+  async progress(scope: FlowScope): Promise<RpcResult<FlowProgress | null>> {
+    return this.guard(scope, async () => {
+      const state = await this.flow.incarnations.recheck();
+      return state ? flowProgress(state) : null;
     });
   }
 

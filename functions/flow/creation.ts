@@ -40,6 +40,7 @@ export async function createNow(host: CreationHost, scope: FlowScope, input: Cre
     notifyHttps: input.notifyHttps,
     template: input.template,
     parent: input.parent,
+    identity: input.identity,
     jobs: input.jobs,
     messageBase: input.messageBase,
   });

@@ -176,6 +176,7 @@ export function flowView(state: FlowState, dispatch: Map<number, JobWaiting> = n
     ...(due ? { next_deadline: secs(due.at) } : {}),
     ...(state.template ? { template: state.template } : {}),
     ...(state.parent ? { parent: state.parent } : {}),
+    ...state.identity,
     progress,
     jobs,
   };

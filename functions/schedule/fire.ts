@@ -158,9 +158,18 @@ async function start(
   const { context_id: contextId, from_template: ref } = c.record;
   const key = fireKey(c.record.id, fire.at);
   try {
+    const { id } = c.record;
     const { view } = ref
-      ? await startTemplate(c.call, contextId, ref.name, startOf(ref), key, undefined, "from_template")
-      : await submitFlow(c.call, contextId, FlowSubmission.parse({ ...c.record.template, start: true }), key);
+      ? await startTemplate(c.call, contextId, ref.name, startOf(ref), key, undefined, "from_template", undefined, id)
+      : await submitFlow(
+          c.call,
+          contextId,
+          FlowSubmission.parse({ ...c.record.template, start: true }),
+          key,
+          undefined,
+          undefined,
+          id,
+        );
     flowId = view.id;
   } catch (error) {
     const problem = classify(error, "starting the flow");

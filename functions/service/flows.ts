@@ -1,6 +1,14 @@
 import { resolveDag, messagesNeeded, type FlowSubmission } from "../../shared/flow/index.js";
-import type { Context, Flow, FlowOrigin, FlowParent, FlowStatus, FlowView } from "../../shared/model/index.js";
-import type { Page, PushRunnerName, Reservation, ReservedIds } from "../../shared/store/index.js";
+import {
+  identityOf,
+  progressCount,
+  type Context,
+  type Flow,
+  type FlowOrigin,
+  type FlowParent,
+  type FlowView,
+} from "../../shared/model/index.js";
+import type { FlowListQuery, Page, PushRunnerName, Reservation, ReservedIds } from "../../shared/store/index.js";
 import type { FlowCoordinatorRpc } from "../core/contracts.js";
 import { Problem, unwrap, type RpcResult } from "../core/problem.js";
 import { nonceReplayed, type SignatureNonce } from "../core/principal.js";
@@ -24,7 +32,9 @@ import { checkChildTemplates, checkPinnedRunners, createInObject, dagProblem, re
  * submission costs one storage command less, and a replay still creates nothing.
  *
  * A flow started from a template (`origin`, templates.ts) goes the same way; its Idempotency-Key's
- * digest covers the start as asked (name, version, inputs), and its record keeps the version.
+ * digest covers the start as asked (name, version, inputs), and its record keeps the version. A
+ * schedule's fire names the schedule (`scheduleId`), which the flow's record keeps with its name
+ * and labels.
  */
 export async function submitFlow(
   call: FlowCall,
@@ -33,6 +43,7 @@ export async function submitFlow(
   idempotencyKey: string | undefined,
   nonce?: SignatureNonce,
   origin?: TemplateOrigin,
+  scheduleId?: number,
 ): Promise<{ view: FlowView; created: boolean }> {
   const callerId = requireActor(call);
   const context = await contextFor(call, contextId, "admin");
@@ -88,6 +99,7 @@ export async function submitFlow(
     pushRunners,
     template: origin?.ref,
     parent: origin?.parent,
+    identity: identityOf({ name: submission.name, labels: submission.labels, schedule_id: scheduleId }),
   });
   // A template's start chooses no ids, so a flow under its reserved id is its own, made by the
   // first try (from the version that was the latest then, which may have fewer jobs than now's).
@@ -217,14 +229,35 @@ async function takeFlowStart(call: FlowCall, context: Context): Promise<void> {
   );
 }
 
-/** Lists a context's flows, optionally in one status (readers). */
-export async function listFlows(
-  call: FlowCall,
-  contextId: number,
-  status: FlowStatus | undefined,
-  offset: number,
-  limit: number,
-): Promise<Page<Flow>> {
+/**
+ * Lists a context's flows (readers): by id, all or those of one status, narrowed by name and
+ * labels (a filtered page looks through at most FILTER_WINDOW flows: shared/store/flow-list.ts).
+ * Each item has its `progress`: an ended flow's from its record, a created one's from its jobs,
+ * a running one's asked of its object (one call each, side by side; one out of reach is listed
+ * without it).
+ */
+export async function listFlows(call: FlowCall, contextId: number, query: FlowListQuery): Promise<Page<Flow>> {
   await contextFor(call, contextId, "read");
-  return call.store.flows.list(contextId, status, offset, limit);
+  const page = await call.store.flows.list(contextId, query);
+  const items = await Promise.all(page.items.map((flow) => withProgress(call, contextId, flow)));
+  return { ...page, items };
+}
+
+/** A listed flow with its progress (see listFlows). */
+async function withProgress(call: FlowCall, contextId: number, flow: Flow): Promise<Flow> {
+  if (flow.status === "dispatched") {
+    // Not started: every job is as it was made (FlowState's new jobs), nothing to ask.
+    const progress = progressCount(flow.jobs.map(() => "dispatched" as const));
+    return { ...flow, progress };
+  }
+  if (flow.status !== "started" && flow.status !== "compensating") return flow;
+  const scope = callScope(call, contextId, { flowId: flow.id });
+  try {
+    const progress = unwrap(await coordinatorStub(call.env, scope).progress(scope));
+    return progress ? { ...flow, progress } : flow;
+  } catch (error) {
+    console.warn(`flow ${flow.id}: listed without its progress: ${(error as Error).message}`);
+    const { progress: _stale, ...rest } = flow;
+    return rest;
+  }
 }

@@ -80,7 +80,7 @@ async function announceTo(
   reason: string,
 ): Promise<void> {
   for (let offset: number | undefined = 0; offset !== undefined;) {
-    const page: Page<Flow> = await call.store.flows.list(contextId, status, offset, 200);
+    const page: Page<Flow> = await call.store.flows.list(contextId, { status, offset, limit: 200 });
     // One flow out of reach does not keep the others from being told.
     const told = await Promise.allSettled(
       page.items.map(async (flow) => {

@@ -101,7 +101,9 @@ export async function deleteTemplate(call: ServiceCall, contextId: number, name:
  * inputs checked (400 naming `<where>.inputs.<name>`) and put into the flow, which is then
  * submitted as any flow is: the same checks, limits, Idempotency-Key and nonce. `where` names the
  * request's part the inputs came in (`body`, a schedule's `from_template`, a job's `flow`);
- * `parent`, the job that starts it when it is a child flow (kept on its record).
+ * `parent`, the job that starts it when it is a child flow, and `scheduleId`, the schedule whose
+ * fire starts it (both kept on its record). The flow is named after the template unless its file
+ * gives a name.
  */
 export async function startTemplate(
   call: FlowCall,
@@ -112,12 +114,14 @@ export async function startTemplate(
   nonce?: SignatureNonce,
   where = "body",
   parent?: FlowParent,
+  scheduleId?: number,
 ): Promise<{ view: FlowView; created: boolean }> {
   await contextFor(call, contextId, "admin");
   const version = await call.store.templates.read(contextId, name, start.version);
   const submission = flowOf(version, start.inputs, where);
   const origin = { ref: { name, version: version.version }, request: { template: name, ...start }, parent };
-  return submitFlow(call, contextId, { ...submission, start: start.start }, idempotencyKey, nonce, origin);
+  const flow = { ...submission, name: submission.name ?? name, start: start.start };
+  return submitFlow(call, contextId, flow, idempotencyKey, nonce, origin, scheduleId);
 }
 
 /**

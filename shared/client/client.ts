@@ -26,7 +26,6 @@ import {
   RunnerJob,
   RunnerWithDispatch,
   type ActorRegistration,
-  type FlowStatus,
   type Page,
   type ActorUpdate,
   type ContextCreation,
@@ -41,6 +40,7 @@ import { ApiError, readAnswer, type RpcErrorObject } from "./errors.js";
 import { followStream, type StreamOptions, type StreamSource } from "./events.js";
 import { reportsPath, type RunnerReport, type RunnerReportAnswer } from "./reports.js";
 import { LifecycleClient } from "./lifecycle.js";
+import { searchOf, type FlowListOptions, type PageQuery } from "./query.js";
 import { ScheduleClient } from "./schedules.js";
 import { TemplateClient } from "./templates.js";
 
@@ -57,12 +57,6 @@ export interface ClientOptions {
   signer?: RequestSigner;
   /** Sends a request; `fetch` by default (tests pass the Worker's own handler). */
   fetch?: Fetcher;
-}
-
-/** Which page of a list to read: `offset` items skipped, at most `limit`. */
-export interface PageQuery {
-  offset?: number;
-  limit?: number;
 }
 
 /** What a request carries besides its body: extra signatures, extra headers. */
@@ -243,7 +237,8 @@ export class CoordinatorClient {
     return FlowView.parse(await this.request("GET", `/v1/contexts/${contextId}/flows/${flowId}`));
   }
 
-  async listFlows(contextId: number, query: PageQuery & { status?: FlowStatus } = {}): Promise<Page<Flow>> {
+  /** A page of a context's flows, narrowed as FlowListOptions says. */
+  async listFlows(contextId: number, query: FlowListOptions = {}): Promise<Page<Flow>> {
     return this.page(`/v1/contexts/${contextId}/flows`, query, Flow);
   }
 
@@ -359,10 +354,8 @@ export class CoordinatorClient {
   }
 
   /** GETs a page of a list route, each item parsed by `schema`. */
-  private async page<T>(path: string, query: PageQuery & { status?: string }, schema: z.ZodType<T>): Promise<Page<T>> {
-    const search = new URLSearchParams(
-      Object.entries(query).flatMap(([k, v]) => (v === undefined ? [] : [[k, String(v)]])),
-    ).toString();
+  private async page<T>(path: string, query: FlowListOptions, schema: z.ZodType<T>): Promise<Page<T>> {
+    const search = searchOf(query);
     const answer = (await this.request("GET", `${path}${search ? `?${search}` : ""}`)) as Page<unknown>;
     return { ...answer, items: answer.items.map((item) => schema.parse(item)) };
   }

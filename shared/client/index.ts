@@ -1,6 +1,7 @@
 export { CoordinatorClient, signerFromJwk } from "./client.js";
 export type { Page } from "../model/index.js";
-export type { ClientOptions, Countersigner, Fetcher, JobWithStatus, PageQuery, RequestExtras } from "./client.js";
+export type { ClientOptions, Countersigner, Fetcher, JobWithStatus, RequestExtras } from "./client.js";
+export type { FlowListOptions, PageQuery } from "./query.js";
 export { ApiError, parseAnswerBody } from "./errors.js";
 export type { ProblemDocument, RpcErrorObject } from "./errors.js";
 export { DEFAULT_RECONNECT, followStream, sleep, StreamLostError, StreamProtocolError } from "./events.js";

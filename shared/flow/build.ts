@@ -1,4 +1,4 @@
-import type { EnvVars, FlowOrigin, FlowParent } from "../model/index.js";
+import type { EnvVars, FlowIdentity, FlowOrigin, FlowParent } from "../model/index.js";
 import type { DagJob } from "./dag.js";
 import { JobTable } from "./job-table.js";
 import { attemptBlock, type FlowState, type FlowTimeouts, type JobSpec, type JobState } from "./state.js";
@@ -18,6 +18,8 @@ interface NewFlow {
   template?: FlowOrigin | undefined;
   /** The job that started it, for a child flow (FlowState.parent). */
   parent?: FlowParent | undefined;
+  /** Its name, labels and schedule (FlowState.identity), when it has any. */
+  identity?: FlowIdentity | undefined;
   /** Resolved jobs in submission order. */
   jobs: DagJob[];
   /** First of the message ids reserved for this flow: one per possible attempt of every job. */
@@ -104,5 +106,6 @@ export function newFlowState(input: NewFlow): FlowState {
     ...(input.notifyHttps !== undefined ? { notifyHttps: input.notifyHttps } : {}),
     ...(input.template !== undefined ? { template: input.template } : {}),
     ...(input.parent !== undefined ? { parent: input.parent } : {}),
+    ...(input.identity !== undefined ? { identity: input.identity } : {}),
   };
 }

@@ -1,4 +1,11 @@
-import { progressCount, type FlowEventType, type FlowStreamEvent, type JobStatus, type Log } from "../model/index.js";
+import {
+  flowTrigger,
+  progressCount,
+  type FlowEventType,
+  type FlowStreamEvent,
+  type JobStatus,
+  type Log,
+} from "../model/index.js";
 import { changedJobs } from "./draft.js";
 import type { FlowEffect, FlowEvent, Transition } from "./events.js";
 import { jobKey, jobKind } from "./state.js";
@@ -23,14 +30,23 @@ function progressOf(state: FlowState): Record<JobStatus, number> {
   return counts;
 }
 
-/** A change of the flow as a whole, with its job counts (and its run, from a re-run on). */
+/** A change of the flow as a whole, with its job counts and name (and its run, from a re-run on). */
 export function flowChange(
   type: FlowEventType,
   state: FlowState,
   at: number,
   extra: Partial<FlowChange> = {},
 ): FlowChange {
-  return { type, at_ms: at, status: state.status, ...runOf(state), progress: progressOf(state), ...extra };
+  const name = state.identity?.name;
+  return {
+    type,
+    at_ms: at,
+    status: state.status,
+    ...runOf(state),
+    progress: progressOf(state),
+    ...(name !== undefined ? { name } : {}),
+    ...extra,
+  };
 }
 
 /** The run an event of `state` is of, told from the first re-run on (absent: run 1). */
@@ -91,9 +107,13 @@ const REPORTED: Partial<Record<FlowEvent["type"], FlowEventType>> = {
   logs: "job.logs",
 };
 
-/** The flow's first event: it exists, with its jobs not yet started. */
+/** The flow's first event: it exists, with its jobs not yet started; what started it, and its labels. */
 export function createdChange(state: FlowState, at: number): FlowChange {
-  return flowChange("flow.created", state, at);
+  const { labels, schedule_id } = state.identity ?? {};
+  return flowChange("flow.created", state, at, {
+    ...(labels !== undefined ? { labels } : {}),
+    trigger: flowTrigger({ schedule_id, parent: state.parent, template: state.template }),
+  });
 }
 
 /**

@@ -1,4 +1,4 @@
-import type { Flow, Message, RunnerJob } from "../model/index.js";
+import { identityOf, type Flow, type FlowIdentity, type Message, type RunnerJob } from "../model/index.js";
 import { linkedTable, specOf } from "./build.js";
 import { ENDED } from "./draft.js";
 import { readiness } from "./rules.js";
@@ -107,6 +107,7 @@ export function rebuildState(records: StoredRecords): FlowState {
     ...(flow?.max_parallel !== undefined ? { maxParallel: flow.max_parallel } : {}),
     ...(flow?.template !== undefined ? { template: flow.template } : {}),
     ...(flow?.parent !== undefined ? { parent: flow.parent } : {}),
+    ...identityPart(flow),
     ...(flow?.started_at !== undefined ? { startedAt: flow.started_at * 1000 } : {}),
     ...(flow?.compensating_at !== undefined ? { compensatingAt: flow.compensating_at * 1000 } : {}),
     ...(flow?.ended_at !== undefined ? { endedAt: flow.ended_at * 1000 } : {}),
@@ -260,4 +261,10 @@ function jobOf(
 function standaloneStatus(job: RunnerJob | undefined, dispatched: boolean): FlowState["status"] {
   if (job?.status === "finished" || job?.status === "error") return job.status;
   return dispatched ? "started" : "dispatched";
+}
+
+/** The identity a flow's record keeps (FlowState.identity), if it has any. */
+function identityPart(flow: Flow | null | undefined): { identity?: FlowIdentity } {
+  const identity = flow ? identityOf(flow) : undefined;
+  return identity ? { identity } : {};
 }

@@ -4,6 +4,7 @@ import type {
   EnvVars,
   FlowParent,
   FlowErrorInfo,
+  FlowIdentity,
   FlowOrigin,
   FlowStatus,
   FlowTimeoutsRecord,
@@ -201,6 +202,8 @@ export interface FlowState {
   template?: FlowOrigin;
   /** The job that started this flow, for a child flow (its depth bounds its own children). */
   parent?: FlowParent;
+  /** Its name, labels and the schedule that started it, when it has any (kept, shown, never acted on). */
+  identity?: FlowIdentity;
   startedAt?: number;
   /**
    * When its current run began, once it was re-run: the flow's deadline (`timeouts.flow`) counts

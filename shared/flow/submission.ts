@@ -1,7 +1,7 @@
 import { z } from "zod";
 import { EnvVarsInput, Id, Seconds } from "../model/common.js";
 import { ScriptType } from "../model/enums.js";
-import { FlowPriority, MaxParallel } from "../model/flow.js";
+import { FlowLabels, FlowName, FlowPriority, MaxParallel } from "../model/flow.js";
 import { ChildFlowSpec } from "../model/child.js";
 import { JOB_DEFAULTS, LONGEST_WAIT, MapSpec, Needs, WaitSpec } from "../model/job.js";
 import { checkCondition } from "./expression.js";
@@ -151,6 +151,8 @@ export const FlowSubmissionFields = z
     timeouts: MessageTimeouts.default({}),
     priority: FlowPriority.default(0),
     max_parallel: MaxParallel.optional(),
+    name: FlowName.optional(),
+    labels: FlowLabels.optional(),
   })
   .strict();
 

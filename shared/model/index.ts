@@ -4,7 +4,29 @@ export { SIZE_LIMITS, formatBytes, jsonBytes, utf8Bytes } from "./limits.js";
 export { Actor, WHOAMI_RUNNERS, WhoAmI } from "./actor.js";
 export { Context, ContextDetails, ContextLimitsUpdate, FlowStartsPerMinute, MaxInflight } from "./context.js";
 export { ContextStored, DeadLettersMax, EffectiveRetention, RetentionPolicy, RetentionUpdate } from "./retention.js";
-export { Flow, FlowErrorInfo, FlowPriority, FlowTimeoutsRecord, MaxParallel } from "./flow.js";
+export {
+  Flow,
+  FlowErrorInfo,
+  FlowLabels,
+  FlowName,
+  FlowPriority,
+  FlowProgress,
+  FlowTimeoutsRecord,
+  FlowTriggerInfo,
+  MaxParallel,
+} from "./flow.js";
+export {
+  FLOW_IDENTITY_LIMITS,
+  flowTrigger,
+  identityOf,
+  labelsText,
+  matchesFilters,
+  parseLabelFilter,
+  triggerText,
+  type FlowIdentity,
+  type FlowTrigger,
+  type LabelFilter,
+} from "./flow-identity.js";
 export { ChildFlowSpec, FlowParent, MAX_CHILD_DEPTH } from "./child.js";
 export {
   EventName,

@@ -2,6 +2,7 @@ import { z } from "zod";
 import { Id, Log, ResultMap } from "./common.js";
 import { FlowStatus, JobStatus, ScriptType } from "./enums.js";
 import { JobKind, JobOrigin } from "./views.js";
+import { FlowLabels, FlowName, FlowTriggerInfo } from "./flow.js";
 
 /**
  * What happened to a flow, as its event stream tells it. `flow.*` events are about the flow as a
@@ -102,6 +103,12 @@ export const FlowStreamEvent = z
     job: AddedJob.optional(),
     /** For `flow.*`: how many jobs are in each status now. */
     progress: z.record(JobStatus, z.int().min(0)).optional(),
+    /** For `flow.*`: the flow's name, when it has one. */
+    name: FlowName.optional(),
+    /** `flow.created`: the flow's labels, when it has any. */
+    labels: FlowLabels.optional(),
+    /** `flow.created`: what started the flow. */
+    trigger: FlowTriggerInfo.optional(),
   })
   .strict()
   .meta({ id: "FlowStreamEvent" });

@@ -1,7 +1,7 @@
 import { z } from "zod";
 import { EnvVars, Id, ResultMap, Timestamp } from "./common.js";
 import { FlowStatus, JobStatus, ScriptType } from "./enums.js";
-import { FlowErrorInfo, FlowPriority, MaxParallel } from "./flow.js";
+import { FlowErrorInfo, FlowLabels, FlowName, FlowPriority, FlowProgress, MaxParallel } from "./flow.js";
 import { ChildFlowSpec, FlowParent } from "./child.js";
 import { FlowOrigin } from "./template.js";
 
@@ -147,15 +147,11 @@ export const FlowView = z
     template: FlowOrigin.optional(),
     /** The job (of another flow) that started this one, for a child flow. */
     parent: FlowParent.optional(),
-    progress: z.object({
-      total: z.int(),
-      dispatched: z.int(),
-      waiting_for_prerequisites: z.int(),
-      started: z.int(),
-      finished: z.int(),
-      error: z.int(),
-      skipped: z.int(),
-    }),
+    /** The schedule whose fire started it, when one did. */
+    schedule_id: Id.optional(),
+    name: FlowName.optional(),
+    labels: FlowLabels.optional(),
+    progress: FlowProgress,
     jobs: z.array(JobView),
     /** The number of the flow's latest event: subscribe with `since` set to it for what follows. */
     last_seq: z.int().min(0).optional(),

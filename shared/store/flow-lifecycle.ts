@@ -2,6 +2,7 @@ import type { FlowState } from "../flow/index.js";
 import type { Keys } from "../keys.js";
 import { encodePairs } from "./codec.js";
 import type { Op } from "./commit-calls.js";
+import { flowEndFields } from "./flow-records.js";
 import { codecs } from "./layouts.js";
 
 /*
@@ -50,12 +51,13 @@ export function failureOps(keys: Keys, state: FlowState, jobId: number): Op[] {
 }
 
 /**
- * The flow ended: its final status and error (its result is never copied here: the jobs' records
- * hold it and a view gathers it), guarded by ended_at, and its move between the status indexes.
+ * The flow ended: its final status and error, and its job counts for lists (its result is never
+ * copied here: the jobs' records hold it and a view gathers it), guarded by ended_at, and its
+ * move between the status indexes.
  */
 export function endedOps(keys: Keys, state: FlowState, secs: number): Op[] {
   const id = String(state.id);
-  const final = { status: state.status, error: state.error, ended_at: secs, updated_at: secs };
+  const final = flowEndFields(state, secs);
   return [
     ["H", keys.flow(state.contextId, state.id), encodePairs(codecs.flow, final), 1],
     ["R", keys.flowsByStatus(state.contextId, statusBefore(state)), [id]],

@@ -7,7 +7,7 @@ import {
   type FlowState,
   type JobState,
 } from "../flow/index.js";
-import type { Flow, Message, RunnerJob } from "../model/index.js";
+import { progressCount, type Flow, type FlowProgress, type Message, type RunnerJob } from "../model/index.js";
 
 /**
  * The stored records of a flow, built from the machine's state: what `createFlow` writes and
@@ -16,6 +16,16 @@ import type { Flow, Message, RunnerJob } from "../model/index.js";
  */
 
 const seconds = (ms: number) => Math.floor(ms / 1000);
+
+/** How many of the flow's jobs are in each status (what its record keeps once it ended). */
+export function flowProgress(state: FlowState): FlowProgress {
+  return progressCount(state.order.map((id) => state.jobs.job(id).status));
+}
+
+/** What a flow's end writes to its record: its status, error, times and job counts. */
+export function flowEndFields(state: FlowState, secs: number): Partial<Flow> {
+  return { status: state.status, error: state.error, ended_at: secs, updated_at: secs, progress: flowProgress(state) };
+}
 
 /** The flow record as created (status dispatched, no result yet). */
 export function flowRecord(state: FlowState, now: number): Flow {
@@ -34,6 +44,7 @@ export function flowRecord(state: FlowState, now: number): Flow {
     ...(state.maxParallel !== undefined ? { max_parallel: state.maxParallel } : {}),
     ...(state.template !== undefined ? { template: state.template } : {}),
     ...(state.parent !== undefined ? { parent: state.parent } : {}),
+    ...state.identity,
   };
 }
 

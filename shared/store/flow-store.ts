@@ -1,13 +1,14 @@
 import { attemptBlock, type FlowState } from "../flow/index.js";
 import type { Keys } from "../keys.js";
-import type { Flow, FlowStatus, Message, RunnerJob } from "../model/index.js";
+import type { Flow, Message, RunnerJob } from "../model/index.js";
 import { decodeRecord, encodePairs } from "./codec.js";
 import { ConflictError } from "./errors.js";
 import { parsePushRunners, type PushRunnerName } from "./push-runners.js";
 import { flowRecord, jobRecord } from "./flow-records.js";
+import { listFlows, type FlowListQuery } from "./flow-list.js";
 import type { CommitPlan } from "./flow-plan.js";
 import { codecs, layouts } from "./layouts.js";
-import { readHash, readHashes, readIndexPage, toPage, type Page } from "./reads.js";
+import { readHash, readHashes, type Page } from "./reads.js";
 import { callRedis, type Redis } from "./redis.js";
 import { relayClaim, relaySettle, reserveFlow } from "./scripts/flow.js";
 import type { CommitOutcome } from "./commit-claims.js";
@@ -331,13 +332,8 @@ export class FlowStore {
     await relaySettle.run(this.redis, keys, args);
   }
 
-  /** Lists flows, all or those in one status, by id. */
-  async list(contextId: number, status: FlowStatus | undefined, offset: number, limit: number): Promise<Page<Flow>> {
-    const index = status ? this.keys.flowsByStatus(contextId, status) : this.keys.index(contextId, "flow");
-    const { members, total } = await readIndexPage(this.redis, index, offset, limit);
-    const keys = members.map((id) => this.keys.flow(contextId, Number(id)));
-    const hashes = await readHashes(this.redis, keys);
-    const items = hashes.flatMap((h, i) => (h ? [decodeRecord(codecs.flow, keys[i] as string, h)] : []));
-    return toPage(items, offset, members.length, total);
+  /** Lists flows by id, all or those of one status, optionally by name and labels (flow-list.ts). */
+  async list(contextId: number, query: FlowListQuery): Promise<Page<Flow>> {
+    return listFlows(this.redis, this.keys, contextId, query);
   }
 }

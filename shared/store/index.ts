@@ -9,6 +9,7 @@ export type { CreateInput, Patch, RecordRef } from "./repository.js";
 export type { Page } from "./reads.js";
 export { codecs } from "./layouts.js";
 export { FlowStore, type ClaimsOfCommit, type Creation } from "./flow-store.js";
+export { FILTER_WINDOW, type FlowListQuery } from "./flow-list.js";
 export { WAITING_NONE, WAITING_SEVERAL } from "./commit-claims.js";
 export { pushRunnersOf, type PushRunnerName } from "./push-runners.js";
 export type { Claimed, ClaimedRunner, CommitClaim, CommitOutcome } from "./commit-claims.js";

@@ -53,6 +53,10 @@ export const codecs = {
       run_started_at: "int",
       template: "json",
       parent: "json",
+      name: "str",
+      labels: "json",
+      schedule_id: "int",
+      progress: "json",
     },
   },
   job: {

@@ -1,12 +1,15 @@
 import { createRoute, z, type OpenAPIHono } from "@hono/zod-openapi";
 import { FlowSubmission } from "../../../shared/flow/index.js";
-import { FlowDag, FlowStatus } from "../../../shared/model/index.js";
+import { FlowDag } from "../../../shared/model/index.js";
+import { FILTER_WINDOW } from "../../../shared/store/index.js";
 import { flowDag, listFlows, loadFlow, startFlow, submitFlow } from "../../service/flows.js";
 import { deleteFlow } from "../../service/retention.js";
 import { flowCall } from "../call.js";
 import {
   body,
   conflict,
+  FlowListFilters,
+  flowListQuery,
   IdempotencyHeader,
   idempotencyReused,
   json,
@@ -55,9 +58,10 @@ const list = createRoute({
   method: "get",
   path: "/v1/contexts/{contextId}/flows",
   tags: ["flows"],
-  summary: "List flows, optionally by status (readers)",
+  summary: "List flows, optionally by status, name and labels (readers)",
+  description: `By id, oldest first (\`order=newest\`: newest first); \`status\` lists one status's own index. With \`name\` or \`label\`, a page looks through at most ${FILTER_WINDOW} flows of that index from \`offset\` and holds those that match (up to \`limit\`): it may hold fewer, even none, while \`next\` says where the next page goes on. \`total\` counts the flows of the index looked through. Each flow has its \`progress\`: a running flow's live.`,
   security: signed,
-  request: { params: contextParams, query: PageQuery.extend({ status: FlowStatus.optional() }) },
+  request: { params: contextParams, query: PageQuery.extend(FlowListFilters) },
   responses: { 200: json(FlowPage, "A page of flows"), ...signedErrors },
 });
 
@@ -116,8 +120,8 @@ export function registerFlowRoutes(app: OpenAPIHono<AppEnv>): void {
     return created ? c.json(view, 201) : c.json(view, 200);
   });
   app.openapi(list, async (c) => {
-    const { offset, limit, status } = c.req.valid("query");
-    return c.json(await listFlows(flowCall(c), c.req.valid("param").contextId, status, offset, limit), 200);
+    const query = flowListQuery(c.req.valid("query"));
+    return c.json(await listFlows(flowCall(c), c.req.valid("param").contextId, query), 200);
   });
   app.openapi(load, async (c) => {
     const { contextId, flowId } = c.req.valid("param");
