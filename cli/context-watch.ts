@@ -1,5 +1,5 @@
 import type { CoordinatorClient } from "../shared/client/index.js";
-import type { ContextStreamEvent, JobStatus } from "../shared/model/index.js";
+import { labelsText, triggerText, type ContextStreamEvent, type JobStatus } from "../shared/model/index.js";
 import type { Output } from "./output.js";
 import { timestamp } from "./output.js";
 import { rerunText } from "./flow-text.js";
@@ -10,24 +10,31 @@ function progressText(progress: Partial<Record<JobStatus, number>> | undefined):
   const total = Object.values(progress).reduce((sum, n) => sum + n, 0);
   const skipped = progress.skipped ?? 0;
   const done = (progress.finished ?? 0) + (progress.error ?? 0) + skipped;
-  return `  (${done}/${total} jobs ended${skipped > 0 ? `, ${skipped} skipped` : ""})`;
+  return `  (${done}/${total} jobs ended${skipped > 0 ? `, ${skipped} not run` : ""})`;
 }
 
-/** What happened to the flow, in words. */
-function what(event: ContextStreamEvent): string {
+/** A flow's creation: `created (schedule 3; env=prod)`, what started it unless a submission did, and its labels. */
+function createdText(event: Extract<ContextStreamEvent, { flow_seq: number }>): string {
+  const trigger = event.trigger && event.trigger.kind !== "manual" ? triggerText(event.trigger) : "";
+  const about = [trigger, labelsText(event.labels)].filter(Boolean).join("; ");
+  return `created${about ? ` (${about})` : ""}`;
+}
+
+/** What happened to the flow, in plain words (docs/flows.md, "Statuses in plain words"). */
+function what(event: Extract<ContextStreamEvent, { flow_seq: number }>): string {
   switch (event.type) {
     case "flow.created":
-      return "created";
+      return createdText(event);
     case "flow.cancelled":
-      return `cancelled${event.reason ? `: ${event.reason}` : ""}`;
+      return `cancelled${event.reason ? `: ${event.reason.replace(/^cancelled:?\s*/, "")}` : ""}`;
     case "flow.rerun":
       return rerunText(event);
     case "flow.error":
-      return `error${event.error ? `: ${event.error}` : ""}`;
+      return `failed${event.error ? `: ${event.error}` : ""}`;
     case "flow.compensating":
       return `unwinds (compensating)${event.error ? `: ${event.error}` : ""}`;
     case "flow.compensation_failed":
-      return `compensation_failed${event.error ? `: ${event.error}` : ""}`;
+      return `compensation failed${event.error ? `: ${event.error}` : ""}`;
     case "flow.paused":
       return `paused${event.reason ? `: ${event.reason}` : ""}`;
     default:
@@ -41,7 +48,8 @@ export function contextEventLine(event: ContextStreamEvent): string {
   if (event.type === "stream.reset") {
     return `[${event.seq}] ${when} the context no longer keeps the events asked for: flowc flow list ${event.context_id} shows where its flows stand`;
   }
-  return `[${event.seq}] ${when} flow ${event.flow_id} ${what(event)}${progressText(event.progress)}`;
+  const name = event.name !== undefined ? ` (${event.name})` : "";
+  return `[${event.seq}] ${when} flow ${event.flow_id}${name} ${what(event)}${progressText(event.progress)}`;
 }
 
 /**

@@ -1,23 +1,17 @@
-import type {
-  AddedJob,
-  Flow,
-  FlowDag,
-  FlowStreamEvent,
-  FlowView,
-  JobStatus,
-  JobWaiting,
+import {
+  flowTrigger,
+  labelsText,
+  triggerText,
+  type AddedJob,
+  type Flow,
+  type FlowDag,
+  type FlowStreamEvent,
+  type FlowView,
+  type JobWaiting,
 } from "../shared/model/index.js";
+import { formatMs } from "../shared/model/durations.js";
 import { fields, plural, table, timestamp } from "./output.js";
-
-/** One character per job status, so a DAG or a watch reads at a glance. */
-export const STATUS_MARK: Record<JobStatus, string> = {
-  dispatched: "·",
-  waiting_for_prerequisites: "…",
-  started: "→",
-  finished: "✓",
-  error: "✗",
-  skipped: "⤼",
-};
+import { flowWord, flowWords, jobMark, jobWords, type JobFacts } from "./plain.js";
 
 const MAX_VALUE = 40;
 
@@ -81,11 +75,36 @@ export function unwoundLines(view: FlowView, took: string): string[] {
   const keyOf = (id: number) => view.jobs.find((j) => j.id === id)?.key;
   const undone = view.jobs.filter((j) => j.compensates !== undefined && j.status === "finished").length;
   return [
-    `flow ${view.id} ${view.status}${took}: ${flowErrorText(view.error, keyOf)}`,
+    `flow ${view.id} ${flowWord(view)}${took}: ${flowErrorText(view.error, keyOf)}`,
     view.status === "compensated"
       ? `  unwound: ${plural(undone, "compensation")} ran`
       : `  not unwound: flowc flow rerun ${view.context_id} ${view.id} runs the failed compensations again`,
   ];
+}
+
+/** The first line of a flow that ended in error: `flow 3 failed in 9 s: job verify failed: exit code 3`, `flow 3 cancelled: not today`. */
+export function endLine(view: FlowView, seconds: string): string {
+  const { word } = flowWords(view);
+  if (!view.error) return `flow ${view.id} ${word}${seconds}`;
+  if (view.error.job === 0) {
+    // The flow's own error (a cancel, its deadline): a cancel's reason without the word again.
+    const reason = word === "cancelled" ? view.error.reason.replace(/^cancelled:?\s*/, "") : view.error.reason;
+    return `flow ${view.id} ${word}${seconds}${reason ? `: ${reason}` : ""}`;
+  }
+  const failed = view.jobs.find((j) => j.id === view.error?.job);
+  return `flow ${view.id} ${word}${seconds}: job ${failed?.key ?? view.error.name ?? view.error.job} failed: ${view.error.reason}`;
+}
+
+/**
+ * How long a flow ran, ` in 420 ms` (the view's milliseconds, shared/model/durations.ts); from a
+ * coordinator that keeps whole seconds only, ` in 9 s`, or ` in under a second`.
+ */
+export function tookText(view: FlowView): string {
+  if (view.started_at_ms !== undefined && view.ended_at_ms !== undefined)
+    return ` in ${formatMs(view.ended_at_ms - view.started_at_ms)}`;
+  if (view.started_at === undefined || view.ended_at === undefined) return "";
+  const took = view.ended_at - view.started_at;
+  return took === 0 ? " in under a second" : ` in ${took} s`;
 }
 
 /** Whether a flow of this status ended: finished, in error, or unwound. */
@@ -117,22 +136,39 @@ function originText(
   return job.added_by !== undefined ? `added by ${keyOf(job.added_by)}` : "";
 }
 
-/** `flowc flow show`: the flow's fields, then a table of its jobs. */
-export function flowLines(view: FlowView): string[] {
-  const keyOf = new Map(view.jobs.map((j) => [j.id, j.key]));
-  const { progress } = view;
-  const ended = progress.finished + progress.error + progress.skipped;
-  // `started` counts waits and sleeps under way too: they hold no runner, so they are told apart.
+/** Why a job is as it is, without its word (`exit code 3`, not `failed: exit code 3`); undefined when nothing to say. */
+export function whyText(job: JobFacts): string | undefined {
+  const { word, why } = jobWords(job);
+  if (!why) return undefined;
+  return why.startsWith(`${word}:`) ? why.slice(word.length + 1).trim() : why;
+}
+
+/**
+ * How far a flow is, in plain words: `3 of 5 jobs ended (2 finished, 0 failed, 1 not run, 1
+ * running, 1 waiting for an event)`. A wait, a sleep or a map under way holds no runner: each is
+ * told apart from the jobs that run.
+ */
+function progressText(view: FlowView): string {
+  const count = (word: string) => view.jobs.filter((j) => jobWords(j).word === word).length;
   const under = (kind: string) => view.jobs.filter((j) => j.status === "started" && j.kind === kind).length;
-  const waits = under("wait");
-  const sleeps = under("sleep");
-  const maps = under("map");
-  const running = [
-    `${Math.max(0, progress.started - waits - sleeps - maps)} running`,
+  const [waits, sleeps, maps] = [under("wait"), under("sleep"), under("map")];
+  const parts = [
+    `${count("finished")} finished`,
+    `${count("failed")} failed`,
+    ...["cancelled", "not run"].flatMap((word) => (count(word) > 0 ? [`${count(word)} ${word}`] : [])),
+    `${Math.max(0, count("running") - maps)} running`,
     ...(waits > 0 ? [`${waits} waiting for an event`] : []),
     ...(sleeps > 0 ? [`${sleeps} sleeping`] : []),
     ...(maps > 0 ? [`${maps} mapping`] : []),
-  ].join(", ");
+  ];
+  const { progress } = view;
+  const ended = progress.finished + progress.error + progress.skipped;
+  return `${ended} of ${progress.total} jobs ended (${parts.join(", ")})`;
+}
+
+/** `flowc flow show`: the flow's fields, then a table of its jobs. */
+export function flowLines(view: FlowView): string[] {
+  const keyOf = new Map(view.jobs.map((j) => [j.id, j.key]));
   const key = (id: number) => keyOf.get(id) ?? String(id);
   const env = Object.entries(view.env_vars)
     .map(([k, v]) => `${k}=${v}`)
@@ -141,23 +177,24 @@ export function flowLines(view: FlowView): string[] {
     jobLabel(j),
     String(j.id),
     typeText(j),
-    `${STATUS_MARK[j.status]} ${j.status}`,
+    `${jobMark(j)} ${jobWords(j).word}`,
     String(j.attempt),
     j.runner_id === undefined ? "-" : String(j.runner_id),
     [j.depends.map(key).join(", "), originText(j, key)].filter((t) => t !== "").join("; ") || "-",
-    j.status === "error"
-      ? (j.error ?? "error")
-      : j.status === "skipped"
-        ? `skipped: ${j.skip_reason ?? ""}`
-        : j.waiting
-          ? j.waiting.reason === "event" || j.waiting.reason === "sleep"
-            ? waitingText(j.waiting)
-            : `waits: ${waitingText(j.waiting)}`
-          : resultText(j.result ?? {}) || "-",
+    j.status === "error" || j.status === "skipped"
+      ? (whyText(j) ?? "-")
+      : j.waiting
+        ? j.waiting.reason === "event" || j.waiting.reason === "sleep"
+          ? waitingText(j.waiting)
+          : `waits: ${waitingText(j.waiting)}`
+        : resultText(j.result ?? {}) || "-",
   ]);
   return [
     ...fields([
       ["flow", String(view.id)],
+      ...(view.name !== undefined ? ([["name", view.name]] as [string, string][]) : []),
+      ...(view.labels ? ([["labels", labelsText(view.labels)]] as [string, string][]) : []),
+      ["trigger", triggerText(flowTrigger(view))],
       ["context", String(view.context_id)],
       ["caller", `actor ${view.caller_id}`],
       ...(view.template
@@ -166,12 +203,10 @@ export function flowLines(view: FlowView): string[] {
       ...(view.parent
         ? ([["parent", `flow ${view.parent.flow_id} (job ${view.parent.job_id})`]] as [string, string][])
         : []),
-      ["status", view.status],
+      ["status", flowWord(view)],
+      ["priority", String(view.priority)],
       ["run", view.run > 1 ? `${view.run} (re-run ${view.run - 1} time${view.run > 2 ? "s" : ""})` : "1"],
-      [
-        "progress",
-        `${ended} of ${progress.total} jobs ended (${progress.finished} finished, ${progress.error} error, ${progress.skipped > 0 ? `${progress.skipped} skipped, ` : ""}${running})`,
-      ],
+      ["progress", progressText(view)],
       ["started", when(view.started_at)],
       ...(view.compensating_at !== undefined ? [["compensating", when(view.compensating_at)] as [string, string]] : []),
       ["ended", when(view.ended_at)],
@@ -219,7 +254,7 @@ export function dagLines(dag: FlowDag): string[] {
   const ordered = [...dag.nodes].sort((a, b) => (depth.get(a.id) ?? 0) - (depth.get(b.id) ?? 0));
   const keyWidth = Math.max(...ordered.map((n) => jobLabel(n).length));
   const typeWidth = Math.max(...ordered.map((n) => typeText(n).length));
-  const statusWidth = Math.max(...ordered.map((n) => n.status.length));
+  const statusWidth = Math.max(...ordered.map((n) => jobWords(n).word.length));
   const key = (id: number) => keyOf.get(id) ?? String(id);
   // A map's instance hangs below its map (an edge of the DAG), said as which item it is.
   const depsText = (node: FlowDag["nodes"][number]) => {
@@ -234,9 +269,9 @@ export function dagLines(dag: FlowDag): string[] {
     const label = layer === lastLayer ? "" : String(layer);
     lastLayer = layer;
     const text = [
-      `${label.padStart(2)}  ${STATUS_MARK[node.status]} ${jobLabel(node).padEnd(keyWidth)}`,
+      `${label.padStart(2)}  ${jobMark(node)} ${jobLabel(node).padEnd(keyWidth)}`,
       typeText(node).padEnd(typeWidth),
-      node.status.padEnd(statusWidth),
+      jobWords(node).word.padEnd(statusWidth),
       depsText(node).padEnd(depsWidth),
       node.runner_id !== undefined ? `runner ${node.runner_id}` : "",
       // A wait or a sleep under way: what for, and for how long yet.
@@ -246,24 +281,44 @@ export function dagLines(dag: FlowDag): string[] {
   });
   const layerCount = Math.max(0, ...depth.values());
   return [
-    `flow ${dag.flow_id} ${dag.status}: ${plural(dag.nodes.length, "job")} in ${plural(layerCount, "layer")}, ${plural(dag.edges.length, "dependency", "dependencies")} (← reads "depends on")`,
+    `flow ${dag.flow_id} ${flowWord(dag)}: ${plural(dag.nodes.length, "job")} in ${plural(layerCount, "layer")}, ${plural(dag.edges.length, "dependency", "dependencies")} (← reads "depends on")`,
     ...lines,
   ];
 }
 
-/** `flowc flow list`: one row per flow. */
-export function flowRows(flows: Flow[]): string[] {
+/** A listed flow's progress: `3/4` jobs ended (`-/4` when the list does not know). */
+export function progressOf(flow: Pick<Flow, "progress" | "jobs">): string {
+  const p = flow.progress;
+  if (!p) return `-/${flow.jobs.length}`;
+  return `${p.finished + p.error + p.skipped}/${p.total}`;
+}
+
+/**
+ * `flowc flow list`: one row per flow, its name, plain status, what started it, its priority,
+ * how far it is, when it was created and ended, and why it did not finish; its labels too with
+ * `labels`.
+ */
+export function flowRows(flows: Flow[], labels = false): string[] {
   const rows = flows.map((f) => [
     String(f.id),
-    f.status,
-    String(f.jobs.length),
+    f.name ?? "-",
+    flowWord(f),
+    triggerText(flowTrigger(f)),
+    String(f.priority ?? 0),
+    progressOf(f),
     timestamp(f.created_at),
     when(f.ended_at),
-    f.status === "error" || f.status === "compensated" || f.status === "compensation_failed"
-      ? flowErrorText(f.error)
-      : "",
+    ...(labels ? [labelsText(f.labels) || "-"] : []),
+    f.status === "error" || f.status === "compensated" || f.status === "compensation_failed" ? reasonText(f) : "",
   ]);
-  return table(["ID", "STATUS", "JOBS", "CREATED", "ENDED", "ERROR"], rows);
+  const head = ["ID", "NAME", "STATUS", "TRIGGER", "PRIORITY", "PROGRESS", "CREATED", "ENDED"];
+  return table([...head, ...(labels ? ["LABELS"] : []), "WHY"], rows);
+}
+
+/** Why a flow did not finish: its job's failure, or a cancel's reason without the word `cancelled` the status says. */
+function reasonText(flow: Flow): string {
+  const text = flowErrorText(flow.error);
+  return flow.error?.job === 0 ? text.replace(/^cancelled: /, "") : text;
 }
 
 /**

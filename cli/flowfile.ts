@@ -2,6 +2,7 @@ import { readFileSync } from "node:fs";
 import path from "node:path";
 import { isMap, isScalar, isSeq, LineCounter, parseDocument, type Node } from "yaml";
 import type { ApiError } from "../shared/client/index.js";
+import { FLOW_IDENTITY_LIMITS } from "../shared/model/flow-identity.js";
 import { DetailedError } from "./errors.js";
 
 /**
@@ -15,6 +16,8 @@ export interface FlowFile {
   name: string;
   /** The request body as read (env var values coerced to strings, see `stringEnv`). */
   body: Record<string, unknown>;
+  /** The name a flow of this file gets when it gives none: the file's name without its extension (nightly.yaml: nightly). */
+  defaultName: string | undefined;
   /** Where in the file a field of the body is: `{ line, label }` (label as the file spells it). */
   locate(field: string, message?: string): { line: number; label: string };
 }
@@ -46,7 +49,21 @@ export function readFlowFile(given: string, cwd: string): FlowFile {
       const compensate = (job as Record<string, unknown>).compensate;
       if (compensate && typeof compensate === "object") stringEnv(compensate as Record<string, unknown>);
     }
-  return { name: given, body, locate: locator(text) };
+  return { name: given, body, defaultName: nameOfFile(file), locate: locator(text) };
+}
+
+/**
+ * A flow's name from its file's: without the directory and the extension, one line, at most a
+ * flow name's length (FLOW_IDENTITY_LIMITS); undefined when nothing is left.
+ */
+export function nameOfFile(file: string): string | undefined {
+  const bare = path
+    .basename(file)
+    .replace(/\.(ya?ml|json)$/i, "")
+    .replace(/\p{Cc}+/gu, " ")
+    .slice(0, FLOW_IDENTITY_LIMITS.nameChars)
+    .trim();
+  return bare === "" ? undefined : bare;
 }
 
 function parseJson(text: string, name: string): unknown {

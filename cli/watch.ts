@@ -1,10 +1,22 @@
 import { ApiError, type CoordinatorClient } from "../shared/client/index.js";
 import type { FlowStreamEvent, FlowView, JobStatus, JobView, JobWaiting } from "../shared/model/index.js";
-import { formatMs } from "../shared/model/durations.js";
 import { attemptStderr } from "./api.js";
 import { NetworkError } from "./errors.js";
 import { plural, timestamp, type Output } from "./output.js";
-import { addedText, flowEnded, flowLine, jobLabel, leftText, mapLine, resultText, unwoundLines } from "./flow-text.js";
+import {
+  addedText,
+  flowEnded,
+  flowLine,
+  jobLabel,
+  leftText,
+  mapLine,
+  resultText,
+  endLine,
+  tookText,
+  unwoundLines,
+  whyText,
+} from "./flow-text.js";
+import { jobWords, PLAIN_MARK, plainText } from "./plain.js";
 
 /** How long loading the final flow rides out an unreachable or failing coordinator (a restart, a deploy). */
 const OUTAGE_MS = 30_000;
@@ -290,9 +302,9 @@ function sleepLine(key: string, untilMs: number | undefined, now = Date.now()): 
   return `☾ ${key} sleeping until ${timestamp(Math.floor(untilMs / 1000))}, ${leftText(untilMs - now)} left`;
 }
 
-/** `⤼ ship skipped: when is false: …`: a job its flow's rules did not run, and why. */
+/** `⤼ ship not run: when is false: …`: a job its flow's rules skipped, and why. */
 function skippedLine(key: string, reason: string | undefined): string {
-  return `⤼ ${key} skipped${reason ? `: ${reason}` : ""}`;
+  return `⤼ ${key} not run${reason ? `: ${reason}` : ""}`;
 }
 
 function resultPart(result: Record<string, string>): string {
@@ -307,22 +319,11 @@ async function errorLines(
   error: string | undefined,
   failedLines: FailedLines,
 ): Promise<string[]> {
-  // attempt 0: it never ran, because a dependency failed (the error says which).
-  if (attempt === 0) return [`– ${key} ${error ?? "not run"}`];
+  // Not run (attempt 0: a dependency failed, the error says which) or cancelled: no stderr to show.
+  const words = jobWords({ status: "error", attempt, error });
+  if (words.word !== "failed") return [`${PLAIN_MARK[words.word]} ${key} ${plainText(words)}`];
   const which = attempt > 1 ? ` (attempt ${attempt})` : "";
-  return [`✗ ${key} error${which}: ${error ?? "no reason given"}`, ...(await failedLines(jobId, attempt))];
-}
-
-/**
- * How long a flow ran, ` in 420 ms` (the view's milliseconds, shared/model/durations.ts); from a
- * coordinator that keeps whole seconds only, ` in 9 s`, or ` in under a second`.
- */
-function tookText(view: FlowView): string {
-  if (view.started_at_ms !== undefined && view.ended_at_ms !== undefined)
-    return ` in ${formatMs(view.ended_at_ms - view.started_at_ms)}`;
-  if (view.started_at === undefined || view.ended_at === undefined) return "";
-  const took = view.ended_at - view.started_at;
-  return took === 0 ? " in under a second" : ` in ${took} s`;
+  return [`✗ ${key} failed${which}: ${error ?? "no reason given"}`, ...(await failedLines(jobId, attempt))];
 }
 
 /**
@@ -331,21 +332,17 @@ function tookText(view: FlowView): string {
  */
 export function printOutcome({ view, stderr }: WatchOutcome, out: Output): number {
   const seconds = tookText(view);
-  const skipped = view.jobs.filter((j) => j.status === "skipped");
+  // Not run: skipped by the flow's rules, never started because a dependency failed, or left
+  // waiting when the flow ended.
+  const notRun = view.jobs.filter((j) => jobWords(j).word === "not run" || !endedJob(j.status));
   const lines: string[] = [];
   if (view.status === "finished") {
-    lines.push(`flow ${view.id} finished${seconds}${skipped.length > 0 ? ` (${skipped.length} skipped)` : ""}`);
+    lines.push(`flow ${view.id} finished${seconds}${notRun.length > 0 ? ` (${notRun.length} not run)` : ""}`);
   } else if (view.status === "compensated" || view.status === "compensation_failed") {
     lines.push(...unwoundLines(view, seconds));
   } else {
-    const failed = view.error ? view.jobs.find((j) => j.id === view.error?.job) : undefined;
-    const who = view.error
-      ? view.error.job === 0
-        ? "the flow was cancelled"
-        : `job ${failed?.key ?? view.error.name ?? view.error.job} failed`
-      : "";
-    lines.push(`flow ${view.id} error${seconds}${who ? `: ${who}` : ""}${view.error ? `: ${view.error.reason}` : ""}`);
-    for (const text of (failed && stderr.get(failed.id)) || []) lines.push(`  stderr | ${text}`);
+    lines.push(endLine(view, seconds));
+    for (const text of stderr.get(view.error?.job ?? 0) ?? []) lines.push(`  stderr | ${text}`);
   }
   // In the flow's job order, not the order the jobs happened to end in.
   const keys = [
@@ -357,17 +354,13 @@ export function printOutcome({ view, stderr }: WatchOutcome, out: Output): numbe
     lines.push("result:");
     for (const key of keys) lines.push(`  ${key.padEnd(width)}  ${resultText(view.result[key] ?? {}) || "-"}`);
   }
-  if (skipped.length > 0) {
-    // Skipped by the flow's rules (a `when`, `needs`, a wait's timeout): not a failure, said with why.
-    const width = Math.max(...skipped.map((j) => j.key.length));
-    lines.push("skipped:");
-    for (const job of skipped)
-      lines.push(`  ${job.key.padEnd(width)}  ${view.skipped?.[job.key] ?? job.skip_reason ?? "-"}`.trimEnd());
+  if (notRun.length > 0 && view.status !== "compensated" && view.status !== "compensation_failed") {
+    // Each with why: a `when` or `needs` that was not met, a wait's timeout, a dependency that failed.
+    const width = Math.max(...notRun.map((j) => j.key.length));
+    lines.push("not run:");
+    for (const job of notRun)
+      lines.push(`  ${job.key.padEnd(width)}  ${view.skipped?.[job.key] ?? whyText(job) ?? "-"}`.trimEnd());
   }
-  const notRun = view.jobs.filter(
-    (j) => j.status !== "finished" && j.status !== "skipped" && (j.attempt === 0 || j.status !== "error"),
-  );
-  if (view.status === "error" && notRun.length > 0) lines.push(`not run: ${notRun.map((j) => j.key).join(", ")}`);
   out.result(view, lines);
   return view.status === "finished" ? 0 : 1;
 }

@@ -4,6 +4,7 @@ import { pageOptions, pageQuery, parseCount, parseId, parsePairs, type Command, 
 import { fields, table, timestamp } from "../output.js";
 import { actorSession, contextSession, objectSession } from "../session.js";
 import { watchToEnd } from "../watch.js";
+import { flowWord, flowWords, jobWords, plainText } from "../plain.js";
 
 /** Cancel and re-run flows (and jobs outside flows), pause and resume dispatch, read the dead letters. */
 
@@ -35,7 +36,10 @@ const cancel: Command = {
     const reason = invocation.options.string("reason");
     const compensate = invocation.options.flag("compensate");
     const view = await session.client.cancelFlow(contextId, flowId, reason, compensate);
-    invocation.out.result(view, [`flow ${flowId} ${view.status}: ${view.error?.reason ?? "cancelled"}`]);
+    const words = flowWords(view);
+    // A cancel that unwinds says why it unwinds: the cancel's reason.
+    const why = words.why === undefined && view.error ? `: ${view.error.reason}` : "";
+    invocation.out.result(view, [`flow ${flowId} ${plainText(words)}${why}`]);
   },
 };
 
@@ -94,7 +98,7 @@ const rerun: Command = {
     const again = view.jobs
       .filter((j) => j.status !== "finished" && j.status !== "error" && unwinds === (j.compensates !== undefined))
       .map((j) => j.key);
-    const line = `flow ${flowId} ${view.status} again, run ${view.run}${from !== undefined ? ` from ${from}` : ""}: ${again.join(", ") || "nothing left to run"}`;
+    const line = `flow ${flowId} ${flowWord(view)} again, run ${view.run}${from !== undefined ? ` from ${from}` : ""}: ${again.join(", ") || "nothing left to run"}`;
     if (!options.flag("watch")) {
       invocation.out.result(view, [`${line} (watch it with flowc flow watch ${contextId} ${flowId})`]);
       return;
@@ -130,7 +134,9 @@ const cancelJob: Command = {
     const { contextId, callerId, jobId } = loneJob(invocation, "job cancel");
     const session = await actorSession(invocation, "job cancel");
     const job = await session.client.cancelJob(contextId, callerId, jobId, invocation.options.string("reason"));
-    invocation.out.result(job, [`job ${jobId} ${job.status}: ${job.error ?? "cancelled"}`]);
+    const attempt = job.live?.attempt ?? job.attempt ?? 0;
+    const words = jobWords({ status: job.status, attempt, error: job.error ?? "cancelled" });
+    invocation.out.result(job, [`job ${jobId} ${plainText(words)}`]);
   },
 };
 
@@ -145,7 +151,10 @@ const rerunJob: Command = {
     const { contextId, callerId, jobId } = loneJob(invocation, "job rerun");
     const session = await actorSession(invocation, "job rerun");
     const job = await session.client.rerunJob(contextId, callerId, jobId);
-    invocation.out.result(job, [`job ${jobId} ${job.status} again (attempt ${job.live?.attempt ?? job.attempt ?? 0})`]);
+    const attempt = job.live?.attempt ?? job.attempt ?? 0;
+    invocation.out.result(job, [
+      `job ${jobId} ${jobWords({ status: job.status, attempt }).word} again (attempt ${attempt})`,
+    ]);
   },
 };
 

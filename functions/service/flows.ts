@@ -173,6 +173,7 @@ export async function flowDag(call: FlowCall, contextId: number, flowId: number)
   return {
     flow_id: view.id,
     status: view.status,
+    ...(view.error ? { error: view.error } : {}),
     nodes: view.jobs.map((j) => ({
       id: j.id,
       key: j.key,
@@ -183,6 +184,8 @@ export async function flowDag(call: FlowCall, contextId: number, flowId: number)
       ...(j.waiting ? { waiting: j.waiting } : {}),
       attempt: j.attempt,
       ...(j.runner_id !== undefined ? { runner_id: j.runner_id } : {}),
+      ...(j.status === "error" && j.error !== undefined ? { error: j.error } : {}),
+      ...(j.skip_reason !== undefined ? { skip_reason: j.skip_reason } : {}),
       ...(j.compensates !== undefined ? { compensates: j.compensates } : {}),
       ...(j.child_flow_id !== undefined ? { child_flow_id: j.child_flow_id } : {}),
       ...(j.map_of !== undefined ? { map_of: j.map_of } : {}),

@@ -101,6 +101,16 @@ export function plainFlowStatus(flow: FlowStatusFacts): PlainWords {
   }
 }
 
+/**
+ * Plain words as one text: the word, and why after a colon (`failed: exit code 3`). A why that
+ * opens with its word already (`not run: dependency a failed`, a cancel's `cancelled: …`) is
+ * not said twice.
+ */
+export function plainText({ word, why }: PlainWords): string {
+  if (!why) return word;
+  return why === word || why.startsWith(`${word}:`) ? why : `${word}: ${why}`;
+}
+
 /** The CSS-safe name of a plain status (`not run` → `not-run`), for classes such as `plain-not-run`. */
 export function plainClass(word: PlainStatus): string {
   return word.replace(/ /g, "-");

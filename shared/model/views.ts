@@ -168,6 +168,8 @@ export const FlowDag = z
   .object({
     flow_id: z.int().min(0),
     status: FlowStatus,
+    /** Why the flow ended in error, as its view says (a cancel is told by it). */
+    error: FlowErrorInfo.optional(),
     nodes: z.array(
       z
         .object({
@@ -180,6 +182,10 @@ export const FlowDag = z
           waiting: JobWaiting.optional(),
           attempt: z.int().min(0),
           runner_id: Id.optional(),
+          /** Why it failed, was cancelled or never ran (status error). */
+          error: z.string().optional(),
+          /** Why its flow's rules skipped it (status skipped). */
+          skip_reason: z.string().optional(),
           /** A compensation: the job it undoes. */
           compensates: Id.optional(),
           /** A child-flow job: the flow its current attempt started, once known. */

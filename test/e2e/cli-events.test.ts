@@ -85,18 +85,18 @@ describe("flowc event send and flows that react", () => {
       // While it waits: the show and the DAG say what each job is and what the wait waits for.
       const show = ok(await run("flow", "show", contextId, flowId));
       expect(show).toMatch(
-        /^approval +\d+ +wait +→ started .* {2}waiting for event order\.approved with key "42", \d+ min left$/m,
+        /^approval +\d+ +wait +… waiting .* {2}waiting for event order\.approved with key "42", \d+ min left$/m,
       );
-      expect(show).toMatch(/^ship +\d+ +sh +… waiting_for_prerequisites/m);
+      expect(show).toMatch(/^ship +\d+ +sh +… waiting /m);
       // A wait and a sleep under way are not "running": they hold no runner.
       expect(show).toMatch(
         /^progress +[01] of 4 jobs ended \(.*, 0 running, 1 waiting for an event(, 1 sleeping)?\)$/m,
       );
       const dag = ok(await run("flow", "dag", contextId, flowId));
       expect(dag).toMatch(
-        /→ approval +wait +started .*waiting for event order\.approved with key "42", \d+ min left$/m,
+        /… approval +wait +waiting .*waiting for event order\.approved with key "42", \d+ min left$/m,
       );
-      expect(dag).toMatch(/ wrap_up +sleep +waiting_for_prerequisites +← ship, cool_down$/m);
+      expect(dag).toMatch(/ wrap_up +sleep +waiting +← ship, cool_down$/m);
 
       const first = ok(await sendAppr42("--data", "decision=yes", "--data", "by=alice"));
       expect(first).toBe("event appr-42: matched 1 wait, resumed 1\n");
@@ -109,24 +109,24 @@ describe("flowc event send and flows that react", () => {
       expectOneErrorLine(other, 1, /^flowc: 409 .*appr-42/);
 
       expect(await watch.exited, watch.output()).toEqual({ code: 0, signal: null });
-      await watch.waitForLine(/^skipped:$/);
+      await watch.waitForLine(/^not run:$/);
       const out = watch.stdout();
       expect(out).toMatch(/^ {2}\[\d\/4\] ✓ approval finished {2}.*event_id=appr-42$/m);
-      expect(out).toMatch(/^ {2}\[\d\/4\] ⤼ ship skipped: when is false: deps\.approval\.decision == "no"$/m);
+      expect(out).toMatch(/^ {2}\[\d\/4\] ⤼ ship not run: when is false: deps\.approval\.decision == "no"$/m);
       expect(out).toMatch(/^ {2}\[\d\/4\] ☾ wrap_up sleeping until \S+Z, \d s left$/m);
       expect(out).toMatch(/^ {2}\[4\/4\] ✓ wrap_up finished {2}slept_until=/m);
-      expect(out).toMatch(new RegExp(`^flow ${flowId} finished( in .*)? \\(1 skipped\\)$`, "m"));
-      expect(out).toMatch(/^skipped:\n {2}ship {2}when is false: deps\.approval\.decision == "no"\n?$/m);
+      expect(out).toMatch(new RegExp(`^flow ${flowId} finished( in .*)? \\(1 not run\\)$`, "m"));
+      expect(out).toMatch(/^not run:\n {2}ship {2}when is false: deps\.approval\.decision == "no"\n?$/m);
       expect(watch.stderr()).toBe("");
 
       // Ended: the show and the DAG tell the skip; a watch of the ended flow ends at once, exit 0.
       const after = ok(await run("flow", "show", contextId, flowId));
-      expect(after).toMatch(/^progress +4 of 4 jobs ended \(3 finished, 0 error, 1 skipped, 0 running\)$/m);
-      expect(after).toMatch(/^ship +\d+ +sh +⤼ skipped .*skipped: when is false: deps\.approval\.decision == "no"$/m);
-      expect(ok(await run("flow", "dag", contextId, flowId))).toMatch(/⤼ ship +sh +skipped +← approval$/m);
+      expect(after).toMatch(/^progress +4 of 4 jobs ended \(3 finished, 0 failed, 1 not run, 0 running\)$/m);
+      expect(after).toMatch(/^ship +\d+ +sh +⤼ not run .* when is false: deps\.approval\.decision == "no"$/m);
+      expect(ok(await run("flow", "dag", contextId, flowId))).toMatch(/⤼ ship +sh +not run +← approval$/m);
       const rewatch = ok(await run("flow", "watch", contextId, flowId));
-      expect(rewatch).toMatch(/^ {2}\[\d\/4\] ⤼ ship skipped: when is false/m);
-      expect(rewatch).toMatch(new RegExp(`^flow ${flowId} finished.* \\(1 skipped\\)$`, "m"));
+      expect(rewatch).toMatch(/^ {2}\[\d\/4\] ⤼ ship not run: when is false/m);
+      expect(rewatch).toMatch(new RegExp(`^flow ${flowId} finished.* \\(1 not run\\)$`, "m"));
       const view = JSON.parse(ok(await run("flow", "show", contextId, flowId, "--json"))) as FlowView;
       expect(view.skipped).toEqual({ ship: 'when is false: deps.approval.decision == "no"' });
     } finally {
@@ -142,7 +142,7 @@ describe("flowc event send and flows that react", () => {
     const waiting = ok(await run("flow", "submit", contextId, orderFlow("55"), "--start"));
     const waitingId = flowIdOf(waiting);
     expect(ok(await run("flow", "show", contextId, waitingId))).toMatch(
-      /^approval +\d+ +wait +→ started .* {2}waiting for event order\.approved with key "55"/m,
+      /^approval +\d+ +wait +… waiting .* {2}waiting for event order\.approved with key "55"/m,
     );
     await fixture.admin().client.cancelFlow(Number(contextId), Number(waitingId), "not kept");
 
@@ -168,8 +168,8 @@ describe("flowc event send and flows that react", () => {
     const watched = await run("flow", "submit", contextId, orderFlow("77"), "--start", "--watch");
     const out = ok(watched);
     expect(out).toMatch(/^ {2}\[\d\/4\] ✓ approval finished {2}.*event_id=early-77/m);
-    expect(out).toMatch(/⤼ ship skipped: when is false/);
-    expect(out).toMatch(/^flow \d+ finished.* \(1 skipped\)$/m);
+    expect(out).toMatch(/⤼ ship not run: when is false/);
+    expect(out).toMatch(/^flow \d+ finished.* \(1 not run\)$/m);
 
     const cleared = ok(await run("context", "limits", contextId, "--event-lookback", "none"));
     expect(cleared).toMatch(/^event lookback +none \(an event reaches only the waits already waiting\)$/m);
@@ -177,10 +177,10 @@ describe("flowc event send and flows that react", () => {
     expect(shown.event_lookback).toBeUndefined();
   });
 
-  it("counts skipped jobs as ended in context watch", async () => {
+  it("counts skipped jobs as ended (not run) in context watch, each flow with its name", async () => {
     const watch = startFlowc(["context", "watch", contextId, "--since", "0"], env);
     try {
-      await watch.waitForLine(/ flow \d+ finished {2}\(4\/4 jobs ended, 1 skipped\)$/);
+      await watch.waitForLine(/ flow \d+ \(order-\d+\) finished {2}\(4\/4 jobs ended, 1 not run\)$/);
       watch.child.kill("SIGINT");
       expect((await watch.exited).code).toBe(0);
     } finally {

@@ -93,9 +93,11 @@ describe("flowc flows", () => {
     expect(run.code, run.stdout + run.stderr).toBe(0);
     expect(run.stderr).toBe("");
     expect(run.stdout).not.toContain("\x1b"); // not a terminal: plain lines only
-    diamondId = /^flow (\d+) submitted to context \d+ \(4 jobs: fetch, square, double, sum\); started$/m.exec(
-      run.stdout,
-    )?.[1] as string;
+    // Named after its file, running in plain words.
+    diamondId =
+      /^flow (\d+) submitted to context \d+ as "diamond" \(4 jobs: fetch, square, double, sum\); running$/m.exec(
+        run.stdout,
+      )?.[1] as string;
     expect(Number(diamondId)).toBeGreaterThan(0);
     const lines = run.stdout.split("\n");
     for (const [key, result] of [
@@ -132,21 +134,72 @@ describe("flowc flows", () => {
 
     const show = await owner.run("flow", "show", contextId, diamondId);
     expect(show.code, show.stderr).toBe(0);
+    expect(show.stdout).toMatch(/^name\s+diamond$/m);
+    expect(show.stdout).toMatch(/^trigger\s+manual$/m);
     expect(show.stdout).toMatch(/^status\s+finished$/m);
-    expect(show.stdout).toMatch(/^progress\s+4 of 4 jobs ended \(4 finished, 0 error, 0 running\)$/m);
+    expect(show.stdout).toMatch(/^progress\s+4 of 4 jobs ended \(4 finished, 0 failed, 0 running\)$/m);
     expect(show.stdout).toMatch(/^env_vars\s+BASE=7, UNIT=widgets$/m);
     expect(show.stdout).toMatch(/^sum\s+\d+\s+python\s+✓ finished\s+1\s+\d+\s+square, double\s+total=63$/m);
 
     const list = await owner.run("flow", "list", contextId, "--status", "finished");
     expect(list.code, list.stderr).toBe(0);
-    expect(list.stdout).toMatch(/^ID\s+STATUS\s+JOBS\s+CREATED\s+ENDED\s+ERROR$/m);
-    expect(list.stdout).toMatch(new RegExp(`^${diamondId}\\s+finished\\s+4\\s+\\S+Z\\s+\\S+Z$`, "m"));
+    expect(list.stdout).toMatch(/^ID\s+NAME\s+STATUS\s+TRIGGER\s+PRIORITY\s+PROGRESS\s+CREATED\s+ENDED\s+WHY$/m);
+    expect(list.stdout).toMatch(
+      new RegExp(`^${diamondId}\\s+diamond\\s+finished\\s+manual\\s+0\\s+4/4\\s+\\S+Z\\s+\\S+Z$`, "m"),
+    );
     expect(list.stdout).toMatch(/finished flows? in context \d+$/m);
     expectOneErrorLine(
       await owner.run("flow", "list", contextId, "--status", "done"),
       2,
-      /--status must be one of dispatched, started, error, finished/,
+      /--status must be one of created, running, failed, compensation-failed, dispatched, started, error, finished/,
     );
+  });
+
+  it("names flows after their files or --name, labels them, and lists them by name, label and status", async () => {
+    const other = /^context (\d+) created/.exec((await owner.run("context", "create")).stdout)?.[1] as string;
+    const submit = async (...args: string[]) => {
+      const run = await owner.run("flow", "submit", other, example("diamond.yaml"), ...args);
+      expect(run.code, run.stderr).toBe(0);
+      return /^flow (\d+) /m.exec(run.stdout)?.[1] as string;
+    };
+    const plain = await submit();
+    const prod = await submit("--name", "nightly diamond", "--label", "env=prod", "--label", "team=data");
+    const dev = await submit("--name", "nightly diamond", "--label", "env=dev");
+    const shown = await owner.run("flow", "show", other, prod);
+    expect(shown.stdout).toMatch(/^name\s+nightly diamond$/m);
+    expect(shown.stdout).toMatch(/^labels\s+env=prod team=data$/m);
+    expect(shown.stdout).toMatch(/^status\s+created$/m);
+
+    const byName = await owner.run("flow", "list", other, "--name", "NIGHTLY", "--newest");
+    expect(byName.code, byName.stderr).toBe(0);
+    const ids = (text: string) => [...text.matchAll(/^(\d+) {2,}/gm)].map((m) => m[1]);
+    expect(ids(byName.stdout)).toEqual([dev, prod]);
+    expect(byName.stdout).toMatch(/^2 flows matched in context \d+$/m);
+    const byLabel = await owner.run("flow", "list", other, "--label", "env=prod", "--label", "team", "--show-labels");
+    expect(byLabel.stdout).toMatch(
+      /^ID\s+NAME\s+STATUS\s+TRIGGER\s+PRIORITY\s+PROGRESS\s+CREATED\s+ENDED\s+LABELS\s+WHY$/m,
+    );
+    expect(byLabel.stdout).toMatch(
+      new RegExp(
+        `^${prod}\\s+nightly diamond\\s+created\\s+manual\\s+0\\s+0/4\\s+\\S+Z\\s+-\\s+env=prod team=data$`,
+        "m",
+      ),
+    );
+    expect(ids(byLabel.stdout)).toEqual([prod]);
+    const created = await owner.run("flow", "list", other, "--status", "created", "--name", "diamond");
+    expect(ids(created.stdout)).toEqual([plain, prod, dev]);
+    const none = await owner.run("flow", "list", other, "--label", "env:staging");
+    expect(none.stdout.trim()).toBe(`no flow matches in context ${other} at this offset`);
+    expectOneErrorLine(
+      await owner.run("flow", "list", other, "--label", "bad key=x"),
+      1,
+      /^flowc: 400 .*query\.label.*not a label filter/,
+    );
+    const json = JSON.parse((await owner.run("flow", "list", other, "--label", "env=dev", "--json")).stdout) as {
+      items: { id: number; status: string; labels: Record<string, string> }[];
+    };
+    // --json keeps the API's own names.
+    expect(json.items.map((f) => [f.id, f.status, f.labels])).toEqual([[Number(dev), "dispatched", { env: "dev" }]]);
   });
 
   it("exits 1 for the failing flow, naming the job and its reason, and never runs its dependent", async () => {
@@ -154,19 +207,21 @@ describe("flowc flows", () => {
     expect(run.code, run.stdout + run.stderr).toBe(1);
     failingId = /^flow (\d+) submitted/m.exec(run.stdout)?.[1] as string;
     expect(run.stdout).toMatch(/^ {2}\[\d\/3\] ✓ download finished {2}bytes=1024, checksum=5e8848$/m);
-    expect(run.stdout).toMatch(/^ {2}\[\d\/3\] ✗ verify error: exit code 3$/m);
+    expect(run.stdout).toMatch(/^ {2}\[\d\/3\] ✗ verify failed: exit code 3$/m);
     expect(run.stdout).toMatch(/^\s+stderr \| checksum mismatch: expected 9f86d0, got 5e8848$/m);
     expect(run.stdout).toMatch(/^ {2}\[3\/3\] – publish not run: dependency verify failed$/m);
-    expect(run.stdout).toMatch(new RegExp(`^flow ${failingId} error.*: job verify failed: exit code 3$`, "m"));
-    expect(run.stdout).toMatch(/^not run: publish$/m);
+    expect(run.stdout).toMatch(new RegExp(`^flow ${failingId} failed.*: job verify failed: exit code 3$`, "m"));
+    expect(run.stdout).toMatch(/^not run:\n {2}publish {2}dependency verify failed$/m);
 
     const show = await owner.run("flow", "show", contextId, failingId);
-    expect(show.stdout).toMatch(/^publish\s+\d+\s+sh\s+✗ error\s+0\s+-\s+verify\s+not run: dependency verify failed$/m);
+    expect(show.stdout).toMatch(/^publish\s+\d+\s+sh\s+– not run\s+0\s+-\s+verify\s+dependency verify failed$/m);
     // The runner logs a job's end once its result was answered: the flow may end first.
     await runner?.waitForLine(/\(verify, flow \d+, attempt 1, python\) end: error/);
     expect(runner?.output()).not.toMatch(/\(publish, /);
-    const listed = await owner.run("flow", "list", contextId, "--status", "error");
-    expect(listed.stdout).toMatch(new RegExp(`^${failingId}\\s+error\\s+3\\s+.*job verify failed: exit code 3$`, "m"));
+    const listed = await owner.run("flow", "list", contextId, "--status", "failed");
+    expect(listed.stdout).toMatch(
+      new RegExp(`^${failingId}\\s+failing\\s+failed\\s+manual\\s+0\\s+3/3\\s+.*job verify failed: exit code 3$`, "m"),
+    );
   });
 
   it("points at the line of a YAML or JSON syntax error, and at the field the coordinator refused", async () => {
@@ -306,7 +361,7 @@ describe("flowc flows", () => {
     // The failing job fails again the same way; what matters is that only it (and not download) runs again.
     const rerun = await owner.run("flow", "rerun", contextId, failingId);
     expect(rerun.code, rerun.stderr).toBe(0);
-    expect(rerun.stdout).toMatch(new RegExp(`^flow ${failingId} started again, run 2: verify, publish`, "m"));
+    expect(rerun.stdout).toMatch(new RegExp(`^flow ${failingId} running again, run 2: verify, publish`, "m"));
     const watched = await owner.run("flow", "watch", contextId, failingId);
     expect(watched.code).toBe(1);
     expect(runner?.output().match(/\(download, flow \d+, attempt \d+, sh\) start/g) ?? []).toHaveLength(1);
@@ -317,7 +372,7 @@ describe("flowc flows", () => {
     const held = await owner.run("flow", "submit", contextId, example("diamond.yaml"), "--start");
     const heldId = /^flow (\d+) submitted/m.exec(held.stdout)?.[1] as string;
     const cancelled = await owner.run("flow", "cancel", contextId, heldId, "--reason", "not today");
-    expect(cancelled.stdout).toMatch(new RegExp(`^flow ${heldId} error: cancelled: not today$`, "m"));
+    expect(cancelled.stdout).toMatch(new RegExp(`^flow ${heldId} cancelled: not today$`, "m"));
     // The flow's own reason, said once (it read "cancelled: cancelled: not today").
     expect((await owner.run("flow", "show", contextId, heldId)).stdout).toMatch(/^error\s+cancelled: not today$/m);
     expect((await owner.run("context", "resume", contextId)).stdout).toMatch(/dispatch resumed$/m);

@@ -105,7 +105,7 @@ describe("flowc job", () => {
     await until(job, "started");
     const cancelled = await owner.run("job", "cancel", context, caller, job, "--reason", "enough");
     expect(cancelled.code, cancelled.stderr).toBe(0);
-    expect(cancelled.stdout.trim()).toBe(`job ${job} error: cancelled: enough`);
+    expect(cancelled.stdout.trim()).toBe(`job ${job} cancelled: enough`);
     // Stopped at its runner: by the cancel sent to it, or, should that one POST not get through
     // (CI once saw it arrive 20 s late on a loaded machine), at its next heartbeat, which the
     // coordinator refuses as stale: the runner then abandons the job.
@@ -148,7 +148,7 @@ describe("flowc flow rerun --from", () => {
 
     const rerun = await owner.run("flow", "rerun", context, flowId, "--from", "b", "--env", "INPUT_N=2", "--watch");
     expect(rerun.code, rerun.stderr).toBe(0);
-    expect(rerun.stdout).toMatch(new RegExp(`^flow ${flowId} started again, run 2 from b: b$`, "m"));
+    expect(rerun.stdout).toMatch(new RegExp(`^flow ${flowId} running again, run 2 from b: b$`, "m"));
     const shown = await owner.run("flow", "show", context, flowId, "--json");
     const view = JSON.parse(shown.stdout) as FlowView;
     expect([view.status, view.run, view.env_vars]).toEqual(["finished", 2, { INPUT_N: "2" }]);

@@ -109,6 +109,13 @@ describe("flowc template", () => {
 
     const show = await owner.run("flow", "show", contextId, flowId as string);
     expect(show.stdout).toMatch(/^template\s+report version 1$/m);
+    // Named after its template, and listed with it as its trigger.
+    expect(show.stdout).toMatch(/^name\s+report$/m);
+    expect(show.stdout).toMatch(/^trigger\s+template report v1$/m);
+    const listed = await owner.run("flow", "list", contextId, "--name", "report");
+    expect(listed.stdout).toMatch(
+      new RegExp(`^${flowId}\\s+report\\s+finished\\s+template report v1\\s+0\\s+3/3\\s`, "m"),
+    );
     expect(show.stdout).toMatch(/^env_vars\s+TITLE=report for us, INPUT_REGION=us, INPUT_DAYS=3, INPUT_PUBLISH=true$/m);
 
     // The defaults: eu, 7 days, not published (the when is false).
@@ -143,6 +150,7 @@ describe("flowc template", () => {
       // draws the job as that child flow.
       const childText = await owner.run("flow", "show", contextId, String(childId));
       expect(childText.stdout).toMatch(new RegExp(`^parent\\s+flow ${view.id} \\(job ${job?.id}\\)$`, "m"));
+      expect(childText.stdout).toMatch(new RegExp(`^trigger\\s+parent flow ${view.id}$`, "m"));
       const shown = await owner.run("flow", "show", contextId, String(view.id));
       expect(shown.stdout).toMatch(new RegExp(`^${name}\\s+${job?.id}\\s+⇣ flow ${childId}\\s+✓ finished`, "m"));
       expect(shown.stdout).not.toMatch(/^parent/m);
@@ -197,6 +205,9 @@ describe("flowc template", () => {
       { name: "report", version: 1 },
       { rows: "70", region: "asia" },
     ]);
+    expect([view.name, view.schedule_id]).toEqual(["report", Number(scheduleId)]);
+    const listed = await owner.run("flow", "list", contextId, "--newest", "--limit", "1");
+    expect(listed.stdout).toMatch(new RegExp(`^${flowId}\\s+report\\s+finished\\s+schedule ${scheduleId}\\s`, "m"));
     expect((await owner.run("schedule", "delete", contextId, scheduleId)).code).toBe(0);
 
     expectOneErrorLine(

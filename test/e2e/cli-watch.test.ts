@@ -130,7 +130,7 @@ describe("flowc flow watch", () => {
       await watch.waitForLine(/is not started yet/);
       await fixture.admin().client.startFlow(contextId, flowId);
       expect((await watch.exited).code, watch.output()).toBe(1);
-      await watch.waitForLine(/^not run: after$/);
+      await watch.waitForLine(/^ {2}after {2}dependency flaky failed$/);
       const out = watch.stdout();
       expect(out).toMatch(
         new RegExp(
@@ -138,12 +138,13 @@ describe("flowc flow watch", () => {
           "m",
         ),
       );
-      expect(out).toMatch(/^ {2}\[\d\/2\] ✗ flaky error \(attempt 2\): exit code 4\n\s+stderr \| flaky says no$/m);
+      expect(out).toMatch(/^ {2}\[\d\/2\] ✗ flaky failed \(attempt 2\): exit code 4\n\s+stderr \| flaky says no$/m);
       expect(out).toMatch(/^ {2}\[2\/2\] – after not run: dependency flaky failed$/m);
+      expect(out).toMatch(/^not run:\n {2}after {2}dependency flaky failed$/m);
       expect(out).toMatch(
-        new RegExp(`^flow ${flowId} error.*: job flaky failed: exit code 4\\n {2}stderr \\| flaky says no$`, "m"),
+        new RegExp(`^flow ${flowId} failed.*: job flaky failed: exit code 4\\n {2}stderr \\| flaky says no$`, "m"),
       );
-      expect(linesOf(watch, /✗ flaky error/)).toHaveLength(1);
+      expect(linesOf(watch, /✗ flaky failed/)).toHaveLength(1);
     } finally {
       await watch.kill();
     }

@@ -69,9 +69,9 @@ describe("npm start", () => {
         /^flow \d+ finished.*\nresult:\n {2}fetch {3}n=7\n {2}square {2}n=49\n {2}double {2}n=14\n {2}sum {5}total=63\n/m,
       );
       expect(output).toMatch(/^ 3 {2}✓ sum {5}python {2}finished {2}← square, double/m);
-      expect(output).toMatch(/^ {2}\[\d\/3\] ✗ verify error: exit code 3$/m);
-      expect(output).toMatch(/^flow \d+ error.*: job verify failed: exit code 3$/m);
-      expect(output).toMatch(/^not run: publish$/m);
+      expect(output).toMatch(/^ {2}\[\d\/3\] ✗ verify failed: exit code 3$/m);
+      expect(output).toMatch(/^flow \d+ failed.*: job verify failed: exit code 3$/m);
+      expect(output).toMatch(/^not run:\n {2}publish {2}dependency verify failed$/m);
       // The saga failed at ship and unwound: the refund, then the booking's cancellation.
       expect(output).toMatch(/^flow \d+ compensated.*: job ship failed: exit code 4$/m);
       expect(output).toMatch(/✓ ↩ charge\.compensate finished {2}refund=RF-PAY-77/);

@@ -1,5 +1,5 @@
 import { describe, expect, it } from "vitest";
-import { plainClass, plainFlowStatus, plainJobStatus } from "../../shared/model/plain-status.js";
+import { plainClass, plainFlowStatus, plainJobStatus, plainText } from "../../shared/model/plain-status.js";
 
 describe("plain statuses", () => {
   it("words a job by its API status, attempt and error", () => {
@@ -35,5 +35,13 @@ describe("plain statuses", () => {
     expect(plainFlowStatus({ status: "error", error: { job: 3, reason: "cancelled: x" } }).word).toBe("failed");
     expect(plainFlowStatus({ status: "compensation_failed" }).word).toBe("compensation failed");
     expect(plainClass("not run")).toBe("not-run");
+  });
+
+  it("says the words as one text, a why that opens with its word not said twice", () => {
+    expect(plainText({ word: "running" })).toBe("running");
+    expect(plainText({ word: "failed", why: "exit code 3" })).toBe("failed: exit code 3");
+    expect(plainText({ word: "not run", why: "not run: dependency a failed" })).toBe("not run: dependency a failed");
+    expect(plainText({ word: "cancelled", why: "cancelled: by an admin" })).toBe("cancelled: by an admin");
+    expect(plainText({ word: "not run", why: "when is false" })).toBe("not run: when is false");
   });
 });
