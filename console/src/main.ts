@@ -40,7 +40,7 @@ function draw(route: Route): void {
       contextsPage(ctx);
       break;
     case "flows":
-      flowsPage(ctx, route.contextId, route.status);
+      flowsPage(ctx, route.contextId, route);
       break;
     case "flow":
       handle = flowPage(ctx, route.contextId, route.flowId, route.jobId);

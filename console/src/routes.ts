@@ -6,7 +6,7 @@ import { TEMPLATE_NAME } from "../../shared/model/template-name.js";
  */
 export type Route =
   | { page: "contexts" }
-  | { page: "flows"; contextId: number; status?: string }
+  | ({ page: "flows"; contextId: number } & FlowFilters)
   | { page: "flow"; contextId: number; flowId: number; jobId?: number }
   | { page: "runners"; contextId: number }
   | { page: "deadletters"; contextId: number }
@@ -15,6 +15,13 @@ export type Route =
   | { page: "schedules"; contextId: number }
   | { page: "schedule"; contextId: number; scheduleId: number }
   | { page: "missing"; hash: string };
+
+/** What a context's list of flows is narrowed to: a status (the API's name), a part of the name, labels (`key:value`). */
+export interface FlowFilters {
+  status?: string;
+  name?: string;
+  labels?: string[];
+}
 
 const FLOW_STATUSES = new Set([
   "dispatched",
@@ -35,10 +42,7 @@ export function parseRoute(hash: string): Route {
   const contextId = parts[0] === "contexts" ? id(parts[1]) : undefined;
   if (contextId === undefined) return { page: "missing", hash };
   const [section, second, third, fourth] = parts.slice(2);
-  if (section === undefined || (section === "flows" && second === undefined)) {
-    const status = new URLSearchParams(query).get("status") ?? undefined;
-    return status && FLOW_STATUSES.has(status) ? { page: "flows", contextId, status } : { page: "flows", contextId };
-  }
+  if (section === undefined || (section === "flows" && second === undefined)) return flowsRoute(contextId, query);
   if (section === "flows") {
     const flowId = id(second);
     if (flowId === undefined) return { page: "missing", hash };
@@ -58,6 +62,31 @@ export function parseRoute(hash: string): Route {
   return { page: "missing", hash };
 }
 
+/** A context's list of flows, with the filters its query gives (an unknown status is left out). */
+function flowsRoute(contextId: number, query: string): Route {
+  const params = new URLSearchParams(query);
+  const status = params.get("status") ?? "";
+  const name = params.get("name") ?? "";
+  const labels = params.getAll("label").filter(Boolean);
+  return {
+    page: "flows",
+    contextId,
+    ...(FLOW_STATUSES.has(status) ? { status } : {}),
+    ...(name ? { name } : {}),
+    ...(labels.length > 0 ? { labels } : {}),
+  };
+}
+
+/** A list's filters as a query (`?status=error&name=x&label=env:prod`), or "" when there are none. */
+function filtersQuery(filters: FlowFilters): string {
+  const params = new URLSearchParams();
+  if (filters.status) params.set("status", filters.status);
+  if (filters.name) params.set("name", filters.name);
+  for (const label of filters.labels ?? []) params.append("label", label);
+  const text = params.toString();
+  return text ? `?${text}` : "";
+}
+
 /** A path segment decoded, or "" for one that does not decode (a stray %). */
 function decoded(segment: string): string {
   try {
@@ -73,7 +102,7 @@ export function href(route: Exclude<Route, { page: "missing" }>): string {
     case "contexts":
       return "#/contexts";
     case "flows":
-      return `#/contexts/${route.contextId}/flows${route.status ? `?status=${route.status}` : ""}`;
+      return `#/contexts/${route.contextId}/flows${filtersQuery(route)}`;
     case "flow":
       return `#/contexts/${route.contextId}/flows/${route.flowId}${route.jobId ? `/jobs/${route.jobId}` : ""}`;
     case "runners":

@@ -134,10 +134,11 @@ describe("the web console", () => {
     await page.reload();
     await page.getByRole("link", { name: `Context ${contextId}` }).click();
     const row = page.locator(`tr[data-flow="${flow.id}"]`);
-    await row.locator(".badge", { hasText: "dispatched" }).waitFor();
+    // In plain words (the API says dispatched, then started).
+    await row.locator(".badge", { hasText: "created" }).waitFor();
     // Started from elsewhere (as flowc would): the list follows the context's stream.
     await admin().client.startFlow(contextId, flow.id);
-    await row.locator(".badge", { hasText: "started" }).waitFor();
+    await row.locator(".badge", { hasText: "running" }).waitFor();
     await page.locator('.live[data-state="live"]').waitFor();
     await page.screenshot({ path: path.join(ARTIFACTS, "console-flows.png") });
   });

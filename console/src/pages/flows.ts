@@ -1,19 +1,27 @@
 import type { Flow, Page } from "../../../shared/model/index.js";
+import { flowTrigger, labelsText, triggerText } from "../../../shared/model/flow-identity.js";
+import { plainClass, plainFlowStatus, type PlainWords } from "../../../shared/model/plain-status.js";
 import { describeError } from "../api.js";
-import { ageElement, badge, durationElement, h, table, timeElement } from "../dom.js";
+import { ageElement, durationElement, h, table } from "../dom.js";
 import { checkContextEvent, keepLive, liveIndicator } from "../live.js";
 import { throttle, type PageContext } from "../page.js";
-import { href } from "../routes.js";
+import { href, type FlowFilters } from "../routes.js";
 import { contextHeader } from "./context-header.js";
 
 const PAGE = 50;
+/**
+ * A filtered page looks through at most 200 flows (docs/api.md, "Listing flows"): a list of 50
+ * more matches reads at most this many pages for them before it offers to look further.
+ */
+const WINDOWS_PER_PAGE = 5;
+/** The statuses a list may show, in plain words (the API's names in the query). */
 const STATUSES = [
   { value: "", label: "every status" },
-  { value: "dispatched", label: "created, not started" },
+  { value: "dispatched", label: "created" },
   { value: "started", label: "running" },
   { value: "finished", label: "finished" },
-  { value: "error", label: "error" },
-  { value: "compensating", label: "unwinding (compensating)" },
+  { value: "error", label: "failed or cancelled" },
+  { value: "compensating", label: "compensating" },
   { value: "compensated", label: "compensated" },
   { value: "compensation_failed", label: "compensation failed" },
 ];
@@ -30,36 +38,33 @@ export function flowDuration(flow: Pick<Flow, "started_at" | "ended_at">): HTMLE
 }
 
 /**
- * A context's flows, newest first, optionally of one status; kept current by the context's event
- * stream (each event reloads the list, at most once a second), or by reading it every 5 s when
- * the coordinator has no stream.
+ * A context's flows, newest first: each with its name and labels, its status in plain words,
+ * what started it, its priority and progress; narrowed by status, a part of the name and labels
+ * (the route's filters, so a filtered list can be bookmarked). Kept current by the context's
+ * event stream (each event reloads the list, at most once a second), or by reading it every 5 s
+ * when the coordinator has no stream.
  */
-export function flowsPage(ctx: PageContext, contextId: number, status: string | undefined): void {
+export function flowsPage(ctx: PageContext, contextId: number, filters: FlowFilters): void {
   const { api, main, signal } = ctx;
   const indicator = liveIndicator();
   const body = h("div", {}, h("p", { class: "muted" }, "Loading…"));
   const older = h("button", { type: "button", hidden: true }, "Older flows");
   /** How many flows are shown, counting back from the newest. */
   let shown = PAGE;
-  const filter = `${status ? `&status=${status}` : ""}`;
+  const filtered = Boolean(filters.name || filters.labels?.length);
 
   const load = async () => {
     try {
-      // The index lists flows oldest first: the last `shown` of them are the newest.
-      const { total } = await api.get<Page<Flow>>(`/v1/contexts/${contextId}/flows?limit=1${filter}`);
-      const offset = Math.max(0, total - shown);
-      const page = await api.get<Page<Flow>>(
-        `/v1/contexts/${contextId}/flows?offset=${offset}&limit=${Math.min(500, shown)}${filter}`,
-      );
+      const { flows, next } = await readFlows(ctx, contextId, filters, shown);
       if (signal.aborted) return;
-      const flows = page.items.reverse();
-      older.hidden = offset === 0;
+      older.hidden = next === undefined;
+      older.textContent = filtered ? "Look through older flows" : "Older flows";
       body.replaceChildren(
         flows.length === 0
-          ? h("p", {}, status ? `No flow is ${status} in this context.` : "No flow in this context yet.")
+          ? h("p", {}, emptyText(filters, next !== undefined))
           : table(
-              ["Flow", "Status", "Jobs", "Created", "Started", "Duration", "Error"],
-              flows.map((flow) => flowRow(contextId, flow)),
+              ["Flow", "Name", "Status", "Trigger", "Priority", "Progress", "Created", "Duration", "Why"],
+              flows.map((flow) => flowRow(contextId, flow, filters)),
             ),
       );
     } catch (error) {
@@ -71,10 +76,9 @@ export function flowsPage(ctx: PageContext, contextId: number, status: string | 
     void load();
   });
 
-  const select = statusFilter(contextId, status);
   main.replaceChildren(
     contextHeader(ctx, contextId, "flows"),
-    h("div", { class: "toolbar" }, h("label", { for: "status-filter" }, "Show"), select, indicator.element),
+    filterForm(contextId, filters, indicator.element),
     body,
     older,
   );
@@ -96,38 +100,176 @@ export function flowsPage(ctx: PageContext, contextId: number, status: string | 
   });
 }
 
-/** A flow's row in the list: its link, status, size, times and why it failed. */
-function flowRow(contextId: number, flow: Flow): HTMLTableRowElement {
-  // Job 0 is the flow itself (a cancel, its deadline): its reason says what happened.
-  const error = !flow.error
-    ? ""
-    : flow.error.job === 0
-      ? flow.error.reason
-      : `${flow.error.name ?? `job ${flow.error.job}`}: ${flow.error.reason}`;
+/**
+ * The newest `shown` flows that pass the filters, and where the list goes on (undefined: it
+ * ends). A filtered page may hold fewer flows than asked while more may match further back: it
+ * reads on, a bounded number of pages.
+ */
+async function readFlows(
+  { api }: PageContext,
+  contextId: number,
+  filters: FlowFilters,
+  shown: number,
+): Promise<{ flows: Flow[]; next: number | undefined }> {
+  const flows: Flow[] = [];
+  let next: number | undefined = 0;
+  for (let read = 0; next !== undefined && flows.length < shown && read < (WINDOWS_PER_PAGE * shown) / PAGE; read++) {
+    const query = new URLSearchParams({ order: "newest", offset: String(next), limit: String(shown - flows.length) });
+    if (filters.status) query.set("status", filters.status);
+    if (filters.name) query.set("name", filters.name);
+    for (const label of filters.labels ?? []) query.append("label", label);
+    const page: Page<Flow> = await api.get<Page<Flow>>(`/v1/contexts/${contextId}/flows?${query}`);
+    flows.push(...page.items);
+    next = page.next;
+  }
+  return { flows, next };
+}
+
+/** Why the list is empty, in words. */
+function emptyText(filters: FlowFilters, more: boolean): string {
+  if (filters.name || filters.labels?.length)
+    return more ? "No flow matches among the newest flows." : "No flow matches these filters.";
+  if (filters.status)
+    return `No flow is ${STATUSES.find((s) => s.value === filters.status)?.label ?? filters.status} in this context.`;
+  return "No flow in this context yet.";
+}
+
+/** A flow's status as a badge: its plain word, coloured as its API status is, why in its title. */
+function statusBadge(flow: Flow, words: PlainWords): HTMLElement {
+  return h(
+    "span",
+    {
+      class: `badge st-${flow.status} plain-${plainClass(words.word)}`,
+      "data-status": flow.status,
+      ...(words.why ? { title: words.why } : {}),
+    },
+    words.word,
+  );
+}
+
+/** How far a flow is: a bar and `3/4` (jobs ended of its jobs); `—` when the list does not know. */
+function progressCell(flow: Flow): HTMLElement {
+  const p = flow.progress;
+  if (!p) return h("td", { class: "num" }, "—");
+  const ended = p.finished + p.error + p.skipped;
+  const label = `${ended} of ${p.total} jobs ended`;
+  return h(
+    "td",
+    { class: "progress-cell", title: label },
+    h("progress", { max: String(Math.max(1, p.total)), value: String(ended), "aria-label": label }),
+    h("span", { class: "num" }, `${ended}/${p.total}`),
+  );
+}
+
+/** What started a flow: a parent flow links to it, the rest is said. */
+function triggerCell(contextId: number, flow: Flow): HTMLElement {
+  const trigger = flowTrigger(flow);
+  if (trigger.kind === "parent")
+    return h(
+      "td",
+      {},
+      h("a", { href: href({ page: "flow", contextId, flowId: trigger.flow_id }) }, triggerText(trigger)),
+    );
+  return h("td", { class: trigger.kind === "manual" ? "muted" : "" }, triggerText(trigger));
+}
+
+/** A flow's name, and its labels as links that narrow the list to them. */
+function nameCell(contextId: number, flow: Flow, filters: FlowFilters): HTMLElement {
+  const labels = Object.entries(flow.labels ?? {}).sort(([a], [b]) => (a < b ? -1 : a > b ? 1 : 0));
+  const chips = labels.map(([key, value]) => {
+    const label = `${key}:${value}`;
+    const all = [...new Set([...(filters.labels ?? []), label])];
+    const link = href({ page: "flows", contextId, ...filters, labels: all });
+    return h("a", { class: "label-chip", href: link, title: `only flows labelled ${key}=${value}` }, `${key}=${value}`);
+  });
+  return h(
+    "td",
+    { class: "flow-name" },
+    flow.name !== undefined ? h("span", {}, flow.name) : h("span", { class: "muted" }, "—"),
+    chips.length > 0
+      ? h("span", { class: "labels", "aria-label": `labels ${labelsText(flow.labels)}` }, ...chips)
+      : undefined,
+  );
+}
+
+/** Why a flow did not finish, in words: the job at fault, or a cancel's reason (without the word again). */
+function whyText(flow: Flow, words: PlainWords): string {
+  if (!flow.error) return "";
+  if (flow.error.job === 0)
+    return words.word === "cancelled" ? flow.error.reason.replace(/^cancelled:?\s*/, "") : flow.error.reason;
+  return `${flow.error.name ?? `job ${flow.error.job}`} failed: ${flow.error.reason}`;
+}
+
+/** A flow's row in the list. */
+function flowRow(contextId: number, flow: Flow, filters: FlowFilters): HTMLTableRowElement {
+  const words = plainFlowStatus({ status: flow.status, ...(flow.error ? { error: flow.error } : {}) });
   return h(
     "tr",
     { "data-flow": flow.id },
     h("td", {}, h("a", { href: href({ page: "flow", contextId, flowId: flow.id }) }, `Flow ${flow.id}`)),
-    h("td", {}, badge(flow.status)),
-    h("td", { class: "num" }, String(flow.jobs.length)),
+    nameCell(contextId, flow, filters),
+    h("td", {}, statusBadge(flow, words)),
+    triggerCell(contextId, flow),
+    h("td", { class: "num" }, String(flow.priority ?? 0)),
+    progressCell(flow),
     h("td", {}, ageElement(flow.created_at)),
-    h("td", {}, timeElement(flow.started_at)),
     h("td", {}, flowDuration(flow)),
-    h("td", { class: "reason" }, error),
+    h("td", { class: "reason" }, whyText(flow, words)),
   );
 }
 
-/** The status filter: choosing one opens the list of that status. */
-function statusFilter(contextId: number, status: string | undefined): HTMLSelectElement {
-  const select = h(
+/**
+ * The filters: a status, a part of the name, labels (`key:value` or `key`, several apart by
+ * spaces). Applying them opens the list they name (its address keeps them).
+ */
+function filterForm(contextId: number, filters: FlowFilters, live: HTMLElement): HTMLElement {
+  const status = h(
     "select",
     { id: "status-filter" },
     ...STATUSES.map(({ value, label }) =>
-      h("option", { value, ...(value === (status ?? "") ? { selected: true } : {}) }, label),
+      h("option", { value, ...(value === (filters.status ?? "") ? { selected: true } : {}) }, label),
     ),
   );
-  select.addEventListener("change", () => {
-    location.hash = href({ page: "flows", contextId, ...(select.value ? { status: select.value } : {}) });
+  const name = h("input", {
+    id: "name-filter",
+    type: "search",
+    placeholder: "a part of the name",
+    value: filters.name ?? "",
   });
-  return select;
+  const labels = h("input", {
+    id: "label-filter",
+    type: "search",
+    placeholder: "key:value …",
+    value: (filters.labels ?? []).join(" "),
+  });
+  const form = h(
+    "form",
+    { class: "toolbar filters", role: "search", "aria-label": "filter flows" },
+    h("label", { for: "status-filter" }, "Status"),
+    status,
+    h("label", { for: "name-filter" }, "Name"),
+    name,
+    h("label", { for: "label-filter" }, "Labels"),
+    labels,
+    h("button", { type: "submit" }, "Filter"),
+    filters.status || filters.name || filters.labels?.length
+      ? h("a", { href: href({ page: "flows", contextId }), class: "clear" }, "Clear")
+      : undefined,
+    live,
+  );
+  const apply = () => {
+    const chosen: FlowFilters = {
+      ...(status.value ? { status: status.value } : {}),
+      ...(name.value.trim() ? { name: name.value.trim() } : {}),
+      labels: labels.value.split(/\s+/).filter(Boolean),
+    };
+    location.hash = href({ page: "flows", contextId, ...chosen });
+  };
+  form.addEventListener("submit", (event) => {
+    event.preventDefault();
+    apply();
+  });
+  // A status chosen applies at once, as it did before there were other filters.
+  status.addEventListener("change", apply);
+  return form;
 }
