@@ -354,7 +354,7 @@ export function printOutcome({ view, stderr }: WatchOutcome, out: Output): numbe
     lines.push("result:");
     for (const key of keys) lines.push(`  ${key.padEnd(width)}  ${resultText(view.result[key] ?? {}) || "-"}`);
   }
-  if (notRun.length > 0 && view.status !== "compensated" && view.status !== "compensation_failed") {
+  if (notRun.length > 0) {
     // Each with why: a `when` or `needs` that was not met, a wait's timeout, a dependency that failed.
     const width = Math.max(...notRun.map((j) => j.key.length));
     lines.push("not run:");
