@@ -126,10 +126,13 @@ export class FlowObject
     if (batch.outcome) this.own.claimed(batch.claims, batch.outcome);
   }
 
-  /** 3b. Waits the batch started take an event their context kept for them, if any (kept-events.ts). */
+  /**
+   * 3b. Waits the batch started take an event their context kept for them, if any
+   * (kept-events.ts); a read that failed is tried again by the alarm, soon.
+   */
   private lookBack(batch: Committed): void {
     const started = batch.steps.flatMap((s) => s.effects.flatMap((e) => (e.type === "waitStarted" ? [e.job] : [])));
-    this.kept.started(started);
+    void this.kept.started(started).then((done) => (done ? undefined : this.arm(undefined, true)));
   }
 
   /** A plan left pending was run again and applied: what it owed dispatch is owed again. */
@@ -198,9 +201,11 @@ export class FlowObject
     }
     if (fresh && state.endedAt === undefined && awaitsRunners(state))
       owedDone = (await this.effects.wake({ reap: true })) && owedDone;
+    // Kept events first: a wait whose look back is owed (its object lost its memory, or the read
+    // failed) takes an event that came before its timeout, which acting on the timeout would lose.
+    const lookedBack = await this.kept.lookBack();
     const reached = await this.deadlines.actOnDue(state);
     const fed = await this.relay.forward(this.bound());
-    const lookedBack = await this.kept.lookBack();
     const committed = () => (this.commits.busy ? undefined : (this.commits.current ?? undefined));
     const cancelled = await this.children.retryOwed(committed).catch(() => false);
     await this.arm(this.commits.current ?? state, !reached || !owedDone || !fed || !lookedBack || !cancelled);

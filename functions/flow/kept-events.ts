@@ -15,9 +15,10 @@ export interface KeptEventsHost {
  * is durable (the commit put it in the index of waits, so an event sent from then on finds it),
  * the events kept for its name and key are read once, and the earliest still kept is offered to
  * it. Whichever reaches the wait first, that event or one sent after it started, ends it; the
- * other changes nothing. A read that fails is tried again at the object's next wake, and every
- * running wait is looked at again when the object is rebuilt (memory of what is pending is lost
- * with it).
+ * other changes nothing. A read that fails is tried again by the object's alarm, set soon for it,
+ * and every running wait is looked at again when the object is rebuilt (memory of what is
+ * pending is lost with it), before the wake acts on due deadlines: a wait's timeout does not
+ * win over an event that was kept for it before.
  */
 export class KeptEvents {
   /** Waits (job ids) whose look back is still owed. */
@@ -25,11 +26,11 @@ export class KeptEvents {
 
   constructor(private readonly host: KeptEventsHost) {}
 
-  /** Waits started by a durable batch: each looks back now. */
-  started(jobs: number[]): void {
-    if (jobs.length === 0) return;
+  /** Waits started by a durable batch: each looks back now; false when a read failed (look back again soon). */
+  async started(jobs: number[]): Promise<boolean> {
+    if (jobs.length === 0) return true;
     for (const job of jobs) this.owed.add(job);
-    void this.lookBack().catch(() => undefined);
+    return this.lookBack().catch(() => false);
   }
 
   /** The flow was read back from storage: every running wait looks back again. */

@@ -112,6 +112,43 @@ describe("a wait's races", () => {
   });
 });
 
+describe("a wait whose start raced an event the context kept", () => {
+  it("takes the kept event at its next wake, before its timeout is acted on, though its object lost its memory", async () => {
+    // The event is taken (and kept) before the wait's index entry lands, and the object loses
+    // its memory before it looked back: its next wake is the timeout's alarm, which must look
+    // back for kept events before it times the wait out. The entry is removed by hand to put
+    // the send before it, as a commit delayed by storage would.
+    const { admin, ctx } = await setup();
+    await admin.client.setLimits(ctx.id, { event_lookback: 60 });
+    const view = await admin.client.submitFlow(ctx.id, {
+      start: true,
+      jobs: [{ name: "approval", wait: { event: "order.approved", key: "late", timeout: 1 } }],
+    });
+    const { stub } = w.flowStub(ctx.id, view.id);
+    await eventually(
+      async () => (await admin.client.loadFlow(ctx.id, view.id)).jobs[0]?.status === "started" || undefined,
+      5_000,
+      20,
+      "the wait's start",
+    );
+    await w.redis.exec(["DEL", w.keys.waits(ctx.id, "order.approved", "late")]);
+    const sent = await admin.client.sendEvent(ctx.id, {
+      id: "e-late",
+      name: "order.approved",
+      key: "late",
+      data: { ok: "1" },
+    });
+    expect(sent).toMatchObject({ matched: 0, resumed: 0 });
+    await runInDurableObject(stub, (instance) => (instance as unknown as { flow: { forget(): void } }).flow.forget());
+    await waitUntilPast(Date.now() + 1_000);
+    await ringAlarm(stub);
+    const done = await ended(admin.client, ctx.id, view.id);
+    expect(done.status).toBe("finished");
+    expect(done.jobs[0]?.result).toMatchObject({ ok: "1", event_id: "e-late" });
+    expect(endsOf(await streamOf(ctx.id, view.id), idOf(view, "approval"))).toHaveLength(1);
+  });
+});
+
 describe("a sleep's alarm", () => {
   it("ringing twice (at once, and again after) ends the sleep once, and starts what follows once", async () => {
     const { admin, ctx } = await setup();
