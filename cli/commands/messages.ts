@@ -2,7 +2,9 @@ import { readFileSync } from "node:fs";
 import { readInbox, sendMessage, type MessageInput, type MessageText } from "../api.js";
 import { parseChoice, parseCount, parseId, type Command } from "../command.js";
 import { UsageError } from "../errors.js";
+import type { FlowStatus } from "../../shared/model/index.js";
 import { resultText } from "../flow-text.js";
+import { flowWord } from "../plain.js";
 import { plural, timestamp } from "../output.js";
 import { actorSession } from "../session.js";
 
@@ -16,8 +18,12 @@ function messageLines(message: MessageText): string[] {
   const flow = message.flow_result;
   if (flow) {
     const what = flow.job_id !== undefined ? `job ${flow.job_id}` : `flow ${flow.flow_id}`;
-    const why = flow.error ? `: job ${flow.error.name ?? flow.error.job} failed: ${flow.error.reason}` : "";
-    lines.push(`  ${what} ${flow.status}${why}`);
+    const failed = flow.error && flow.error.job !== 0;
+    const why = flow.error
+      ? (failed ? `: job ${flow.error.name ?? flow.error.job} failed: ` : ": ") + flow.error.reason
+      : "";
+    const word = flowWord({ status: flow.status as FlowStatus, ...(flow.error ? { error: flow.error } : {}) });
+    lines.push(`  ${what} ${word}${why.replace(/^: cancelled: /, ": ")}`);
     const keys = Object.keys(flow.result);
     const width = Math.max(0, ...keys.map((k) => k.length));
     for (const key of keys) lines.push(`    ${key.padEnd(width)}  ${resultText(flow.result[key] ?? {}) || "-"}`);

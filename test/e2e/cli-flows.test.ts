@@ -298,7 +298,7 @@ describe("flowc flows", () => {
     const inbox = await owner.run("inbox", contextId);
     expect(inbox.code, inbox.stderr).toBe(0);
     expect(inbox.stdout).toMatch(new RegExp(`^ {2}flow ${diamondId} finished\\n {4}fetch {3}n=7$`, "m"));
-    expect(inbox.stdout).toMatch(new RegExp(`^ {2}flow ${failingId} error: job verify failed: exit code 3$`, "m"));
+    expect(inbox.stdout).toMatch(new RegExp(`^ {2}flow ${failingId} failed: job verify failed: exit code 3$`, "m"));
     expect(inbox.stdout).toMatch(/left in the inbox \(--pop takes them off\)$/m);
 
     const bob = newUser(tmp, "bob", { profileVar: true });
