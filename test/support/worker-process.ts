@@ -1,0 +1,105 @@
+import { spawn } from "node:child_process";
+import path from "node:path";
+import { startWranglerDev, type WranglerDev, type WranglerDevOptions } from "../../infra/wrangler.js";
+import { watchProcess } from "./process.js";
+
+/**
+ * How a stack runs the coordinator's Worker: under `wrangler dev` (the development server every
+ * stack used so far), or as `npm run serve` runs it in production, on plain workerd.
+ */
+export type WorkerTarget = "wrangler" | "serve";
+
+/** What starts a Worker process of either target. */
+export interface WorkerProcessOptions extends WranglerDevOptions {
+  target?: WorkerTarget;
+  /** The secrets, as the env file holds them: `serve` takes them in its environment. */
+  secrets: Record<string, string>;
+  /** `serve`: build the bundle first (false: run the one `persistTo` holds, as a restart does). */
+  build?: boolean;
+  /** `serve`: the control socket's port, kept across restarts. */
+  controlPort?: number;
+  /** `serve`: fire the cron triggers itself (`wrangler dev` never does; its stack fires them). */
+  cron?: boolean;
+}
+
+/** A Worker process of either target: where requests go, and where its scheduled handler is fired. */
+export interface WorkerProcess extends WranglerDev {
+  /** `GET ${scheduledUrl}/__scheduled?cron=…` runs the scheduled handler once. */
+  scheduledUrl: string;
+}
+
+const root = path.resolve(import.meta.dirname, "../..");
+
+/**
+ * Starts the coordinator's Worker on `options.port`: `wrangler dev --test-scheduled` (its
+ * `/__scheduled` on the Worker's own port), or `npm run serve`'s own process (infra/serve/main.ts,
+ * the secrets in its environment), with its data folder in `persistTo` and its scheduled handler
+ * on the control socket.
+ */
+export async function startWorkerProcess(options: WorkerProcessOptions): Promise<WorkerProcess> {
+  if (options.target !== "serve") {
+    const worker = await startWranglerDev(options);
+    return { ...worker, scheduledUrl: worker.url };
+  }
+  if (options.inspect) throw new Error("a serve stack has no inspector: profile under wrangler dev");
+  if (!options.persistTo) throw new Error("a serve stack needs persistTo: its data folder");
+  const args = [
+    "--import",
+    "tsx",
+    "infra/serve/main.ts",
+    "--data",
+    options.persistTo,
+    "--listen",
+    `127.0.0.1:${options.port}`,
+    ...(options.controlPort ? ["--control-port", String(options.controlPort)] : []),
+    ...Object.entries(options.vars ?? {}).flatMap(([name, value]) => ["--var", `${name}:${value}`]),
+    ...(options.build === false ? ["--no-build"] : []),
+    ...(options.cron ? [] : ["--no-cron"]),
+  ];
+  const child = spawn(process.execPath, args, {
+    cwd: root,
+    env: { ...process.env, ...options.secrets },
+    stdio: ["ignore", "pipe", "pipe"],
+  });
+  const proc = watchProcess(child, "npm run serve");
+  // Should this process exit without stopping it, serve (and with it workerd) goes too.
+  const orphaned = () => child.kill("SIGTERM");
+  process.once("exit", orphaned);
+  void proc.exited.then(() => process.off("exit", orphaned));
+  if (options.onLine) {
+    const onLine = options.onLine;
+    const lines = (chunk: Buffer) =>
+      chunk
+        .toString()
+        .split("\n")
+        .filter((l) => l.trim())
+        .forEach(onLine);
+    child.stdout?.on("data", lines);
+    child.stderr?.on("data", lines);
+  }
+  try {
+    const ready = await proc.waitForLine(/^ready\s+http:\/\/\S+\/health/, options.readyTimeoutMs ?? 90_000);
+    const control = /^control\s+(http:\/\/\S+)/m.exec(proc.output())?.[1];
+    if (!control) throw new Error(`npm run serve did not say where its control socket is:\n${proc.output()}`);
+    const url = /(http:\/\/\S+)\/health/.exec(ready)?.[1] as string;
+    const stop = async () => {
+      if (child.exitCode !== null || child.signalCode !== null) return;
+      // serve stops workerd on SIGTERM (SIGKILL after 5 s), then exits itself.
+      child.kill("SIGTERM");
+      const timer = setTimeout(() => child.kill("SIGKILL"), 10_000);
+      await proc.exited;
+      clearTimeout(timer);
+    };
+    return { url, scheduledUrl: control, child, stop };
+  } catch (error) {
+    await proc.kill();
+    throw error;
+  }
+}
+
+/** The secrets as a dotenv file's text (what `wrangler dev --env-file` reads). */
+export function dotenv(secrets: Record<string, string>): string {
+  return Object.entries(secrets)
+    .map(([name, value]) => `${name}='${value}'\n`)
+    .join("");
+}
