@@ -115,9 +115,11 @@ async function wranglerDryRun(configPath: string, outDir: string): Promise<void>
   child.stderr.on("data", keep);
   const code = await new Promise<number | null>((resolve) => child.once("exit", resolve));
   if (code !== 0) throw new Error(`wrangler deploy --dry-run failed (exit ${code}):\n${output}`);
+  // One module, named after wrangler.toml's `main`: the config names it index.js.
   const modules = readdirSync(outDir).filter((f) => !f.endsWith(".map") && f !== "README.md");
-  if (modules.join() !== "index.js")
-    throw new Error(`wrangler built more than one module (${modules.join(", ")}): serve embeds index.js only`);
+  if (modules.length !== 1 || !modules[0]?.endsWith(".js"))
+    throw new Error(`wrangler built ${modules.join(", ") || "nothing"}: serve embeds exactly one module`);
+  if (modules[0] !== "index.js") renameSync(path.join(outDir, modules[0]), path.join(outDir, "index.js"));
 }
 
 /** The names an `.assetsignore` lists: plain names and paths only (no patterns), or it throws. */
