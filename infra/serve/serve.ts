@@ -7,6 +7,7 @@ import { freePort } from "../redis-server.js";
 import { buildBundle } from "./bundle.js";
 import { readDeploySettings } from "./deploy-config.js";
 import { lockDataDir } from "./data-lock.js";
+import { pruneEmptyObjects } from "./storage.js";
 import { renderWorkerdConfig } from "./workerd-config.js";
 
 /** How to run a Worker with `startServe`. */
@@ -70,6 +71,11 @@ export async function startServe(options: ServeOptions): Promise<Served> {
   mkdirSync(path.join(data, DATA_LAYOUT.storage), { recursive: true });
   const lock = lockDataDir(data);
   try {
+    const stored = pruneEmptyObjects(path.join(data, DATA_LAYOUT.storage));
+    const objects = Object.values(stored.objects).reduce((a, b) => a + b, 0);
+    log(
+      `storage       ${path.join(data, DATA_LAYOUT.storage)}  (${objects} objects; ${stored.pruned} empty files of deleted ones removed)`,
+    );
     const bundle = path.join(data, DATA_LAYOUT.bundle);
     if (options.build !== false) await buildBundle(settings, bundle, log);
     else if (!existsSync(bundle)) throw new Error(`no bundle in ${bundle}: start once without --no-build`);

@@ -1,7 +1,8 @@
-import { mkdtempSync, readFileSync, rmSync, writeFileSync } from "node:fs";
+import { mkdirSync, mkdtempSync, readdirSync, readFileSync, rmSync, writeFileSync } from "node:fs";
 import { tmpdir } from "node:os";
 import path from "node:path";
 import { afterAll, describe, expect, it } from "vitest";
+import { DatabaseSync } from "node:sqlite";
 import { lockDataDir, LOCK_FILE } from "../../infra/serve/data-lock.js";
 import { readDeploySettings } from "../../infra/serve/deploy-config.js";
 import {
@@ -14,6 +15,7 @@ import {
 } from "../../infra/serve/front/routing.js";
 import { checkCoordinatorSecrets, COORDINATOR_SECRETS, readSecrets } from "../../infra/serve/secrets.js";
 import { localAddress, parseVars } from "../../infra/serve/serve.js";
+import { pruneEmptyObjects } from "../../infra/serve/storage.js";
 import { capnpString, renderWorkerdConfig, type WorkerdPlan } from "../../infra/serve/workerd-config.js";
 import { generateKeyPair } from "../../shared/auth/index.js";
 
@@ -181,6 +183,24 @@ describe("serve's data folder and command line", () => {
     expect(readFileSync(path.join(data, LOCK_FILE), "utf8")).toBe(`${process.pid}\n`);
     again.release();
     again.release();
+  });
+
+  it("removes the files of objects whose storage was deleted, and only those", () => {
+    const ns = path.join(tmp, "storage", "app-Flow");
+    mkdirSync(ns, { recursive: true });
+    const sqlite = (name: string, sql: string) => {
+      const db = new DatabaseSync(path.join(ns, name));
+      db.exec(sql);
+      db.close();
+    };
+    // What workerd leaves after deleteAll: the schema page and nothing else.
+    sqlite("gone.sqlite", "PRAGMA journal_mode=WAL; CREATE TABLE t(x); DROP TABLE t; VACUUM;");
+    sqlite("kept.sqlite", "CREATE TABLE t(x); INSERT INTO t VALUES (1);");
+    sqlite("metadata.sqlite", "PRAGMA journal_mode=WAL; CREATE TABLE t(x); DROP TABLE t; VACUUM;");
+    writeFileSync(path.join(ns, "other.sqlite"), "not a database at all, and short");
+    expect(pruneEmptyObjects(path.join(tmp, "storage"))).toEqual({ objects: { "app-Flow": 2 }, pruned: 1 });
+    expect(readdirSync(ns).sort()).toEqual(["kept.sqlite", "metadata.sqlite", "other.sqlite"]);
+    expect(pruneEmptyObjects(path.join(tmp, "nowhere"))).toEqual({ objects: {}, pruned: 0 });
   });
 
   it("reads --var pairs and reaches a wildcard listener through the loopback", () => {
