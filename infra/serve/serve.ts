@@ -156,11 +156,9 @@ process.once("exit", () => running.forEach((child) => child.kill("SIGKILL")));
  * `onLine`, or else to this process's own stdout and stderr; the last of it is kept for errors.
  */
 function startWorkerd(configFile: string, secrets: Record<string, string>, onLine?: (line: string) => void) {
-  const workerd = path.join(
-    path.dirname(createRequire(import.meta.url).resolve("workerd/package.json")),
-    "bin",
-    "workerd",
-  );
+  // The package's own answer (its main exports the binary's path): the platform package's
+  // binary, whether or not the package's install script put a copy in its bin/.
+  const workerd = (createRequire(import.meta.url)("workerd") as { default: string }).default;
   const child = spawn(workerd, ["serve", "--experimental", configFile], {
     env: { ...secrets },
     stdio: ["ignore", "pipe", "pipe"],
