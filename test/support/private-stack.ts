@@ -55,7 +55,8 @@ export async function startPrivateStack(label: string, options: PrivateStackOpti
   };
   writeFileSync(envFile, dotenv(secrets));
   const log = { text: "" };
-  const target: WorkerTarget = options.target ?? "wrangler";
+  // TEST_WORKER_TARGET=serve runs every private stack of a test run on serve (docs/deploy.md, "Tests").
+  const target: WorkerTarget = options.target ?? (process.env.TEST_WORKER_TARGET === "serve" ? "serve" : "wrangler");
   const workerOptions: WorkerOptions = {
     target,
     secrets,
