@@ -19,7 +19,7 @@
  * 10,000 jobs, a creation's planning and a creation through the stack at 2,000 and 10,000),
  * medians of `--runs N` (3); `--scale-pure` leaves out the stack.
  */
-import { readFileSync, writeFileSync } from "node:fs";
+import { writeFileSync } from "node:fs";
 import os from "node:os";
 import path from "node:path";
 import { parseArgs } from "node:util";
@@ -41,7 +41,7 @@ import {
 } from "./figures.js";
 import { compareWith } from "./compare.js";
 import { measureFloor } from "./floor.js";
-import { RedisCounter } from "./measure.js";
+import { machine, RedisCounter } from "./measure.js";
 import { CONCURRENCY, OurSystem, type ShapeCost } from "./ours.js";
 import { profileWorker, summarizeProfile } from "./profile.js";
 import { measureScale } from "./scale.js";
@@ -113,26 +113,6 @@ const target = options.target === "serve" ? "serve" : "wrangler";
 
 const began = Date.now();
 const log = (message: string) => console.error(`[bench ${((Date.now() - began) / 1000).toFixed(1)} s] ${message}`);
-const versionOf = (pkg: string) =>
-  (JSON.parse(readFileSync(path.join(root, "node_modules", pkg, "package.json"), "utf8")) as { version: string })
-    .version;
-
-/** The machine, as the table's caption and the JSON state it. */
-function machine() {
-  const cpus = os.cpus();
-  return {
-    cores: cpus.length,
-    cpu: cpus[0]?.model.trim() ?? "unknown",
-    memoryGiB: Math.round(os.totalmem() / 2 ** 30),
-    os: `${os.type()} ${os.release()}`,
-    node: process.version,
-    bullmq: versionOf("bullmq"),
-    ioredis: versionOf("ioredis"),
-    wrangler: versionOf("wrangler"),
-    loadAverageAtStart: os.loadavg(),
-  };
-}
-
 if (options.scale || options["scale-pure"]) {
   console.log(await measureScale({ runs: options.runs, pure: options["scale-pure"], log }));
   process.exit(0);
@@ -158,7 +138,7 @@ if (options.compare || options.floor) {
   }
 }
 
-const machineInfo = machine();
+const machineInfo = machine(root);
 log(`starting a private stack (redis-server, REST endpoint, ${target === "serve" ? "npm run serve" : "wrangler dev"})`);
 const inspect = options.profile ? { port: await freePort() } : undefined;
 const stack = await startPrivateStack("bench", { cron: false, target, ...(inspect ? { inspect } : {}) });

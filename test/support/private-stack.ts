@@ -1,10 +1,10 @@
 import { spawn } from "node:child_process";
-import { mkdtempSync, rmSync, writeFileSync } from "node:fs";
+import { mkdtempSync, rmSync } from "node:fs";
 import path from "node:path";
 import { parseRedisUrl, RedisConnection } from "../../infra/redis-rest/connection.js";
 import { DEFAULT_REST_OPTIONS, startRestServer, type RestServer } from "../../infra/redis-rest/index.js";
 import { freePort, startRedisServer } from "../../infra/redis-server.js";
-import { cronsOf, fireCrons } from "../../infra/cron.js";
+import type { CronFirer } from "../../infra/cron.js";
 import { memoryBackedDir } from "../../infra/memory-dir.js";
 import { actorKeyId, generateKeyPair, type PrivateJwk } from "../../shared/auth/index.js";
 import { CoordinatorClient, signerFromJwk } from "../../shared/client/index.js";
@@ -15,7 +15,8 @@ import type { ExtraWorker, PrivateStackOptions, TestRunnerProcess } from "./stac
 import { refuseOn, sweepToEnd, type Refusal } from "./stack-storage.js";
 import { watchProcess, type WatchedProcess } from "./process.js";
 import {
-  dotenv,
+  stackCrons,
+  stackWorkerOptions,
   startWorkerProcess,
   type WorkerProcess,
   type WorkerProcessOptions,
@@ -47,30 +48,13 @@ export async function startPrivateStack(label: string, options: PrivateStackOpti
   const token = "private-stack-token";
   const restOptions = { ...DEFAULT_REST_OPTIONS, redisUrl: redisServer.url, port: 0, token };
   const rest = await startRestServer(restOptions);
-  const envFile = path.join(dir, "worker.env");
-  const secrets = {
+  const log = { text: "" };
+  const workerOptions = await stackWorkerOptions(dir, root, options, {
     UPSTASH_REDIS_REST_URL: rest.url,
     UPSTASH_REDIS_REST_TOKEN: token,
     COORDINATOR_SIGNING_KEY: JSON.stringify(await generateKeyPair()),
-  };
-  writeFileSync(envFile, dotenv(secrets));
-  const log = { text: "" };
-  // TEST_WORKER_TARGET=serve runs every private stack of a test run on serve (docs/deploy.md, "Tests").
-  const target: WorkerTarget = options.target ?? (process.env.TEST_WORKER_TARGET === "serve" ? "serve" : "wrangler");
-  const workerOptions: WorkerOptions = {
-    target,
-    secrets,
-    port: await freePort(),
-    // serve fires its own cron triggers, as in production; wrangler dev's are fired below.
-    ...(target === "serve" ? { controlPort: await freePort(), cron: options.cron !== false } : {}),
-    envFile,
-    cwd: root,
-    // Kept across restarts of the Worker: Durable Objects' storage and alarms outlive the process.
-    persistTo: path.join(dir, target === "serve" ? "serve-data" : "wrangler-state"),
-    vars: { ALLOW_INSECURE_HTTP: "true", KEY_PREFIX: "", ...options.vars },
-    onLine: (line: string) => (log.text = `${log.text}${line.replace(ANSI, "")}\n`.slice(-200_000)),
-    ...(options.inspect ? { inspect: options.inspect } : {}),
-  };
+  });
+  workerOptions.onLine = (line: string) => (log.text = `${log.text}${line.replace(ANSI, "")}\n`.slice(-200_000));
   let worker: WorkerProcess;
   try {
     worker = await startWorkerProcess(workerOptions);
@@ -83,14 +67,10 @@ export async function startPrivateStack(label: string, options: PrivateStackOpti
   }
   // A restart of a serve stack runs the bundle its first start built.
   workerOptions.build = false;
-  const crons =
-    options.cron === false || target === "serve"
-      ? undefined
-      : fireCrons(worker.scheduledUrl, cronsOf(path.join(root, "wrangler.toml")));
+  const crons = stackCrons(worker, workerOptions);
   return new PrivateStack({ dir, redisServer, restOptions, token, rest, worker, workerOptions, log, crons });
 }
 
-type WorkerOptions = WorkerProcessOptions;
 type RestOptions = Parameters<typeof startRestServer>[0];
 
 /** What startPrivateStack started, handed to the stack that owns it. */
@@ -102,9 +82,9 @@ interface StackParts {
   token: string;
   rest: RestServer;
   worker: WorkerProcess;
-  workerOptions: WorkerOptions;
+  workerOptions: WorkerProcessOptions;
   log: { text: string };
-  crons: ReturnType<typeof fireCrons> | undefined;
+  crons: CronFirer | undefined;
 }
 
 /**
@@ -266,20 +246,16 @@ export class PrivateStack {
   }
 
   /**
-   * Stops the Worker (workerd and every Durable Object in memory with it) and starts it again
-   * on the same port with the same storage: what a deploy or a crash does to the objects. With
-   * `cron`, the cron triggers are fired from then on (true) or no more (false).
+   * Stops the Worker (workerd and every Durable Object in memory with it) and starts it again on
+   * the same port with the same storage, what a deploy or a crash does; `cron` turns the cron on or off.
    */
   async restartWorker(changes: { cron?: boolean } = {}): Promise<void> {
+    this.parts.crons?.stop();
     await this.worker.stop();
     const options = this.parts.workerOptions;
-    if (changes.cron !== undefined && this.target === "serve") options.cron = changes.cron;
+    if (changes.cron !== undefined) options.cron = changes.cron;
     this.worker = await startWorkerProcess(options);
-    if (changes.cron === undefined || this.target === "serve") return;
-    this.parts.crons?.stop();
-    this.parts.crons = changes.cron
-      ? fireCrons(this.worker.scheduledUrl, cronsOf(path.join(root, "wrangler.toml")))
-      : undefined;
+    this.parts.crons = stackCrons(this.worker, options);
   }
 
   /**

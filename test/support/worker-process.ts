@@ -1,5 +1,8 @@
 import { spawn } from "node:child_process";
+import { writeFileSync } from "node:fs";
 import path from "node:path";
+import { cronsOf, fireCrons, type CronFirer } from "../../infra/cron.js";
+import { freePort } from "../../infra/redis-server.js";
 import { startWranglerDev, type WranglerDev, type WranglerDevOptions } from "../../infra/wrangler.js";
 import { watchProcess } from "./process.js";
 
@@ -18,7 +21,7 @@ export interface WorkerProcessOptions extends WranglerDevOptions {
   build?: boolean;
   /** `serve`: the control socket's port, kept across restarts. */
   controlPort?: number;
-  /** `serve`: fire the cron triggers itself (`wrangler dev` never does; its stack fires them). */
+  /** Fire the cron triggers: serve fires them itself; wrangler dev never does, so its stack does (`stackCrons`). */
   cron?: boolean;
 }
 
@@ -95,6 +98,42 @@ export async function startWorkerProcess(options: WorkerProcessOptions): Promise
     await proc.kill();
     throw error;
   }
+}
+
+/**
+ * How a private stack (private-stack.ts) starts its Worker: the target its options name, or
+ * TEST_WORKER_TARGET's (`serve` runs every private stack of a test run on serve), the secrets in
+ * an env file in `dir` (wrangler dev) or in the environment (serve), storage and alarms kept in
+ * `dir` across restarts, local plain-http runners allowed. serve fires its own cron triggers
+ * unless told not to, as in production; wrangler dev's stack fires them itself.
+ */
+export async function stackWorkerOptions(
+  dir: string,
+  cwd: string,
+  options: { target?: WorkerTarget; cron?: boolean; vars?: Record<string, string>; inspect?: { port: number } },
+  secrets: Record<string, string>,
+): Promise<WorkerProcessOptions> {
+  const envFile = path.join(dir, "worker.env");
+  writeFileSync(envFile, dotenv(secrets));
+  const target = options.target ?? (process.env.TEST_WORKER_TARGET === "serve" ? "serve" : "wrangler");
+  return {
+    target,
+    secrets,
+    port: await freePort(),
+    cron: options.cron !== false,
+    ...(target === "serve" ? { controlPort: await freePort() } : {}),
+    envFile,
+    cwd,
+    persistTo: path.join(dir, target === "serve" ? "serve-data" : "wrangler-state"),
+    vars: { ALLOW_INSECURE_HTTP: "true", KEY_PREFIX: "", ...options.vars },
+    ...(options.inspect ? { inspect: options.inspect } : {}),
+  };
+}
+
+/** A private stack's own cron firer: for `wrangler dev` (which never fires them) when its cron is on; serve fires its own. */
+export function stackCrons(worker: WorkerProcess, options: WorkerProcessOptions): CronFirer | undefined {
+  if (options.target === "serve" || options.cron === false) return undefined;
+  return fireCrons(worker.scheduledUrl, cronsOf(path.join(root, "wrangler.toml")));
 }
 
 /** The secrets as a dotenv file's text (what `wrangler dev --env-file` reads). */
