@@ -12,11 +12,14 @@
  * both sides' lone-job latency and CPU (compare.ts) instead; BullMQ is not run.
  * --floor times a Worker that does only the I/O of a lone job's path, in turn with this
  * project's lone jobs and chains, `--rounds N` times (3), and prints both (floor.ts) instead.
+ * --target serve runs this project's side on plain workerd as `npm run serve` runs it in
+ * production (docs/deploy.md) instead of `wrangler dev` (`wrangler`, the default); with --floor,
+ * `both` times the two stacks side by side, in turn within each round.
  * --scale prints how cost grows with a flow's size (scale.ts: the pure machine per job at 100 to
  * 10,000 jobs, a creation's planning and a creation through the stack at 2,000 and 10,000),
  * medians of `--runs N` (3); `--scale-pure` leaves out the stack.
  */
-import { readFileSync, writeFileSync } from "node:fs";
+import { writeFileSync } from "node:fs";
 import os from "node:os";
 import path from "node:path";
 import { parseArgs } from "node:util";
@@ -38,7 +41,7 @@ import {
 } from "./figures.js";
 import { compareWith } from "./compare.js";
 import { measureFloor } from "./floor.js";
-import { RedisCounter } from "./measure.js";
+import { machine, RedisCounter } from "./measure.js";
 import { CONCURRENCY, OurSystem, type ShapeCost } from "./ours.js";
 import { profileWorker, summarizeProfile } from "./profile.js";
 import { measureScale } from "./scale.js";
@@ -72,6 +75,8 @@ const Options = z.object({
   /** How cost grows with a flow's size (scale.ts); `scale-pure` without the stack. */
   scale: z.boolean().default(false),
   "scale-pure": z.boolean().default(false),
+  /** How the Worker runs: `wrangler dev`, or `npm run serve`'s plain workerd; `both` with --floor only. */
+  target: z.enum(["wrangler", "serve", "both"]).default("wrangler"),
 });
 
 const { values } = parseArgs({
@@ -89,6 +94,7 @@ const { values } = parseArgs({
     floor: { type: "boolean" },
     scale: { type: "boolean" },
     "scale-pure": { type: "boolean" },
+    target: { type: "string" },
   },
 });
 const parsed = Options.safeParse(values);
@@ -98,29 +104,15 @@ if (!parsed.success) {
 }
 // Three runs by default; quick mode counts once unless told otherwise (`--quick --runs 3`: medians).
 const options = { ...parsed.data, runs: parsed.data.runs ?? (parsed.data.quick ? 1 : 3) };
+if (options.target === "both" && !options.floor) {
+  console.error("bench: --target both goes with --floor only (other figures run one stack at a time)");
+  process.exit(2);
+}
+/** The one target of every mode but `--floor --target both`. */
+const target = options.target === "serve" ? "serve" : "wrangler";
 
 const began = Date.now();
 const log = (message: string) => console.error(`[bench ${((Date.now() - began) / 1000).toFixed(1)} s] ${message}`);
-const versionOf = (pkg: string) =>
-  (JSON.parse(readFileSync(path.join(root, "node_modules", pkg, "package.json"), "utf8")) as { version: string })
-    .version;
-
-/** The machine, as the table's caption and the JSON state it. */
-function machine() {
-  const cpus = os.cpus();
-  return {
-    cores: cpus.length,
-    cpu: cpus[0]?.model.trim() ?? "unknown",
-    memoryGiB: Math.round(os.totalmem() / 2 ** 30),
-    os: `${os.type()} ${os.release()}`,
-    node: process.version,
-    bullmq: versionOf("bullmq"),
-    ioredis: versionOf("ioredis"),
-    wrangler: versionOf("wrangler"),
-    loadAverageAtStart: os.loadavg(),
-  };
-}
-
 if (options.scale || options["scale-pure"]) {
   console.log(await measureScale({ runs: options.runs, pure: options["scale-pure"], log }));
   process.exit(0);
@@ -132,7 +124,12 @@ if (options.compare || options.floor) {
     console.log(
       options.compare
         ? await compareWith(root, options.compare, { rounds: options.rounds ?? 4, samples, bulk: COMPARE_BULK, log })
-        : await measureFloor(root, { rounds: options.rounds ?? 3, samples, log }),
+        : await measureFloor(root, {
+            rounds: options.rounds ?? 3,
+            samples,
+            targets: options.target === "both" ? ["wrangler", "serve"] : [target],
+            log,
+          }),
     );
     process.exit(0);
   } catch (error) {
@@ -141,10 +138,10 @@ if (options.compare || options.floor) {
   }
 }
 
-const machineInfo = machine();
-log(`starting a private stack (redis-server, REST endpoint, wrangler dev)`);
+const machineInfo = machine(root);
+log(`starting a private stack (redis-server, REST endpoint, ${target === "serve" ? "npm run serve" : "wrangler dev"})`);
 const inspect = options.profile ? { port: await freePort() } : undefined;
-const stack = await startPrivateStack("bench", { cron: false, ...(inspect ? { inspect } : {}) });
+const stack = await startPrivateStack("bench", { cron: false, target, ...(inspect ? { inspect } : {}) });
 const counter = await RedisCounter.open(stack.redisUrl);
 let bull: BullSystem | undefined;
 const runsOurs: Figures[] = [];
@@ -341,7 +338,7 @@ function report(redisVersion: string, anomalies: readonly string[]): void {
       `${options.runs} run(s)${options.runs > 1 ? ", medians (min–max)" : ""}; ` +
       `${machineInfo.cores} cores (${machineInfo.cpu}), ${machineInfo.memoryGiB} GiB, ${machineInfo.os}; ` +
       `load average ${load(machineInfo.loadAverageAtStart)} at start, ${load(loadAtEnd)} at end; ` +
-      `redis-server ${redisVersion}, wrangler dev ${machineInfo.wrangler}, ` +
+      `redis-server ${redisVersion}, ${target === "serve" ? "npm run serve (workerd) of" : "wrangler dev"} ${machineInfo.wrangler}, ` +
       (options.quick
         ? `runner concurrency ${CONCURRENCY}.\n`
         : `BullMQ ${machineInfo.bullmq} (ioredis ${machineInfo.ioredis}), concurrency ${CONCURRENCY}, ` +

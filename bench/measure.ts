@@ -1,5 +1,7 @@
 import { execFileSync } from "node:child_process";
 import { readdirSync, readFileSync } from "node:fs";
+import os from "node:os";
+import path from "node:path";
 import { parseRedisUrl, RedisConnection } from "../infra/redis-rest/connection.js";
 import { commandDelta } from "../test/support/private-stack.js";
 
@@ -213,4 +215,23 @@ export function nthTime(
     watchers.add(check);
     check();
   });
+}
+
+/** The machine, and the versions measured, as the table's caption and the JSON state them. */
+export function machine(root: string) {
+  const versionOf = (pkg: string) =>
+    (JSON.parse(readFileSync(path.join(root, "node_modules", pkg, "package.json"), "utf8")) as { version: string })
+      .version;
+  const cpus = os.cpus();
+  return {
+    cores: cpus.length,
+    cpu: cpus[0]?.model.trim() ?? "unknown",
+    memoryGiB: Math.round(os.totalmem() / 2 ** 30),
+    os: `${os.type()} ${os.release()}`,
+    node: process.version,
+    bullmq: versionOf("bullmq"),
+    ioredis: versionOf("ioredis"),
+    wrangler: versionOf("wrangler"),
+    loadAverageAtStart: os.loadavg(),
+  };
 }

@@ -15,7 +15,7 @@ import { RunnerTap } from "./runner-tap.js";
 import { chainJobs, independentJobs, layeredDag, loneJobs, treeJobs, type OurJob } from "./shapes.js";
 import { STEPS, stepsOf, type LoneSample, type Step } from "./steps.js";
 
-// This project's side: flows submitted through the Worker under `wrangler dev` (signed, as any
+// This project's side: flows submitted through the Worker under `wrangler dev` or `npm run serve` (signed, as any
 // client submits them), delivered to the trivial push runner test/support/test-runner.ts, which
 // acknowledges, reports `started` and its result at once. The runner's stdout says when each job
 // began (`delivery <epoch ms>`, printed as the delivery arrives) and when each result was applied
@@ -93,7 +93,9 @@ export class OurSystem {
       reported: await side({ TIMES: "1", FAST: "1" }, false),
       answered: await side({ TIMES: "1", INLINE: "1" }, true),
     };
-    return new OurSystem(stack, admin.client, sides, counter, listenerPid(Number(new URL(stack.url).port)));
+    // Under serve, what listens on the Worker's port is its own workerd: there is no proxy.
+    const proxy = stack.target === "serve" ? undefined : listenerPid(Number(new URL(stack.url).port));
+    return new OurSystem(stack, admin.client, sides, counter, proxy);
   }
 
   /** Result reports that were not applied at first try (they are retried; shown as a warning). */

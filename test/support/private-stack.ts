@@ -1,12 +1,11 @@
 import { spawn } from "node:child_process";
-import { mkdtempSync, rmSync, writeFileSync } from "node:fs";
+import { mkdtempSync, rmSync } from "node:fs";
 import path from "node:path";
 import { parseRedisUrl, RedisConnection } from "../../infra/redis-rest/connection.js";
 import { DEFAULT_REST_OPTIONS, startRestServer, type RestServer } from "../../infra/redis-rest/index.js";
 import { freePort, startRedisServer } from "../../infra/redis-server.js";
-import { cronsOf, fireCrons } from "../../infra/cron.js";
+import type { CronFirer } from "../../infra/cron.js";
 import { memoryBackedDir } from "../../infra/memory-dir.js";
-import { startWranglerDev } from "../../infra/wrangler.js";
 import { actorKeyId, generateKeyPair, type PrivateJwk } from "../../shared/auth/index.js";
 import { CoordinatorClient, signerFromJwk } from "../../shared/client/index.js";
 import { Keys } from "../../shared/keys.js";
@@ -15,6 +14,14 @@ import { eventually } from "./eventually.js";
 import type { ExtraWorker, PrivateStackOptions, TestRunnerProcess } from "./stack-types.js";
 import { refuseOn, sweepToEnd, type Refusal } from "./stack-storage.js";
 import { watchProcess, type WatchedProcess } from "./process.js";
+import {
+  stackCrons,
+  stackWorkerOptions,
+  startWorkerProcess,
+  type WorkerProcess,
+  type WorkerProcessOptions,
+  type WorkerTarget,
+} from "./worker-process.js";
 import {
   registerReferenceRunner,
   writeKeyFile,
@@ -31,8 +38,9 @@ export { commandDelta } from "./stack-types.js";
 
 /**
  * A stack of a test file's own: redis-server on a free port, the REST endpoint, and the Worker
- * under `wrangler dev`. Tests that count Redis commands need one, since the shared test Redis
- * serves every other file at the same time; so do tests that stop the storage or kill runners.
+ * under `wrangler dev` (or, with `target: "serve"`, on plain workerd as `npm run serve` runs
+ * it). Tests that count Redis commands need one, since the shared test Redis serves every other
+ * file at the same time; so do tests that stop the storage or kill runners.
  */
 export async function startPrivateStack(label: string, options: PrivateStackOptions = {}): Promise<PrivateStack> {
   const dir = mkdtempSync(path.join(memoryBackedDir(), `fc-${label}-`));
@@ -40,25 +48,16 @@ export async function startPrivateStack(label: string, options: PrivateStackOpti
   const token = "private-stack-token";
   const restOptions = { ...DEFAULT_REST_OPTIONS, redisUrl: redisServer.url, port: 0, token };
   const rest = await startRestServer(restOptions);
-  const envFile = path.join(dir, "worker.env");
-  writeFileSync(
-    envFile,
-    `UPSTASH_REDIS_REST_URL=${rest.url}\nUPSTASH_REDIS_REST_TOKEN=${token}\nCOORDINATOR_SIGNING_KEY='${JSON.stringify(await generateKeyPair())}'\n`,
-  );
   const log = { text: "" };
-  const workerOptions: WorkerOptions = {
-    port: await freePort(),
-    envFile,
-    cwd: root,
-    // Kept across restarts of the Worker: Durable Objects' storage and alarms outlive the process.
-    persistTo: path.join(dir, "wrangler-state"),
-    vars: { ALLOW_INSECURE_HTTP: "true", KEY_PREFIX: "", ...options.vars },
-    onLine: (line: string) => (log.text = `${log.text}${line.replace(ANSI, "")}\n`.slice(-200_000)),
-    ...(options.inspect ? { inspect: options.inspect } : {}),
-  };
-  let worker: WranglerDev;
+  const workerOptions = await stackWorkerOptions(dir, root, options, {
+    UPSTASH_REDIS_REST_URL: rest.url,
+    UPSTASH_REDIS_REST_TOKEN: token,
+    COORDINATOR_SIGNING_KEY: JSON.stringify(await generateKeyPair()),
+  });
+  workerOptions.onLine = (line: string) => (log.text = `${log.text}${line.replace(ANSI, "")}\n`.slice(-200_000));
+  let worker: WorkerProcess;
   try {
-    worker = await startWranglerDev(workerOptions);
+    worker = await startWorkerProcess(workerOptions);
   } catch (error) {
     // Nothing else will stop what was started so far: the caller never gets a stack to stop.
     await rest.close();
@@ -66,12 +65,12 @@ export async function startPrivateStack(label: string, options: PrivateStackOpti
     rmSync(dir, { recursive: true, force: true });
     throw error;
   }
-  const crons = options.cron === false ? undefined : fireCrons(worker.url, cronsOf(path.join(root, "wrangler.toml")));
+  // A restart of a serve stack runs the bundle its first start built.
+  workerOptions.build = false;
+  const crons = stackCrons(worker, workerOptions);
   return new PrivateStack({ dir, redisServer, restOptions, token, rest, worker, workerOptions, log, crons });
 }
 
-type WorkerOptions = Parameters<typeof startWranglerDev>[0];
-type WranglerDev = Awaited<ReturnType<typeof startWranglerDev>>;
 type RestOptions = Parameters<typeof startRestServer>[0];
 
 /** What startPrivateStack started, handed to the stack that owns it. */
@@ -82,10 +81,10 @@ interface StackParts {
   /** The REST endpoint's bearer token. */
   token: string;
   rest: RestServer;
-  worker: WranglerDev;
-  workerOptions: WorkerOptions;
+  worker: WorkerProcess;
+  workerOptions: WorkerProcessOptions;
   log: { text: string };
-  crons: ReturnType<typeof fireCrons> | undefined;
+  crons: CronFirer | undefined;
 }
 
 /**
@@ -102,7 +101,7 @@ export class PrivateStack {
   readonly anonymous: CoordinatorClient;
   private rest: RestServer | undefined;
   private readonly restPort: number;
-  private worker: WranglerDev;
+  private worker: WorkerProcess;
   private redisPaused = false;
   /** While storage is refused: the stand-in answering on the REST port, and what it was asked. */
   private refusing: Refusal | undefined;
@@ -122,6 +121,11 @@ export class PrivateStack {
 
   get url(): string {
     return this.worker.url;
+  }
+
+  /** How this stack runs the Worker: `wrangler dev`, or plain workerd as `npm run serve` does. */
+  get target(): WorkerTarget {
+    return this.parts.workerOptions.target ?? "wrangler";
   }
 
   /** The redis-server's own address (redis://…), for tools that speak RESP (MONITOR, a benchmark's BullMQ). */
@@ -242,12 +246,16 @@ export class PrivateStack {
   }
 
   /**
-   * Stops the Worker (workerd and every Durable Object in memory with it) and starts it again
-   * on the same port with the same storage: what a deploy or a crash does to the objects.
+   * Stops the Worker (workerd and every Durable Object in memory with it) and starts it again on
+   * the same port with the same storage, what a deploy or a crash does; `cron` turns the cron on or off.
    */
-  async restartWorker(): Promise<void> {
+  async restartWorker(changes: { cron?: boolean } = {}): Promise<void> {
+    this.parts.crons?.stop();
     await this.worker.stop();
-    this.worker = await startWranglerDev(this.parts.workerOptions);
+    const options = this.parts.workerOptions;
+    if (changes.cron !== undefined) options.cron = changes.cron;
+    this.worker = await startWorkerProcess(options);
+    this.parts.crons = stackCrons(this.worker, options);
   }
 
   /**
@@ -257,11 +265,11 @@ export class PrivateStack {
    */
   async startWorker(vars: Record<string, string> = {}): Promise<ExtraWorker> {
     let log = "";
-    const { inspect: _inspected, ...options } = this.parts.workerOptions;
-    const extra = await startWranglerDev({
+    const { inspect: _inspected, controlPort: _control, build: _build, ...options } = this.parts.workerOptions;
+    const extra = await startWorkerProcess({
       ...options,
       port: await freePort(),
-      persistTo: mkdtempSync(path.join(this.dir, "wrangler-state-extra-")),
+      persistTo: mkdtempSync(path.join(this.dir, "worker-state-extra-")),
       vars: { ...options.vars, ...vars },
       onLine: (line: string) => (log = `${log}${line.replace(ANSI, "")}\n`.slice(-200_000)),
     });
@@ -279,9 +287,9 @@ export class PrivateStack {
     return handle;
   }
 
-  /** Fires the cron trigger once (`wrangler dev --test-scheduled`); resolves with its answer. */
+  /** Fires the cron trigger once (`wrangler dev --test-scheduled`, serve's control socket); resolves with its answer. */
   async sweep(): Promise<{ status: number; text: string }> {
-    const res = await fetch(`${this.url}/__scheduled?cron=*+*+*+*+*`);
+    const res = await fetch(`${this.worker.scheduledUrl}/__scheduled?cron=*+*+*+*+*`);
     return { status: res.status, text: await res.text() };
   }
 
@@ -293,7 +301,7 @@ export class PrivateStack {
    * one at a time, with the cron off.
    */
   sweepToEnd(timeoutMs = 60_000): Promise<number> {
-    return sweepToEnd(this.url, this.redisUrl, timeoutMs);
+    return sweepToEnd(this.worker.scheduledUrl, this.redisUrl, timeoutMs);
   }
 
   /** Redis's own command counts, by command (INFO commandstats), without INFO itself. */

@@ -37,6 +37,11 @@ export interface PrivateStackOptions {
   vars?: Record<string, string>;
   /** The Worker's inspector on this port, the script not minified (a CPU profile's names). */
   inspect?: { port: number };
+  /**
+   * How the Worker runs: under `wrangler dev` (default), or on plain workerd as `npm run serve`
+   * runs it in production (infra/serve/), its data folder in the stack's folder.
+   */
+  target?: "wrangler" | "serve";
 }
 
 /** The difference of two command counts, by command, and its total. */
