@@ -3,6 +3,7 @@ import { labelsText, triggerText, type ContextStreamEvent, type JobStatus } from
 import type { Output } from "./output.js";
 import { timestamp } from "./output.js";
 import { rerunText } from "./flow-text.js";
+import { EventFilter, isOpen, type WatchFilter } from "./context-filter.js";
 
 /** `2/4 jobs ended` from a flow event's count of jobs per status (skipped ones ended too, and are said). */
 function progressText(progress: Partial<Record<JobStatus, number>> | undefined): string {
@@ -13,10 +14,14 @@ function progressText(progress: Partial<Record<JobStatus, number>> | undefined):
   return `  (${done}/${total} jobs ended${skipped > 0 ? `, ${skipped} not run` : ""})`;
 }
 
-/** A flow's creation: `created (schedule 3; env=prod)`, what started it unless a submission did, and its labels. */
+/**
+ * A flow's creation: `created (priority 5; schedule 3; env=prod)`, its priority unless the
+ * default, what started it unless a submission did, and its labels.
+ */
 function createdText(event: Extract<ContextStreamEvent, { flow_seq: number }>): string {
   const trigger = event.trigger && event.trigger.kind !== "manual" ? triggerText(event.trigger) : "";
-  const about = [trigger, labelsText(event.labels)].filter(Boolean).join("; ");
+  const priority = event.priority !== undefined ? `priority ${event.priority}` : "";
+  const about = [priority, trigger, labelsText(event.labels)].filter(Boolean).join("; ");
   return `created${about ? ` (${about})` : ""}`;
 }
 
@@ -62,13 +67,16 @@ export async function watchContext(
   contextId: number,
   since: number | undefined,
   out: Output,
+  filter: WatchFilter = { labels: {} },
 ): Promise<number> {
+  const shown = new EventFilter(filter, client, contextId);
   const stop = new AbortController();
   const onInterrupt = () => stop.abort();
   process.once("SIGINT", onInterrupt);
   let last = since;
   try {
-    out.note(`watching context ${contextId}${since !== undefined ? ` after event ${since}` : ""}; Ctrl-C stops`);
+    const only = isOpen(filter) ? "" : " (only the flows the filters let through)";
+    out.note(`watching context ${contextId}${since !== undefined ? ` after event ${since}` : ""}${only}; Ctrl-C stops`);
     const events = client.contextEvents(contextId, {
       ...(since !== undefined ? { since } : {}),
       signal: stop.signal,
@@ -77,7 +85,7 @@ export async function watchContext(
     });
     for await (const event of events) {
       last = event.seq;
-      out.record(event, contextEventLine(event));
+      if (await shown.shows(event)) out.record(event, contextEventLine(event));
     }
   } finally {
     process.off("SIGINT", onInterrupt);

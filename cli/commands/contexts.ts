@@ -1,6 +1,16 @@
 import { PERMISSION_LISTS, type PermissionList } from "../../shared/auth/index.js";
 import { EVENT_LIMITS, type Context } from "../../shared/model/index.js";
-import { parseCount, parseId, resettableOption, type Command, type ParsedOptions } from "../command.js";
+import type { PlainStatus } from "../../shared/model/plain-status.js";
+import {
+  parseChoice,
+  parseCount,
+  parseId,
+  resettableOption,
+  type Command,
+  type Invocation,
+  type ParsedOptions,
+} from "../command.js";
+import { labelFilter, type WatchFilter } from "../context-filter.js";
 import { watchContext } from "../context-watch.js";
 import { UsageError } from "../errors.js";
 import { fields, ids, timestamp } from "../output.js";
@@ -210,16 +220,53 @@ const limits: Command = {
   },
 };
 
+/** The statuses `context watch --status` takes: plain words, as `flow list --status` does. */
+const WATCH_STATUSES = [
+  "created",
+  "running",
+  "finished",
+  "failed",
+  "cancelled",
+  "compensating",
+  "compensated",
+  "compensation-failed",
+];
+
+/** The filters of `context watch`: --name, --label (repeatable), --status. */
+function watchFilter(invocation: Invocation, command: string): WatchFilter {
+  const { options } = invocation;
+  const name = options.string("name");
+  const status = options.string("status");
+  const word = status !== undefined ? parseChoice(WATCH_STATUSES, status, "--status", command) : undefined;
+  return {
+    ...(name !== undefined ? { name } : {}),
+    labels: labelFilter(options.list("label")),
+    ...(word !== undefined ? { status: word.replace("-", " ") as PlainStatus } : {}),
+  };
+}
+
 const watch: Command = {
   name: "context watch",
   summary: "follow a context live: a line per event of any of its flows, until Ctrl-C (readers)",
-  usage: "context watch <context> [--since <seq>]",
+  usage: "context watch <context> [--since <seq>] [--name <text>] [--label <key=value>]... [--status <status>]",
   args: ["context"],
   options: {
     since: {
       type: "string",
       value: "<seq>",
       help: "start after this event of the context's stream (default: from now on)",
+    },
+    name: { type: "string", value: "<text>", help: "only flows whose name holds this text (any case)" },
+    label: {
+      type: "string",
+      value: "<key=value>",
+      multiple: true,
+      help: "only flows with this label (key alone: any value); repeat it for flows with all of them",
+    },
+    status: {
+      type: "string",
+      value: "<status>",
+      help: `only events that leave their flow ${WATCH_STATUSES.join(", ")}`,
     },
   },
   details: [
@@ -230,14 +277,19 @@ const watch: Command = {
     "keeps its last 10,000 events; asking for older ones starts with a reset line. With --json,",
     "one ContextStreamEvent per line. Ctrl-C stops watching (exit 0) and says how to resume.",
   ].join("\n"),
-  examples: ["flowc context watch 1", "flowc context watch 1 --since 120 --json"],
+  examples: [
+    "flowc context watch 1",
+    "flowc context watch 1 --since 120 --json",
+    "flowc context watch 1 --label env=prod --status failed",
+  ],
   async run(invocation) {
     const name = "context watch";
     const contextId = parseId(invocation.args[0] ?? "", "<context>", name);
     const sinceText = invocation.options.string("since");
     const since = sinceText !== undefined ? parseCount(sinceText, "--since", name) : undefined;
+    const filter = watchFilter(invocation, name);
     const session = await actorSession(invocation, name);
-    return watchContext(session.client, contextId, since, invocation.out);
+    return watchContext(session.client, contextId, since, invocation.out, filter);
   },
 };
 

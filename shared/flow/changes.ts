@@ -107,11 +107,12 @@ const REPORTED: Partial<Record<FlowEvent["type"], FlowEventType>> = {
   logs: "job.logs",
 };
 
-/** The flow's first event: it exists, with its jobs not yet started; what started it, and its labels. */
+/** The flow's first event: it exists, with its jobs not yet started; what started it, its labels and priority. */
 export function createdChange(state: FlowState, at: number): FlowChange {
   const { labels, schedule_id } = state.identity ?? {};
   return flowChange("flow.created", state, at, {
     ...(labels !== undefined ? { labels } : {}),
+    ...(state.priority !== 0 ? { priority: state.priority } : {}),
     trigger: flowTrigger({ schedule_id, parent: state.parent, template: state.template }),
   });
 }

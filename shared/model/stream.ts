@@ -2,7 +2,7 @@ import { z } from "zod";
 import { Id, Log, ResultMap } from "./common.js";
 import { FlowStatus, JobStatus, ScriptType } from "./enums.js";
 import { JobKind, JobOrigin } from "./views.js";
-import { FlowLabels, FlowName, FlowTriggerInfo } from "./flow.js";
+import { FlowLabels, FlowName, FlowPriority, FlowTriggerInfo } from "./flow.js";
 
 /**
  * What happened to a flow, as its event stream tells it. `flow.*` events are about the flow as a
@@ -109,6 +109,8 @@ export const FlowStreamEvent = z
     labels: FlowLabels.optional(),
     /** `flow.created`: what started the flow. */
     trigger: FlowTriggerInfo.optional(),
+    /** `flow.created`: the flow's priority, when it is not the default (0). */
+    priority: FlowPriority.optional(),
   })
   .strict()
   .meta({ id: "FlowStreamEvent" });

@@ -222,6 +222,47 @@ describe("flowc context watch", () => {
     }
   });
 
+  it("shows only the flows its --name, --label and --status let through, and a flow's priority when it was created", async () => {
+    const admin = fixture.admin().client;
+    const context = (await admin.createContext()).id;
+    const job = { name: "idle", script_type: "v" as const, script: "x" };
+    // Created before the watch: its labels are read from its view.
+    const early = (await admin.submitFlow(context, { name: "nightly eu", labels: { env: "prod" }, jobs: [job] })).id;
+    const watch = startFlowc(
+      ["context", "watch", String(context), "--name", "NIGHTLY", "--label", "env=prod", "--status", "cancelled"],
+      env,
+    );
+    try {
+      await watch.waitForLine(/watching context .* \(only the flows the filters let through\)/);
+      const other = (await admin.submitFlow(context, { name: "nightly us", labels: { env: "dev" }, jobs: [job] })).id;
+      const late = (
+        await admin.submitFlow(context, { name: "nightly", labels: { env: "prod" }, priority: 5, jobs: [job] })
+      ).id;
+      for (const id of [other, late, early]) await admin.cancelFlow(context, id, "enough");
+      await watch.waitForLine(new RegExp(`flow ${early} \\(nightly eu\\) cancelled: enough`));
+      watch.child.kill("SIGINT");
+      expect((await watch.exited).code).toBe(0);
+      const lines = watch.stdout().trimEnd().split("\n");
+      expect(lines.map((l) => l.replace(/^\[\d+\] \S+Z /, ""))).toEqual([
+        `flow ${late} (nightly) cancelled: enough  (1/1 jobs ended)`,
+        `flow ${early} (nightly eu) cancelled: enough  (1/1 jobs ended)`,
+      ]);
+    } finally {
+      await watch.kill();
+    }
+    const all = startFlowc(
+      ["context", "watch", String(context), "--since", "0", "--name", "nightly", "--status", "created"],
+      env,
+    );
+    try {
+      await all.waitForLine(/priority 5/);
+      all.child.kill("SIGINT");
+      expect(all.stdout()).toMatch(new RegExp(`flow \\d+ \\(nightly\\) created \\(priority 5; env=prod\\)`));
+    } finally {
+      await all.kill();
+    }
+  });
+
   it("refuses an actor who may not read the context (the coordinator's 403, exit 1), and a bad --since (exit 2)", async () => {
     expectOneErrorLine(
       await flowc(["context", "watch", String(contextId), "--since", "soon"], env),
