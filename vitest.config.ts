@@ -56,6 +56,18 @@ export default defineConfig({
         },
       },
       {
+        // Over one real Redis Cluster (test/support/cluster-setup.ts), one file at a time.
+        test: {
+          name: "cluster",
+          include: ["test/cluster/**/*.test.ts"],
+          environment: "node",
+          globalSetup: ["test/support/cluster-setup.ts"],
+          testTimeout: 120_000,
+          hookTimeout: 120_000,
+          maxWorkers: 1,
+        },
+      },
+      {
         plugins: [
           cloudflareTest({
             wrangler: { configPath: "./wrangler.test.toml" },

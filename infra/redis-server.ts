@@ -40,14 +40,22 @@ export function freePort(): Promise<number> {
 
 /**
  * Starts `redis-server` on `port` with `dir` as its working folder, keeping nothing on disk
- * (no RDB snapshots, no AOF), and resolves once it answers PING.
+ * (no RDB snapshots, no AOF), and resolves once it answers PING. `args` are further settings
+ * (`--cluster-enabled yes`, say: a cluster node keeps its node table in `dir`).
  */
-export async function startRedisServer(options: { port: number; dir: string }): Promise<RedisServerProcess> {
+export async function startRedisServer(options: {
+  port: number;
+  dir: string;
+  args?: string[];
+}): Promise<RedisServerProcess> {
   if (!hasRedisServer()) throw new RedisServerMissingError();
   mkdirSync(options.dir, { recursive: true });
   const child = spawn(
     "redis-server",
-    ["--port", String(options.port), "--bind", "127.0.0.1", "--save", "", "--appendonly", "no", "--dir", options.dir],
+    [
+      ...["--port", String(options.port), "--bind", "127.0.0.1", "--save", "", "--appendonly", "no"],
+      ...["--dir", options.dir, ...(options.args ?? [])],
+    ],
     { stdio: ["ignore", "pipe", "pipe"] },
   );
   let output = "";

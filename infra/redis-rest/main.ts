@@ -1,10 +1,11 @@
 /**
  * `npm run redis-rest`: the Upstash-compatible REST endpoint as a process.
  *
- * Env: REDIS_URL (default redis://127.0.0.1:6379), REST_PORT (default 8079), REST_HOST (default
- * 127.0.0.1), REST_TOKEN (generated and printed when unset), REST_POOL_SIZE (64),
- * REST_MAX_BODY_BYTES (10 MiB). Prints one line with its URL once it accepts requests; stops on
- * SIGTERM / SIGINT after closing its connections.
+ * Env: REDIS_URL (default redis://127.0.0.1:6379), or REDIS_CLUSTER (`host:port,…`: nodes of a
+ * Redis Cluster to learn it from, instead of REDIS_URL's server; cluster.ts), REST_PORT (default
+ * 8079), REST_HOST (default 127.0.0.1), REST_TOKEN (generated and printed when unset),
+ * REST_POOL_SIZE (64), REST_MAX_BODY_BYTES (10 MiB). Prints one line with its URL once it accepts
+ * requests; stops on SIGTERM / SIGINT after closing its connections.
  */
 import { randomBytes } from "node:crypto";
 import { DEFAULT_REST_OPTIONS, startRestServer } from "./server.js";
@@ -27,6 +28,7 @@ try {
   const server = await startRestServer({
     ...DEFAULT_REST_OPTIONS,
     redisUrl: process.env.REDIS_URL || DEFAULT_REST_OPTIONS.redisUrl,
+    redisCluster: process.env.REDIS_CLUSTER || "",
     host: process.env.REST_HOST || DEFAULT_REST_OPTIONS.host,
     port: intFromEnv("REST_PORT", DEFAULT_REST_OPTIONS.port),
     poolSize: Math.max(1, intFromEnv("REST_POOL_SIZE", DEFAULT_REST_OPTIONS.poolSize)),
@@ -34,7 +36,8 @@ try {
     token,
   });
   const tokenNote = generated ? ` (token ${token}, generated: set REST_TOKEN to choose one)` : "";
-  console.log(`redis-rest: ready at ${server.url}${tokenNote}`);
+  const behind = process.env.REDIS_CLUSTER ? ` (the Redis Cluster at ${process.env.REDIS_CLUSTER})` : "";
+  console.log(`redis-rest: ready at ${server.url}${behind}${tokenNote}`);
   const stop = (signal: string) => {
     console.log(`redis-rest: ${signal}, stopping`);
     void server.close().then(() => process.exit(0));

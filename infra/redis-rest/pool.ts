@@ -1,5 +1,7 @@
+import type { Backend, TransactionReply, Watcher } from "./backend.js";
+import type { Command } from "./commands.js";
 import { RedisConnection, RedisUnavailableError, type RedisTarget } from "./connection.js";
-import type { Reply } from "./resp.js";
+import { ErrorReply, type Reply } from "./resp.js";
 
 export interface PoolOptions {
   /** Most connections open at once; further requests wait for one to come back. */
@@ -20,7 +22,7 @@ interface Waiter {
  * batch, so a transaction's MULTI ... EXEC and a blocking command never interleave with another
  * request's commands. Broken connections are dropped, not returned; the next request reconnects.
  */
-export class ConnectionPool {
+export class ConnectionPool implements Backend {
   private readonly idle: RedisConnection[] = [];
   private readonly waiters: Waiter[] = [];
   private open = 0;
@@ -31,7 +33,7 @@ export class ConnectionPool {
    * While set, each batch's commands are told to it, in the order they are sent (a test reads
    * which calls a request made, one request a round trip).
    */
-  watcher: ((commands: readonly (readonly (string | Buffer)[])[]) => void) | undefined;
+  watcher: Watcher | undefined;
 
   constructor(
     private readonly target: RedisTarget,
@@ -51,14 +53,22 @@ export class ConnectionPool {
     }
   }
 
+  /** MULTI, the commands, EXEC: all on one connection, so nothing interleaves. */
+  async transaction(commands: readonly Command[]): Promise<TransactionReply> {
+    const replies = await this.run([["MULTI"], ...commands, ["EXEC"]]);
+    const queued = replies.slice(1, -1).find((r) => r instanceof ErrorReply);
+    return { exec: replies[replies.length - 1] ?? null, ...(queued instanceof ErrorReply ? { queued } : {}) };
+  }
+
   /** Closes every idle connection and refuses new work; busy ones close when released. */
-  close(): void {
+  close(): Promise<void> {
     this.closed = true;
     for (const connection of this.idle.splice(0)) connection.close();
     for (const waiter of this.waiters.splice(0)) {
       clearTimeout(waiter.timer);
       waiter.reject(new RedisUnavailableError("the REST endpoint is shutting down"));
     }
+    return Promise.resolve();
   }
 
   private async acquire(): Promise<RedisConnection> {

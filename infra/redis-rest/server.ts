@@ -4,6 +4,8 @@ import { serve, type HttpBindings, type ServerType } from "@hono/node-server";
 import { Hono, type Context, type MiddlewareHandler } from "hono";
 import type { ContentfulStatusCode } from "hono/utils/http-status";
 import { readBoundedBody } from "../../shared/http/body.js";
+import type { Backend } from "./backend.js";
+import { ClusterBackend } from "./cluster.js";
 import { CommandError, toCommand, toCommandList, type Command } from "./commands.js";
 import { parseRedisUrl, RedisUnavailableError } from "./connection.js";
 import { toOutcome } from "./encoding.js";
@@ -13,6 +15,11 @@ import { ErrorReply, type Reply } from "./resp.js";
 /** Where the endpoint listens, the Redis it fronts, and its limits. */
 export interface RestServerOptions {
   redisUrl: string;
+  /**
+   * A Redis Cluster instead of `redisUrl`'s server: `host:port,…` of nodes to learn it from
+   * (cluster.ts). Unset or empty: the single server.
+   */
+  redisCluster?: string;
   token: string;
   /** 0 picks a free port. */
   port: number;
@@ -20,6 +27,10 @@ export interface RestServerOptions {
   poolSize: number;
   maxBodyBytes: number;
   connectTimeoutMs: number;
+  /**
+   * How long a request may wait for a free connection (a single server), or for the cluster
+   * (through a failover's retries), before it is answered 503.
+   */
   acquireTimeoutMs: number;
 }
 
@@ -38,7 +49,7 @@ export const DEFAULT_REST_OPTIONS = {
 export interface RestServer {
   /** Base URL to hand to `@upstash/redis` as `url`. */
   url: string;
-  /** Stops listening, drops open connections and closes the Redis pool. */
+  /** Stops listening, drops open connections and closes the connections to Redis. */
   close(): Promise<void>;
   /**
    * What the endpoint sent to Redis since it started: requests that reached Redis and the
@@ -89,13 +100,19 @@ interface Sizes {
  */
 export async function startRestServer(options: RestServerOptions): Promise<RestServer> {
   if (!options.token) throw new Error("the REST endpoint needs a token");
-  const pool = new ConnectionPool(parseRedisUrl(options.redisUrl), {
-    size: options.poolSize,
-    connectTimeoutMs: options.connectTimeoutMs,
-    acquireTimeoutMs: options.acquireTimeoutMs,
-  });
+  const backend: Backend = options.redisCluster
+    ? await ClusterBackend.open({
+        seeds: options.redisCluster,
+        connectTimeoutMs: options.connectTimeoutMs,
+        requestTimeoutMs: options.acquireTimeoutMs,
+      })
+    : new ConnectionPool(parseRedisUrl(options.redisUrl), {
+        size: options.poolSize,
+        connectTimeoutMs: options.connectTimeoutMs,
+        acquireTimeoutMs: options.acquireTimeoutMs,
+      });
   const sizes: Sizes = { limit: options.maxBodyBytes, request: 0, response: 0 };
-  const app = restApp(pool, Buffer.from(`Bearer ${options.token}`), sizes);
+  const app = restApp(backend, Buffer.from(`Bearer ${options.token}`), sizes);
 
   const server = serve({
     fetch: app.fetch,
@@ -110,11 +127,11 @@ export async function startRestServer(options: RestServerOptions): Promise<RestS
   const host = options.host.includes(":") ? `[${options.host}]` : options.host;
   return {
     url: `http://${host}:${port}`,
-    sent: () => ({ requests: pool.sent.batches, commands: pool.sent.commands }),
+    sent: () => ({ requests: backend.sent.batches, commands: backend.sent.commands }),
     largest: () => ({ request: sizes.request, response: sizes.response }),
     record: () => {
       const requests: string[][] = [];
-      pool.watcher = (commands) =>
+      backend.watcher = (commands) =>
         requests.push(
           commands.map(([name, first]) => {
             const upper = String(name).toUpperCase();
@@ -122,13 +139,13 @@ export async function startRestServer(options: RestServerOptions): Promise<RestS
           }),
         );
       return () => {
-        pool.watcher = undefined;
+        backend.watcher = undefined;
         return requests;
       };
     },
     close: () =>
       new Promise<void>((resolve) => {
-        pool.close();
+        void backend.close();
         server.close(() => resolve());
         if ("closeAllConnections" in server) server.closeAllConnections();
       }),
@@ -143,7 +160,7 @@ function listening(server: ServerType): Promise<AddressInfo> {
   });
 }
 
-function restApp(pool: ConnectionPool, expectedAuth: Buffer, sizes: Sizes): Hono<RestEnv> {
+function restApp(backend: Backend, expectedAuth: Buffer, sizes: Sizes): Hono<RestEnv> {
   // Routes match the path as sent, percent-escapes and all (Hono decodes by default): `/%70ipeline`
   // is a command named `pipeline` in the path form, not the pipeline endpoint.
   const app = new Hono<RestEnv>({ getPath: (request) => new URL(request.url).pathname });
@@ -151,14 +168,16 @@ function restApp(pool: ConnectionPool, expectedAuth: Buffer, sizes: Sizes): Hono
   const send = answerWithin(sizes);
 
   app.post("/", async (c) => {
-    const [reply] = await pool.run([toCommand(parseJson(c.var.body))]);
+    const [reply] = await backend.run([toCommand(parseJson(c.var.body))]);
     return send(c, single(reply ?? null, base64(c)));
   });
   app.post("/pipeline", async (c) => {
-    const replies = await pool.run(toCommandList(parseJson(c.var.body)));
+    const replies = await backend.run(toCommandList(parseJson(c.var.body)));
     return send(c, { status: 200, body: replies.map((r) => toOutcome(r, base64(c))) });
   });
-  app.post("/multi-exec", async (c) => send(c, await multiExec(pool, toCommandList(parseJson(c.var.body)), base64(c))));
+  app.post("/multi-exec", async (c) =>
+    send(c, await multiExec(backend, toCommandList(parseJson(c.var.body)), base64(c))),
+  );
   app.on(["GET", "POST"], "/*", async (c) => {
     // The path form: `/set/key/value`; a POST body is the last argument (the one way to send
     // bytes a URL cannot carry comfortably). Hono routes HEAD here as GET: it is no command.
@@ -166,7 +185,7 @@ function restApp(pool: ConnectionPool, expectedAuth: Buffer, sizes: Sizes): Hono
     if (path.length <= 1 || c.req.method === "HEAD") return c.notFound();
     const args = path.slice(1).split("/").map(decodeURIComponent);
     if (c.req.method === "POST" && c.var.body.length > 0) args.push(c.var.body.toString("utf8"));
-    const [reply] = await pool.run([toCommand(args)]);
+    const [reply] = await backend.run([toCommand(args)]);
     return send(c, single(reply ?? null, base64(c)));
   });
 
@@ -253,14 +272,15 @@ function single(reply: Reply, base64: boolean): Answer {
   return { status: "error" in outcome ? 400 : 200, body: outcome };
 }
 
-/** MULTI, the commands, EXEC: all on one connection, so nothing interleaves. */
-async function multiExec(pool: ConnectionPool, commands: Command[], base64: boolean): Promise<Answer> {
-  const replies = await pool.run([["MULTI"], ...commands, ["EXEC"]]);
-  const exec = replies[replies.length - 1] ?? null;
+/**
+ * MULTI, the commands, EXEC: all on one connection, so nothing interleaves. On a cluster the
+ * commands' keys must share a slot (else CROSSSLOT, and nothing runs).
+ */
+async function multiExec(backend: Backend, commands: Command[], base64: boolean): Promise<Answer> {
+  const { exec, queued } = await backend.transaction(commands);
   if (exec instanceof ErrorReply) {
     // EXECABORT: a command was refused while queueing; name it, as Redis's text alone does not.
-    const queued = replies.slice(1, -1).find((r) => r instanceof ErrorReply);
-    const reason = queued instanceof ErrorReply ? `: ${queued.message}` : "";
+    const reason = queued ? `: ${queued.message}` : "";
     return { status: 400, body: { error: `${exec.message.replace(/\.$/, "")}${reason}` } };
   }
   if (!Array.isArray(exec)) return { status: 400, body: { error: "ERR transaction was not executed" } };
