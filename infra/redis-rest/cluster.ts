@@ -101,7 +101,7 @@ export class ClusterBackend implements Backend {
     }
     return this.within(async () => {
       const multi = this.cluster.multi();
-      for (const [name, ...args] of commands) multi.callBuffer(name as string, ...args);
+      for (const [name, ...args] of commands) multi.callBuffer(String(name).toUpperCase(), ...args);
       try {
         const results = (await multi.exec()) ?? [];
         return { exec: results.map(([error, value]) => (error ? new ErrorReply(errorText(error)) : toReply(value))) };
@@ -134,9 +134,14 @@ export class ClusterBackend implements Backend {
     return toReply(await this.cluster.sendCommand(this.command(args)));
   }
 
-  /** An ioredis command whose replies stay bytes (RESP's bulk strings as Buffers, as pool.ts keeps them). */
+  /**
+   * An ioredis command whose replies stay bytes (RESP's bulk strings as Buffers, as pool.ts keeps
+   * them), named in capitals: ioredis reshapes the arguments and replies of some commands by their
+   * lower-case names (HGETALL's reply into an object, HSET's object argument), which the wire
+   * form must not see; key positions (the routing) are looked up in any case.
+   */
   private command([name, ...args]: Command): IoCommand {
-    return new this.io.Command(name as string, args, { replyEncoding: null });
+    return new this.io.Command(String(name).toUpperCase(), args, { replyEncoding: null });
   }
 
   private count(commands: readonly Command[], n: number): void {

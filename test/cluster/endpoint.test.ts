@@ -53,6 +53,8 @@ describe("the REST endpoint over a Redis Cluster", () => {
       ["INCRBY", key, "1000"],
       ["GET", key],
       ["HGET", key, "f"],
+      ["hset", `${key}:h`, "f", String(i), "g", "x"],
+      ["hgetall", `${key}:h`],
     ]);
     const { status, body } = await post("/pipeline", commands);
     expect(status).toBe(200);
@@ -62,6 +64,9 @@ describe("the REST endpoint over a Redis Cluster", () => {
         { result: 1000 + i },
         { result: String(1000 + i) },
         { error: "WRONGTYPE Operation against a key holding the wrong kind of value" },
+        { result: expect.any(Number) },
+        // As Redis sends it: a flat list of fields and values (ioredis alone would make it an object).
+        { result: ["f", String(i), "g", "x"] },
       ]),
     );
     // One command of keys in two slots is refused by Redis itself, in its place.
