@@ -10,9 +10,22 @@ import { queueSuffix, type FlowStatus, type ScriptType } from "./model/enums.js"
  * `job:<caller>:<id>`, `message:<caller>:<id>`, `runner:<id>`, `msg_out`, `msg_in`, `queue:<type>`.
  * An optional deployment-wide `prefix` goes in front of every key, so deployments (or test files)
  * can share one database; it must not contain braces, or it would move the hash tag.
+ *
+ * `cluster`: the keys live on a Redis Cluster, where one script or multi-key command may name the
+ * keys of one slot only. The names are the same; what changes is how the store writes the few
+ * global keys that follow a context's (`sweep:due` after a commit or a sweep, the key epoch with
+ * the database's identity): in commands of their own rather than in the context's script
+ * (docs/deploy.md, "Redis Cluster").
  */
 export class Keys {
-  constructor(readonly prefix = "") {
+  /** The keys live on a Redis Cluster: no script or command names keys of two slots. */
+  readonly cluster: boolean;
+
+  constructor(
+    readonly prefix = "",
+    options: { cluster?: boolean } = {},
+  ) {
+    this.cluster = options.cluster ?? false;
     if (/[{}]/.test(prefix)) throw new Error(`a key prefix must not contain braces: ${prefix}`);
     // "|" separates the parts of a work item (see workItem), so no key may contain one.
     if (prefix.includes("|")) throw new Error(`a key prefix must not contain "|": ${prefix}`);

@@ -21,6 +21,11 @@ export interface Env {
   KEY_PREFIX?: string;
   /** Deadline for one storage request, in milliseconds (default 5000). */
   REDIS_TIMEOUT_MS?: string;
+  /**
+   * `true` when that endpoint fronts a Redis Cluster (the REST endpoint's REDIS_CLUSTER): no
+   * script or command names keys of two slots (docs/deploy.md, "Redis Cluster").
+   */
+  STORAGE_CLUSTER?: string;
   /** The coordinator's Ed25519 private key as a JWK (JSON). Secret. */
   COORDINATOR_SIGNING_KEY?: string;
   /** The key that will replace it, published ahead of a rotation. Secret, optional. */

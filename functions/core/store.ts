@@ -32,6 +32,7 @@ function storeWith(env: Env, prefix: string): Store {
     prefix,
     env.REDIS_TIMEOUT_MS ?? "",
     env.DEAD_LETTERS_MAX ?? "",
+    env.STORAGE_CLUSTER ?? "",
   ].join("\n");
   if (cached?.signature === signature) {
     cached = { ...cached, env, prefix };
@@ -40,7 +41,7 @@ function storeWith(env: Env, prefix: string): Store {
   const timeoutMs = Number(env.REDIS_TIMEOUT_MS) > 0 ? Number(env.REDIS_TIMEOUT_MS) : undefined;
   const store = connectStore(
     { url: env.UPSTASH_REDIS_REST_URL, token: env.UPSTASH_REDIS_REST_TOKEN, ...(timeoutMs ? { timeoutMs } : {}) },
-    new Keys(prefix),
+    new Keys(prefix, { cluster: env.STORAGE_CLUSTER === "true" }),
     undefined,
     { deadLetters: readDeadLettersMax(env) },
   );

@@ -54,6 +54,8 @@ export interface BatchOutput {
   readonly frees: Map<string, { runner: number; items: string[] }>;
   /** Whether a flow's result goes onto msg_out, for the relay to POST. */
   notifies: boolean;
+  /** On a Redis Cluster: the earliest due time the batch's starts give the context's sweep. */
+  sweepDue?: number;
 }
 
 /** Who a flow is in the context's deadline set: the flow, or the job that runs alone. */
@@ -185,13 +187,16 @@ export class StepSection {
    * The flow's deadlines start (a start, a re-run): its nearest goes into the context's deadline
    * set, and the context into the sweep's due set no later than then (an earlier due time
    * stands). Both in the commit itself, so the sweep, the backstop of the flow's own alarm,
-   * knows of a started flow whatever becomes of the object that started it.
+   * knows of a started flow whatever becomes of the object that started it. On a Redis Cluster
+   * the due set is in another slot than the context: the plan carries the due time
+   * (`CommitPlan.sweepDue`), written by a command of its own once the script is (flow-calls.ts).
    */
   private deadlinesStart(): void {
     const due = nearestDeadline(this.state);
     if (!due) return;
     this.ops.push(["Z", this.keys.deadlines(this.ctx), [String(due.at), deadlineMember(deadlineOwner(this.state))]]);
-    this.ops.push(["Z", this.keys.sweepDue(), ["LT", String(due.at), String(this.ctx)]]);
+    if (this.keys.cluster) this.out.sweepDue = Math.min(this.out.sweepDue ?? Infinity, due.at);
+    else this.ops.push(["Z", this.keys.sweepDue(), ["LT", String(due.at), String(this.ctx)]]);
   }
 
   /** A new attempt's message, and its work item queued for the runners that may take it. */

@@ -2,7 +2,7 @@ import type { Keys } from "../keys.js";
 import { claimSection, commitOutcome, type CommitClaim, type CommitOutcome } from "./commit-claims.js";
 import { ConflictError, NotFoundError } from "./errors.js";
 import type { CommitPlan } from "./flow-plan.js";
-import type { Redis } from "./redis.js";
+import { callRedis, type Redis } from "./redis.js";
 import { commitFlow, createFlow } from "./scripts/flow.js";
 
 /** Claims a commit makes in its own script call (see commit-claims.ts): never part of a pending plan. */
@@ -32,7 +32,7 @@ export interface Creation {
 
 /** A plan as `runPlan` takes it: a commit's (one call or several), or a creation's with its commit. */
 export type RunnablePlan = Pick<CommitPlan, "keys" | "args"> &
-  Partial<Pick<CommitPlan, "more" | "sections">> &
+  Partial<Pick<CommitPlan, "more" | "sections" | "sweepDue">> &
   Partial<Pick<Creation, "creates" | "caller">>;
 
 /**
@@ -54,7 +54,7 @@ export async function runPlan(
 ): Promise<CommitOutcome> {
   const more = plan.more ?? [];
   const first = await runCall(redis, keys, plan, more.length === 0 ? claims : undefined, record);
-  if (more.length === 0) return first;
+  if (more.length === 0) return afterCalls(redis, keys, plan, first);
   const skipped = [...first.skipped];
   // The first call's sections: the plan's, less those of the calls after it.
   let offset = (plan.sections ?? 0) - more.reduce((sum, call) => sum + call.sections, 0);
@@ -71,7 +71,26 @@ export async function runPlan(
     skipped.push(...last.skipped.map((s) => s + offset));
     offset += call.sections;
   }
-  return { ...last, skipped };
+  return afterCalls(redis, keys, plan, { ...last, skipped });
+}
+
+/**
+ * On a Redis Cluster, the sweep's due set learns of the plan's starts once the calls are written
+ * (before, a sweep could find nothing yet and take the context out again). A failure here fails
+ * the commit as an outage does: its plan stays pending and runs again whole, its sections
+ * skipped as written, this write made then (ZADD LT: repeating it changes nothing).
+ */
+async function afterCalls(
+  redis: Redis,
+  keys: Keys,
+  plan: RunnablePlan,
+  outcome: CommitOutcome,
+): Promise<CommitOutcome> {
+  const due = plan.sweepDue;
+  if (due) {
+    await callRedis(() => redis.exec(["ZADD", keys.sweepDue(), "LT", String(due.at), String(due.contextId)]));
+  }
+  return outcome;
 }
 
 /** One call of a plan: a creation's (with `creates`), or a commit's. */

@@ -30,6 +30,11 @@ export interface CommitPlan {
   released?: string[];
   /** It puts a flow's result on msg_out, for the relay to POST to its caller's https addresses. */
   notifies: boolean;
+  /**
+   * On a Redis Cluster (`Keys.cluster`): the context and the due time its sweep must have at the
+   * latest, written after the calls (`ZADD sweep:due LT`), since the due set is in another slot.
+   */
+  sweepDue?: { contextId: number; at: number };
 }
 
 /**
@@ -73,5 +78,6 @@ export function planCommit(
     freed: [...out.frees.values()].map((f) => f.runner),
     released: [...out.frees.values()].flatMap((f) => f.items),
     notifies: out.notifies,
+    ...(out.sweepDue !== undefined ? { sweepDue: { contextId: steps[0]!.state.contextId, at: out.sweepDue } } : {}),
   };
 }

@@ -23,7 +23,8 @@ export interface EpochReading {
  * or a runner's public key, read by each isolate at most once a second before it trusts its
  * cache of public keys (functions/core/key-cache.ts). One command each; the database's identity
  * comes with the epoch in the same command (MGET), and is written (SET NX, a second command) only
- * by the first read that finds none: once per database, and again after it was wiped.
+ * by the first read that finds none: once per database, and again after it was wiped. On a Redis
+ * Cluster the two keys are in two slots: two GETs in one pipeline (one round trip, two commands).
  */
 export class KeyEpoch {
   constructor(
@@ -33,9 +34,15 @@ export class KeyEpoch {
 
   /** The current epoch ("0" before the first bump) and the database's identity. */
   async read(): Promise<EpochReading> {
-    const [epoch, found] = await callRedis(() =>
-      this.redis.exec<(string | number | null)[]>(["MGET", this.keys.keyEpoch(), this.keys.storeIdentity()]),
-    );
+    const [epoch, found] = await callRedis(() => {
+      if (!this.keys.cluster) {
+        return this.redis.exec<(string | number | null)[]>(["MGET", this.keys.keyEpoch(), this.keys.storeIdentity()]);
+      }
+      const p = this.redis.pipeline();
+      p.get(this.keys.keyEpoch());
+      p.get(this.keys.storeIdentity());
+      return p.exec<(string | number | null)[]>();
+    });
     const identity = found === null || found === undefined ? await this.makeIdentity() : String(found);
     const counter = epoch === null || epoch === undefined ? "0" : String(epoch);
     return { epoch: `${identity}/${counter}`, identity, bornMs: bornOf(identity) };

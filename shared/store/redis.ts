@@ -58,10 +58,12 @@ function describeRedisFailure(error: unknown): Error {
   if (error instanceof errors.UpstashJSONParseError || !(error instanceof errors.UpstashError)) {
     return new StorageUnavailableError(`storage is unreachable: ${message}`, cause);
   }
-  if (/^ERR Redis is unavailable|^Unauthorized|LOADING|MASTERDOWN|TRYAGAIN/.test(message)) {
+  if (/^ERR Redis is unavailable|^Unauthorized|LOADING|MASTERDOWN|TRYAGAIN|CLUSTERDOWN/.test(message)) {
     return new StorageUnavailableError(`storage is unavailable: ${message}`, cause);
   }
-  return new RedisCommandError(`Redis refused a command: ${message}`, cause);
+  // A Redis Cluster refusing keys of two slots: a layout bug, or a Worker not told it is a cluster.
+  const hint = message.startsWith("CROSSSLOT") ? " (on a Redis Cluster, set STORAGE_CLUSTER=true)" : "";
+  return new RedisCommandError(`Redis refused a command: ${message}${hint}`, cause);
 }
 
 /** The most of a storage error's text kept for logs and answers. */

@@ -116,12 +116,16 @@ export class SweepStore {
     limit: number,
   ): Promise<ContextLook> {
     const keys = [...this.contextKeys(contextId), ...runnerIds.map((id) => this.keys.runnerSlots(contextId, id))];
-    const reply = (await lookAtContext.run(this.redis, keys, [
-      ...this.contextArgs(contextId, now, policy),
-      limit,
-      DELIVERED_SCORE,
-    ])) as ScriptReply[];
-    const [due, raw, held, retentionAt, deleting, owed, waiting, inflight, figures, oldest] = reply;
+    const args = [...this.contextArgs(contextId, now, policy), limit, DELIVERED_SCORE];
+    // On a Redis Cluster the list of deletions is in another slot: read beside the script.
+    const [reply, listed] = await Promise.all([
+      lookAtContext.run(this.redis, keys, args) as Promise<ScriptReply[]>,
+      this.keys.cluster
+        ? callRedis(() => this.redis.exec<string | null>(["ZSCORE", this.keys.contextsDeleting(), String(contextId)]))
+        : undefined,
+    ]);
+    const [due, raw, held, retentionAt, fromScript, owed, waiting, inflight, figures, oldest] = reply;
+    const deleting = this.keys.cluster ? (listed ?? -1) : fromScript;
     const when = (n: ScriptReply | undefined) => (Number(n) >= 0 ? Number(n) : undefined);
     const optional = <K extends string, V>(key: K, value: V | undefined) =>
       value === undefined ? {} : ({ [key]: value } as Record<K, V>);
@@ -145,15 +149,46 @@ export class SweepStore {
    * next due time (undefined: none).
    */
   async settle(contextId: number, now: number, policy: SweepPolicy, end: SweepEnd): Promise<number | undefined> {
-    const keys = [...this.contextKeys(contextId), this.keys.sweepDue(), this.keys.counters()];
-    const at = await settleContext.run(this.redis, keys, [
+    const args = [
       ...this.contextArgs(contextId, now, policy),
       end.more ? "1" : "0",
       end.wakeOwed ?? "",
       end.poked,
       end.failed,
-    ]);
+    ];
+    if (this.keys.cluster) return this.settleApart(contextId, now, args);
+    const keys = [...this.contextKeys(contextId), this.keys.sweepDue(), this.keys.counters()];
+    const at = await settleContext.run(this.redis, keys, args);
     return Number(at) >= 0 ? Number(at) : undefined;
+  }
+
+  /**
+   * The settle on a Redis Cluster, where `sweep:due` and the counters are in another slot than
+   * the context: the script computes the next due time in the context's slot, then the due set
+   * and the counters are written, then the time is computed again (the same script, writing
+   * nothing). A commit that started a flow between the first computation and the write had its
+   * `ZADD LT` overwritten by a later time: the second computation sees its deadline (written
+   * before its ZADD) and lowers the due time again. Three round trips instead of one.
+   */
+  private async settleApart(contextId: number, now: number, args: (string | number)[]): Promise<number | undefined> {
+    const keys = this.contextKeys(contextId);
+    const at = Number(await settleContext.run(this.redis, keys, args));
+    const [poked, failed] = [Number(args[8]), Number(args[9])];
+    await callRedis(async () => {
+      const p = this.redis.pipeline();
+      if (at >= 0) p.zadd(this.keys.sweepDue(), { score: at, member: String(contextId) });
+      else p.zrem(this.keys.sweepDue(), String(contextId));
+      p.hincrby(this.keys.counters(), "settled", 1);
+      if (poked > 0) p.hincrby(this.keys.counters(), "poked", poked);
+      if (failed > 0) p.hincrby(this.keys.counters(), "sweep_failures", failed);
+      return p.exec();
+    });
+    // Never sooner than a second: a first computation that soon cannot be undercut.
+    if (at >= 0 && at <= now + 1000) return at;
+    const again = Number(await settleContext.run(this.redis, keys, [...args.slice(0, 7), "", 0, 0]));
+    if (again < 0 || (at >= 0 && again >= at)) return at >= 0 ? at : undefined;
+    await this.dueBy(contextId, again);
+    return again;
   }
 
   /** Counts a context's sweep that ended without a settle: the one that finished its deletion. */
@@ -182,7 +217,7 @@ export class SweepStore {
       k.ended(contextId, "error"),
       k.inboxDue(contextId),
       k.context(contextId),
-      k.contextsDeleting(),
+      k.cluster ? k.context(contextId) : k.contextsDeleting(),
       k.contextFigures(contextId),
     ];
   }

@@ -24,7 +24,9 @@ const WAKE_OWED_MS = 60_000;
  * and the settle both run it, on the keys as they are when each runs. KEYS 1 to 9 and ARGV
  * 1 to 6 are those of both scripts:
  *   KEYS[1] deadlines  [2] msg_out  [3] inflight  [4] ended:finished  [5] ended:error
- *   [6] inbox_due  [7] the context's hash  [8] deleting:context  [9] wake_owed  [10] figures
+ *   [6] inbox_due  [7] the context's hash  [8] deleting:context, or on a Redis Cluster the
+ *   context's hash again (the list is in another slot: its deletion is read from the hash's
+ *   `deleting_since`)  [9] figures
  *   ARGV[1] the context's id  [2] now (epoch ms)  [3] the retention the windows below come from:
  *   "-" (the context has none of its own) or "=" followed by its `retention` field as stored
  *   [4] [5] [6] the finished, error and inbox windows (ms)
@@ -49,7 +51,13 @@ local raw = redis.call("HGET", KEYS[7], "retention")
 local held = (not raw and ARGV[3] == "-") or (raw and ARGV[3] == "=" .. raw) or false
 local waiting = redis.call("LLEN", KEYS[2])
 local inflight = first(KEYS[3])
-local deleting = redis.call("ZSCORE", KEYS[8], ARGV[1])
+local deleting
+if KEYS[8] == KEYS[7] then
+  local since = redis.call("HGET", KEYS[7], "deleting_since")
+  if since then deleting = tonumber(since) * 1000 end
+else
+  deleting = redis.call("ZSCORE", KEYS[8], ARGV[1])
+end
 local owed = redis.call("HGET", KEYS[7], "wake_owed")
 local retention_at
 if held then
@@ -94,7 +102,8 @@ return { due, raw, held and 1 or 0, retention_at or -1, deleting and tonumber(de
  * settleContext: ends a context's sweep. Sets when the context is next due from its keys as they
  * are now (CONTEXT_READ gives KEYS 1-9 and ARGV 1-6), so whatever changed during the sweep (a
  * flow started, mail came, a deletion began) is counted, and counts the sweep.
- *   KEYS[10]  sweep:due   KEYS[11]  the global counters
+ *   KEYS[10]  sweep:due   KEYS[11]  the global counters: both absent on a Redis Cluster (another
+ *   slot), where the caller writes them after the script (SweepStore.settle)
  *   ARGV[7]  "1" when the sweep left more to do (due again at once)
  *   ARGV[8]  the token of the wake owed the sweep carried out ("": none): taken away if still there
  *   ARGV[9]  flows poked   ARGV[10]  pokes that failed
@@ -107,6 +116,7 @@ export const settleContext = new LuaScript(
 end
 ${CONTEXT_READ}
 local at = next_due(ARGV[7] == "1")
+if not KEYS[10] then return at or -1 end
 if at then redis.call("ZADD", KEYS[10], at, ARGV[1]) else redis.call("ZREM", KEYS[10], ARGV[1]) end
 redis.call("HINCRBY", KEYS[11], "settled", 1)
 if tonumber(ARGV[9]) > 0 then redis.call("HINCRBY", KEYS[11], "poked", ARGV[9]) end
