@@ -1,7 +1,7 @@
-import { inboxEntry, parseInboxEntry, type Keys } from "../keys.js";
+import { inboxEntry, parseInboxEntry, parseMessageKey, type Keys } from "../keys.js";
 import type { Message } from "../model/index.js";
 import { decodeKeyedHashes, encodePairs } from "./codec.js";
-import { ConflictError } from "./errors.js";
+import { ConflictError, StorageUnavailableError } from "./errors.js";
 import { codecs, layouts } from "./layouts.js";
 import { callRedis, type Redis } from "./redis.js";
 import { Repository, type RecordLayout, type RecordRef } from "./repository.js";
@@ -89,14 +89,25 @@ export class MessageStore {
     );
   }
 
-  /** An actor's oldest messages, popped (read: marked processed, and removed) or only looked at. */
+  /**
+   * An actor's oldest messages, popped (read: marked processed, and removed) or only looked at:
+   * the inbox's head read (one LRANGE, all an empty inbox costs), then its messages in one script
+   * given each of their keys (readInbox), read again should another reader have popped first.
+   */
   async inbox(contextId: number, actorId: number, max: number, pop: boolean): Promise<Message[]> {
-    const reply = await readInbox.run(
-      this.redis,
-      [this.keys.msgIn(contextId, actorId), this.keys.inboxDue(contextId), this.keys.index(contextId, "message")],
-      [max, pop ? "pop" : "peek", this.now(), actorId],
-    );
-    return decodeKeyedHashes(codecs.message, reply).map(({ record }) => record);
+    const inbox = this.keys.msgIn(contextId, actorId);
+    for (let attempt = 0; ; attempt++) {
+      const head = await callRedis(() => this.redis.exec<string[]>(["LRANGE", inbox, "0", String(max - 1)]));
+      if (head.length === 0) return [];
+      const members = head.map((key) => ((m) => (m ? `${m.callerId}:${m.id}` : ""))(parseMessageKey(String(key))));
+      const reply = await readInbox.run(
+        this.redis,
+        [inbox, this.keys.inboxDue(contextId), this.keys.index(contextId, "message"), ...head.map(String)],
+        [pop ? "pop" : "peek", this.now(), actorId, ...members],
+      );
+      if (reply !== -1) return decodeKeyedHashes(codecs.message, reply).map(({ record }) => record);
+      if (attempt >= 4) throw new StorageUnavailableError(`the inbox ${inbox} kept changing under its reads`);
+    }
   }
 
   /**
@@ -109,11 +120,16 @@ export class MessageStore {
       this.redis.exec<string[]>(["ZRANGEBYSCORE", due, "-inf", `(${before}`, "LIMIT", "0", String(limit)]),
     );
     if (entries.length === 0) return 0;
-    // The script is given every inbox it touches (ScriptKeys: each recipient's once).
+    // The script is given every key it touches (ScriptKeys: each recipient's inbox once, each
+    // message's hash): an entry naming a key outside the context is only taken off inbox_due.
     const keys = new ScriptKeys([due, this.keys.index(contextId, "message")]);
+    const namespace = this.keys.namespace(contextId);
     const args = entries.flatMap((entry) => {
       const parsed = parseInboxEntry(String(entry));
-      return [String(entry), parsed ? keys.at(this.keys.msgIn(contextId, parsed.actorId)) : 0];
+      if (!parsed || !parsed.messageKey.startsWith(namespace)) return [String(entry), 0, 0, ""];
+      const message = parseMessageKey(parsed.messageKey);
+      const member = message ? `${message.callerId}:${message.id}` : "";
+      return [String(entry), keys.at(this.keys.msgIn(contextId, parsed.actorId)), keys.at(parsed.messageKey), member];
     });
     return Number(await expireInbox.run(this.redis, keys.list, args));
   }

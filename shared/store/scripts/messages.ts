@@ -31,36 +31,44 @@ return 1`,
 /**
  * readInbox: an actor's oldest messages, taken off the inbox or only looked at. A message taken
  * is removed (it was read: the inbox's retention rule), with its index and inbox_due entries.
+ * The inbox's head is read before the call (LRANGE), so that every message key is in KEYS; a
+ * pop takes it only if the inbox still starts with those keys (another reader may have been
+ * first: the caller reads the head again).
  *   KEYS[1]  the actor's msg_in   KEYS[2]  the context's inbox_due set   KEYS[3]  the message index
- *   ARGV[1]  how many   ARGV[2]  "pop" | "peek"   ARGV[3]  now (epoch seconds)   ARGV[4]  the actor's id
- * Returns {key, {field, value, ...}, ...}; a key whose message is gone is skipped (the message
- * was removed with its flow, or after the inbox window).
+ *   KEYS[4 …]  the message keys at the inbox's head, in order
+ *   ARGV[1]  "pop" | "peek"   ARGV[2]  now (epoch seconds)   ARGV[3]  the actor's id
+ *   ARGV[4 …]  each message's index member (`<caller>:<id>`), in the order of KEYS[4 …]
+ * Returns {key, {field, value, ...}, ...}, a key whose message is gone skipped (removed with its
+ * flow, or after the inbox window); -1 when a pop found the head changed (nothing written).
  */
 export const readInbox = new LuaScript(
   "readInbox",
-  `local keys
-if ARGV[2] == "pop" then
-  keys = redis.call("LPOP", KEYS[1], tonumber(ARGV[1])) or {}
-else
-  keys = redis.call("LRANGE", KEYS[1], 0, tonumber(ARGV[1]) - 1)
+  `local n = #KEYS - 3
+if ARGV[1] == "pop" then
+  local head = redis.call("LRANGE", KEYS[1], 0, n - 1)
+  if #head ~= n then return -1 end
+  for i = 1, n do
+    if head[i] ~= KEYS[i + 3] then return -1 end
+  end
+  redis.call("LTRIM", KEYS[1], n, -1)
 end
 local out = {}
-for _, key in ipairs(keys) do
+for i = 4, #KEYS do
+  local key = KEYS[i]
   local hash = redis.call("HGETALL", key)
   if #hash > 0 then
-    if ARGV[2] == "pop" then
-      for i = 1, #hash, 2 do
-        if hash[i] == "status" then hash[i + 1] = "processed" end
-        if hash[i] == "updated_at" then hash[i + 1] = ARGV[3] end
+    if ARGV[1] == "pop" then
+      for f = 1, #hash, 2 do
+        if hash[f] == "status" then hash[f + 1] = "processed" end
+        if hash[f] == "updated_at" then hash[f + 1] = ARGV[2] end
       end
-      local caller, id = string.match(key, "message:(%d+):(%d+)$")
       redis.call("UNLINK", key)
-      if caller then redis.call("ZREM", KEYS[3], caller .. ":" .. id) end
+      redis.call("ZREM", KEYS[3], ARGV[i])
     end
     out[#out + 1] = key
     out[#out + 1] = hash
   end
-  if ARGV[2] == "pop" then redis.call("ZREM", KEYS[2], ARGV[4] .. "|" .. key) end
+  if ARGV[1] == "pop" then redis.call("ZREM", KEYS[2], ARGV[3] .. "|" .. key) end
 end
 return out`,
 );
@@ -70,22 +78,22 @@ return out`,
  * each entry still due goes off its recipient's msg_in (LREM from the head, where the oldest
  * are), its hash and index entry gone. An entry already gone (read, or expired by a call beside
  * this one) is skipped.
- *   KEYS[1]  the context's inbox_due set   KEYS[2]  the message index   KEYS[3 …]  recipients' msg_in
+ *   KEYS[1]  the context's inbox_due set   KEYS[2]  the message index   KEYS[3 …]  recipients'
+ *            msg_in and the messages' hashes
  *   ARGV     per entry: the entry (`<actor>|<message key>`), the position in KEYS of its msg_in
- *            (0 for an entry that names none: it is only taken off inbox_due)
+ *            and of its message's hash (0 and 0 for an entry that names none: it is only taken
+ *            off inbox_due), its index member (`<caller>:<id>`, or "")
  * Returns how many were removed.
  */
 export const expireInbox = new LuaScript(
   "expireInbox",
   `local removed = 0
-for i = 1, #ARGV, 2 do
-  local entry = ARGV[i]
-  local key, inbox = string.match(entry, "^%d+|(.+)$"), KEYS[tonumber(ARGV[i + 1])]
-  if redis.call("ZREM", KEYS[1], entry) == 1 and key and inbox then
+for i = 1, #ARGV, 4 do
+  local inbox, key = KEYS[tonumber(ARGV[i + 1])], KEYS[tonumber(ARGV[i + 2])]
+  if redis.call("ZREM", KEYS[1], ARGV[i]) == 1 and key and inbox then
     redis.call("LREM", inbox, 1, key)
-    local caller, id = string.match(key, "message:(%d+):(%d+)$")
     redis.call("UNLINK", key)
-    if caller then redis.call("ZREM", KEYS[2], caller .. ":" .. id) end
+    if ARGV[i + 3] ~= "" then redis.call("ZREM", KEYS[2], ARGV[i + 3]) end
     removed = removed + 1
   end
 end
