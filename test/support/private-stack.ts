@@ -44,16 +44,25 @@ export { commandDelta } from "./stack-types.js";
  */
 export async function startPrivateStack(label: string, options: PrivateStackOptions = {}): Promise<PrivateStack> {
   const dir = mkdtempSync(path.join(memoryBackedDir(), `fc-${label}-`));
-  const redisServer = await startRedisServer({ port: await freePort(), dir: path.join(dir, "redis") });
+  const { cluster } = options;
+  const redisServer = cluster ? undefined : await startRedisServer({ port: await freePort(), dir: `${dir}/redis` });
   const token = "private-stack-token";
-  const restOptions = { ...DEFAULT_REST_OPTIONS, redisUrl: redisServer.url, port: 0, token };
+  const backing = cluster ? { redisUrl: "", redisCluster: cluster.seeds } : { redisUrl: redisServer?.url ?? "" };
+  const restOptions = { ...DEFAULT_REST_OPTIONS, ...backing, port: 0, token };
   const rest = await startRestServer(restOptions);
   const log = { text: "" };
-  const workerOptions = await stackWorkerOptions(dir, root, options, {
-    UPSTASH_REDIS_REST_URL: rest.url,
-    UPSTASH_REDIS_REST_TOKEN: token,
-    COORDINATOR_SIGNING_KEY: JSON.stringify(await generateKeyPair()),
-  });
+  // A stack over a Redis Cluster tells its Worker so (the store keeps every script to one slot).
+  const vars = { ...(cluster && { STORAGE_CLUSTER: "true" }), ...options.vars };
+  const workerOptions = await stackWorkerOptions(
+    dir,
+    root,
+    { ...options, vars },
+    {
+      UPSTASH_REDIS_REST_URL: rest.url,
+      UPSTASH_REDIS_REST_TOKEN: token,
+      COORDINATOR_SIGNING_KEY: JSON.stringify(await generateKeyPair()),
+    },
+  );
   workerOptions.onLine = (line: string) => (log.text = `${log.text}${line.replace(ANSI, "")}\n`.slice(-200_000));
   let worker: WorkerProcess;
   try {
@@ -61,7 +70,7 @@ export async function startPrivateStack(label: string, options: PrivateStackOpti
   } catch (error) {
     // Nothing else will stop what was started so far: the caller never gets a stack to stop.
     await rest.close();
-    await redisServer.stop();
+    await redisServer?.stop();
     rmSync(dir, { recursive: true, force: true });
     throw error;
   }
@@ -71,12 +80,14 @@ export async function startPrivateStack(label: string, options: PrivateStackOpti
   return new PrivateStack({ dir, redisServer, restOptions, token, rest, worker, workerOptions, log, crons });
 }
 
+type RedisServer = Awaited<ReturnType<typeof startRedisServer>>;
 type RestOptions = Parameters<typeof startRestServer>[0];
 
 /** What startPrivateStack started, handed to the stack that owns it. */
 interface StackParts {
   dir: string;
-  redisServer: Awaited<ReturnType<typeof startRedisServer>>;
+  /** Absent for a stack over a Redis Cluster. */
+  redisServer: RedisServer | undefined;
   restOptions: RestOptions;
   /** The REST endpoint's bearer token. */
   token: string;
@@ -95,7 +106,7 @@ interface StackParts {
 export class PrivateStack {
   readonly dir: string;
   /** Every Redis key, as the coordinator builds it (the stack's Worker uses no prefix). */
-  readonly keys = new Keys("");
+  readonly keys: Keys;
   readonly redis: Redis;
   /** A client that signs nothing (`.as(signer)` for one that does). */
   readonly anonymous: CoordinatorClient;
@@ -112,6 +123,7 @@ export class PrivateStack {
 
   constructor(private readonly parts: StackParts) {
     this.dir = parts.dir;
+    this.keys = new Keys("", { cluster: !parts.redisServer });
     this.rest = parts.rest;
     this.worker = parts.worker;
     this.restPort = Number(new URL(parts.rest.url).port);
@@ -130,7 +142,7 @@ export class PrivateStack {
 
   /** The redis-server's own address (redis://…), for tools that speak RESP (MONITOR, a benchmark's BullMQ). */
   get redisUrl(): string {
-    return this.parts.redisServer.url;
+    return this.redisServer().url;
   }
 
   async newActor(): Promise<{ id: number; jwk: PrivateJwk; client: CoordinatorClient }> {
@@ -221,7 +233,7 @@ export class PrivateStack {
 
   /** Freezes redis-server (SIGSTOP): connections stay open, nothing answers. */
   pauseRedis(): void {
-    process.kill(this.parts.redisServer.child.pid as number, "SIGSTOP");
+    process.kill(this.redisServer().child.pid as number, "SIGSTOP");
     this.redisPaused = true;
   }
 
@@ -241,7 +253,7 @@ export class PrivateStack {
 
   /** Lets a frozen redis-server go on (SIGCONT). */
   continueRedis(): void {
-    process.kill(this.parts.redisServer.child.pid as number, "SIGCONT");
+    process.kill(this.redisServer().child.pid as number, "SIGCONT");
     this.redisPaused = false;
   }
 
@@ -301,7 +313,9 @@ export class PrivateStack {
    * one at a time, with the cron off.
    */
   sweepToEnd(timeoutMs = 60_000): Promise<number> {
-    return sweepToEnd(this.worker.scheduledUrl, this.redisUrl, timeoutMs);
+    const counters = (fields: string[]) =>
+      this.redis.exec<(string | null)[]>(["HMGET", this.keys.counters(), ...fields]);
+    return sweepToEnd(this.worker.scheduledUrl, this.parts.redisServer ? this.redisUrl : counters, timeoutMs);
   }
 
   /** Redis's own command counts, by command (INFO commandstats), without INFO itself. */
@@ -355,15 +369,22 @@ export class PrivateStack {
 
   async stop(): Promise<void> {
     const { redisServer, crons } = this.parts;
-    if (this.redisPaused) process.kill(redisServer.child.pid as number, "SIGCONT");
+    if (this.redisPaused && redisServer) process.kill(redisServer.child.pid as number, "SIGCONT");
     await Promise.all(this.children.map((c) => c.kill()));
     crons?.stop();
     await Promise.all([...this.extraWorkers].map((w) => w.stop()));
     await this.worker.stop();
     await this.refusing?.close();
     await this.rest?.close();
-    await redisServer.stop();
+    await redisServer?.stop();
     rmSync(this.dir, { recursive: true, force: true });
+  }
+
+  /** The stack's own redis-server (none over a Redis Cluster). */
+  private redisServer(): RedisServer {
+    if (!this.parts.redisServer)
+      throw new Error("this stack runs over a Redis Cluster: it has no redis-server of its own");
+    return this.parts.redisServer;
   }
 
   private runningRest(): RestServer {

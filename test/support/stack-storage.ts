@@ -39,17 +39,27 @@ export async function refuseOn(port: number): Promise<Refusal> {
   };
 }
 
+/** Reads the global counters' fields asked for (their values as stored, or null). */
+export type CounterReader = (fields: string[]) => Promise<(string | null)[]>;
+
 /**
  * Fires the cron trigger of the Worker at `workerUrl` once and waits for the whole sweep: the run
  * (it answers before its work is done) and the sweep of every context it handed to a dispatcher
- * (the global counters `swept` and `settled`, read straight from the redis-server at `redisUrl`,
- * so no count of commands sent is disturbed). Resolves with the contexts handed over.
+ * (the global counters `swept` and `settled`, read straight from the redis-server at `redis`, so
+ * no count of commands sent is disturbed; or by the reader given, for a stack over a Redis
+ * Cluster). Resolves with the contexts handed over.
  */
-export async function sweepToEnd(workerUrl: string, redisUrl: string, timeoutMs: number): Promise<number> {
-  const connection = await RedisConnection.open(parseRedisUrl(redisUrl), 2_000);
+export async function sweepToEnd(workerUrl: string, redis: string | CounterReader, timeoutMs: number): Promise<number> {
+  const connection = typeof redis === "string" ? await RedisConnection.open(parseRedisUrl(redis), 2_000) : undefined;
+  const read: CounterReader =
+    typeof redis === "string"
+      ? async (fields) => {
+          const [reply] = await (connection as RedisConnection).send([["HMGET", new Keys("").counters(), ...fields]]);
+          return (reply as (Buffer | null)[]).map((v) => v?.toString() ?? null);
+        }
+      : redis;
   const counters = async () => {
-    const [reply] = await connection.send([["HMGET", new Keys("").counters(), "sweeps", "swept", "settled"]]);
-    const [sweeps, swept, settled] = (reply as (Buffer | null)[]).map((v) => Number(v?.toString() ?? 0));
+    const [sweeps, swept, settled] = (await read(["sweeps", "swept", "settled"])).map((v) => Number(v ?? 0));
     return { sweeps: sweeps ?? 0, swept: swept ?? 0, settled: settled ?? 0 };
   };
   try {
@@ -71,6 +81,6 @@ export async function sweepToEnd(workerUrl: string, redisUrl: string, timeoutMs:
     );
     return handed;
   } finally {
-    connection.close();
+    connection?.close();
   }
 }

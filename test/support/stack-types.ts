@@ -42,6 +42,12 @@ export interface PrivateStackOptions {
    * runs it in production (infra/serve/), its data folder in the stack's folder.
    */
   target?: "wrangler" | "serve";
+  /**
+   * A Redis Cluster (`host:port,…`) instead of a redis-server of the stack's own: the REST
+   * endpoint fronts it (REDIS_CLUSTER) and the Worker is told (STORAGE_CLUSTER). Parts of the
+   * stack that reach redis-server itself (`redisUrl`, `pauseRedis`, …) are not there then.
+   */
+  cluster?: { seeds: string };
 }
 
 /** The difference of two command counts, by command, and its total. */
