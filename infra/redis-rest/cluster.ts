@@ -25,10 +25,11 @@ export const CROSSSLOT = "CROSSSLOT Keys in request don't hash to the same slot"
 const EVERY_MASTER = new Set(["FLUSHALL", "FLUSHDB", "SCRIPT LOAD", "SCRIPT FLUSH"]);
 
 /**
- * Refusals that say the slot has no master that can answer now (a failover under way, a node
- * loading its data), as opposed to refusals of the command itself.
+ * Refusals that say the slot has no master that can take the command now (a failover under way,
+ * a node loading its data, a replica reached before the client learned the new layout, a master
+ * short of the replicas `min-replicas-to-write` asks for), as opposed to refusals of the command.
  */
-const UNAVAILABLE = /^(CLUSTERDOWN|MASTERDOWN|LOADING|TRYAGAIN|MOVED|ASK)\b/;
+const UNAVAILABLE = /^(CLUSTERDOWN|MASTERDOWN|LOADING|TRYAGAIN|MOVED|ASK|READONLY|NOREPLICAS)\b/;
 
 /**
  * A Redis Cluster behind the endpoint, through ioredis' `Cluster`: it routes each command to the

@@ -139,6 +139,20 @@ describe("the REST endpoint over a Redis Cluster", () => {
     expect(await cluster.masterOf(slot)).toBe(to);
   });
 
+  it("answers 503, not 400, when the slot's master refuses writes for want of replicas (NOREPLICAS)", async () => {
+    const key = `${prefix}{short}:k`;
+    const master = (await cluster.masterOf(await cluster.slotOf(key))) as number;
+    await cluster.call(master, "CONFIG", "SET", "min-replicas-to-write", "5");
+    try {
+      const refused = await post("/", ["SET", key, "x"]);
+      expect(refused.status).toBe(503);
+      expect(JSON.stringify(refused.body)).toMatch(/ERR Redis is unavailable: NOREPLICAS/);
+      expect((await post("/", ["GET", key])).status).toBe(200);
+    } finally {
+      await cluster.call(master, "CONFIG", "SET", "min-replicas-to-write", "0");
+    }
+  });
+
   it("answers 503 for a slot without a master while its replica takes over, and every other slot all along", async () => {
     const key = `${prefix}{failing}:n`;
     const slot = await cluster.slotOf(key);

@@ -31,7 +31,8 @@ export interface RedisClusterOptions {
  * ports, in a folder of their own (each node's `nodes.conf`; no RDB, no AOF), created with
  * `redis-cli --cluster create … --cluster-replicas 1`, and resolves once it is whole. Settings:
  * `cluster-require-full-coverage no`, so a slot without a master (a failover under way) refuses
- * its own keys (CLUSTERDOWN) while the other slots go on; `cluster-node-timeout` small.
+ * its own keys (CLUSTERDOWN) while the other slots go on; `cluster-node-timeout` small; DEBUG
+ * allowed from local connections (a test's DEBUG SLEEP freezes a master).
  */
 export async function startRedisCluster(options: RedisClusterOptions = {}): Promise<RedisCluster> {
   const masters = options.masters ?? 3;
@@ -189,7 +190,7 @@ export class RedisCluster {
       args: [
         ...["--cluster-enabled", "yes", "--cluster-config-file", "nodes.conf"],
         ...["--cluster-port", String(node.busPort), "--cluster-node-timeout", String(this.description.nodeTimeoutMs)],
-        ...["--cluster-require-full-coverage", "no"],
+        ...["--cluster-require-full-coverage", "no", "--enable-debug-command", "local"],
       ],
     });
     // Another process may have answered the PING on this port: ours must be the one running.
