@@ -1,3 +1,4 @@
+import { writeFileSync } from "node:fs";
 import type { RequestSigner } from "../../shared/auth/index.js";
 import type { CoordinatorClient } from "../../shared/client/index.js";
 import type { FlowView } from "../../shared/model/index.js";
@@ -95,6 +96,8 @@ export async function check(run: SoakOutcome): Promise<Checked> {
   const streams = await checkStreams(run.stack.url, run.signer, run.ctx, views);
   const reactions = { flows: run.flows, finals, streams: streams.events, sends: run.traffic.sends, faults: run.faults };
   const outputs = run.runners.flatMap((r) => r.procs.map((p) => p.output()));
+  // The runners' lines, kept for a look after the run when CHAOS_OUTPUTS names a file.
+  if (process.env.CHAOS_OUTPUTS) writeFileSync(process.env.CHAOS_OUTPUTS, outputs.join("\n"));
   const records = { redis: run.stack.redis, keys: run.stack.keys, ctx: run.ctx };
   const family = { children, views, outputs: outputs.join("\n") };
   const open = await describeOpen(run.stack, run.client, run.ctx, children);
