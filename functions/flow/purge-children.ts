@@ -40,10 +40,11 @@ export interface ChildPurging {
  * The step before the flow's own removal: an answer when it stops there (not the parent's child:
  * `gone`; a child kept while its parent is: `kept`; a child of it still running: `running`, naming
  * it), else undefined once its children are removed (or there were none). A child already gone is
- * fine. Cost: one EXISTS for a child retention looks at; for a flow that ended, one GET per
- * attempt of each child-flow job (the start's reservation, which finds a child whose job ended
- * before it knew it, and those of attempts before a re-run while the key lives, 24 h) and one
- * call per child.
+ * fine. Cost: one EXISTS for a child retention looks at; for a flow that ended, one MGET of the
+ * start keys of every attempt of its child-flow jobs (which find a child whose job ended before
+ * it knew it, while the key lives, 24 h), one pipeline of EXISTS over the children it knows, and
+ * one call per child still there: 2 storage calls and a call per child, so a removal cut short
+ * (a request's limit on subrequests) and asked again goes on with the children left.
  */
 export async function purgeChildren(p: ChildPurging, options: PurgeOptions): Promise<PurgeOutcome | undefined> {
   if (options.force || p.scope.job) return undefined;
@@ -53,7 +54,7 @@ export async function purgeChildren(p: ChildPurging, options: PurgeOptions): Pro
   if (options.expiring && state.parent && (await p.store.retention.flowExists(state.contextId, state.parent.flow_id)))
     return { kept: state.parent.flow_id };
   if (!over(state)) return undefined; // purge.ts answers running
-  const children = [...(await childrenOf(p.store, state))];
+  const children = await childrenOf(p.store, state);
   for (let i = 0; i < children.length; i += PARALLEL) {
     const outcomes = await Promise.all(
       children.slice(i, i + PARALLEL).map(async (child) => {
@@ -72,21 +73,18 @@ export async function purgeChildren(p: ChildPurging, options: PurgeOptions): Pro
  * re-run (kept on its record, `past_children`), and those its attempts' start keys still find (a
  * child whose start was not yet told when its job ended: the key lives a day).
  */
-async function childrenOf(store: Store, state: FlowState): Promise<Set<number>> {
+async function childrenOf(store: Store, state: FlowState): Promise<number[]> {
   const children = new Set<number>();
-  const lookups: Promise<void>[] = [];
+  const startKeys: string[] = [];
   for (const id of state.order) {
     const job = state.jobs.job(id);
     if (jobKind(job.spec) !== "flow") continue;
     if (job.child !== undefined) children.add(job.child);
     for (const past of job.pastChildren ?? []) children.add(past);
-    for (let attempt = 1; attempt <= job.attempt; attempt++)
-      lookups.push(
-        store.flows
-          .reservedFlow(state.contextId, state.callerId, childKey(state.id, id, attempt))
-          .then((child) => void (child !== undefined && children.add(child))),
-      );
+    for (let attempt = 1; attempt <= job.attempt; attempt++) startKeys.push(childKey(state.id, id, attempt));
   }
-  await Promise.all(lookups);
-  return children;
+  for (const child of await store.flows.reservedFlows(state.contextId, state.callerId, startKeys))
+    if (child !== undefined) children.add(child);
+  // Only those still there: a removal cut short and asked again calls no child removed before.
+  return store.retention.flowsExisting(state.contextId, [...children]);
 }

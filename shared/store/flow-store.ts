@@ -105,10 +105,22 @@ export class FlowStore {
    * got that far is found without starting it.
    */
   async reservedFlow(contextId: number, callerId: number, idempotencyKey: string): Promise<number | undefined> {
-    const key = this.keys.idempotency(contextId, callerId, idempotencyKey);
-    const value = await callRedis(() => this.redis.exec<string | null>(["GET", key]));
-    const flowId = Number(String(value ?? "").split(":")[0]);
-    return Number.isInteger(flowId) && flowId > 0 ? flowId : undefined;
+    return (await this.reservedFlows(contextId, callerId, [idempotencyKey]))[0];
+  }
+
+  /**
+   * The flows several Idempotency-Keys reserved, in order (undefined for a key that reserved
+   * none): one MGET (the keys are all in the context's slot), so a parent with many child-flow
+   * jobs finds their children in one storage call, not one each.
+   */
+  async reservedFlows(contextId: number, callerId: number, idempotencyKeys: string[]): Promise<(number | undefined)[]> {
+    if (idempotencyKeys.length === 0) return [];
+    const keys = idempotencyKeys.map((k) => this.keys.idempotency(contextId, callerId, k));
+    const values = await callRedis(() => this.redis.exec<(string | null)[]>(["MGET", ...keys]));
+    return values.map((value) => {
+      const flowId = Number(String(value ?? "").split(":")[0]);
+      return Number.isInteger(flowId) && flowId > 0 ? flowId : undefined;
+    });
   }
 
   /** Allocates a submission's ids, or finds the flow its Idempotency-Key already created. */

@@ -130,6 +130,17 @@ export class RetentionStore {
     return Number(n) === 1;
   }
 
+  /** Which of the flows `flowIds` still have a record (one round trip, however many). */
+  async flowsExisting(contextId: number, flowIds: number[]): Promise<number[]> {
+    if (flowIds.length === 0) return [];
+    const found = await callRedis(async () => {
+      const p = this.redis.pipeline();
+      for (const id of flowIds) p.exists(this.keys.flow(contextId, id));
+      return (await p.exec()) as unknown[];
+    });
+    return flowIds.filter((_, i) => Number(found[i]) === 1);
+  }
+
   /** What a context stores, from its indexes (one round trip). */
   async stored(contextId: number): Promise<ContextStored> {
     const k = this.keys;
