@@ -224,63 +224,6 @@ describe("flowc flows", () => {
     );
   });
 
-  it("points at the line of a YAML or JSON syntax error, and at the field the coordinator refused", async () => {
-    const file = (name: string, text: string) => {
-      const full = path.join(owner.home, name);
-      writeFileSync(full, text);
-      return full;
-    };
-    const badYaml = file(
-      "bad.yaml",
-      'jobs:\n  - name: a\n    script_type: sh\n    script: "true"\n     depends: [b]\n',
-    );
-    expectOneErrorLine(
-      await owner.run("flow", "submit", contextId, badYaml),
-      1,
-      new RegExp(`^flowc: ${badYaml}:5:\\d+: `),
-    );
-    const badJson = file("bad.json", '{\n  "jobs": [\n    {"name": "a" "script": "true"}\n  ]\n}\n');
-    expectOneErrorLine(
-      await owner.run("flow", "submit", contextId, badJson),
-      1,
-      new RegExp(`^flowc: ${badJson}:3:\\d+: not valid JSON: `),
-    );
-
-    const cycle = file(
-      "cycle.yaml",
-      'jobs:\n  - name: a\n    script_type: sh\n    script: "true"\n    depends: [b]\n  - name: b\n    script_type: sh\n    script: "true"\n    depends: [a]\n',
-    );
-    const cycled = await owner.run("flow", "submit", contextId, cycle, "--start");
-    expectOneErrorLine(
-      cycled,
-      1,
-      new RegExp(`^flowc: ${cycle}:5: jobs\\.0\\.depends \\(job "a"\\): the jobs form a dependency cycle: a → b → a`),
-    );
-    expect(cycled.stdout).toBe("");
-
-    const wrong = file(
-      "wrong.yaml",
-      'jobs:\n  - name: a\n    script_type: ruby\n    script: "true"\n    timeout: -1\n    dependss: []\n',
-    );
-    const refused = await owner.run("flow", "submit", contextId, wrong);
-    expect(refused.code).toBe(1);
-    expect(refused.errors).toEqual([
-      `flowc: ${wrong}: the coordinator refused the flow (3 problems):`,
-      expect.stringMatching(new RegExp(`^ {2}${wrong}:3: jobs\\.0\\.script_type \\(job "a"\\): Invalid option`)),
-      // The unit a number's name does not say, and the field a typo most likely meant.
-      expect.stringMatching(
-        new RegExp(`^ {2}${wrong}:5: jobs\\.0\\.timeout \\(job "a"\\): Too small.* \\(timeout is in seconds\\)$`),
-      ),
-      `  ${wrong}:6: jobs.0.dependss (job "a"): Unrecognized key: "dependss" (did you mean "depends"?)`,
-    ]);
-    expectOneErrorLine(
-      await owner.run("flow", "submit", contextId, path.join(owner.home, "missing.yaml")),
-      1,
-      /cannot read the flow file .*missing\.yaml: no such file/,
-    );
-    expect((await owner.run("flow", "list", contextId)).stdout).toMatch(/^2 of 2 flows in context/m); // nothing refused was stored
-  });
-
   it("returns the first flow for a repeated idempotency key, and starts and watches it later", async () => {
     const submitNightly = () =>
       owner.run("flow", "submit", contextId, example("diamond.yaml"), "--idempotency-key", "nightly-1");
