@@ -1,7 +1,6 @@
 import { spawn } from "node:child_process";
 import { mkdtempSync, rmSync } from "node:fs";
 import path from "node:path";
-import { parseRedisUrl, RedisConnection } from "../../infra/redis-rest/connection.js";
 import { DEFAULT_REST_OPTIONS, startRestServer, type RestServer } from "../../infra/redis-rest/index.js";
 import { freePort, startRedisServer } from "../../infra/redis-server.js";
 import type { CronFirer } from "../../infra/cron.js";
@@ -11,8 +10,9 @@ import { CoordinatorClient, signerFromJwk } from "../../shared/client/index.js";
 import { Keys } from "../../shared/keys.js";
 import { connectRedis, type Redis } from "../../shared/store/redis.js";
 import { eventually } from "./eventually.js";
+import { ANSI, startExtraWorker } from "./extra-worker.js";
 import type { ExtraWorker, PrivateStackOptions, TestRunnerProcess } from "./stack-types.js";
-import { refuseOn, sweepToEnd, type Refusal } from "./stack-storage.js";
+import { pauseClients, refuseOn, sweepToEnd, type Refusal } from "./stack-storage.js";
 import { watchProcess, type WatchedProcess } from "./process.js";
 import {
   stackCrons,
@@ -30,8 +30,6 @@ import {
 } from "./runner-process.js";
 
 const root = path.resolve(import.meta.dirname, "../..");
-/** Terminal colour codes, taken out of the Worker's output. */
-const ANSI = new RegExp(`${String.fromCharCode(27)}\\[[0-9;]*m`, "g");
 
 export type { ExtraWorker, PrivateStackOptions, TestRunnerProcess } from "./stack-types.js";
 export { commandDelta } from "./stack-types.js";
@@ -242,13 +240,8 @@ export class PrivateStack {
    * requests through the REST endpoint hang, pass the storage deadline, and are run by Redis
    * when the pause ends — the write that timed out but was applied.
    */
-  async pauseClients(ms: number): Promise<void> {
-    const connection = await RedisConnection.open(parseRedisUrl(this.redisUrl), 2_000);
-    try {
-      await connection.send([["CLIENT", "PAUSE", String(ms), "ALL"]]);
-    } finally {
-      connection.close();
-    }
+  pauseClients(ms: number): Promise<void> {
+    return pauseClients(this.redisUrl, ms);
   }
 
   /** Lets a frozen redis-server go on (SIGCONT). */
@@ -276,25 +269,9 @@ export class PrivateStack {
    * to it are served by other isolates than the first process's, as on another machine.
    */
   async startWorker(vars: Record<string, string> = {}): Promise<ExtraWorker> {
-    let log = "";
-    const { inspect: _inspected, controlPort: _control, build: _build, ...options } = this.parts.workerOptions;
-    const extra = await startWorkerProcess({
-      ...options,
-      port: await freePort(),
-      persistTo: mkdtempSync(path.join(this.dir, "worker-state-extra-")),
-      vars: { ...options.vars, ...vars },
-      onLine: (line: string) => (log = `${log}${line.replace(ANSI, "")}\n`.slice(-200_000)),
-    });
-    const handle: ExtraWorker = {
-      url: extra.url,
-      anonymous: new CoordinatorClient({ baseUrl: extra.url }),
-      log: () => log,
-      stop: async () => {
-        const at = this.extraWorkers.indexOf(handle);
-        if (at >= 0) this.extraWorkers.splice(at, 1);
-        await extra.stop();
-      },
-    };
+    const forget = (w: ExtraWorker) =>
+      this.extraWorkers.splice(this.extraWorkers.indexOf(w), this.extraWorkers.includes(w) ? 1 : 0);
+    const handle = await startExtraWorker(this.dir, this.parts.workerOptions, vars, forget);
     this.extraWorkers.push(handle);
     return handle;
   }

@@ -84,3 +84,13 @@ export async function sweepToEnd(workerUrl: string, redis: string | CounterReade
     connection?.close();
   }
 }
+
+/** Holds every client's commands of the redis-server at `redisUrl` for `ms` (CLIENT PAUSE … ALL). */
+export async function pauseClients(redisUrl: string, ms: number): Promise<void> {
+  const connection = await RedisConnection.open(parseRedisUrl(redisUrl), 2_000);
+  try {
+    await connection.send([["CLIENT", "PAUSE", String(ms), "ALL"]]);
+  } finally {
+    connection.close();
+  }
+}
