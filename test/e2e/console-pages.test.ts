@@ -323,18 +323,21 @@ describe("the API reference at /docs/", () => {
       expect(warnings.filter((w) => /union value|validation/i.test(w))).toEqual([]);
 
       // Test Request of GET /v1/contexts: sent signed, answered 200, the answer shown.
-      await page.goto(`${stack().url}/docs/#tag/contexts/GET/v1/contexts`);
-      await page
-        .getByRole("button", { name: /Test Request/ })
-        .first()
-        .click();
-      // Scalar's client may take the first press before it is ready under load: pressed again until it sends.
+      // Under load Scalar's client can take a press before it is ready and drop it: each try opens
+      // the operation afresh, waits until the client's Send button is shown, and presses it once.
       let response: Response | undefined;
-      for (let press = 0; press < 5 && !response; press++) {
+      for (let attempt = 0; attempt < 4 && !response; attempt++) {
+        await page.goto(`${stack().url}/docs/#tag/contexts/GET/v1/contexts`);
+        await page
+          .getByRole("button", { name: /Test Request/ })
+          .first()
+          .click();
+        const send = page.getByRole("button", { name: /^Send/ }).first();
+        await send.waitFor({ state: "visible", timeout: 15_000 });
         const answered = page
-          .waitForResponse((r) => new URL(r.url()).pathname === "/v1/contexts", { timeout: 6_000 })
+          .waitForResponse((r) => new URL(r.url()).pathname === "/v1/contexts", { timeout: 10_000 })
           .catch(() => undefined);
-        await page.getByRole("button", { name: /^Send/ }).first().click();
+        await send.click();
         response = await answered;
       }
       if (!response) throw new Error("Test Request sent nothing");
