@@ -21,6 +21,7 @@ import { Growth, type GrowthHost } from "./growth.js";
 import { Incarnations, type Forgetful, type IncarnationHost } from "./incarnation.js";
 import { KeptEvents, type KeptEventsHost } from "./kept-events.js";
 import { NonceLedger } from "./nonces.js";
+import { OwedReports, type OwedReportsHost } from "./owed-reports.js";
 import { assignmentsOf, awaitsRunners, CLAIM_SAFETY_MS, OwnClaims, type OwnClaimsHost } from "./own-claims.js";
 import type { PendingCommit } from "./pending.js";
 import type { Purging } from "./purge.js";
@@ -57,7 +58,8 @@ export class FlowObject
     EffectsHost,
     KeptEventsHost,
     ChildrenHost,
-    GrowthHost
+    GrowthHost,
+    OwedReportsHost
 {
   readonly storage: DurableObjectStorage;
   readonly binding: FlowBinding;
@@ -73,6 +75,7 @@ export class FlowObject
   readonly kept: KeptEvents;
   readonly children: ChildFlows;
   readonly growth: Growth;
+  readonly reports: OwedReports;
 
   constructor(
     readonly ctx: DurableObjectState,
@@ -91,6 +94,7 @@ export class FlowObject
     this.kept = new KeptEvents(this);
     this.children = new ChildFlows(this);
     this.growth = new Growth(this);
+    this.reports = new OwedReports(this);
   }
 
   // The path of a durable batch (CommitHost).
@@ -204,11 +208,16 @@ export class FlowObject
     // Kept events first: a wait whose look back is owed (its object lost its memory, or the read
     // failed) takes an event that came before its timeout, which acting on the timeout would lose.
     const lookedBack = await this.kept.lookBack();
+    // Reports owed before deadlines too: the attempt they end would otherwise go silent.
+    const reported = await this.reports.retry().catch(() => false);
     const reached = await this.deadlines.actOnDue(state);
     const fed = await this.relay.forward(this.bound());
     const committed = () => (this.commits.busy ? undefined : (this.commits.current ?? undefined));
     const cancelled = await this.children.retryOwed(committed).catch(() => false);
-    await this.arm(this.commits.current ?? state, !reached || !owedDone || !fed || !lookedBack || !cancelled);
+    await this.arm(
+      this.commits.current ?? state,
+      !reached || !owedDone || !fed || !lookedBack || !cancelled || !reported,
+    );
   }
 
   /**
@@ -216,7 +225,8 @@ export class FlowObject
    * by, and soon while a cancel of a child is owed (should the object die before it goes out).
    */
   arm(state: FlowState | null | undefined, retrySoon: boolean, now?: number, before?: FlowState): Promise<void> {
-    return this.deadlines.arm(state, retrySoon || this.children.owing(), now, before, this.own.safetyAt());
+    const owing = this.children.owing() || this.reports.owing();
+    return this.deadlines.arm(state, retrySoon || owing, now, before, this.own.safetyAt());
   }
 
   // What the parts ask of the object (DeadlineHost, OwnClaimsHost, IncarnationHost, EffectsHost).
@@ -227,13 +237,17 @@ export class FlowObject
 
   /**
    * A runner's report (a webhook, or a delivery's answer): a finished one that adds jobs gets
-   * their ids first (growth.ts); any other goes into the next batch at once.
+   * their ids first (growth.ts), kept owed meanwhile (owed-reports.ts: `tries` counts the
+   * alarm's); any other goes into the next batch at once.
    */
-  report(event: FlowEvent, logs?: Parameters<GroupCommit["enqueue"]>[1]): ReturnType<GroupCommit["enqueue"]> {
+  report(
+    event: FlowEvent,
+    logs?: Parameters<GroupCommit["enqueue"]>[1],
+    tries = 0,
+  ): ReturnType<GroupCommit["enqueue"]> {
     const ready = this.growth.prepare(event);
-    return ready instanceof Promise
-      ? ready.then((prepared) => this.commits.enqueue(prepared, logs))
-      : this.commits.enqueue(ready, logs);
+    if (!(ready instanceof Promise)) return this.commits.enqueue(ready, logs);
+    return this.reports.keep(event, logs, () => ready.then((prepared) => this.commits.enqueue(prepared, logs)), tries);
   }
 
   expand(job: number): Promise<void> {

@@ -5,7 +5,7 @@ export { jobEnvironment } from "./env.js";
 export { messagesNeeded, newFlowState } from "./build.js";
 export { currentRun, rerunBases, rerunEnv, rerunJobs, rerunRefusal } from "./rerun.js";
 export type { RerunAsk } from "./rerun.js";
-export { apply, deadlineEvent, dueDeadlines, nearestDeadline } from "./machine.js";
+export { apply, deadlineEvent, dueDeadlines, nearestDeadline, UNALLOCATED } from "./machine.js";
 export { reportedEnd } from "./events.js";
 export { flowDeadline, waitKeyOf } from "./work.js";
 export { JobTable, JobTableDraft, jobTableCounts } from "./job-table.js";

@@ -205,8 +205,7 @@ function fromRunner(state: FlowState, job: JobState, event: RunnerEvent): Transi
       return d.done();
     case "finished": {
       const added = addedOf(state, job.id, event);
-      if (added === "unallocated")
-        return unchanged(state, "not-applicable", `no ids were allocated for the jobs it adds: report it again`);
+      if (added === "unallocated") return unchanged(state, "not-applicable", UNALLOCATED);
       finish(d, job.id, event.result, event.at, added);
       return d.done();
     }
@@ -215,6 +214,9 @@ function fromRunner(state: FlowState, job: JobState, event: RunnerEvent): Transi
       return d.done();
   }
 }
+
+/** Why a report that adds jobs was not taken: the shell did not allocate their ids (growth.ts), it must come again. */
+export const UNALLOCATED = "no ids were allocated for the jobs it adds: report it again";
 
 function later(current: Deadline | undefined, next: Deadline): Deadline {
   return current && current.kind === "result" && current.at > next.at ? current : next;

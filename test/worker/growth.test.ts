@@ -3,7 +3,9 @@ import { afterAll, beforeAll, beforeEach, describe, expect, it } from "vitest";
 import { ApiError, type CoordinatorClient } from "../../shared/client/index.js";
 import type { DeliveryPayload, FlowView, RunnerJob } from "../../shared/model/index.js";
 import { eventually } from "../support/eventually.js";
-import { testWorker } from "./harness.js";
+import type { FlowObject } from "../../functions/flow/flow-object.js";
+import { unreachableStore } from "./flow-fixtures.js";
+import { ringAlarm, testWorker } from "./harness.js";
 import { jobName, PullRunner } from "./pull-runner.js";
 
 // Flows that grow while they run, through the real Worker in workerd over Redis: a map expands
@@ -12,6 +14,7 @@ import { jobName, PullRunner } from "./pull-runner.js";
 
 const w = testWorker("growth");
 afterAll(() => w.cleanup());
+const away = unreachableStore(w.keys);
 
 let client: CoordinatorClient;
 let ctx: number;
@@ -194,6 +197,53 @@ describe("jobs a result adds", () => {
     expect(jobName(after as DeliveryPayload)).toBe("after");
     await runner.finish(after as DeliveryPayload);
     expect((await client.loadFlow(ctx, flow.id)).status).toBe("finished");
+  });
+
+  it("brought while storage is away are kept in the object's storage and taken by its alarm, once", async () => {
+    const flow = await client.submitFlow(ctx, { start: true, jobs: [sh("seed")] });
+    const [seed] = (await runner.leaseSome(1)) as [DeliveryPayload];
+    await runner.report(seed, "ack");
+    // As a delivery's answer would bring it (no runner sends it again): the ids cannot be allocated.
+    const finished = {
+      type: "finished" as const,
+      job: (seed.message.job[0] as RunnerJob).id,
+      attempt: seed.attempt,
+      runner: runner.id,
+      at: Date.now(),
+      result: { n: "1" },
+      jobs: [sh("use", { depends: ["seed"] })],
+    };
+    const stub = w.flowStub(ctx, flow.id).stub;
+    await runInDurableObject(stub, async (instance, state) => {
+      const object = (instance as unknown as { flow: FlowObject }).flow;
+      object.store = () => away;
+      await expect(object.report(finished)).rejects.toThrow();
+      expect([...(await state.storage.list({ prefix: "owed-report:" })).keys()]).toEqual([
+        `owed-report:${finished.job}:${finished.attempt}`,
+      ]);
+      expect(object.reports.owing()).toBe(true);
+      delete (object as unknown as { store?: unknown }).store; // storage is back
+    });
+    await ringAlarm(stub);
+    const view = await client.loadFlow(ctx, flow.id);
+    expect(view.jobs.map((j) => [j.key, j.status])).toEqual([
+      ["seed", "finished"],
+      ["use", "dispatched"],
+    ]);
+    await runInDurableObject(stub, async (_instance, state) => {
+      expect((await state.storage.list({ prefix: "owed-report:" })).size).toBe(0);
+    });
+    // The alarm again, or the report again: nothing joins twice.
+    await ringAlarm(stub);
+    const again = (await runner.report(seed, "result", {
+      status: "finished",
+      result: { n: "1" },
+      jobs: finished.jobs,
+    })) as {
+      outcome: string;
+    };
+    expect(again.outcome).toBe("duplicate");
+    expect((await client.loadFlow(ctx, flow.id)).jobs).toHaveLength(2);
   });
 
   it("pinned to a runner the context does not have are refused: the attempt fails saying so", async () => {
