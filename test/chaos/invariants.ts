@@ -96,8 +96,12 @@ export async function check(run: SoakOutcome): Promise<Checked> {
   const streams = await checkStreams(run.stack.url, run.signer, run.ctx, views);
   const reactions = { flows: run.flows, finals, streams: streams.events, sends: run.traffic.sends, faults: run.faults };
   const outputs = run.runners.flatMap((r) => r.procs.map((p) => p.output()));
-  // The runners' lines, kept for a look after the run when CHAOS_OUTPUTS names a file.
-  if (process.env.CHAOS_OUTPUTS) writeFileSync(process.env.CHAOS_OUTPUTS, outputs.join("\n"));
+  // The runners' lines, kept for a look after the run when CHAOS_OUTPUTS names a file, and the
+  // Worker's log beside them (<file>.worker.log: its warnings tell conflicts and unknown outcomes).
+  if (process.env.CHAOS_OUTPUTS) {
+    writeFileSync(process.env.CHAOS_OUTPUTS, outputs.join("\n"));
+    writeFileSync(`${process.env.CHAOS_OUTPUTS}.worker.log`, run.stack.workerLog());
+  }
   const records = { redis: run.stack.redis, keys: run.stack.keys, ctx: run.ctx };
   const family = { children, views, outputs: outputs.join("\n") };
   const open = await describeOpen(run.stack, run.client, run.ctx, children);
