@@ -41,7 +41,7 @@ export interface PlanCall {
  * ended_at), 2 a new message, 3 a job's ended_at. Values are data, but for an "E" (its first
  * value) and an "X" (its first three), which name keys: the call gives their positions.
  */
-export type Op = ["H" | "D" | "P" | "Z" | "R" | "L" | "A" | "X" | "E", string, string[], (1 | 2 | 3)?];
+export type Op = ["H" | "D" | "P" | "Z" | "R" | "L" | "A" | "X" | "E" | "U", string, string[], (1 | 2 | 3)?];
 
 /** A section as it goes into a call: whether its first operation guards it, and its operations. */
 export interface SectionPart {

@@ -20,21 +20,19 @@ export function endedSet(status: FlowState["status"]): "finished" | "error" | un
 
 /**
  * The flow began to unwind (a flow, not a job outside any flow): its status, when, and why it
- * failed (what its end will keep), and its place in the status indexes. Once: guarded by
- * compensating_at, new the first time. `now` is the commit's time (ms).
+ * failed (what its end will keep), and its place in the status indexes. Once, and only on a flow
+ * that has not ended: guarded by "U" (scripts/flow.ts), which sets compensating_at if it is new
+ * and the flow has no ended_at. `now` is the commit's time (ms).
  */
 export function compensatingOps(keys: Keys, state: FlowState, now: number): Op[] {
   const id = String(state.id);
   const secs = Math.floor(now / 1000);
-  const fields = encodePairs(codecs.flow, {
-    status: "compensating",
-    compensating_at: Math.floor((state.compensatingAt ?? now) / 1000),
-    error: state.error,
-    updated_at: secs,
-  });
+  const since = encodePairs(codecs.flow, { compensating_at: Math.floor((state.compensatingAt ?? now) / 1000) });
+  const fields = encodePairs(codecs.flow, { status: "compensating", error: state.error, updated_at: secs });
   const was = state.startedAt === undefined ? "dispatched" : "started";
   return [
-    ["H", keys.flow(state.contextId, state.id), fields, 1],
+    ["U", keys.flow(state.contextId, state.id), [since[1] as string], 1],
+    ["H", keys.flow(state.contextId, state.id), fields],
     ["R", keys.flowsByStatus(state.contextId, was), [id]],
     ["Z", keys.flowsByStatus(state.contextId, "compensating"), [id, id]],
   ];

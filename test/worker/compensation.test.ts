@@ -156,6 +156,26 @@ describe("an unwinding flow", () => {
     expect((await client.loadFlow(ctx, flow.id)).status).toBe("compensated");
   });
 
+  it("never begins in storage on a flow storage holds as ended: a memory that missed the end reads it back", async () => {
+    const flow = await client.submitFlow(ctx, SAGA);
+    await runner.finish(await leaseOne(), { booking: "B-1" });
+    await runner.finish(await leaseOne(), { payment: "P-2" });
+    const ship = await leaseOne();
+    // An end the object's memory missed (as a commit of unknown outcome that landed late would be).
+    const flowKey = w.keys.flow(ctx, flow.id);
+    const endedAt = String(Math.floor(Date.now() / 1000));
+    await w.redis.exec(["HSET", flowKey, "status", "error", "ended_at", endedAt]);
+    // Ship fails: the memory unwinds, but the batch's unwinding is not written onto the ended flow.
+    await runner.fail(ship, "out of stock");
+    expect(await w.redis.exec<string[]>(["HMGET", flowKey, "status", "compensating_at", "ended_at"])).toEqual([
+      "error",
+      null,
+      endedAt,
+    ]);
+    // Read back, the flow is as storage holds it: ended, not left unwinding with an end.
+    expect((await client.loadFlow(ctx, flow.id)).status).toBe("error");
+  });
+
   it("writes its statuses to Redis: the record, the status indexes, retention's set; and can be deleted", async () => {
     const { flowId, refund } = await unwinding();
     const flowKey = w.keys.flow(ctx, flowId);

@@ -156,6 +156,13 @@ while i <= #ARGV do
             end
           end
         end
+      elseif op == "U" then
+        -- The unwinding's guard: the flow has not ended, and begins to unwind only now.
+        local fresh = redis.call("HEXISTS", key, "ended_at") == 0 and redis.call("HSETNX", key, "compensating_at", ARGV[first]) == 1
+        if k == 1 and guarded and not fresh then
+          skip = true
+          skipped[#skipped + 1] = section
+        end
       elseif op == "X" then
         local at = function(j) return KEYS[KO + tonumber(ARGV[first + j])] end
         keepDeadLetter(key, at(0), at(1), at(2), ARGV[first + 3], ARGV[first + 4], ARGV[first + 5], ARGV[first + 6])
@@ -273,6 +280,11 @@ return {created, skipped, claimWaiting or "", claimed, invalid}`,
  *              runner with the most room first; a retry goes back to the runner it avoids only
  *              when no other has room). Never put in a pending plan: a commit run
  *              again after an unknown outcome claims nothing, its queues go to the dispatcher
+ *   "U"        the guard of a flow that begins to unwind: HSETNX its compensating_at (the
+ *              argument), only if the flow hash has no ended_at; 0 when it has either. An ended
+ *              flow never unwinds: a batch planned on a memory that missed the flow's end (which
+ *              storage has) must not write "compensating" over it, which a guard on
+ *              compensating_at alone allowed (a flow left compensating with an ended_at, stuck)
  *   "X"        keep a dead letter (a job out of retries) within the context's cap: HSETNX into
  *              the dead letters hash, ZADD to their index, and past the cap (the context hash's
  *              `retention.dead_letters`, else the deployment's) the oldest dropped from both and
