@@ -214,14 +214,19 @@ export function resumedAddsUp(r: Reactions): Found {
 
 /**
  * No event sent to a waiting wait was lost: a wait that timed out was sent no event for its name
- * and key that was answered more than a second before it timed out, unless sent more than half
- * the look back (15 s) before the wait started (kept events age out; a start delayed by an outage
- * looks back later).
+ * and key that was answered more than a second before it timed out, unless the event was first
+ * sent more than half the look back (15 s) before the wait started (kept events age out; a start
+ * delayed by an outage looks back later). An event is as old as the first try of its id: the
+ * same id sent again once the wait runs (an early event offered again) is that event, a
+ * duplicate, not a new one.
  */
 export function noEventLost(r: Reactions): Found {
   const wrong: string[] = [];
   let checked = 0;
   let raced = 0;
+  const firstTry = new Map<string, number>();
+  for (const s of r.sends)
+    for (const t of s.tries) firstTry.set(s.id, Math.min(firstTry.get(s.id) ?? Infinity, t.startMs));
   for (const w of waitsOf(r)) {
     if (!timedOut(w)) continue;
     checked++;
@@ -230,10 +235,12 @@ export function noEventLost(r: Reactions): Found {
     const mine = r.sends.filter((s) => s.name === w.plan.event && s.key === w.key);
     if (mine.some((s) => s.kind === "right" && answered(s).some((t) => t.endMs >= end - SLACK_MS))) raced++;
     for (const s of mine) {
-      const t = answered(s).find((t) => t.startMs >= start - (LOOKBACK_S * 1000) / 2 && t.endMs < end - SLACK_MS);
+      const first = firstTry.get(s.id) ?? 0;
+      if (first < start - (LOOKBACK_S * 1000) / 2) continue;
+      const t = answered(s).find((t) => t.endMs < end - SLACK_MS);
       if (t)
         wrong.push(
-          `flow ${w.flowId} wait ${w.plan.job} (key ${s.key}, started ${start}) timed out at ${end}, but event ${s.id} (${s.kind}) was sent at ${t.startMs} and answered at ${t.endMs}: ${JSON.stringify(t.answer)}`,
+          `flow ${w.flowId} wait ${w.plan.job} (key ${s.key}, started ${start}) timed out at ${end}, but event ${s.id} (${s.kind}, first sent at ${first}) was sent at ${t.startMs} and answered at ${t.endMs}: ${JSON.stringify(t.answer)}`,
         );
     }
   }
