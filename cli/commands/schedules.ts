@@ -6,6 +6,7 @@ import {
   type ScheduleView,
   type TemplateRef,
 } from "../../shared/model/index.js";
+import { scheduleWords } from "../../shared/model/cron-words.js";
 import { pageOptions, pageQuery, parseChoice, parseCount, type Command, type Invocation } from "../command.js";
 import { DetailedError, UsageError } from "../errors.js";
 import { readFlowFile, type FlowFile } from "../flowfile.js";
@@ -61,9 +62,10 @@ function templateText(ref: TemplateRef): string {
   );
 }
 
-/** When a schedule fires, in words. */
+/** When a schedule fires, in words (as the console says it), with its cron expression as written. */
 function when(s: ScheduleSummary): string {
-  return s.cron !== undefined ? `cron "${s.cron}" ${s.timezone ?? "UTC"}` : `every ${s.interval_seconds ?? "?"}s`;
+  const words = scheduleWords(s);
+  return s.cron !== undefined ? `${words} (cron "${s.cron}" ${s.timezone ?? "UTC"})` : words;
 }
 
 const at = (seconds: number | undefined) => (seconds === undefined ? "-" : timestamp(seconds));

@@ -331,7 +331,7 @@ describe("flowc schedule", () => {
 
     const created = await user.run("schedule", "create", ctx, file, "--every", "1h", "--overlap", "allow_all");
     expect(created.code, created.stderr).toBe(0);
-    const id = /^schedule (\d+) created in context \d+ \(every 3600s\); next fire /.exec(created.stdout)?.[1] as string;
+    const id = /^schedule (\d+) created in context \d+ \(every hour\); next fire /.exec(created.stdout)?.[1] as string;
     expect(id).toBeDefined();
     const cron = await user.run(
       "schedule",
@@ -351,8 +351,8 @@ describe("flowc schedule", () => {
     });
 
     const listed = await user.run("schedule", "list", ctx);
-    expect(listed.stdout).toMatch(new RegExp(`^${id}\\s+active\\s+every 3600s\\s+allow_all`, "m"));
-    expect(listed.stdout).toContain('cron "0 9 * * MON-FRI" Europe/Berlin');
+    expect(listed.stdout).toMatch(new RegExp(`^${id}\\s+active\\s+every hour\\s+allow_all`, "m"));
+    expect(listed.stdout).toContain('at 09:00 Europe/Berlin, Monday to Friday (cron "0 9 * * MON-FRI" Europe/Berlin)');
 
     const fired = await user.run("schedule", "trigger", ctx, id);
     expect(fired.code, fired.stderr).toBe(0);
