@@ -1,29 +1,14 @@
-import { mkdtempSync, rmSync, writeFileSync } from "node:fs";
-import { tmpdir } from "node:os";
 import path from "node:path";
-import { afterAll, beforeAll, describe, expect, it } from "vitest";
-import { ARTIFACTS, openBrowser, type TestBrowser } from "../support/browser.js";
-import { usePrivateStack } from "../support/use-private-stack.js";
+import { describe, expect, it } from "vitest";
+import { ARTIFACTS } from "../support/browser.js";
+import { useConsoleBrowser } from "../support/console-browser.js";
 
 // A context's list of flows in the console, in a real browser (Debian's chromium driven by
 // playwright-core) against a stack of this file's own: each flow's name and labels, its status in
 // plain words, what started it (manual, a template, a schedule, a parent flow), its priority and
 // progress; the filters by status, name and label, kept in the page's address; live.
 
-const { stack, admin } = usePrivateStack("console-flows", { cron: false });
-const tmp = mkdtempSync(path.join(tmpdir(), "fc-console-flows-"));
-const keyFile = path.join(tmp, "actor-key.json");
-let browser: TestBrowser;
-
-beforeAll(async () => {
-  browser = await openBrowser();
-  writeFileSync(keyFile, JSON.stringify(admin().jwk), { mode: 0o600 });
-});
-
-afterAll(async () => {
-  await browser?.close();
-  rmSync(tmp, { recursive: true, force: true });
-});
+const { stack, admin, keyFile, browser } = useConsoleBrowser("console-flows", { cron: false });
 
 /** Jobs that take no runner: a long nap, then a short one. */
 const naps = [
@@ -33,7 +18,7 @@ const naps = [
 
 describe("the console's list of flows", () => {
   it("shows names, labels, plain statuses, triggers, priorities and progress, and filters them", async () => {
-    const { page, errors } = browser;
+    const { page, errors } = browser();
     const { client } = admin();
     const ctx = (await client.createContext()).id;
     const build = await client.submitFlow(ctx, {

@@ -1,11 +1,9 @@
-import { mkdtempSync, rmSync, writeFileSync } from "node:fs";
-import { tmpdir } from "node:os";
 import path from "node:path";
 import type { Route } from "playwright-core";
-import { afterAll, beforeAll, describe, expect, it } from "vitest";
+import { afterAll, describe, expect, it } from "vitest";
 import type { FlowView } from "../../shared/model/index.js";
-import { ARTIFACTS, openBrowser, type TestBrowser } from "../support/browser.js";
-import { usePrivateStack } from "../support/use-private-stack.js";
+import { ARTIFACTS } from "../support/browser.js";
+import { useConsoleBrowser } from "../support/console-browser.js";
 
 // The console draws a flow that grows, live, in a real browser (Debian's chromium driven by
 // playwright-core) against a stack of this file's own with the reference runner: the page is
@@ -13,23 +11,13 @@ import { usePrivateStack } from "../support/use-private-stack.js";
 // instances and the jobs a result adds appear in the DAG from the flow's event stream alone
 // (job.added), each instance framed with its map's others.
 
-const { stack, admin } = usePrivateStack("console-growth");
-const tmp = mkdtempSync(path.join(tmpdir(), "fc-console-growth-"));
-const keyFile = path.join(tmp, "actor-key.json");
-let browser: TestBrowser;
+const { stack, admin, keyFile, browser } = useConsoleBrowser("console-growth");
 const held: Route[] = [];
 let holding = false;
-
-beforeAll(async () => {
-  browser = await openBrowser();
-  writeFileSync(keyFile, JSON.stringify(admin().jwk), { mode: 0o600 });
-});
 
 afterAll(async () => {
   holding = false;
   for (const route of held.splice(0)) await route.continue().catch(() => undefined);
-  await browser?.close();
-  rmSync(tmp, { recursive: true, force: true });
 });
 
 const sh = (name: string, script: string, extra: Record<string, unknown> = {}) => ({
@@ -41,7 +29,7 @@ const sh = (name: string, script: string, extra: Record<string, unknown> = {}) =
 
 describe("the console draws jobs that join a flow, live", () => {
   it("adds a map's instances and added jobs to the DAG as the stream tells them", async () => {
-    const { page } = browser;
+    const { page } = browser();
     const contextId = (await admin().client.createContext()).id;
     await (await stack().registerReferenceRunner(admin().client, contextId, "push")).start();
     const added = [sh("extra", "echo extra", { depends: ["seed"] })];

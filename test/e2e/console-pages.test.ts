@@ -1,16 +1,15 @@
-import { mkdtempSync, rmSync, writeFileSync } from "node:fs";
-import { tmpdir } from "node:os";
+import { writeFileSync } from "node:fs";
 import path from "node:path";
-import { afterAll, beforeAll, describe, expect, it } from "vitest";
+import { describe, expect, it } from "vitest";
 import type { ConsoleMessage, Locator, Response } from "playwright-core";
 import { freePort } from "../../infra/redis-server.js";
 import { bareKeyId, generateKeyPair, type PrivateJwk } from "../../shared/auth/index.js";
 import { CoordinatorClient, signerFromJwk } from "../../shared/client/index.js";
-import { ARTIFACTS, openBrowser, type TestBrowser } from "../support/browser.js";
+import { ARTIFACTS } from "../support/browser.js";
 import { eventually } from "../support/eventually.js";
 import { actorEnv, startFlowc } from "../support/flowc.js";
 import { scalarWarnings } from "../support/scalar.js";
-import { usePrivateStack } from "../support/use-private-stack.js";
+import { useConsoleBrowser } from "../support/console-browser.js";
 
 // The console's context pages beyond flows, in a real browser (Debian's chromium driven by
 // playwright-core) against one stack of this file's own (one wrangler start for them all):
@@ -19,24 +18,11 @@ import { usePrivateStack } from "../support/use-private-stack.js";
 // recent runs linked to their flows, pause / resume / trigger), a runner's registered concurrency
 // on the runners page, sign-in with a key that is nobody's or a runner's, and the API reference.
 
-const { stack, admin } = usePrivateStack("console-pages", { cron: false });
-const tmp = mkdtempSync(path.join(tmpdir(), "fc-console-pages-"));
-const keyFile = path.join(tmp, "actor-key.json");
-let browser: TestBrowser;
-
-beforeAll(async () => {
-  browser = await openBrowser();
-  writeFileSync(keyFile, JSON.stringify(admin().jwk), { mode: 0o600 });
-});
-
-afterAll(async () => {
-  await browser?.close();
-  rmSync(tmp, { recursive: true, force: true });
-});
+const { stack, admin, keyFile, tmp, browser } = useConsoleBrowser("console-pages", { cron: false });
 
 /** Signs the browser in to the console with the admin's key file, as a person does. */
 async function signIn(): Promise<void> {
-  const { page } = browser;
+  const { page } = browser();
   await page.goto(`${stack().url}/console`);
   const signOut = page.getByRole("button", { name: "Sign out" });
   await page.getByRole("heading", { name: "Sign in" }).or(signOut).waitFor();
@@ -55,7 +41,7 @@ const nap = (description: string) => ({
 
 describe("the console shows templates", () => {
   it("lists a context's templates, a template's versions and inputs, and where a flow came from", async () => {
-    const { page, errors } = browser;
+    const { page, errors } = browser();
     const { client, id: actorId } = admin();
     const ctx = (await client.createContext()).id;
     await client.templates.put(ctx, "nap", nap("a nap"));
@@ -103,7 +89,7 @@ describe("the console shows templates", () => {
 
 describe("the console shows schedules", () => {
   it("reads each cron out in words, lists the next fires and the recent runs, and pauses, resumes and triggers", async () => {
-    const { page, errors } = browser;
+    const { page, errors } = browser();
     const { client } = admin();
     const ctx = (await client.createContext()).id;
     const nap = { jobs: [{ name: "nap", sleep: 1 }] };
@@ -171,7 +157,7 @@ describe("the console shows schedules", () => {
 
 describe("the console's runners page", () => {
   it("shows the load against the concurrency the runner is registered with, which flowc runner start runs it with", async () => {
-    const { page, errors } = browser;
+    const { page, errors } = browser();
     const { client } = admin();
     const ctx = (await client.createContext()).id;
     const jwk = await generateKeyPair();
@@ -226,7 +212,7 @@ describe("the console's runners page", () => {
 describe("sign-in with a key that is no actor's", () => {
   /** Signs out if signed in, and picks `file` on the sign-in form. */
   async function chooseKey(file: string): Promise<void> {
-    const { page } = browser;
+    const { page } = browser();
     await page.goto(`${stack().url}/console/`);
     const signOut = page.getByRole("button", { name: "Sign out" });
     await page.getByRole("heading", { name: "Sign in" }).or(signOut).waitFor();
@@ -236,7 +222,7 @@ describe("sign-in with a key that is no actor's", () => {
   }
 
   it("refuses a runner's key, naming the runner, and asks before registering a key nobody has", async () => {
-    const { page, errors, sent } = browser;
+    const { page, errors, sent } = browser();
     const { client } = admin();
     const ctx = (await client.createContext()).id;
     const runnerJwk = await generateKeyPair();
@@ -295,7 +281,7 @@ describe("sign-in with a key that is no actor's", () => {
 
 describe("the API reference at /docs/", () => {
   it("loads /openapi.json without a validation warning, opens on the introduction, and signs Test Request with the console's key", async () => {
-    const { page, errors } = browser;
+    const { page, errors } = browser();
     // The served document through Scalar's own pipeline in Node first: it names the schema at fault.
     const served = (await (await fetch(`${stack().url}/openapi.json`)).json()) as object;
     expect(await scalarWarnings(served)).toEqual([]);
@@ -316,7 +302,7 @@ describe("the API reference at /docs/", () => {
       const top = async (locator: Locator) => (await locator.boundingBox())?.y ?? Number.POSITIVE_INFINITY;
       const problems = page.getByRole("heading", { name: "Problems", exact: true }).first();
       expect(await top(intro)).toBeLessThan(await top(problems));
-      // The banner: Test Request signs as the actor signed in to the console in this browser.
+      // The banner: Test Request signs as the actor signed in to the console in this browser().
       await page.getByText(`Test Request signs as actor ${admin().id}`).waitFor();
       await page.screenshot({ path: path.join(ARTIFACTS, "console-docs-intro.png") });
       // Scalar checked the document as it loaded it: nothing to warn about.

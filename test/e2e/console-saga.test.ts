@@ -1,12 +1,10 @@
-import { mkdtempSync, rmSync, writeFileSync } from "node:fs";
-import { tmpdir } from "node:os";
 import path from "node:path";
-import { afterAll, beforeAll, describe, expect, it } from "vitest";
+import { describe, expect, it } from "vitest";
 import { readFlowFile } from "../../cli/flowfile.js";
 import type { FlowSubmissionInput } from "../../shared/flow/index.js";
 import type { FlowView } from "../../shared/model/index.js";
-import { ARTIFACTS, openBrowser, type TestBrowser } from "../support/browser.js";
-import { usePrivateStack } from "../support/use-private-stack.js";
+import { ARTIFACTS } from "../support/browser.js";
+import { useConsoleBrowser } from "../support/console-browser.js";
 
 // The console's DAG of a saga (examples/saga.yaml), in a real browser (Debian's chromium driven
 // by playwright-core) against a stack of this file's own, its jobs and compensations run by the
@@ -14,29 +12,16 @@ import { usePrivateStack } from "../support/use-private-stack.js";
 // undoes), then recoloured live as the flow unwinds.
 
 const root = path.resolve(import.meta.dirname, "../..");
-const { stack, admin } = usePrivateStack("console-saga");
-const tmp = mkdtempSync(path.join(tmpdir(), "fc-console-saga-"));
-const keyFile = path.join(tmp, "actor-key.json");
-let browser: TestBrowser;
+const { stack, admin, keyFile, browser } = useConsoleBrowser("console-saga");
 let contextId: number;
 let flow: FlowView;
 
 const key = (name: string) => flow.jobs.find((j) => j.key === name)?.id;
-const node = (name: string) => browser.page.locator(`svg.dag g.node[data-job="${key(name)}"]`);
-
-beforeAll(async () => {
-  browser = await openBrowser();
-  writeFileSync(keyFile, JSON.stringify(admin().jwk), { mode: 0o600 });
-});
-
-afterAll(async () => {
-  await browser?.close();
-  rmSync(tmp, { recursive: true, force: true });
-});
+const node = (name: string) => browser().page.locator(`svg.dag g.node[data-job="${key(name)}"]`);
 
 describe("the console draws a saga's unwinding, live", () => {
   it("draws compensations apart before the flow starts, then as they run once it fails", async () => {
-    const { page } = browser;
+    const { page } = browser();
     contextId = (await admin().client.createContext()).id;
     const runner = await stack().registerReferenceRunner(admin().client, contextId, "push");
     await runner.start();

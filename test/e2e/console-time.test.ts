@@ -1,11 +1,10 @@
-import { existsSync, mkdtempSync, rmSync, writeFileSync } from "node:fs";
-import { tmpdir } from "node:os";
+import { existsSync, writeFileSync } from "node:fs";
 import path from "node:path";
 import type { APIResponse, Route } from "playwright-core";
-import { afterAll, beforeAll, describe, expect, it } from "vitest";
+import { beforeAll, describe, expect, it } from "vitest";
 import type { FlowView } from "../../shared/model/index.js";
-import { ARTIFACTS, openBrowser, type TestBrowser } from "../support/browser.js";
-import { usePrivateStack } from "../support/use-private-stack.js";
+import { ARTIFACTS } from "../support/browser.js";
+import { useConsoleBrowser } from "../support/console-browser.js";
 
 // The console's flow page and time, in a real browser (Debian's chromium driven by playwright-core)
 // against a stack of this file's own (wrangler dev, redis-server, the reference runner running
@@ -15,10 +14,8 @@ import { usePrivateStack } from "../support/use-private-stack.js";
 // durations, the timeline (Gantt) with every attempt, live and after a reload, the jobs table of
 // a 500-job flow with its filters, and the DAG fitted to a phone's width.
 
-const { stack, admin } = usePrivateStack("console-time");
-const tmp = mkdtempSync(path.join(tmpdir(), "fc-console-time-"));
+const { stack, admin, keyFile, tmp, browser } = useConsoleBrowser("console-time");
 const files = {
-  key: path.join(tmp, "actor-key.json"),
   /** `slow` runs until this file exists. */
   gate: path.join(tmp, "gate"),
   /** `fail` fails once this file exists. */
@@ -30,13 +27,12 @@ const files = {
   /** The flows list's running flow runs until this file exists. */
   hold: path.join(tmp, "hold"),
 };
-let browser: TestBrowser;
 let contextId: number;
 let flow: FlowView;
 const jobs = new Map<string, number>();
 
 const node = (name: string, status?: string) =>
-  browser.page.locator(`svg.dag g.node[data-job="${jobs.get(name)}"]${status ? `[data-status="${status}"]` : ""}`);
+  browser().page.locator(`svg.dag g.node[data-job="${jobs.get(name)}"]${status ? `[data-status="${status}"]` : ""}`);
 const sh = (name: string, script: string, more: Record<string, unknown> = {}) => ({
   name,
   script_type: "sh" as const,
@@ -52,7 +48,7 @@ const untilFile = (variable: string) => `while [ ! -e "$${variable}" ]; do sleep
  * running or waiting. Read back with `watched()`.
  */
 async function watchFlowPage(): Promise<void> {
-  await browser.page.evaluate(() => {
+  await browser().page.evaluate(() => {
     const seen = { mismatches: [] as string[], regressions: [] as string[] };
     (window as unknown as { seen: typeof seen }).seen = seen;
     const ended = new Map<string, string>();
@@ -88,29 +84,22 @@ async function watchFlowPage(): Promise<void> {
 }
 
 const watched = () =>
-  browser.page.evaluate(() => (window as unknown as { seen: { mismatches: string[]; regressions: string[] } }).seen);
+  browser().page.evaluate(() => (window as unknown as { seen: { mismatches: string[]; regressions: string[] } }).seen);
 
 beforeAll(async () => {
-  browser = await openBrowser();
-  writeFileSync(files.key, JSON.stringify(admin().jwk), { mode: 0o600 });
   contextId = (await admin().client.createContext()).id;
   const runner = await stack().registerReferenceRunner(admin().client, contextId, "push");
   await runner.start();
-  const { page } = browser;
+  const { page } = browser();
   await page.goto(`${stack().url}/console`);
-  await page.locator("#key-file").setInputFiles(files.key);
+  await page.locator("#key-file").setInputFiles(keyFile);
   await page.getByRole("button", { name: "Sign in" }).click();
   await page.getByRole("heading", { name: "Contexts" }).waitFor();
 });
 
-afterAll(async () => {
-  await browser?.close();
-  rmSync(tmp, { recursive: true, force: true });
-});
-
 describe("the flow page tells time and says statuses plainly", () => {
   it("ticks running jobs, says ms, not run and failed, and keeps its counts with its nodes through a late read", async () => {
-    const { page } = browser;
+    const { page } = browser();
     flow = await admin().client.submitFlow(contextId, {
       start: false,
       jobs: [
@@ -183,7 +172,7 @@ describe("the flow page tells time and says statuses plainly", () => {
   });
 
   it("draws every attempt on the timeline, live and again after a reload", async () => {
-    const { page } = browser;
+    const { page } = browser();
     await page.getByRole("tab", { name: "Timeline" }).click();
     const rows = page.locator(".timeline .tl-row");
     await expect.poll(() => rows.count()).toBe(5);
@@ -205,7 +194,7 @@ describe("the flow page tells time and says statuses plainly", () => {
   });
 
   it("ticks a running flow's duration in the flows list", async () => {
-    const { page } = browser;
+    const { page } = browser();
     const running = await admin().client.submitFlow(contextId, {
       start: true,
       jobs: [sh("hold", `${untilFile("HOLD")}echo "ok=1" > "$RESULT_FILE"\n`)],
@@ -222,7 +211,7 @@ describe("the flow page tells time and says statuses plainly", () => {
 
 describe("a big flow", () => {
   it("opens a 500-job flow on the jobs table, with its filters; the DAG fits the width", async () => {
-    const { page } = browser;
+    const { page } = browser();
     const big = await admin().client.submitFlow(contextId, {
       start: true,
       jobs: [
@@ -279,7 +268,7 @@ describe("a big flow", () => {
 
 describe("on a phone", () => {
   it("fits the DAG to a 390 px screen, top to bottom, and shows the timeline", async () => {
-    const { page } = browser;
+    const { page } = browser();
     await page.setViewportSize({ width: 390, height: 844 });
     await page.goto(`${stack().url}/console/#/contexts/${contextId}/flows/${flow.id}`);
     await node("slow", "finished").waitFor();
@@ -305,7 +294,7 @@ describe("on a phone", () => {
   });
 
   it("said nothing on the console and failed no request along the way", () => {
-    expect(browser.errors).toEqual([]);
+    expect(browser().errors).toEqual([]);
     expect(existsSync(path.join(ARTIFACTS, "console-timeline.png"))).toBe(true);
   });
 });

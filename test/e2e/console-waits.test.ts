@@ -1,11 +1,9 @@
-import { mkdtempSync, rmSync, writeFileSync } from "node:fs";
-import { tmpdir } from "node:os";
 import path from "node:path";
 import type { Route } from "playwright-core";
-import { afterAll, beforeAll, describe, expect, it } from "vitest";
+import { afterAll, describe, expect, it } from "vitest";
 import type { FlowView } from "../../shared/model/index.js";
-import { ARTIFACTS, openBrowser, type TestBrowser } from "../support/browser.js";
-import { usePrivateStack } from "../support/use-private-stack.js";
+import { ARTIFACTS } from "../support/browser.js";
+import { useConsoleBrowser } from "../support/console-browser.js";
 
 // The console's DAG for flows that react, in a real browser (Debian's chromium driven by
 // playwright-core) against a stack of this file's own (wrangler dev serving the console and the
@@ -15,10 +13,7 @@ import { usePrivateStack } from "../support/use-private-stack.js";
 // what the flow's event stream told it (job.wait_started, job.sleep_started, job.skipped,
 // job.finished) and nothing else. Every wait is on the page's state, never a sleep.
 
-const { stack, admin } = usePrivateStack("console-waits");
-const tmp = mkdtempSync(path.join(tmpdir(), "fc-console-waits-"));
-const keyFile = path.join(tmp, "actor-key.json");
-let browser: TestBrowser;
+const { stack, admin, keyFile, browser } = useConsoleBrowser("console-waits");
 let contextId: number;
 let flow: FlowView;
 /** Job ids by name. */
@@ -28,42 +23,37 @@ const held: Route[] = [];
 let holding = false;
 
 const node = (name: string, status?: string) =>
-  browser.page.locator(`svg.dag g.node[data-job="${jobs.get(name)}"]${status ? `[data-status="${status}"]` : ""}`);
+  browser().page.locator(`svg.dag g.node[data-job="${jobs.get(name)}"]${status ? `[data-status="${status}"]` : ""}`);
 
 /** Nothing drawn in a node runs out of its shape, and no name into its badges. */
 async function expectTextInsideNodes(): Promise<void> {
-  const outside = await browser.page.locator("svg.dag").evaluate((dag) =>
-    [...dag.querySelectorAll<SVGGElement>("g.node")].flatMap((g) => {
-      const box = (g.querySelector(".shape") as Element).getBoundingClientRect();
-      const parts = [...g.querySelectorAll("text, .icon, .rules-mark")].map((e) => ({
-        what: e.textContent || e.getAttribute("class"),
-        rect: e.getBoundingClientRect(),
-      }));
-      const out = parts.filter(({ rect }) => rect.left < box.left || rect.right > box.right).map((p) => p.what);
-      const name = g.querySelector("text.name")?.getBoundingClientRect();
-      const badges = [...g.querySelectorAll(".kind-badge, .rules-mark")].map((e) => e.getBoundingClientRect().left);
-      if (name && badges.length > 0 && name.right > Math.min(...badges)) out.push("the name, into its badges");
-      return out.map((what) => `${g.dataset.job}: ${what}`);
-    }),
-  );
+  const outside = await browser()
+    .page.locator("svg.dag")
+    .evaluate((dag) =>
+      [...dag.querySelectorAll<SVGGElement>("g.node")].flatMap((g) => {
+        const box = (g.querySelector(".shape") as Element).getBoundingClientRect();
+        const parts = [...g.querySelectorAll("text, .icon, .rules-mark")].map((e) => ({
+          what: e.textContent || e.getAttribute("class"),
+          rect: e.getBoundingClientRect(),
+        }));
+        const out = parts.filter(({ rect }) => rect.left < box.left || rect.right > box.right).map((p) => p.what);
+        const name = g.querySelector("text.name")?.getBoundingClientRect();
+        const badges = [...g.querySelectorAll(".kind-badge, .rules-mark")].map((e) => e.getBoundingClientRect().left);
+        if (name && badges.length > 0 && name.right > Math.min(...badges)) out.push("the name, into its badges");
+        return out.map((what) => `${g.dataset.job}: ${what}`);
+      }),
+    );
   expect(outside).toEqual([]);
 }
-
-beforeAll(async () => {
-  browser = await openBrowser();
-  writeFileSync(keyFile, JSON.stringify(admin().jwk), { mode: 0o600 });
-});
 
 afterAll(async () => {
   holding = false;
   for (const route of held.splice(0)) await route.continue().catch(() => undefined);
-  await browser?.close();
-  rmSync(tmp, { recursive: true, force: true });
 });
 
 describe("the console draws waits, sleeps and skipped jobs, live", () => {
   it("draws each kind with its own shape and badge before the flow starts", async () => {
-    const { page } = browser;
+    const { page } = browser();
     contextId = (await admin().client.createContext()).id;
     const runner = await stack().registerReferenceRunner(admin().client, contextId, "push");
     await runner.start();
@@ -133,7 +123,7 @@ describe("the console draws waits, sleeps and skipped jobs, live", () => {
   });
 
   it("shows the wait's event and key, the sleep's end and the skipped jobs, from the flow's events alone", async () => {
-    const { page } = browser;
+    const { page } = browser();
     let loads = 0;
     page.on("load", () => loads++);
     // From here the page's reads of the flow's view wait: only the event stream moves the page.
@@ -245,6 +235,6 @@ describe("the console draws waits, sleeps and skipped jobs, live", () => {
     await admin().client.cancelFlow(contextId, flow.id, "done looking");
     await node("cool_down", "error").waitFor();
     await expect(node("cool_down").locator("text.detail").textContent()).resolves.toBe("cancelled: done looking");
-    expect(browser.errors).toEqual([]);
+    expect(browser().errors).toEqual([]);
   });
 });
