@@ -7,6 +7,7 @@ import {
   WebUrl,
   type Runner,
   type RunnerRegistration,
+  type RunnerUpdate,
   type RunnerWithDispatch,
 } from "../../shared/model/index.js";
 import {
@@ -61,19 +62,60 @@ function runnerLines(runner: Runner | RunnerWithDispatch): string[] {
 }
 
 const REGISTER = "runner register";
+const UPDATE = "runner update";
 
-/** The runner's public key, from exactly one of --pubkey and --key-file. */
-function runnerPubkey(options: ParsedOptions, cwd: string): string {
+/** The runner's public key, from --pubkey or --key-file (not both); undefined when neither is given. */
+function runnerPubkey(options: ParsedOptions, cwd: string, command: string): string | undefined {
   const pubkey = options.string("pubkey");
   const keyFile = options.string("key-file");
-  if ((pubkey === undefined) === (keyFile === undefined)) {
-    throw new UsageError("give the runner's key with exactly one of --pubkey <x> and --key-file <file>", REGISTER);
-  }
+  if (pubkey !== undefined && keyFile !== undefined)
+    throw new UsageError("give the runner's key with one of --pubkey <x> and --key-file <file>, not both", command);
   if (keyFile !== undefined) return readPublicKey(path.resolve(cwd, keyFile), "--key-file");
-  if (!PublicKey.safeParse(pubkey).success) {
-    throw new UsageError("--pubkey must be an Ed25519 public key: 43 base64url characters (a JWK's x)", REGISTER);
+  if (pubkey !== undefined && !PublicKey.safeParse(pubkey).success)
+    throw new UsageError("--pubkey must be an Ed25519 public key: 43 base64url characters (a JWK's x)", command);
+  return pubkey;
+}
+
+/** `--script-types a,b`: each one of the script types, at least one. */
+function scriptTypes(list: string, command: string): RunnerUpdate["script_types"] {
+  const types = list
+    .split(",")
+    .map((s) => s.trim())
+    .filter(Boolean)
+    .map((s) => {
+      const parsed = ScriptType.safeParse(s);
+      if (!parsed.success)
+        throw new UsageError(
+          `--script-types: ${JSON.stringify(s)} is not one of ${ScriptType.options.join(", ")}`,
+          command,
+        );
+      return parsed.data;
+    });
+  if (types.length === 0) throw new UsageError("--script-types needs at least one script type", command);
+  return types;
+}
+
+/** The fields a registration and an update share, as the options give them (each optional). */
+function runnerFields(options: ParsedOptions, cwd: string, command: string): RunnerUpdate {
+  const input: RunnerUpdate = {};
+  const pubkey = runnerPubkey(options, cwd, command);
+  if (pubkey !== undefined) input.pubkey = pubkey;
+  const address = options.string("address");
+  if (address !== undefined) {
+    if (!WebUrl.safeParse(address).success)
+      throw new UsageError(`--address must be an http(s) URL, not ${JSON.stringify(address)}`, command);
+    input.address = address;
   }
-  return pubkey as string;
+  if (options.flag("local")) input.local = true;
+  const types = options.string("script-types");
+  if (types !== undefined) input.script_types = scriptTypes(types, command);
+  const concurrency = options.string("concurrency");
+  if (concurrency !== undefined) input.concurrency = parseCount(concurrency, "--concurrency", command, 1);
+  const perPost = options.string("deliveries-per-post");
+  if (perPost !== undefined) input.deliveries_per_post = parseCount(perPost, "--deliveries-per-post", command, 1);
+  const topic = options.string("topic");
+  if (topic !== undefined) input.topic = topic;
+  return input;
 }
 
 function registration(options: ParsedOptions, cwd: string): RunnerRegistration {
@@ -81,43 +123,38 @@ function registration(options: ParsedOptions, cwd: string): RunnerRegistration {
   if (type === undefined)
     throw new UsageError(`missing option --type (one of ${RunnerType.options.join(", ")})`, REGISTER);
   const runnerType = parseChoice(RunnerType.options, type, "--type", REGISTER);
-  const input: RunnerRegistration = { pubkey: runnerPubkey(options, cwd), runner_type: runnerType };
-
-  const address = options.string("address");
-  if (address !== undefined) {
-    if (!WebUrl.safeParse(address).success)
-      throw new UsageError(`--address must be an http(s) URL, not ${JSON.stringify(address)}`, REGISTER);
-    input.address = address;
-  }
-  if (options.flag("local")) input.local = true;
-  const scriptTypes = options.string("script-types");
-  if (scriptTypes !== undefined) {
-    input.script_types = scriptTypes
-      .split(",")
-      .map((s) => s.trim())
-      .filter(Boolean)
-      .map((s) => {
-        const parsed = ScriptType.safeParse(s);
-        if (!parsed.success)
-          throw new UsageError(
-            `--script-types: ${JSON.stringify(s)} is not one of ${ScriptType.options.join(", ")}`,
-            REGISTER,
-          );
-        return parsed.data;
-      });
-    if (input.script_types.length === 0)
-      throw new UsageError("--script-types needs at least one script type", REGISTER);
-  }
-  const concurrency = options.string("concurrency");
-  if (concurrency !== undefined) input.concurrency = parseCount(concurrency, "--concurrency", REGISTER, 1);
-  const perPost = options.string("deliveries-per-post");
-  if (perPost !== undefined) input.deliveries_per_post = parseCount(perPost, "--deliveries-per-post", REGISTER, 1);
+  const { pubkey, ...fields } = runnerFields(options, cwd, REGISTER);
+  if (pubkey === undefined)
+    throw new UsageError("give the runner's key with exactly one of --pubkey <x> and --key-file <file>", REGISTER);
+  const input: RunnerRegistration = { pubkey, runner_type: runnerType, ...fields };
   const id = options.string("id");
   if (id !== undefined) input.id = parseId(id, "--id", REGISTER);
-  const topic = options.string("topic");
-  if (topic !== undefined) input.topic = topic;
   return input;
 }
+
+/** The options of what a runner is registered with, which `runner update` changes too. */
+const RUNNER_OPTIONS: Command["options"] = {
+  pubkey: { type: "string", value: "<x>", help: "the runner's Ed25519 public key (a JWK's x)" },
+  "key-file": {
+    type: "string",
+    value: "<file>",
+    help: "the runner's key file (private or public JWK): its public key is used",
+  },
+  address: { type: "string", value: "<url>", help: "https URL jobs are pushed to" },
+  local: { type: "boolean", help: "the runner pulls jobs from the context's queues (the default without --address)" },
+  "script-types": {
+    type: "string",
+    value: "<list>",
+    help: `comma-separated: ${ScriptType.options.join(", ")} (default: the runner type)`,
+  },
+  concurrency: { type: "string", value: "<n>", help: "jobs it runs at once (default 1)" },
+  "deliveries-per-post": {
+    type: "string",
+    value: "<n>",
+    help: `deliveries pushed in one POST, for a runner that takes { "deliveries": [...] } (default 1, at most ${MAX_DELIVERIES_PER_POST})`,
+  },
+  topic: { type: "string", value: "<topic>", help: "its topic (default runner<id>)" },
+};
 
 const register: Command = {
   name: REGISTER,
@@ -125,28 +162,9 @@ const register: Command = {
   usage: "runner register <context> (--pubkey <x> | --key-file <file>) --type <type> [options]",
   args: ["context"],
   options: {
-    pubkey: { type: "string", value: "<x>", help: "the runner's Ed25519 public key (a JWK's x)" },
-    "key-file": {
-      type: "string",
-      value: "<file>",
-      help: "the runner's key file (private or public JWK): its public key is used",
-    },
+    ...RUNNER_OPTIONS,
     type: { type: "string", value: "<type>", help: `runner type: ${RunnerType.options.join(", ")}` },
-    address: { type: "string", value: "<url>", help: "https URL jobs are pushed to" },
-    local: { type: "boolean", help: "the runner pulls jobs from the context's queues (the default without --address)" },
-    "script-types": {
-      type: "string",
-      value: "<list>",
-      help: `comma-separated: ${ScriptType.options.join(", ")} (default: the runner type)`,
-    },
-    concurrency: { type: "string", value: "<n>", help: "jobs it runs at once (default 1)" },
-    "deliveries-per-post": {
-      type: "string",
-      value: "<n>",
-      help: `deliveries pushed in one POST, for a runner that takes { "deliveries": [...] } (default 1, at most ${MAX_DELIVERIES_PER_POST})`,
-    },
     id: { type: "string", value: "<n>", help: "ask for this runner id" },
-    topic: { type: "string", value: "<topic>", help: "its topic (default runner<id>)" },
   },
   details: [
     "Here --key-file names the runner's key, not yours: the actor signing the request comes from",
@@ -208,6 +226,27 @@ const show: Command = {
   },
 };
 
+const update: Command = {
+  name: UPDATE,
+  summary: "change what a runner is registered with: its key, address, script types, concurrency (admins)",
+  usage: `${UPDATE} <context> <runner> [--pubkey <x> | --key-file <file>] [--address <url>] [--local] [--script-types <list>] [--concurrency <n>] [--deliveries-per-post <n>] [--topic <topic>]`,
+  args: ["context", "runner"],
+  options: RUNNER_OPTIONS,
+  details: [
+    "Only the fields given change. A new key takes effect at once: the old one stops working.",
+    "Here --key-file names the runner's key, not yours.",
+  ].join("\n"),
+  examples: ["flowc runner update 1 2 --concurrency 8", "flowc runner update 1 2 --key-file new-runner.json"],
+  async run(invocation) {
+    const input = runnerFields(invocation.options, invocation.cwd, UPDATE);
+    if (Object.keys(input).length === 0)
+      throw new UsageError("nothing to change: give at least one of the options (see --help)", UPDATE);
+    const { contextId, id, session } = await objectSession(invocation, "<runner>", UPDATE);
+    const runner = await session.client.updateRunner(contextId, id, input);
+    invocation.out.result(runner, [`runner ${runner.id} updated in context ${contextId}`, ...runnerLines(runner)]);
+  },
+};
+
 const remove: Command = {
   name: "runner remove",
   summary: "remove a runner; its key stops working (admins)",
@@ -224,4 +263,4 @@ const remove: Command = {
 };
 
 /** The `runner` commands. */
-export const runnerCommands: Command[] = [register, list, show, remove];
+export const runnerCommands: Command[] = [register, list, show, update, remove];

@@ -105,6 +105,18 @@ describe("flowc", () => {
     expect(show.stdout).toMatch(/^delivery\s+pull$/m);
     expect(show.stdout).toMatch(/^scripts\s+sh, python$/m);
 
+    // Changed in place: only the fields given; nothing given is a usage error.
+    const updated = await alice.run("runner", "update", String(contextId), String(runnerId), "--concurrency", "5");
+    expect(updated.code, updated.stderr).toBe(0);
+    expect(updated.stdout).toMatch(new RegExp(`^runner ${runnerId} updated in context ${contextId}$`, "m"));
+    expect(updated.stdout).toMatch(/^concurrency\s+5$/m);
+    expect(updated.stdout).toMatch(/^scripts\s+sh, python$/m);
+    expectOneErrorLine(
+      await alice.run("runner", "update", String(contextId), String(runnerId)),
+      2,
+      /nothing to change/,
+    );
+
     // A push runner that takes several deliveries in one POST; more than 100 is refused, named.
     const pushKey = path.join(alice.home, "runner-push.json");
     expect((await alice.run("keygen", "--out", pushKey)).code).toBe(0);
