@@ -13,10 +13,11 @@ export interface Budget {
 
 /** The budgets, checked in this order. */
 export const BUDGETS: readonly Budget[] = [
-  // A flow of one job: the commonest case for a webhook-driven system. Three since its creation
-  // claims it for the runner and makes the sweep due in the same script (the reservation, the
-  // creation, the result's commit), and the key epoch's read, which an isolate makes at most
-  // once a second: four when it falls in the run.
+  // A flow of one job: the commonest case for a webhook-driven system, its runner reporting
+  // `started` and then its result (the started report lives in the flow's object: no command).
+  // Three since its creation claims it for the runner and makes the sweep due in the same script
+  // (the reservation, the creation, the result's commit), and the key epoch's read, which an
+  // isolate makes at most once a second: four when it falls in the run.
   { figure: "lone.sent", max: 4 },
   // Batches must not get dearer than they are (0.20 when the goal was set).
   { figure: "indep100.sent", max: 0.2 },

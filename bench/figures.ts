@@ -19,12 +19,17 @@ const STEP_LABELS: Record<Step, string> = {
   ready: "lone job, step 1: submit → job.ready in the flow's object (route, reservation), p50",
   dispatched: "lone job, step 2: → job.dispatched (the creation's commit and claim, the assignment), p50",
   start: "lone job, step 3: → job starts at the runner (signed POST), p50",
-  reported: "lone job, step 4: → job.finished in the flow's object (signed result), p50",
+  reported: "lone job, step 4: → job.finished in the flow's object (signed started, then signed result), p50",
   applied: "lone job, step 5: → result applied at the runner (commit, answer), p50",
 };
 
 export const FIGURES: readonly Figure[] = [
-  { id: "lone.sent", label: "commands sent / job, a flow of one job (one EVALSHA = 1)", decimals: 1, unit: "" },
+  {
+    id: "lone.sent",
+    label: "commands sent / job, a flow of one job, started and result reported (one EVALSHA = 1)",
+    decimals: 1,
+    unit: "",
+  },
   {
     id: "lone.executed",
     label: "executed commands / job, a flow of one job (script internals included)",
@@ -42,9 +47,15 @@ export const FIGURES: readonly Figure[] = [
   { id: "dag100.wall", label: "100-job layered DAG, submit → last result applied", decimals: 0, unit: " ms" },
   { id: "start.p50", label: "submit → job starts at the runner, p50", decimals: 1, unit: " ms" },
   { id: "start.p95", label: "submit → job starts at the runner, p95", decimals: 1, unit: " ms" },
-  { id: "applied.p50", label: "submit → result applied, p50", decimals: 1, unit: " ms" },
+  { id: "applied.p50", label: "submit → result applied, started and result reported, p50", decimals: 1, unit: " ms" },
   ...STEPS.map((step) => ({ id: `step.${step}.p50`, label: STEP_LABELS[step], decimals: 1, unit: " ms" })),
-  { id: "chain10.p50", label: "10-job chain end to end, p50", decimals: 0, unit: " ms" },
+  { id: "chain10.p50", label: "10-job chain end to end, started and result reported, p50", decimals: 0, unit: " ms" },
+  {
+    id: "resultonly.applied.p50",
+    label: "submit → result applied, the result alone reported (no started: the reference runner's path), p50",
+    decimals: 1,
+    unit: " ms",
+  },
   {
     id: "answered.applied.p50",
     label: "submit → result applied, the result in the runner's answer (seen on the context's stream), p50",
@@ -57,9 +68,26 @@ export const FIGURES: readonly Figure[] = [
     decimals: 0,
     unit: " ms",
   },
-  { id: "tput1000.rate", label: "throughput, 1,000 independent trivial jobs", decimals: 0, unit: " jobs/s" },
+  {
+    id: "tput1000.rate",
+    label: "throughput, 1,000 independent trivial jobs, one a POST, started and result reported",
+    decimals: 0,
+    unit: " jobs/s",
+  },
   { id: "tput1000.sent", label: "commands sent / job, 1,000 independent jobs", decimals: 2, unit: "" },
   { id: "tput1000.executed", label: "executed commands / job, 1,000 independent jobs", decimals: 2, unit: "" },
+  {
+    id: "single1000.rate",
+    label: "throughput, 1,000 jobs, one a POST, the result alone reported (no started)",
+    decimals: 0,
+    unit: " jobs/s",
+  },
+  {
+    id: "cpu.single.workerd",
+    label: "CPU / job in the Worker's workerd, 1,000 jobs, one a POST, the result alone reported",
+    decimals: 2,
+    unit: " ms",
+  },
   {
     id: "batched1000.rate",
     label: "throughput, 1,000 jobs, batched (pull leases of 50; 100 reports a request)",
@@ -111,7 +139,7 @@ export const FIGURES: readonly Figure[] = [
   { id: "cpu.bulk", label: "CPU / job, all processes, 1,000 jobs", decimals: 2, unit: " ms" },
   {
     id: "cpu.bulk.workerd",
-    label: "CPU / job in the Worker's workerd (not wrangler's proxy), 1,000 jobs",
+    label: "CPU / job in the Worker's workerd (not wrangler's proxy), 1,000 jobs, started and result reported",
     decimals: 2,
     unit: " ms",
   },
@@ -169,6 +197,11 @@ export function timingFigures(timings: LoneTimings): Figures {
   };
 }
 
+/** The chain figure: p50 of the samples. */
+export function chainFigures(times: number[]): Figures {
+  return { "chain10.p50": percentile(times, 50) };
+}
+
 /** Throughput figures of the 1,000-job run. */
 export function throughputFigures(cost: ShapeCost): Figures {
   return {
@@ -186,6 +219,7 @@ export const BATCHED_SHAPES: Readonly<Record<string, Batching>> = {
   pushbatch1000: "push",
   pushposts1000: "posts",
   answers1000: "answers",
+  single1000: "single",
 };
 
 /** The figures of each kind of batched run: its rate and the Worker's CPU per job. */
@@ -194,6 +228,9 @@ const BATCHED: Record<Batching, [string, string]> = {
   push: ["pushbatch1000.rate", "cpu.pushbatch.workerd"],
   posts: ["pushposts1000.rate", "cpu.pushposts.workerd"],
   answers: ["answers1000.rate", "cpu.answers.workerd"],
+  single: ["single1000.rate", "cpu.single.workerd"],
+  readme: ["readme1000.rate", "cpu.readme.workerd"],
+  inline: ["inline1000.rate", "cpu.inline.workerd"],
 };
 
 /**

@@ -35,6 +35,7 @@ import {
   percentile,
   BATCHED_SHAPES,
   batchedFigures,
+  chainFigures,
   throughputFigures,
   timingFigures,
   type Figures,
@@ -42,7 +43,7 @@ import {
 import { compareWith } from "./compare.js";
 import { measureFloor } from "./floor.js";
 import { machine, RedisCounter } from "./measure.js";
-import { CONCURRENCY, OurSystem, type ShapeCost } from "./ours.js";
+import { BATCHINGS, CONCURRENCY, OurSystem, type ShapeCost } from "./ours.js";
 import { profileWorker, summarizeProfile } from "./profile.js";
 import { measureScale } from "./scale.js";
 import { overBudget, renderTable, spreadOf } from "./table.js";
@@ -65,7 +66,7 @@ const Options = z.object({
   "idle-seconds": z.coerce.number().min(1).max(600).default(60),
   profile: z.string().min(1).optional(),
   /** What `--profile` records: 1,000 jobs, taken by the runner as a Batching says, or 40 lone jobs. */
-  "profile-shape": z.enum(["push", "posts", "answers", "pull", "lone", "chain"]).default("push"),
+  "profile-shape": z.enum([...BATCHINGS, "lone", "chain"]).default("push"),
   /** A commit to compare this tree with, paired (compare.ts). */
   compare: z.string().min(1).optional(),
   /** Rounds of `--compare` (4) or `--floor` (3). */
@@ -258,6 +259,13 @@ try {
         ours: async () => chainFigures(await ours.chainTimings(chainSamples, 10)),
         bull: async () => chainFigures(await b.chainTimings(chainSamples, 10)),
       },
+      // The result alone reported, as the reference runner does (BullMQ's column repeats its own).
+      {
+        id: "latency.result-only",
+        ours: async () => ({
+          "resultonly.applied.p50": percentile((await ours.loneTimings(options.samples, "result-only")).applied, 50),
+        }),
+      },
       // The same with the results in the runner's answers (BullMQ's column repeats its own).
       {
         id: "latency.answered",
@@ -295,9 +303,13 @@ try {
       // BullMQ's open-source worker takes one job at a time: its one throughput is the comparison.
       const bullRate = figures.bull["tput1000.rate"];
       if (bullRate !== undefined) for (const id of Object.keys(BATCHED_SHAPES)) figures.bull[`${id}.rate`] = bullRate;
-      for (const id of ["applied.p50", "chain10.p50"]) {
+      for (const [id, as] of [
+        ["applied.p50", "answered.applied.p50"],
+        ["chain10.p50", "answered.chain10.p50"],
+        ["applied.p50", "resultonly.applied.p50"],
+      ] as const) {
         const bullFigure = figures.bull[id];
-        if (bullFigure !== undefined) figures.bull[`answered.${id}`] = bullFigure;
+        if (bullFigure !== undefined) figures.bull[as] = bullFigure;
       }
       runsOurs.push(figures.ours);
       runsBull.push(figures.bull);
@@ -377,11 +389,6 @@ function report(redisVersion: string, anomalies: readonly string[]): void {
     writeFileSync(options.json, `${JSON.stringify(json, null, 2)}\n`);
     log(`figures written to ${options.json}`);
   }
-}
-
-/** The chain figure: p50 of the samples. */
-function chainFigures(times: number[]): Figures {
-  return { "chain10.p50": percentile(times, 50) };
 }
 
 /** Keeps a counted shape's breakdown (commands by name, CPU by process) for the JSON; passes it on. */

@@ -17,9 +17,11 @@ import { STEPS, stepsOf, type LoneSample, type Step } from "./steps.js";
 
 // This project's side: flows submitted through the Worker under `wrangler dev` or `npm run serve` (signed, as any
 // client submits them), delivered to the trivial push runner test/support/test-runner.ts, which
-// acknowledges, reports `started` and its result at once. The runner's stdout says when each job
-// began (`delivery <epoch ms>`, printed as the delivery arrives) and when each result was applied
-// (its `answered result … 200 applied` line, timed as it reaches the benchmark).
+// behaves as docs/runners.md, "Writing a runner", teaches: it answers each delivery 200, then
+// sends a signed `started` report and a signed result report, one webhook POST each (the
+// headline rows). The runner's stdout says when each job began (`delivery <epoch ms>`, printed
+// as the delivery arrives) and when each result was applied (its `answered result … 200
+// applied` line, timed as it reaches the benchmark).
 
 /** How many deliveries the runner may hold at once; BullMQ's worker gets the same concurrency. */
 export const CONCURRENCY = 50;
@@ -40,14 +42,27 @@ export interface ShapeCost {
 }
 
 /** How a batched run's runner takes its jobs (`Ours.batchedThroughput`). */
-export type Batching = "pull" | "push" | "posts" | "answers";
+export type Batching = "pull" | "push" | "posts" | "answers" | "single" | "readme" | "inline";
+
+/** Every Batching, for the command line (`--profile-shape`). */
+export const BATCHINGS = [
+  "push",
+  "posts",
+  "answers",
+  "pull",
+  "single",
+  "readme",
+  "inline",
+] as const satisfies readonly Batching[];
 
 /**
- * How a runner tells a job's result: `reported` through the result webhook (the runner's
- * `answered result … 200 applied` line says when it was applied), `answered` in its answer to
- * the delivery (INLINE: the flow's end on the context's stream says when).
+ * How a runner tells a job's result: `reported` through the result webhook after a `started`
+ * report, as docs/runners.md teaches (the runner's `answered result … 200 applied` line says
+ * when it was applied), `result-only` through the result webhook alone (FAST: no `started`, as
+ * the reference runner does for a job that ends at once), `answered` in its answer to the
+ * delivery (INLINE: the flow's end on the context's stream says when).
  */
-export type Telling = "reported" | "answered";
+export type Telling = "reported" | "result-only" | "answered";
 
 /** A context of the benchmark's with its own test runner, and where its results are seen applied. */
 interface Side {
@@ -90,7 +105,8 @@ export class OurSystem {
     };
     // FAST: only the result is reported, as the reference runner does for a job that ends at once.
     const sides = {
-      reported: await side({ TIMES: "1", FAST: "1" }, false),
+      reported: await side({ TIMES: "1" }, false),
+      "result-only": await side({ TIMES: "1", FAST: "1" }, false),
       answered: await side({ TIMES: "1", INLINE: "1" }, true),
     };
     // Under serve, what listens on the Worker's port is its own workerd: there is no proxy.
@@ -100,7 +116,7 @@ export class OurSystem {
 
   /** Result reports that were not applied at first try (they are retried; shown as a warning). */
   get anomalies(): readonly string[] {
-    return this.sides.reported.tap.anomalies;
+    return [...this.sides.reported.tap.anomalies, ...this.sides["result-only"].tap.anomalies];
   }
 
   private cpu(side = this.sides.reported) {
@@ -227,7 +243,11 @@ export class OurSystem {
    * runner registered to take up to 50 deliveries in one POST. `answers`: 50 a POST, each answered
    * with its result (signed by the runner), no webhook at all; the runner cannot tell when a result
    * was applied, so the end is the flow's `flow.finished` event as the benchmark reads it from
-   * the context's stream (a little after the last commit, never before). The runner runs only
+   * the context's stream (a little after the last commit, never before). `single`: one delivery
+   * a POST and the result alone in its own webhook (no `started`), the reference runner's path
+   * for a job that ends at once without `--batch`; `readme`: the same after a `started` report,
+   * as the headline rows' runner; `inline`: one delivery a POST, answered with its result (the
+   * last two for `--profile-shape`). The runner runs only
    * while the jobs are measured (a pull runner polls while idle): the counts run from quiet
    * before its start to quiet after its stop, so they include its polls.
    */
@@ -238,8 +258,11 @@ export class OurSystem {
       push: { TIMES: "1", FAST: "1", BATCH_RESULTS: "1" },
       posts: { TIMES: "1", FAST: "1", BATCH_RESULTS: "1", DELIVERIES_PER_POST: "50" },
       answers: { TIMES: "1", INLINE: "1", DELIVERIES_PER_POST: "50" },
+      single: { TIMES: "1", FAST: "1" },
+      readme: { TIMES: "1" },
+      inline: { TIMES: "1", INLINE: "1" },
     };
-    const ends = how === "answers" ? new ContextEnds(this.client, ctx.id) : undefined;
+    const ends = how === "answers" || how === "inline" ? new ContextEnds(this.client, ctx.id) : undefined;
     /** When all `jobs` of `flow` were applied, as the runner's answers tell, or the context's stream. */
     const allApplied = (tap: RunnerTap, flow: number, jobs: number, timeoutMs: number) =>
       ends?.endOf(flow, timeoutMs) ?? tap.resultsOf(flow, jobs, timeoutMs);

@@ -8,7 +8,8 @@ import { usePrivateStack } from "../support/use-private-stack.js";
 // What the Worker sends to storage per job, counted where it leaves: at this stack's own REST
 // endpoint (one EVALSHA is one command, a pipeline of n is n). Deterministic budgets, no timings:
 // a lone job (a flow of one job, the commonest case for a webhook-driven system) and a batch of
-// independent jobs. The trivial test runner acknowledges and reports at once.
+// independent jobs. The trivial test runner acknowledges, then reports `started` and its result,
+// one webhook each, as docs/runners.md teaches: the `started` report is counted too.
 
 // No cron: a sweep in the middle would be counted too.
 const { stack, admin } = usePrivateStack("budget-sent", { cron: false });
@@ -35,7 +36,7 @@ describe("budget: commands sent to storage", () => {
   let ctx: number;
   let proc: TestRunnerProcess;
 
-  it(`runs a lone job with at most ${LONE_JOB_SENT} commands sent, and the key epoch's read`, async () => {
+  it(`runs a lone job, started reported, with at most ${LONE_JOB_SENT} commands sent, and the key epoch's read`, async () => {
     ctx = (await admin().client.createContext()).id;
     proc = await (await stack().registerTestRunner(admin().client, ctx)).start();
     // Warm up: the first flows pay for loading scripts, looking up keys, the context, the runners.
@@ -52,6 +53,7 @@ describe("budget: commands sent to storage", () => {
     const epochReads = async () => (await stack().commandStats()).get("mget") ?? 0;
     const counts: number[] = [];
     const reads: number[] = [];
+    let last = 0;
     for (let i = 0; i < 3; i++) {
       const readsBefore = await epochReads();
       const before = await quietSent();
@@ -62,6 +64,7 @@ describe("budget: commands sent to storage", () => {
       await answersIn(proc, new RegExp(`^answered result lone${i} flow ${flow.id} .* 200 applied$`), 1);
       const sent = (await quietSent()) - before;
       const read = (await epochReads()) - readsBefore;
+      last = flow.id;
       reads.push(read);
       counts.push(sent - read);
     }
@@ -69,6 +72,14 @@ describe("budget: commands sent to storage", () => {
       `budget: a lone job sent ${counts.join(", ")} commands besides ${reads.join(", ")} key epoch read(s) (limit ${LONE_JOB_SENT} + the epoch's)`,
     );
     for (const n of counts) expect(n).toBeLessThanOrEqual(LONE_JOB_SENT);
+    // What was counted included a `started` report (read after counting: a job reported only
+    // by its result goes from dispatched to finished without this event).
+    const types: string[] = [];
+    for await (const event of admin().client.flowEvents(ctx, last, { since: 0 })) {
+      types.push(event.type);
+      if (event.type === "flow.finished" || event.type === "flow.error") break;
+    }
+    expect(types).toContain("job.started");
   });
 
   it("costs a lone job no more after a quiet spell of over 30 s (the runner list is kept)", async () => {

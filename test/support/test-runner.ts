@@ -20,8 +20,14 @@
  * (`status: "exploded"`) before each real one; REFUSE_FILE=<path> answers 503 to deliveries
  * while that file exists (a runner that is down, then comes back).
  *
+ * By default it behaves as docs/runners.md, "Writing a runner", teaches (the benchmark's headline
+ * rows use it so): each delivery is answered 2xx first, and only once that answer has been
+ * written does the runner send a signed `started` report, then, once that is answered, a signed
+ * result report, each its own webhook POST.
+ *
  * Fast path: FAST=1 reports no `started`, only the result (a job that ends at once needs no
- * start; the coordinator takes a result straight after the acknowledgement). BATCH_RESULTS=1
+ * start; the coordinator takes a result straight after the acknowledgement), as the reference
+ * runner does for a job that ends within its `--started-after`. BATCH_RESULTS=1
  * sends results through the batched webhook (`POST …/reports`, up to 100 a request, at most two
  * requests on the way, the results of one turn of its event loop together on the next turn when
  * fewer are), as the reference runner's `--batch` does; results of jobs outside any flow are not
@@ -151,9 +157,6 @@ async function run(payload: DeliveryPayload): Promise<void> {
   const job = payload.message.job[0];
   const name = job?.name ?? String(payload.job_id);
   const label = `${name} flow ${payload.flow_id} attempt ${payload.attempt}`;
-  console.log(
-    `ran ${name} flow ${payload.flow_id} attempt ${payload.attempt} avoid ${payload.message.avoid_runner_id ?? "-"}`,
-  );
   if (silent) return;
   const lateKey = `${payload.flow_id}:${payload.job_id}`;
   const stale = lateResults.get(lateKey);
@@ -256,7 +259,7 @@ if (pull > 0) {
  * INLINE, the report of its result that goes in the answer (again for a duplicate: the result of
  * an attempt is the same each time).
  */
-function take(raw: unknown): { status: number; report?: Record<string, unknown> } {
+function take(raw: unknown): { status: number; report?: Record<string, unknown>; then?: () => void } {
   const parsed = DeliveryPayload.safeParse(raw);
   if (!parsed.success) return { status: 400 };
   if (refuseFile && existsSync(refuseFile)) return { status: 503 };
@@ -276,8 +279,16 @@ function take(raw: unknown): { status: number; report?: Record<string, unknown> 
     return { status: 200, ...report };
   }
   load++;
-  void run(parsed.data);
-  return { status: 200 };
+  // Printed with its `delivery` line, in the same turn: the benchmark pairs them.
+  console.log(`ran ${name} flow ${flow_id} attempt ${attempt} avoid ${message.avoid_runner_id ?? "-"}`);
+  // A runner that answers late works meanwhile (ANSWER_AFTER_MS); else the job is worked on once
+  // the answer (the acknowledgement) has been written, as a runner that answers at once and then
+  // runs the job does: its `started` never overtakes its acknowledgement.
+  if (answerAfterMs > 0) {
+    void run(parsed.data);
+    return { status: 200 };
+  }
+  return { status: 200, then: () => void run(parsed.data) };
 }
 
 /**
@@ -300,10 +311,16 @@ const server = signedServer(
     // Several deliveries in one POST (a runner registered with deliveries_per_post above 1).
     if (raw && typeof raw === "object" && "deliveries" in raw && Array.isArray(raw.deliveries)) {
       console.log(`batch of ${raw.deliveries.length}`);
-      void answer(res, request, 200, { results: raw.deliveries.map((one: unknown) => take(one)) });
+      const taken = raw.deliveries.map((one: unknown) => take(one));
+      // "close" comes after the answer was written, or when its connection was lost before.
+      res.once("close", () => taken.forEach((t) => t.then?.()));
+      void answer(res, request, 200, {
+        results: taken.map((t) => ({ status: t.status, ...(t.report ? { report: t.report } : {}) })),
+      });
       return;
     }
-    const { status, report } = take(raw);
+    const { status, report, then } = take(raw);
+    if (then) res.once("close", then);
     void answer(res, request, status, report ? { report } : undefined);
   },
 );
