@@ -5,6 +5,7 @@ import type { FlowView } from "../../shared/model/index.js";
 import { eventually } from "../support/eventually.js";
 import { runsIn } from "../support/flow-runs.js";
 import { queuedIn } from "../support/prefix.js";
+import { queuedOnCluster, type RedisCluster } from "../support/redis-cluster.js";
 import type { PrivateStack } from "../support/private-stack.js";
 import { describeFlow } from "./describe.js";
 import type { RegisteredRunner } from "../support/runner-process.js";
@@ -70,6 +71,8 @@ export interface SoakOutcome {
   faults: FaultSpan[];
   /** Each flow's deadline (`timeouts.flow`), in seconds: a flow that needs it was stuck. */
   budgetS: number;
+  /** The Redis Cluster the stack runs over, if it does (its queues are found on their master). */
+  cluster?: RedisCluster;
 }
 
 /** What the checks found: the invariants, in the order they are printed, and the child flows they judged. */
@@ -278,10 +281,10 @@ async function noSlotLeaked({ stack, ctx, runners }: SoakOutcome): Promise<Invar
   };
 }
 
-async function nothingLeftWaiting({ stack, ctx }: SoakOutcome): Promise<Invariant> {
+async function nothingLeftWaiting({ stack, ctx, cluster }: SoakOutcome): Promise<Invariant> {
   const waiting = () =>
     Promise.all([
-      queuedIn(stack.redis, stack.keys, ctx),
+      cluster ? queuedOnCluster(cluster, stack.keys, ctx) : queuedIn(stack.redis, stack.keys, ctx),
       stack.redis.exec<number>(["LLEN", stack.keys.msgOut(ctx)]),
       stack.redis.exec<number>(["ZCARD", stack.keys.inflight(ctx)]),
     ]);
