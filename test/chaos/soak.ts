@@ -159,6 +159,8 @@ async function run(
 
   const storage = options.cluster ? clusterFaults(stack, options.cluster, ctx) : serverFaults(stack);
   const flows: SoakFlow[] = [];
+  /** Submissions refused 409 as their id was a live flow's (a context's id counter gone back). */
+  const taken: string[] = [];
   const faults: FaultSpan[] = [];
   const traffic = new EventTraffic(client, ctx);
   const cancels: Promise<void>[] = [];
@@ -177,7 +179,7 @@ async function run(
         : withChildren(random.flows, flowShape(random.flows, `f${n}`, RETRIES, random.events), `f${n}`);
       await traffic.beforeSubmit(plan);
       const body: FlowSubmissionInput = { start: true, timeouts: TIMEOUTS, env_vars: plan.env, jobs: plan.jobs };
-      const view = await submitWithKey(client, ctx, body, `soak-${options.seed}-${n}`);
+      const view = await submitWithKey(client, ctx, body, `soak-${options.seed}-${n}`, taken);
       flows.push({ view, plan });
       traffic.watch(plan, view.id);
       if (plan.cancel) cancels.push(cancelLater(client, ctx, view.id, plan.cancel, log));
@@ -232,6 +234,7 @@ async function run(
     traffic,
     faults,
     budgetS: BUDGET_S,
+    taken,
     ...(options.cluster ? { cluster: options.cluster } : {}),
   });
   const plans = flows.map((f) => f.plan);
@@ -281,11 +284,20 @@ async function submitWithKey(
   ctx: number,
   body: FlowSubmissionInput,
   key: string,
+  taken: string[],
 ): Promise<FlowView> {
-  for (;;) {
+  for (let again = ""; ;) {
     try {
-      return await client.submitFlow(ctx, body, { idempotencyKey: key });
+      return await client.submitFlow(ctx, body, { idempotencyKey: `${key}${again}` });
     } catch (error) {
+      // The context's id counter went back (a stalled master's failover): the id given is a live
+      // flow's, which the key keeps reserved. Counted (idsGivenOnce), and sent again with a new key.
+      const detail = error instanceof ApiError && error.status === 409 ? (error.problem.detail ?? "") : "";
+      if (/^flow id \d+ is taken by another flow$/.test(detail)) {
+        taken.push(detail);
+        again += "+";
+        continue;
+      }
       const unreachable = error instanceof TypeError; // fetch failed: nothing listens right now
       if (!unreachable && (!(error instanceof ApiError) || error.status !== 503)) throw error;
       await sleep(500);
