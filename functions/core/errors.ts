@@ -1,7 +1,14 @@
 import { ZodError } from "zod";
 import { issueMessage } from "./issue-words.js";
-import { ConflictError, CorruptRecordError, NotFoundError, StorageUnavailableError } from "../../shared/store/index.js";
+import {
+  ConflictError,
+  CorruptRecordError,
+  CrossSlotError,
+  NotFoundError,
+  StorageUnavailableError,
+} from "../../shared/store/index.js";
 import { Problem } from "./problem.js";
+import { crossSlotProblem } from "./cluster.js";
 
 /**
  * Maps whatever was thrown to a problem: the store's named errors to their kinds, a schema
@@ -16,6 +23,9 @@ export function toProblem(error: unknown): Problem {
   if (error instanceof CorruptRecordError)
     return new Problem("corrupt-record", error.message, { key: error.key, fields: error.issues });
   if (error instanceof ZodError) return invalidInput(error);
+  const crossSlot = error instanceof CrossSlotError || (error instanceof Error && error.name === "CrossSlotError");
+  if (crossSlot)
+    return crossSlotProblem(error) ?? new Problem("internal", "the coordinator failed unexpectedly; see its logs");
   return remoteProblem(error) ?? new Problem("internal", "the coordinator failed unexpectedly; see its logs");
 }
 

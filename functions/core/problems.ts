@@ -144,6 +144,12 @@ export const PROBLEMS = {
     title: "Storage is not configured",
     meaning: "The deployment has no UPSTASH_REDIS_REST_URL / UPSTASH_REDIS_REST_TOKEN.",
   },
+  "storage-cluster-undeclared": {
+    status: 503,
+    title: "Storage is a Redis Cluster the coordinator was not told of",
+    meaning:
+      'The REST endpoint fronts a Redis Cluster, which refused keys of two hash slots (CROSSSLOT), and the deployment lacks the var `STORAGE_CLUSTER = "true"` (`setting` names it). Nothing of the refused call was stored; it succeeds once the var is set.',
+  },
   "signing-key-missing": {
     status: 503,
     title: "The coordinator has no signing key",

@@ -1,5 +1,6 @@
 import { Keys } from "../../shared/keys.js";
 import { connectStore, type Store } from "../../shared/store/index.js";
+import { declareCluster } from "./cluster.js";
 import { readDeadLettersMax } from "./config.js";
 import type { Env } from "./env.js";
 import { Problem } from "./problem.js";
@@ -38,10 +39,12 @@ function storeWith(env: Env, prefix: string): Store {
     cached = { ...cached, env, prefix };
     return cached.store;
   }
+  const cluster = env.STORAGE_CLUSTER === "true";
+  declareCluster(cluster);
   const timeoutMs = Number(env.REDIS_TIMEOUT_MS) > 0 ? Number(env.REDIS_TIMEOUT_MS) : undefined;
   const store = connectStore(
     { url: env.UPSTASH_REDIS_REST_URL, token: env.UPSTASH_REDIS_REST_TOKEN, ...(timeoutMs ? { timeoutMs } : {}) },
-    new Keys(prefix, { cluster: env.STORAGE_CLUSTER === "true" }),
+    new Keys(prefix, { cluster }),
     undefined,
     { deadLetters: readDeadLettersMax(env) },
   );

@@ -60,3 +60,13 @@ export class StorageUnavailableError extends StoreError {
 export class RedisCommandError extends StoreError {
   override name = "RedisCommandError";
 }
+
+/**
+ * A Redis Cluster refused a command or script naming keys of two slots (`CROSSSLOT`): nothing of
+ * it ran. Either the deployment stores on a cluster and was not told so (`Keys.cluster`: the
+ * Worker's STORAGE_CLUSTER), which the Worker answers 503 naming the setting, or, told so, a bug
+ * in the key layout (500). A RedisCommandError still: running the same call again cannot help.
+ */
+export class CrossSlotError extends RedisCommandError {
+  override name = "CrossSlotError";
+}

@@ -1,5 +1,5 @@
 import { errors, Redis } from "@upstash/redis/cloudflare";
-import { RedisCommandError, StorageUnavailableError } from "./errors.js";
+import { CrossSlotError, RedisCommandError, StorageUnavailableError } from "./errors.js";
 
 export type { Redis };
 
@@ -61,9 +61,9 @@ function describeRedisFailure(error: unknown): Error {
   if (/^ERR Redis is unavailable|^Unauthorized|LOADING|MASTERDOWN|TRYAGAIN|CLUSTERDOWN/.test(message)) {
     return new StorageUnavailableError(`storage is unavailable: ${message}`, cause);
   }
-  // A Redis Cluster refusing keys of two slots: a layout bug, or a Worker not told it is a cluster.
-  const hint = message.startsWith("CROSSSLOT") ? " (on a Redis Cluster, set STORAGE_CLUSTER=true)" : "";
-  return new RedisCommandError(`Redis refused a command: ${message}${hint}`, cause);
+  // A Redis Cluster refusing keys of two slots: a Worker not told it is a cluster, or a layout bug.
+  if (message.startsWith("CROSSSLOT")) return new CrossSlotError(`Redis refused a command: ${message}`, cause);
+  return new RedisCommandError(`Redis refused a command: ${message}`, cause);
 }
 
 /** The most of a storage error's text kept for logs and answers. */

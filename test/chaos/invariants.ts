@@ -5,6 +5,7 @@ import type { FlowView } from "../../shared/model/index.js";
 import { eventually } from "../support/eventually.js";
 import { runsIn } from "../support/flow-runs.js";
 import { queuedIn } from "../support/prefix.js";
+import { queuedOnCluster, type RedisCluster } from "../support/redis-cluster.js";
 import type { PrivateStack } from "../support/private-stack.js";
 import { describeFlow } from "./describe.js";
 import type { RegisteredRunner } from "../support/runner-process.js";
@@ -20,6 +21,7 @@ import {
   type Found,
 } from "./reactions.js";
 import { judgeGrowth } from "./growth.js";
+import { idsGivenOnce } from "./ids.js";
 import { failedAsItMay, judgeFlow } from "./rules.js";
 import { sagasUnwound } from "./sagas.js";
 import { childrenEnded, describeOpen, gatherChildren, noChildOutlived, OUTLIVE_S, type ChildSeen } from "./children.js";
@@ -70,6 +72,10 @@ export interface SoakOutcome {
   faults: FaultSpan[];
   /** Each flow's deadline (`timeouts.flow`), in seconds: a flow that needs it was stuck. */
   budgetS: number;
+  /** Submissions refused 409 "flow id N is taken by another flow" (and sent again with a new key). */
+  taken: string[];
+  /** The Redis Cluster the stack runs over, if it does (its queues are found on their master). */
+  cluster?: RedisCluster;
 }
 
 /** What the checks found: the invariants, in the order they are printed, and the child flows they judged. */
@@ -108,6 +114,10 @@ export async function check(run: SoakOutcome): Promise<Checked> {
   const judged = children.flatMap((c) => (c.plan ? [{ view: c.view, plan: c.plan }] : []));
   const invariants = [
     ended,
+    {
+      name: "no flow id given to two flows (a context's id counter never went back: a stalled master's failover on a Redis Cluster can do that)",
+      ...idsGivenOnce(run.flows, views, outputs, run.taken),
+    },
     endedAsTheirRulesSay(run, finals),
     {
       name: "every child flow ended as its template's rules say, of the version asked for, and its parent's job with it (finished with its result, or in error: it failed, or the job was stopped); one child per attempt",
@@ -278,10 +288,10 @@ async function noSlotLeaked({ stack, ctx, runners }: SoakOutcome): Promise<Invar
   };
 }
 
-async function nothingLeftWaiting({ stack, ctx }: SoakOutcome): Promise<Invariant> {
+async function nothingLeftWaiting({ stack, ctx, cluster }: SoakOutcome): Promise<Invariant> {
   const waiting = () =>
     Promise.all([
-      queuedIn(stack.redis, stack.keys, ctx),
+      cluster ? queuedOnCluster(cluster, stack.keys, ctx) : queuedIn(stack.redis, stack.keys, ctx),
       stack.redis.exec<number>(["LLEN", stack.keys.msgOut(ctx)]),
       stack.redis.exec<number>(["ZCARD", stack.keys.inflight(ctx)]),
     ]);

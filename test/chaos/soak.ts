@@ -1,4 +1,3 @@
-import { rmSync, writeFileSync } from "node:fs";
 import path from "node:path";
 import { actorKeyId, generateKeyPair } from "../../shared/auth/index.js";
 import { ApiError, CoordinatorClient, signerFromJwk } from "../../shared/client/index.js";
@@ -6,12 +5,14 @@ import type { FlowSubmissionInput } from "../../shared/flow/index.js";
 import type { FlowView } from "../../shared/model/index.js";
 import { startPrivateStack, type PrivateStack } from "../support/private-stack.js";
 import { mulberry32, type Random } from "../support/random.js";
+import type { RedisCluster } from "../support/redis-cluster.js";
 import { check, RETRIES, type Invariant, type SoakFlow, type SoakRunner } from "./invariants.js";
 import { LOOKBACK_S, type FaultSpan } from "./reactions.js";
 import { FAIL_MATCH, flowShape, type FlowPlan } from "./shapes.js";
 import { growthShape } from "./growth.js";
 import { putTemplates, withChildren } from "./templates.js";
 import { EventTraffic } from "./traffic.js";
+import { clusterFaults, heal, inject, serverFaults, sleep, type Failover } from "./faults.js";
 
 export type { Invariant } from "./invariants.js";
 
@@ -23,6 +24,14 @@ export interface SoakOptions {
   /** How long the flows may take to end once the faults stopped. */
   settleMs?: number;
   log?: (line: string) => void;
+  /**
+   * A Redis Cluster to run over (test/support/redis-cluster.ts) instead of a redis-server of the
+   * soak's own: its REST endpoint fronts the cluster and its Worker has STORAGE_CLUSTER. Redis
+   * paused and frozen become the context's master paused and every master paused (faults.ts).
+   */
+  cluster?: RedisCluster;
+  /** Over a cluster: the master of the context's slot fails once, half-way through (faults.ts). */
+  failover?: Failover;
 }
 
 export interface SoakReport {
@@ -84,7 +93,8 @@ const TIMEOUTS = {
  * paused (CLIENT PAUSE) and frozen (SIGSTOP), the REST endpoint killed and restarted, the Worker
  * restarted (every Durable Object's memory gone), runners killed and restarted, runners refusing
  * for longer than their backoff; one runner duplicates and reorders its reports throughout, another
- * takes several deliveries in one POST. Then
+ * takes several deliveries in one POST. Over a Redis Cluster (`cluster`), its storage faults strike
+ * the cluster's masters, and one of them fails over half-way through (`failover`). Then
  * every fault heals, and the invariants are checked and returned.
  */
 export async function soak(options: SoakOptions): Promise<SoakReport> {
@@ -96,7 +106,7 @@ export async function soak(options: SoakOptions): Promise<SoakReport> {
     faults: mulberry32(options.seed ^ 0x9e3779b9),
     events: mulberry32(options.seed ^ 0x85ebca6b),
   };
-  const stack = await startPrivateStack("chaos");
+  const stack = await startPrivateStack("chaos", options.cluster ? { cluster: { seeds: options.cluster.seeds } } : {});
   try {
     return await run(stack, options, random, log);
   } finally {
@@ -147,7 +157,10 @@ async function run(
     runners.push({ registered, procs: [await registered.start()], refuse });
   }
 
+  const storage = options.cluster ? clusterFaults(stack, options.cluster, ctx) : serverFaults(stack);
   const flows: SoakFlow[] = [];
+  /** Submissions refused 409 as their id was a live flow's (a context's id counter gone back). */
+  const taken: string[] = [];
   const faults: FaultSpan[] = [];
   const traffic = new EventTraffic(client, ctx);
   const cancels: Promise<void>[] = [];
@@ -166,18 +179,26 @@ async function run(
         : withChildren(random.flows, flowShape(random.flows, `f${n}`, RETRIES, random.events), `f${n}`);
       await traffic.beforeSubmit(plan);
       const body: FlowSubmissionInput = { start: true, timeouts: TIMEOUTS, env_vars: plan.env, jobs: plan.jobs };
-      const view = await submitWithKey(client, ctx, body, `soak-${options.seed}-${n}`);
+      const view = await submitWithKey(client, ctx, body, `soak-${options.seed}-${n}`, taken);
       flows.push({ view, plan });
       traffic.watch(plan, view.id);
       if (plan.cancel) cancels.push(cancelLater(client, ctx, view.id, plan.cancel, log));
       await sleep(300 + random.flows() * 1_200);
     }
   })();
+  // The failover comes once, at the first fault past half-way, before that fault.
+  let failover = options.cluster && storage.failover ? options.failover : undefined;
+  const half = Date.now() + options.durationMs / 2;
   const injector = (async () => {
     await sleep(2_000);
     while (going()) {
       const from = Date.now();
-      const fault = await inject(stack, runners, random.faults);
+      const strike = failover && from >= half ? failover : undefined;
+      if (strike) failover = undefined;
+      const fault =
+        strike && storage.failover
+          ? await storage.failover(strike)
+          : await inject(stack, storage, runners, random.faults);
       faults.push({ from, to: Date.now(), what: fault });
       log(`fault: ${fault}`);
       await sleep(2_000 + random.faults() * 6_000);
@@ -187,7 +208,7 @@ async function run(
     submitter.catch((e: unknown) => ((halted = true), Promise.reject(e))),
     injector.catch((e: unknown) => ((halted = true), Promise.reject(e))),
   ]);
-  await heal(stack, runners);
+  await heal(stack, storage, runners);
   await Promise.all(cancels);
   const failed = loops.find((l): l is PromiseRejectedResult => l.status === "rejected");
   if (failed) {
@@ -213,6 +234,8 @@ async function run(
     traffic,
     faults,
     budgetS: BUDGET_S,
+    taken,
+    ...(options.cluster ? { cluster: options.cluster } : {}),
   });
   const plans = flows.map((f) => f.plan);
   const reactive = {
@@ -261,69 +284,25 @@ async function submitWithKey(
   ctx: number,
   body: FlowSubmissionInput,
   key: string,
+  taken: string[],
 ): Promise<FlowView> {
-  for (;;) {
+  for (let again = ""; ;) {
     try {
-      return await client.submitFlow(ctx, body, { idempotencyKey: key });
+      return await client.submitFlow(ctx, body, { idempotencyKey: `${key}${again}` });
     } catch (error) {
+      // The context's id counter went back (a stalled master's failover): the id given is a live
+      // flow's, which the key keeps reserved. Counted (idsGivenOnce), and sent again with a new key.
+      const detail = error instanceof ApiError && error.status === 409 ? (error.problem.detail ?? "") : "";
+      if (/^flow id \d+ is taken by another flow$/.test(detail)) {
+        taken.push(detail);
+        again += "+";
+        continue;
+      }
       const unreachable = error instanceof TypeError; // fetch failed: nothing listens right now
       if (!unreachable && (!(error instanceof ApiError) || error.status !== 503)) throw error;
       await sleep(500);
     }
   }
-}
-
-/** Injects one fault, chosen by the seed, and waits for it to heal (a refusal heals in the background). */
-async function inject(stack: PrivateStack, runners: SoakRunner[], random: Random): Promise<string> {
-  const pick = Math.floor(random() * 6);
-  const ms = (min: number, max: number) => Math.round(min + random() * (max - min));
-  switch (pick) {
-    case 0: {
-      const pause = ms(3_000, 10_000);
-      await stack.pauseClients(pause);
-      await sleep(pause);
-      return `Redis paused ${pause} ms (CLIENT PAUSE)`;
-    }
-    case 1: {
-      const frozen = ms(3_000, 8_000);
-      stack.pauseRedis();
-      await sleep(frozen);
-      stack.continueRedis();
-      return `redis-server frozen ${frozen} ms (SIGSTOP)`;
-    }
-    case 2: {
-      const down = ms(2_000, 6_000);
-      await stack.stopRest();
-      await sleep(down);
-      await stack.restartRest();
-      return `REST endpoint killed for ${down} ms`;
-    }
-    case 3:
-      await stack.restartWorker();
-      return "Worker restarted (every Durable Object's memory gone)";
-    case 4: {
-      const runner = runners[Math.floor(random() * runners.length)] as SoakRunner;
-      const down = ms(1_000, 4_000);
-      await runner.procs[runner.procs.length - 1]?.kill();
-      await sleep(down);
-      runner.procs.push(await runner.registered.start());
-      return `runner ${runner.registered.id} killed (SIGKILL) for ${down} ms`;
-    }
-    default: {
-      const runner = runners[Math.floor(random() * runners.length)] as SoakRunner;
-      const refusing = ms(5_000, 35_000);
-      writeFileSync(runner.refuse, "down");
-      setTimeout(() => rmSync(runner.refuse, { force: true }), refusing);
-      return `runner ${runner.registered.id} refusing (503) for ${refusing} ms`;
-    }
-  }
-}
-
-/** Ends every fault that may still be on. */
-async function heal(stack: PrivateStack, runners: SoakRunner[]): Promise<void> {
-  stack.continueRedis();
-  await stack.restartRest();
-  for (const runner of runners) rmSync(runner.refuse, { force: true });
 }
 
 /** The statuses a flow ends in. */
@@ -381,8 +360,4 @@ async function settle(
     }
   }
   return ends;
-}
-
-function sleep(ms: number): Promise<void> {
-  return new Promise((r) => setTimeout(r, ms));
 }

@@ -44,7 +44,7 @@ async function scanPrefix(redis: Redis, prefix: string, batch: (keys: string[]) 
   } while (cursor !== "0");
 }
 
-function escapeGlob(text: string): string {
+export function escapeGlob(text: string): string {
   return text.replace(/[*?[\]\\]/g, "\\$&");
 }
 

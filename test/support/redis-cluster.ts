@@ -5,7 +5,9 @@ import { parseRedisUrl, RedisConnection } from "../../infra/redis-rest/connectio
 import { ErrorReply, type Reply } from "../../infra/redis-rest/resp.js";
 import { memoryBackedDir } from "../../infra/memory-dir.js";
 import { answersPing, freePort, startRedisServer, type RedisServerProcess } from "../../infra/redis-server.js";
+import type { Keys } from "../../shared/keys.js";
 import { eventually } from "./eventually.js";
+import { escapeGlob } from "./prefix.js";
 
 /** Where a cluster's nodes are: what a test file needs to reach (and fault) a cluster it did not start. */
 export interface ClusterDescription {
@@ -268,4 +270,25 @@ export class RedisCluster {
     if (!node) throw new Error(`no cluster node on port ${port}`);
     return node;
   }
+}
+
+/**
+ * prefix.ts' queuedIn on a Redis Cluster: SCAN and LLEN asked of the master of the context's slot itself
+ * (through the REST endpoint a SCAN sees one master, which may be another).
+ */
+export async function queuedOnCluster(cluster: RedisCluster, keys: Keys, contextId: number): Promise<number> {
+  const prefix = keys.queue(contextId, "sh", 0).replace(/sh:0$/, "");
+  const port = await cluster.masterOf(await cluster.slotOf(keys.context(contextId)));
+  if (port === undefined) throw new Error(`no master serves context ${contextId}'s slot`);
+  const queues = new Set<string>();
+  let cursor = "0";
+  do {
+    const reply = await cluster.call(port, "SCAN", cursor, "MATCH", `${escapeGlob(prefix)}*`, "COUNT", "1000");
+    const [next, found] = reply as [Buffer, Buffer[]];
+    cursor = next.toString();
+    for (const key of found) queues.add(key.toString());
+  } while (cursor !== "0");
+  let total = 0;
+  for (const key of queues) total += Number(await cluster.call(port, "LLEN", key));
+  return total;
 }
