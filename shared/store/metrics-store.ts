@@ -1,7 +1,8 @@
 import type { Keys } from "../keys.js";
 import { FlowStatus } from "../model/index.js";
 import { callRedis, type Redis } from "./redis.js";
-import { foldFigures } from "./scripts/metrics.js";
+import { ScriptPipeline, type Reply } from "./script-batch.js";
+import { countSets, foldFigures, keepFigures, readContextFigures } from "./scripts/metrics.js";
 
 /** Most contexts one scrape reports on (the lowest ids); the rest are counted as omitted. */
 export const SCRAPE_CONTEXT_LIMIT = 1_000;
@@ -47,32 +48,35 @@ export interface SweepCounts {
   failed: number;
 }
 
-type Reply = string | number | null | Reply[];
-
 /**
  * Figures that are true across isolates: every one is read from (or counted in) Redis, so any
  * isolate answers a scrape alike. A scrape folds each context's pending figure records into its
- * counters (one script per context: pop and add in one step, so concurrent scrapes never count a
- * record twice), then reads the counters and the sets that hold the live state. Bounded: at most
- * SCRAPE_CONTEXT_LIMIT contexts, in pipelined round trips (see `scrape` for the cost).
+ * counters and reads them with the sets that hold the live state, in one script per context
+ * (readContextFigures: pop and add in one step, so concurrent scrapes never count a record
+ * twice), then its runners' slot sets in one more (countSets). Bounded: at most
+ * SCRAPE_CONTEXT_LIMIT contexts, in pipelined round trips (see `scrape` for the cost). What
+ * /metrics keeps of a scrape for the scrapes after it (`kept`, `keep`) is here too.
  */
 export class MetricsStore {
-  private sha: Promise<string> | undefined;
+  private readonly scripts: ScriptPipeline;
 
   constructor(
     private readonly redis: Redis,
     private readonly keys: Keys,
-  ) {}
+  ) {
+    this.scripts = new ScriptPipeline(redis, [foldFigures, readContextFigures, countSets, keepFigures]);
+  }
 
   /**
-   * Reads every figure. Costs 4 commands, plus per context 10 (the fold's EVALSHA, LPOP and
-   * HGETALL, 4 ZCARD of flows by status, ZCARD of the deadline and dead-letter sets, ZRANGE of
-   * runners) plus one ZCARD per runner, plus one HINCRBY per counter field changed by records
-   * waiting to be folded. Round trips: one, then one per 100 contexts, then one per 100 contexts
-   * that have runners (sent together).
+   * Reads every figure. Commands sent: 4, plus per context one EVALSHA (readContextFigures) and,
+   * for a context with runners, one more (countSets). Inside Redis the scripts run per context
+   * LPOP, HGETALL, ZRANGE and 9 ZCARD (one per flow status, deadlines, dead letters), one ZCARD
+   * per runner, and one HINCRBY per counter field changed by records waiting to be folded (before:
+   * 11 commands sent per context and 1 per runner, each its own). Round trips: one, then one per 100 contexts, then one per 100 contexts that
+   * have runners (sent together).
    */
   async scrape(now: number): Promise<Scrape> {
-    const [total, ids, due, counters] = await this.pipeline((p) => {
+    const [total, ids, due, counters] = await this.scripts.run((p) => {
       p.zcard(this.keys.contextIndex());
       p.zrange(this.keys.contextIndex(), 0, SCRAPE_CONTEXT_LIMIT - 1);
       p.zcount(this.keys.sweepDue(), "-inf", now);
@@ -97,7 +101,7 @@ export class MetricsStore {
    * ends: settleContext). One round trip; an idle sweep's is one command (HINCRBY).
    */
   async countSweep(report: SweepCounts): Promise<void> {
-    await this.pipeline((p) => {
+    await this.scripts.run((p) => {
       const key = this.keys.counters();
       p.hincrby(key, "sweeps", 1);
       if (report.contexts > 0) p.hincrby(key, "swept", report.contexts);
@@ -111,123 +115,86 @@ export class MetricsStore {
    * script (EVALSHA, LPOP, and an HINCRBY per counter field changed).
    */
   async fold(contextId: number): Promise<void> {
-    await this.pipeline((p) => this.queueFold(p, contextId, false));
-  }
-
-  /** One pipeline per chunk for the contexts' own keys, one for their runners' slot sets. */
-  private async readContexts(ids: number[]): Promise<ContextFigures[]> {
-    if (ids.length === 0) return [];
-    // Replies per context, in this order: the fold's, one per flow status, deadlines, dead letters, runners.
-    const statuses = FlowStatus.options.length;
-    const PER_CONTEXT = 1 + statuses + 3;
-    const replies = await this.pipeline((p) => {
-      for (const id of ids) {
-        this.queueFold(p, id, true);
-        for (const status of FlowStatus.options) p.zcard(this.keys.flowsByStatus(id, status));
-        p.zcard(this.keys.deadlines(id));
-        p.zcard(this.keys.deadLetterIndex(id));
-        p.zrange(this.keys.index(id, "runner"), 0, -1);
-      }
-    });
-    const figures = ids.map((id, i): ContextFigures => {
-      const at = i * PER_CONTEXT;
-      const fold = replies[at] as Reply[];
-      const flows = Object.fromEntries(
-        FlowStatus.options.map((status, s) => [status, Number(replies[at + 1 + s])]),
-      ) as Record<FlowStatus, number>;
-      return {
-        id,
-        flows,
-        active: Number(replies[at + 1 + statuses]),
-        deadLetters: Number(replies[at + 2 + statuses]),
-        counters: asCounters(fold[1] ?? []),
-        runners: (replies[at + 3 + statuses] as string[]).map((r) => ({ id: Number(r), inFlight: 0 })),
-      };
-    });
-    const runners = figures.flatMap((c) => c.runners.map((r) => ({ context: c.id, runner: r })));
-    if (runners.length > 0) {
-      const held = await this.pipeline((p) => {
-        for (const { context, runner } of runners) p.zcard(this.keys.runnerSlots(context, runner.id));
-      });
-      runners.forEach(({ runner }, i) => (runner.inFlight = Number(held[i])));
-    }
-    return figures;
-  }
-
-  /** Queues a fold of a context's figure records (foldFigures), reading its counters back if `read`. */
-  private queueFold(batch: Batch, contextId: number, read: boolean): void {
-    batch.fold(
-      [this.keys.contextFigures(contextId), this.keys.contextCounters(contextId)],
-      [String(FOLD_LIMIT), read ? "read" : "count"],
+    await this.scripts.run((p) =>
+      p.script(
+        foldFigures,
+        [this.keys.contextFigures(contextId), this.keys.contextCounters(contextId)],
+        [String(FOLD_LIMIT)],
+      ),
     );
   }
 
+  /** The reading of the figures kept by `keep`, with when it was taken; none when none is kept. One GET. */
+  async kept(): Promise<{ taken: number; reading: string } | undefined> {
+    const held = await callRedis(() => this.redis.get<string>(this.keys.metrics("kept")));
+    const cut = held?.indexOf("\n") ?? -1;
+    if (held === null || held === undefined || cut < 0) return undefined;
+    return { taken: Number(held.slice(0, cut)), reading: held.slice(cut + 1) };
+  }
+
   /**
-   * Runs a batch as one pipeline and returns its replies. A script Redis does not know yet
-   * (NOSCRIPT: a fresh or flushed Redis) is loaded and only those calls are sent again, so the
-   * commands beside them (counters) are never applied twice.
+   * Takes the right to read the figures afresh for `ms` (SET NX PX): one reader at a time across
+   * isolates, and, held for the freshness window, at most one fresh reading a window.
    */
-  private async pipeline(build: (batch: Batch) => void): Promise<Reply[]> {
-    const sha = await (this.sha ??= sha1(foldFigures.source));
-    return callRedis(async () => {
-      const batch = new Batch(this.redis.pipeline(), sha);
-      build(batch);
-      const results = (await batch.pipeline.exec({ keepErrors: true })) as { result: Reply; error?: string }[];
-      const failed = results.find((r) => r.error !== undefined && !r.error.startsWith("NOSCRIPT"));
-      if (failed) throw new Error(failed.error);
-      const missing = [...batch.scripts].filter(([at]) => results[at]?.error !== undefined);
-      if (missing.length > 0) {
-        await this.redis.exec(["SCRIPT", "LOAD", foldFigures.source]);
-        const again = new Batch(this.redis.pipeline(), sha);
-        for (const [, [keys, args]] of missing) again.fold(keys, args);
-        const redone = (await again.pipeline.exec()) as Reply[];
-        missing.forEach(([at], i) => (results[at] = { result: redone[i] as Reply }));
+  async claimRefresh(ms: number): Promise<boolean> {
+    const set = await callRedis(() => this.redis.set(this.keys.metrics("refresh"), "1", { nx: true, px: ms }));
+    return set === "OK";
+  }
+
+  /** Keeps a reading taken at `taken` for `ms`, unless one taken later is kept already (keepFigures). */
+  async keep(taken: number, reading: string, ms: number): Promise<void> {
+    await this.scripts.run((p) =>
+      p.script(keepFigures, [this.keys.metrics("kept")], [String(taken), reading, String(Math.ceil(ms))]),
+    );
+  }
+
+  /** One script per context for its own keys (pipelined), then one per context with runners for their slot sets. */
+  private async readContexts(ids: number[]): Promise<ContextFigures[]> {
+    if (ids.length === 0) return [];
+    // Counted by the script after the fold, the counters and the runners: each flow status, deadlines, dead letters.
+    const statuses = FlowStatus.options.length;
+    const replies = await this.scripts.run((p) => {
+      for (const id of ids) {
+        const counted = [
+          ...FlowStatus.options.map((status) => this.keys.flowsByStatus(id, status)),
+          this.keys.deadlines(id),
+          this.keys.deadLetterIndex(id),
+        ];
+        p.script(
+          readContextFigures,
+          [this.keys.contextFigures(id), this.keys.contextCounters(id), this.keys.index(id, "runner"), ...counted],
+          [String(FOLD_LIMIT)],
+        );
       }
-      return results.map((r) => r.result);
     });
-  }
-}
-
-/** Commands queued on a pipeline, counted, with the positions of the fold scripts among them. */
-class Batch {
-  private queued = 0;
-  /** Position in the batch → the fold's KEYS and ARGV. */
-  readonly scripts = new Map<number, [string[], string[]]>();
-
-  constructor(
-    readonly pipeline: ReturnType<Redis["pipeline"]>,
-    private readonly sha: string,
-  ) {}
-
-  zcard(key: string): void {
-    this.queue().zcard(key);
-  }
-
-  zcount(key: string, min: string, max: number): void {
-    this.queue().zcount(key, min, max);
-  }
-
-  zrange(key: string, start: number, stop: number): void {
-    this.queue().zrange(key, start, stop);
-  }
-
-  hgetall(key: string): void {
-    this.queue().hgetall(key);
-  }
-
-  hincrby(key: string, field: string, by: number): void {
-    this.queue().hincrby(key, field, by);
-  }
-
-  /** foldFigures (scripts/metrics.ts). */
-  fold(keys: string[], args: string[]): void {
-    this.scripts.set(this.queued, [keys, args]);
-    this.queue().evalsha(this.sha, keys, args);
-  }
-
-  private queue(): ReturnType<Redis["pipeline"]> {
-    this.queued++;
-    return this.pipeline;
+    const figures = ids.map((id, i): ContextFigures => {
+      const [, counters, runners, ...counts] = replies[i] as Reply[];
+      const flows = Object.fromEntries(FlowStatus.options.map((status, s) => [status, Number(counts[s])])) as Record<
+        FlowStatus,
+        number
+      >;
+      return {
+        id,
+        flows,
+        active: Number(counts[statuses]),
+        deadLetters: Number(counts[statuses + 1]),
+        counters: asCounters(counters ?? []),
+        runners: (runners as string[]).map((r) => ({ id: Number(r), inFlight: 0 })),
+      };
+    });
+    const withRunners = figures.filter((c) => c.runners.length > 0);
+    if (withRunners.length > 0) {
+      const held = await this.scripts.run((p) => {
+        for (const c of withRunners)
+          p.script(
+            countSets,
+            c.runners.map((r) => this.keys.runnerSlots(c.id, r.id)),
+            [],
+          );
+      });
+      withRunners.forEach((c, i) => c.runners.forEach((r, j) => (r.inFlight = Number((held[i] as Reply[])[j]))));
+    }
+    return figures;
   }
 }
 
@@ -243,10 +210,4 @@ function chunks<T>(items: T[], size: number): T[][] {
   const out: T[][] = [];
   for (let i = 0; i < items.length; i += size) out.push(items.slice(i, i + size));
   return out;
-}
-
-/** The SHA-1 Redis knows a script by (EVALSHA). */
-async function sha1(source: string): Promise<string> {
-  const digest = await crypto.subtle.digest("SHA-1", new TextEncoder().encode(source));
-  return [...new Uint8Array(digest)].map((b) => b.toString(16).padStart(2, "0")).join("");
 }

@@ -120,6 +120,8 @@ describe("the project's Lua scripts on a Redis Cluster", () => {
       { delivered: [], back: [stack().keys.message(ctx, admin().id, 999_999)] },
       Date.now(),
     );
+    // The sweep's fold of a context's figure records, which it runs once 100 of them wait.
+    await store.metrics.fold(ctx);
 
     // The sweep: retention's removals and the unread inbox, then a context deleted step by step.
     await new Promise((r) => setTimeout(r, 2_100));
