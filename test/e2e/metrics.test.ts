@@ -157,6 +157,8 @@ describe("metrics: the same from every Worker process", () => {
           `${kept.sent}: ${JSON.stringify(kept.byCommand)}`,
       );
       expect(kept.byCommand).toEqual({ GET: 1 });
+      const size = Number(await stack().redis.exec(["STRLEN", stack().keys.metrics("kept")]));
+      console.log(`the kept reading of ${contexts} contexts: ${size} bytes`);
       costs.push(kept.sent);
       // Both processes answer the same reading, its time included.
       const [fromA, fromB] = await Promise.all([a.url, b.url].map(globalFiguresWithTime));
