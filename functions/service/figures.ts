@@ -10,8 +10,11 @@ export interface Figures extends Scrape {
   taken: number;
 }
 
-/** Figures as storage keeps them: `waiting` as [context, attempts] pairs. */
-type KeptFigures = Omit<Figures, "waiting"> & { waiting: [number, number][] };
+/** Figures as storage keeps them: `waiting` as [context, attempts] pairs, and the shape's version. */
+type KeptFigures = Omit<Figures, "waiting"> & { waiting: [number, number][]; version: number };
+
+/** The version of KeptFigures: a reading kept by code that kept another shape is read afresh, not misread. */
+const KEPT_VERSION = 1;
 
 /** Dispatchers asked at once while a scrape counts waiting work. */
 const WAITING_CONCURRENCY = 20;
@@ -34,11 +37,11 @@ export async function readFigures(env: Env, store: Store, origin: string, freshS
   const now = Date.now();
   if (freshSeconds <= 0) return readAfresh(env, store, origin, now);
   const windowMs = freshSeconds * 1000;
-  const kept = await store.metrics.kept();
-  if (kept && (now - kept.taken < windowMs || !(await store.metrics.claimRefresh(windowMs))))
-    return fromKept(kept.reading);
+  const held = await store.metrics.kept();
+  const kept = held && fromKept(held.reading);
+  if (kept && (now - kept.taken < windowMs || !(await store.metrics.claimRefresh(windowMs)))) return kept;
   const fresh = await readAfresh(env, store, origin, now);
-  const keeping: KeptFigures = { ...fresh, waiting: [...fresh.waiting] };
+  const keeping: KeptFigures = { ...fresh, waiting: [...fresh.waiting], version: KEPT_VERSION };
   // Not keeping it costs the next scrape a fresh reading, nothing more: this one answers anyway.
   await store.metrics
     .keep(now, JSON.stringify(keeping), KEPT_WINDOWS * windowMs)
@@ -46,9 +49,15 @@ export async function readFigures(env: Env, store: Store, origin: string, freshS
   return fresh;
 }
 
-function fromKept(reading: string): Figures {
-  const kept = JSON.parse(reading) as KeptFigures;
-  return { ...kept, waiting: new Map(kept.waiting) };
+/** A kept reading, or undefined when it cannot be one of this code's (unreadable, or another version's). */
+function fromKept(reading: string): Figures | undefined {
+  try {
+    const { version, ...kept } = JSON.parse(reading) as KeptFigures;
+    if (version !== KEPT_VERSION) return undefined;
+    return { ...kept, waiting: new Map(kept.waiting) };
+  } catch {
+    return undefined;
+  }
 }
 
 /**
