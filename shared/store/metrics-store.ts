@@ -8,8 +8,14 @@ import { countSets, foldFigures, keepFigures, readContextFigures } from "./scrip
 export const SCRAPE_CONTEXT_LIMIT = 1_000;
 /** Most pending figure records one fold takes from a context (the rest wait for the next one). */
 export const FOLD_LIMIT = 1_000;
-/** Contexts per pipelined round trip, so one request body stays small. */
+/** Contexts per pipelined round trip (and, on one Redis, per script call), so one request body stays small. */
 const CONTEXTS_PER_PIPELINE = 100;
+/**
+ * Most figure records one call of readContextFigures folds over all its contexts (each at most
+ * FOLD_LIMIT), so a call over 100 contexts never holds Redis for long; the rest wait for the next
+ * reading, or the context's sweep.
+ */
+const FOLD_BUDGET = 2_000;
 
 /** Counters as a hash holds them: field → integer. */
 export type Counters = Record<string, number>;
@@ -51,11 +57,11 @@ export interface SweepCounts {
 /**
  * Figures that are true across isolates: every one is read from (or counted in) Redis, so any
  * isolate answers a scrape alike. A scrape folds each context's pending figure records into its
- * counters and reads them with the sets that hold the live state, in one script per context
- * (readContextFigures: pop and add in one step, so concurrent scrapes never count a record
- * twice), then its runners' slot sets in one more (countSets). Bounded: at most
- * SCRAPE_CONTEXT_LIMIT contexts, in pipelined round trips (see `scrape` for the cost). What
- * /metrics keeps of a scrape for the scrapes after it (`kept`, `keep`) is here too.
+ * counters and reads them with the sets that hold the live state (readContextFigures: pop and
+ * add in one step, so concurrent scrapes never count a record twice), then the runners' slot
+ * sets (countSets): one script call each per 100 contexts on one Redis, per context on a
+ * cluster. Bounded: at most SCRAPE_CONTEXT_LIMIT contexts, in pipelined round trips (see
+ * `scrape` for the cost). What /metrics keeps of a scrape for the scrapes after it (`kept`, `keep`) is here too.
  */
 export class MetricsStore {
   private readonly scripts: ScriptPipeline;
@@ -68,12 +74,14 @@ export class MetricsStore {
   }
 
   /**
-   * Reads every figure. Commands sent: 4, plus per context one EVALSHA (readContextFigures) and,
-   * for a context with runners, one more (countSets). Inside Redis the scripts run per context
-   * LPOP, HGETALL, ZRANGE and 9 ZCARD (one per flow status, deadlines, dead letters), one ZCARD
-   * per runner, and one HINCRBY per counter field changed by records waiting to be folded (before:
-   * 11 commands sent per context and 1 per runner, each its own). Round trips: one, then one per 100 contexts, then one per 100 contexts that
-   * have runners (sent together).
+   * Reads every figure. Commands sent on one Redis: 4, plus per 100 contexts one EVALSHA
+   * (readContextFigures) and, if any of them has runners, one more (countSets): 6 from 1 context
+   * to 100, at most 24 at SCRAPE_CONTEXT_LIMIT. On a Redis Cluster the calls are per context (4 +
+   * 2 per context with runners, 1 without). Inside Redis the scripts run per context LPOP,
+   * HGETALL, ZRANGE and 9 ZCARD (one per flow status, deadlines, dead letters), one ZCARD per
+   * runner, and one HINCRBY per counter field changed by records waiting to be folded (before: 11
+   * commands sent per context and 1 per runner, each its own). Round trips: one, then one per 100
+   * contexts, then one per 100 contexts that have runners (sent together).
    */
   async scrape(now: number): Promise<Scrape> {
     const [total, ids, due, counters] = await this.scripts.run((p) => {
@@ -148,54 +156,69 @@ export class MetricsStore {
     );
   }
 
-  /** One script per context for its own keys (pipelined), then one per context with runners for their slot sets. */
+  /**
+   * Reads up to 100 contexts: their own keys with readContextFigures, then their runners' slot
+   * sets with countSets. On one Redis a call reads every context of the chunk; on a Redis Cluster,
+   * whose scripts name the keys of one slot only, a call per context (pipelined).
+   */
   private async readContexts(ids: number[]): Promise<ContextFigures[]> {
     if (ids.length === 0) return [];
-    // Counted by the script after the fold, the counters and the runners: each flow status, deadlines, dead letters.
-    const statuses = FlowStatus.options.length;
+    const calls = this.keys.cluster ? ids.map((id) => [id]) : [ids];
     const replies = await this.scripts.run((p) => {
-      for (const id of ids) {
-        const counted = [
-          ...FlowStatus.options.map((status) => this.keys.flowsByStatus(id, status)),
-          this.keys.deadlines(id),
-          this.keys.deadLetterIndex(id),
-        ];
+      for (const call of calls)
         p.script(
           readContextFigures,
-          [this.keys.contextFigures(id), this.keys.contextCounters(id), this.keys.index(id, "runner"), ...counted],
-          [String(FOLD_LIMIT)],
+          call.flatMap((id) => this.contextKeys(id)),
+          [String(FOLD_LIMIT), String(this.keys.cluster ? FOLD_LIMIT : FOLD_BUDGET), String(call.length)],
         );
-      }
     });
-    const figures = ids.map((id, i): ContextFigures => {
-      const [, counters, runners, ...counts] = replies[i] as Reply[];
-      const flows = Object.fromEntries(FlowStatus.options.map((status, s) => [status, Number(counts[s])])) as Record<
-        FlowStatus,
-        number
-      >;
-      return {
-        id,
-        flows,
-        active: Number(counts[statuses]),
-        deadLetters: Number(counts[statuses + 1]),
-        counters: asCounters(counters ?? []),
-        runners: (runners as string[]).map((r) => ({ id: Number(r), inFlight: 0 })),
-      };
-    });
+    const perContext = replies.flatMap((reply) => reply as Reply[][]);
+    const figures = ids.map((id, i) => asContextFigures(id, perContext[i] as Reply[]));
     const withRunners = figures.filter((c) => c.runners.length > 0);
-    if (withRunners.length > 0) {
-      const held = await this.scripts.run((p) => {
-        for (const c of withRunners)
-          p.script(
-            countSets,
-            c.runners.map((r) => this.keys.runnerSlots(c.id, r.id)),
-            [],
-          );
-      });
-      withRunners.forEach((c, i) => c.runners.forEach((r, j) => (r.inFlight = Number((held[i] as Reply[])[j]))));
-    }
+    if (withRunners.length === 0) return figures;
+    const slotCalls = this.keys.cluster ? withRunners.map((c) => [c]) : [withRunners];
+    const held = await this.scripts.run((p) => {
+      for (const call of slotCalls)
+        p.script(
+          countSets,
+          call.flatMap((c) => c.runners.map((r) => this.keys.runnerSlots(c.id, r.id))),
+          [],
+        );
+    });
+    const sizes = held.flatMap((reply) => reply as Reply[]);
+    withRunners.flatMap((c) => c.runners).forEach((r, i) => (r.inFlight = Number(sizes[i])));
     return figures;
   }
+
+  /** A context's keys as readContextFigures takes them: figures, counters, runners, then the sets it counts. */
+  private contextKeys(id: number): string[] {
+    return [
+      this.keys.contextFigures(id),
+      this.keys.contextCounters(id),
+      this.keys.index(id, "runner"),
+      ...FlowStatus.options.map((status) => this.keys.flowsByStatus(id, status)),
+      this.keys.deadlines(id),
+      this.keys.deadLetterIndex(id),
+    ];
+  }
+}
+
+/** One context's reply of readContextFigures: after the fold, the counters and the runners, each flow status, deadlines, dead letters. */
+function asContextFigures(id: number, reply: Reply[]): ContextFigures {
+  const [, counters, runners, ...counts] = reply;
+  const statuses = FlowStatus.options.length;
+  const flows = Object.fromEntries(FlowStatus.options.map((status, s) => [status, Number(counts[s])])) as Record<
+    FlowStatus,
+    number
+  >;
+  return {
+    id,
+    flows,
+    active: Number(counts[statuses]),
+    deadLetters: Number(counts[statuses + 1]),
+    counters: asCounters(counters ?? []),
+    runners: (runners as string[]).map((r) => ({ id: Number(r), inFlight: 0 })),
+  };
 }
 
 /** A flat HGETALL reply (or an empty one) as counters. */

@@ -98,6 +98,9 @@ describe("the project's Lua scripts on a Redis Cluster", () => {
     );
     await client.deleteDeadLetter(ctx, letters[0]!.id);
     await client.lifecycle.deleteFlow(ctx, wide.id);
+    // A second context with a runner: a fresh reading of /metrics reads each context with calls of
+    // its own on a cluster (on one Redis, one call reads up to 100).
+    await stack().registerTestRunner(client, (await client.createContext()).id);
     expect((await fetch(`${stack().url}/metrics`)).status).toBe(200);
 
     // A runner down at first (503): its claims go back to their queue (settleWork).

@@ -1,12 +1,14 @@
 import { LuaScript } from "../script.js";
 
 /**
- * The fold, as Lua shared by foldFigures and readContextFigures: pops up to ARGV[1] records off
- * KEYS[1] and adds them into the hash KEYS[2]; leaves `folded` (records taken) set.
+ * The fold, as a Lua function shared by foldFigures and readContextFigures: pops up to `limit`
+ * records off the list `list` and adds them into the hash `counters`; returns the records
+ * folded and the records popped (an unreadable one is popped, not folded).
  */
-const FOLD = `local records = redis.call("LPOP", KEYS[1], tonumber(ARGV[1]))
-local folded = 0
-if records then
+const FOLD = `local function fold(list, counters, limit)
+  local records = redis.call("LPOP", list, limit)
+  if not records then return 0, 0 end
+  local folded = 0
   local sums = {}
   local add = function(field, n)
     if type(n) == "number" and n ~= 0 then sums[field] = (sums[field] or 0) + n end
@@ -24,7 +26,8 @@ if records then
       end
     end
   end
-  for field, n in pairs(sums) do redis.call("HINCRBY", KEYS[2], field, string.format("%.0f", n)) end
+  for field, n in pairs(sums) do redis.call("HINCRBY", counters, field, string.format("%.0f", n)) end
+  return folded, #records
 end
 `;
 
@@ -41,25 +44,44 @@ end
  *   ARGV[1]  most records to fold in this call
  * Returns { records folded }. (A refresh of /metrics folds with readContextFigures.)
  */
-export const foldFigures = new LuaScript("foldFigures", `${FOLD}return { folded }`);
+export const foldFigures = new LuaScript(
+  "foldFigures",
+  `${FOLD}local folded = fold(KEYS[1], KEYS[2], tonumber(ARGV[1]))
+return { folded }`,
+);
 
 /**
- * readContextFigures: what a refresh of /metrics reads of one context, in one call: the fold of
- * foldFigures, then the counters, the context's runners and the sizes of its sorted sets.
- *   KEYS[1]  the context's figures list      KEYS[2]  the context's counters hash
- *   KEYS[3]  the context's runner index      KEYS[4..]  sorted sets to count (ZCARD each)
- *   ARGV[1]  most records to fold in this call
- * Returns { records folded, flat HGETALL of the counters, runner ids, ZCARD of KEYS[4], … }.
+ * readContextFigures: what a fresh reading of /metrics reads of some contexts (one on a Redis
+ * Cluster, whose slots they do not share; up to 100 on one Redis), in one call: for each, the
+ * fold of foldFigures, then its counters, its runners and the sizes of its sorted sets. The
+ * records folded are bounded per context and per call, so one call never holds Redis long; those
+ * left wait for the next reading or the context's sweep.
+ *   KEYS     per context, in groups of the same size: its figures list, its counters hash, its
+ *            runner index, then the sorted sets to count (ZCARD each)
+ *   ARGV[1]  most records to fold per context   ARGV[2]  most records to fold in this call
+ *   ARGV[3]  how many contexts KEYS holds
+ * Returns per context { records folded, flat HGETALL of the counters, runner ids, ZCARD … }.
  */
 export const readContextFigures = new LuaScript(
   "readContextFigures",
-  `${FOLD}local out = { folded, redis.call("HGETALL", KEYS[2]), redis.call("ZRANGE", KEYS[3], 0, -1) }
-for i = 4, #KEYS do out[#out + 1] = redis.call("ZCARD", KEYS[i]) end
+  `${FOLD}local limit, budget, n = tonumber(ARGV[1]), tonumber(ARGV[2]), tonumber(ARGV[3])
+local per = #KEYS / n
+local out = {}
+for c = 0, n - 1 do
+  local at = c * per
+  local folded, popped = 0, 0
+  if budget > 0 then folded, popped = fold(KEYS[at + 1], KEYS[at + 2], math.min(limit, budget)) end
+  budget = budget - popped
+  local one = { folded, redis.call("HGETALL", KEYS[at + 2]), redis.call("ZRANGE", KEYS[at + 3], 0, -1) }
+  for i = at + 4, at + per do one[#one + 1] = redis.call("ZCARD", KEYS[i]) end
+  out[#out + 1] = one
+end
 return out`,
 );
 
 /**
- * countSets: the sizes of sorted sets of one slot (a context's runners' slot sets), in one call.
+ * countSets: the sizes of sorted sets (a context's runners' slot sets; on one Redis, those of
+ * up to 100 contexts), in one call.
  *   KEYS  the sets
  * Returns { ZCARD of each, in order }.
  */
@@ -69,7 +91,6 @@ export const countSets = new LuaScript(
 for i = 1, #KEYS do out[i] = redis.call("ZCARD", KEYS[i]) end
 return out`,
 );
-
 /**
  * keepFigures: keeps a reading of /metrics' figures for later scrapes, unless a reading taken
  * later is there already (a slow refresh never puts older figures back over newer ones, which
