@@ -1,6 +1,7 @@
 import { createHash } from "node:crypto";
 import { describe, expect, it } from "vitest";
 import type { FlowFigures } from "../../shared/flow/figures.js";
+import { Store } from "../../shared/store/index.js";
 import { countSets, keepFigures, readContextFigures } from "../../shared/store/scripts/metrics.js";
 import { eventually } from "../support/eventually.js";
 import { flowEnd } from "../support/flow-runs.js";
@@ -295,6 +296,9 @@ describe("metrics: the same from every Worker process", () => {
     for (let i = 0; i < records; i += 500)
       await stack().redis.exec(["RPUSH", list, ...Array.from({ length: 500 }, () => JSON.stringify(record))]);
 
+    // The sweep's fold (foldFigures, once 100 records wait) takes 1,000; the scrapes the rest.
+    await new Store(stack().redis, stack().keys).metrics.fold(ctx.id);
+    expect(await stack().redis.exec(["LLEN", list])).toBe(records - 1_000);
     await Promise.all(
       Array.from({ length: 8 }, (_, i) => fetch(`${i % 2 ? b.url : stack().url}/metrics`).then((r) => r.text())),
     );
