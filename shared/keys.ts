@@ -311,6 +311,11 @@ export class Keys {
     return `${this.prefix}counters`;
   }
 
+  /** `metrics:kept`: the last reading of /metrics (`<ms>\n<JSON>`); `metrics:refresh`: held while one is read afresh. */
+  metrics(part: "kept" | "refresh"): string {
+    return `${this.prefix}metrics:${part}`;
+  }
+
   /** `key_epoch`: bumped (INCR) by every change of a key; read with `storeIdentity` (key-cache.ts). */
   keyEpoch(): string {
     return `${this.prefix}key_epoch`;

@@ -113,6 +113,13 @@ function globalFigures(out: Exposition, figures: Figures): void {
     `Contexts this scrape does not report on: it reports on the ${SCRAPE_CONTEXT_LIMIT} with the lowest ids.`,
     figures.omitted,
   );
+  global(
+    out,
+    "coordinator_metrics_taken_timestamp_seconds",
+    "gauge",
+    "When these figures were read from storage: a scrape within METRICS_CACHE_SECONDS of a reading answers it again.",
+    Math.floor(figures.taken / 1000),
+  );
 }
 
 /** What each context holds now: flows by status, work waiting and in flight, dead letters, runners' loads. */
@@ -237,7 +244,7 @@ function isolateFigures(out: Exposition): void {
 }
 
 /**
- * /metrics tells every tenant's figures and costs a few Redis commands per context: only a scraper
+ * /metrics tells every tenant's figures, and a fresh reading costs Redis commands per context: only a scraper
  * with METRICS_TOKEN reads it, or anyone where ALLOW_INSECURE_HTTP is on (local development).
  */
 export function checkScraper(config: Config, authorization: string | undefined): void {

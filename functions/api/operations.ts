@@ -82,7 +82,9 @@ const metrics = createRoute({
     "Flows by status, jobs waiting, in flight and dead-lettered per context, runners' in-flight counts, dispatch " +
     "latency and job duration histograms, jobs ended and retried, deliveries refused, sweeps: all read from storage, " +
     "so any isolate answers alike. Series named `coordinator_isolate_…` are the answering isolate's own. Reports on " +
-    "the 1,000 contexts with the lowest ids (`coordinator_metrics_contexts_omitted` counts the others). " +
+    "the 1,000 contexts with the lowest ids (`coordinator_metrics_contexts_omitted` counts the others). The figures " +
+    "may be up to METRICS_CACHE_SECONDS (60) old: within that window a scrape answers the last reading kept in " +
+    "storage (`coordinator_metrics_taken_timestamp_seconds` says when it was read). " +
     "Send `Authorization: Bearer <METRICS_TOKEN>`; without METRICS_TOKEN set, it answers only in local development (ALLOW_INSECURE_HTTP).",
   tags: ["operations"],
   responses: {
@@ -143,7 +145,7 @@ export function registerOperations(app: OpenAPIHono<AppEnv>): void {
     checkScraper(c.var.config, c.req.header("authorization"));
     // Storage away: toProblem answers 503 storage-unavailable.
     const origin = publicOrigin(c.env) || new URL(c.req.url).origin;
-    const text = renderMetrics(await readFigures(c.env, c.var.store, origin));
+    const text = renderMetrics(await readFigures(c.env, c.var.store, origin, c.var.config.metricsCacheSeconds));
     return c.text(text, 200, { "content-type": "text/plain; version=0.0.4" });
   });
 }

@@ -30,6 +30,9 @@ export const DELIVERY_TIMEOUT_DEFAULT_MS = 10_000;
 const DELIVERY_TIMEOUT_MIN_MS = 1_000;
 const DELIVERY_TIMEOUT_MAX_MS = 20_000;
 
+/** The longest a scrape of /metrics may answer from figures read by an earlier one (seconds). */
+const METRICS_CACHE_MAX_SECONDS = 3_600;
+
 const ConfigSchema = z.object({
   SIGNATURE_SKEW_SECONDS: seconds(300),
   ACTOR_REGISTRATION: z.enum(["open", "allowlist", "operator"]).default("open"),
@@ -40,6 +43,7 @@ const ConfigSchema = z.object({
   RETRY_BASE_MS: z.coerce.number().int().min(0).default(RETRY_DEFAULTS.baseMs),
   RETRY_CAP_MS: z.coerce.number().int().min(0).default(RETRY_DEFAULTS.capMs),
   METRICS_TOKEN: z.string().min(16, "at least 16 characters").optional(),
+  METRICS_CACHE_SECONDS: z.coerce.number().int().min(0).max(METRICS_CACHE_MAX_SECONDS).default(60),
   // The bounds of a context's own `retention.dead_letters`.
   DEAD_LETTERS_MAX: z.coerce.number().int().min(1).max(1_000_000).default(DEAD_LETTERS_MAX),
   DELIVERY_TIMEOUT_MS: z.coerce
@@ -66,6 +70,8 @@ export interface Config {
   retryCapMs: number;
   /** What a scraper of /metrics must send as its bearer token (unset: local development only). */
   metricsToken: string | undefined;
+  /** How old the figures a scrape of /metrics answers may be, in seconds (0: read afresh each time). */
+  metricsCacheSeconds: number;
   /** Most dead letters a context keeps unless its `retention.dead_letters` says otherwise. */
   deadLettersMax: number;
   /** How long a push runner has to answer a POST of deliveries (ms). */
@@ -91,6 +97,7 @@ export function readConfig(env: Env): Config {
     RETRY_BASE_MS: blankToUndefined(env.RETRY_BASE_MS),
     RETRY_CAP_MS: blankToUndefined(env.RETRY_CAP_MS),
     METRICS_TOKEN: blankToUndefined(env.METRICS_TOKEN),
+    METRICS_CACHE_SECONDS: blankToUndefined(env.METRICS_CACHE_SECONDS),
     DEAD_LETTERS_MAX: blankToUndefined(env.DEAD_LETTERS_MAX),
     DELIVERY_TIMEOUT_MS: blankToUndefined(env.DELIVERY_TIMEOUT_MS),
     RETENTION_FINISHED_SECONDS: blankToUndefined(env.RETENTION_FINISHED_SECONDS),
@@ -112,6 +119,7 @@ export function readConfig(env: Env): Config {
     retryBaseMs: v.RETRY_BASE_MS,
     retryCapMs: v.RETRY_CAP_MS,
     metricsToken: v.METRICS_TOKEN,
+    metricsCacheSeconds: v.METRICS_CACHE_SECONDS,
     deadLettersMax: v.DEAD_LETTERS_MAX,
     deliveryTimeoutMs: v.DELIVERY_TIMEOUT_MS,
     retention: {

@@ -64,4 +64,9 @@ export interface Env {
    * where ALLOW_INSECURE_HTTP is on (local development).
    */
   METRICS_TOKEN?: string;
+  /**
+   * How old, in seconds, the figures a scrape of /metrics answers may be (default 60; 0 = read
+   * afresh each time): within it a scrape answers from the last reading kept in storage.
+   */
+  METRICS_CACHE_SECONDS?: string;
 }

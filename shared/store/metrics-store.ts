@@ -1,14 +1,21 @@
 import type { Keys } from "../keys.js";
 import { FlowStatus } from "../model/index.js";
 import { callRedis, type Redis } from "./redis.js";
-import { foldFigures } from "./scripts/metrics.js";
+import { ScriptPipeline, type Reply } from "./script-batch.js";
+import { countSets, foldFigures, keepFigures, readContextFigures } from "./scripts/metrics.js";
 
 /** Most contexts one scrape reports on (the lowest ids); the rest are counted as omitted. */
 export const SCRAPE_CONTEXT_LIMIT = 1_000;
 /** Most pending figure records one fold takes from a context (the rest wait for the next one). */
 export const FOLD_LIMIT = 1_000;
-/** Contexts per pipelined round trip, so one request body stays small. */
+/** Contexts per pipelined round trip (and, on one Redis, per script call), so one request body stays small. */
 const CONTEXTS_PER_PIPELINE = 100;
+/**
+ * Most figure records one call of readContextFigures folds over all its contexts (each at most
+ * FOLD_LIMIT), so a call over 100 contexts never holds Redis for long; the rest wait for the next
+ * reading, or the context's sweep.
+ */
+const FOLD_BUDGET = 2_000;
 
 /** Counters as a hash holds them: field → integer. */
 export type Counters = Record<string, number>;
@@ -47,32 +54,37 @@ export interface SweepCounts {
   failed: number;
 }
 
-type Reply = string | number | null | Reply[];
-
 /**
  * Figures that are true across isolates: every one is read from (or counted in) Redis, so any
  * isolate answers a scrape alike. A scrape folds each context's pending figure records into its
- * counters (one script per context: pop and add in one step, so concurrent scrapes never count a
- * record twice), then reads the counters and the sets that hold the live state. Bounded: at most
- * SCRAPE_CONTEXT_LIMIT contexts, in pipelined round trips (see `scrape` for the cost).
+ * counters and reads them with the sets that hold the live state (readContextFigures: pop and
+ * add in one step, so concurrent scrapes never count a record twice), then the runners' slot
+ * sets (countSets): one script call each per 100 contexts on one Redis, per context on a
+ * cluster. Bounded: at most SCRAPE_CONTEXT_LIMIT contexts, in pipelined round trips (see
+ * `scrape` for the cost). What /metrics keeps of a scrape for the scrapes after it (`kept`, `keep`) is here too.
  */
 export class MetricsStore {
-  private sha: Promise<string> | undefined;
+  private readonly scripts: ScriptPipeline;
 
   constructor(
     private readonly redis: Redis,
     private readonly keys: Keys,
-  ) {}
+  ) {
+    this.scripts = new ScriptPipeline(redis, [foldFigures, readContextFigures, countSets, keepFigures]);
+  }
 
   /**
-   * Reads every figure. Costs 4 commands, plus per context 10 (the fold's EVALSHA, LPOP and
-   * HGETALL, 4 ZCARD of flows by status, ZCARD of the deadline and dead-letter sets, ZRANGE of
-   * runners) plus one ZCARD per runner, plus one HINCRBY per counter field changed by records
-   * waiting to be folded. Round trips: one, then one per 100 contexts, then one per 100 contexts
-   * that have runners (sent together).
+   * Reads every figure. Commands sent on one Redis: 4, plus per 100 contexts one EVALSHA
+   * (readContextFigures) and, if any of them has runners, one more (countSets): 6 from 1 context
+   * to 100, at most 24 at SCRAPE_CONTEXT_LIMIT. On a Redis Cluster the calls are per context (4 +
+   * 2 per context with runners, 1 without). Inside Redis the scripts run per context LPOP,
+   * HGETALL, ZRANGE and 9 ZCARD (one per flow status, deadlines, dead letters), one ZCARD per
+   * runner, and one HINCRBY per counter field changed by records waiting to be folded (before: 11
+   * commands sent per context and 1 per runner, each its own). Round trips: one, then one per 100
+   * contexts, then one per 100 contexts that have runners (sent together).
    */
   async scrape(now: number): Promise<Scrape> {
-    const [total, ids, due, counters] = await this.pipeline((p) => {
+    const [total, ids, due, counters] = await this.scripts.run((p) => {
       p.zcard(this.keys.contextIndex());
       p.zrange(this.keys.contextIndex(), 0, SCRAPE_CONTEXT_LIMIT - 1);
       p.zcount(this.keys.sweepDue(), "-inf", now);
@@ -97,7 +109,7 @@ export class MetricsStore {
    * ends: settleContext). One round trip; an idle sweep's is one command (HINCRBY).
    */
   async countSweep(report: SweepCounts): Promise<void> {
-    await this.pipeline((p) => {
+    await this.scripts.run((p) => {
       const key = this.keys.counters();
       p.hincrby(key, "sweeps", 1);
       if (report.contexts > 0) p.hincrby(key, "swept", report.contexts);
@@ -111,124 +123,102 @@ export class MetricsStore {
    * script (EVALSHA, LPOP, and an HINCRBY per counter field changed).
    */
   async fold(contextId: number): Promise<void> {
-    await this.pipeline((p) => this.queueFold(p, contextId, false));
+    await this.scripts.run((p) =>
+      p.script(
+        foldFigures,
+        [this.keys.contextFigures(contextId), this.keys.contextCounters(contextId)],
+        [String(FOLD_LIMIT)],
+      ),
+    );
   }
 
-  /** One pipeline per chunk for the contexts' own keys, one for their runners' slot sets. */
-  private async readContexts(ids: number[]): Promise<ContextFigures[]> {
-    if (ids.length === 0) return [];
-    // Replies per context, in this order: the fold's, one per flow status, deadlines, dead letters, runners.
-    const statuses = FlowStatus.options.length;
-    const PER_CONTEXT = 1 + statuses + 3;
-    const replies = await this.pipeline((p) => {
-      for (const id of ids) {
-        this.queueFold(p, id, true);
-        for (const status of FlowStatus.options) p.zcard(this.keys.flowsByStatus(id, status));
-        p.zcard(this.keys.deadlines(id));
-        p.zcard(this.keys.deadLetterIndex(id));
-        p.zrange(this.keys.index(id, "runner"), 0, -1);
-      }
-    });
-    const figures = ids.map((id, i): ContextFigures => {
-      const at = i * PER_CONTEXT;
-      const fold = replies[at] as Reply[];
-      const flows = Object.fromEntries(
-        FlowStatus.options.map((status, s) => [status, Number(replies[at + 1 + s])]),
-      ) as Record<FlowStatus, number>;
-      return {
-        id,
-        flows,
-        active: Number(replies[at + 1 + statuses]),
-        deadLetters: Number(replies[at + 2 + statuses]),
-        counters: asCounters(fold[1] ?? []),
-        runners: (replies[at + 3 + statuses] as string[]).map((r) => ({ id: Number(r), inFlight: 0 })),
-      };
-    });
-    const runners = figures.flatMap((c) => c.runners.map((r) => ({ context: c.id, runner: r })));
-    if (runners.length > 0) {
-      const held = await this.pipeline((p) => {
-        for (const { context, runner } of runners) p.zcard(this.keys.runnerSlots(context, runner.id));
-      });
-      runners.forEach(({ runner }, i) => (runner.inFlight = Number(held[i])));
-    }
-    return figures;
+  /** The reading of the figures kept by `keep`, with when it was taken; none when none is kept. One GET. */
+  async kept(): Promise<{ taken: number; reading: string } | undefined> {
+    const held = await callRedis(() => this.redis.get<string>(this.keys.metrics("kept")));
+    const cut = held?.indexOf("\n") ?? -1;
+    if (held === null || held === undefined || cut < 0) return undefined;
+    return { taken: Number(held.slice(0, cut)), reading: held.slice(cut + 1) };
   }
 
-  /** Queues a fold of a context's figure records (foldFigures), reading its counters back if `read`. */
-  private queueFold(batch: Batch, contextId: number, read: boolean): void {
-    batch.fold(
-      [this.keys.contextFigures(contextId), this.keys.contextCounters(contextId)],
-      [String(FOLD_LIMIT), read ? "read" : "count"],
+  /**
+   * Takes the right to read the figures afresh for `ms` (SET NX PX): one reader at a time across
+   * isolates, and, held for the freshness window, at most one fresh reading a window.
+   */
+  async claimRefresh(ms: number): Promise<boolean> {
+    const set = await callRedis(() => this.redis.set(this.keys.metrics("refresh"), "1", { nx: true, px: ms }));
+    return set === "OK";
+  }
+
+  /** Keeps a reading taken at `taken` for `ms`, unless one taken later is kept already (keepFigures). */
+  async keep(taken: number, reading: string, ms: number): Promise<void> {
+    await this.scripts.run((p) =>
+      p.script(keepFigures, [this.keys.metrics("kept")], [String(taken), reading, String(Math.ceil(ms))]),
     );
   }
 
   /**
-   * Runs a batch as one pipeline and returns its replies. A script Redis does not know yet
-   * (NOSCRIPT: a fresh or flushed Redis) is loaded and only those calls are sent again, so the
-   * commands beside them (counters) are never applied twice.
+   * Reads up to 100 contexts: their own keys with readContextFigures, then their runners' slot
+   * sets with countSets. On one Redis a call reads every context of the chunk; on a Redis Cluster,
+   * whose scripts name the keys of one slot only, a call per context (pipelined).
    */
-  private async pipeline(build: (batch: Batch) => void): Promise<Reply[]> {
-    const sha = await (this.sha ??= sha1(foldFigures.source));
-    return callRedis(async () => {
-      const batch = new Batch(this.redis.pipeline(), sha);
-      build(batch);
-      const results = (await batch.pipeline.exec({ keepErrors: true })) as { result: Reply; error?: string }[];
-      const failed = results.find((r) => r.error !== undefined && !r.error.startsWith("NOSCRIPT"));
-      if (failed) throw new Error(failed.error);
-      const missing = [...batch.scripts].filter(([at]) => results[at]?.error !== undefined);
-      if (missing.length > 0) {
-        await this.redis.exec(["SCRIPT", "LOAD", foldFigures.source]);
-        const again = new Batch(this.redis.pipeline(), sha);
-        for (const [, [keys, args]] of missing) again.fold(keys, args);
-        const redone = (await again.pipeline.exec()) as Reply[];
-        missing.forEach(([at], i) => (results[at] = { result: redone[i] as Reply }));
-      }
-      return results.map((r) => r.result);
+  private async readContexts(ids: number[]): Promise<ContextFigures[]> {
+    if (ids.length === 0) return [];
+    const calls = this.keys.cluster ? ids.map((id) => [id]) : [ids];
+    const replies = await this.scripts.run((p) => {
+      for (const call of calls)
+        p.script(
+          readContextFigures,
+          call.flatMap((id) => this.contextKeys(id)),
+          [String(FOLD_LIMIT), String(this.keys.cluster ? FOLD_LIMIT : FOLD_BUDGET), String(call.length)],
+        );
     });
+    const perContext = replies.flatMap((reply) => reply as Reply[][]);
+    const figures = ids.map((id, i) => asContextFigures(id, perContext[i] as Reply[]));
+    const withRunners = figures.filter((c) => c.runners.length > 0);
+    if (withRunners.length === 0) return figures;
+    const slotCalls = this.keys.cluster ? withRunners.map((c) => [c]) : [withRunners];
+    const held = await this.scripts.run((p) => {
+      for (const call of slotCalls)
+        p.script(
+          countSets,
+          call.flatMap((c) => c.runners.map((r) => this.keys.runnerSlots(c.id, r.id))),
+          [],
+        );
+    });
+    const sizes = held.flatMap((reply) => reply as Reply[]);
+    withRunners.flatMap((c) => c.runners).forEach((r, i) => (r.inFlight = Number(sizes[i])));
+    return figures;
+  }
+
+  /** A context's keys as readContextFigures takes them: figures, counters, runners, then the sets it counts. */
+  private contextKeys(id: number): string[] {
+    return [
+      this.keys.contextFigures(id),
+      this.keys.contextCounters(id),
+      this.keys.index(id, "runner"),
+      ...FlowStatus.options.map((status) => this.keys.flowsByStatus(id, status)),
+      this.keys.deadlines(id),
+      this.keys.deadLetterIndex(id),
+    ];
   }
 }
 
-/** Commands queued on a pipeline, counted, with the positions of the fold scripts among them. */
-class Batch {
-  private queued = 0;
-  /** Position in the batch → the fold's KEYS and ARGV. */
-  readonly scripts = new Map<number, [string[], string[]]>();
-
-  constructor(
-    readonly pipeline: ReturnType<Redis["pipeline"]>,
-    private readonly sha: string,
-  ) {}
-
-  zcard(key: string): void {
-    this.queue().zcard(key);
-  }
-
-  zcount(key: string, min: string, max: number): void {
-    this.queue().zcount(key, min, max);
-  }
-
-  zrange(key: string, start: number, stop: number): void {
-    this.queue().zrange(key, start, stop);
-  }
-
-  hgetall(key: string): void {
-    this.queue().hgetall(key);
-  }
-
-  hincrby(key: string, field: string, by: number): void {
-    this.queue().hincrby(key, field, by);
-  }
-
-  /** foldFigures (scripts/metrics.ts). */
-  fold(keys: string[], args: string[]): void {
-    this.scripts.set(this.queued, [keys, args]);
-    this.queue().evalsha(this.sha, keys, args);
-  }
-
-  private queue(): ReturnType<Redis["pipeline"]> {
-    this.queued++;
-    return this.pipeline;
-  }
+/** One context's reply of readContextFigures: after the fold, the counters and the runners, each flow status, deadlines, dead letters. */
+function asContextFigures(id: number, reply: Reply[]): ContextFigures {
+  const [, counters, runners, ...counts] = reply;
+  const statuses = FlowStatus.options.length;
+  const flows = Object.fromEntries(FlowStatus.options.map((status, s) => [status, Number(counts[s])])) as Record<
+    FlowStatus,
+    number
+  >;
+  return {
+    id,
+    flows,
+    active: Number(counts[statuses]),
+    deadLetters: Number(counts[statuses + 1]),
+    counters: asCounters(counters ?? []),
+    runners: (runners as string[]).map((r) => ({ id: Number(r), inFlight: 0 })),
+  };
 }
 
 /** A flat HGETALL reply (or an empty one) as counters. */
@@ -243,10 +233,4 @@ function chunks<T>(items: T[], size: number): T[][] {
   const out: T[][] = [];
   for (let i = 0; i < items.length; i += size) out.push(items.slice(i, i + size));
   return out;
-}
-
-/** The SHA-1 Redis knows a script by (EVALSHA). */
-async function sha1(source: string): Promise<string> {
-  const digest = await crypto.subtle.digest("SHA-1", new TextEncoder().encode(source));
-  return [...new Uint8Array(digest)].map((b) => b.toString(16).padStart(2, "0")).join("");
 }

@@ -1,23 +1,41 @@
+import { createHash } from "node:crypto";
 import { describe, expect, it } from "vitest";
 import type { FlowFigures } from "../../shared/flow/figures.js";
+import { Store } from "../../shared/store/index.js";
+import { countSets, keepFigures, readContextFigures } from "../../shared/store/scripts/metrics.js";
 import { eventually } from "../support/eventually.js";
 import { flowEnd } from "../support/flow-runs.js";
-import { commandDelta, type ExtraWorker } from "../support/private-stack.js";
+import type { ExtraWorker } from "../support/private-stack.js";
 import { usePrivateStack } from "../support/use-private-stack.js";
 
 // /metrics tells the same figures whichever Worker process (and isolate) answers, since they all
 // come from Redis: checked with two `wrangler dev` processes on one Redis. Also: what one scrape
-// costs in Redis commands (INFO commandstats), and that figure records are folded exactly once
+// costs in commands sent to Redis (counted where they leave the REST endpoint), read afresh and
+// answered from the reading kept in storage, and that figure records are folded exactly once
 // however many scrapes race.
 
-// No cron: a sweep in the middle of a count would be counted too.
-const { stack, admin } = usePrivateStack("metrics", { cron: false });
+// No cron: a sweep in the middle of a count would be counted too. Every scrape of this process
+// reads afresh (METRICS_CACHE_SECONDS 0); the freshness window is tested on processes of its own.
+const { stack, admin } = usePrivateStack("metrics", { cron: false, vars: { METRICS_CACHE_SECONDS: "0" } });
 
-/** /metrics of a Worker process, without the series that are that isolate's own. */
+/** The lines that differ between two readings of the same storage: the isolate's own, and when it was read. */
+const ownLine = (line: string) =>
+  line.includes("coordinator_isolate_") || line.includes("coordinator_metrics_taken_timestamp_seconds");
+
+/** /metrics of a Worker process, without the series that are that isolate's own or that reading's time. */
 async function globalFigures(url: string): Promise<string> {
   const res = await fetch(`${url}/metrics`);
   expect(res.status).toBe(200);
   return (await res.text())
+    .split("\n")
+    .filter((line) => !ownLine(line))
+    .join("\n");
+}
+
+/** /metrics of a Worker process without the isolate's own series (the reading's time kept). */
+async function globalFiguresWithTime(url: string): Promise<string> {
+  const text = await (await fetch(`${url}/metrics`)).text();
+  return text
     .split("\n")
     .filter((line) => !line.includes("coordinator_isolate_"))
     .join("\n");
@@ -37,37 +55,128 @@ function valueOf(text: string, series: string): number | undefined {
   return line === undefined ? undefined : Number(line.slice(series.length + 1));
 }
 
-/** Scrapes once while the counts of Redis's commands are taken around it. */
-async function scrapeCost(): Promise<{ total: number; byCommand: Record<string, number> }> {
-  const before = await stack().quietCommandStats();
-  expect((await fetch(`${stack().url}/metrics`)).status).toBe(200);
-  return commandDelta(before, await stack().quietCommandStats());
+const pause = (ms: number) => new Promise((r) => setTimeout(r, ms));
+
+/** The commands the REST endpoint sent so far, once nothing more goes out for a while. */
+async function quietSent(idleMs = 400): Promise<number> {
+  let last = stack().restSent().commands;
+  for (;;) {
+    await pause(idleMs);
+    const now = stack().restSent().commands;
+    if (now === last) return now;
+    last = now;
+  }
+}
+
+const scriptNames = new Map(
+  [readContextFigures, countSets, keepFigures].map((s) => [
+    `EVALSHA ${createHash("sha1").update(s.source).digest("hex")}`,
+    s.name,
+  ]),
+);
+
+/** Scrapes `urls` at once, counting the commands sent to Redis meanwhile, by name (the metrics scripts named). */
+async function scrapeCost(...urls: string[]): Promise<{ sent: number; byCommand: Record<string, number> }> {
+  const before = await quietSent();
+  const record = stack().restRecord();
+  const answers = await Promise.all(urls.map((url) => fetch(`${url}/metrics`)));
+  for (const res of answers) expect(res.status).toBe(200);
+  await Promise.all(answers.map((res) => res.text()));
+  const sent = (await quietSent()) - before;
+  const byCommand: Record<string, number> = {};
+  for (const command of record().flat()) {
+    const name = scriptNames.get(command) ?? command;
+    byCommand[name] = (byCommand[name] ?? 0) + 1;
+  }
+  return { sent, byCommand };
+}
+
+/** Adds contexts of one runner each until there are `n` (other tests' contexts included). */
+async function contextsUpTo(n: number): Promise<void> {
+  const have = Number(await stack().redis.exec(["ZCARD", stack().keys.contextIndex()]));
+  for (let i = have; i < n; i++) {
+    const ctx = await admin().client.createContext();
+    await stack().registerTestRunner(admin().client, ctx.id);
+  }
 }
 
 let second: ExtraWorker | undefined;
 const secondWorker = async () => (second ??= await stack().startWorker());
 
+/** Two more Worker processes whose scrapes answer from the kept reading for `seconds`. */
+let cached: [ExtraWorker, ExtraWorker] | undefined;
+const cachedWorkers = async (seconds: number) =>
+  (cached ??= [
+    await stack().startWorker({ METRICS_CACHE_SECONDS: String(seconds) }),
+    await stack().startWorker({ METRICS_CACHE_SECONDS: String(seconds) }),
+  ]);
+
 describe("metrics: the same from every Worker process", () => {
-  it("costs 4 Redis commands per scrape when idle, and 13 per context plus one per runner", async () => {
+  it("reads afresh at 4 commands sent with no context, 6 with some (a call of each script per 100 contexts)", async () => {
     // First, while the stack has no context at all.
     await fetch(`${stack().url}/metrics`);
-    const idle = await scrapeCost();
-    console.log(`scrape, no context: ${idle.total} Redis commands: ${JSON.stringify(idle.byCommand)}`);
-    expect(idle.total).toBe(4);
+    const idle = await scrapeCost(stack().url);
+    console.log(`fresh scrape, no context: ${idle.sent} commands sent: ${JSON.stringify(idle.byCommand)}`);
+    expect(idle.sent).toBe(4);
 
-    const contexts = 20;
-    for (let i = 0; i < contexts; i++) {
-      const ctx = await admin().client.createContext();
-      await stack().registerTestRunner(admin().client, ctx.id);
+    await contextsUpTo(1);
+    await fetch(`${stack().url}/metrics`); // loads the scripts into Redis (a first use sends each whole)
+    const one = await scrapeCost(stack().url);
+    console.log(`fresh scrape, 1 context of one runner: ${one.sent} commands sent: ${JSON.stringify(one.byCommand)}`);
+    // Per 100 contexts: readContextFigures (each one's fold, counters, runners, a count per flow
+    // status, deadlines and dead letters, inside Redis) and countSets (their runners' slots).
+    expect(one.byCommand).toMatchObject({ readContextFigures: 1, countSets: 1 });
+    expect(one.sent).toBe(4 + 2);
+
+    await admin().client.createContext(); // no runner
+    const two = await scrapeCost(stack().url);
+    expect(two.byCommand).toMatchObject({ readContextFigures: 1, countSets: 1 });
+    expect(two.sent).toBe(4 + 2);
+  });
+
+  it("answers from the kept reading within METRICS_CACHE_SECONDS at 1 command sent and reads afresh at 9, at 2 contexts as at 50", async () => {
+    const window = 5;
+    const [a, b] = await cachedWorkers(window);
+    await fetch(`${a.url}/metrics`); // loads keepFigures into Redis (a first use sends it whole)
+    const costs: number[] = [];
+    const refreshCosts: number[] = [];
+    // The first test's two contexts (one without a runner), then 48 more of one runner each.
+    for (const contexts of [2, 50]) {
+      await contextsUpTo(contexts);
+      // Read afresh and kept (no reading kept yet, or a stale one), then answered from it.
+      await pause(window * 1000);
+      const refresh = await scrapeCost(a.url);
+      expect(refresh.byCommand).toMatchObject({ readContextFigures: 1, countSets: 1, keepFigures: 1 });
+      refreshCosts.push(refresh.sent);
+      const kept = await scrapeCost(b.url);
+      console.log(
+        `${contexts} contexts: reading afresh ${refresh.sent} commands sent, answering from the kept reading ` +
+          `${kept.sent}: ${JSON.stringify(kept.byCommand)}`,
+      );
+      expect(kept.byCommand).toEqual({ GET: 1 });
+      const size = Number(await stack().redis.exec(["STRLEN", stack().keys.metrics("kept")]));
+      console.log(`the kept reading of ${contexts} contexts: ${size} bytes`);
+      costs.push(kept.sent);
+      // Both processes answer the same reading, its time included.
+      const [fromA, fromB] = await Promise.all([a.url, b.url].map(globalFiguresWithTime));
+      expect(fromB).toBe(fromA);
     }
-    await fetch(`${stack().url}/metrics`); // loads the fold script into Redis
-    const busy = await scrapeCost();
-    console.log(
-      `scrape, ${contexts} contexts of one runner: ${busy.total} Redis commands: ${JSON.stringify(busy.byCommand)}`,
-    );
-    // Per context: the fold, a count per flow status (7: compensating, compensated and
-    // compensation_failed among them), deadlines, dead letters and runners; and its runner's slots.
-    expect(busy.total).toBe(4 + contexts * (13 + 1));
+    expect(costs).toEqual([1, 1]);
+    // The stale reading's GET, the SET NX of `metrics:refresh`, the reading (4 + 2), keepFigures.
+    expect(refreshCosts).toEqual([9, 9]);
+  });
+
+  it("reads afresh once a window, however many scrapes of two processes come once it passed", async () => {
+    const window = 5;
+    const [a, b] = await cachedWorkers(window);
+    await fetch(`${a.url}/metrics`);
+    await pause(window * 1000 + 100);
+    // Eight scrapes at once on a stale reading: one takes `metrics:refresh` and reads afresh,
+    // the others answer the kept reading.
+    const race = await scrapeCost(...Array.from({ length: 8 }, (_, i) => (i % 2 ? b.url : a.url)));
+    console.log(`8 scrapes of a stale reading: ${race.sent} commands sent: ${JSON.stringify(race.byCommand)}`);
+    expect(race.byCommand).toMatchObject({ GET: 8, ZRANGE: 1, keepFigures: 1 });
+    expect(race.byCommand["SET"]).toBeGreaterThanOrEqual(1);
   });
 
   it("answers byte-identical global figures from two Worker processes on one Redis", async () => {
@@ -187,6 +296,9 @@ describe("metrics: the same from every Worker process", () => {
     for (let i = 0; i < records; i += 500)
       await stack().redis.exec(["RPUSH", list, ...Array.from({ length: 500 }, () => JSON.stringify(record))]);
 
+    // The sweep's fold (foldFigures, once 100 records wait) takes 1,000; the scrapes the rest.
+    await new Store(stack().redis, stack().keys).metrics.fold(ctx.id);
+    expect(await stack().redis.exec(["LLEN", list])).toBe(records - 1_000);
     await Promise.all(
       Array.from({ length: 8 }, (_, i) => fetch(`${i % 2 ? b.url : stack().url}/metrics`).then((r) => r.text())),
     );
