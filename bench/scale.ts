@@ -5,6 +5,7 @@ import { shJobs } from "../test/support/jobs.js";
 import { flowOfJobs, layeredJobs, runToEnd } from "../test/support/flow-scale.js";
 import { startPrivateStack } from "../test/support/private-stack.js";
 import { percentile } from "./figures.js";
+import { cpuBetween, cpuSample, listenerPid } from "./measure.js";
 
 /**
  * `npm run bench -- --scale`: how cost grows with a flow's size (issue 33), beside the main table.
@@ -16,9 +17,12 @@ import { percentile } from "./figures.js";
  *   made a state, started, and its storage calls planned (what the Worker and the flow's object
  *   compute before storage is called);
  * - a creation through the stack (wrangler dev, the REST endpoint, redis-server): a flow of n
- *   jobs submitted with `start`, from the request to its answer, with no runner to take them.
+ *   jobs submitted with `start`, from the request to its answer, with no runner to take them;
+ *   by the clock, and in CPU time: workerd's (the Worker and its objects, not wrangler's proxy)
+ *   and every process's (this one, with the REST endpoint and the client, redis-server,
+ *   wrangler's), read from /proc (Linux), which a loaded machine disturbs far less than the clock.
  * Medians of `runs` (after one run of each not counted): CPU time for the pure rows, the clock
- * for the stack's.
+ * and CPU time for the stack's.
  */
 export interface ScaleOptions {
   runs: number;
@@ -108,22 +112,35 @@ async function stackCreations(options: ScaleOptions): Promise<string[][]> {
   try {
     const { client } = await stack.newActor();
     const ctx = (await client.createContext()).id;
+    const proxy = listenerPid(Number(new URL(stack.url).port));
     const rows: string[][] = [];
     for (const n of CREATION_SIZES) {
       const times: number[] = [];
+      const workerd: number[] = [];
+      const total: number[] = [];
       for (let run = 0; run <= options.runs; run++) {
         options.log(`creation through the stack: ${n} jobs, run ${run}`);
+        const before = cpuSample(undefined, proxy);
         const began = performance.now();
         const flow = await client.submitFlow(ctx, { start: true, jobs: shJobs("j", n) });
-        if (run > 0) times.push(performance.now() - began);
+        const took = performance.now() - began;
+        const cpu = cpuBetween(before, cpuSample(undefined, proxy));
+        if (run > 0) {
+          times.push(took);
+          workerd.push(cpu.workerd ?? 0);
+          total.push(cpu.total ?? 0);
+        }
         await client.cancelFlow(ctx, flow.id, "bench");
       }
-      const ms = percentile(times, 50);
-      rows.push([
-        `creation through the stack, ${n.toLocaleString("en")} jobs all ready, submit → answer`,
-        fmt(ms),
-        `${fmt((ms * 1000) / n)} µs`,
-      ]);
+      const row = (what: string, xs: number[]) => {
+        const ms = percentile(xs, 50);
+        return [
+          `creation through the stack, ${n.toLocaleString("en")} jobs all ready, ${what}`,
+          fmt(ms),
+          `${fmt((ms * 1000) / n)} µs`,
+        ];
+      };
+      rows.push(row("submit → answer", times), row("workerd CPU", workerd), row("CPU of every process", total));
     }
     return rows;
   } finally {

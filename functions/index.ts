@@ -7,11 +7,16 @@ export { ContextFeed } from "./feed/context-feed.js";
 export { FlowCoordinator } from "./flow/coordinator.js";
 export { Scheduler } from "./schedule/scheduler.js";
 
-const app = createApp();
+/**
+ * The API, built by the first request rather than at the isolate's start: an isolate woken only
+ * for a Durable Object or the cron never registers the routes (docs/architecture.md, "Cold
+ * start"). Built synchronously, so nothing else changes for the first request.
+ */
+let app: ReturnType<typeof createApp> | undefined;
 
 /** The Worker: the Hono API answers requests; the cron trigger runs the supervisor's sweep. */
 export default {
-  fetch: (request, env, ctx) => app.fetch(request, env, ctx),
+  fetch: (request, env, ctx) => (app ??= createApp()).fetch(request, env, ctx),
   scheduled: (_controller, env, ctx) =>
     ctx.waitUntil(
       sweep(env).then(

@@ -13,6 +13,8 @@ import { gzipSync } from "node:zlib";
  *
  *   npm run size [-- --runs 21] [--json file] [-- <more wrangler deploy flags, e.g. --minify>]
  *   npm run size -- --script some/index.js     (an already built script instead)
+ *   npm run size -- --keep /tmp/old.js         (keeps the built script, to compare against later)
+ *   npm run size -- --against /tmp/old.js      (and another build's script, started in turn)
  *
  * 1. Builds the Worker exactly as `wrangler deploy` would (`--dry-run --outdir`), and prints its
  *    size, raw and gzipped (what wrangler reports as the upload), with the packages that make it up
@@ -26,6 +28,10 @@ import { gzipSync } from "node:zlib";
  *    line; the difference is the cost of this Worker's script, the rest is workerd's own start.
  *    Wall clock and CPU time (workerd's threads, Linux only): the CPU figures are the ones to
  *    compare, since the clock also counts waiting for a core on a busy machine.
+ * 3. With `--against`: another script (say the build of the commit before a change, saved with
+ *    `--keep`) started in the same rounds, each round this Worker, the other, the one-line
+ *    Worker, so a change is told from a busy machine's drift; its figures are printed below, and
+ *    what the change saved, paired round by round.
  */
 
 const root = path.resolve(path.dirname(fileURLToPath(import.meta.url)), "..");
@@ -195,9 +201,37 @@ const median = (xs: number[]) => {
 };
 const kib = (bytes: number) => `${(bytes / 1024).toFixed(1)} KiB`;
 
+const ROWS: Array<[string, keyof Start]> = [
+  ["spawn → listening", "listenMs"],
+  ["spawn → first GET /info", "answerMs"],
+  ["CPU to listening", "listenCpuMs"],
+  ["CPU to first GET /info", "answerCpuMs"],
+];
+
+/**
+ * The other script's figures (`--against`), medians over the rounds: its own, the one-line
+ * Worker's, its script's share (the one-line start of the same round subtracted), and what this
+ * script saves against it (this one's start subtracted from the other's of the same round).
+ */
+function compareWith(worker: Start[], other: Start[], empty: Start[]) {
+  const row = (key: keyof Start) => ({
+    other: median(other.map((s) => s[key])),
+    oneLine: median(empty.map((s) => s[key])),
+    script: median(other.map((s, i) => s[key] - (empty[i] as Start)[key])),
+    saved: median(other.map((s, i) => s[key] - (worker[i] as Start)[key])),
+  });
+  return Object.fromEntries(ROWS.map(([, key]) => [key, row(key)])) as Record<keyof Start, ReturnType<typeof row>>;
+}
+
 async function main() {
   const { values, positionals } = parseArgs({
-    options: { runs: { type: "string", default: "21" }, json: { type: "string" }, script: { type: "string" } },
+    options: {
+      runs: { type: "string", default: "21" },
+      json: { type: "string" },
+      script: { type: "string" },
+      against: { type: "string" },
+      keep: { type: "string" },
+    },
     allowPositionals: true,
   });
   const runs = Number(values.runs);
@@ -215,16 +249,24 @@ async function main() {
     for (const [name, bytes] of parts.slice(0, 10))
       console.log(`  ${kib(bytes).padStart(11)}  ${((100 * bytes) / code.length).toFixed(0).padStart(2)}%  ${name}`);
 
+    if (values.keep) copyFileSync(script, values.keep);
     writeFileSync(path.join(dir, "empty.js"), 'export default { fetch: () => new Response("ok") };\n');
     writeFileSync(path.join(dir, "worker.capnp"), workerdConfig("index.js", true));
     writeFileSync(path.join(dir, "empty.capnp"), workerdConfig("empty.js", false));
+    if (values.against) {
+      copyFileSync(values.against, path.join(dir, "other.js"));
+      writeFileSync(path.join(dir, "other.capnp"), workerdConfig("other.js", true));
+    }
     // One start of each first, unmeasured: the binary and the files into the page cache.
     await startOnce(path.join(dir, "worker.capnp"));
     await startOnce(path.join(dir, "empty.capnp"));
+    if (values.against) await startOnce(path.join(dir, "other.capnp"));
     const worker: Start[] = [];
     const empty: Start[] = [];
+    const other: Start[] = [];
     for (let i = 0; i < runs; i++) {
       worker.push(await startOnce(path.join(dir, "worker.capnp")));
+      if (values.against) other.push(await startOnce(path.join(dir, "other.capnp")));
       empty.push(await startOnce(path.join(dir, "empty.capnp")));
     }
     // Each start of this Worker is paired with the one-line Worker's start right after it.
@@ -257,6 +299,20 @@ async function main() {
     row("spawn → first GET /info", figures.answerMs);
     row("CPU to listening", figures.listenCpuMs);
     row("CPU to first GET /info", figures.answerCpuMs);
+    if (values.against) {
+      const against = compareWith(worker, other, empty);
+      console.log(`Against ${values.against} (${kib(readFileSync(values.against).length)}), the same rounds:`);
+      console.log(
+        `  ${"ms".padEnd(26)}${"other".padStart(8)}${"one-line".padStart(10)}${"script".padStart(10)}${"saved".padStart(10)}`,
+      );
+      for (const [label, key] of ROWS) {
+        const f = against[key];
+        console.log(
+          `  ${label.padEnd(26)}${f.other.toFixed(1).padStart(8)}${f.oneLine.toFixed(1).padStart(10)}${f.script.toFixed(1).padStart(10)}${f.saved.toFixed(1).padStart(10)}`,
+        );
+      }
+      Object.assign(figures, { against: { script: values.against, ...against } });
+    }
     if (values.json) writeFileSync(values.json, JSON.stringify(figures, null, 2) + "\n");
   } finally {
     rmSync(dir, { recursive: true, force: true });

@@ -1,7 +1,7 @@
 import { z } from "zod";
 import { PROBLEMS } from "../core/problems.js";
 import { PROBLEM_CODES, PROTOCOL_ERRORS, ProblemDocument } from "./rpc-dispatch.js";
-import { METHODS, type Method } from "./rpc-methods.js";
+import { rpcMethods, type Method } from "./rpc-methods.js";
 import { NOTIFICATIONS, SOCKET_METHODS } from "./rpc-subscriptions.js";
 
 /** The OpenRPC version the document follows (1.3: a method without `result` is a notification). */
@@ -98,7 +98,7 @@ function buildDocument() {
     socketOnly,
   });
   const methods = [
-    ...Object.entries(METHODS).map(([name, m]) => describe(name, m, false)),
+    ...Object.entries(rpcMethods()).map(([name, m]) => describe(name, m, false)),
     ...Object.entries(SOCKET_METHODS).map(([name, m]) => describe(name, m, true)),
     ...Object.entries(NOTIFICATIONS).map(([name, n]) => ({
       name,

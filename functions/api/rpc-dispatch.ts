@@ -70,7 +70,8 @@ const Envelope = z.object({
 
 /** The methods a transport runs, and what to say of a name it does not have. */
 export interface Transport {
-  methods: MethodTable;
+  /** Its table, built on the first call (rpc-method.ts, lazyTable). */
+  methods: () => MethodTable;
   /** Why a method is missing, when it exists on another transport. */
   notHere?: (name: string) => string | undefined;
 }
@@ -90,7 +91,8 @@ async function dispatch(call: FlowCall, transport: Transport, raw: unknown): Pro
 }
 
 async function run(call: FlowCall, transport: Transport, id: RpcId, name: string, params: unknown) {
-  const target = Object.hasOwn(transport.methods, name) ? transport.methods[name] : undefined;
+  const methods = transport.methods();
+  const target = Object.hasOwn(methods, name) ? methods[name] : undefined;
   if (!target)
     return errorResponse(id, PROTOCOL_ERRORS.methodNotFound, transport.notHere?.(name) ?? `Method not found: ${name}`);
   const parsed = target.params.safeParse(params ?? {});

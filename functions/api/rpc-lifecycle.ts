@@ -1,10 +1,10 @@
 import { z } from "zod";
 import { ContextDetails, Id, RetentionUpdate } from "../../shared/model/index.js";
 import { deleteContext, deleteFlow, setRetention } from "../service/retention.js";
-import { method, type MethodTable } from "./rpc-method.js";
+import { lazyTable, method } from "./rpc-method.js";
 
-/** JSON-RPC methods of the data lifecycle: retention, and deleting flows and contexts. */
-export const LIFECYCLE_METHODS: MethodTable = {
+/** JSON-RPC methods of the data lifecycle: retention, and deleting flows and contexts; built on first use. */
+export const lifecycleMethods = lazyTable(() => ({
   "context.retention": method({
     summary:
       "Set a context's retention (admins): finished_seconds, error_seconds, inbox_seconds, dead_letters; a number sets a part, null goes back to the default, an absent one stays",
@@ -30,4 +30,4 @@ export const LIFECYCLE_METHODS: MethodTable = {
       return { deleted: true as const };
     },
   }),
-};
+}));

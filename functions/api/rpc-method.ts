@@ -22,3 +22,15 @@ export function method<P extends z.ZodType>(definition: Method<P>): Method {
 
 /** The methods a transport offers, by name. */
 export type MethodTable = Readonly<Record<string, Method>>;
+
+/**
+ * A method table built by its first caller and kept for the isolate: a table builds a zod schema
+ * or more per method, and an isolate that never answers JSON-RPC need not (docs/architecture.md,
+ * "Cold start"). A function rather than a module loaded with `import()`: in the one script
+ * wrangler bundles, a module loaded that way is wrapped, with every module it imports, in a
+ * function of its own, which made the whole start slower.
+ */
+export function lazyTable(build: () => MethodTable): () => MethodTable {
+  let table: MethodTable | undefined;
+  return () => (table ??= build());
+}

@@ -29,9 +29,9 @@ import {
 import { loadActor, registerActor, whoAmI } from "../service/actors.js";
 import { createContext, listContexts, setLimits } from "../service/contexts.js";
 import { contextDetails } from "../service/retention.js";
-import { LIFECYCLE_METHODS } from "./rpc-lifecycle.js";
-import { TEMPLATE_METHODS } from "./rpc-templates.js";
-import { method, type MethodTable } from "./rpc-method.js";
+import { lifecycleMethods } from "./rpc-lifecycle.js";
+import { templateMethods } from "./rpc-templates.js";
+import { lazyTable, method } from "./rpc-method.js";
 import { flowDag, listFlows, loadFlow, startFlow, submitFlow } from "../service/flows.js";
 import { cancelJob, JobSubmission, loadJob, loadMessage, rerunJob, startJob, submitJob } from "../service/jobs.js";
 import { inbox, sendMessage } from "../service/messages.js";
@@ -57,7 +57,7 @@ import {
 
 import { Compensate, FlowListFilters, flowListQuery } from "./schemas.js";
 
-export { method, type Method, type MethodTable } from "./rpc-method.js";
+export { lazyTable, method, type Method, type MethodTable } from "./rpc-method.js";
 
 const ById = z.object({ id: Id }).strict();
 const InContext = z.object({ context_id: Id, id: Id }).strict();
@@ -77,8 +77,13 @@ function pageOf<T extends z.ZodType>(item: T, id: string) {
 const JobWithStatus = RunnerJob.safeExtend({ live: JobView.optional() }).meta({ id: "JobWithStatus" });
 const DispatchState = z.object({ context_id: Id, paused: z.boolean() }).strict().meta({ id: "DispatchState" });
 
-/** herocoordinator's method names over the same service functions as the REST routes. */
-export const METHODS: MethodTable = {
+/**
+ * herocoordinator's method names over the same service functions as the REST routes. Built on
+ * the first call (and kept for the isolate), not at an isolate's start: each method's params are
+ * a zod schema of their own, and an isolate that never answers JSON-RPC need not build them
+ * (docs/architecture.md, "Cold start").
+ */
+export const rpcMethods = lazyTable(() => ({
   "actor.create": method({
     summary: "Register an actor: the call is signed by the new key itself (key:<pubkey>)",
     params: ActorRegistration,
@@ -337,6 +342,6 @@ export const METHODS: MethodTable = {
       return { deleted: true };
     },
   }),
-  ...LIFECYCLE_METHODS,
-  ...TEMPLATE_METHODS,
-};
+  ...lifecycleMethods(),
+  ...templateMethods(),
+}));

@@ -6,7 +6,7 @@ import type { FlowCall } from "../service/call.js";
 import type { AppEnv } from "./app-env.js";
 import { flowCall } from "./call.js";
 import { answerMessage, type Transport } from "./rpc-dispatch.js";
-import { METHODS } from "./rpc-methods.js";
+import { lazyTable, rpcMethods } from "./rpc-methods.js";
 import { frames, SOCKET_METHODS, Subscriptions, type Frame } from "./rpc-subscriptions.js";
 
 /** How many frames of one session run at once; the next ones wait their turn, in order. */
@@ -15,7 +15,7 @@ const MAX_FRAMES_IN_FLIGHT = 16;
 export const MAX_FRAMES_WAITING = 256;
 
 /** A session runs every method of POST /rpc, and the subscriptions. */
-const SESSION: Transport = { methods: { ...METHODS, ...SOCKET_METHODS } };
+const SESSION: Transport = { methods: lazyTable(() => ({ ...rpcMethods(), ...SOCKET_METHODS })) };
 
 /**
  * A JSON-RPC 2.0 session on a WebSocket, in this Worker: each text frame is a call or a batch,

@@ -7,14 +7,14 @@ import { authenticate } from "./auth.js";
 import { flowCall } from "./call.js";
 import { openRpcDocument } from "./openrpc.js";
 import { answerMessage, fromProblem, type Transport } from "./rpc-dispatch.js";
-import { METHODS } from "./rpc-methods.js";
+import { rpcMethods } from "./rpc-methods.js";
 import { openSession } from "./rpc-socket.js";
 import { SOCKET_METHODS } from "./rpc-subscriptions.js";
 import { signed, signedErrors } from "./schemas.js";
 
 /** POST /rpc runs every method but those that push notifications, which need a session. */
 const HTTP: Transport = {
-  methods: METHODS,
+  methods: rpcMethods,
   notHere: (name) =>
     Object.hasOwn(SOCKET_METHODS, name)
       ? `${name} needs a WebSocket session: GET /rpc with Upgrade: websocket`
@@ -53,7 +53,10 @@ export function registerRpc(app: OpenAPIHono<AppEnv>): void {
   });
   app.get("/openrpc.json", (c) => c.json(openRpcDocument(publicOrigin(c.env) || new URL(c.req.url).origin)));
 
-  const methods = `Methods: ${Object.keys(METHODS).join(", ")}; each one's params, result and errors are in /openrpc.json.`;
+  // The methods' names are read when the document is generated (a getter), so that building the
+  // method table is no part of an isolate's start.
+  const methods = () =>
+    `Methods: ${Object.keys(rpcMethods()).join(", ")}; each one's params, result and errors are in /openrpc.json.`;
   const codes =
     "Errors carry the problem document in error.data; codes -32602 invalid params, -32001 unauthorized, -32003 forbidden, -32004 not found, -32009 conflict, -32022 Idempotency-Key reused, -32053 storage unavailable.";
   app.openAPIRegistry.registerPath({
@@ -61,7 +64,9 @@ export function registerRpc(app: OpenAPIHono<AppEnv>): void {
     path: "/rpc",
     tags: ["json-rpc"],
     summary: "JSON-RPC 2.0",
-    description: `${methods} Signed like every /v1 route. ${codes}`,
+    get description() {
+      return `${methods()} Signed like every /v1 route. ${codes}`;
+    },
     security: signed,
     responses: { 200: { description: "A JSON-RPC response (or an array of them for a batch)" } },
   });

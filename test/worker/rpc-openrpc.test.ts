@@ -1,7 +1,7 @@
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
 import { z } from "zod";
 import { PROBLEM_CODES, PROTOCOL_ERRORS } from "../../functions/api/rpc-dispatch.js";
-import { METHODS } from "../../functions/api/rpc-methods.js";
+import { rpcMethods } from "../../functions/api/rpc-methods.js";
 import { NOTIFICATIONS, SOCKET_METHODS } from "../../functions/api/rpc-subscriptions.js";
 import { actorKeyId, generateKeyPair } from "../../shared/auth/index.js";
 import type { CoordinatorClient } from "../../shared/client/index.js";
@@ -81,7 +81,7 @@ describe("GET /openrpc.json", () => {
       ["http", `${BASE}/rpc`],
       ["websocket", `${BASE.replace("http", "ws")}/rpc`],
     ]);
-    const tables = { ...METHODS, ...SOCKET_METHODS };
+    const tables = { ...rpcMethods(), ...SOCKET_METHODS };
     for (const [name, method] of Object.entries(tables)) {
       const m = methodDoc(name);
       expect(m.summary).toBe(method.summary);
