@@ -76,10 +76,18 @@ export async function watchContext(
   let last = since;
   try {
     const only = isOpen(filter) ? "" : " (only the flows the filters let through)";
-    out.note(`watching context ${contextId}${since !== undefined ? ` after event ${since}` : ""}${only}; Ctrl-C stops`);
+    let opened = false;
     const events = client.contextEvents(contextId, {
       ...(since !== undefined ? { since } : {}),
       signal: stop.signal,
+      // Said once the stream is open, not before: from then on nothing that happens is missed.
+      onOpen: () => {
+        if (opened) return;
+        opened = true;
+        out.note(
+          `watching context ${contextId}${since !== undefined ? ` after event ${since}` : ""}${only}; Ctrl-C stops`,
+        );
+      },
       onDrop: (reason) => out.note(`the event stream dropped (${reason}); reconnecting`),
       onResume: (after) => out.note(`reconnected; resuming after event ${after ?? 0}`),
     });
