@@ -1,6 +1,6 @@
 import type { Context } from "hono";
 import { publicOrigin } from "../core/config.js";
-import type { FlowCall, ServiceCall } from "../service/call.js";
+import { afterAnswer, type FlowCall, type ServiceCall } from "../service/call.js";
 import type { AppEnv } from "./app-env.js";
 
 /** The service call for a signed route (behind `authenticate`). */
@@ -16,6 +16,6 @@ export function flowCall(c: Context<AppEnv>): FlowCall {
     ...serviceCall(c),
     env: c.env,
     origin: publicOrigin(c.env) || new URL(c.req.url).origin,
-    later: (work) => c.executionCtx.waitUntil(work),
+    later: afterAnswer((work) => c.executionCtx.waitUntil(work)),
   };
 }

@@ -8,7 +8,7 @@ import { toProblem } from "../core/errors.js";
 import { Problem, problemData, type RpcResult } from "../core/problem.js";
 import { nextFireAfter, planDue } from "../../shared/model/schedule-time.js";
 import { bindScope, storeForPrefix } from "../core/store.js";
-import type { FlowCall } from "../service/call.js";
+import { afterAnswer, type FlowCall } from "../service/call.js";
 import { actOn, flowRuns, PermissionLost, startBuffered, type FireContext } from "./fire.js";
 import { emptyMemory, recorded, remember, seconds, stateOf, type Fire, type Memory } from "./memory.js";
 
@@ -244,7 +244,7 @@ export class Scheduler extends DurableObject<Env> implements SchedulerRpc {
       body: new Uint8Array(0),
       env: this.env,
       origin: scope.origin,
-      later: (work) => this.ctx.waitUntil(work),
+      later: afterAnswer((work) => this.ctx.waitUntil(work), "a schedule's work after its fire"),
     };
   }
 

@@ -35,3 +35,16 @@ export function scopeBase(call: FlowCall): ScopeBase {
 export function callScope(call: FlowCall, contextId: number, target: ScopeTarget): FlowScope {
   return scopeFor(scopeBase(call), contextId, target);
 }
+
+/**
+ * Work kept going after the answer (`later`), with its failure said in the log: a rejection
+ * left to the runtime is logged as "Uncaught", as if the Worker had crashed, and says nothing of
+ * what failed. The work itself is best effort (what must not be lost is never left to it).
+ */
+export function afterAnswer(
+  waitUntil: (work: Promise<unknown>) => void,
+  what = "work after the answer",
+): (work: Promise<unknown>) => void {
+  return (work) =>
+    waitUntil(work.catch((error: unknown) => console.warn(`${what} failed: ${(error as Error).message}`)));
+}
