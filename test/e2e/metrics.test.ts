@@ -7,6 +7,7 @@ import { eventually } from "../support/eventually.js";
 import { flowEnd } from "../support/flow-runs.js";
 import type { ExtraWorker } from "../support/private-stack.js";
 import { usePrivateStack } from "../support/use-private-stack.js";
+import { quietSent } from "../support/quiet-sent.js";
 
 // /metrics tells the same figures whichever Worker process (and isolate) answers, since they all
 // come from Redis: checked with two `wrangler dev` processes on one Redis. Also: what one scrape
@@ -57,16 +58,7 @@ function valueOf(text: string, series: string): number | undefined {
 
 const pause = (ms: number) => new Promise((r) => setTimeout(r, ms));
 
-/** The commands the REST endpoint sent so far, once nothing more goes out for a while. */
-async function quietSent(idleMs = 400): Promise<number> {
-  let last = stack().restSent().commands;
-  for (;;) {
-    await pause(idleMs);
-    const now = stack().restSent().commands;
-    if (now === last) return now;
-    last = now;
-  }
-}
+const quiet = (idleMs = 400) => quietSent(stack(), idleMs);
 
 const scriptNames = new Map(
   [readContextFigures, countSets, keepFigures].map((s) => [
@@ -77,12 +69,12 @@ const scriptNames = new Map(
 
 /** Scrapes `urls` at once, counting the commands sent to Redis meanwhile, by name (the metrics scripts named). */
 async function scrapeCost(...urls: string[]): Promise<{ sent: number; byCommand: Record<string, number> }> {
-  const before = await quietSent();
+  const before = await quiet();
   const record = stack().restRecord();
   const answers = await Promise.all(urls.map((url) => fetch(`${url}/metrics`)));
   for (const res of answers) expect(res.status).toBe(200);
   await Promise.all(answers.map((res) => res.text()));
-  const sent = (await quietSent()) - before;
+  const sent = (await quiet()) - before;
   const byCommand: Record<string, number> = {};
   for (const command of record().flat()) {
     const name = scriptNames.get(command) ?? command;

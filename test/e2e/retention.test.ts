@@ -10,6 +10,7 @@ import { eventually } from "../support/eventually.js";
 import { flowEnd } from "../support/flow-runs.js";
 import { DirectRedis, redisSnapshot, type RedisSnapshot } from "../support/redis-direct.js";
 import { usePrivateStack } from "../support/use-private-stack.js";
+import { quietSent } from "../support/quiet-sent.js";
 
 // Retention on the real stack: redis-server, the REST endpoint, wrangler dev, test runners as
 // processes. No cron: the tests fire the sweep themselves (as the cron does) and wait for each
@@ -136,16 +137,7 @@ async function openEveryPooledConnection(): Promise<void> {
   );
 }
 
-/** The commands the REST endpoint sent, once nothing more goes out for a while. */
-async function quietSent(idleMs = 600): Promise<number> {
-  let last = stack().restSent().commands;
-  for (;;) {
-    await pause(idleMs);
-    const now = stack().restSent().commands;
-    if (now === last) return now;
-    last = now;
-  }
-}
+const quiet = (idleMs = 600) => quietSent(stack(), idleMs);
 
 /**
  * The records of `flows` in Redis, each hash as it is, and where they are listed: the flow's
@@ -369,10 +361,10 @@ describe("retention on the real stack", () => {
     // As after a window of days: no flow's object holds its flow in memory any more.
     await stack().restartWorker();
 
-    const sentBefore = await quietSent();
+    const sentBefore = await quiet();
     const record = stack().restRecord();
     await sweep();
-    const sent = (await quietSent()) - sentBefore;
+    const sent = (await quiet()) - sentBefore;
     const requests = record();
     expect(await storedIn(ctx)).toMatchObject({
       flows: { finished: 0 },
@@ -380,9 +372,9 @@ describe("retention on the real stack", () => {
       jobs: 0,
       unread_inbox: 0,
     });
-    const idleBefore = await quietSent();
+    const idleBefore = await quiet();
     await sweep();
-    const idle = (await quietSent()) - idleBefore;
+    const idle = (await quiet()) - idleBefore;
     // By command, the removals' script named: one call per flow.
     const purges = `EVALSHA ${sha1(purgeOwner.source)}`;
     const byCommand: Record<string, number> = {};

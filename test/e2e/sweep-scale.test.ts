@@ -6,6 +6,7 @@ import { planCommit, Store } from "../../shared/store/index.js";
 import { claimDue, lookAtContext, settleContext } from "../../shared/store/scripts/sweep.js";
 import { DirectRedis } from "../support/redis-direct.js";
 import { usePrivateStack } from "../support/use-private-stack.js";
+import { quietSent } from "../support/quiet-sent.js";
 
 // The sweep at scale, on the real stack (redis-server, the REST endpoint, wrangler dev): 1,000
 // contexts each hold a flow whose delivery deadline passed and whose object never armed an alarm
@@ -29,19 +30,9 @@ beforeAll(async () => {
 });
 afterAll(() => direct?.close());
 
-const pause = (ms: number) => new Promise((r) => setTimeout(r, ms));
 const sha1 = (text: string) => createHash("sha1").update(text).digest("hex");
 
-/** The commands the REST endpoint sent, once nothing more goes out for a while. */
-async function quietSent(idleMs = 1_000): Promise<number> {
-  let last = stack().restSent().commands;
-  for (;;) {
-    await pause(idleMs);
-    const now = stack().restSent().commands;
-    if (now === last) return now;
-    last = now;
-  }
-}
+const quiet = (idleMs = 1_000) => quietSent(stack(), idleMs);
 
 /** Runs `work` on each of `items`, `parallel` at a time. */
 async function each<T>(items: T[], parallel: number, work: (item: T) => Promise<void>): Promise<void> {
@@ -124,7 +115,7 @@ describe("the sweep at scale", () => {
     const due = (await direct.call("ZRANGEBYSCORE", stack().keys.sweepDue(), "-inf", String(Date.now()))) as string[];
     expect(due.map(Number).sort((a, b) => a - b)).toEqual(contexts);
 
-    const before = await quietSent();
+    const before = await quiet();
     const record = stack().restRecord();
     const fired = Date.now();
     const handed = await stack()
@@ -133,7 +124,7 @@ describe("the sweep at scale", () => {
         throw new Error(`${error.message}; the Worker said lately: ${stack().workerLog().slice(-4_000)}`);
       });
     const took = Date.now() - fired;
-    const sent = (await quietSent()) - before;
+    const sent = (await quiet()) - before;
     const counts = byCommand(record());
     const own = sweepOwn(counts);
     console.log(
@@ -165,12 +156,12 @@ describe("the sweep at scale", () => {
     expect(contexts).toHaveLength(CONTEXTS);
     // Due now, as each is when its due time comes for something already done (a flow that ended).
     for (const ctx of contexts) await direct.call("ZADD", stack().keys.sweepDue(), "0", String(ctx));
-    const before = await quietSent();
+    const before = await quiet();
     const record = stack().restRecord();
     const fired = Date.now();
     expect(await stack().sweepToEnd(240_000)).toBe(CONTEXTS);
     const took = Date.now() - fired;
-    const sent = (await quietSent()) - before;
+    const sent = (await quiet()) - before;
     const counts = byCommand(record());
     console.log(
       `sweep: ${CONTEXTS} due contexts with nothing to do swept in one run in ${took} ms: ${sent} commands sent = ` +
