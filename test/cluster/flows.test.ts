@@ -4,6 +4,7 @@ import { answersIn, flowEnd } from "../support/flow-runs.js";
 import { layeredJobs } from "../support/jobs.js";
 import { RedisCluster } from "../support/redis-cluster.js";
 import { usePrivateStack } from "../support/use-private-stack.js";
+import { quietSent } from "../support/quiet-sent.js";
 
 // Flows end to end over a Redis Cluster (the Worker, the REST endpoint in front of the cluster),
 // and what they cost there, counted as the single server's budgets are (budget-sent.test.ts,
@@ -21,22 +22,14 @@ const LAYERED_RUN_PER_JOB = 5;
 const SWEEP_SENT_PER_CONTEXT = 7;
 
 /** The commands the REST endpoint sent, once nothing more goes out for a while. */
-async function quietSent(idleMs = 600): Promise<number> {
-  let last = stack().restSent().commands;
-  for (;;) {
-    await new Promise((r) => setTimeout(r, idleMs));
-    const now = stack().restSent().commands;
-    if (now === last) return now;
-    last = now;
-  }
-}
+const quiet = (idleMs = 600) => quietSent(stack(), idleMs);
 
 /** The requests `work` made of storage, once quiet, less the key epoch's reads (GET + GET, at most once a second). */
 async function sentBy(work: () => Promise<unknown>): Promise<{ sent: number; epochReads: number; requests: string[] }> {
-  await quietSent();
+  await quiet();
   const record = stack().restRecord();
   await work();
-  await quietSent();
+  await quiet();
   const requests = record().map((commands) => commands.join("+"));
   const epochReads = requests.filter((r) => r === "GET+GET").length;
   const sent = requests.filter((r) => r !== "GET+GET").reduce((n, r) => n + r.split("+").length, 0);
@@ -110,11 +103,11 @@ describe("flows over a Redis Cluster", () => {
   });
 
   it(`runs a 100-job layered DAG with at most ${LAYERED_RUN_PER_JOB} commands run per job`, async () => {
-    await quietSent();
+    await quiet();
     const before = await commandsRun();
     const flow = await admin().client.submitFlow(ctx, { start: true, jobs: layeredJobs("j", 10, 10) });
     expect((await flowEnd(admin().client, ctx, flow.id, 90_000)).status).toBe("finished");
-    await quietSent();
+    await quiet();
     const run = (await commandsRun()) - before;
     console.log(
       `cluster budget: a 100-job layered DAG ran ${run} commands on the masters = ${(run / 100).toFixed(2)} per job`,

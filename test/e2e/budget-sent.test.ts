@@ -4,6 +4,7 @@ import { commitFlow, createFlow, reserveFlow } from "../../shared/store/scripts/
 import { answersIn, flowEnd } from "../support/flow-runs.js";
 import type { TestRunnerProcess } from "../support/private-stack.js";
 import { usePrivateStack } from "../support/use-private-stack.js";
+import { quietSent } from "../support/quiet-sent.js";
 
 // What the Worker sends to storage per job, counted where it leaves: at this stack's own REST
 // endpoint (one EVALSHA is one command, a pipeline of n is n). Deterministic budgets, no timings:
@@ -21,16 +22,8 @@ const { stack, admin } = usePrivateStack("budget-sent", { cron: false });
 const LONE_JOB_SENT = 3;
 const INDEPENDENT_SENT_PER_JOB = 0.2;
 
-/** The commands sent once nothing more goes out for a while (what the Worker does after an answer counts too). */
-async function quietSent(idleMs = 600): Promise<number> {
-  let last = stack().restSent().commands;
-  for (;;) {
-    await new Promise((r) => setTimeout(r, idleMs));
-    const now = stack().restSent().commands;
-    if (now === last) return now;
-    last = now;
-  }
-}
+/** The commands the REST endpoint sent, once nothing more goes out for a while. */
+const quiet = (idleMs = 600) => quietSent(stack(), idleMs);
 
 describe("budget: commands sent to storage", () => {
   let ctx: number;
@@ -56,13 +49,13 @@ describe("budget: commands sent to storage", () => {
     let last = 0;
     for (let i = 0; i < 3; i++) {
       const readsBefore = await epochReads();
-      const before = await quietSent();
+      const before = await quiet();
       const flow = await admin().client.submitFlow(ctx, {
         start: true,
         jobs: [{ name: `lone${i}`, script: "true", script_type: "sh" }],
       });
       await answersIn(proc, new RegExp(`^answered result lone${i} flow ${flow.id} .* 200 applied$`), 1);
-      const sent = (await quietSent()) - before;
+      const sent = (await quiet()) - before;
       const read = (await epochReads()) - readsBefore;
       last = flow.id;
       reads.push(read);
@@ -83,16 +76,16 @@ describe("budget: commands sent to storage", () => {
   });
 
   it("costs a lone job no more after a quiet spell of over 30 s (the runner list is kept)", async () => {
-    await quietSent();
+    await quiet();
     await new Promise((r) => setTimeout(r, 31_000));
-    const before = await quietSent();
+    const before = await quiet();
     const record = stack().restRecord();
     const flow = await admin().client.submitFlow(ctx, {
       start: true,
       jobs: [{ name: "later", script: "true", script_type: "sh" }],
     });
     await answersIn(proc, new RegExp(`^answered result later flow ${flow.id} .* 200 applied$`), 1);
-    const sent = (await quietSent()) - before;
+    const sent = (await quiet()) - before;
     console.log(`budget: a lone job after 31 s of quiet sent ${sent}: ${JSON.stringify(record().map((c) => c[0]))}`);
     // The key epoch is read again after a quiet spell: one more than the lone job's own.
     expect(sent).toBeLessThanOrEqual(LONE_JOB_SENT + 1);
@@ -103,14 +96,14 @@ describe("budget: commands sent to storage", () => {
     const names = new Map(
       [reserveFlow, createFlow, commitFlow].map((script) => [`EVALSHA ${sha1(script.source)}`, script.name]),
     );
-    await quietSent();
+    await quiet();
     const stop = stack().restRecord();
     const flow = await admin().client.submitFlow(ctx, {
       start: true,
       jobs: [{ name: "steps", script: "true", script_type: "sh" }],
     });
     await answersIn(proc, new RegExp(`^answered result steps flow ${flow.id} .* 200 applied$`), 1);
-    await quietSent();
+    await quiet();
     const requests = stop().map((commands) => commands.map((c) => names.get(c) ?? c).join(" + "));
     console.log(`budget: a lone job's storage round trips, in order: ${requests.join(", ")}`);
     // The key epoch's reads (MGET, with the database's identity) come at most once a second,
@@ -123,11 +116,11 @@ describe("budget: commands sent to storage", () => {
   });
 
   it(`runs 100 independent jobs with at most ${INDEPENDENT_SENT_PER_JOB} commands sent per job`, async () => {
-    const before = await quietSent();
+    const before = await quiet();
     const jobs = Array.from({ length: 100 }, (_, i) => ({ name: `i${i}`, script: "true", script_type: "sh" as const }));
     const flow = await admin().client.submitFlow(ctx, { start: true, jobs });
     await answersIn(proc, new RegExp(`^answered result \\S+ flow ${flow.id} `), 100, 90_000);
-    const sent = (await quietSent()) - before;
+    const sent = (await quiet()) - before;
     console.log(
       `budget: 100 independent jobs sent ${sent} commands = ${(sent / 100).toFixed(2)} per job (limit ${INDEPENDENT_SENT_PER_JOB})`,
     );
