@@ -32,19 +32,10 @@ export class ContextFeed extends DurableObject<Env> implements ContextFeedRpc {
 
   private get sql(): SqlStorage {
     if (!this.ready) {
-      const sql = this.ctx.storage.sql;
-      sql.exec(`
+      this.ctx.storage.sql.exec(`
         CREATE TABLE IF NOT EXISTS feed (seq INTEGER PRIMARY KEY, body TEXT NOT NULL);
         CREATE TABLE IF NOT EXISTS flows (flow INTEGER PRIMARY KEY, last INTEGER NOT NULL, incarnation TEXT);
       `);
-      // A table made before flows had incarnations lacks the column.
-      if (
-        !sql
-          .exec<{ name: string }>("PRAGMA table_info(flows)")
-          .toArray()
-          .some((c) => c.name === "incarnation")
-      )
-        sql.exec("ALTER TABLE flows ADD COLUMN incarnation TEXT");
       this.ready = true;
     }
     return this.ctx.storage.sql;

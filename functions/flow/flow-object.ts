@@ -306,6 +306,7 @@ export class FlowObject
   get parts(): Forgetful[] {
     return [
       this.stream,
+      this.commits.pending,
       this.relay,
       this.deadlines,
       this.nonces,

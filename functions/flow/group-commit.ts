@@ -109,7 +109,8 @@ export class GroupCommit {
   private drained: (() => void)[] = [];
   /** The last commit or settlement: the next one starts after it. */
   private writing: Promise<unknown> = Promise.resolve();
-  private readonly pending: PendingCommits;
+  /** The write-ahead record of the commit under way (a part that forgets its table on a wipe). */
+  readonly pending: PendingCommits;
   private readonly journal: FlowJournal;
   /**
    * Bumped whenever memory is set or forgotten here: a read from storage begun before does not

@@ -1,4 +1,5 @@
 import type { CommitPlan, Creation } from "../../shared/store/index.js";
+import type { Forgetful } from "./incarnation.js";
 
 /**
  * What of a commit must survive the object: the script call (a commit's, or a creation's with
@@ -16,8 +17,6 @@ export type PendingCommit = Pick<CommitPlan, "keys" | "args" | "queued" | "freed
 
 /** A row of SQL may hold 2 MB; a plan is written in chunks well below. */
 const CHUNK_CHARS = 500_000;
-/** Where a plan was kept before it went to SQL: read and cleared still, for a plan left there. */
-const LEGACY_HEAD = "pending";
 
 /**
  * The write-ahead record of a flow's commit. A call to storage has three outcomes: applied, not
@@ -34,18 +33,28 @@ const LEGACY_HEAD = "pending";
  * 0.1). Statements with no await between them are one atomic write: a plan is replaced whole;
  * and as for any write, nothing leaves the object (the commit's call) before it is durable.
  */
-export class PendingCommits {
+export class PendingCommits implements Forgetful {
+  /** Whether the table is known to exist: made once per object's life, and again after a wipe. */
+  private ready = false;
+
   constructor(private readonly storage: DurableObjectStorage) {}
 
-  /** The table, made when missing (a reset drops every table with the keys). */
+  /** The table, made when missing (a wipe drops every table with the keys: see forget). */
   private get sql(): SqlStorage {
-    this.storage.sql.exec("CREATE TABLE IF NOT EXISTS pending (n INTEGER PRIMARY KEY, chunk TEXT NOT NULL)");
+    if (!this.ready) {
+      this.storage.sql.exec("CREATE TABLE IF NOT EXISTS pending (n INTEGER PRIMARY KEY, chunk TEXT NOT NULL)");
+      this.ready = true;
+    }
     return this.storage.sql;
+  }
+
+  /** Storage was wiped (its tables dropped): the table is made again on next use. */
+  forget(): void {
+    this.ready = false;
   }
 
   /** Records the plan, durably, before it is sent (replacing one left behind, chunks and all). */
   async write(plan: PendingCommit): Promise<void> {
-    await this.clearLegacy();
     const text = JSON.stringify(plan);
     const sql = this.sql;
     sql.exec("DELETE FROM pending");
@@ -56,34 +65,11 @@ export class PendingCommits {
   /** The plan left pending, if any. */
   async read(): Promise<PendingCommit | undefined> {
     const rows = this.sql.exec<{ chunk: string }>("SELECT chunk FROM pending ORDER BY n").toArray();
-    if (rows.length > 0) return JSON.parse(rows.map((r) => r.chunk).join("")) as PendingCommit;
-    return this.readLegacy();
+    return rows.length > 0 ? (JSON.parse(rows.map((r) => r.chunk).join("")) as PendingCommit) : undefined;
   }
 
   /** Forgets the plan: its outcome is known. */
   async clear(): Promise<void> {
     this.sql.exec("DELETE FROM pending");
-    await this.clearLegacy();
-  }
-
-  /** A plan kept as key-value chunks (`pending`, `pending:<n>`) by an earlier version. */
-  private async readLegacy(): Promise<PendingCommit | undefined> {
-    const n = await this.storage.get<number>(LEGACY_HEAD);
-    if (n === undefined) return undefined;
-    const names = Array.from({ length: n }, (_, i) => `${LEGACY_HEAD}:${i}`);
-    let text = "";
-    for (let i = 0; i < names.length; i += 120) {
-      const got = await this.storage.get<string>(names.slice(i, i + 120));
-      for (const name of names.slice(i, i + 120)) text += got.get(name) ?? "";
-    }
-    return JSON.parse(text) as PendingCommit;
-  }
-
-  private async clearLegacy(): Promise<void> {
-    const n = await this.storage.get<number>(LEGACY_HEAD);
-    if (n === undefined) return;
-    await this.storage.delete(LEGACY_HEAD);
-    const names = Array.from({ length: n }, (_, i) => `${LEGACY_HEAD}:${i}`);
-    for (let i = 0; i < names.length; i += 120) await this.storage.delete(names.slice(i, i + 120));
   }
 }

@@ -31,4 +31,19 @@ describe("PendingCommits", () => {
       expect([...(await state.storage.list({ prefix: "pending" })).keys()]).toEqual([]);
     });
   });
+
+  it("makes its table again after a wipe drops it, once told to forget", async () => {
+    const { stub } = w.flowStub(1, 424243);
+    const plan = { keys: ["k"], args: ["a"], queued: [], freed: [], notifies: false };
+    await runInDurableObject(stub, async (_instance, state) => {
+      const pending = new PendingCommits(state.storage);
+      await pending.write(plan);
+      await state.storage.deleteAll(); // what wipeStorage does: the table goes with the keys
+      // Known to exist, so not made again: the write fails until the part forgets (flow-object.ts parts).
+      await expect(pending.write(plan)).rejects.toThrow(/no such table/);
+      pending.forget();
+      await pending.write(plan);
+      expect(await pending.read()).toEqual(plan);
+    });
+  });
 });
