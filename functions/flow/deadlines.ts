@@ -10,6 +10,8 @@ import {
 
 /** The object's storage key of when storage went away (durable: the object may be evicted meanwhile). */
 const DOWN_SINCE = "storage-down-since";
+/** The object's storage key of when a call first came back from that outage, before it was charged. */
+const UP_AT = "storage-up-at";
 
 /** How soon an object that could not act (storage away, a plan pending) tries again. */
 export const RETRY_SOON_MS = 5_000;
@@ -105,6 +107,12 @@ export interface DeadlineHost {
 export class Deadlines {
   /** When storage went away; null: it is up; undefined: not read from storage yet. */
   private downSince: number | null | undefined;
+  /**
+   * When a call first came back from the marked outage while no state was in memory to move (it
+   * is read back after an unknown outcome); null: none did; undefined: not read yet. Durable as
+   * the mark is: the outage ended then, not when the move is made, which may be long after.
+   */
+  private upAt: number | null | undefined;
   private reading: Promise<void> | undefined;
   private readonly index = new DeadlineIndex();
   /** The alarm this object set (null: none); undefined when not known (at first, or once it rang). */
@@ -120,8 +128,10 @@ export class Deadlines {
    */
   private async readMark(): Promise<void> {
     if (this.downSince !== undefined) return;
-    this.reading ??= this.host.storage.get<number>(DOWN_SINCE).then((at) => {
-      this.downSince ??= at ?? null;
+    this.reading ??= this.host.storage.get<number>([DOWN_SINCE, UP_AT]).then((marks) => {
+      if (this.downSince !== undefined) return;
+      this.downSince = marks.get(DOWN_SINCE) ?? null;
+      this.upAt = marks.get(UP_AT) ?? null;
     });
     await this.reading;
   }
@@ -129,7 +139,13 @@ export class Deadlines {
   /** A storage call had no known outcome. */
   async storageDown(now = Date.now()): Promise<void> {
     await this.readMark();
-    if (this.downSince !== null) return;
+    if (this.downSince !== null) {
+      // Away again before the outage was charged: one outage, from the first one's start.
+      if (this.upAt === null) return;
+      this.upAt = null;
+      await this.host.storage.delete(UP_AT);
+      return;
+    }
     this.downSince = now;
     await this.host.storage.put(DOWN_SINCE, now);
   }
@@ -139,22 +155,39 @@ export class Deadlines {
    * the deadlines were moved by that much; `state` undefined means there is none to move yet.
    * The mark stays until the move is applied: should it fail, the next call that comes back
    * tries again, from the earliest start of the outage.
+   *
+   * The outage ends at the first call that came back, even one made with no state in memory
+   * (settling a pending plan, reading the state back): that time is kept (`upAt`), since the
+   * move may come much later (the next commit, or a deadline coming due, in this object or a
+   * fresh one), and measured up to then it moved a flow's only wait by the whole time from the
+   * outage to its timeout (the chaos soak's seed 29112611: 23.5 s past due).
    */
   async storageUp(state: FlowState | null | undefined, now = Date.now()): Promise<number> {
     await this.readMark();
     const since = this.downSince;
-    if (since === null || since === undefined || !state) return 0;
+    if (since === null || since === undefined) return 0;
+    if (!state) {
+      if (this.upAt !== null && this.upAt !== undefined) return 0;
+      this.upAt = now;
+      await this.host.storage.put(UP_AT, now);
+      return 0;
+    }
+    const upAt = this.upAt ?? null;
     this.downSince = null; // this call owns the outage now
-    const downFor = Math.max(0, now - since);
+    this.upAt = null;
+    const downFor = Math.max(0, (upAt ?? now) - since);
     try {
       if (downFor > 0) await this.host.enqueue({ type: "resumed", downFor, at: now });
     } catch (error) {
+      // The move failed: storage is away again, one outage from the earliest start.
       this.downSince = Math.min(since, this.downSince ?? Infinity);
       await this.host.storage.put(DOWN_SINCE, this.downSince);
+      if (upAt !== null && this.upAt === null) await this.host.storage.delete(UP_AT);
       throw error;
     }
-    // A new outage may have begun meanwhile: its mark stays.
-    if (this.downSince === null) await this.host.storage.delete(DOWN_SINCE);
+    // A new outage may have begun meanwhile: its mark stays (and its own return, if one came).
+    if (this.downSince === null) await this.host.storage.delete([DOWN_SINCE, UP_AT]);
+    else if (upAt !== null && this.upAt === null) await this.host.storage.delete(UP_AT);
     return downFor;
   }
 
@@ -247,6 +280,7 @@ export class Deadlines {
   /** Storage was wiped (alarm and outage mark with it): nothing of it is known any more, and no alarm is set. */
   forget(): void {
     this.downSince = undefined;
+    this.upAt = undefined;
     this.reading = undefined;
     this.armed = null;
     this.forClaims = false;

@@ -4,12 +4,15 @@ import { signerFromJwk } from "../../shared/client/index.js";
 import type { FlowStreamEvent } from "../../shared/model/index.js";
 import { answersIn, attemptsOf, flowEnd, runsIn } from "../support/flow-runs.js";
 import { parsed, readSse } from "../support/streams.js";
+import { pauseClients } from "../support/stack-storage.js";
 import { usePrivateStack } from "../support/use-private-stack.js";
 
 // Waits and sleeps across the faults the coordinator is built for: redis-server frozen
 // (SIGSTOP) over a sleep's end, then the Worker restarted (every Durable Object's memory gone,
 // its storage kept). The sleep still ends once, at the time it had (its result says so),
-// the script after it runs once, and a wait still takes the event sent after the restart.
+// the script after it runs once, and a wait still takes the event sent after the restart. And a
+// wait's timeout after an outage its flow's object noticed long before: moved by the outage's
+// length, not by the time from the outage to the timeout.
 
 const { stack, admin, slotsHeld } = usePrivateStack("faults-waits");
 
@@ -78,4 +81,53 @@ describe("waits and sleeps across a frozen Redis and a restarted Worker", () => 
     const events = parsed<FlowStreamEvent>(stream.events).filter((e) => e.job_id === slept.jobs[0]?.id);
     expect(events.map((e) => e.type)).toEqual(["job.sleep_started", "job.finished"]);
   }, 120_000);
+});
+
+describe("a wait's timeout across an outage its flow noticed long before the timeout", () => {
+  it("moves the timeout by the outage, not by the time from the outage to the timeout", async () => {
+    const ctx = (await admin().client.createContext()).id;
+    const short = 6;
+    const long = 45;
+    const flow = await admin().client.submitFlow(ctx, {
+      start: true,
+      jobs: [
+        { name: "soon", wait: { event: "never.sent", key: "a", timeout: short, on_timeout: "skip" } },
+        { name: "later", wait: { event: "never.sent", key: "b", timeout: long, on_timeout: "skip" } },
+      ],
+    });
+    // Redis holds writes (reads are answered) over the first timeout: its alarm reads that the
+    // context is not paused, and the commit of the timeout gets no answer, so the object marks
+    // storage away and forgets its state. Nothing else of the flow commits until the second
+    // timeout, 39 s later.
+    await new Promise((r) => setTimeout(r, (short - 2) * 1000));
+    const heldAt = Date.now();
+    await pauseClients(stack().redisUrl, 10_000, "WRITE");
+    await new Promise((r) => setTimeout(r, 10_000));
+    const outage = Date.now() - heldAt;
+    const view = await flowEnd(admin().client, ctx, flow.id, 150_000);
+    expect(view.status, JSON.stringify(view)).toBe("finished");
+    // When each wait was due (its start told it) and when it ended, as its flow's stream tells.
+    const stream = await readSse(
+      `${stack().url}/v1/contexts/${ctx}/flows/${flow.id}/events`,
+      await signerFromJwk(admin().jwk, actorKeyId(admin().id)),
+      (e) => e.some((x) => x.event === "flow.finished"),
+    );
+    const events = parsed<FlowStreamEvent>(stream.events);
+    const lateness = (name: string) => {
+      const job = view.jobs.find((j) => j.name === name);
+      expect(job?.status).toBe("skipped");
+      const own = events.filter((e) => e.job_id === job?.id);
+      // NaN when either is missing: no bound below holds for it.
+      const due = own.find((e) => e.type === "job.wait_started")?.until_ms ?? Number.NaN;
+      return (own.find((e) => e.type === "job.skipped")?.at_ms ?? Number.NaN) - due;
+    };
+    const [soon, later] = [lateness("soon"), lateness("later")];
+    console.log(`waits timed out ${soon} ms and ${later} ms after they were due (writes held ${outage} ms)`);
+    // The first ended once writes were taken again. The second moved by the outage as the object
+    // saw it (from the commit that got no answer to the first call that came back: within the
+    // hold, plus the alarm's retry, 5 s), not by the ~35 s from that commit to its timeout.
+    expect(soon).toBeLessThan(outage + 6_000);
+    expect(later).toBeGreaterThanOrEqual(0);
+    expect(later).toBeLessThan(outage + 6_000);
+  }, 180_000);
 });

@@ -85,11 +85,14 @@ export async function sweepToEnd(workerUrl: string, redis: string | CounterReade
   }
 }
 
-/** Holds every client's commands of the redis-server at `redisUrl` for `ms` (CLIENT PAUSE … ALL). */
-export async function pauseClients(redisUrl: string, ms: number): Promise<void> {
+/**
+ * Holds every client's commands of the redis-server at `redisUrl` for `ms` (CLIENT PAUSE … ALL),
+ * or only those that write (`WRITE`: reads are answered, scripts are held, as every EVALSHA).
+ */
+export async function pauseClients(redisUrl: string, ms: number, mode: "ALL" | "WRITE" = "ALL"): Promise<void> {
   const connection = await RedisConnection.open(parseRedisUrl(redisUrl), 2_000);
   try {
-    await connection.send([["CLIENT", "PAUSE", String(ms), "ALL"]]);
+    await connection.send([["CLIENT", "PAUSE", String(ms), mode]]);
   } finally {
     connection.close();
   }

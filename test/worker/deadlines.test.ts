@@ -24,6 +24,7 @@ const away = unreachableStore(w.keys);
 const T = Date.now();
 const RUNNER = 4;
 const DOWN_SINCE = "storage-down-since";
+const UP_AT = "storage-up-at";
 
 /** A new flow in a real context of its own: jobs a and b (b after a), delivery timeout `timeout` s. */
 async function newFlow(
@@ -186,18 +187,50 @@ describe("Deadlines", () => {
       await deadlines.storageDown(T + 1_000);
       await deadlines.storageDown(T + 3_000); // still the same outage: it started at the first
       expect(await ds.storage.get(DOWN_SINCE)).toBe(T + 1_000);
-      // Back, but memory was forgotten: nothing to move yet, and the outage is kept for later.
+      // Back, but memory was forgotten: nothing to move yet; the outage is kept for later, and
+      // when it ended (the call that came back, however late the move comes).
       expect(await deadlines.storageUp(undefined, T + 5_000)).toBe(0);
+      expect(await deadlines.storageUp(undefined, T + 6_000)).toBe(0); // not its first return
       expect(await ds.storage.get(DOWN_SINCE)).toBe(T + 1_000);
+      expect(await ds.storage.get(UP_AT)).toBe(T + 5_000);
 
-      // The object was evicted meanwhile: a fresh instance reads when storage went away.
+      // The object was evicted meanwhile: a fresh instance reads when storage went away and came
+      // back, and moves the deadlines by those 4 s, not by the 39 s to the time it is woken.
       const fresh = new Deadlines(host);
-      expect(await fresh.storageUp(started, T + 8_000)).toBe(7_000);
-      expect(events).toEqual([{ type: "resumed", downFor: 7_000, at: T + 8_000 }]);
-      expect(machine.state.jobs.get(1)?.deadline).toMatchObject({ kind: "delivery", at: T + 300_000 + 7_000 });
+      expect(await fresh.storageUp(started, T + 40_000)).toBe(4_000);
+      expect(events).toEqual([{ type: "resumed", downFor: 4_000, at: T + 40_000 }]);
+      expect(machine.state.jobs.get(1)?.deadline).toMatchObject({ kind: "delivery", at: T + 300_000 + 4_000 });
       expect(await ds.storage.get(DOWN_SINCE)).toBeUndefined();
+      expect(await ds.storage.get(UP_AT)).toBeUndefined();
       expect(await fresh.storageUp(machine.state, T + 9_000)).toBe(0); // told once
       expect(events).toHaveLength(1);
+    });
+  });
+
+  it("charges an outage that came back with memory forgotten up to that return, unless storage went away again", async () => {
+    const { state, stub } = await newFlow();
+    const started = through(state, [start]);
+    await runInDurableObject(stub, async (_instance, ds) => {
+      const machine = { state: started };
+      const { host, events } = hostFor(ds.storage, machine, { store });
+      const deadlines = new Deadlines(host);
+      await deadlines.storageDown(T);
+      expect(await deadlines.storageUp(undefined, T + 3_000)).toBe(0);
+      // The same object moves the deadlines at its next commit, 30 s on: by the 3 s of the outage.
+      expect(await deadlines.storageUp(started, T + 33_000)).toBe(3_000);
+      expect(events).toEqual([{ type: "resumed", downFor: 3_000, at: T + 33_000 }]);
+      expect(await ds.storage.get(UP_AT)).toBeUndefined();
+
+      // Back, then away again before the move: one outage, from the first start to the last return.
+      await deadlines.storageDown(T + 40_000);
+      expect(await deadlines.storageUp(undefined, T + 42_000)).toBe(0);
+      await deadlines.storageDown(T + 45_000);
+      expect(await ds.storage.get(UP_AT)).toBeUndefined();
+      expect(await deadlines.storageUp(undefined, T + 50_000)).toBe(0);
+      expect(await new Deadlines(host).storageUp(machine.state, T + 70_000)).toBe(10_000);
+      expect(events.slice(1)).toEqual([{ type: "resumed", downFor: 10_000, at: T + 70_000 }]);
+      expect(await ds.storage.get(DOWN_SINCE)).toBeUndefined();
+      expect(await ds.storage.get(UP_AT)).toBeUndefined();
     });
   });
 
