@@ -177,7 +177,7 @@ export class Deadlines {
     this.upAt = null;
     const downFor = Math.max(0, (upAt ?? now) - since);
     try {
-      if (downFor > 0) await this.host.enqueue({ type: "resumed", downFor, at: now });
+      if (downFor > 0) await this.host.enqueue({ type: "resumed", downFor, at: now, until: upAt ?? now });
     } catch (error) {
       // The move failed: storage is away again, one outage from the earliest start.
       this.downSince = Math.min(since, this.downSince ?? Infinity);

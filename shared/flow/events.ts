@@ -84,11 +84,12 @@ export type FlowEvent =
   /** A child-flow job's child could not be started for a reason a retry does not change (template gone, inputs refused). */
   | { type: "childRefused"; job: number; attempt: number; error: string; at: number }
   /**
-   * Storage was out of reach for `downFor` ms, so the coordinator could take no report: the
-   * delivery, acknowledgement and result deadlines pending move that much later (the outage is
-   * not charged to runners).
+   * Storage was out of reach for `downFor` ms, up to `until` (when it came back; `at` when
+   * absent), so the coordinator could take no report: the delivery, acknowledgement and result
+   * deadlines pending move that much later (the outage is not charged to runners), and a wait's
+   * timeout by the part of the outage after the wait started.
    */
-  | { type: "resumed"; downFor: number; at: number }
+  | { type: "resumed"; downFor: number; at: number; until?: number }
   /**
    * Runs a flow again (rerun.ts): a failed one from its failed jobs (one whose unwinding failed,
    * from its failed compensations); with `from`, one that ended

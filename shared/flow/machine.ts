@@ -326,16 +326,22 @@ function postpone(state: FlowState, event: Extract<FlowEvent, { type: "postponed
 /**
  * Moves every pending delivery, acknowledgement and result deadline, and every wait's timeout,
  * later by the outage (no report, and no event, could be taken meanwhile). A sleep, a retry's
- * backoff and the flow's deadline keep their time.
+ * backoff and the flow's deadline keep their time. A wait moves by the part of the outage after
+ * it started: one started once storage was back (the batch that found it back may start it, and
+ * this event comes after) was not kept from any event, and moving it made it end late.
  */
 function resume(state: FlowState, event: Extract<FlowEvent, { type: "resumed" }>): Transition {
   if (event.downFor <= 0) return unchanged(state, "duplicate", "no time was lost");
   const d = new Draft(state);
   let moved = false;
   for (const id of state.order) {
-    const due = state.jobs.job(id).deadline;
+    const job = state.jobs.job(id);
+    const due = job.deadline;
     if (!due || due.kind === "retry" || due.kind === "sleep" || due.kind === "expand") continue;
-    d.update(id, { deadline: { ...due, at: due.at + event.downFor } });
+    const since = due.kind === "wait" ? (job.startedAt ?? -Infinity) : -Infinity;
+    const by = Math.max(0, Math.min(event.downFor, (event.until ?? event.at) - since));
+    if (by === 0) continue;
+    d.update(id, { deadline: { ...due, at: due.at + by } });
     moved = true;
   }
   return moved ? d.done() : unchanged(state, "duplicate", "no deadline is pending");

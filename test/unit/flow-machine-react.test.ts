@@ -107,6 +107,21 @@ describe("a wait", () => {
     expect(d.job(100).deadline?.at).toBe(wait + 5_000);
     expect(d.job(101).deadline?.at).toBe(sleep);
   });
+
+  it("moves its timeout by the part of an outage after it started, not by an outage before its start", () => {
+    const d = started([jobIn({ name: "pay", ...waitFor("42") })]);
+    const wait = d.job(100).deadline?.at as number; // started at T
+    // Storage away from T - 20 s to T - 2 s, charged by the batch that started the wait (or later):
+    // the wait was not kept from any event.
+    expect(d.send({ type: "resumed", downFor: 18_000, at: T + 1_000, until: T - 2_000 }).outcome).toBe("duplicate");
+    expect(d.job(100).deadline?.at).toBe(wait);
+    // Away from T - 3 s to T + 4 s: the 4 s after its start.
+    d.send({ type: "resumed", downFor: 7_000, at: T + 9_000, until: T + 4_000 });
+    expect(d.job(100).deadline?.at).toBe(wait + 4_000);
+    // Away from T + 10 s to T + 15 s, all of it while it waited.
+    d.send({ type: "resumed", downFor: 5_000, at: T + 30_000, until: T + 15_000 });
+    expect(d.job(100).deadline?.at).toBe(wait + 9_000);
+  });
 });
 
 describe("a wait read back from storage", () => {

@@ -198,7 +198,7 @@ describe("Deadlines", () => {
       // back, and moves the deadlines by those 4 s, not by the 39 s to the time it is woken.
       const fresh = new Deadlines(host);
       expect(await fresh.storageUp(started, T + 40_000)).toBe(4_000);
-      expect(events).toEqual([{ type: "resumed", downFor: 4_000, at: T + 40_000 }]);
+      expect(events).toEqual([{ type: "resumed", downFor: 4_000, at: T + 40_000, until: T + 5_000 }]);
       expect(machine.state.jobs.get(1)?.deadline).toMatchObject({ kind: "delivery", at: T + 300_000 + 4_000 });
       expect(await ds.storage.get(DOWN_SINCE)).toBeUndefined();
       expect(await ds.storage.get(UP_AT)).toBeUndefined();
@@ -218,7 +218,7 @@ describe("Deadlines", () => {
       expect(await deadlines.storageUp(undefined, T + 3_000)).toBe(0);
       // The same object moves the deadlines at its next commit, 30 s on: by the 3 s of the outage.
       expect(await deadlines.storageUp(started, T + 33_000)).toBe(3_000);
-      expect(events).toEqual([{ type: "resumed", downFor: 3_000, at: T + 33_000 }]);
+      expect(events).toEqual([{ type: "resumed", downFor: 3_000, at: T + 33_000, until: T + 3_000 }]);
       expect(await ds.storage.get(UP_AT)).toBeUndefined();
 
       // Back, then away again before the move: one outage, from the first start to the last return.
@@ -228,7 +228,7 @@ describe("Deadlines", () => {
       expect(await ds.storage.get(UP_AT)).toBeUndefined();
       expect(await deadlines.storageUp(undefined, T + 50_000)).toBe(0);
       expect(await new Deadlines(host).storageUp(machine.state, T + 70_000)).toBe(10_000);
-      expect(events.slice(1)).toEqual([{ type: "resumed", downFor: 10_000, at: T + 70_000 }]);
+      expect(events.slice(1)).toEqual([{ type: "resumed", downFor: 10_000, at: T + 70_000, until: T + 50_000 }]);
       expect(await ds.storage.get(DOWN_SINCE)).toBeUndefined();
       expect(await ds.storage.get(UP_AT)).toBeUndefined();
     });
@@ -245,7 +245,7 @@ describe("Deadlines", () => {
       const fresh = new Deadlines(host);
       const moved = await Promise.all([fresh.storageUp(started, T + 1_000), fresh.storageUp(started, T + 1_000)]);
       expect(moved.sort()).toEqual([0, 1_000]);
-      expect(events).toEqual([{ type: "resumed", downFor: 1_000, at: T + 1_000 }]);
+      expect(events).toEqual([{ type: "resumed", downFor: 1_000, at: T + 1_000, until: T + 1_000 }]);
       // Two outages reported at once on a fresh instance: the first start stands.
       const other = new Deadlines(host);
       await Promise.all([other.storageDown(T + 2_000), other.storageDown(T + 2_500)]);
@@ -274,7 +274,7 @@ describe("Deadlines", () => {
       expect(await ds.storage.get(DOWN_SINCE)).toBe(T);
       failing = false;
       expect(await deadlines.storageUp(started, T + 12_000)).toBe(12_000);
-      expect(events).toEqual([{ type: "resumed", downFor: 12_000, at: T + 12_000 }]);
+      expect(events).toEqual([{ type: "resumed", downFor: 12_000, at: T + 12_000, until: T + 12_000 }]);
       expect(await ds.storage.get(DOWN_SINCE)).toBeUndefined();
     });
   });
@@ -296,7 +296,7 @@ describe("Deadlines", () => {
       // Back at T + 25 s: the outage (15 s) moves the deadline first; nothing is failed on this call.
       use.store = store;
       expect(await deadlines.actOnDue(started, T + 25_000)).toBe(true);
-      expect(events).toEqual([{ type: "resumed", downFor: 15_000, at: T + 25_000 }]);
+      expect(events).toEqual([{ type: "resumed", downFor: 15_000, at: T + 25_000, until: T + 25_000 }]);
       expect(machine.state.jobs.get(1)?.deadline).toMatchObject({ kind: "delivery", at: T + 18_000 });
       expect(await ds.storage.get(DOWN_SINCE)).toBeUndefined();
 
