@@ -1,11 +1,11 @@
 import { spawn } from "node:child_process";
 import { mkdtempSync, readFileSync, rmSync } from "node:fs";
-import { createRequire } from "node:module";
 import { tmpdir } from "node:os";
 import path from "node:path";
 import { fileURLToPath } from "node:url";
 import { parseArgs } from "node:util";
 import vm from "node:vm";
+import { buildWorker } from "./wrangler-build.js";
 
 /**
  * What a cold start of the Worker evaluates, module by module (docs/cost-and-performance.md,
@@ -25,23 +25,9 @@ import vm from "node:vm";
  * workerd's.
  */
 
-const root = path.resolve(path.dirname(fileURLToPath(import.meta.url)), "..");
-const requireHere = createRequire(import.meta.url);
-
 /** The non-minified bundle, as wrangler builds it; returns its text. */
 async function bundle(outdir: string): Promise<string> {
-  const wrangler = path.join(path.dirname(requireHere.resolve("wrangler/package.json")), "bin", "wrangler.js");
-  const child = spawn(process.execPath, [wrangler, "deploy", "--dry-run", "--outdir", outdir, "--minify=false"], {
-    cwd: root,
-    env: { ...process.env, WRANGLER_SEND_METRICS: "false", NO_COLOR: "1" },
-    stdio: ["ignore", "pipe", "pipe"],
-  });
-  let output = "";
-  child.stdout.on("data", (d: Buffer) => (output += d.toString()));
-  child.stderr.on("data", (d: Buffer) => (output += d.toString()));
-  const code = await new Promise<number | null>((resolve) => child.once("exit", resolve));
-  if (code !== 0) throw new Error(`wrangler deploy --dry-run failed (${code}):\n${output}`);
-  return readFileSync(path.join(outdir, "index.js"), "utf8");
+  return readFileSync(await buildWorker(outdir, ["--minify=false"]), "utf8");
 }
 
 /** The bundle with a probe before each module and each top-level `var` of ours, and zod's constructor counted. */

@@ -4,9 +4,9 @@ import { createRequire } from "node:module";
 import { availableParallelism, loadavg, tmpdir } from "node:os";
 import path from "node:path";
 import type { Readable } from "node:stream";
-import { fileURLToPath } from "node:url";
 import { parseArgs } from "node:util";
 import { gzipSync } from "node:zlib";
+import { buildWorker } from "./wrangler-build.js";
 
 /**
  * The Worker's size and cold start, as docs/cost-and-performance.md states them (Cold start):
@@ -41,7 +41,6 @@ import { gzipSync } from "node:zlib";
  *    one is evaluating its top level.
  */
 
-const root = path.resolve(path.dirname(fileURLToPath(import.meta.url)), "..");
 const requireHere = createRequire(import.meta.url);
 
 /**
@@ -70,22 +69,9 @@ function cpuMs(pid: number): number {
   return ns / 1e6;
 }
 
-/** Bundles the Worker as `wrangler deploy` does, into `outdir`; returns the script's path. */
-async function bundle(outdir: string, extra: string[]): Promise<string> {
-  const wrangler = path.join(path.dirname(requireHere.resolve("wrangler/package.json")), "bin", "wrangler.js");
-  const meta = path.join(outdir, "meta.json");
-  const args = [wrangler, "deploy", "--dry-run", "--outdir", outdir, "--metafile", meta, ...extra];
-  const child = spawn(process.execPath, args, {
-    cwd: root,
-    env: { ...process.env, WRANGLER_SEND_METRICS: "false", CLOUDFLARE_CF_FETCH_ENABLED: "false", NO_COLOR: "1" },
-    stdio: ["ignore", "pipe", "pipe"],
-  });
-  let output = "";
-  child.stdout.on("data", (d: Buffer) => (output += d.toString()));
-  child.stderr.on("data", (d: Buffer) => (output += d.toString()));
-  const code = await new Promise<number | null>((resolve) => child.once("exit", resolve));
-  if (code !== 0) throw new Error(`wrangler deploy --dry-run failed (${code}):\n${output}`);
-  return path.join(outdir, "index.js");
+/** Bundles the Worker as `wrangler deploy` does, with its metafile beside the script (contributors). */
+function bundle(outdir: string, extra: string[]): Promise<string> {
+  return buildWorker(outdir, ["--metafile", path.join(outdir, "meta.json"), ...extra]);
 }
 
 /** The script's bytes by package (or by top folder of this repository), largest first. */
