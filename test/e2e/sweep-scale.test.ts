@@ -95,6 +95,8 @@ function sweepOwn(counts: Record<string, number>): number {
 
 describe("the sweep at scale", () => {
   let contexts: number[] = [];
+  /** The first test's warm-up context: due again at its relay's settle time, 30 s after its sweep. */
+  let warm: number | undefined;
 
   it(`notices ${CONTEXTS} due contexts' passed deadlines in one cron run, at most ${SWEEP_SENT_PER_CONTEXT} commands each`, async () => {
     const { client, id: callerId } = admin();
@@ -107,7 +109,7 @@ describe("the sweep at scale", () => {
     // loaded into Redis before anything is counted (a first use sends the script whole).
     const store = new Store(stack().redis, stack().keys);
     const startedAt = Date.now() - 10 * 60_000;
-    const warm = (await client.createContext()).id;
+    warm = (await client.createContext()).id;
     await storeStartedFlow(store, warm, callerId, startedAt);
     expect(await stack().sweepToEnd()).toBe(1);
     await each(contexts, 16, (ctx) => storeStartedFlow(store, ctx, callerId, startedAt));
@@ -155,19 +157,23 @@ describe("the sweep at scale", () => {
   it(`sweeps ${CONTEXTS} due contexts with nothing to do at ${SWEEP_SENT_PER_CONTEXT} commands each at most`, async () => {
     expect(contexts).toHaveLength(CONTEXTS);
     // Due now, as each is when its due time comes for something already done (a flow that ended).
-    for (const ctx of contexts) await direct.call("ZADD", stack().keys.sweepDue(), "0", String(ctx));
+    // The warm-up context too: it comes due again 30 s after the first test's warm-up sweep, which
+    // a slow machine passes before this sweep (CI saw 1,001 handed, twice in one day); due at
+    // once, it is swept in this run whenever that is, like the others.
+    for (const ctx of [...contexts, warm as number])
+      await direct.call("ZADD", stack().keys.sweepDue(), "0", String(ctx));
     const before = await quiet();
     const record = stack().restRecord();
     const fired = Date.now();
-    expect(await stack().sweepToEnd(240_000)).toBe(CONTEXTS);
+    expect(await stack().sweepToEnd(240_000)).toBe(CONTEXTS + 1);
     const took = Date.now() - fired;
     const sent = (await quiet()) - before;
     const counts = byCommand(record());
     console.log(
-      `sweep: ${CONTEXTS} due contexts with nothing to do swept in one run in ${took} ms: ${sent} commands sent = ` +
-        `${(sent / CONTEXTS).toFixed(3)} a context: ${JSON.stringify(counts)}`,
+      `sweep: ${CONTEXTS + 1} due contexts with nothing to do swept in one run in ${took} ms: ${sent} commands sent = ` +
+        `${(sent / (CONTEXTS + 1)).toFixed(3)} a context: ${JSON.stringify(counts)}`,
     );
-    expect(sent / CONTEXTS).toBeLessThanOrEqual(SWEEP_SENT_PER_CONTEXT);
+    expect(sent / (CONTEXTS + 1)).toBeLessThanOrEqual(SWEEP_SENT_PER_CONTEXT);
     // Nothing that was due when the run began is due still. (Not "nothing due now": a context of
     // the first test, due again at its relay's settle time, may come due while this one checks;
     // CI saw exactly that once.)
