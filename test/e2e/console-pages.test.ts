@@ -1,7 +1,7 @@
 import { writeFileSync } from "node:fs";
 import path from "node:path";
 import { describe, expect, it } from "vitest";
-import type { ConsoleMessage, Locator, Response } from "playwright-core";
+import type { ConsoleMessage, Locator, Request, Response } from "playwright-core";
 import { freePort } from "../../infra/redis-server.js";
 import { bareKeyId, generateKeyPair, type PrivateJwk } from "../../shared/auth/index.js";
 import { CoordinatorClient, signerFromJwk } from "../../shared/client/index.js";
@@ -313,11 +313,22 @@ describe("the API reference at /docs/", () => {
       // and drop it (CI saw both): each try opens the operation afresh, presses Test Request once
       // it is shown, and Send once the client shows it; a client that did not open is tried again.
       let response: Response | undefined;
+      // What went wrong in each try that sent nothing, for the error: a request the page made to
+      // /v1/contexts that failed (it has no response), or none made at all.
+      const failed: string[] = [];
+      const onFailed = (request: Request) => {
+        if (new URL(request.url()).pathname === "/v1/contexts")
+          failed.push(`${request.method()} ${request.url()}: ${request.failure()?.errorText ?? "failed"}`);
+      };
+      page.on("requestfailed", onFailed);
       for (let attempt = 0; attempt < 4 && !response; attempt++) {
         // A reload, not the same address again: a hash change would keep a client left open.
         if (attempt === 0) await page.goto(`${stack().url}/docs/#tag/contexts/GET/v1/contexts`);
         else await page.reload();
-        const test = page.getByRole("button", { name: /Test Request/ }).first();
+        // The operation's own button: the page renders the operations before it too, each with
+        // one (Scalar names them "Test Request(get /health)" and so on), and the first of them
+        // opened GET /health, whose answer this waited for in vain (both of one day's CI runs).
+        const test = page.getByRole("button", { name: /^Test Request\s*\(get \/v1\/contexts\)$/ });
         await test.waitFor({ state: "visible", timeout: 15_000 });
         await test.click();
         const send = page.getByRole("button", { name: /^Send/ }).first();
@@ -334,8 +345,11 @@ describe("the API reference at /docs/", () => {
           .catch(() => undefined);
         await send.click();
         response = await answered;
+        if (!response) await page.screenshot({ path: path.join(ARTIFACTS, `console-docs-sent-${attempt}.png`) });
       }
-      if (!response) throw new Error("Test Request sent nothing");
+      page.off("requestfailed", onFailed);
+      if (!response)
+        throw new Error(`Test Request sent nothing: ${failed.join("; ") || "no request to /v1/contexts was made"}`);
       expect(response.status()).toBe(200);
       expect(await response.request().headerValue("signature-input")).toContain(`keyid="actor:${admin().id}"`);
       await page.getByText("200 OK").first().waitFor();
