@@ -69,14 +69,19 @@ const scriptNames = new Map(
 
 /** Scrapes `urls` at once, counting the commands sent to Redis meanwhile, by name (the metrics scripts named). */
 async function scrapeCost(...urls: string[]): Promise<{ sent: number; byCommand: Record<string, number> }> {
-  const before = await quiet();
+  await quiet();
   const record = stack().restRecord();
   const answers = await Promise.all(urls.map((url) => fetch(`${url}/metrics`)));
   for (const res of answers) expect(res.status).toBe(200);
   await Promise.all(answers.map((res) => res.text()));
-  const sent = (await quiet()) - before;
+  // Counted from the one record, not the endpoint's running count read at each quiet: a reading
+  // keeps itself (keepFigures) after its answer, and under load that came after the quiet yet
+  // before the record was read, so the count said 8 where the record held all 9 (CI, twice).
+  await quiet(1_000);
+  const commands = record().flat();
+  const sent = commands.length;
   const byCommand: Record<string, number> = {};
-  for (const command of record().flat()) {
+  for (const command of commands) {
     const name = scriptNames.get(command) ?? command;
     byCommand[name] = (byCommand[name] ?? 0) + 1;
   }
@@ -145,10 +150,15 @@ describe("metrics: the same from every Worker process", () => {
         `${contexts} contexts: reading afresh ${refresh.sent} commands sent, answering from the kept reading ` +
           `${kept.sent}: ${JSON.stringify(kept.byCommand)}`,
       );
-      expect(kept.byCommand).toEqual({ GET: 1 });
+      // The scrape's own: one GET, and none of a reading's commands. Not an exact count of the
+      // window: it also holds what earlier contexts' dispatchers do in the background (a reap's
+      // ZRANGE and scripts: CI saw `EVAL`, an `EVALSHA` and two `ZRANGE` there once).
+      expect(kept.byCommand.GET).toBe(1);
+      for (const reading of ["SET", "readContextFigures", "countSets", "keepFigures"])
+        expect(kept.byCommand[reading], reading).toBeUndefined();
       const size = Number(await stack().redis.exec(["STRLEN", stack().keys.metrics("kept")]));
       console.log(`the kept reading of ${contexts} contexts: ${size} bytes`);
-      costs.push(kept.sent);
+      costs.push(kept.byCommand.GET ?? 0);
       // Both processes answer the same reading, its time included.
       const [fromA, fromB] = await Promise.all([a.url, b.url].map(globalFiguresWithTime));
       expect(fromB).toBe(fromA);
