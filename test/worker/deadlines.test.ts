@@ -66,6 +66,20 @@ function hostFor(
   return { host, events, asked };
 }
 
+type Hosted = ReturnType<typeof hostFor>;
+
+/** Runs `work` in a new flow's object once the flow started, with a host over its storage (hostFor). */
+async function inStartedFlow(
+  work: (flow: { started: FlowState; machine: { state: FlowState }; ds: DurableObjectState } & Hosted) => Promise<void>,
+): Promise<void> {
+  const { state, stub } = await newFlow();
+  const started = through(state, [start]);
+  await runInDurableObject(stub, async (_instance, ds) => {
+    const machine = { state: started };
+    await work({ started, machine, ds, ...hostFor(ds.storage, machine, { store }) });
+  });
+}
+
 describe("Deadlines", () => {
   it("sets the alarm at the nearest deadline, or soon when asked to try again", async () => {
     const { state, stub } = await newFlow();
@@ -175,11 +189,7 @@ describe("Deadlines", () => {
   });
 
   it("moves the deadlines later by the time storage was away, once it is back", async () => {
-    const { state, stub } = await newFlow();
-    const started = through(state, [start]);
-    await runInDurableObject(stub, async (_instance, ds) => {
-      const machine = { state: started };
-      const { host, events } = hostFor(ds.storage, machine, { store });
+    await inStartedFlow(async ({ started, machine, host, events, ds }) => {
       const deadlines = new Deadlines(host);
       expect(await deadlines.storageUp(started, T + 500)).toBe(0); // storage was never away
       expect(events).toEqual([]);
@@ -208,11 +218,7 @@ describe("Deadlines", () => {
   });
 
   it("charges an outage that came back with memory forgotten up to that return, unless storage went away again", async () => {
-    const { state, stub } = await newFlow();
-    const started = through(state, [start]);
-    await runInDurableObject(stub, async (_instance, ds) => {
-      const machine = { state: started };
-      const { host, events } = hostFor(ds.storage, machine, { store });
+    await inStartedFlow(async ({ started, machine, host, events, ds }) => {
       const deadlines = new Deadlines(host);
       await deadlines.storageDown(T);
       expect(await deadlines.storageUp(undefined, T + 3_000)).toBe(0);
@@ -235,11 +241,7 @@ describe("Deadlines", () => {
   });
 
   it("moves the deadlines once when two calls come back at the same time", async () => {
-    const { state, stub } = await newFlow();
-    const started = through(state, [start]);
-    await runInDurableObject(stub, async (_instance, ds) => {
-      const machine = { state: started };
-      const { host, events } = hostFor(ds.storage, machine, { store });
+    await inStartedFlow(async ({ started, host, events, ds }) => {
       await new Deadlines(host).storageDown(T);
       // A fresh instance (the mark is only in storage) and two successful calls at once.
       const fresh = new Deadlines(host);
@@ -255,11 +257,7 @@ describe("Deadlines", () => {
   });
 
   it("keeps the outage when moving the deadlines fails, and moves them on the next call that comes back", async () => {
-    const { state, stub } = await newFlow();
-    const started = through(state, [start]);
-    await runInDurableObject(stub, async (_instance, ds) => {
-      const machine = { state: started };
-      const { host, events } = hostFor(ds.storage, machine, { store });
+    await inStartedFlow(async ({ started, host, events, ds }) => {
       let failing = true;
       const flaky: DeadlineHost = {
         ...host,
