@@ -58,9 +58,11 @@ export interface RestServer {
   sent(): { requests: number; commands: number };
   /**
    * Records the requests that reach Redis until the returned function is called, which gives
-   * them back: per request, its commands' names (an EVALSHA as `EVALSHA <sha1>`).
+   * them back: per request, its commands' names (an EVALSHA as `EVALSHA <sha1>`). With `keys`,
+   * a command other than a script's is told with its first argument (`GET metrics:kept`): what
+   * tells one caller's commands from those the Worker sends meanwhile in the background.
    */
-  record(): () => string[][];
+  record(options?: { keys?: boolean }): () => string[][];
   /**
    * The largest request body the endpoint took and the largest answer it sent since it started
    * (bytes): what docs/limits.md's worst cases are checked against.
@@ -129,13 +131,14 @@ export async function startRestServer(options: RestServerOptions): Promise<RestS
     url: `http://${host}:${port}`,
     sent: () => ({ requests: backend.sent.batches, commands: backend.sent.commands }),
     largest: () => ({ request: sizes.request, response: sizes.response }),
-    record: () => {
+    record: (options) => {
       const requests: string[][] = [];
       backend.watcher = (commands) =>
         requests.push(
           commands.map(([name, first]) => {
             const upper = String(name).toUpperCase();
-            return upper === "EVALSHA" ? `EVALSHA ${String(first)}` : upper;
+            if (upper === "EVALSHA") return `EVALSHA ${String(first)}`;
+            return options?.keys && upper !== "EVAL" && first !== undefined ? `${upper} ${String(first)}` : upper;
           }),
         );
       return () => {

@@ -312,8 +312,8 @@ export class PrivateStack {
   }
 
   /** Records what the REST endpoint sends to Redis until the returned function is called (see `RestServer.record`). */
-  restRecord(): () => string[][] {
-    return this.runningRest().record();
+  restRecord(options?: { keys?: boolean }): () => string[][] {
+    return this.runningRest().record(options);
   }
 
   /** The largest storage request and answer so far (bytes), as the REST endpoint saw them. */
