@@ -119,6 +119,8 @@ export class Deadlines {
   private armed: number | null | undefined;
   /** The alarm was set by `armBy` for work claimed and not delivered, and by nothing else since. */
   private forClaims = false;
+  /** The alarm's handler runs: it sets the alarm when done, from the state it acted on. */
+  private waking = false;
 
   constructor(private readonly host: DeadlineHost) {}
 
@@ -234,12 +236,11 @@ export class Deadlines {
     before?: FlowState,
     by?: number,
   ): Promise<void> {
-    const due = state ? this.index.nearest(state, before) : undefined;
-    // The flow's own deadline (timeouts.flow) belongs to no job: the index does not hold it.
-    const flowDue = state && state.endedAt === undefined ? flowDeadline(state) : undefined;
-    const times = [due, flowDue, retrySoon ? now + RETRY_SOON_MS : undefined, by].filter(
-      (t): t is number => t !== undefined,
-    );
+    const times = [
+      state ? this.nearest(state, before) : undefined,
+      retrySoon ? now + RETRY_SOON_MS : undefined,
+      by,
+    ].filter((t): t is number => t !== undefined);
     const target = times.length === 0 ? null : Math.min(...times);
     if (target === this.armed) return;
     // While work is claimed and not delivered, an alarm that comes by then already does: moving it
@@ -256,6 +257,36 @@ export class Deadlines {
     this.forClaims = false;
     if (target === null) await this.host.storage.deleteAlarm();
     else await this.host.storage.setAlarm(target);
+    this.armed = target;
+  }
+
+  /** The nearest deadline of `state`, the flow's own included (`before`: as for `arm`). */
+  private nearest(state: FlowState, before?: FlowState): number | undefined {
+    const due = this.index.nearest(state, before);
+    // The flow's own deadline (timeouts.flow) belongs to no job: the index does not hold it.
+    const flowDue = state.endedAt === undefined ? flowDeadline(state) : undefined;
+    return due === undefined || flowDue === undefined ? (due ?? flowDue) : Math.min(due, flowDue);
+  }
+
+  /**
+   * The state was read back from storage (a fresh object, or memory forgotten): the alarm is
+   * made to ring by its nearest deadline at the latest. The commit that gave that deadline may
+   * have armed nothing: the object died between its script call and arming (a Worker restart),
+   * or its outcome was unknown and a plan left pending was applied when settled. Nothing else
+   * rang for such a deadline but the cron's sweep, once a minute (the chaos soak's seed
+   * 29111912: a sleep ended 40 s past its time). An alarm that rings by then already is left
+   * (one read of it, no write); one later, or none, is set.
+   */
+  async reloaded(state: FlowState): Promise<void> {
+    // Read back by the alarm's handler, which arms when done: a write here would be one more.
+    if (this.waking) return;
+    const target = this.nearest(state);
+    if (target === undefined || (typeof this.armed === "number" && this.armed <= target)) return;
+    const set = await this.host.storage.getAlarm();
+    if (set !== null && set <= target) return;
+    this.armed = undefined;
+    this.forClaims = false;
+    await this.host.storage.setAlarm(target);
     this.armed = target;
   }
 
@@ -286,10 +317,19 @@ export class Deadlines {
     this.forClaims = false;
   }
 
-  /** The alarm rang (or is about to be cleared elsewhere): what is set is not known any more. */
+  /**
+   * The alarm rang (or is about to be cleared elsewhere): what is set is not known any more, and
+   * its handler sets it again when done (`woke`).
+   */
   rang(): void {
     this.armed = undefined;
     this.forClaims = false;
+    this.waking = true;
+  }
+
+  /** The alarm's handler is done: it set the alarm (or had no flow to set it for). */
+  woke(): void {
+    this.waking = false;
   }
 
   /** The flow is gone: no alarm. */

@@ -170,9 +170,11 @@ export class FlowObject
     void this.stream.append(this.bound(), state.traceId, changes);
   }
 
-  reloaded(state: FlowState): void {
+  /** The state was read back: what was told or armed from memory is done again from it. */
+  async reloaded(state: FlowState): Promise<void> {
     this.stream.catchUp(this.bound(), state);
     this.kept.reloaded(state);
+    await this.deadlines.reloaded(state);
   }
 
   claims(state: FlowState, commit: CommitPlan): ReturnType<OwnClaims["claimsFor"]> {

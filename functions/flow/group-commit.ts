@@ -61,8 +61,8 @@ export interface CommitHost {
   record?(): { key: string; token: string } | undefined;
   /** The changes of a durable batch, for the flow's event stream. */
   publish(state: FlowState, changes: FlowChange[]): void;
-  /** The state was read back from storage: the stream catches up with it. */
-  reloaded(state: FlowState): void;
+  /** The state was read back from storage: the stream catches up with it, the alarm rings for it. */
+  reloaded(state: FlowState): void | Promise<void>;
   /**
    * The work a commit of `state` may claim for the flow in its own script call (`commit` the plan
    * without them); none when absent. The claims are never part of a pending plan.
@@ -157,7 +157,7 @@ export class GroupCommit {
     // A commit (or a creation) that set memory meanwhile knows better than this read.
     if (generation !== this.generation) return;
     this.state = state;
-    if (state) this.host.reloaded(state);
+    if (state) await this.host.reloaded(state);
   }
 
   /** Sets memory (see `generation`); memory forgotten is checked against its record again. */

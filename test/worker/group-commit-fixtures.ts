@@ -93,7 +93,9 @@ export function groupCommitFixture(prefix: string) {
       },
       rebuild: (journal) => rebuildFlow(use.store, scope, journal),
       publish: (_state, changes) => told.published.push(...changes.map((c) => c.type)),
-      reloaded: () => told.reloaded++,
+      reloaded: () => {
+        told.reloaded++;
+      },
       afterCommit: async (batch) => {
         told.committed.push(batch);
       },
