@@ -167,7 +167,12 @@ describe("metrics: the same from every Worker process", () => {
     // The first test's two contexts (one without a runner), then 48 more of one runner each.
     for (const contexts of [2, 50]) {
       await contextsUpTo(contexts);
-      // Read afresh and kept (no reading kept yet, or a stale one), then answered from it.
+      // A reading kept now (answered, or read afresh and kept), stale after the window but still
+      // kept (for 3 windows): the next scrape reads afresh under `metrics:refresh` and keeps it.
+      // Without it, 48 contexts made on a loaded machine took longer than the kept reading lives,
+      // and a scrape with none kept reads afresh without claiming `metrics:refresh` (no SET NX: 8
+      // commands, not 9, in CI).
+      await fetch(`${a.url}/metrics`);
       await pause(window * 1000);
       const refresh = await scrapeCost([a.url], "keepFigures");
       expect(refresh.byCommand).toMatchObject({ readContextFigures: 1, countSets: 1, keepFigures: 1 });
