@@ -120,9 +120,18 @@ export async function loadJob(call: FlowCall, contextId: number, callerId: numbe
     await call.store.jobs.load({ context_id: contextId, caller_id: callerId, id }),
   );
   const live = await liveJob(call, record);
-  return live
-    ? { ...record, status: live.status, ...(live.attempt > 0 ? { attempt: live.attempt } : {}), live }
-    : record;
+  if (!live) return record;
+  // The record was read first: a job that ended between the two reads has the live status of
+  // its end and the record's error of before it (none). The error goes with the status it
+  // explains, so both are the live view's (CI saw a job "error" with no error).
+  const { error: _before, ...rest } = record;
+  return {
+    ...rest,
+    status: live.status,
+    ...(live.attempt > 0 ? { attempt: live.attempt } : {}),
+    ...(live.error !== undefined ? { error: live.error } : {}),
+    live,
+  };
 }
 
 /** Starts a job outside any flow (admins); starting it twice changes nothing. */
