@@ -32,7 +32,9 @@ class DeadlineIndex {
   nearest(state: FlowState, before?: FlowState): number | undefined {
     if (before !== undefined && before === this.state) {
       for (const id of changedJobs(before, state)) this.set(id, state.jobs.job(id).deadline?.at);
-    } else {
+    } else if (state !== this.state) {
+      // Rebuilt from every job, unless this is the state already indexed (a commit's arming
+      // after `ahead` indexed it).
       this.current = new Map();
       this.heap = [];
       for (const id of state.order) this.set(id, state.jobs.job(id).deadline?.at);
@@ -271,19 +273,40 @@ export class Deadlines {
   /**
    * The state was read back from storage (a fresh object, or memory forgotten): the alarm is
    * made to ring by its nearest deadline at the latest. The commit that gave that deadline may
-   * have armed nothing: the object died between its script call and arming (a Worker restart),
-   * or its outcome was unknown and a plan left pending was applied when settled. Nothing else
-   * rang for such a deadline but the cron's sweep, once a minute (the chaos soak's seed
-   * 29111912: a sleep ended 40 s past its time). An alarm that rings by then already is left
-   * (one read of it, no write); one later, or none, is set.
+   * have armed nothing: its outcome was unknown and a plan left pending was applied when
+   * settled, or the object died between its script call and arming (a Worker restart) before
+   * `ahead` existed. Nothing else rang for such a deadline but the cron's sweep, once a minute
+   * (the chaos soak's seed 29111912: a sleep ended 40 s past its time).
    */
   async reloaded(state: FlowState): Promise<void> {
-    // Read back by the alarm's handler, which arms when done: a write here would be one more.
-    if (this.waking) return;
-    const target = this.nearest(state);
-    if (target === undefined || (typeof this.armed === "number" && this.armed <= target)) return;
-    const set = await this.host.storage.getAlarm();
-    if (set !== null && set <= target) return;
+    await this.ringBy(this.nearest(state));
+  }
+
+  /**
+   * A commit reaching `after` from `before` goes out next, claiming nothing (one that claims
+   * has `armBy` ring soon): the alarm is made to ring by the nearest deadline it sets. Should
+   * the object die before the commit's answer (a Worker restart), the commit may still be
+   * applied, and then no `arm` of it ever runs; if nobody calls the object again (no report or
+   * submission sent again), only this alarm wakes it, to settle the plan left pending and act on
+   * the deadline. `arm` then finds the alarm where it should be: the same one write, made
+   * before the call instead of after it.
+   */
+  async ahead(after: FlowState, before: FlowState): Promise<void> {
+    await this.ringBy(this.nearest(after, before));
+  }
+
+  /**
+   * Has the alarm ring by `target` at the latest: one that rings by then already is left (no
+   * write; a read of it when memory does not know it), one later, or none, is set. Not while the
+   * alarm's handler runs: it arms when done, and a write here would be one more.
+   */
+  private async ringBy(target: number | undefined): Promise<void> {
+    if (this.waking || target === undefined) return;
+    if (typeof this.armed === "number" && this.armed <= target) return;
+    if (this.armed === undefined) {
+      const set = await this.host.storage.getAlarm();
+      if (set !== null && set <= target) return;
+    }
     this.armed = undefined;
     this.forClaims = false;
     await this.host.storage.setAlarm(target);

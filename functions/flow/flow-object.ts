@@ -177,6 +177,10 @@ export class FlowObject
     await this.deadlines.reloaded(state);
   }
 
+  committing(before: FlowState, after: FlowState): Promise<void> {
+    return this.deadlines.ahead(after, before);
+  }
+
   claims(state: FlowState, commit: CommitPlan): ReturnType<OwnClaims["claimsFor"]> {
     return this.own.claimsFor(state, commit);
   }

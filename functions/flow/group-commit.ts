@@ -70,6 +70,11 @@ export interface CommitHost {
   claims?(state: FlowState, commit: CommitPlan): CommitClaim[];
   /** A commit that claims goes out next: should the object die before delivering, its alarm must come back. */
   claiming?(): Promise<void>;
+  /**
+   * A commit reaching `after` from `before` that claims nothing goes out next: should the object
+   * die before its answer, its alarm must still ring by the deadlines it sets.
+   */
+  committing?(before: FlowState, after: FlowState): Promise<void>;
   /** The assignments of what a commit claimed, applied in the same batch as the commit. */
   assignments?(outcome: CommitOutcome): FlowEvent[];
   /**
@@ -317,6 +322,7 @@ export class GroupCommit {
       // (if it ran) is left to the dispatcher's reaper, which it is then told to run.
       await this.pending.write(claims.length > 0 ? { ...plan, claimed: true } : plan);
       if (claims.length > 0) await this.host.claiming?.();
+      else await this.host.committing?.(before, after);
       try {
         outcome = await this.run(plan, {
           contextId: after.contextId,

@@ -10,8 +10,10 @@ import { testWorker } from "./harness.js";
 
 // The alarm of a flow whose state is read back from storage (Deadlines.reloaded): the commit
 // that gave its deadlines may have armed nothing (the object died between the script call and
-// arming it, or a plan left pending was applied when settled), so reading it back arms it. In a
-// real Durable Object's storage, the flow in real Redis.
+// arming it, or a plan left pending was applied when settled), so reading it back arms it. And
+// the alarm armed before a commit goes out (Deadlines.ahead), so that one whose object dies
+// before arming still rings though nobody reads the flow back. In a real Durable Object's
+// storage, the flow in real Redis.
 
 const w = testWorker("deadlines-reloaded");
 afterAll(() => w.cleanup());
@@ -39,7 +41,7 @@ function deadlinesOver(storage: DurableObjectStorage): Deadlines {
   return new Deadlines(host);
 }
 
-describe("Deadlines.reloaded", () => {
+describe("Deadlines.reloaded and Deadlines.ahead", () => {
   it("has the alarm ring by the nearest deadline of a state read back: sets none, moves a later one, leaves an earlier one", async () => {
     const { state, stub } = await newFlow();
     const started = through(state, [start]);
@@ -101,6 +103,39 @@ describe("Deadlines.reloaded", () => {
         const loaded = (await fresh.load()) as FlowState;
         expect(loaded.status).toBe("started");
         expect(await ds.storage.getAlarm()).toBe(nearestDeadline(loaded)?.at);
+      } finally {
+        await ds.storage.deleteAlarm();
+      }
+    });
+  });
+
+  it("arms the alarm before a commit goes out (Deadlines.ahead), so a commit whose object died before arming still rings", async () => {
+    const { state, scope, stub } = await newFlow();
+    expect(await store.flows.create(state, [], T)).toBe(true);
+    await runInDurableObject(stub, async (_instance, ds) => {
+      const deadlines = deadlinesOver(ds.storage);
+      const host: CommitHost = {
+        storage: ds.storage,
+        store: () => store,
+        rebuild: (journal) => rebuildFlow(store, scope, journal),
+        publish: () => undefined,
+        reloaded: () => undefined,
+        committing: (before, after) => deadlines.ahead(after, before),
+        // The object dies after the script call: nothing it owes after the commit is done.
+        afterCommit: async () => undefined,
+        afterSettle: async () => undefined,
+        storageDown: async () => undefined,
+        storageUp: () => undefined,
+      };
+      try {
+        const commits = new GroupCommit(host);
+        commits.adopt(state);
+        await commits.enqueue(start);
+        const started = (await commits.load()) as FlowState;
+        expect(await ds.storage.getAlarm()).toBe(nearestDeadline(started)?.at);
+        // Nothing nearer: a commit's arming then finds it where it should be.
+        await deadlines.arm(started, false);
+        expect(await ds.storage.getAlarm()).toBe(nearestDeadline(started)?.at);
       } finally {
         await ds.storage.deleteAlarm();
       }
