@@ -41,6 +41,29 @@ function deadlinesOver(storage: DurableObjectStorage): Deadlines {
   return new Deadlines(host);
 }
 
+/**
+ * A GroupCommit's host over the object's storage and the flow in Redis that does nothing after a
+ * commit (as an object that died before its afterCommit), with `parts` of its own.
+ */
+function hostOver(
+  storage: DurableObjectStorage,
+  scope: Parameters<typeof rebuildFlow>[1],
+  parts: Partial<CommitHost>,
+): CommitHost {
+  return {
+    storage,
+    store: () => store,
+    rebuild: (journal) => rebuildFlow(store, scope, journal),
+    publish: () => undefined,
+    reloaded: () => undefined,
+    afterCommit: async () => undefined,
+    afterSettle: async () => undefined,
+    storageDown: async () => undefined,
+    storageUp: () => undefined,
+    ...parts,
+  };
+}
+
 describe("Deadlines.reloaded and Deadlines.ahead", () => {
   it("has the alarm ring by the nearest deadline of a state read back: sets none, moves a later one, leaves an earlier one", async () => {
     const { state, stub } = await newFlow();
@@ -78,28 +101,17 @@ describe("Deadlines.reloaded and Deadlines.ahead", () => {
     const { state, scope, stub } = await newFlow();
     expect(await store.flows.create(state, [], T)).toBe(true);
     await runInDurableObject(stub, async (_instance, ds) => {
-      const host = (reloaded: CommitHost["reloaded"]): CommitHost => ({
-        storage: ds.storage,
-        store: () => store,
-        rebuild: (journal) => rebuildFlow(store, scope, journal),
-        publish: () => undefined,
-        reloaded,
-        afterCommit: async () => undefined,
-        afterSettle: async () => undefined,
-        storageDown: async () => undefined,
-        storageUp: () => undefined,
-      });
       try {
         // The start is committed (Redis and journal) and no alarm is set after it, as when the
         // object died before its afterCommit.
-        const first = new GroupCommit(host(() => undefined));
+        const first = new GroupCommit(hostOver(ds.storage, scope, {}));
         first.adopt(state);
         await first.enqueue(start);
         expect(await ds.storage.getAlarm()).toBeNull();
 
         // The object after it: fresh memory, the state read back.
         const deadlines = deadlinesOver(ds.storage);
-        const fresh = new GroupCommit(host((s) => deadlines.reloaded(s)));
+        const fresh = new GroupCommit(hostOver(ds.storage, scope, { reloaded: (s) => deadlines.reloaded(s) }));
         const loaded = (await fresh.load()) as FlowState;
         expect(loaded.status).toBe("started");
         expect(await ds.storage.getAlarm()).toBe(nearestDeadline(loaded)?.at);
@@ -114,19 +126,8 @@ describe("Deadlines.reloaded and Deadlines.ahead", () => {
     expect(await store.flows.create(state, [], T)).toBe(true);
     await runInDurableObject(stub, async (_instance, ds) => {
       const deadlines = deadlinesOver(ds.storage);
-      const host: CommitHost = {
-        storage: ds.storage,
-        store: () => store,
-        rebuild: (journal) => rebuildFlow(store, scope, journal),
-        publish: () => undefined,
-        reloaded: () => undefined,
-        committing: (before, after) => deadlines.ahead(after, before),
-        // The object dies after the script call: nothing it owes after the commit is done.
-        afterCommit: async () => undefined,
-        afterSettle: async () => undefined,
-        storageDown: async () => undefined,
-        storageUp: () => undefined,
-      };
+      // The object dies after the script call: nothing it owes after the commit is done.
+      const host = hostOver(ds.storage, scope, { committing: (before, after) => deadlines.ahead(after, before) });
       try {
         const commits = new GroupCommit(host);
         commits.adopt(state);
