@@ -2,10 +2,10 @@ import { runInDurableObject } from "cloudflare:test";
 import { afterAll, describe, expect, it } from "vitest";
 import { storeFor } from "../../functions/core/store.js";
 import { Deadlines, type DeadlineHost } from "../../functions/flow/deadlines.js";
-import { GroupCommit, type CommitHost } from "../../functions/flow/group-commit.js";
-import { rebuildFlow } from "../../functions/flow/stored.js";
+import { GroupCommit } from "../../functions/flow/group-commit.js";
 import { nearestDeadline, type FlowEvent, type FlowState } from "../../shared/flow/index.js";
 import { flowOf, shJob, through } from "./flow-fixtures.js";
+import { quietHost } from "./group-commit-fixtures.js";
 import { testWorker } from "./harness.js";
 
 // The alarm of a flow whose state is read back from storage (Deadlines.reloaded): the commit
@@ -39,29 +39,6 @@ function deadlinesOver(storage: DurableObjectStorage): Deadlines {
     whyUndelivered: async () => undefined,
   };
   return new Deadlines(host);
-}
-
-/**
- * A GroupCommit's host over the object's storage and the flow in Redis that does nothing after a
- * commit (as an object that died before its afterCommit), with `parts` of its own.
- */
-function hostOver(
-  storage: DurableObjectStorage,
-  scope: Parameters<typeof rebuildFlow>[1],
-  parts: Partial<CommitHost>,
-): CommitHost {
-  return {
-    storage,
-    store: () => store,
-    rebuild: (journal) => rebuildFlow(store, scope, journal),
-    publish: () => undefined,
-    reloaded: () => undefined,
-    afterCommit: async () => undefined,
-    afterSettle: async () => undefined,
-    storageDown: async () => undefined,
-    storageUp: () => undefined,
-    ...parts,
-  };
 }
 
 describe("Deadlines.reloaded and Deadlines.ahead", () => {
@@ -104,14 +81,14 @@ describe("Deadlines.reloaded and Deadlines.ahead", () => {
       try {
         // The start is committed (Redis and journal) and no alarm is set after it, as when the
         // object died before its afterCommit.
-        const first = new GroupCommit(hostOver(ds.storage, scope, {}));
+        const first = new GroupCommit(quietHost(ds.storage, store, scope));
         first.adopt(state);
         await first.enqueue(start);
         expect(await ds.storage.getAlarm()).toBeNull();
 
         // The object after it: fresh memory, the state read back.
         const deadlines = deadlinesOver(ds.storage);
-        const fresh = new GroupCommit(hostOver(ds.storage, scope, { reloaded: (s) => deadlines.reloaded(s) }));
+        const fresh = new GroupCommit(quietHost(ds.storage, store, scope, { reloaded: (s) => deadlines.reloaded(s) }));
         const loaded = (await fresh.load()) as FlowState;
         expect(loaded.status).toBe("started");
         expect(await ds.storage.getAlarm()).toBe(nearestDeadline(loaded)?.at);
@@ -127,7 +104,9 @@ describe("Deadlines.reloaded and Deadlines.ahead", () => {
     await runInDurableObject(stub, async (_instance, ds) => {
       const deadlines = deadlinesOver(ds.storage);
       // The object dies after the script call: nothing it owes after the commit is done.
-      const host = hostOver(ds.storage, scope, { committing: (before, after) => deadlines.ahead(after, before) });
+      const host = quietHost(ds.storage, store, scope, {
+        committing: (before, after) => deadlines.ahead(after, before),
+      });
       try {
         const commits = new GroupCommit(host);
         commits.adopt(state);
