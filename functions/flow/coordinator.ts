@@ -248,16 +248,7 @@ export class FlowCoordinator extends DurableObject<Env> implements FlowCoordinat
   override async alarm(): Promise<void> {
     // A fresh instance can be woken by its alarm before any call told it its scope.
     this.flow.deadlines.rang();
-    try {
-      if (!(await this.flow.binding.restore())) return;
-      await this.wake();
-    } finally {
-      this.flow.deadlines.woke();
-    }
-  }
-
-  /** The alarm's work: anything it could not do is tried again soon. */
-  private async wake(): Promise<void> {
+    if (!(await this.flow.binding.restore())) return;
     try {
       await this.flow.wakeUp();
     } catch (error) {

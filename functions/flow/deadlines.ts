@@ -32,9 +32,7 @@ class DeadlineIndex {
   nearest(state: FlowState, before?: FlowState): number | undefined {
     if (before !== undefined && before === this.state) {
       for (const id of changedJobs(before, state)) this.set(id, state.jobs.job(id).deadline?.at);
-    } else if (state !== this.state) {
-      // Rebuilt from every job, unless this is the state already indexed (a commit's arming
-      // after `ahead` indexed it).
+    } else {
       this.current = new Map();
       this.heap = [];
       for (const id of state.order) this.set(id, state.jobs.job(id).deadline?.at);
@@ -121,8 +119,6 @@ export class Deadlines {
   private armed: number | null | undefined;
   /** The alarm was set by `armBy` for work claimed and not delivered, and by nothing else since. */
   private forClaims = false;
-  /** The alarm's handler runs: it sets the alarm when done, from the state it acted on. */
-  private waking = false;
 
   constructor(private readonly host: DeadlineHost) {}
 
@@ -238,11 +234,12 @@ export class Deadlines {
     before?: FlowState,
     by?: number,
   ): Promise<void> {
-    const times = [
-      state ? this.nearest(state, before) : undefined,
-      retrySoon ? now + RETRY_SOON_MS : undefined,
-      by,
-    ].filter((t): t is number => t !== undefined);
+    const due = state ? this.index.nearest(state, before) : undefined;
+    // The flow's own deadline (timeouts.flow) belongs to no job: the index does not hold it.
+    const flowDue = state && state.endedAt === undefined ? flowDeadline(state) : undefined;
+    const times = [due, flowDue, retrySoon ? now + RETRY_SOON_MS : undefined, by].filter(
+      (t): t is number => t !== undefined,
+    );
     const target = times.length === 0 ? null : Math.min(...times);
     if (target === this.armed) return;
     // While work is claimed and not delivered, an alarm that comes by then already does: moving it
@@ -259,57 +256,6 @@ export class Deadlines {
     this.forClaims = false;
     if (target === null) await this.host.storage.deleteAlarm();
     else await this.host.storage.setAlarm(target);
-    this.armed = target;
-  }
-
-  /** The nearest deadline of `state`, the flow's own included (`before`: as for `arm`). */
-  private nearest(state: FlowState, before?: FlowState): number | undefined {
-    const due = this.index.nearest(state, before);
-    // The flow's own deadline (timeouts.flow) belongs to no job: the index does not hold it.
-    const flowDue = state.endedAt === undefined ? flowDeadline(state) : undefined;
-    return due === undefined || flowDue === undefined ? (due ?? flowDue) : Math.min(due, flowDue);
-  }
-
-  /**
-   * The state was read back from storage (a fresh object, or memory forgotten): the alarm is
-   * made to ring by its nearest deadline at the latest. The commit that gave that deadline may
-   * have armed nothing: its outcome was unknown and a plan left pending was applied when
-   * settled, or the object died between its script call and arming (a Worker restart) before
-   * `ahead` existed. Nothing else rang for such a deadline but the cron's sweep, once a minute
-   * (the chaos soak's seed 29111912: a sleep ended 40 s past its time).
-   */
-  async reloaded(state: FlowState): Promise<void> {
-    await this.ringBy(this.nearest(state));
-  }
-
-  /**
-   * A commit reaching `after` from `before` goes out next, claiming nothing (one that claims
-   * has `armBy` ring soon): the alarm is made to ring by the nearest deadline it sets. Should
-   * the object die before the commit's answer (a Worker restart), the commit may still be
-   * applied, and then no `arm` of it ever runs; if nobody calls the object again (no report or
-   * submission sent again), only this alarm wakes it, to settle the plan left pending and act on
-   * the deadline. `arm` then finds the alarm where it should be: the same one write, made
-   * before the call instead of after it.
-   */
-  async ahead(after: FlowState, before: FlowState): Promise<void> {
-    await this.ringBy(this.nearest(after, before));
-  }
-
-  /**
-   * Has the alarm ring by `target` at the latest: one that rings by then already is left (no
-   * write; a read of it when memory does not know it), one later, or none, is set. Not while the
-   * alarm's handler runs: it arms when done, and a write here would be one more.
-   */
-  private async ringBy(target: number | undefined): Promise<void> {
-    if (this.waking || target === undefined) return;
-    if (typeof this.armed === "number" && this.armed <= target) return;
-    if (this.armed === undefined) {
-      const set = await this.host.storage.getAlarm();
-      if (set !== null && set <= target) return;
-    }
-    this.armed = undefined;
-    this.forClaims = false;
-    await this.host.storage.setAlarm(target);
     this.armed = target;
   }
 
@@ -340,19 +286,10 @@ export class Deadlines {
     this.forClaims = false;
   }
 
-  /**
-   * The alarm rang (or is about to be cleared elsewhere): what is set is not known any more, and
-   * its handler sets it again when done (`woke`).
-   */
+  /** The alarm rang (or is about to be cleared elsewhere): what is set is not known any more. */
   rang(): void {
     this.armed = undefined;
     this.forClaims = false;
-    this.waking = true;
-  }
-
-  /** The alarm's handler is done: it set the alarm (or had no flow to set it for). */
-  woke(): void {
-    this.waking = false;
   }
 
   /** The flow is gone: no alarm. */

@@ -170,15 +170,9 @@ export class FlowObject
     void this.stream.append(this.bound(), state.traceId, changes);
   }
 
-  /** The state was read back: what was told or armed from memory is done again from it. */
-  async reloaded(state: FlowState): Promise<void> {
+  reloaded(state: FlowState): void {
     this.stream.catchUp(this.bound(), state);
     this.kept.reloaded(state);
-    await this.deadlines.reloaded(state);
-  }
-
-  committing(before: FlowState, after: FlowState): Promise<void> {
-    return this.deadlines.ahead(after, before);
   }
 
   claims(state: FlowState, commit: CommitPlan): ReturnType<OwnClaims["claimsFor"]> {

@@ -61,8 +61,8 @@ export interface CommitHost {
   record?(): { key: string; token: string } | undefined;
   /** The changes of a durable batch, for the flow's event stream. */
   publish(state: FlowState, changes: FlowChange[]): void;
-  /** The state was read back from storage: the stream catches up with it, the alarm rings for it. */
-  reloaded(state: FlowState): void | Promise<void>;
+  /** The state was read back from storage: the stream catches up with it. */
+  reloaded(state: FlowState): void;
   /**
    * The work a commit of `state` may claim for the flow in its own script call (`commit` the plan
    * without them); none when absent. The claims are never part of a pending plan.
@@ -70,11 +70,6 @@ export interface CommitHost {
   claims?(state: FlowState, commit: CommitPlan): CommitClaim[];
   /** A commit that claims goes out next: should the object die before delivering, its alarm must come back. */
   claiming?(): Promise<void>;
-  /**
-   * A commit reaching `after` from `before` that claims nothing goes out next: should the object
-   * die before its answer, its alarm must still ring by the deadlines it sets.
-   */
-  committing?(before: FlowState, after: FlowState): Promise<void>;
   /** The assignments of what a commit claimed, applied in the same batch as the commit. */
   assignments?(outcome: CommitOutcome): FlowEvent[];
   /**
@@ -162,7 +157,7 @@ export class GroupCommit {
     // A commit (or a creation) that set memory meanwhile knows better than this read.
     if (generation !== this.generation) return;
     this.state = state;
-    if (state) await this.host.reloaded(state);
+    if (state) this.host.reloaded(state);
   }
 
   /** Sets memory (see `generation`); memory forgotten is checked against its record again. */
@@ -322,7 +317,6 @@ export class GroupCommit {
       // (if it ran) is left to the dispatcher's reaper, which it is then told to run.
       await this.pending.write(claims.length > 0 ? { ...plan, claimed: true } : plan);
       if (claims.length > 0) await this.host.claiming?.();
-      else await this.host.committing?.(before, after);
       try {
         outcome = await this.run(plan, {
           contextId: after.contextId,

@@ -4,10 +4,10 @@ import type { FlowScope } from "../../functions/core/scopes.js";
 import { storeFor } from "../../functions/core/store.js";
 import { Deadlines, RETRY_SOON_MS, type DeadlineHost } from "../../functions/flow/deadlines.js";
 import { GroupCommit } from "../../functions/flow/group-commit.js";
+import { rebuildFlow } from "../../functions/flow/stored.js";
 import { apply, nearestDeadline, type FlowEvent, type FlowState, type Transition } from "../../shared/flow/index.js";
 import type { Store } from "../../shared/store/index.js";
 import { flowOf, shJob, through, unreachableStore } from "./flow-fixtures.js";
-import { quietHost } from "./group-commit-fixtures.js";
 import { testWorker } from "./harness.js";
 
 // Deadlines on its own: the alarm and the "storage down since" mark in a real Durable Object's
@@ -349,7 +349,17 @@ describe("Deadlines", () => {
     const { state, scope, stub } = await newFlow(3);
     expect(await store.flows.create(state, [], T)).toBe(true);
     await runInDurableObject(stub, async (_instance, ds) => {
-      const commits: GroupCommit = new GroupCommit(quietHost(ds.storage, store, scope));
+      const commits: GroupCommit = new GroupCommit({
+        storage: ds.storage,
+        store: () => store,
+        rebuild: (journal) => rebuildFlow(store, scope, journal),
+        publish: () => undefined,
+        reloaded: () => undefined,
+        afterCommit: async () => undefined,
+        afterSettle: async () => undefined,
+        storageDown: async () => undefined,
+        storageUp: () => undefined,
+      });
       const deadlines = new Deadlines({
         storage: ds.storage,
         enqueue: (event) => commits.enqueue(event),

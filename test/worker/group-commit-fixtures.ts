@@ -93,9 +93,7 @@ export function groupCommitFixture(prefix: string) {
       },
       rebuild: (journal) => rebuildFlow(use.store, scope, journal),
       publish: (_state, changes) => told.published.push(...changes.map((c) => c.type)),
-      reloaded: () => {
-        told.reloaded++;
-      },
+      reloaded: () => told.reloaded++,
       afterCommit: async (batch) => {
         told.committed.push(batch);
       },
@@ -120,28 +118,4 @@ export function groupCommitFixture(prefix: string) {
     w.redis.exec<string | null>(["HGET", w.keys.job(state.contextId, CALLER, jobId), field]);
 
   return { w, store, away, newContextId, newFlow, hostFor, queued, flowField, jobField };
-}
-
-/**
- * A GroupCommit's host over a real object's storage and a flow in real Redis that does nothing
- * after a commit (as an object that died before its afterCommit), with `parts` of its own.
- */
-export function quietHost(
-  storage: DurableObjectStorage,
-  store: Store,
-  scope: FlowScope,
-  parts: Partial<CommitHost> = {},
-): CommitHost {
-  return {
-    storage,
-    store: () => store,
-    rebuild: (journal) => rebuildFlow(store, scope, journal),
-    publish: () => undefined,
-    reloaded: () => undefined,
-    afterCommit: async () => undefined,
-    afterSettle: async () => undefined,
-    storageDown: async () => undefined,
-    storageUp: () => undefined,
-    ...parts,
-  };
 }
