@@ -85,27 +85,19 @@ function scrapeCommand(command: string): string | undefined {
 
 /**
  * Scrapes `urls` at once, counting the commands sent to Redis meanwhile for the scrape, by name
- * (see scrapeCommand); the others are logged. With `last`, the count goes on (15 s at most)
- * until that command of the scrape's was sent: a reading keeps itself (keepFigures) after its
- * answer, and on a loaded machine that came more than the quiet's second later (CI: 8 of 9).
+ * (see scrapeCommand); the others are logged. Counted from one record, up to a quiet second after
+ * the answers: a reading keeps itself (keepFigures) after its answer.
  */
-async function scrapeCost(urls: string[], last?: string): Promise<{ sent: number; byCommand: Record<string, number> }> {
+async function scrapeCost(...urls: string[]): Promise<{ sent: number; byCommand: Record<string, number> }> {
   await quiet();
-  let record = stack().restRecord({ keys: true });
+  const record = stack().restRecord({ keys: true });
   const answers = await Promise.all(urls.map((url) => fetch(`${url}/metrics`)));
   for (const res of answers) expect(res.status).toBe(200);
   await Promise.all(answers.map((res) => res.text()));
-  const commands: string[] = [];
-  const deadline = Date.now() + 15_000;
-  for (;;) {
-    await quiet(1_000);
-    commands.push(...record().flat());
-    if (!last || commands.some((c) => scrapeCommand(c) === last) || Date.now() > deadline) break;
-    record = stack().restRecord({ keys: true }); // in the same turn: nothing is sent between the two
-  }
+  await quiet(1_000);
   const byCommand: Record<string, number> = {};
   const background: string[] = [];
-  for (const command of commands) {
+  for (const command of record().flat()) {
     const name = scrapeCommand(command);
     if (name === undefined) background.push(command);
     else byCommand[name] = (byCommand[name] ?? 0) + 1;
@@ -139,13 +131,13 @@ describe("metrics: the same from every Worker process", () => {
   it("reads afresh at 4 commands sent with no context, 6 with some (a call of each script per 100 contexts)", async () => {
     // First, while the stack has no context at all.
     await fetch(`${stack().url}/metrics`);
-    const idle = await scrapeCost([stack().url]);
+    const idle = await scrapeCost(stack().url);
     console.log(`fresh scrape, no context: ${idle.sent} commands sent: ${JSON.stringify(idle.byCommand)}`);
     expect(idle.sent).toBe(4);
 
     await contextsUpTo(1);
     await fetch(`${stack().url}/metrics`); // loads the scripts into Redis (a first use sends each whole)
-    const one = await scrapeCost([stack().url]);
+    const one = await scrapeCost(stack().url);
     console.log(`fresh scrape, 1 context of one runner: ${one.sent} commands sent: ${JSON.stringify(one.byCommand)}`);
     // Per 100 contexts: readContextFigures (each one's fold, counters, runners, a count per flow
     // status, deadlines and dead letters, inside Redis) and countSets (their runners' slots).
@@ -153,7 +145,7 @@ describe("metrics: the same from every Worker process", () => {
     expect(one.sent).toBe(4 + 2);
 
     await admin().client.createContext(); // no runner
-    const two = await scrapeCost([stack().url]);
+    const two = await scrapeCost(stack().url);
     expect(two.byCommand).toMatchObject({ readContextFigures: 1, countSets: 1 });
     expect(two.sent).toBe(4 + 2);
   });
@@ -174,10 +166,10 @@ describe("metrics: the same from every Worker process", () => {
       // commands, not 9, in CI).
       await fetch(`${a.url}/metrics`);
       await pause(window * 1000);
-      const refresh = await scrapeCost([a.url], "keepFigures");
+      const refresh = await scrapeCost(a.url);
       expect(refresh.byCommand).toMatchObject({ readContextFigures: 1, countSets: 1, keepFigures: 1 });
       refreshCosts.push(refresh.sent);
-      const kept = await scrapeCost([b.url]);
+      const kept = await scrapeCost(b.url);
       console.log(
         `${contexts} contexts: reading afresh ${refresh.sent} commands sent, answering from the kept reading ` +
           `${kept.sent}: ${JSON.stringify(kept.byCommand)}`,
@@ -202,10 +194,7 @@ describe("metrics: the same from every Worker process", () => {
     await pause(window * 1000 + 100);
     // Eight scrapes at once on a stale reading: one takes `metrics:refresh` and reads afresh,
     // the others answer the kept reading.
-    const race = await scrapeCost(
-      Array.from({ length: 8 }, (_, i) => (i % 2 ? b.url : a.url)),
-      "keepFigures",
-    );
+    const race = await scrapeCost(...Array.from({ length: 8 }, (_, i) => (i % 2 ? b.url : a.url)));
     console.log(`8 scrapes of a stale reading: ${race.sent} commands sent: ${JSON.stringify(race.byCommand)}`);
     // One fresh reading: kept once, its contexts read in one call. Only the reading's own
     // commands are counted exactly: the window also holds what earlier tests' dispatchers do in
